@@ -1,0 +1,46 @@
+# Rhythm delivery. The two commands that matter: `make demo` and `make test`.
+# Everything they need (Python tools, the local AWS emulator) is installed and started from this
+# repository's own files.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+VENV := .venv/bin
+
+.PHONY: help demo test venv emulator-start emulator-stop lint-template lint build bench fmt
+
+help:
+	@echo "make demo   - run the delivery pipeline end to end on the local emulator"
+	@echo "make test   - formatting, template lint, unit and integration tests (starts the emulator)"
+	@echo "make lint   - clippy with warnings as errors"
+	@echo "make build  - cargo lambda build --release --arm64 of every function"
+	@echo "make bench  - pipeline benchmark on the local emulator"
+
+venv:
+	@scripts/venv.sh
+
+emulator-start: venv
+	@scripts/emulator.sh start
+
+emulator-stop:
+	@scripts/emulator.sh stop
+
+lint-template: venv
+	$(VENV)/cfn-lint template.yaml
+	$(VENV)/sam validate --lint --template template.yaml --region us-east-1
+
+test:
+	@scripts/test.sh
+
+demo:
+	@scripts/demo.sh
+
+lint:
+	cargo clippy --workspace --all-targets -- -D warnings
+
+fmt:
+	cargo fmt --all
+
+build: venv
+	PATH="$(CURDIR)/.venv/bin:$$PATH" cargo lambda build --release --arm64 --workspace --bins --exclude local
+
+bench:
+	@scripts/bench.sh

@@ -1,0 +1,16 @@
+//! Stream ingest: source changes (DynamoDB stream of the changes table) → delivery records.
+
+use aws_lambda_events::event::dynamodb::Event;
+use lambda_runtime::{service_fn, LambdaEvent};
+use shared::ingest::Ingest;
+use shared::runtime::Context;
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    let ctx = Context::from_env().await?;
+    let ingest = &Ingest::new(ctx.clients, ctx.config, ctx.clock);
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Event>| async move {
+        Ok::<_, lambda_runtime::Error>(ingest.handle(event.payload).await)
+    }))
+    .await
+}

@@ -1,0 +1,40 @@
+//! Connection to the local AWS emulator (moto server) started by `scripts/emulator.sh`.
+
+use anyhow::{bail, Result};
+use aws_config::SdkConfig;
+use std::time::Duration;
+
+const HOW_TO_START: &str = "start it with `make emulator-start && source .local/emulator.env` \
+(or run everything with `make test`)";
+
+/// The emulator endpoint from `AWS_ENDPOINT_URL`, checked to answer on loopback. Integration tests
+/// call this first: a missing emulator is a failure with instructions, never a silent skip.
+pub async fn endpoint() -> Result<String> {
+    let Ok(url) = std::env::var("AWS_ENDPOINT_URL") else {
+        bail!("AWS_ENDPOINT_URL is not set, so there is no emulator to talk to: {HOW_TO_START}");
+    };
+    let parsed = url::Url::parse(&url)?;
+    let host = parsed.host_str().unwrap_or_default();
+    if !matches!(host, "127.0.0.1" | "localhost" | "[::1]" | "::1") {
+        bail!(
+            "AWS_ENDPOINT_URL={url} is not a loopback address; tests only talk to a local emulator"
+        );
+    }
+    let port = parsed.port_or_known_default().unwrap_or(80);
+    let addr = format!("{host}:{port}");
+    match tokio::time::timeout(
+        Duration::from_secs(3),
+        tokio::net::TcpStream::connect(&addr),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Ok(url),
+        _ => bail!("the emulator at {url} does not answer: {HOW_TO_START}"),
+    }
+}
+
+/// SDK configuration aimed at the emulator, with its static local credentials.
+pub async fn sdk_config() -> Result<SdkConfig> {
+    endpoint().await?;
+    Ok(shared::aws::sdk_config().await)
+}

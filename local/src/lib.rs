@@ -1,0 +1,11 @@
+//! The development harness: provisions `template.yaml` on the local emulator, drains streams and
+//! queues into handlers as Lambda would, runs a scripted HTTP receiver, and drives the demo and the
+//! benchmarks. Integration tests (`local/tests/`) are built on it.
+
+pub mod emulator;
+pub mod provision;
+pub mod queues;
+pub mod receiver;
+pub mod streams;
+pub mod template;
+pub mod testkit;

@@ -1,0 +1,190 @@
+//! A real HTTP receiver on loopback whose answers a test scripts: it records every request (so a
+//! test can check headers, signatures and bodies) and replies from a queue of scripted replies,
+//! falling back to a default.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+/// How the receiver answers one request.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    Status(u16),
+    /// A status with extra headers (e.g. `Retry-After`) and a body.
+    Full {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: String,
+    },
+    /// Records the request (the change is "applied") but answers only after `delay`: longer than
+    /// the client's timeout, this is a lost acknowledgement.
+    Hang(Duration),
+    /// Records the request and closes the connection without answering.
+    Drop,
+}
+
+#[derive(Debug, Clone)]
+pub struct ReceivedRequest {
+    pub method: String,
+    pub path: String,
+    /// Lower-case header names.
+    pub headers: BTreeMap<String, String>,
+    pub body: Vec<u8>,
+}
+
+impl ReceivedRequest {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .get(&name.to_ascii_lowercase())
+            .map(String::as_str)
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+#[derive(Default)]
+struct State {
+    script: VecDeque<Reply>,
+    default: Option<Reply>,
+    received: Vec<ReceivedRequest>,
+}
+
+#[derive(Clone)]
+pub struct Receiver {
+    addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    task: Arc<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.task) == 1 {
+            self.task.abort();
+        }
+    }
+}
+
+impl Receiver {
+    /// Starts a receiver on an ephemeral loopback port that answers 200 unless scripted otherwise.
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a loopback port for the test receiver");
+        let addr = listener.local_addr().expect("local address");
+        let state = Arc::new(Mutex::new(State {
+            default: Some(Reply::Status(200)),
+            ..State::default()
+        }));
+        let shared = state.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let state = shared.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |req| handle(state.clone(), req));
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Receiver {
+            addr,
+            state,
+            task: Arc::new(task),
+        }
+    }
+
+    /// `http://127.0.0.1:{port}{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// Queues replies, used in order before the default.
+    pub fn script(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.state.lock().unwrap().script.extend(replies);
+    }
+
+    pub fn set_default(&self, reply: Reply) {
+        self.state.lock().unwrap().default = Some(reply);
+    }
+
+    pub fn received(&self) -> Vec<ReceivedRequest> {
+        self.state.lock().unwrap().received.clone()
+    }
+
+    pub fn count(&self) -> usize {
+        self.state.lock().unwrap().received.len()
+    }
+}
+
+async fn handle(
+    state: Arc<Mutex<State>>,
+    req: Request<hyper::body::Incoming>,
+) -> Result<Response<Full<Bytes>>, std::io::Error> {
+    use http_body_util::BodyExt;
+    let (parts, body) = req.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes().to_vec())
+        .unwrap_or_default();
+    let reply = {
+        let mut s = state.lock().unwrap();
+        s.received.push(ReceivedRequest {
+            method: parts.method.to_string(),
+            path: parts.uri.path().to_string(),
+            headers: parts
+                .headers
+                .iter()
+                .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+                .collect(),
+            body,
+        });
+        s.script
+            .pop_front()
+            .or_else(|| s.default.clone())
+            .unwrap_or(Reply::Status(200))
+    };
+    match reply {
+        Reply::Status(code) => Ok(response(code, &[], String::new())),
+        Reply::Full {
+            status,
+            headers,
+            body,
+        } => Ok(response(status, &headers, body)),
+        Reply::Hang(delay) => {
+            tokio::time::sleep(delay).await;
+            Ok(response(200, &[], String::new()))
+        }
+        Reply::Drop => Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "scripted connection drop",
+        )),
+    }
+}
+
+fn response(status: u16, headers: &[(String, String)], body: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    for (k, v) in headers {
+        if let (Ok(name), Ok(value)) = (
+            http::header::HeaderName::from_bytes(k.as_bytes()),
+            http::HeaderValue::from_str(v),
+        ) {
+            r.headers_mut().insert(name, value);
+        }
+    }
+    r
+}

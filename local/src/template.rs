@@ -1,0 +1,329 @@
+//! Reads `template.yaml`: the DynamoDB tables, SQS queues and function environment it declares.
+//! The harness provisions exactly these, so the template stays the single source of truth.
+
+use serde::Deserialize;
+use serde_yaml::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TemplateError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("template.yaml is not valid YAML: {0}")]
+    Yaml(#[from] serde_yaml::Error),
+    #[error("resource {resource}: {message}")]
+    Resource { resource: String, message: String },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyElement {
+    pub attribute: String,
+    /// `HASH` or `RANGE`.
+    pub key_type: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexSpec {
+    pub name: String,
+    pub keys: Vec<KeyElement>,
+    /// `ALL`, `KEYS_ONLY` or `INCLUDE`.
+    pub projection: String,
+    pub non_key_attributes: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableSpec {
+    pub logical_id: String,
+    /// Attribute name → `S`, `N` or `B`.
+    pub attributes: BTreeMap<String, String>,
+    pub keys: Vec<KeyElement>,
+    pub global_indexes: Vec<IndexSpec>,
+    pub stream_view: Option<String>,
+    pub ttl_attribute: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueSpec {
+    pub logical_id: String,
+    pub visibility_timeout: Option<u32>,
+    pub retention_seconds: Option<u32>,
+    /// Logical id of the dead-letter queue and the receive count that sends a message there.
+    pub redrive: Option<(String, u32)>,
+}
+
+/// A function environment value as the template states it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EnvValue {
+    Literal(String),
+    /// `!Ref X`: a resource (its physical name or URL) or a parameter.
+    Ref(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Template {
+    pub tables: Vec<TableSpec>,
+    pub queues: Vec<QueueSpec>,
+    /// `Globals.Function.Environment.Variables`.
+    pub function_env: BTreeMap<String, EnvValue>,
+    /// Parameter defaults.
+    pub parameters: BTreeMap<String, String>,
+}
+
+impl Template {
+    /// The repository's `template.yaml`, found from this crate's directory.
+    pub fn project_path() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml")
+    }
+
+    pub fn load_project() -> Result<Self, TemplateError> {
+        Self::load(&Self::project_path())
+    }
+
+    pub fn load(path: &Path) -> Result<Self, TemplateError> {
+        let text = std::fs::read_to_string(path).map_err(|source| TemplateError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text)
+    }
+
+    pub fn parse(text: &str) -> Result<Self, TemplateError> {
+        let doc: Value = serde_yaml::from_str(text)?;
+        let mut tables = Vec::new();
+        let mut queues = Vec::new();
+        if let Some(resources) = doc.get("Resources").and_then(Value::as_mapping) {
+            for (id, resource) in resources {
+                let id = id.as_str().unwrap_or_default().to_string();
+                let props = resource.get("Properties").cloned().unwrap_or(Value::Null);
+                match resource.get("Type").and_then(Value::as_str) {
+                    Some("AWS::DynamoDB::Table") => tables.push(table_spec(&id, &props)?),
+                    Some("AWS::SQS::Queue") => queues.push(queue_spec(&id, &props)?),
+                    _ => {}
+                }
+            }
+        }
+        let mut function_env = BTreeMap::new();
+        if let Some(vars) = doc
+            .get("Globals")
+            .and_then(|g| g.get("Function"))
+            .and_then(|f| f.get("Environment"))
+            .and_then(|e| e.get("Variables"))
+            .and_then(Value::as_mapping)
+        {
+            for (name, value) in vars {
+                let name = name.as_str().unwrap_or_default().to_string();
+                let value = match value {
+                    Value::Tagged(tagged) if tagged.tag == "!Ref" => {
+                        EnvValue::Ref(tagged.value.as_str().unwrap_or_default().to_string())
+                    }
+                    other => EnvValue::Literal(scalar(other).unwrap_or_default()),
+                };
+                function_env.insert(name, value);
+            }
+        }
+        let mut parameters = BTreeMap::new();
+        if let Some(params) = doc.get("Parameters").and_then(Value::as_mapping) {
+            for (name, spec) in params {
+                if let Some(default) = spec.get("Default").and_then(scalar) {
+                    parameters.insert(name.as_str().unwrap_or_default().to_string(), default);
+                }
+            }
+        }
+        Ok(Template {
+            tables,
+            queues,
+            function_env,
+            parameters,
+        })
+    }
+
+    pub fn table(&self, logical_id: &str) -> Option<&TableSpec> {
+        self.tables.iter().find(|t| t.logical_id == logical_id)
+    }
+
+    pub fn queue(&self, logical_id: &str) -> Option<&QueueSpec> {
+        self.queues.iter().find(|q| q.logical_id == logical_id)
+    }
+}
+
+fn scalar(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawKey {
+    attribute_name: String,
+    key_type: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawAttribute {
+    attribute_name: String,
+    attribute_type: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawProjection {
+    projection_type: String,
+    #[serde(default)]
+    non_key_attributes: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawIndex {
+    index_name: String,
+    key_schema: Vec<RawKey>,
+    projection: RawProjection,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawTable {
+    attribute_definitions: Vec<RawAttribute>,
+    key_schema: Vec<RawKey>,
+    #[serde(default)]
+    global_secondary_indexes: Vec<RawIndex>,
+    stream_specification: Option<RawStream>,
+    time_to_live_specification: Option<RawTtl>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawStream {
+    stream_view_type: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawTtl {
+    attribute_name: String,
+    enabled: bool,
+}
+
+fn keys(raw: Vec<RawKey>) -> Vec<KeyElement> {
+    raw.into_iter()
+        .map(|k| KeyElement {
+            attribute: k.attribute_name,
+            key_type: k.key_type,
+        })
+        .collect()
+}
+
+fn table_spec(id: &str, props: &Value) -> Result<TableSpec, TemplateError> {
+    // The parts of a table that provisioning needs are plain YAML (no intrinsic functions).
+    let raw: RawTable =
+        serde_yaml::from_value(props.clone()).map_err(|e| TemplateError::Resource {
+            resource: id.to_string(),
+            message: e.to_string(),
+        })?;
+    Ok(TableSpec {
+        logical_id: id.to_string(),
+        attributes: raw
+            .attribute_definitions
+            .into_iter()
+            .map(|a| (a.attribute_name, a.attribute_type))
+            .collect(),
+        keys: keys(raw.key_schema),
+        global_indexes: raw
+            .global_secondary_indexes
+            .into_iter()
+            .map(|i| IndexSpec {
+                name: i.index_name,
+                keys: keys(i.key_schema),
+                projection: i.projection.projection_type,
+                non_key_attributes: i.projection.non_key_attributes,
+            })
+            .collect(),
+        stream_view: raw.stream_specification.map(|s| s.stream_view_type),
+        ttl_attribute: raw
+            .time_to_live_specification
+            .filter(|t| t.enabled)
+            .map(|t| t.attribute_name),
+    })
+}
+
+fn queue_spec(id: &str, props: &Value) -> Result<QueueSpec, TemplateError> {
+    let number = |key: &str| props.get(key).and_then(Value::as_u64).map(|n| n as u32);
+    let redrive = match props.get("RedrivePolicy") {
+        None => None,
+        Some(policy) => {
+            let target = match policy.get("deadLetterTargetArn") {
+                Some(Value::Tagged(t)) if t.tag == "!GetAtt" => t
+                    .value
+                    .as_str()
+                    .and_then(|s| s.strip_suffix(".Arn"))
+                    .map(str::to_string),
+                _ => None,
+            };
+            let max = policy.get("maxReceiveCount").and_then(Value::as_u64);
+            match (target, max) {
+                (Some(target), Some(max)) => Some((target, max as u32)),
+                _ => {
+                    return Err(TemplateError::Resource {
+                        resource: id.to_string(),
+                        message: "RedrivePolicy needs deadLetterTargetArn: !GetAtt <Queue>.Arn and maxReceiveCount".into(),
+                    })
+                }
+            }
+        }
+    };
+    Ok(QueueSpec {
+        logical_id: id.to_string(),
+        visibility_timeout: number("VisibilityTimeout"),
+        retention_seconds: number("MessageRetentionPeriod"),
+        redrive,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_project_template() {
+        let t = Template::load_project().expect("template.yaml parses");
+        let delivery = t.table("DeliveryTable").expect("DeliveryTable declared");
+        assert_eq!(delivery.keys[0].attribute, "pk");
+        assert_eq!(delivery.stream_view.as_deref(), Some("NEW_AND_OLD_IMAGES"));
+        assert_eq!(delivery.ttl_attribute.as_deref(), Some("expires_at"));
+        assert!(delivery.global_indexes.iter().any(|i| i.name == "due"));
+        let changes = t.table("ChangesTable").expect("ChangesTable declared");
+        assert_eq!(changes.stream_view.as_deref(), Some("NEW_IMAGE"));
+        // The notification queue's retry budget is the seed's eight receives.
+        let notify = t
+            .queue("NotificationQueue")
+            .expect("NotificationQueue declared");
+        assert_eq!(
+            notify.redrive,
+            Some(("NotificationDeadLetterQueue".to_string(), 8))
+        );
+        assert_eq!(
+            t.function_env.get("DELIVERY_TABLE"),
+            Some(&EnvValue::Ref("DeliveryTable".into()))
+        );
+        assert_eq!(
+            t.parameters.get("AllowPrivateTargets").map(String::as_str),
+            Some("false")
+        );
+    }
+
+    #[test]
+    fn refuses_a_redrive_policy_without_a_target() {
+        let text = "Resources:\n  Q:\n    Type: AWS::SQS::Queue\n    Properties:\n      RedrivePolicy:\n        maxReceiveCount: 3\n";
+        let err = Template::parse(text).unwrap_err();
+        assert!(err.to_string().contains("RedrivePolicy"), "{err}");
+    }
+}

@@ -1,0 +1,61 @@
+//! One provisioned stack per test: its own tables and queues under a unique prefix, so tests run in
+//! parallel against one emulator without seeing each other's data.
+
+use crate::provision::{provision, Stack};
+use crate::queues::QueueTap;
+use crate::streams::StreamTap;
+use crate::template::Template;
+use anyhow::Result;
+use aws_config::SdkConfig;
+use shared::aws::Clients;
+use shared::config::Config;
+use std::collections::BTreeMap;
+
+pub struct TestStack {
+    pub sdk: SdkConfig,
+    pub stack: Stack,
+    pub config: Config,
+    pub clients: Clients,
+}
+
+impl TestStack {
+    /// Provisions the template for one test. Panics with instructions when the emulator is not
+    /// running: an integration test never skips itself.
+    pub async fn new() -> Self {
+        Self::try_new()
+            .await
+            .unwrap_or_else(|e| panic!("cannot set up the local AWS stack: {e:#}"))
+    }
+
+    pub async fn try_new() -> Result<Self> {
+        let sdk = crate::emulator::sdk_config().await?;
+        let template = Template::load_project()?;
+        let prefix = format!("t{}", ulid::Ulid::new().to_string().to_lowercase());
+        // Tests reach receivers on loopback, which the SSRF guard refuses in AWS.
+        let overrides = BTreeMap::from([("AllowPrivateTargets".to_string(), "true".to_string())]);
+        let stack = provision(&template, &sdk, &prefix, &overrides).await?;
+        let config = stack.config()?;
+        let clients = Clients::new(&sdk);
+        Ok(TestStack {
+            sdk,
+            stack,
+            config,
+            clients,
+        })
+    }
+
+    pub fn stream(&self, table_logical_id: &str) -> StreamTap {
+        let arn = self
+            .stack
+            .table(table_logical_id)
+            .stream_arn
+            .clone()
+            .unwrap_or_else(|| panic!("{table_logical_id} has no stream in template.yaml"));
+        StreamTap::new(&self.sdk, &arn)
+    }
+
+    pub fn queue(&self, queue_logical_id: &str) -> QueueTap {
+        let q = self.stack.queue(queue_logical_id);
+        QueueTap::new(&self.sdk, &q.url, &q.arn)
+    }
+}

@@ -1,0 +1,188 @@
+//! The harness itself against the emulator: provisioning from the template, stream and queue taps
+//! with partial batch failures, and the scripted receiver.
+
+use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse};
+use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use aws_sdk_dynamodb::types::AttributeValue;
+use local::receiver::{Receiver, Reply};
+use local::template::Template;
+use local::testkit::TestStack;
+
+#[tokio::test]
+async fn provisions_exactly_what_the_template_declares() {
+    let t = TestStack::new().await;
+    let template = Template::load_project().unwrap();
+    for spec in &template.tables {
+        let name = &t.stack.table(&spec.logical_id).name;
+        let d = t
+            .clients
+            .dynamo
+            .describe_table()
+            .table_name(name)
+            .send()
+            .await
+            .unwrap()
+            .table
+            .unwrap();
+        let mut indexes: Vec<String> = d
+            .global_secondary_indexes()
+            .iter()
+            .filter_map(|i| i.index_name.clone())
+            .collect();
+        indexes.sort();
+        let mut declared: Vec<String> =
+            spec.global_indexes.iter().map(|i| i.name.clone()).collect();
+        declared.sort();
+        assert_eq!(indexes, declared, "{}", spec.logical_id);
+        assert_eq!(
+            d.stream_specification.is_some_and(|s| s.stream_enabled),
+            spec.stream_view.is_some(),
+            "{}",
+            spec.logical_id
+        );
+    }
+    for spec in &template.queues {
+        assert!(t
+            .stack
+            .queue(&spec.logical_id)
+            .url
+            .contains(&t.stack.prefix));
+    }
+    // The function environment resolves to this stack's resources.
+    assert_eq!(t.config.delivery_table, t.stack.table("DeliveryTable").name);
+    assert_eq!(
+        t.config.delivery_queue_url,
+        t.stack.queue("DeliveryQueue").url
+    );
+    assert!(t.config.allow_private_targets);
+}
+
+#[tokio::test]
+async fn stream_tap_delivers_in_order_and_retries_from_the_first_failure() {
+    let t = TestStack::new().await;
+    let table = &t.config.changes_table;
+    for i in 0..5 {
+        t.clients
+            .dynamo
+            .put_item()
+            .table_name(table)
+            .item("account_id", AttributeValue::S("a1".into()))
+            .item("change_id", AttributeValue::S(format!("c{i}")))
+            .send()
+            .await
+            .unwrap();
+    }
+    let mut tap = t.stream("ChangesTable");
+    let mut seen = Vec::new();
+    let mut failed_once = false;
+    let report = tap
+        .drain(|event| {
+            let mut failures = Vec::new();
+            for r in &event.records {
+                let id = r.change.new_image.get("change_id").cloned();
+                let id = match id {
+                    Some(serde_dynamo::AttributeValue::S(s)) => s,
+                    other => panic!("unexpected {other:?}"),
+                };
+                if id == "c2" && !failed_once {
+                    failed_once = true;
+                    let mut f = DynamoDbBatchItemFailure::default();
+                    f.item_identifier = r.change.sequence_number.clone();
+                    failures.push(f);
+                    break;
+                }
+                seen.push(id);
+            }
+            let mut response = DynamoDbEventResponse::default();
+            response.batch_item_failures = failures;
+            async move { response }
+        })
+        .await
+        .unwrap();
+    assert_eq!(seen, vec!["c0", "c1", "c2", "c3", "c4"]);
+    assert_eq!(report.failures, 1);
+    assert_eq!(report.batches, 2);
+    // Checkpointed: a second drain delivers nothing.
+    let again = tap
+        .drain(|_| async { DynamoDbEventResponse::default() })
+        .await
+        .unwrap();
+    assert_eq!(again.records, 0);
+}
+
+#[tokio::test]
+async fn queue_tap_deletes_successes_and_keeps_failures() {
+    let t = TestStack::new().await;
+    let mut tap = t.queue("DeliveryQueue");
+    tap.redeliver_failures_now = true;
+    for body in ["ok-1", "fail", "ok-2"] {
+        t.clients
+            .sqs
+            .send_message()
+            .queue_url(&tap.queue_url)
+            .message_body(body)
+            .send()
+            .await
+            .unwrap();
+    }
+    let mut attempts_of_fail = 0;
+    let report = tap
+        .drain(
+            |event| {
+                let mut response = SqsBatchResponse::default();
+                for m in &event.records {
+                    if m.body.as_deref() == Some("fail") {
+                        attempts_of_fail += 1;
+                        if attempts_of_fail < 3 {
+                            let mut f = BatchItemFailure::default();
+                            f.item_identifier = m.message_id.clone().unwrap();
+                            response.batch_item_failures.push(f);
+                        }
+                        assert_eq!(
+                            m.attributes
+                                .get("ApproximateReceiveCount")
+                                .map(String::as_str),
+                            Some(attempts_of_fail.to_string().as_str())
+                        );
+                    }
+                }
+                async move { response }
+            },
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(attempts_of_fail, 3);
+    assert_eq!(report.deleted, 3);
+    assert_eq!(tap.depth().await.unwrap(), (0, 0));
+}
+
+#[tokio::test]
+async fn receiver_records_requests_and_follows_its_script() {
+    let r = Receiver::start().await;
+    r.script([Reply::Full {
+        status: 429,
+        headers: vec![("retry-after".into(), "7".into())],
+        body: "slow down".into(),
+    }]);
+    let client = reqwest::Client::new();
+    let first = client
+        .post(r.url("/hook"))
+        .body("one")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), 429);
+    assert_eq!(first.headers()["retry-after"], "7");
+    let second = client
+        .post(r.url("/hook"))
+        .body("two")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(second.status(), 200);
+    let got = r.received();
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].path, "/hook");
+    assert_eq!(got[1].body, b"two");
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# `make test`: formatting, the template linters, then every unit and integration test of the
+# workspace against the local emulator (started here, stopped at the end).
+set -euo pipefail
+export SAM_CLI_TELEMETRY=0
+cd "$(dirname "$0")/.."
+command -v cargo >/dev/null || { echo "test: cargo not found; install Rust (rustup)" >&2; exit 1; }
+scripts/venv.sh
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== template lint (cfn-lint, sam validate --lint)"
+.venv/bin/cfn-lint template.yaml
+.venv/bin/sam validate --lint --template template.yaml --region us-east-1 >/dev/null
+echo "== cargo test (unit + integration against the emulator)"
+scripts/with-emulator.sh cargo test --workspace --all-targets --no-fail-fast -- --test-threads="${TEST_THREADS:-4}"

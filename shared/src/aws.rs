@@ -1,0 +1,30 @@
+//! AWS SDK clients. The endpoint comes from the standard `AWS_ENDPOINT_URL` variable, so nothing
+//! here (or anywhere in the functions) knows whether it talks to AWS or to the local emulator.
+
+use aws_config::{BehaviorVersion, SdkConfig};
+
+pub async fn sdk_config() -> SdkConfig {
+    aws_config::defaults(BehaviorVersion::latest()).load().await
+}
+
+/// The clients a function uses; cheap to clone (each wraps an `Arc`).
+#[derive(Clone, Debug)]
+pub struct Clients {
+    pub dynamo: aws_sdk_dynamodb::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub ses: aws_sdk_sesv2::Client,
+}
+
+impl Clients {
+    pub fn new(sdk: &SdkConfig) -> Self {
+        Clients {
+            dynamo: aws_sdk_dynamodb::Client::new(sdk),
+            sqs: aws_sdk_sqs::Client::new(sdk),
+            ses: aws_sdk_sesv2::Client::new(sdk),
+        }
+    }
+
+    pub async fn from_env() -> Self {
+        Self::new(&sdk_config().await)
+    }
+}

@@ -1,0 +1,113 @@
+//! Function configuration, read from the environment the template gives every function.
+
+use std::collections::BTreeMap;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error(
+        "environment variable {0} is not set (template.yaml Globals.Function.Environment sets it)"
+    )]
+    Missing(&'static str),
+    #[error("environment variable {name} has an invalid value {value:?}: expected {expected}")]
+    Invalid {
+        name: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+}
+
+/// Names of the resources a function works with, and deployment switches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub stage: String,
+    pub changes_table: String,
+    pub delivery_table: String,
+    pub notification_table: String,
+    pub delivery_queue_url: String,
+    pub notification_queue_url: String,
+    /// Lets webhook targets resolve to private/loopback addresses. Off in AWS (the SSRF guard);
+    /// the local demo and tests turn it on to reach receivers on loopback.
+    pub allow_private_targets: bool,
+    pub notification_sender: String,
+}
+
+impl Config {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    pub fn from_map(map: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| map.get(name).cloned())
+    }
+
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let required = |name: &'static str| lookup(name).ok_or(ConfigError::Missing(name));
+        let allow_private_targets = match lookup("ALLOW_PRIVATE_TARGETS").as_deref() {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => {
+                return Err(ConfigError::Invalid {
+                    name: "ALLOW_PRIVATE_TARGETS",
+                    value: other.to_string(),
+                    expected: "true or false",
+                })
+            }
+        };
+        Ok(Config {
+            stage: lookup("RHYTHM_STAGE").unwrap_or_else(|| "local".into()),
+            changes_table: required("CHANGES_TABLE")?,
+            delivery_table: required("DELIVERY_TABLE")?,
+            notification_table: required("NOTIFICATION_TABLE")?,
+            delivery_queue_url: required("DELIVERY_QUEUE_URL")?,
+            notification_queue_url: required("NOTIFICATION_QUEUE_URL")?,
+            allow_private_targets,
+            notification_sender: lookup("NOTIFICATION_SENDER")
+                .unwrap_or_else(|| "notifications@example.com".into()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full() -> BTreeMap<String, String> {
+        [
+            ("CHANGES_TABLE", "c"),
+            ("DELIVERY_TABLE", "d"),
+            ("NOTIFICATION_TABLE", "n"),
+            ("DELIVERY_QUEUE_URL", "http://q/d"),
+            ("NOTIFICATION_QUEUE_URL", "http://q/n"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+
+    #[test]
+    fn reads_every_name_and_defaults_the_ssrf_guard_on() {
+        let c = Config::from_map(&full()).unwrap();
+        assert_eq!(c.delivery_table, "d");
+        assert!(!c.allow_private_targets);
+    }
+
+    #[test]
+    fn names_the_missing_variable() {
+        let mut m = full();
+        m.remove("DELIVERY_TABLE");
+        assert_eq!(
+            Config::from_map(&m),
+            Err(ConfigError::Missing("DELIVERY_TABLE"))
+        );
+    }
+
+    #[test]
+    fn refuses_an_unclear_switch() {
+        let mut m = full();
+        m.insert("ALLOW_PRIVATE_TARGETS".into(), "yes".into());
+        assert!(matches!(
+            Config::from_map(&m),
+            Err(ConfigError::Invalid { .. })
+        ));
+    }
+}

@@ -1,0 +1,280 @@
+//! The message work dispatcher (seed 002, hop 3): publishes push deliveries to the delivery queue.
+//!
+//! Two paths, one rule — a delivery record that needs work carries `due_at` on the sparse `due`
+//! index, and nothing is deleted when it is published:
+//! * the **stream** path publishes a push delivery the moment it enters `pending` (created, or
+//!   restarted by an operator), with no DynamoDB write at all;
+//! * the **sweep** (every minute) publishes what is due on the index — retries whose backoff ends
+//!   within the next minute (as SQS delays), and anything whose message was lost or whose worker
+//!   died (its lease ended) — then moves `due_at` a grace period on, so the next sweep does not
+//!   publish it again unless it is still unclaimed by then.
+//!
+//! A failed publish leaves `due_at` where it was, so the next pass retries it; a duplicate message
+//! is harmless because the worker claims each numbered attempt conditionally.
+
+use crate::aws::Clients;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::domain::time::Timestamp;
+use crate::store::expr::{is_condition_failure, n, s};
+use crate::store::keys::{self, SHARDS};
+use crate::store::models::DeliveryWork;
+use crate::store::StoreError;
+use aws_lambda_events::event::dynamodb::Event as DynamoDbEvent;
+use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+use serde_dynamo::AttributeValue as StreamValue;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How far ahead the sweep publishes (as SQS delays): one sweep interval.
+pub const SWEEP_HORIZON: Duration = Duration::from_secs(60);
+/// After the sweep publishes a delivery, how long before it may publish it again if nobody claims it.
+pub const REDISPATCH_GRACE: Duration = Duration::from_secs(5 * 60);
+/// SQS's longest message delay.
+pub const MAX_SQS_DELAY: Duration = Duration::from_secs(900);
+/// Items a sweep takes from one shard in one run; a larger backlog continues on the next run.
+pub const SWEEP_LIMIT_PER_SHARD: i32 = 500;
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SweepReport {
+    pub published: u32,
+    pub failed: u32,
+}
+
+pub struct Dispatcher {
+    clients: Clients,
+    config: Config,
+    clock: Arc<dyn Clock>,
+}
+
+/// Work parsed from a stream record, with the record's sequence number for failure reporting.
+struct StreamWork {
+    sequence: Option<String>,
+    work: DeliveryWork,
+}
+
+impl Dispatcher {
+    pub fn new(clients: Clients, config: Config, clock: Arc<dyn Clock>) -> Self {
+        Dispatcher {
+            clients,
+            config,
+            clock,
+        }
+    }
+
+    /// Stream path: publish deliveries that just entered `pending` for a push method.
+    pub async fn handle_stream(&self, event: DynamoDbEvent) -> DynamoDbEventResponse {
+        let work: Vec<StreamWork> = event
+            .records
+            .iter()
+            .filter_map(|r| {
+                let new = &r.change.new_image;
+                let entered_pending = attr(new, "kind") == Some("delivery")
+                    && attr(new, "status") == Some("pending")
+                    && attr(new, "method") != Some("poll")
+                    && attr(&r.change.old_image, "status") != Some("pending");
+                if !entered_pending {
+                    return None;
+                }
+                let work = DeliveryWork {
+                    account_id: attr(new, "account_id")?.to_string(),
+                    change_id: attr(new, "change_id")?.to_string(),
+                    subscription_id: attr(new, "subscription_id")?.to_string(),
+                };
+                Some(StreamWork {
+                    sequence: r.change.sequence_number.clone(),
+                    work,
+                })
+            })
+            .collect();
+        let mut response = DynamoDbEventResponse::default();
+        for chunk in work.chunks(10) {
+            let entries: Vec<(DeliveryWork, Duration)> = chunk
+                .iter()
+                .map(|w| (w.work.clone(), Duration::ZERO))
+                .collect();
+            let failed = self.publish(&entries).await;
+            for i in failed {
+                tracing::warn!(delivery = ?chunk[i].work, "publish failed; the stream retries it");
+                let mut f = DynamoDbBatchItemFailure::default();
+                f.item_identifier = chunk[i].sequence.clone();
+                response.batch_item_failures.push(f);
+            }
+        }
+        response
+    }
+
+    /// Sweep path: publish what is due within the horizon on every shard of the `due` index.
+    pub async fn sweep(&self) -> Result<SweepReport, StoreError> {
+        let mut report = SweepReport::default();
+        for shard in 0..SHARDS {
+            let r = self.sweep_shard(&shard.to_string()).await?;
+            report.published += r.published;
+            report.failed += r.failed;
+        }
+        if report.published + report.failed > 0 {
+            tracing::info!(
+                published = report.published,
+                failed = report.failed,
+                "dispatch sweep"
+            );
+        }
+        Ok(report)
+    }
+
+    async fn sweep_shard(&self, shard: &str) -> Result<SweepReport, StoreError> {
+        let now = self.clock.now();
+        let horizon = now.plus(SWEEP_HORIZON);
+        let page = self
+            .clients
+            .dynamo
+            .query()
+            .table_name(&self.config.delivery_table)
+            .index_name("due")
+            .key_condition_expression("due_shard = :shard AND due_at <= :horizon")
+            .expression_attribute_values(":shard", s(shard))
+            .expression_attribute_values(":horizon", n(horizon.millis()))
+            .limit(SWEEP_LIMIT_PER_SHARD)
+            .send()
+            .await
+            .map_err(StoreError::dynamo)?;
+        let mut due = Vec::new();
+        for item in page.items.unwrap_or_default() {
+            let key = |k: &str| item.get(k).and_then(|v| v.as_s().ok()).cloned();
+            let due_at = item
+                .get("due_at")
+                .and_then(|v| v.as_n().ok())
+                .and_then(|v| v.parse::<i64>().ok())
+                .map(Timestamp);
+            if let (Some(pk), Some(sk), Some(due_at)) = (key("pk"), key("sk"), due_at) {
+                if let Some(work) = work_from_keys(&pk, &sk) {
+                    due.push((pk, sk, due_at, work));
+                }
+            }
+        }
+        let mut report = SweepReport::default();
+        for chunk in due.chunks(10) {
+            let entries: Vec<(DeliveryWork, Duration)> = chunk
+                .iter()
+                .map(|(_, _, due_at, w)| (w.clone(), due_at.since(now).min(MAX_SQS_DELAY)))
+                .collect();
+            let failed = self.publish(&entries).await;
+            for (i, (pk, sk, due_at, _)) in chunk.iter().enumerate() {
+                if failed.contains(&i) {
+                    report.failed += 1;
+                    continue;
+                }
+                report.published += 1;
+                let next = (*due_at).max(now).plus(REDISPATCH_GRACE);
+                self.postpone(pk, sk, *due_at, next).await?;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Moves `due_at` on after a publish, unless the delivery moved in the meantime.
+    async fn postpone(
+        &self,
+        pk: &str,
+        sk: &str,
+        seen: Timestamp,
+        next: Timestamp,
+    ) -> Result<(), StoreError> {
+        match self
+            .clients
+            .dynamo
+            .update_item()
+            .table_name(&self.config.delivery_table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .update_expression("SET due_at = :next")
+            .condition_expression("due_at = :seen")
+            .expression_attribute_values(":next", n(next.millis()))
+            .expression_attribute_values(":seen", n(seen.millis()))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_condition_failure(&e) => Ok(()),
+            Err(e) => Err(StoreError::dynamo(e)),
+        }
+    }
+
+    /// Sends up to ten messages in one request. Returns the indexes that were not accepted.
+    async fn publish(&self, entries: &[(DeliveryWork, Duration)]) -> Vec<usize> {
+        if entries.is_empty() {
+            return Vec::new();
+        }
+        let batch: Vec<SendMessageBatchRequestEntry> = entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (work, delay))| {
+                SendMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .message_body(serde_json::to_string(work).ok()?)
+                    .delay_seconds(delay.as_secs() as i32)
+                    .build()
+                    .ok()
+            })
+            .collect();
+        match self
+            .clients
+            .sqs
+            .send_message_batch()
+            .queue_url(&self.config.delivery_queue_url)
+            .set_entries(Some(batch))
+            .send()
+            .await
+        {
+            Ok(out) => out
+                .failed
+                .iter()
+                .filter_map(|f| f.id.parse().ok())
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %StoreError::dynamo(e), "SendMessageBatch failed");
+                (0..entries.len()).collect()
+            }
+        }
+    }
+}
+
+fn attr<'a>(image: &'a serde_dynamo::Item, name: &str) -> Option<&'a str> {
+    match image.get(name) {
+        Some(StreamValue::S(v)) => Some(v.as_str()),
+        _ => None,
+    }
+}
+
+/// The work a delivery's keys name: `EVT#{account}#{change}` / `DLV#{subscription}`.
+pub fn work_from_keys(pk: &str, sk: &str) -> Option<DeliveryWork> {
+    let rest = pk.strip_prefix("EVT#")?;
+    let (account_id, change_id) = rest.split_once('#')?;
+    let subscription_id = sk.strip_prefix(keys::DELIVERY_PREFIX)?;
+    Some(DeliveryWork {
+        account_id: account_id.to_string(),
+        change_id: change_id.to_string(),
+        subscription_id: subscription_id.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_name_their_work() {
+        let w = work_from_keys(&keys::event_pk("a1", "c1"), &keys::delivery_sk("s1")).unwrap();
+        assert_eq!(
+            w,
+            DeliveryWork {
+                account_id: "a1".into(),
+                change_id: "c1".into(),
+                subscription_id: "s1".into()
+            }
+        );
+        assert!(work_from_keys("ACCT#a", "DLV#s").is_none());
+        assert!(work_from_keys("EVT#a#c", "EVENT").is_none());
+    }
+}

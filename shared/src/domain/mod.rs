@@ -1,0 +1,17 @@
+//! The pure domain core: states, transitions, guards, retry policies, classification, filters,
+//! projection and signing. Nothing in here performs I/O, reads a clock or names an AWS type; it
+//! takes facts (including the current time) and returns decisions that the shell applies.
+
+pub mod change;
+pub mod classify;
+pub mod event;
+pub mod filter;
+pub mod integration_delivery;
+pub mod lifecycle;
+pub mod notification_delivery;
+pub mod projection;
+pub mod retry;
+pub mod signing;
+pub mod ssrf;
+pub mod subscription;
+pub mod time;

@@ -1,0 +1,262 @@
+//! Subscription status (workflow WF-PFM-INT-018 hops 5 and 7, seed `002_…`): an active
+//! subscription is paused at fifty successive dead deliveries, with exactly one administrator
+//! notice; an operator resumes it. While paused, new changes are skipped and are not recovered on
+//! resume (replay covers existing delivery records only).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+use super::lifecycle::{Lifecycle, Status, Transition, TransitionError, Trigger};
+
+/// Successive dead deliveries that pause an active subscription.
+pub const MAX_CONSECUTIVE_DEAD: u32 = 50;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SubscriptionStatus {
+    /// Fan-out creates deliveries for matching changes.
+    #[default]
+    Active,
+    /// Fan-out skips new changes until an operator resumes the subscription.
+    Paused,
+}
+
+impl Status for SubscriptionStatus {
+    const ALL: &'static [Self] = &[SubscriptionStatus::Active, SubscriptionStatus::Paused];
+    fn as_str(self) -> &'static str {
+        match self {
+            SubscriptionStatus::Active => "active",
+            SubscriptionStatus::Paused => "paused",
+        }
+    }
+}
+
+impl fmt::Display for SubscriptionStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubscriptionTrigger {
+    /// The delivery worker pauses the subscription at the dead-delivery threshold.
+    AutoPause,
+    /// An operator resumes the subscription.
+    OperatorResume,
+}
+
+impl Trigger for SubscriptionTrigger {
+    const ALL: &'static [Self] = &[
+        SubscriptionTrigger::AutoPause,
+        SubscriptionTrigger::OperatorResume,
+    ];
+    fn seed_text(self) -> &'static str {
+        match self {
+            SubscriptionTrigger::AutoPause => {
+                "Pause an active subscription at fifty successive dead deliveries and request one administrator notice."
+            }
+            SubscriptionTrigger::OperatorResume => "An administrator intervenes and resumes the subscription.",
+        }
+    }
+}
+
+pub static SUBSCRIPTION_LIFECYCLE: Lifecycle<SubscriptionStatus, SubscriptionTrigger> = Lifecycle {
+    name: "WF-PFM-INT-018 subscription",
+    transitions: &[
+        Transition {
+            from: SubscriptionStatus::Active,
+            to: SubscriptionStatus::Paused,
+            trigger: SubscriptionTrigger::AutoPause,
+            guard: "fifty consecutive dead deliveries",
+            side_effects: &[
+                "Request one administrator notice.",
+                "Skip new changes while paused; they are not recovered automatically on resume.",
+            ],
+            who: "Delivery worker",
+        },
+        Transition {
+            from: SubscriptionStatus::Paused,
+            to: SubscriptionStatus::Active,
+            trigger: SubscriptionTrigger::OperatorResume,
+            guard: "An authorized operator resumes the subscription",
+            side_effects: &["Reset the consecutive dead count."],
+            who: "Executions operator",
+        },
+    ],
+    invalid: &[],
+};
+
+/// What one more dead delivery does to its subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadCountDecision {
+    pub new_count: u32,
+    /// Write active → paused (conditionally: `SUBSCRIPTION_LIFECYCLE.expect(Active, AutoPause, Paused)`).
+    pub pause: bool,
+    /// Request the administrator notice — send it only if this writer's conditional pause won,
+    /// so that racing workers produce exactly one notice.
+    pub request_admin_notice: bool,
+}
+
+/// A delivery of the subscription became dead. The count of successive dead deliveries goes up;
+/// reaching [`MAX_CONSECUTIVE_DEAD`] while active pauses the subscription and requests one
+/// administrator notice. While paused, the count keeps going but nothing else happens.
+pub fn on_dead_delivery(count_before: u32, status: SubscriptionStatus) -> DeadCountDecision {
+    let new_count = count_before.saturating_add(1);
+    let pause = status == SubscriptionStatus::Active && new_count >= MAX_CONSECUTIVE_DEAD;
+    DeadCountDecision {
+        new_count,
+        pause,
+        request_admin_notice: pause,
+    }
+}
+
+/// A delivery of the subscription was acknowledged: the successive dead count resets.
+pub fn on_successful_delivery(_count_before: u32) -> u32 {
+    0
+}
+
+/// The outcome of an operator resume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResumeDecision {
+    pub status: SubscriptionStatus,
+    pub new_count: u32,
+}
+
+/// An operator resumes a paused subscription: active again, count reset to 0. Resuming an active
+/// subscription is refused (not in the table).
+pub fn on_resume(status: SubscriptionStatus) -> Result<ResumeDecision, TransitionError> {
+    let row = SUBSCRIPTION_LIFECYCLE.check(
+        status,
+        SubscriptionTrigger::OperatorResume,
+        SubscriptionStatus::Active,
+    )?;
+    Ok(ResumeDecision {
+        status: row.to,
+        new_count: 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::lifecycle::testing::assert_exhaustive;
+    use proptest::prelude::*;
+    use SubscriptionStatus as S;
+    use SubscriptionTrigger as ST;
+
+    const ROWS: &[(SubscriptionStatus, SubscriptionTrigger, SubscriptionStatus)] = &[
+        (S::Active, ST::AutoPause, S::Paused),
+        (S::Paused, ST::OperatorResume, S::Active),
+    ];
+
+    #[test]
+    fn auto_pause() {
+        let row = SUBSCRIPTION_LIFECYCLE
+            .check(S::Active, ST::AutoPause, S::Paused)
+            .unwrap();
+        assert_eq!(row.guard, "fifty consecutive dead deliveries");
+    }
+
+    #[test]
+    fn operator_resume() {
+        assert!(SUBSCRIPTION_LIFECYCLE
+            .check(S::Paused, ST::OperatorResume, S::Active)
+            .is_ok());
+    }
+
+    #[test]
+    fn every_combination_outside_the_table_is_refused() {
+        assert_eq!(
+            assert_exhaustive(&SUBSCRIPTION_LIFECYCLE, ROWS, &[]),
+            2 * 2 * 2
+        );
+        assert_eq!(
+            SUBSCRIPTION_LIFECYCLE
+                .condition(ST::AutoPause, S::Paused)
+                .unwrap()
+                .allowed(),
+            vec!["active"]
+        );
+        assert_eq!(serde_json::to_value(S::Paused).unwrap(), "paused");
+    }
+
+    #[test]
+    fn the_threshold_is_fifty() {
+        assert_eq!(MAX_CONSECUTIVE_DEAD, 50);
+        let d = on_dead_delivery(48, S::Active);
+        assert_eq!(
+            d,
+            DeadCountDecision {
+                new_count: 49,
+                pause: false,
+                request_admin_notice: false
+            }
+        );
+        let d = on_dead_delivery(49, S::Active);
+        assert_eq!(
+            d,
+            DeadCountDecision {
+                new_count: 50,
+                pause: true,
+                request_admin_notice: true
+            }
+        );
+        // A count that overshot (a lost race) still pauses an active subscription.
+        assert!(on_dead_delivery(60, S::Active).pause);
+        // Never again while paused.
+        assert_eq!(
+            on_dead_delivery(50, S::Paused),
+            DeadCountDecision {
+                new_count: 51,
+                pause: false,
+                request_admin_notice: false
+            }
+        );
+        assert_eq!(on_dead_delivery(u32::MAX, S::Paused).new_count, u32::MAX);
+    }
+
+    #[test]
+    fn success_and_resume_reset_the_count() {
+        assert_eq!(on_successful_delivery(49), 0);
+        assert_eq!(
+            on_resume(S::Paused),
+            Ok(ResumeDecision {
+                status: S::Active,
+                new_count: 0
+            })
+        );
+        assert!(matches!(
+            on_resume(S::Active),
+            Err(TransitionError::NotInTable { .. })
+        ));
+    }
+
+    proptest! {
+        /// Over any sequence of dead deliveries, successes and resumes, exactly one notice is
+        /// requested per pause, and a pause happens exactly when 50 successive dead are reached.
+        #[test]
+        fn one_notice_per_pause(events in proptest::collection::vec(0u8..3, 0..400)) {
+            let (mut status, mut count, mut notices, mut pauses) = (S::Active, 0u32, 0u32, 0u32);
+            for e in events {
+                match e {
+                    0 => {
+                        let d = on_dead_delivery(count, status);
+                        count = d.new_count;
+                        if d.pause {
+                            prop_assert_eq!(count, MAX_CONSECUTIVE_DEAD);
+                            SUBSCRIPTION_LIFECYCLE.check(status, ST::AutoPause, S::Paused).unwrap();
+                            status = S::Paused;
+                            pauses += 1;
+                        }
+                        if d.request_admin_notice { notices += 1; }
+                    }
+                    1 => count = on_successful_delivery(count),
+                    _ => if let Ok(r) = on_resume(status) { status = r.status; count = r.new_count; },
+                }
+                prop_assert_eq!(notices, pauses);
+                prop_assert!(status == S::Paused || count < MAX_CONSECUTIVE_DEAD);
+            }
+        }
+    }
+}

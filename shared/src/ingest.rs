@@ -1,0 +1,272 @@
+//! Stream ingest (seed 002, hops 1–2): each source change becomes an event and one delivery record
+//! per eligible active subscription — `pending` with its projected payload, or `skipped_filter`.
+//!
+//! Every write is a conditional put on a deterministic key, so a repeated stream record creates
+//! nothing new, and a failed record never rolls back the others. A malformed record is reported in
+//! `batchItemFailures` with its reason logged; it never panics the batch.
+
+use crate::aws::Clients;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::domain::change::Change;
+use crate::domain::event::{DeliveryMethod, EventStatus, InternalStatus};
+use crate::domain::integration_delivery::DeliveryStatus;
+use crate::domain::projection::delivery_payload;
+use crate::domain::subscription::SubscriptionStatus;
+use crate::domain::time::Timestamp;
+use crate::store::account_config::{self, AccountConfig, CompiledSubscription};
+use crate::store::expr::{is_condition_failure, n, s};
+use crate::store::keys;
+use crate::store::models::{DeliveryRecord, EventRecord};
+use crate::store::{to_item, Item, StoreError};
+use aws_lambda_events::event::dynamodb::{Event as DynamoDbEvent, EventRecord as StreamRecord};
+use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use futures::future::join_all;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a new push delivery waits for its first worker before the dispatcher's sweep publishes
+/// it again: the stream path normally publishes it within a second or two.
+pub const FIRST_DISPATCH_GRACE: Duration = Duration::from_secs(5 * 60);
+
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    #[error("stream record has no new image (only INSERT and MODIFY records carry changes)")]
+    NoImage,
+    #[error("stream record is not a change: {0}")]
+    Malformed(String),
+    #[error("change is invalid: {0}")]
+    Invalid(#[from] crate::domain::change::ChangeError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What one change produced.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct IngestOutcome {
+    pub pending: u32,
+    pub skipped_filter: u32,
+    /// Records that already existed (a repeated stream record).
+    pub already_recorded: u32,
+}
+
+pub struct Ingest {
+    clients: Clients,
+    config: Config,
+    clock: Arc<dyn Clock>,
+}
+
+impl Ingest {
+    pub fn new(clients: Clients, config: Config, clock: Arc<dyn Clock>) -> Self {
+        Ingest {
+            clients,
+            config,
+            clock,
+        }
+    }
+
+    /// The Lambda handler: every record is processed; failures are reported per record.
+    pub async fn handle(&self, event: DynamoDbEvent) -> DynamoDbEventResponse {
+        let mut configs: HashMap<String, Arc<AccountConfig>> = HashMap::new();
+        let mut failures = Vec::new();
+        for record in &event.records {
+            if record.event_name == "REMOVE" {
+                continue;
+            }
+            let result = match parse_change(record) {
+                Ok(change) => self.ingest_change(&change, &mut configs).await.map(|_| ()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = result {
+                tracing::error!(
+                    event_id = %record.event_id,
+                    sequence_number = ?record.change.sequence_number,
+                    error = %e,
+                    "change not ingested; reported for retry"
+                );
+                let mut failure = DynamoDbBatchItemFailure::default();
+                failure.item_identifier = record.change.sequence_number.clone();
+                failures.push(failure);
+            }
+        }
+        let mut response = DynamoDbEventResponse::default();
+        response.batch_item_failures = failures;
+        response
+    }
+
+    pub async fn ingest_change(
+        &self,
+        change: &Change,
+        configs: &mut HashMap<String, Arc<AccountConfig>>,
+    ) -> Result<IngestOutcome, IngestError> {
+        let config = match configs.get(&change.account_id) {
+            Some(c) => c.clone(),
+            None => {
+                let loaded = Arc::new(
+                    account_config::load(
+                        &self.clients.dynamo,
+                        &self.config.delivery_table,
+                        &change.account_id,
+                    )
+                    .await?,
+                );
+                configs.insert(change.account_id.clone(), loaded.clone());
+                loaded
+            }
+        };
+        let now = self.clock.now();
+        let eligible: Vec<&CompiledSubscription> = config
+            .subscriptions
+            .iter()
+            .filter(|c| {
+                // Changes for a paused subscription are skipped and never recovered on resume.
+                c.subscription.status == SubscriptionStatus::Active
+                    && c.subscription
+                        .record_types
+                        .iter()
+                        .any(|t| t == "*" || *t == change.record_type)
+            })
+            .collect();
+
+        let mut writes = Vec::new();
+        let mut outcome = IngestOutcome::default();
+        for compiled in &eligible {
+            let record = delivery_record(change, compiled, &config, now);
+            match record.status {
+                DeliveryStatus::Pending => outcome.pending += 1,
+                _ => outcome.skipped_filter += 1,
+            }
+            writes.push(delivery_item(&record, now)?);
+        }
+        let event = EventRecord {
+            account_id: change.account_id.clone(),
+            change_id: change.change_id.clone(),
+            record_type: change.record_type.clone(),
+            record_id: change.record_id.clone(),
+            event_code: change.event_code.clone(),
+            warehouse: change.warehouse.clone(),
+            occurred_at: change.occurred_at,
+            event_status: EventStatus::New,
+            internal_status: InternalStatus::New,
+            created_at: now,
+            subscribers: outcome.pending,
+        };
+        writes.push(event_item(&event)?);
+
+        let results = join_all(writes.into_iter().map(|item| self.put_new(item))).await;
+        for r in results {
+            match r {
+                Ok(true) => {}
+                Ok(false) => outcome.already_recorded += 1,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Puts an item unless its key exists. `Ok(false)` when it already did.
+    async fn put_new(&self, item: Item) -> Result<bool, StoreError> {
+        match self
+            .clients
+            .dynamo
+            .put_item()
+            .table_name(&self.config.delivery_table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failure(&e) => Ok(false),
+            Err(e) => Err(StoreError::dynamo(e)),
+        }
+    }
+}
+
+fn parse_change(record: &StreamRecord) -> Result<Change, IngestError> {
+    if record.change.new_image.is_empty() {
+        return Err(IngestError::NoImage);
+    }
+    let change: Change = serde_dynamo::from_item(record.change.new_image.clone())
+        .map_err(|e| IngestError::Malformed(e.to_string()))?;
+    change.validate()?;
+    Ok(change)
+}
+
+/// The delivery record a subscription makes of a change: filtered at change time, projected to
+/// its allowed fields (never the row).
+pub fn delivery_record(
+    change: &Change,
+    compiled: &CompiledSubscription,
+    config: &AccountConfig,
+    now: Timestamp,
+) -> DeliveryRecord {
+    let sub = &compiled.subscription;
+    let method = config
+        .integrations
+        .get(&sub.integration_id)
+        .map(|i| i.method.clone())
+        .unwrap_or(DeliveryMethod::Webhook);
+    let matched = compiled.filter.matches(change);
+    DeliveryRecord {
+        delivery_id: keys::delivery_id(&change.change_id, &sub.subscription_id),
+        account_id: change.account_id.clone(),
+        change_id: change.change_id.clone(),
+        subscription_id: sub.subscription_id.clone(),
+        integration_id: sub.integration_id.clone(),
+        method,
+        status: if matched {
+            DeliveryStatus::Pending
+        } else {
+            DeliveryStatus::SkippedFilter
+        },
+        attempts: 0,
+        payload: matched.then(|| delivery_payload(change, &compiled.projection).to_string()),
+        created_at: now,
+        updated_at: now,
+        occurred_at: change.occurred_at,
+        not_before: matched.then_some(now),
+        lease_until: None,
+        lease_token: None,
+        last_error: None,
+        last_http_status: None,
+        attempt_log: Vec::new(),
+    }
+}
+
+/// The stored item of a delivery: its keys, its place on the subscription index and, for push
+/// work, on the `due` index.
+pub fn delivery_item(record: &DeliveryRecord, now: Timestamp) -> Result<Item, StoreError> {
+    let pk = keys::event_pk(&record.account_id, &record.change_id);
+    let mut item = to_item(
+        record,
+        &pk,
+        &keys::delivery_sk(&record.subscription_id),
+        "delivery",
+    )?;
+    item.insert("sub_key".into(), s(&record.subscription_id));
+    item.insert(
+        "sub_sort".into(),
+        s(keys::subscription_sort(&record.change_id)),
+    );
+    if record.status == DeliveryStatus::Pending && !record.method.is_poll() {
+        item.insert("due_shard".into(), s(keys::shard_of(&record.delivery_id)));
+        item.insert("due_at".into(), n(now.plus(FIRST_DISPATCH_GRACE).millis()));
+    }
+    Ok(item)
+}
+
+fn event_item(event: &EventRecord) -> Result<Item, StoreError> {
+    let pk = keys::event_pk(&event.account_id, &event.change_id);
+    let mut item = to_item(event, &pk, keys::EVENT_SK, "event")?;
+    // Open events sit on the roll-up index until they are final; listings by account and time.
+    item.insert("rollup_shard".into(), s(keys::shard_of(&pk)));
+    item.insert("rollup_at".into(), n(event.created_at.millis()));
+    item.insert("list_key".into(), s(format!("EVENTS#{}", event.account_id)));
+    item.insert(
+        "list_sort".into(),
+        s(keys::time_sort(event.created_at, &event.change_id)),
+    );
+    Ok(item)
+}

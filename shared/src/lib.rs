@@ -1,0 +1,11 @@
+//! Rhythm delivery's shared library: the pure domain core (`domain`) and the shell every Lambda
+//! function uses to apply its decisions to DynamoDB, SQS and HTTP.
+
+pub mod aws;
+pub mod clock;
+pub mod config;
+pub mod dispatch;
+pub mod domain;
+pub mod ingest;
+pub mod runtime;
+pub mod store;

@@ -1,0 +1,145 @@
+//! An account's configuration (account, integrations, subscriptions) is one partition: one query
+//! loads all of it. Ingest loads it once per account per batch; the worker keeps it in a cache
+//! with a short expiry (a credentials lease), so changes reach running workers within that time.
+
+use super::keys::{account_pk, ACCOUNT_SK, INTEGRATION_PREFIX, SUBSCRIPTION_PREFIX};
+use super::models::{Account, Integration, Subscription};
+use super::{expr, from_item, StoreError};
+use crate::domain::filter::Filter;
+use crate::domain::projection::Projection;
+use crate::domain::time::Timestamp;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// A subscription with its filter and projection parsed once, ready for the hot path.
+#[derive(Debug, Clone)]
+pub struct CompiledSubscription {
+    pub subscription: Subscription,
+    pub filter: Filter,
+    pub projection: Projection,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct AccountConfig {
+    pub account: Option<Account>,
+    pub integrations: HashMap<String, Integration>,
+    pub subscriptions: Vec<CompiledSubscription>,
+    /// Subscriptions whose stored filter or fields no longer parse (logged; never matched).
+    pub broken: Vec<(String, String)>,
+}
+
+impl AccountConfig {
+    pub fn subscription(&self, id: &str) -> Option<&CompiledSubscription> {
+        self.subscriptions
+            .iter()
+            .find(|s| s.subscription.subscription_id == id)
+    }
+}
+
+pub fn compile(subscription: Subscription) -> Result<CompiledSubscription, String> {
+    let filter = match &subscription.filter {
+        None => Filter::Always,
+        Some(text) => {
+            let json: serde_json::Value =
+                serde_json::from_str(text).map_err(|e| format!("filter is not JSON: {e}"))?;
+            Filter::parse(&json).map_err(|e| e.to_string())?
+        }
+    };
+    let projection = Projection::new(subscription.fields.iter()).map_err(|e| e.to_string())?;
+    Ok(CompiledSubscription {
+        subscription,
+        filter,
+        projection,
+    })
+}
+
+pub async fn load(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    account_id: &str,
+) -> Result<AccountConfig, StoreError> {
+    let mut config = AccountConfig::default();
+    let mut start = None;
+    loop {
+        let page = dynamo
+            .query()
+            .table_name(table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", expr::s(account_pk(account_id)))
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(StoreError::dynamo)?;
+        for item in page.items.unwrap_or_default() {
+            let sk = item
+                .get("sk")
+                .and_then(|v| v.as_s().ok())
+                .cloned()
+                .unwrap_or_default();
+            if sk == ACCOUNT_SK {
+                config.account = Some(from_item(item)?);
+            } else if sk.starts_with(INTEGRATION_PREFIX) {
+                let integration: Integration = from_item(item)?;
+                config
+                    .integrations
+                    .insert(integration.integration_id.clone(), integration);
+            } else if sk.starts_with(SUBSCRIPTION_PREFIX) {
+                let subscription: Subscription = from_item(item)?;
+                let id = subscription.subscription_id.clone();
+                match compile(subscription) {
+                    Ok(c) => config.subscriptions.push(c),
+                    Err(reason) => {
+                        tracing::error!(subscription_id = %id, %reason, "stored subscription does not compile; it matches nothing");
+                        config.broken.push((id, reason));
+                    }
+                }
+            }
+        }
+        match page.last_evaluated_key {
+            Some(k) => start = Some(k),
+            None => break,
+        }
+    }
+    Ok(config)
+}
+
+/// Account configurations cached for a short time per Lambda container.
+pub struct ConfigCache {
+    ttl: Duration,
+    entries: Mutex<HashMap<String, (Timestamp, std::sync::Arc<AccountConfig>)>>,
+}
+
+impl ConfigCache {
+    pub fn new(ttl: Duration) -> Self {
+        ConfigCache {
+            ttl,
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub async fn get(
+        &self,
+        dynamo: &aws_sdk_dynamodb::Client,
+        table: &str,
+        account_id: &str,
+        now: Timestamp,
+    ) -> Result<std::sync::Arc<AccountConfig>, StoreError> {
+        if let Some((loaded, config)) = self.entries.lock().unwrap().get(account_id) {
+            if now.since(*loaded) < self.ttl && *loaded <= now {
+                return Ok(config.clone());
+            }
+        }
+        let config = std::sync::Arc::new(load(dynamo, table, account_id).await?);
+        self.entries
+            .lock()
+            .unwrap()
+            .insert(account_id.to_string(), (now, config.clone()));
+        Ok(config)
+    }
+
+    pub fn forget(&self, account_id: &str) {
+        self.entries.lock().unwrap().remove(account_id);
+    }
+}

@@ -1,0 +1,62 @@
+//! The DynamoDB model every function shares: keys, items, expressions and the account
+//! configuration loader.
+
+pub mod account_config;
+pub mod expr;
+pub mod keys;
+pub mod models;
+
+use serde::{de::DeserializeOwned, Serialize};
+use std::collections::HashMap;
+
+pub type Item = HashMap<String, aws_sdk_dynamodb::types::AttributeValue>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("DynamoDB: {0}")]
+    Dynamo(String),
+    #[error("stored item {key} does not have the expected shape: {message}")]
+    Shape { key: String, message: String },
+}
+
+impl StoreError {
+    pub fn dynamo(e: impl std::fmt::Display + std::fmt::Debug) -> Self {
+        // The SDK's Display is terse ("service error"); its Debug names the code and message.
+        StoreError::Dynamo(format!("{e}: {e:?}").chars().take(600).collect())
+    }
+}
+
+/// An item of `T` with its keys and `kind` tag added.
+pub fn to_item<T: Serialize>(
+    value: &T,
+    pk: &str,
+    sk: &str,
+    kind: &str,
+) -> Result<Item, StoreError> {
+    let mut item: Item = serde_dynamo::to_item(value).map_err(|e| StoreError::Shape {
+        key: format!("{pk}/{sk}"),
+        message: e.to_string(),
+    })?;
+    item.insert("pk".into(), expr::s(pk));
+    item.insert("sk".into(), expr::s(sk));
+    item.insert("kind".into(), expr::s(kind));
+    Ok(item)
+}
+
+pub fn from_item<T: DeserializeOwned>(item: Item) -> Result<T, StoreError> {
+    let key = format!(
+        "{}/{}",
+        item.get("pk")
+            .and_then(|v| v.as_s().ok())
+            .map(String::as_str)
+            .unwrap_or("?"),
+        item.get("sk")
+            .and_then(|v| v.as_s().ok())
+            .map(String::as_str)
+            .unwrap_or("?")
+    );
+    serde_dynamo::from_item(item).map_err(|e| StoreError::Shape {
+        key,
+        message: e.to_string(),
+    })
+}
