@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Starts, stops and reports on the local AWS emulator (moto server: DynamoDB, DynamoDB Streams,
+# Starts, stops and reports on the local AWS emulator (moto, serialised by scripts/emulator.py: DynamoDB, DynamoDB Streams,
 # SQS, SES) on a free loopback port. The endpoint is written to .local/emulator.env so that tests,
 # the demo and the functions reach it through AWS_ENDPOINT_URL and nothing else.
 #   scripts/emulator.sh start | stop | status | env
@@ -25,7 +25,7 @@ case "${1:-}" in
     port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     url="http://127.0.0.1:$port"
     # setsid: the server outlives this script and is stopped by its pid (and process group).
-    setsid .venv/bin/moto_server -H 127.0.0.1 -p "$port" >"$log" 2>&1 < /dev/null &
+    setsid .venv/bin/python scripts/emulator.py 127.0.0.1 "$port" >"$log" 2>&1 < /dev/null &
     echo $! > "$pidfile"
     for _ in $(seq 1 100); do
       if answers "$url"; then

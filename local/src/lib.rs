@@ -3,6 +3,8 @@
 //! benchmarks. Integration tests (`local/tests/`) are built on it.
 
 pub mod emulator;
+pub mod fixtures;
+pub mod pipeline;
 pub mod provision;
 pub mod queues;
 pub mod receiver;

@@ -28,6 +28,14 @@ impl TestStack {
     }
 
     pub async fn try_new() -> Result<Self> {
+        // Handler logs go to the test's captured output (shown for failing tests).
+        let _ = tracing_subscriber::fmt()
+            .with_test_writer()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            )
+            .try_init();
         let sdk = crate::emulator::sdk_config().await?;
         let template = Template::load_project()?;
         let prefix = format!("t{}", ulid::Ulid::new().to_string().to_lowercase());

@@ -46,6 +46,7 @@ pub struct Dispatcher {
     clients: Clients,
     config: Config,
     clock: Arc<dyn Clock>,
+    horizon: Duration,
 }
 
 /// Work parsed from a stream record, with the record's sequence number for failure reporting.
@@ -60,7 +61,15 @@ impl Dispatcher {
             clients,
             config,
             clock,
+            horizon: SWEEP_HORIZON,
         }
+    }
+
+    /// Publishes only what is already due (no SQS delays). For a manual clock, whose minutes are
+    /// not the queue's real seconds.
+    pub fn without_lookahead(mut self) -> Self {
+        self.horizon = Duration::ZERO;
+        self
     }
 
     /// Stream path: publish deliveries that just entered `pending` for a push method.
@@ -125,7 +134,7 @@ impl Dispatcher {
 
     async fn sweep_shard(&self, shard: &str) -> Result<SweepReport, StoreError> {
         let now = self.clock.now();
-        let horizon = now.plus(SWEEP_HORIZON);
+        let horizon = now.plus(self.horizon);
         let page = self
             .clients
             .dynamo
@@ -157,7 +166,7 @@ impl Dispatcher {
         for chunk in due.chunks(10) {
             let entries: Vec<(DeliveryWork, Duration)> = chunk
                 .iter()
-                .map(|(_, _, due_at, w)| (w.clone(), due_at.since(now).min(MAX_SQS_DELAY)))
+                .map(|(_, _, due_at, w)| (w.clone(), delay_until(*due_at, now)))
                 .collect();
             let failed = self.publish(&entries).await;
             for (i, (pk, sk, due_at, _)) in chunk.iter().enumerate() {
@@ -240,6 +249,13 @@ impl Dispatcher {
     }
 }
 
+/// The SQS delay that makes a message visible at `due_at`: whole seconds rounded up (never early),
+/// at most SQS's fifteen minutes.
+pub fn delay_until(due_at: Timestamp, now: Timestamp) -> Duration {
+    let ms = due_at.since(now).as_millis() as u64;
+    Duration::from_secs(ms.div_ceil(1000)).min(MAX_SQS_DELAY)
+}
+
 fn attr<'a>(image: &'a serde_dynamo::Item, name: &str) -> Option<&'a str> {
     match image.get(name) {
         Some(StreamValue::S(v)) => Some(v.as_str()),
@@ -262,6 +278,19 @@ pub fn work_from_keys(pk: &str, sk: &str) -> Option<DeliveryWork> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn delays_round_up_and_stop_at_fifteen_minutes() {
+        let now = Timestamp(10_000);
+        assert_eq!(delay_until(Timestamp(10_000), now), Duration::ZERO);
+        assert_eq!(delay_until(Timestamp(5_000), now), Duration::ZERO);
+        assert_eq!(delay_until(Timestamp(10_001), now), Duration::from_secs(1));
+        assert_eq!(delay_until(Timestamp(70_000), now), Duration::from_secs(60));
+        assert_eq!(
+            delay_until(Timestamp(10_000 + 3_600_000), now),
+            MAX_SQS_DELAY
+        );
+    }
 
     #[test]
     fn keys_name_their_work() {

@@ -9,3 +9,4 @@ pub mod domain;
 pub mod ingest;
 pub mod runtime;
 pub mod store;
+pub mod worker;

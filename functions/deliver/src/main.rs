@@ -1,1 +1,16 @@
-fn main() {}
+//! The delivery worker: delivery queue messages → one claimed, classified attempt each.
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use lambda_runtime::{service_fn, LambdaEvent};
+use shared::runtime::Context;
+use shared::worker::DeliveryWorker;
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    let ctx = Context::from_env().await?;
+    let worker = &DeliveryWorker::new(ctx.clients, ctx.config, ctx.clock);
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        Ok::<_, lambda_runtime::Error>(worker.handle(event.payload).await)
+    }))
+    .await
+}

@@ -103,12 +103,20 @@ pub struct DeadCountDecision {
 /// administrator notice. While paused, the count keeps going but nothing else happens.
 pub fn on_dead_delivery(count_before: u32, status: SubscriptionStatus) -> DeadCountDecision {
     let new_count = count_before.saturating_add(1);
-    let pause = status == SubscriptionStatus::Active && new_count >= MAX_CONSECUTIVE_DEAD;
+    let pause = should_auto_pause(new_count, status);
     DeadCountDecision {
         new_count,
         pause,
         request_admin_notice: pause,
     }
+}
+
+/// Whether a subscription whose dead count now stands at `count` must pause: active and at (or,
+/// after a missed check, past) [`MAX_CONSECUTIVE_DEAD`]. The shell counts with an atomic add and
+/// then asks this, so racing workers never lose an increment; the conditional pause write decides
+/// which one of them sends the notice.
+pub fn should_auto_pause(count: u32, status: SubscriptionStatus) -> bool {
+    status == SubscriptionStatus::Active && count >= MAX_CONSECUTIVE_DEAD
 }
 
 /// A delivery of the subscription was acknowledged: the successive dead count resets.

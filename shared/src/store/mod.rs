@@ -5,6 +5,7 @@ pub mod account_config;
 pub mod expr;
 pub mod keys;
 pub mod models;
+pub mod notices;
 
 use serde::{de::DeserializeOwned, Serialize};
 use std::collections::HashMap;

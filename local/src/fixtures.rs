@@ -1,0 +1,163 @@
+//! Accounts, integrations, subscriptions and changes for tests, the demo and the benchmarks,
+//! written straight into the tables (the management API has its own tests).
+
+use anyhow::Result;
+use serde_json::{json, Map, Value};
+use shared::aws::Clients;
+use shared::domain::change::Change;
+use shared::domain::event::DeliveryMethod;
+use shared::domain::retry::RetryPolicy;
+use shared::domain::signing::SigningSecret;
+use shared::domain::subscription::SubscriptionStatus;
+use shared::domain::time::Timestamp;
+use shared::store::keys;
+use shared::store::models::{Account, Integration, Subscription};
+use shared::store::to_item;
+
+pub struct Fixtures<'a> {
+    pub clients: &'a Clients,
+    pub table: &'a str,
+    pub now: Timestamp,
+}
+
+/// A fresh, time-sortable id.
+pub fn new_id() -> String {
+    ulid::Ulid::new().to_string()
+}
+
+/// A signing secret for tests (fixed bytes: tests verify signatures with it).
+pub fn test_secret() -> String {
+    SigningSecret::from_bytes(&[7u8; 32])
+        .expect("32 bytes make a secret")
+        .expose_whsec()
+}
+
+impl<'a> Fixtures<'a> {
+    async fn put(&self, item: shared::store::Item) -> Result<()> {
+        self.clients
+            .dynamo
+            .put_item()
+            .table_name(self.table)
+            .set_item(Some(item))
+            .send()
+            .await?;
+        Ok(())
+    }
+
+    pub async fn account(&self, admin_emails: &[&str]) -> Result<Account> {
+        let account = Account {
+            account_id: format!("acct{}", new_id().to_lowercase()),
+            name: "Test account".into(),
+            admin_emails: admin_emails.iter().map(|s| s.to_string()).collect(),
+            created_at: self.now,
+        };
+        self.put(to_item(
+            &account,
+            &keys::account_pk(&account.account_id),
+            keys::ACCOUNT_SK,
+            "account",
+        )?)
+        .await?;
+        Ok(account)
+    }
+
+    pub async fn integration(
+        &self,
+        account_id: &str,
+        method: DeliveryMethod,
+        webhook_url: Option<String>,
+        handler: Option<&str>,
+    ) -> Result<Integration> {
+        let integration = Integration {
+            account_id: account_id.to_string(),
+            integration_id: new_id(),
+            name: format!("{} integration", method.as_str()),
+            signing_secret: webhook_url.as_ref().map(|_| test_secret()),
+            webhook_url,
+            handler: handler.map(str::to_string),
+            method,
+            event_access_accepted: true,
+            created_at: self.now,
+            updated_at: self.now,
+        };
+        self.save_integration(&integration).await?;
+        Ok(integration)
+    }
+
+    pub async fn save_integration(&self, integration: &Integration) -> Result<()> {
+        self.put(to_item(
+            integration,
+            &keys::account_pk(&integration.account_id),
+            &keys::integration_sk(&integration.integration_id),
+            "integration",
+        )?)
+        .await
+    }
+
+    pub async fn webhook(&self, account_id: &str, url: String) -> Result<Integration> {
+        self.integration(account_id, DeliveryMethod::Webhook, Some(url), None)
+            .await
+    }
+
+    pub async fn subscription(
+        &self,
+        integration: &Integration,
+        record_types: &[&str],
+        filter: Option<Value>,
+        fields: &[&str],
+        retry_policy: RetryPolicy,
+    ) -> Result<Subscription> {
+        let subscription = Subscription {
+            account_id: integration.account_id.clone(),
+            subscription_id: new_id(),
+            integration_id: integration.integration_id.clone(),
+            record_types: record_types.iter().map(|s| s.to_string()).collect(),
+            filter: filter.map(|f| f.to_string()),
+            fields: fields.iter().map(|s| s.to_string()).collect(),
+            retry_policy,
+            status: SubscriptionStatus::Active,
+            consecutive_dead: 0,
+            paused_at: None,
+            created_at: self.now,
+            updated_at: self.now,
+        };
+        self.save_subscription(&subscription).await?;
+        Ok(subscription)
+    }
+
+    pub async fn save_subscription(&self, subscription: &Subscription) -> Result<()> {
+        self.put(to_item(
+            subscription,
+            &keys::account_pk(&subscription.account_id),
+            &keys::subscription_sk(&subscription.subscription_id),
+            "subscription",
+        )?)
+        .await
+    }
+}
+
+/// A catalog item change with fields worth hiding (cost, supplier) next to public ones.
+pub fn catalog_change(account_id: &str, occurred_at: Timestamp, price: f64) -> Change {
+    let record: Map<String, Value> = json!({
+        "sku": "SKU-1",
+        "name": "Espresso cup",
+        "price": price,
+        "cost": 1.25,
+        "supplier": {"name": "Secret Pottery Ltd", "contact": "buyer@example.com"},
+        "stock": {"W1": 12, "W2": 0}
+    })
+    .as_object()
+    .cloned()
+    .unwrap_or_default();
+    Change {
+        account_id: account_id.to_string(),
+        change_id: new_id(),
+        record_type: "catalog_item".into(),
+        record_id: "SKU-1".into(),
+        event_code: "catalog_item.updated".into(),
+        warehouse: Some("W1".into()),
+        occurred_at,
+        changed_fields: vec!["price".into(), "cost".into()],
+        record,
+    }
+}

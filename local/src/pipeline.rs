@@ -1,0 +1,196 @@
+//! The whole integration pipeline on the emulator, wired as the template wires it in AWS: the
+//! changes stream into ingest, the delivery table's stream into the dispatcher, the delivery queue
+//! into the worker; the dispatcher's sweep runs when the (manual) clock moves.
+
+use crate::queues::QueueReport;
+use crate::streams::StreamTap;
+use crate::testkit::TestStack;
+use anyhow::Result;
+use aws_sdk_dynamodb::types::AttributeValue;
+use shared::clock::{Clock, ManualClock};
+use shared::dispatch::Dispatcher;
+use shared::domain::change::Change;
+use shared::domain::time::Timestamp;
+use shared::ingest::Ingest;
+use shared::store::keys;
+use shared::store::models::{DeliveryRecord, EventRecord, Subscription};
+use shared::store::{from_item, Item};
+use shared::worker::DeliveryWorker;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Mutex;
+
+pub struct Pipeline {
+    pub t: TestStack,
+    pub clock: ManualClock,
+    pub ingest: Ingest,
+    pub dispatcher: Dispatcher,
+    pub worker: DeliveryWorker,
+    changes: Mutex<StreamTap>,
+    deliveries: Mutex<StreamTap>,
+}
+
+/// What one `pump` moved.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PumpReport {
+    pub changes: usize,
+    pub change_failures: usize,
+    pub published_from_stream: usize,
+    pub queue: QueueReport,
+}
+
+impl Pipeline {
+    pub async fn new() -> Self {
+        Self::with_stack(TestStack::new().await).await
+    }
+
+    pub async fn with_stack(t: TestStack) -> Self {
+        let clock = ManualClock::starting_now();
+        let shared_clock: Arc<dyn Clock> = Arc::new(clock.clone());
+        let ingest = Ingest::new(t.clients.clone(), t.config.clone(), shared_clock.clone());
+        let dispatcher = Dispatcher::new(t.clients.clone(), t.config.clone(), shared_clock.clone())
+            .without_lookahead();
+        let worker = DeliveryWorker::new(t.clients.clone(), t.config.clone(), shared_clock);
+        let changes = Mutex::new(t.stream("ChangesTable"));
+        let deliveries = Mutex::new(t.stream("DeliveryTable"));
+        Pipeline {
+            t,
+            clock,
+            ingest,
+            dispatcher,
+            worker,
+            changes,
+            deliveries,
+        }
+    }
+
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// The owning application writes a change into its changes table.
+    pub async fn write_change(&self, change: &Change) -> Result<()> {
+        let item: Item = serde_dynamo::to_item(change)?;
+        self.t
+            .clients
+            .dynamo
+            .put_item()
+            .table_name(&self.t.config.changes_table)
+            .set_item(Some(item))
+            .send()
+            .await?;
+        Ok(())
+    }
+
+    /// Writes a raw item into the changes table (for malformed-record tests).
+    pub async fn write_raw_change(&self, item: Item) -> Result<()> {
+        self.t
+            .clients
+            .dynamo
+            .put_item()
+            .table_name(&self.t.config.changes_table)
+            .set_item(Some(item))
+            .send()
+            .await?;
+        Ok(())
+    }
+
+    /// Drains the changes stream into ingest.
+    pub async fn ingest_pending(&self) -> Result<(usize, usize)> {
+        let mut tap = self.changes.lock().await;
+        let r = tap.drain(|event| self.ingest.handle(event)).await?;
+        Ok((r.records, r.failures))
+    }
+
+    /// Drains the delivery table's stream into the dispatcher.
+    pub async fn dispatch_pending(&self) -> Result<usize> {
+        let mut tap = self.deliveries.lock().await;
+        let r = tap
+            .drain(|event| self.dispatcher.handle_stream(event))
+            .await?;
+        Ok(r.records)
+    }
+
+    /// Drains the delivery queue into the worker.
+    pub async fn work_pending(&self) -> Result<QueueReport> {
+        let tap = self.t.queue("DeliveryQueue");
+        tap.drain(|event| self.worker.handle(event), 1000).await
+    }
+
+    /// Runs every stage until nothing moves.
+    pub async fn pump(&self) -> Result<PumpReport> {
+        let mut report = PumpReport::default();
+        for _ in 0..20 {
+            let (changes, failures) = self.ingest_pending().await?;
+            let published = self.dispatch_pending().await?;
+            let queue = self.work_pending().await?;
+            report.changes += changes;
+            report.change_failures += failures;
+            report.published_from_stream += published;
+            report.queue.batches += queue.batches;
+            report.queue.messages += queue.messages;
+            report.queue.deleted += queue.deleted;
+            report.queue.failures += queue.failures;
+            if changes == 0 && queue.messages == 0 {
+                break;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Moves the clock on, runs the dispatcher's sweep (as its schedule would) and pumps.
+    pub async fn advance(&self, by: Duration) -> Result<PumpReport> {
+        self.clock.advance(by);
+        self.dispatcher.sweep().await?;
+        self.pump().await
+    }
+
+    pub async fn delivery(
+        &self,
+        account_id: &str,
+        change_id: &str,
+        subscription_id: &str,
+    ) -> Option<DeliveryRecord> {
+        self.get(
+            &keys::event_pk(account_id, change_id),
+            &keys::delivery_sk(subscription_id),
+        )
+        .await
+        .map(|i| from_item(i).expect("a delivery item"))
+    }
+
+    pub async fn event(&self, account_id: &str, change_id: &str) -> Option<EventRecord> {
+        self.get(&keys::event_pk(account_id, change_id), keys::EVENT_SK)
+            .await
+            .map(|i| from_item(i).expect("an event item"))
+    }
+
+    pub async fn subscription(
+        &self,
+        account_id: &str,
+        subscription_id: &str,
+    ) -> Option<Subscription> {
+        self.get(
+            &keys::account_pk(account_id),
+            &keys::subscription_sk(subscription_id),
+        )
+        .await
+        .map(|i| from_item(i).expect("a subscription item"))
+    }
+
+    /// A raw item of the delivery table.
+    pub async fn get(&self, pk: &str, sk: &str) -> Option<Item> {
+        self.t
+            .clients
+            .dynamo
+            .get_item()
+            .table_name(&self.t.config.delivery_table)
+            .key("pk", AttributeValue::S(pk.into()))
+            .key("sk", AttributeValue::S(sk.into()))
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("get_item")
+            .item
+    }
+}

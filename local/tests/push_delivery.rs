@@ -1,0 +1,674 @@
+//! Integration change delivery (seed 002 hops 1–5, seed 000) against the emulator and a real HTTP
+//! receiver on loopback. Test names follow the seeds' evidence.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use local::fixtures::{catalog_change, test_secret, Fixtures};
+use local::pipeline::Pipeline;
+use local::receiver::{Receiver, Reply};
+use serde_json::json;
+use shared::domain::event::{DeliveryMethod, InternalStatus};
+use shared::domain::integration_delivery::DeliveryStatus;
+use shared::domain::retry::{RetryPolicy, FIXED_SCHEDULE};
+use shared::domain::signing::{verify, SigningSecret, DEFAULT_TOLERANCE};
+use shared::domain::subscription::SubscriptionStatus;
+use shared::domain::time::{MINUTE, SECOND};
+use shared::store::models::{DeliveryWork, Integration, Subscription};
+use std::time::Duration;
+
+async fn setup() -> (Pipeline, Receiver) {
+    (Pipeline::new().await, Receiver::start().await)
+}
+
+fn fixtures(p: &Pipeline) -> Fixtures<'_> {
+    Fixtures {
+        clients: &p.t.clients,
+        table: &p.t.config.delivery_table,
+        now: p.now(),
+    }
+}
+
+async fn webhook_subscription(
+    p: &Pipeline,
+    r: &Receiver,
+    policy: RetryPolicy,
+) -> (String, Integration, Subscription) {
+    let f = fixtures(p);
+    let account = f.account(&["admin@example.com"]).await.unwrap();
+    let integration = f
+        .webhook(&account.account_id, r.url("/hooks/rhythm"))
+        .await
+        .unwrap();
+    let subscription = f
+        .subscription(
+            &integration,
+            &["catalog_item"],
+            None,
+            &["sku", "name", "price"],
+            policy,
+        )
+        .await
+        .unwrap();
+    (account.account_id, integration, subscription)
+}
+
+#[tokio::test]
+async fn turns_a_change_event_into_a_queued_delivery_of_the_catalog_projection_never_the_row() {
+    let (p, r) = setup().await;
+    let (account, _, sub) = webhook_subscription(&p, &r, RetryPolicy::FixedSchedule).await;
+    let change = catalog_change(&account, p.now(), 3.5);
+    p.write_change(&change).await.unwrap();
+
+    // Ingest alone: the delivery is recorded pending with the projection, before any push.
+    let (records, failures) = p.ingest_pending().await.unwrap();
+    assert_eq!((records, failures), (1, 0));
+    let d = p
+        .delivery(&account, &change.change_id, &sub.subscription_id)
+        .await
+        .unwrap();
+    assert_eq!(d.status, DeliveryStatus::Pending);
+    let payload: serde_json::Value = serde_json::from_str(d.payload.as_deref().unwrap()).unwrap();
+    assert_eq!(
+        payload["data"],
+        json!({"sku": "SKU-1", "name": "Espresso cup", "price": 3.5})
+    );
+    assert_eq!(
+        payload["changed_fields"],
+        json!(["price"]),
+        "hidden field names do not leak"
+    );
+    let event = p.event(&account, &change.change_id).await.unwrap();
+    assert_eq!(event.subscribers, 1);
+
+    // Dispatch and delivery: the receiver gets exactly the projection, signed.
+    p.pump().await.unwrap();
+    let got = r.received();
+    assert_eq!(got.len(), 1);
+    let body = String::from_utf8(got[0].body.clone()).unwrap();
+    assert!(
+        !body.contains("Secret Pottery"),
+        "the row never leaves: {body}"
+    );
+    assert!(!body.contains("cost"), "the row never leaves: {body}");
+    assert_eq!(got[0].json()["data"], payload["data"]);
+    assert_eq!(got[0].header("webhook-id"), Some(d.delivery_id.as_str()));
+    let secret = SigningSecret::parse(&test_secret()).unwrap();
+    verify(
+        &secret,
+        got[0].header("webhook-id").unwrap(),
+        got[0].header("webhook-timestamp").unwrap(),
+        got[0].header("webhook-signature").unwrap(),
+        &got[0].body,
+        p.now(),
+        DEFAULT_TOLERANCE,
+    )
+    .expect("the Standard Webhooks signature verifies");
+
+    let d = p
+        .delivery(&account, &change.change_id, &sub.subscription_id)
+        .await
+        .unwrap();
+    assert_eq!(d.status, DeliveryStatus::Delivered);
+    assert_eq!(d.attempts, 1);
+    assert_eq!(d.attempt_log.len(), 1);
+    assert_eq!(d.attempt_log[0].http_status, Some(200));
+    assert!(d.lease_until.is_none(), "lease released");
+    let item = p
+        .get(
+            &shared::store::keys::event_pk(&account, &change.change_id),
+            &shared::store::keys::delivery_sk(&sub.subscription_id),
+        )
+        .await
+        .unwrap();
+    assert!(
+        !item.contains_key("due_at"),
+        "delivered work leaves the due index"
+    );
+}
+
+#[tokio::test]
+async fn retries_a_classified_failure_with_the_backoff_and_records_the_delivery_dead_after_six_attempts(
+) {
+    let (p, r) = setup().await;
+    r.set_default(Reply::Status(503));
+    let (account, _, sub) = webhook_subscription(&p, &r, RetryPolicy::FixedSchedule).await;
+    let change = catalog_change(&account, p.now(), 1.0);
+    p.write_change(&change).await.unwrap();
+    p.pump().await.unwrap();
+    assert_eq!(r.count(), 1);
+
+    let mut expected_attempts = 1;
+    for wait in FIXED_SCHEDULE {
+        let d = p
+            .delivery(&account, &change.change_id, &sub.subscription_id)
+            .await
+            .unwrap();
+        assert_eq!(d.status, DeliveryStatus::Retrying);
+        assert_eq!(d.attempts, expected_attempts);
+        let last = d.attempt_log.last().unwrap();
+        assert_eq!(
+            d.not_before,
+            Some(last.at.plus(wait)),
+            "attempt {expected_attempts} waits {wait:?}"
+        );
+        // Just before the wait ends nothing happens, even when the sweep runs.
+        p.advance(wait - SECOND).await.unwrap();
+        assert_eq!(
+            r.count() as u32,
+            expected_attempts,
+            "no attempt before the backoff ends"
+        );
+        p.advance(SECOND).await.unwrap();
+        expected_attempts += 1;
+        assert_eq!(r.count() as u32, expected_attempts);
+    }
+    let d = p
+        .delivery(&account, &change.change_id, &sub.subscription_id)
+        .await
+        .unwrap();
+    assert_eq!(d.status, DeliveryStatus::Dead);
+    assert_eq!(d.attempts, 6);
+    assert_eq!(d.attempt_log.len(), 6);
+    assert!(d
+        .attempt_log
+        .iter()
+        .all(|a| a.class == "transient" && a.http_status == Some(503)));
+    // Nothing further: a day later there is no seventh attempt.
+    p.advance(Duration::from_secs(86_400)).await.unwrap();
+    assert_eq!(r.count(), 6);
+    let s = p
+        .subscription(&account, &sub.subscription_id)
+        .await
+        .unwrap();
+    assert_eq!(s.consecutive_dead, 1);
+}
+
+#[tokio::test]
+async fn honours_a_longer_retry_after_and_recovers_on_a_later_attempt() {
+    let (p, r) = setup().await;
+    r.script([Reply::Full {
+        status: 429,
+        headers: vec![("retry-after".into(), "600".into())],
+        body: "slow down".into(),
+    }]);
+    let (account, _, sub) = webhook_subscription(&p, &r, RetryPolicy::FixedSchedule).await;
+    let change = catalog_change(&account, p.now(), 1.0);
+    p.write_change(&change).await.unwrap();
+    p.pump().await.unwrap();
+    let d = p
+        .delivery(&account, &change.change_id, &sub.subscription_id)
+        .await
+        .unwrap();
+    assert_eq!(d.status, DeliveryStatus::Retrying);
+    assert_eq!(d.last_error.as_deref(), Some("slow down"));
+    // 600 s asked for beats the scheduled one minute.
+    assert_eq!(
+        d.not_before,
+        Some(d.attempt_log[0].at.plus(Duration::from_secs(600)))
+    );
+    p.advance(MINUTE).await.unwrap();
+    assert_eq!(r.count(), 1);
+    p.advance(Duration::from_secs(540)).await.unwrap();
+    assert_eq!(r.count(), 2);
+    let d = p
+        .delivery(&account, &change.change_id, &sub.subscription_id)
+        .await
+        .unwrap();
+    assert_eq!(d.status, DeliveryStatus::Delivered);
+    assert!(d.last_error.is_none());
+}
+
+#[tokio::test]
+async fn a_permanent_refusal_is_dead_at_once_and_configuration_loss_is_failed() {
+    let (p, r) = setup().await;
+    r.set_default(Reply::Status(410));
+    let (account, integration, sub) =
+        webhook_subscription(&p, &r, RetryPolicy::FixedSchedule).await;
+    let first = catalog_change(&account, p.now(), 1.0);
+    p.write_change(&first).await.unwrap();
+    p.pump().await.unwrap();
+    let d = p
+        .delivery(&account, &first.change_id, &sub.subscription_id)
+        .await
+        .unwrap();
+    assert_eq!(d.status, DeliveryStatus::Dead);
+    assert_eq!(d.attempts, 1);
+    assert_eq!(d.attempt_log[0].class, "permanent");
+
+    // Consent withdrawn: the next change fails without calling the adapter.
+    let mut withdrawn = integration.clone();
+    withdrawn.event_access_accepted = false;
+    fixtures(&p).save_integration(&withdrawn).await.unwrap();
+    p.worker.forget_config(&account);
+    let second = catalog_change(&account, p.now(), 2.0);
+    p.write_change(&second).await.unwrap();
+    p.pump().await.unwrap();
+    assert_eq!(r.count(), 1, "no call without consent");
+    let d = p
+        .delivery(&account, &second.change_id, &sub.subscription_id)
+        .await
+        .unwrap();
+    assert_eq!(d.status, DeliveryStatus::Failed);
+    assert_eq!(
+        d.last_error.as_deref(),
+        Some("event access is not accepted")
+    );
+}
+
+#[tokio::test]
+async fn pauses_a_subscription_after_fifty_dead_deliveries_in_a_row_and_tells_its_administrators_once(
+) {
+    let (p, r) = setup().await;
+    r.set_default(Reply::Status(400));
+    let (account, _, sub) = webhook_subscription(&p, &r, RetryPolicy::FixedSchedule).await;
+    // A success first, then fifty-two permanent failures.
+    r.script([Reply::Status(200)]);
+    let ok = catalog_change(&account, p.now(), 0.5);
+    p.write_change(&ok).await.unwrap();
+    p.pump().await.unwrap();
+    let mut changes = Vec::new();
+    for i in 0..50 {
+        let c = catalog_change(&account, p.now(), i as f64);
+        p.write_change(&c).await.unwrap();
+        changes.push(c);
+    }
+    p.pump().await.unwrap();
+    let s = p
+        .subscription(&account, &sub.subscription_id)
+        .await
+        .unwrap();
+    assert_eq!(s.consecutive_dead, 50);
+    assert_eq!(s.status, SubscriptionStatus::Paused);
+    assert!(s.paused_at.is_some());
+
+    // Exactly one notice, addressed to the account's administrators.
+    let notices =
+        p.t.clients
+            .dynamo
+            .scan()
+            .table_name(&p.t.config.notification_table)
+            .send()
+            .await
+            .unwrap()
+            .items
+            .unwrap_or_default();
+    assert_eq!(notices.len(), 1, "one administrator notice");
+    let notice = &notices[0];
+    assert_eq!(
+        notice["reason"],
+        AttributeValue::S("subscription_paused".into())
+    );
+    assert_eq!(
+        notice["recipients"],
+        AttributeValue::L(vec![AttributeValue::S("admin@example.com".into())])
+    );
+
+    // Redelivering every message counts nothing twice.
+    for c in &changes {
+        p.worker
+            .process(&DeliveryWork {
+                account_id: account.clone(),
+                change_id: c.change_id.clone(),
+                subscription_id: sub.subscription_id.clone(),
+            })
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        p.subscription(&account, &sub.subscription_id)
+            .await
+            .unwrap()
+            .consecutive_dead,
+        50
+    );
+
+    // While paused, new changes are skipped: no delivery record, nothing sent.
+    let calls = r.count();
+    let skipped = catalog_change(&account, p.now(), 99.0);
+    p.write_change(&skipped).await.unwrap();
+    p.pump().await.unwrap();
+    assert!(p
+        .delivery(&account, &skipped.change_id, &sub.subscription_id)
+        .await
+        .is_none());
+    assert_eq!(r.count(), calls);
+}
+
+#[tokio::test]
+async fn a_success_resets_the_consecutive_dead_count() {
+    let (p, r) = setup().await;
+    let (account, _, sub) = webhook_subscription(&p, &r, RetryPolicy::FixedSchedule).await;
+    r.script([Reply::Status(400), Reply::Status(400), Reply::Status(200)]);
+    for i in 0..2 {
+        p.write_change(&catalog_change(&account, p.now(), i as f64))
+            .await
+            .unwrap();
+        p.pump().await.unwrap();
+    }
+    assert_eq!(
+        p.subscription(&account, &sub.subscription_id)
+            .await
+            .unwrap()
+            .consecutive_dead,
+        2
+    );
+    p.write_change(&catalog_change(&account, p.now(), 9.0))
+        .await
+        .unwrap();
+    p.pump().await.unwrap();
+    assert_eq!(
+        p.subscription(&account, &sub.subscription_id)
+            .await
+            .unwrap()
+            .consecutive_dead,
+        0
+    );
+}
+
+#[tokio::test]
+async fn duplicate_stream_records_and_duplicate_messages_deliver_once() {
+    let (p, r) = setup().await;
+    let (account, _, sub) = webhook_subscription(&p, &r, RetryPolicy::FixedSchedule).await;
+    let change = catalog_change(&account, p.now(), 1.0);
+    // The owning application writes the same change twice (the stream carries both).
+    p.write_change(&change).await.unwrap();
+    p.write_change(&change).await.unwrap();
+    p.ingest_pending().await.unwrap();
+    // The same stream record handled again (a retried batch).
+    let mut configs = Default::default();
+    let again = p.ingest.ingest_change(&change, &mut configs).await.unwrap();
+    assert_eq!(again.pending, 1);
+    assert_eq!(
+        again.already_recorded, 2,
+        "event and delivery already existed"
+    );
+
+    // Three copies of the work message.
+    let work = DeliveryWork {
+        account_id: account.clone(),
+        change_id: change.change_id.clone(),
+        subscription_id: sub.subscription_id.clone(),
+    };
+    for _ in 0..3 {
+        p.t.clients
+            .sqs
+            .send_message()
+            .queue_url(&p.t.config.delivery_queue_url)
+            .message_body(serde_json::to_string(&work).unwrap())
+            .send()
+            .await
+            .unwrap();
+    }
+    p.pump().await.unwrap();
+    assert_eq!(r.count(), 1, "one adapter call");
+    let d = p
+        .delivery(&account, &change.change_id, &sub.subscription_id)
+        .await
+        .unwrap();
+    assert_eq!(d.status, DeliveryStatus::Delivered);
+    assert_eq!(d.attempt_log.len(), 1);
+}
+
+#[tokio::test]
+async fn a_worker_that_dies_after_its_claim_is_taken_over_when_the_lease_lapses() {
+    let (p, r) = setup().await;
+    let (account, _, sub) = webhook_subscription(&p, &r, RetryPolicy::FixedSchedule).await;
+    let change = catalog_change(&account, p.now(), 1.0);
+    p.write_change(&change).await.unwrap();
+    p.ingest_pending().await.unwrap();
+    let pk = shared::store::keys::event_pk(&account, &change.change_id);
+    let sk = shared::store::keys::delivery_sk(&sub.subscription_id);
+    // A worker claims attempt 1 and dies: its lease is written, nothing else.
+    let lease_until = p.now().plus(Duration::from_secs(60));
+    p.t.clients
+        .dynamo
+        .update_item()
+        .table_name(&p.t.config.delivery_table)
+        .key("pk", AttributeValue::S(pk))
+        .key("sk", AttributeValue::S(sk))
+        .update_expression("SET lease_until = :l, lease_token = :t, due_at = :d")
+        .expression_attribute_values(":l", AttributeValue::N(lease_until.millis().to_string()))
+        .expression_attribute_values(":t", AttributeValue::S("dead-worker".into()))
+        .expression_attribute_values(
+            ":d",
+            AttributeValue::N((lease_until.millis() + 1000).to_string()),
+        )
+        .send()
+        .await
+        .unwrap();
+    // Its message arrives again while the lease holds: nobody else may call the adapter.
+    p.pump().await.unwrap();
+    assert_eq!(r.count(), 0, "the live lease keeps other workers out");
+    // After the lease the sweep publishes it again and attempt 1 is taken over.
+    p.advance(Duration::from_secs(61)).await.unwrap();
+    assert_eq!(r.count(), 1);
+    let d = p
+        .delivery(&account, &change.change_id, &sub.subscription_id)
+        .await
+        .unwrap();
+    assert_eq!(d.status, DeliveryStatus::Delivered);
+    assert_eq!(d.attempts, 1);
+}
+
+#[tokio::test]
+async fn a_lost_acknowledgement_is_retried_with_the_same_delivery_id() {
+    let (p, r) = setup().await;
+    // The receiver applies the change but the answer never arrives in time.
+    r.script([Reply::Hang(Duration::from_secs(30))]);
+    let f = fixtures(&p);
+    let account = f.account(&[]).await.unwrap();
+    let integration = f
+        .webhook(&account.account_id, r.url("/hooks"))
+        .await
+        .unwrap();
+    let sub = f
+        .subscription(
+            &integration,
+            &["*"],
+            None,
+            &["sku"],
+            RetryPolicy::FixedSchedule,
+        )
+        .await
+        .unwrap();
+    let worker = shared::worker::DeliveryWorker::with_adapters(
+        p.t.clients.clone(),
+        p.t.config.clone(),
+        std::sync::Arc::new(p.clock.clone()),
+        shared::worker::webhook::WebhookAdapter::new(
+            shared::domain::ssrf::TargetPolicy::LOCAL_DEMO,
+            Duration::from_millis(300),
+        ),
+        shared::worker::internal::InternalRegistry::default(),
+    );
+    let change = catalog_change(&account.account_id, p.now(), 1.0);
+    p.write_change(&change).await.unwrap();
+    p.ingest_pending().await.unwrap();
+    let work = DeliveryWork {
+        account_id: account.account_id.clone(),
+        change_id: change.change_id.clone(),
+        subscription_id: sub.subscription_id.clone(),
+    };
+    worker.process(&work).await.unwrap();
+    let d = p
+        .delivery(&account.account_id, &change.change_id, &sub.subscription_id)
+        .await
+        .unwrap();
+    assert_eq!(d.status, DeliveryStatus::Retrying);
+    assert_eq!(d.attempt_log[0].class, "transient");
+    p.clock.advance(MINUTE);
+    worker.process(&work).await.unwrap();
+    let got = r.received();
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
+    assert_eq!(got[0].body, got[1].body);
+    let d = p
+        .delivery(&account.account_id, &change.change_id, &sub.subscription_id)
+        .await
+        .unwrap();
+    assert_eq!(d.status, DeliveryStatus::Delivered);
+    assert_eq!(d.attempts, 2);
+}
+
+#[tokio::test]
+async fn a_filter_change_does_not_resurrect_a_skipped_filter_record() {
+    let (p, r) = setup().await;
+    let f = fixtures(&p);
+    let account = f.account(&[]).await.unwrap();
+    let integration = f
+        .webhook(&account.account_id, r.url("/hooks"))
+        .await
+        .unwrap();
+    let mut sub = f
+        .subscription(
+            &integration,
+            &["catalog_item"],
+            Some(json!({"field": "record.price", "gt": 10})),
+            &["sku", "price"],
+            RetryPolicy::FixedSchedule,
+        )
+        .await
+        .unwrap();
+    let cheap = catalog_change(&account.account_id, p.now(), 3.0);
+    p.write_change(&cheap).await.unwrap();
+    p.pump().await.unwrap();
+    let d = p
+        .delivery(&account.account_id, &cheap.change_id, &sub.subscription_id)
+        .await
+        .unwrap();
+    assert_eq!(d.status, DeliveryStatus::SkippedFilter);
+    assert!(
+        d.payload.is_none(),
+        "nothing projected for a filtered change"
+    );
+    assert_eq!(r.count(), 0);
+
+    // The filter is widened and the same change arrives again: still skipped_filter, no delivery.
+    sub.filter = None;
+    f.save_subscription(&sub).await.unwrap();
+    let mut configs = Default::default();
+    p.ingest.ingest_change(&cheap, &mut configs).await.unwrap();
+    p.pump().await.unwrap();
+    let d = p
+        .delivery(&account.account_id, &cheap.change_id, &sub.subscription_id)
+        .await
+        .unwrap();
+    assert_eq!(d.status, DeliveryStatus::SkippedFilter);
+    assert_eq!(r.count(), 0);
+    // And storage refuses the move itself.
+    let refused =
+        shared::domain::integration_delivery::operator_restart(DeliveryStatus::SkippedFilter);
+    assert!(refused.is_err());
+}
+
+#[tokio::test]
+async fn a_malformed_stream_record_fails_alone_and_the_rest_of_the_batch_is_ingested() {
+    let (p, r) = setup().await;
+    let (account, _, sub) = webhook_subscription(&p, &r, RetryPolicy::FixedSchedule).await;
+    let before = catalog_change(&account, p.now(), 1.0);
+    p.write_change(&before).await.unwrap();
+    // A change without its event code and with a '#' in its record id.
+    let mut bad: shared::store::Item =
+        serde_dynamo::to_item(&catalog_change(&account, p.now(), 2.0)).unwrap();
+    bad.remove("event_code");
+    p.write_raw_change(bad).await.unwrap();
+    let after = catalog_change(&account, p.now(), 3.0);
+    p.write_change(&after).await.unwrap();
+    let (_, failures) = p.ingest_pending().await.unwrap();
+    assert!(failures >= 1, "the malformed record is reported");
+    // The record after the bad one is processed too (each retry re-reads from the failure on).
+    assert!(p
+        .delivery(&account, &before.change_id, &sub.subscription_id)
+        .await
+        .is_some());
+    assert!(p
+        .delivery(&account, &after.change_id, &sub.subscription_id)
+        .await
+        .is_some());
+}
+
+#[tokio::test]
+async fn an_internal_subscriber_stores_its_result_and_marks_the_event_done() {
+    let p = Pipeline::new().await;
+    let f = fixtures(&p);
+    let account = f.account(&[]).await.unwrap();
+    let integration = f
+        .integration(
+            &account.account_id,
+            DeliveryMethod::Internal,
+            None,
+            Some("record_snapshot"),
+        )
+        .await
+        .unwrap();
+    let sub = f
+        .subscription(
+            &integration,
+            &["catalog_item"],
+            None,
+            &["sku", "price"],
+            RetryPolicy::FixedSchedule,
+        )
+        .await
+        .unwrap();
+    let newer = catalog_change(&account.account_id, p.now().plus(MINUTE), 8.0);
+    let older = catalog_change(&account.account_id, p.now(), 5.0);
+    p.write_change(&newer).await.unwrap();
+    p.write_change(&older).await.unwrap();
+    p.pump().await.unwrap();
+    for c in [&newer, &older] {
+        let d = p
+            .delivery(&account.account_id, &c.change_id, &sub.subscription_id)
+            .await
+            .unwrap();
+        assert_eq!(d.status, DeliveryStatus::Delivered);
+        let e = p.event(&account.account_id, &c.change_id).await.unwrap();
+        assert_eq!(e.internal_status, InternalStatus::Done);
+    }
+    // The late, older change did not overwrite the newer snapshot.
+    let snap = p
+        .get(
+            &shared::worker::internal::snapshot_pk(&account.account_id, "catalog_item"),
+            "SKU-1",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        snap["change_id"],
+        AttributeValue::S(newer.change_id.clone())
+    );
+    assert!(
+        matches!(&snap["data"], AttributeValue::S(d) if d.contains("8.0") || d.contains("\"price\":8"))
+    );
+}
+
+#[tokio::test]
+async fn the_ssrf_guard_refuses_private_targets_in_production() {
+    let (p, r) = setup().await;
+    let (account, _, sub) = webhook_subscription(&p, &r, RetryPolicy::FixedSchedule).await;
+    let mut production = p.t.config.clone();
+    production.allow_private_targets = false;
+    let worker = shared::worker::DeliveryWorker::new(
+        p.t.clients.clone(),
+        production,
+        std::sync::Arc::new(p.clock.clone()),
+    );
+    let change = catalog_change(&account, p.now(), 1.0);
+    p.write_change(&change).await.unwrap();
+    p.ingest_pending().await.unwrap();
+    worker
+        .process(&DeliveryWork {
+            account_id: account.clone(),
+            change_id: change.change_id.clone(),
+            subscription_id: sub.subscription_id.clone(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.count(), 0, "nothing reaches a loopback target");
+    let d = p
+        .delivery(&account, &change.change_id, &sub.subscription_id)
+        .await
+        .unwrap();
+    assert_eq!(d.status, DeliveryStatus::Dead);
+    let why = d.last_error.unwrap();
+    assert!(why.contains("https") || why.contains("127.0.0.1"), "{why}");
+}

@@ -1,0 +1,139 @@
+//! The `internal` adapter: built-in handlers in this code base, looked up by name. A handler's
+//! success is recorded on the event (internal status `done`, with its result).
+
+use super::adapters::AttemptResult;
+use crate::domain::classify::AttemptClass;
+use crate::store::expr::{is_condition_failure, n, s};
+use crate::store::StoreError;
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What a built-in handler is given: the delivery's stable id and its projected payload.
+pub struct InternalCall<'a> {
+    pub account_id: &'a str,
+    pub delivery_id: &'a str,
+    pub payload: &'a Value,
+}
+
+#[async_trait]
+pub trait InternalHandler: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// Handles one delivery. Must be idempotent: the same delivery can arrive again after a lost
+    /// acknowledgement. `Err` carries the classification (transient faults retry).
+    async fn handle(&self, call: InternalCall<'_>) -> Result<Value, (AttemptClass, String)>;
+}
+
+/// The built-in handlers by name.
+#[derive(Clone, Default)]
+pub struct InternalRegistry {
+    handlers: BTreeMap<&'static str, Arc<dyn InternalHandler>>,
+}
+
+impl InternalRegistry {
+    /// Every built-in handler of this code base.
+    pub fn builtin(dynamo: aws_sdk_dynamodb::Client, table: String) -> Self {
+        let mut r = InternalRegistry::default();
+        r.register(Arc::new(RecordSnapshot { dynamo, table }));
+        r
+    }
+
+    pub fn register(&mut self, handler: Arc<dyn InternalHandler>) {
+        self.handlers.insert(handler.name(), handler);
+    }
+
+    pub fn names(&self) -> Vec<&'static str> {
+        self.handlers.keys().copied().collect()
+    }
+
+    pub async fn deliver(&self, name: &str, call: InternalCall<'_>) -> AttemptResult {
+        let Some(handler) = self.handlers.get(name) else {
+            return AttemptResult::configuration_loss(format!(
+                "no built-in handler named {name:?}"
+            ));
+        };
+        match handler.handle(call).await {
+            Ok(result) => AttemptResult {
+                internal_result: Some(result),
+                ..AttemptResult::new(AttemptClass::Success, None, None)
+            },
+            Err((class, message)) => AttemptResult::new(class, None, Some(message)),
+        }
+    }
+}
+
+/// `record_snapshot`: keeps the latest projected state of every record the subscription sees, so
+/// the account can read "the record as of its last change" without the owning application. Writes
+/// are ordered by the change's time: an older change arriving late never overwrites a newer one.
+pub struct RecordSnapshot {
+    dynamo: aws_sdk_dynamodb::Client,
+    table: String,
+}
+
+pub const RECORD_SNAPSHOT: &str = "record_snapshot";
+
+pub fn snapshot_pk(account_id: &str, record_type: &str) -> String {
+    format!("SNAP#{account_id}#{record_type}")
+}
+
+#[async_trait]
+impl InternalHandler for RecordSnapshot {
+    fn name(&self) -> &'static str {
+        RECORD_SNAPSHOT
+    }
+
+    async fn handle(&self, call: InternalCall<'_>) -> Result<Value, (AttemptClass, String)> {
+        let field = |k: &str| call.payload.get(k).and_then(Value::as_str);
+        let (Some(record_type), Some(record_id), Some(change_id), Some(occurred)) = (
+            field("record_type"),
+            field("record_id"),
+            field("change_id"),
+            field("occurred_at"),
+        ) else {
+            return Err((
+                AttemptClass::Permanent,
+                "payload is not a change envelope".into(),
+            ));
+        };
+        let occurred_ms = crate::domain::time::Timestamp::parse_rfc3339(occurred)
+            .map(|t| t.millis())
+            .ok_or((
+                AttemptClass::Permanent,
+                format!("occurred_at {occurred:?} is not RFC 3339"),
+            ))?;
+        let data = call
+            .payload
+            .get("data")
+            .cloned()
+            .unwrap_or(Value::Null)
+            .to_string();
+        let written = self
+            .dynamo
+            .put_item()
+            .table_name(&self.table)
+            .item("pk", s(snapshot_pk(call.account_id, record_type)))
+            .item("sk", s(record_id))
+            .item("kind", s("snapshot"))
+            .item("change_id", s(change_id))
+            .item("occurred_at", n(occurred_ms))
+            .item("data", s(data))
+            .condition_expression("attribute_not_exists(pk) OR occurred_at < :t OR (occurred_at = :t AND change_id <= :c)")
+            .expression_attribute_values(":t", n(occurred_ms))
+            .expression_attribute_values(":c", s(change_id))
+            .send()
+            .await;
+        match written {
+            Ok(_) => Ok(
+                json!({"handler": RECORD_SNAPSHOT, "snapshot": "updated", "record_id": record_id}),
+            ),
+            Err(e) if is_condition_failure(&e) => Ok(
+                json!({"handler": RECORD_SNAPSHOT, "snapshot": "newer_already_stored", "record_id": record_id}),
+            ),
+            Err(e) => Err((
+                AttemptClass::Transient { retry_after: None },
+                StoreError::dynamo(e).to_string(),
+            )),
+        }
+    }
+}
