@@ -2,6 +2,7 @@
 //! queues into handlers as Lambda would, runs a scripted HTTP receiver, and drives the demo and the
 //! benchmarks. Integration tests (`local/tests/`) are built on it.
 
+pub mod api_server;
 pub mod emulator;
 pub mod fixtures;
 pub mod pipeline;

@@ -149,8 +149,8 @@ impl StreamTap {
     /// what the `aws_lambda_events` deserializer makes of a real invocation.
     fn event(&self, batch: &[(String, Record)]) -> Result<DynamoDbEvent> {
         let records: Vec<Value> = batch.iter().map(|(_, r)| self.record_json(r)).collect();
-        Ok(serde_json::from_value(json!({ "Records": records }))
-            .context("building the DynamoDB stream event")?)
+        serde_json::from_value(json!({ "Records": records }))
+            .context("building the DynamoDB stream event")
     }
 
     fn record_json(&self, record: &Record) -> Value {

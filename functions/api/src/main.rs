@@ -1,1 +1,17 @@
-fn main() {}
+//! The `api` Lambda: the HTTP API (management, operator and, later, the adapters' pull routes)
+//! behind API Gateway's HTTP API. Everything lives in `shared::api`; this only wires it up.
+
+use shared::api::{self, ApiState, OperatorAuth};
+use tower::ServiceExt;
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    let ctx = shared::runtime::Context::from_env().await?;
+    // OPERATOR_TOKEN_SHA256 selects a static operator token; otherwise the gateway's JWT
+    // authorizer identifies operators on /operator/*.
+    let operator_auth = OperatorAuth::from_env()?;
+    let state = ApiState::new(ctx.clients, ctx.config, ctx.clock, operator_auth);
+    // Routes are declared without the API Gateway stage prefix.
+    let app = api::router(state).map_request(api::lambda::strip_stage::<lambda_http::Body>);
+    lambda_http::run(app).await
+}

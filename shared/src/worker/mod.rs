@@ -209,17 +209,18 @@ impl DeliveryWorker {
             .map(|c| &c.subscription);
         let decision = decide(&delivery, number, &result, subscription)?;
         let finished = self.clock.now();
+        let claimed = Claimed {
+            pk: &pk,
+            sk: &sk,
+            delivery: &delivery,
+            token: &token,
+        };
         let saved = match decision.status() {
             DeliveryStatus::Dead => {
-                self.save_dead(
-                    &pk, &sk, &delivery, &token, decision, &attempt, &config, finished,
-                )
-                .await?
-            }
-            _ => {
-                self.save(&pk, &sk, &delivery, &token, decision, &attempt, finished)
+                self.save_dead(&claimed, decision, &attempt, &config, finished)
                     .await?
             }
+            _ => self.save(&claimed, decision, &attempt, finished).await?,
         };
         if !saved {
             return Ok(WorkOutcome::Skipped(
@@ -347,14 +348,12 @@ impl DeliveryWorker {
     /// the lease released; conditional on still holding the lease and the status read.
     fn outcome_update(
         &self,
-        pk: &str,
-        sk: &str,
-        d: &DeliveryRecord,
-        token: &str,
+        c: &Claimed<'_>,
         decision: Decision,
         attempt: &AttemptRecord,
         now: Timestamp,
     ) -> Result<Update, WorkerError> {
+        let (pk, sk, d, token) = (c.pk, c.sk, c.delivery, c.token);
         let (trigger, to) = decision.movement;
         let condition = DELIVERY_LIFECYCLE.expect(d.status, trigger, to)?;
         let mut e = Expr::new();
@@ -430,18 +429,14 @@ impl DeliveryWorker {
     }
 
     /// Saves a delivered, retrying or failed outcome. `false` when the lease was lost.
-    #[allow(clippy::too_many_arguments)]
     async fn save(
         &self,
-        pk: &str,
-        sk: &str,
-        d: &DeliveryRecord,
-        token: &str,
+        c: &Claimed<'_>,
         decision: Decision,
         attempt: &AttemptRecord,
         now: Timestamp,
     ) -> Result<bool, WorkerError> {
-        let u = self.outcome_update(pk, sk, d, token, decision, attempt, now)?;
+        let u = self.outcome_update(c, decision, attempt, now)?;
         let result = self
             .clients
             .dynamo
@@ -465,19 +460,16 @@ impl DeliveryWorker {
     /// redelivered message can never count twice (its outcome write fails on the lease). The add is
     /// atomic, so concurrent dead deliveries of one subscription never conflict; the pause check
     /// follows in [`Self::pause_if_due`].
-    #[allow(clippy::too_many_arguments)]
     async fn save_dead(
         &self,
-        pk: &str,
-        sk: &str,
-        d: &DeliveryRecord,
-        token: &str,
+        c: &Claimed<'_>,
         decision: Decision,
         attempt: &AttemptRecord,
         config: &AccountConfig,
         now: Timestamp,
     ) -> Result<bool, WorkerError> {
-        let delivery_update = self.outcome_update(pk, sk, d, token, decision, attempt, now)?;
+        let d = c.delivery;
+        let delivery_update = self.outcome_update(c, decision, attempt, now)?;
         let count_update = Update::builder()
             .table_name(&self.config.delivery_table)
             .key("pk", s(keys::account_pk(&d.account_id)))
@@ -503,11 +495,11 @@ impl DeliveryWorker {
         match result {
             Ok(_) => {}
             Err(e) if is_condition_failure(&e) => {
-                if !self.still_leased(pk, sk, token).await? {
+                if !self.still_leased(c).await? {
                     return Ok(false);
                 }
                 // The subscription is gone: nothing to count, the delivery is dead all the same.
-                return self.save(pk, sk, d, token, decision, attempt, now).await;
+                return self.save(c, decision, attempt, now).await;
             }
             Err(e) => return Err(StoreError::dynamo(e).into()),
         }
@@ -628,7 +620,8 @@ impl DeliveryWorker {
         item.map(from_item).transpose()
     }
 
-    async fn still_leased(&self, pk: &str, sk: &str, token: &str) -> Result<bool, StoreError> {
+    async fn still_leased(&self, c: &Claimed<'_>) -> Result<bool, StoreError> {
+        let (pk, sk, token) = (c.pk, c.sk, c.token);
         let item = self
             .clients
             .dynamo
@@ -723,6 +716,14 @@ impl DeliveryWorker {
         }
         Ok(())
     }
+}
+
+/// A delivery whose attempt this worker holds the lease of.
+struct Claimed<'a> {
+    pk: &'a str,
+    sk: &'a str,
+    delivery: &'a DeliveryRecord,
+    token: &'a str,
 }
 
 /// The decided move of one attempt and, for a retry, when the next one is due.

@@ -1,0 +1,814 @@
+//! Who is calling: bearer tokens for accounts and integrations, and the operator identity.
+//!
+//! ## Tokens
+//!
+//! A token reads `rhy_{kind}_{token_id}_{secret}`: `kind` is `acct` (an account's token: the
+//! management API) or `intg` (an integration's token: the adapter's pull routes), `token_id` a
+//! lowercase ULID, `secret` 32 random bytes in unpadded base64url (which may itself contain `_`;
+//! the token is split at the first three underscores only). The plaintext is shown once, when the
+//! token is issued; the table keeps only the SHA-256 of the secret, on the item
+//! `TOKEN#{token_id}` / `TOKEN`, which a request finds in one consistent read by the id and
+//! compares in constant time. Unknown, malformed, revoked or wrong-kind tokens are all the same
+//! 401 (`WWW-Authenticate: Bearer`), so a caller learns nothing about tokens it does not hold.
+//!
+//! Each token also has a reference item in its account's token partition (see
+//! [`token_ref_pk`]), so an account's or an integration's tokens can be listed and revoked
+//! together (rotation with `revoke_existing`, integration deletion). A token is written with its
+//! reference in one transaction.
+//!
+//! ## Operators
+//!
+//! `/operator/*` routes take the operator identity from [`OperatorAuth`]: in AWS the HTTP API's
+//! JWT authorizer has already checked the token, and the function reads its `sub` claim from the
+//! request context; locally (demo, tests) a static operator token is compared by its SHA-256.
+
+use super::db;
+use super::problem::ApiError;
+use super::ApiState;
+use crate::config::ConfigError;
+use crate::domain::time::Timestamp;
+use crate::store::expr::{is_condition_failure, s};
+use crate::store::keys::{token_pk, TOKEN_SK};
+use crate::store::{to_item, StoreError};
+use axum::extract::FromRequestParts;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::fmt;
+use std::sync::Arc;
+
+pub const TOKEN_PREFIX: &str = "rhy";
+/// Random bytes in a token's secret.
+pub const SECRET_BYTES: usize = 32;
+/// The `kind` of token items and of their reference items.
+pub const TOKEN_KIND: &str = "token";
+pub const TOKEN_REF_KIND: &str = "token_ref";
+const TOKEN_REF_PREFIX: &str = "TOKEN#";
+
+/// The partition listing an account's tokens (one reference item per token):
+/// `TOKENS#{account}` / `TOKEN#{token id}`. Kept out of the account's configuration partition so
+/// that loading an account's configuration never reads its tokens.
+pub fn token_ref_pk(account_id: &str) -> String {
+    format!("TOKENS#{account_id}")
+}
+pub fn token_ref_sk(token_id: &str) -> String {
+    format!("{TOKEN_REF_PREFIX}{token_id}")
+}
+
+/// What a token may be used for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenKind {
+    /// An account's token: the management API (`/v1/integrations`, `/v1/subscriptions`).
+    Acct,
+    /// An integration's token: the adapter's routes (pull cursor).
+    Intg,
+}
+
+impl TokenKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenKind::Acct => "acct",
+            TokenKind::Intg => "intg",
+        }
+    }
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "acct" => Some(TokenKind::Acct),
+            "intg" => Some(TokenKind::Intg),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for TokenKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A secret shown once (a token's plaintext, a webhook signing secret). Its `Debug` is redacted;
+/// the text leaves only through [`OneTimeSecret::expose`] and its serialization (the one
+/// response that reveals it).
+#[derive(Clone, PartialEq, Eq)]
+pub struct OneTimeSecret(String);
+
+/// A token's plaintext.
+pub type PlaintextToken = OneTimeSecret;
+
+impl OneTimeSecret {
+    pub fn new(text: String) -> Self {
+        OneTimeSecret(text)
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for OneTimeSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OneTimeSecret(<redacted>)")
+    }
+}
+
+impl Serialize for OneTimeSecret {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+/// The stored token (item `TOKEN#{token_id}` / `TOKEN`, kind `token`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TokenRecord {
+    pub token_id: String,
+    pub token_kind: TokenKind,
+    pub account_id: String,
+    /// `intg` tokens: the integration the token speaks for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integration_id: Option<String>,
+    /// Hex SHA-256 of the secret part.
+    pub secret_sha256: String,
+    pub created_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<Timestamp>,
+}
+
+/// The reference item of a token in its account's token partition.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TokenRef {
+    pub token_id: String,
+    pub token_kind: TokenKind,
+    pub account_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integration_id: Option<String>,
+    pub created_at: Timestamp,
+}
+
+impl TokenRecord {
+    pub fn item(&self) -> Result<crate::store::Item, StoreError> {
+        to_item(self, &token_pk(&self.token_id), TOKEN_SK, TOKEN_KIND)
+    }
+
+    pub fn reference(&self) -> TokenRef {
+        TokenRef {
+            token_id: self.token_id.clone(),
+            token_kind: self.token_kind,
+            account_id: self.account_id.clone(),
+            integration_id: self.integration_id.clone(),
+            created_at: self.created_at,
+        }
+    }
+
+    pub fn reference_item(&self) -> Result<crate::store::Item, StoreError> {
+        to_item(
+            &self.reference(),
+            &token_ref_pk(&self.account_id),
+            &token_ref_sk(&self.token_id),
+            TOKEN_REF_KIND,
+        )
+    }
+}
+
+/// Why a presented token cannot even be looked up. Messages never contain the token.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum TokenFormatError {
+    #[error("a token reads rhy_{{kind}}_{{id}}_{{secret}}")]
+    Shape,
+    #[error("unknown token kind")]
+    Kind,
+    #[error("the token id is not a ULID")]
+    Id,
+    #[error("the token secret is not {SECRET_BYTES} bytes of base64url")]
+    Secret,
+}
+
+/// A presented token, split into its parts (borrowing the presented text).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ParsedToken<'a> {
+    pub kind: TokenKind,
+    pub token_id: &'a str,
+    pub secret: &'a str,
+}
+
+impl fmt::Debug for ParsedToken<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ParsedToken")
+            .field("kind", &self.kind)
+            .field("token_id", &self.token_id)
+            .field("secret", &"<redacted>")
+            .finish()
+    }
+}
+
+pub fn parse_token(text: &str) -> Result<ParsedToken<'_>, TokenFormatError> {
+    let mut parts = text.splitn(4, '_');
+    let (Some(prefix), Some(kind), Some(token_id), Some(secret)) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(TokenFormatError::Shape);
+    };
+    if prefix != TOKEN_PREFIX {
+        return Err(TokenFormatError::Shape);
+    }
+    let kind = TokenKind::parse(kind).ok_or(TokenFormatError::Kind)?;
+    // Ids are issued lowercase; anything else is not an issued token.
+    if super::extract::canonical_id(token_id).as_deref() != Some(token_id) {
+        return Err(TokenFormatError::Id);
+    }
+    match URL_SAFE_NO_PAD.decode(secret) {
+        Ok(bytes) if bytes.len() == SECRET_BYTES => {}
+        _ => return Err(TokenFormatError::Secret),
+    }
+    Ok(ParsedToken {
+        kind,
+        token_id,
+        secret,
+    })
+}
+
+/// Hex SHA-256 of `text`.
+pub fn sha256_hex(text: &str) -> String {
+    let digest = Sha256::digest(text.as_bytes());
+    let mut out = String::with_capacity(64);
+    for b in digest {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+/// Equality whose time does not depend on where the inputs differ (only on their lengths, which
+/// are public: both sides are hex SHA-256 digests).
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+/// A new token of `kind` for an account (and, for `intg`, an integration): the plaintext to show
+/// once and the record to store.
+pub fn issue_token(
+    kind: TokenKind,
+    account_id: &str,
+    integration_id: Option<&str>,
+    now: Timestamp,
+) -> (PlaintextToken, TokenRecord) {
+    let token_id = super::extract::new_id();
+    let mut bytes = [0u8; SECRET_BYTES];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    let secret = URL_SAFE_NO_PAD.encode(bytes);
+    let plaintext = OneTimeSecret(format!(
+        "{TOKEN_PREFIX}_{}_{token_id}_{secret}",
+        kind.as_str()
+    ));
+    let record = TokenRecord {
+        token_id,
+        token_kind: kind,
+        account_id: account_id.to_owned(),
+        integration_id: integration_id.map(str::to_owned),
+        secret_sha256: sha256_hex(&secret),
+        created_at: now,
+        revoked_at: None,
+    };
+    (plaintext, record)
+}
+
+/// The writes that store a token with its reference (for a transaction with other writes).
+pub fn token_writes(
+    table: &str,
+    record: &TokenRecord,
+) -> Result<Vec<aws_sdk_dynamodb::types::TransactWriteItem>, ApiError> {
+    Ok(vec![
+        db::put_new(table, record.item()?)?,
+        db::put_new(table, record.reference_item()?)?,
+    ])
+}
+
+/// What a token stands for, once verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    Account {
+        account_id: String,
+        token_id: String,
+    },
+    Integration {
+        account_id: String,
+        integration_id: String,
+        token_id: String,
+    },
+}
+
+impl Principal {
+    pub fn account_id(&self) -> &str {
+        match self {
+            Principal::Account { account_id, .. } | Principal::Integration { account_id, .. } => {
+                account_id
+            }
+        }
+    }
+}
+
+const INVALID_TOKEN: &str = "the bearer token is not valid";
+
+/// The bearer token of a request (scheme case-insensitive), or a 401.
+pub fn bearer(parts: &Parts) -> Result<&str, ApiError> {
+    let mut values = parts.headers.get_all(AUTHORIZATION).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return Err(ApiError::unauthorized(
+            "this route needs `Authorization: Bearer <token>`",
+        ));
+    };
+    let text = value
+        .to_str()
+        .map_err(|_| ApiError::unauthorized(INVALID_TOKEN))?;
+    let (scheme, token) = text.trim().split_once(' ').ok_or_else(|| {
+        ApiError::unauthorized("the Authorization header must be `Bearer <token>`")
+    })?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(ApiError::unauthorized(
+            "the Authorization header must be `Bearer <token>`",
+        ));
+    }
+    Ok(token.trim())
+}
+
+/// Verifies a presented token against its stored hash.
+pub async fn verify_token(state: &ApiState, presented: &str) -> Result<Principal, ApiError> {
+    let parsed = parse_token(presented).map_err(|_| ApiError::unauthorized(INVALID_TOKEN))?;
+    let record: Option<TokenRecord> = db::get(
+        &state.clients.dynamo,
+        &state.config.delivery_table,
+        &token_pk(parsed.token_id),
+        TOKEN_SK,
+    )
+    .await?;
+    let Some(record) = record else {
+        return Err(ApiError::unauthorized(INVALID_TOKEN));
+    };
+    let hash_matches = constant_time_eq(
+        sha256_hex(parsed.secret).as_bytes(),
+        record.secret_sha256.as_bytes(),
+    );
+    if !hash_matches || record.token_kind != parsed.kind || record.revoked_at.is_some() {
+        return Err(ApiError::unauthorized(INVALID_TOKEN));
+    }
+    match (record.token_kind, record.integration_id) {
+        (TokenKind::Acct, _) => Ok(Principal::Account {
+            account_id: record.account_id,
+            token_id: record.token_id,
+        }),
+        (TokenKind::Intg, Some(integration_id)) => Ok(Principal::Integration {
+            account_id: record.account_id,
+            integration_id,
+            token_id: record.token_id,
+        }),
+        (TokenKind::Intg, None) => Err(ApiError::unauthorized(INVALID_TOKEN)),
+    }
+}
+
+/// Any valid token (account or integration).
+impl FromRequestParts<Arc<ApiState>> for Principal {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<ApiState>,
+    ) -> Result<Self, Self::Rejection> {
+        let token = bearer(parts)?;
+        verify_token(state, token).await
+    }
+}
+
+/// The caller holds a valid account (`acct`) token; every management route is scoped to
+/// `account_id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountAuth {
+    pub account_id: String,
+    pub token_id: String,
+}
+
+impl FromRequestParts<Arc<ApiState>> for AccountAuth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<ApiState>,
+    ) -> Result<Self, Self::Rejection> {
+        match Principal::from_request_parts(parts, state).await? {
+            Principal::Account {
+                account_id,
+                token_id,
+            } => Ok(AccountAuth {
+                account_id,
+                token_id,
+            }),
+            Principal::Integration { .. } => Err(ApiError::unauthorized(
+                "this route needs an account token (rhy_acct_…)",
+            )),
+        }
+    }
+}
+
+/// The caller holds a valid integration (`intg`) token: an adapter acting for one integration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IntegrationAuth {
+    pub account_id: String,
+    pub integration_id: String,
+    pub token_id: String,
+}
+
+impl FromRequestParts<Arc<ApiState>> for IntegrationAuth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<ApiState>,
+    ) -> Result<Self, Self::Rejection> {
+        match Principal::from_request_parts(parts, state).await? {
+            Principal::Integration {
+                account_id,
+                integration_id,
+                token_id,
+            } => Ok(IntegrationAuth {
+                account_id,
+                integration_id,
+                token_id,
+            }),
+            Principal::Account { .. } => Err(ApiError::unauthorized(
+                "this route needs an integration token (rhy_intg_…)",
+            )),
+        }
+    }
+}
+
+/// How `/operator/*` callers are identified.
+#[derive(Clone, PartialEq, Eq)]
+pub enum OperatorAuth {
+    /// In AWS: the HTTP API's JWT authorizer validated the caller's token before the function
+    /// ran; the operator is the token's `sub` claim, read from the request context.
+    GatewayJwt,
+    /// Locally (demo, tests): one static operator token, compared by its SHA-256.
+    StaticToken {
+        sha256_hex: String,
+        operator_id: String,
+    },
+}
+
+impl fmt::Debug for OperatorAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OperatorAuth::GatewayJwt => f.write_str("GatewayJwt"),
+            OperatorAuth::StaticToken { operator_id, .. } => f
+                .debug_struct("StaticToken")
+                .field("operator_id", operator_id)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+impl OperatorAuth {
+    /// `OPERATOR_TOKEN_SHA256` (hex SHA-256 of the operator token; `OPERATOR_ID` names the
+    /// operator, default `operator`) selects a static token; otherwise the gateway's JWT.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        match lookup("OPERATOR_TOKEN_SHA256") {
+            None => Ok(OperatorAuth::GatewayJwt),
+            Some(hash) => {
+                let hash = hash.trim().to_ascii_lowercase();
+                if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(ConfigError::Invalid {
+                        name: "OPERATOR_TOKEN_SHA256",
+                        value: "<redacted>".into(),
+                        expected: "64 hex digits (the SHA-256 of the operator token)",
+                    });
+                }
+                Ok(OperatorAuth::StaticToken {
+                    sha256_hex: hash,
+                    operator_id: lookup("OPERATOR_ID").unwrap_or_else(|| "operator".into()),
+                })
+            }
+        }
+    }
+
+    /// A static operator token given as plaintext (tests and the demo).
+    pub fn static_token(token: &str, operator_id: &str) -> Self {
+        OperatorAuth::StaticToken {
+            sha256_hex: sha256_hex(token),
+            operator_id: operator_id.to_owned(),
+        }
+    }
+
+    /// The operator behind a request, or a 401.
+    pub fn identify(&self, parts: &Parts) -> Result<Operator, ApiError> {
+        match self {
+            OperatorAuth::StaticToken {
+                sha256_hex: expected,
+                operator_id,
+            } => {
+                let token = bearer(parts)?;
+                if constant_time_eq(sha256_hex(token).as_bytes(), expected.as_bytes()) {
+                    Ok(Operator {
+                        id: operator_id.clone(),
+                    })
+                } else {
+                    Err(ApiError::unauthorized("this route needs an operator token"))
+                }
+            }
+            OperatorAuth::GatewayJwt => {
+                use lambda_http::request::RequestContext;
+                let sub = match parts.extensions.get::<RequestContext>() {
+                    Some(RequestContext::ApiGatewayV2(ctx)) => ctx
+                        .authorizer
+                        .as_ref()
+                        .and_then(|a| a.jwt.as_ref())
+                        .and_then(|jwt| jwt.claims.get("sub"))
+                        .filter(|sub| !sub.is_empty())
+                        .cloned(),
+                    _ => None,
+                };
+                sub.map(|id| Operator { id }).ok_or_else(|| {
+                    ApiError::unauthorized(
+                        "this route needs an operator token checked by the gateway's JWT authorizer",
+                    )
+                })
+            }
+        }
+    }
+}
+
+/// An authenticated operator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Operator {
+    pub id: String,
+}
+
+impl FromRequestParts<Arc<ApiState>> for Operator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<ApiState>,
+    ) -> Result<Self, Self::Rejection> {
+        state.operator_auth.identify(parts)
+    }
+}
+
+/// Which of an account's tokens to revoke.
+#[derive(Debug, Clone, Copy)]
+pub struct RevokeScope<'a> {
+    pub account_id: &'a str,
+    pub kind: TokenKind,
+    /// `intg` tokens: only this integration's.
+    pub integration_id: Option<&'a str>,
+    /// Keep this one (the token just issued).
+    pub except: Option<&'a str>,
+}
+
+/// Revokes every token in `scope`: marks the token item revoked (so it fails verification), then
+/// drops its reference. Safe to repeat. Returns how many tokens were revoked now.
+pub async fn revoke_tokens(
+    state: &ApiState,
+    scope: RevokeScope<'_>,
+    now: Timestamp,
+) -> Result<u32, ApiError> {
+    let dynamo = &state.clients.dynamo;
+    let table = &state.config.delivery_table;
+    let pk = token_ref_pk(scope.account_id);
+    let mut after = None;
+    let mut revoked = 0;
+    loop {
+        let (refs, next): (Vec<TokenRef>, _) = db::query_page(
+            dynamo,
+            db::PageQuery {
+                table,
+                pk: &pk,
+                prefix: TOKEN_REF_PREFIX,
+                limit: 100,
+                after_id: after,
+                filter: None,
+            },
+        )
+        .await?;
+        for r in refs {
+            let in_scope = r.token_kind == scope.kind
+                && (scope.kind == TokenKind::Acct
+                    || r.integration_id.as_deref() == scope.integration_id)
+                && Some(r.token_id.as_str()) != scope.except;
+            if !in_scope {
+                continue;
+            }
+            let marked = dynamo
+                .update_item()
+                .table_name(table)
+                .key("pk", s(token_pk(&r.token_id)))
+                .key("sk", s(TOKEN_SK))
+                .update_expression("SET revoked_at = :now")
+                .condition_expression("attribute_exists(pk) AND attribute_not_exists(revoked_at)")
+                .expression_attribute_values(":now", crate::store::expr::n(now.millis()))
+                .send()
+                .await;
+            match marked {
+                Ok(_) => revoked += 1,
+                Err(e) if is_condition_failure(&e) => {}
+                Err(e) => return Err(StoreError::dynamo(e).into()),
+            }
+            dynamo
+                .delete_item()
+                .table_name(table)
+                .key("pk", s(&pk))
+                .key("sk", s(token_ref_sk(&r.token_id)))
+                .send()
+                .await
+                .map_err(StoreError::dynamo)?;
+        }
+        match next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    Ok(revoked)
+}
+
+/// The one-time response of an issued token.
+#[derive(Debug, Serialize)]
+pub struct IssuedTokenView {
+    /// The plaintext, shown only now.
+    pub token: PlaintextToken,
+    pub token_id: String,
+    pub kind: TokenKind,
+    pub account_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub integration_id: Option<String>,
+    pub created_at: String,
+    /// Tokens revoked by this request (`revoke_existing`).
+    pub revoked: u32,
+}
+
+impl IssuedTokenView {
+    pub fn new(token: PlaintextToken, record: &TokenRecord, revoked: u32) -> Self {
+        IssuedTokenView {
+            token,
+            token_id: record.token_id.clone(),
+            kind: record.token_kind,
+            account_id: record.account_id.clone(),
+            integration_id: record.integration_id.clone(),
+            created_at: record.created_at.to_rfc3339(),
+            revoked,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::Request;
+
+    #[test]
+    fn issued_tokens_parse_back_and_store_only_the_hash() {
+        let (plain, record) = issue_token(TokenKind::Intg, "acc", Some("int"), Timestamp(5));
+        let text = plain.expose().to_owned();
+        assert!(text.starts_with("rhy_intg_"));
+        let parsed = parse_token(&text).unwrap();
+        assert_eq!(parsed.kind, TokenKind::Intg);
+        assert_eq!(parsed.token_id, record.token_id);
+        assert_eq!(record.secret_sha256, sha256_hex(parsed.secret));
+        assert_eq!(record.secret_sha256.len(), 64);
+        assert!(!format!("{record:?}").contains(parsed.secret));
+        assert!(!format!("{plain:?}").contains(parsed.secret));
+        assert!(!format!("{parsed:?}").contains(parsed.secret));
+        let item = record.item().unwrap();
+        assert!(item
+            .values()
+            .all(|v| v.as_s().map_or(true, |s| !s.contains(parsed.secret))));
+        assert_eq!(item["pk"], s(token_pk(&record.token_id)));
+        assert_eq!(item["token_kind"], s("intg"));
+    }
+
+    #[test]
+    fn secrets_may_contain_underscores() {
+        // base64url uses `_`; only the first three underscores separate parts.
+        let id = super::super::extract::new_id();
+        let secret = URL_SAFE_NO_PAD.encode([0xffu8; SECRET_BYTES]);
+        assert!(secret.contains('_'));
+        let text = format!("rhy_acct_{id}_{secret}");
+        let parsed = parse_token(&text).unwrap();
+        assert_eq!(parsed.secret, secret);
+    }
+
+    #[test]
+    fn malformed_tokens_are_refused_before_any_lookup() {
+        let id = super::super::extract::new_id();
+        let secret = URL_SAFE_NO_PAD.encode([7u8; SECRET_BYTES]);
+        let cases = [
+            (String::new(), TokenFormatError::Shape),
+            ("rhy_acct".to_string(), TokenFormatError::Shape),
+            (format!("xyz_acct_{id}_{secret}"), TokenFormatError::Shape),
+            (format!("rhy_root_{id}_{secret}"), TokenFormatError::Kind),
+            (
+                format!("rhy_acct_{}_{secret}", id.to_ascii_uppercase()),
+                TokenFormatError::Id,
+            ),
+            (format!("rhy_acct_nope_{secret}"), TokenFormatError::Id),
+            (format!("rhy_acct_{id}_short"), TokenFormatError::Secret),
+            (
+                format!("rhy_acct_{id}_{secret}AA"),
+                TokenFormatError::Secret,
+            ),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(parse_token(&text).unwrap_err(), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn constant_time_comparison() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+        assert_eq!(
+            sha256_hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    fn parts(authorization: Option<&str>) -> Parts {
+        let mut b = Request::builder().uri("/operator/accounts");
+        if let Some(a) = authorization {
+            b = b.header(AUTHORIZATION, a);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn static_operator_tokens_compare_by_hash() {
+        let auth = OperatorAuth::static_token("op-secret", "ops@example.com");
+        assert_eq!(
+            auth.identify(&parts(Some("Bearer op-secret"))).unwrap().id,
+            "ops@example.com"
+        );
+        assert_eq!(
+            auth.identify(&parts(Some("bearer op-secret"))).unwrap().id,
+            "ops@example.com"
+        );
+        for bad in [
+            None,
+            Some("Bearer nope"),
+            Some("Basic op-secret"),
+            Some("op-secret"),
+        ] {
+            assert!(matches!(
+                auth.identify(&parts(bad)),
+                Err(ApiError::Unauthorized { .. })
+            ));
+        }
+        assert!(!format!("{auth:?}").contains(&sha256_hex("op-secret")));
+    }
+
+    #[test]
+    fn gateway_jwt_reads_the_sub_claim_of_the_request_context() {
+        use aws_lambda_events::apigw::{
+            ApiGatewayRequestAuthorizer, ApiGatewayRequestAuthorizerJwtDescription,
+            ApiGatewayV2httpRequestContext,
+        };
+        use lambda_http::request::RequestContext;
+        let auth = OperatorAuth::GatewayJwt;
+        let mut p = parts(Some("Bearer whatever"));
+        assert!(auth.identify(&p).is_err(), "no context, no operator");
+        let mut jwt = ApiGatewayRequestAuthorizerJwtDescription::default();
+        jwt.claims.insert("sub".into(), "op-7".into());
+        let mut authorizer = ApiGatewayRequestAuthorizer::default();
+        authorizer.jwt = Some(jwt);
+        let mut ctx = ApiGatewayV2httpRequestContext::default();
+        ctx.authorizer = Some(authorizer);
+        p.extensions.insert(RequestContext::ApiGatewayV2(ctx));
+        assert_eq!(auth.identify(&p).unwrap().id, "op-7");
+    }
+
+    #[test]
+    fn operator_auth_from_the_environment() {
+        let none = |_: &str| None;
+        assert_eq!(
+            OperatorAuth::from_lookup(none).unwrap(),
+            OperatorAuth::GatewayJwt
+        );
+        let hash = sha256_hex("t");
+        let with = |name: &str| (name == "OPERATOR_TOKEN_SHA256").then(|| hash.to_uppercase());
+        assert_eq!(
+            OperatorAuth::from_lookup(with).unwrap(),
+            OperatorAuth::StaticToken {
+                sha256_hex: hash.clone(),
+                operator_id: "operator".into()
+            }
+        );
+        let bad = |name: &str| (name == "OPERATOR_TOKEN_SHA256").then(|| "xyz".to_string());
+        assert!(OperatorAuth::from_lookup(bad).is_err());
+    }
+}

@@ -1,0 +1,405 @@
+//! Extractors whose rejections are [`ApiError`]s, so that a malformed body, path or query gets a
+//! problem+json response like every other failure.
+//!
+//! Request bodies are read with [`JsonBody`]: the body must be a JSON object (400 otherwise), and
+//! handlers take its fields one by one through [`Fields`], which collects *every* invalid field
+//! (wrong type, missing, unknown) before answering one 422 that names them all. Nested values are
+//! deserialized with serde as a whole, so a field's error message is serde's, prefixed by the
+//! field's name.
+
+use super::problem::{ApiError, FieldError};
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use std::collections::BTreeSet;
+
+/// A JSON object body. An empty body reads as `{}` (so bodies whose fields are all optional may be
+/// left out); any other body must be declared JSON (`application/json` or `…+json`, else 415) and
+/// be a JSON object (else 400).
+pub struct JsonBody(pub Fields);
+
+impl<S: Send + Sync> FromRequest<S> for JsonBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let content_type = req
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let bytes = Bytes::from_request(req, state).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(JsonBody(Fields::new(Map::new())));
+        }
+        if !content_type.as_deref().is_some_and(is_json_media_type) {
+            return Err(ApiError::UnsupportedMediaType {
+                detail: "the request body must be JSON, sent with `Content-Type: application/json`"
+                    .into(),
+            });
+        }
+        let value: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| ApiError::malformed(format!("the request body is not valid JSON: {e}")))?;
+        match value {
+            Value::Object(map) => Ok(JsonBody(Fields::new(map))),
+            other => Err(ApiError::malformed(format!(
+                "the request body must be a JSON object, not {}",
+                json_kind(&other)
+            ))),
+        }
+    }
+}
+
+fn is_json_media_type(content_type: &str) -> bool {
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+/// The JSON type of a value, for messages.
+pub fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A PATCH field: left out, set to `null`, or set to a value.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Patch<T> {
+    #[default]
+    Absent,
+    Null,
+    Set(T),
+}
+
+impl<T> Patch<T> {
+    pub fn is_absent(&self) -> bool {
+        matches!(self, Patch::Absent)
+    }
+}
+
+/// The fields of a JSON object body, read one at a time. Every field a handler asks about is
+/// "known"; [`Fields::finish`] refuses the others (a typo such as `webhook_uri` is an error, not a
+/// silently ignored field) together with every error gathered on the way.
+#[derive(Debug)]
+pub struct Fields {
+    map: Map<String, Value>,
+    known: BTreeSet<String>,
+    errors: Vec<FieldError>,
+}
+
+impl Fields {
+    pub fn new(map: Map<String, Value>) -> Self {
+        Fields {
+            map,
+            known: BTreeSet::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    /// Whether the body holds the field (even as `null`).
+    pub fn has(&self, name: &str) -> bool {
+        self.map.contains_key(name)
+    }
+
+    /// A field that must be present and not `null`. `None` means an error was recorded.
+    pub fn required<T: DeserializeOwned>(&mut self, name: &str) -> Option<T> {
+        match self.read(name)? {
+            Patch::Set(v) => Some(v),
+            Patch::Absent => {
+                self.error(name, "is required");
+                None
+            }
+            Patch::Null => {
+                self.error(name, "is required and must not be null");
+                None
+            }
+        }
+    }
+
+    /// A field that may be left out or `null` (both read as `None`).
+    pub fn optional<T: DeserializeOwned>(&mut self, name: &str) -> Option<T> {
+        match self.patch(name) {
+            Patch::Set(v) => Some(v),
+            Patch::Absent | Patch::Null => None,
+        }
+    }
+
+    /// A field of a PATCH body: absent, `null` or a value. A value of the wrong type records an
+    /// error and reads as absent.
+    pub fn patch<T: DeserializeOwned>(&mut self, name: &str) -> Patch<T> {
+        self.read(name).unwrap_or(Patch::Absent)
+    }
+
+    /// `None` when the value has the wrong type (the error is recorded).
+    fn read<T: DeserializeOwned>(&mut self, name: &str) -> Option<Patch<T>> {
+        self.known.insert(name.to_owned());
+        match self.map.get(name) {
+            None => Some(Patch::Absent),
+            Some(Value::Null) => Some(Patch::Null),
+            Some(value) => match T::deserialize(value) {
+                Ok(v) => Some(Patch::Set(v)),
+                Err(e) => {
+                    self.error(name, e.to_string());
+                    None
+                }
+            },
+        }
+    }
+
+    /// A required text field: trimmed, not empty, at most `max_chars` characters, no control
+    /// characters. Returns the trimmed text.
+    pub fn required_text(&mut self, name: &str, max_chars: usize) -> Option<String> {
+        let text: String = self.required(name)?;
+        self.check_text(name, text, max_chars)
+    }
+
+    /// A text field of a PATCH body, checked like [`Fields::required_text`]; `null` is refused.
+    pub fn patch_text(&mut self, name: &str, max_chars: usize) -> Option<String> {
+        match self.patch::<String>(name) {
+            Patch::Absent => None,
+            Patch::Null => {
+                self.error(name, "must not be null");
+                None
+            }
+            Patch::Set(text) => self.check_text(name, text, max_chars),
+        }
+    }
+
+    fn check_text(&mut self, name: &str, text: String, max_chars: usize) -> Option<String> {
+        let trimmed = text.trim();
+        if trimmed.is_empty() {
+            self.error(name, "must not be empty");
+            None
+        } else if trimmed.chars().count() > max_chars {
+            self.error(name, format!("must be at most {max_chars} characters"));
+            None
+        } else if trimmed.chars().any(char::is_control) {
+            self.error(name, "must not contain control characters");
+            None
+        } else {
+            Some(trimmed.to_owned())
+        }
+    }
+
+    /// The raw JSON of a field (for values validated by their own parser, such as filters).
+    pub fn raw(&mut self, name: &str) -> Patch<Value> {
+        self.patch(name)
+    }
+
+    /// Refuses a field outright, with a reason (e.g. `status` moves only through the system).
+    pub fn forbid(&mut self, name: &str, reason: &str) {
+        self.known.insert(name.to_owned());
+        if self.map.contains_key(name) {
+            self.error(name, reason);
+        }
+    }
+
+    pub fn error(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.errors.push(FieldError::new(field, message));
+    }
+
+    pub fn has_errors(&self) -> bool {
+        !self.errors.is_empty()
+    }
+
+    /// Every error recorded, plus one per unknown field; `Ok` when there are none.
+    pub fn finish(mut self) -> Result<(), ApiError> {
+        let unknown: Vec<String> = self
+            .map
+            .keys()
+            .filter(|k| !self.known.contains(*k))
+            .cloned()
+            .collect();
+        if !unknown.is_empty() {
+            let expected = self
+                .known
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(", ");
+            for key in unknown {
+                self.error(
+                    key,
+                    format!("is not a field of this request; expected {expected}"),
+                );
+            }
+        }
+        if self.errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::Validation {
+                errors: self.errors,
+            })
+        }
+    }
+}
+
+/// `Path` with problem+json rejections.
+pub struct ApiPath<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for ApiPath<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path(value) = Path::<T>::from_request_parts(parts, state).await?;
+        Ok(ApiPath(value))
+    }
+}
+
+/// `Query` with problem+json rejections.
+pub struct ApiQuery<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for ApiQuery<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Query(value) = Query::<T>::from_request_parts(parts, state).await?;
+        Ok(ApiQuery(value))
+    }
+}
+
+/// A new resource id: a ULID in lowercase.
+pub fn new_id() -> String {
+    ulid::Ulid::new().to_string().to_ascii_lowercase()
+}
+
+/// The canonical (lowercase) form of a ULID, or `None` when the text is not one. Case is
+/// ignored; anything that does not round-trip exactly is refused.
+pub fn canonical_id(text: &str) -> Option<String> {
+    let lower = text.to_ascii_lowercase();
+    let parsed = ulid::Ulid::from_string(&lower).ok()?;
+    let canonical = parsed.to_string().to_ascii_lowercase();
+    (canonical == lower).then_some(canonical)
+}
+
+/// Longest resource id accepted from a caller.
+pub const MAX_ID_LEN: usize = 64;
+
+/// A resource id given by a caller (path, query, body), used verbatim: 1 to [`MAX_ID_LEN`]
+/// ASCII letters, digits, `-` or `_`. The API issues lowercase ULIDs, but ids written by other
+/// tools (fixtures, migrations) are looked up exactly as they are.
+pub fn resource_id(text: &str) -> Option<String> {
+    let ok = !text.is_empty()
+        && text.len() <= MAX_ID_LEN
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    ok.then(|| text.to_owned())
+}
+
+/// An id taken from a path: anything that is not an id names nothing, so it is a 404 for `what`.
+pub fn path_id(text: &str, what: &str) -> Result<String, ApiError> {
+    resource_id(text).ok_or_else(|| ApiError::not_found(what))
+}
+
+/// Page size of list routes.
+pub const DEFAULT_PAGE: u32 = 50;
+pub const MAX_PAGE: u32 = 100;
+
+/// Checks `?limit=`: 1 to [`MAX_PAGE`], default [`DEFAULT_PAGE`].
+pub fn page_limit(limit: Option<u32>) -> Result<u32, ApiError> {
+    match limit {
+        None => Ok(DEFAULT_PAGE),
+        Some(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
+        Some(n) => Err(ApiError::field(
+            "limit",
+            format!("must be between 1 and {MAX_PAGE}; got {n}"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fields(v: Value) -> Fields {
+        match v {
+            Value::Object(m) => Fields::new(m),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn collects_every_error_and_refuses_unknown_fields() {
+        let mut f = fields(json!({"name": 5, "flag": true, "webhook_uri": "x", "note": null}));
+        assert_eq!(f.required::<String>("name"), None);
+        assert_eq!(f.required::<bool>("flag"), Some(true));
+        assert_eq!(f.required::<String>("missing"), None);
+        assert_eq!(f.optional::<String>("note"), None);
+        let Err(ApiError::Validation { errors }) = f.finish() else {
+            panic!("expected a validation error")
+        };
+        let named: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(named, ["name", "missing", "webhook_uri"]);
+        assert!(errors[0].message.contains("expected a string"));
+    }
+
+    #[test]
+    fn patch_tells_absent_null_and_set_apart() {
+        let mut f = fields(json!({"a": null, "b": "x"}));
+        assert_eq!(f.patch::<String>("a"), Patch::Null);
+        assert_eq!(f.patch::<String>("b"), Patch::Set("x".into()));
+        assert_eq!(f.patch::<String>("c"), Patch::Absent);
+        f.forbid("status", "cannot be changed");
+        assert!(f.finish().is_ok());
+    }
+
+    #[test]
+    fn ids_are_canonical_lowercase_ulids() {
+        let id = new_id();
+        assert_eq!(id.len(), 26);
+        assert_eq!(canonical_id(&id.to_ascii_uppercase()), Some(id.clone()));
+        assert_eq!(canonical_id("not-an-id"), None);
+        assert_eq!(
+            canonical_id("zzzzzzzzzzzzzzzzzzzzzzzzzz"),
+            None,
+            "overflowing ULID"
+        );
+        assert_eq!(canonical_id(&"0".repeat(2000)), None);
+        assert_eq!(resource_id("ABC_1-x").as_deref(), Some("ABC_1-x"));
+        for bad in ["", "a/b", "a b", "é", &"a".repeat(65)] {
+            assert!(matches!(
+                path_id(bad, "integration"),
+                Err(ApiError::NotFound { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn media_types() {
+        assert!(is_json_media_type("application/json"));
+        assert!(is_json_media_type("Application/JSON; charset=utf-8"));
+        assert!(is_json_media_type("application/merge-patch+json"));
+        assert!(!is_json_media_type("text/plain"));
+    }
+
+    #[test]
+    fn page_limits() {
+        assert_eq!(page_limit(None).unwrap(), DEFAULT_PAGE);
+        assert_eq!(page_limit(Some(100)).unwrap(), 100);
+        assert!(page_limit(Some(0)).is_err());
+        assert!(page_limit(Some(101)).is_err());
+    }
+}

@@ -1,0 +1,339 @@
+//! The one error type of the HTTP API and its RFC 7807 rendering.
+//!
+//! Every handler and extractor returns [`ApiError`]; its [`IntoResponse`] writes an
+//! `application/problem+json` body with a stable `type` URI (one per variant, listed in
+//! [`ApiError::problem_type`]), a `title`, the `status`, a `detail` for people and, for validation
+//! failures, `errors: [{field, message}]` naming every offending field at once.
+//!
+//! | variant                | status | `type` (after [`PROBLEM_BASE`]) |
+//! |------------------------|--------|---------------------------------|
+//! | `MalformedRequest`     | 400    | `malformed-request`             |
+//! | `Unauthorized`         | 401    | `unauthorized`                  |
+//! | `NotFound`             | 404    | `not-found`                     |
+//! | `MethodNotAllowed`     | 405    | `method-not-allowed`            |
+//! | `Conflict`             | 409    | `conflict`                      |
+//! | `PayloadTooLarge`      | 413    | `payload-too-large`             |
+//! | `UnsupportedMediaType` | 415    | `unsupported-media-type`        |
+//! | `Validation`           | 422    | `validation`                    |
+//! | `Internal`             | 500    | `internal`                      |
+//!
+//! Details never carry secrets: a token or signing secret is never part of an error. An internal
+//! error's cause is logged, and the response only says that it was.
+
+use crate::store::StoreError;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+/// Where the problem `type` URIs live; each variant appends its slug.
+pub const PROBLEM_BASE: &str = "https://rhythm-delivery.dev/problems/";
+/// The media type of every error response.
+pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
+/// The `WWW-Authenticate` challenge of every 401.
+pub const BEARER_CHALLENGE: &str = "Bearer realm=\"rhythm-delivery\"";
+
+/// One invalid field of a request. `field` is the request's own name for it, dotted for nested
+/// parts (`retry_policy.max_retries`) and indexed for list items (`fields[2]`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldError {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Every way an API request can fail.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The request cannot be read: not JSON, not an object, a bad query string or path.
+    #[error("{detail}")]
+    MalformedRequest { detail: String },
+    /// The request was read but some fields are not acceptable.
+    #[error("the request has {} invalid field(s)", errors.len())]
+    Validation { errors: Vec<FieldError> },
+    /// No credentials, or credentials that are unknown, revoked or of the wrong kind.
+    #[error("{detail}")]
+    Unauthorized { detail: String },
+    /// No such resource *for this caller*: another account's resource is not found, too.
+    #[error("{detail}")]
+    NotFound { detail: String },
+    #[error("{detail}")]
+    MethodNotAllowed { detail: String },
+    /// The write lost against the current state of the resource.
+    #[error("{detail}")]
+    Conflict { detail: String },
+    #[error("{detail}")]
+    PayloadTooLarge { detail: String },
+    #[error("{detail}")]
+    UnsupportedMediaType { detail: String },
+    /// A fault of ours (storage, a bug). The cause is logged, never returned.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// The JSON body of a problem response.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Problem {
+    #[serde(rename = "type")]
+    pub type_uri: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<FieldError>,
+}
+
+impl ApiError {
+    pub fn malformed(detail: impl Into<String>) -> Self {
+        ApiError::MalformedRequest {
+            detail: detail.into(),
+        }
+    }
+    pub fn unauthorized(detail: impl Into<String>) -> Self {
+        ApiError::Unauthorized {
+            detail: detail.into(),
+        }
+    }
+    /// `what` names the resource kind, e.g. `integration`.
+    pub fn not_found(what: &str) -> Self {
+        ApiError::NotFound {
+            detail: format!("{what} not found"),
+        }
+    }
+    pub fn conflict(detail: impl Into<String>) -> Self {
+        ApiError::Conflict {
+            detail: detail.into(),
+        }
+    }
+    pub fn internal(detail: impl Into<String>) -> Self {
+        ApiError::Internal(detail.into())
+    }
+    /// A validation problem about one field.
+    pub fn field(field: impl Into<String>, message: impl Into<String>) -> Self {
+        ApiError::Validation {
+            errors: vec![FieldError::new(field, message)],
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::MalformedRequest { .. } => StatusCode::BAD_REQUEST,
+            ApiError::Validation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn slug(&self) -> &'static str {
+        match self {
+            ApiError::MalformedRequest { .. } => "malformed-request",
+            ApiError::Validation { .. } => "validation",
+            ApiError::Unauthorized { .. } => "unauthorized",
+            ApiError::NotFound { .. } => "not-found",
+            ApiError::MethodNotAllowed { .. } => "method-not-allowed",
+            ApiError::Conflict { .. } => "conflict",
+            ApiError::PayloadTooLarge { .. } => "payload-too-large",
+            ApiError::UnsupportedMediaType { .. } => "unsupported-media-type",
+            ApiError::Internal(_) => "internal",
+        }
+    }
+
+    /// The stable `type` URI of this kind of problem.
+    pub fn problem_type(&self) -> String {
+        format!("{PROBLEM_BASE}{}", self.slug())
+    }
+
+    fn title(&self) -> &'static str {
+        match self {
+            ApiError::MalformedRequest { .. } => "Malformed request",
+            ApiError::Validation { .. } => "Validation failed",
+            ApiError::Unauthorized { .. } => "Unauthorized",
+            ApiError::NotFound { .. } => "Not found",
+            ApiError::MethodNotAllowed { .. } => "Method not allowed",
+            ApiError::Conflict { .. } => "Conflict",
+            ApiError::PayloadTooLarge { .. } => "Payload too large",
+            ApiError::UnsupportedMediaType { .. } => "Unsupported media type",
+            ApiError::Internal(_) => "Internal error",
+        }
+    }
+
+    /// The problem document (an internal error's cause is not in it).
+    pub fn problem(&self) -> Problem {
+        let (detail, errors) = match self {
+            ApiError::Validation { errors } => (
+                match errors.as_slice() {
+                    [one] => format!("{}: {}", one.field, one.message),
+                    many => format!("{} fields are invalid; see `errors`", many.len()),
+                },
+                errors.clone(),
+            ),
+            ApiError::Internal(_) => (
+                "the request could not be completed because of an internal error; it has been logged"
+                    .to_string(),
+                Vec::new(),
+            ),
+            other => (other.to_string(), Vec::new()),
+        };
+        Problem {
+            type_uri: self.problem_type(),
+            title: self.title().to_string(),
+            status: self.status().as_u16(),
+            detail,
+            errors,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let ApiError::Internal(cause) = &self {
+            tracing::error!(cause = %cause, "API request failed with an internal error");
+        }
+        let status = self.status();
+        let body = serde_json::to_vec(&self.problem()).unwrap_or_else(|_| b"{}".to_vec());
+        let mut response = (status, body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(PROBLEM_CONTENT_TYPE),
+        );
+        if status == StatusCode::UNAUTHORIZED {
+            headers.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(BEARER_CHALLENGE),
+            );
+        }
+        response
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        ApiError::Internal(e.to_string())
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(r: PathRejection) -> Self {
+        // A path that routed but does not deserialize names nothing that exists.
+        ApiError::NotFound {
+            detail: format!("no resource at this path: {}", r.body_text()),
+        }
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> Self {
+        ApiError::malformed(format!("invalid query string: {}", r.body_text()))
+    }
+}
+
+impl From<BytesRejection> for ApiError {
+    fn from(r: BytesRejection) -> Self {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge {
+                detail: format!(
+                    "the request body is larger than the {} bytes accepted",
+                    super::MAX_BODY_BYTES
+                ),
+            }
+        } else {
+            ApiError::malformed(format!(
+                "the request body could not be read: {}",
+                r.body_text()
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn render(e: ApiError) -> (StatusCode, axum::http::HeaderMap, Problem) {
+        let response = e.into_response();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        (status, headers, serde_json::from_slice(&bytes).unwrap())
+    }
+
+    #[tokio::test]
+    async fn validation_is_422_problem_json_naming_each_field() {
+        let (status, headers, problem) = render(ApiError::Validation {
+            errors: vec![
+                FieldError::new("name", "must not be empty"),
+                FieldError::new("fields[1]", "empty segment"),
+            ],
+        })
+        .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(headers[header::CONTENT_TYPE], PROBLEM_CONTENT_TYPE);
+        assert_eq!(
+            problem.type_uri,
+            "https://rhythm-delivery.dev/problems/validation"
+        );
+        assert_eq!(problem.status, 422);
+        assert_eq!(problem.errors.len(), 2);
+        assert_eq!(problem.errors[1].field, "fields[1]");
+    }
+
+    #[tokio::test]
+    async fn unauthorized_carries_a_bearer_challenge() {
+        let (status, headers, problem) = render(ApiError::unauthorized("no token")).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert_eq!(headers[header::WWW_AUTHENTICATE], BEARER_CHALLENGE);
+        assert_eq!(problem.detail, "no token");
+        assert!(problem.errors.is_empty());
+    }
+
+    #[tokio::test]
+    async fn internal_errors_hide_their_cause() {
+        let (status, _, problem) =
+            render(ApiError::internal("DynamoDB: table t-secret-name missing")).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(!problem.detail.contains("t-secret-name"));
+        assert_eq!(
+            problem.type_uri,
+            "https://rhythm-delivery.dev/problems/internal"
+        );
+    }
+
+    #[test]
+    fn every_variant_has_a_distinct_stable_type() {
+        let all = [
+            ApiError::malformed("x"),
+            ApiError::field("f", "m"),
+            ApiError::unauthorized("x"),
+            ApiError::not_found("thing"),
+            ApiError::MethodNotAllowed { detail: "x".into() },
+            ApiError::conflict("x"),
+            ApiError::PayloadTooLarge { detail: "x".into() },
+            ApiError::UnsupportedMediaType { detail: "x".into() },
+            ApiError::internal("x"),
+        ];
+        let types: std::collections::BTreeSet<String> =
+            all.iter().map(ApiError::problem_type).collect();
+        assert_eq!(types.len(), all.len());
+        assert!(types.iter().all(|t| t.starts_with(PROBLEM_BASE)));
+        assert_eq!(
+            ApiError::not_found("integration").to_string(),
+            "integration not found"
+        );
+    }
+}

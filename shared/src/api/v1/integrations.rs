@@ -1,0 +1,517 @@
+//! Integrations of the caller's account (account token):
+//!
+//! * `POST /v1/integrations` → 201: the integration, its `signing_secret` (webhook; shown only
+//!   now) and an integration `token` (shown only now).
+//! * `GET /v1/integrations` (`?limit=&cursor=`), `GET /v1/integrations/{id}`: never a secret.
+//! * `PATCH /v1/integrations/{id}`: `name`, `webhook_url` (webhook), `handler` (internal),
+//!   `event_access_accepted`, `rotate_signing_secret: true` (webhook; the new secret is in this
+//!   response only). The method cannot change.
+//! * `DELETE /v1/integrations/{id}` → 204. Its subscriptions stay; their deliveries fail as a
+//!   configuration loss (seed behaviour). Its integration tokens are revoked.
+//! * `POST /v1/integrations/{id}/tokens` `{revoke_existing?}` → 201: a new integration token;
+//!   `revoke_existing: true` revokes the integration's other tokens.
+//!
+//! Another account's integration is "not found", exactly like one that does not exist.
+
+use super::ListResponse;
+use crate::api::auth::{
+    issue_token, revoke_tokens, token_writes, AccountAuth, IssuedTokenView, OneTimeSecret,
+    PlaintextToken, RevokeScope, TokenKind,
+};
+use crate::api::db::{self, PageQuery, Update};
+use crate::api::extract::{
+    new_id, page_limit, path_id, resource_id, ApiPath, ApiQuery, Fields, JsonBody, Patch,
+};
+use crate::api::{ApiError, ApiState};
+use crate::domain::event::DeliveryMethod;
+use crate::domain::signing::SigningSecret;
+use crate::domain::ssrf::check_url;
+use crate::store::keys::{account_pk, integration_sk, INTEGRATION_PREFIX};
+use crate::store::models::Integration;
+use crate::store::to_item;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+pub const INTEGRATION_KIND: &str = "integration";
+pub const MAX_NAME_CHARS: usize = 200;
+/// Random bytes of a generated signing secret.
+pub const GENERATED_SECRET_BYTES: usize = 32;
+
+pub fn router() -> Router<Arc<ApiState>> {
+    Router::new()
+        .route("/v1/integrations", post(create).get(list))
+        .route(
+            "/v1/integrations/{integration_id}",
+            get(fetch).patch(update).delete(remove),
+        )
+        .route(
+            "/v1/integrations/{integration_id}/tokens",
+            post(rotate_token),
+        )
+}
+
+/// An integration as the API shows it. The signing secret appears only in the responses that
+/// create or rotate it.
+#[derive(Debug, Serialize)]
+pub struct IntegrationView {
+    pub id: String,
+    pub account_id: String,
+    pub name: String,
+    pub method: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webhook_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handler: Option<String>,
+    pub event_access_accepted: bool,
+    pub created_at: String,
+    pub updated_at: String,
+    /// Shown once: on creation (webhook) and on rotation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signing_secret: Option<OneTimeSecret>,
+    /// The integration token, shown once, on creation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<PlaintextToken>,
+}
+
+impl From<&Integration> for IntegrationView {
+    fn from(i: &Integration) -> Self {
+        IntegrationView {
+            id: i.integration_id.clone(),
+            account_id: i.account_id.clone(),
+            name: i.name.clone(),
+            method: i.method.as_str().to_owned(),
+            webhook_url: i.webhook_url.clone(),
+            handler: i.handler.clone(),
+            event_access_accepted: i.event_access_accepted,
+            created_at: i.created_at.to_rfc3339(),
+            updated_at: i.updated_at.to_rfc3339(),
+            signing_secret: None,
+            token: None,
+        }
+    }
+}
+
+/// A fresh `whsec_…` signing secret.
+pub fn generate_signing_secret() -> SigningSecret {
+    let mut bytes = [0u8; GENERATED_SECRET_BYTES];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    SigningSecret::from_bytes(&bytes).expect("32 bytes is a valid secret length")
+}
+
+fn check_webhook_url(state: &ApiState, f: &mut Fields, url: &str) -> Option<String> {
+    match check_url(url.trim(), &state.target_policy()) {
+        Ok(parsed) => Some(parsed.to_string()),
+        Err(e) => {
+            f.error("webhook_url", e.to_string());
+            None
+        }
+    }
+}
+
+fn check_handler(state: &ApiState, f: &mut Fields, handler: String) -> Option<String> {
+    let handler = handler.trim().to_owned();
+    if state.is_known_internal_handler(&handler) {
+        Some(handler)
+    } else {
+        f.error(
+            "handler",
+            format!(
+                "is not a built-in handler; known handlers: {}",
+                state.internal_handlers.join(", ")
+            ),
+        );
+        None
+    }
+}
+
+/// The secret's text for the one response that shows it.
+fn shown_once(secret: &SigningSecret) -> OneTimeSecret {
+    OneTimeSecret::new(secret.expose_whsec())
+}
+
+async fn create(
+    auth: AccountAuth,
+    State(state): State<Arc<ApiState>>,
+    JsonBody(mut f): JsonBody,
+) -> Result<impl IntoResponse, ApiError> {
+    let name = f.required_text("name", MAX_NAME_CHARS);
+    let method: Option<String> = f.required("method");
+    let method = method.and_then(|m| match DeliveryMethod::parse(&m) {
+        DeliveryMethod::Unknown(other) => {
+            f.error(
+                "method",
+                format!("must be webhook, internal or poll, not {other:?}"),
+            );
+            None
+        }
+        known => Some(known),
+    });
+    let event_access_accepted: Option<bool> = f.required("event_access_accepted");
+    let webhook_url: Option<String> = f.optional("webhook_url");
+    let signing_secret: Option<String> = f.optional("signing_secret");
+    let handler: Option<String> = f.optional("handler");
+
+    let (mut url, mut secret, mut checked_handler) = (None, None, None);
+    match &method {
+        Some(DeliveryMethod::Webhook) => {
+            match webhook_url {
+                Some(u) => url = check_webhook_url(&state, &mut f, &u),
+                None => f.error("webhook_url", "is required for webhook integrations"),
+            }
+            secret = match signing_secret {
+                Some(text) => match SigningSecret::parse(&text) {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        f.error("signing_secret", e.to_string());
+                        None
+                    }
+                },
+                None => Some(generate_signing_secret()),
+            };
+            if handler.is_some() {
+                f.error("handler", "only internal integrations have a handler");
+            }
+        }
+        Some(DeliveryMethod::Internal) => {
+            match handler {
+                Some(h) => checked_handler = check_handler(&state, &mut f, h),
+                None => f.error("handler", "is required for internal integrations"),
+            }
+            no_webhook_fields(&mut f, webhook_url.is_some(), signing_secret.is_some());
+        }
+        Some(_) => {
+            no_webhook_fields(&mut f, webhook_url.is_some(), signing_secret.is_some());
+            if handler.is_some() {
+                f.error("handler", "only internal integrations have a handler");
+            }
+        }
+        None => {}
+    }
+    f.finish()?;
+    let (Some(name), Some(method), Some(event_access_accepted)) =
+        (name, method, event_access_accepted)
+    else {
+        return Err(ApiError::internal("validated integration fields missing"));
+    };
+
+    let now = state.clock.now();
+    let integration = Integration {
+        account_id: auth.account_id.clone(),
+        integration_id: new_id(),
+        name,
+        method,
+        webhook_url: url,
+        signing_secret: secret.as_ref().map(SigningSecret::expose_whsec),
+        handler: checked_handler,
+        event_access_accepted,
+        created_at: now,
+        updated_at: now,
+    };
+    let (token, record) = issue_token(
+        TokenKind::Intg,
+        &auth.account_id,
+        Some(&integration.integration_id),
+        now,
+    );
+    let table = &state.config.delivery_table;
+    let mut writes = vec![db::put_new(
+        table,
+        to_item(
+            &integration,
+            &account_pk(&auth.account_id),
+            &integration_sk(&integration.integration_id),
+            INTEGRATION_KIND,
+        )?,
+    )?];
+    writes.extend(token_writes(table, &record)?);
+    db::write_all(&state.clients.dynamo, writes).await?;
+    tracing::info!(
+        account_id = %auth.account_id,
+        integration_id = %integration.integration_id,
+        method = %integration.method,
+        "integration created"
+    );
+
+    let mut view = IntegrationView::from(&integration);
+    view.signing_secret = secret.as_ref().map(shown_once);
+    view.token = Some(token);
+    let location = format!("/v1/integrations/{}", integration.integration_id);
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, location)],
+        Json(view),
+    ))
+}
+
+fn no_webhook_fields(f: &mut Fields, has_url: bool, has_secret: bool) {
+    if has_url {
+        f.error(
+            "webhook_url",
+            "only webhook integrations have a webhook_url",
+        );
+    }
+    if has_secret {
+        f.error(
+            "signing_secret",
+            "only webhook integrations have a signing secret",
+        );
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListParams {
+    limit: Option<u32>,
+    cursor: Option<String>,
+}
+
+async fn list(
+    auth: AccountAuth,
+    State(state): State<Arc<ApiState>>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Json<ListResponse<IntegrationView>>, ApiError> {
+    let limit = page_limit(params.limit)?;
+    let after_id = match params.cursor {
+        None => None,
+        Some(c) => Some(
+            resource_id(&c)
+                .ok_or_else(|| ApiError::field("cursor", "is not a cursor of this list"))?,
+        ),
+    };
+    let pk = account_pk(&auth.account_id);
+    let (items, next_cursor): (Vec<Integration>, _) = db::query_page(
+        &state.clients.dynamo,
+        PageQuery {
+            table: &state.config.delivery_table,
+            pk: &pk,
+            prefix: INTEGRATION_PREFIX,
+            limit,
+            after_id,
+            filter: None,
+        },
+    )
+    .await?;
+    Ok(Json(ListResponse {
+        data: items.iter().map(IntegrationView::from).collect(),
+        next_cursor,
+    }))
+}
+
+/// The caller's integration `id`, or 404 (for another account's, too).
+pub async fn load(state: &ApiState, account_id: &str, id: &str) -> Result<Integration, ApiError> {
+    let id = path_id(id, "integration")?;
+    db::get(
+        &state.clients.dynamo,
+        &state.config.delivery_table,
+        &account_pk(account_id),
+        &integration_sk(&id),
+    )
+    .await?
+    .ok_or_else(|| ApiError::not_found("integration"))
+}
+
+async fn fetch(
+    auth: AccountAuth,
+    State(state): State<Arc<ApiState>>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<IntegrationView>, ApiError> {
+    let integration = load(&state, &auth.account_id, &id).await?;
+    Ok(Json(IntegrationView::from(&integration)))
+}
+
+async fn update(
+    auth: AccountAuth,
+    State(state): State<Arc<ApiState>>,
+    ApiPath(id): ApiPath<String>,
+    JsonBody(mut f): JsonBody,
+) -> Result<Json<IntegrationView>, ApiError> {
+    let current = load(&state, &auth.account_id, &id).await?;
+    let name = f.patch_text("name", MAX_NAME_CHARS);
+    let event_access_accepted = match f.patch::<bool>("event_access_accepted") {
+        Patch::Set(v) => Some(v),
+        Patch::Null => {
+            f.error("event_access_accepted", "must be true or false");
+            None
+        }
+        Patch::Absent => None,
+    };
+    let webhook_url = f.patch::<String>("webhook_url");
+    let handler = f.patch::<String>("handler");
+    let rotate: bool = f.optional("rotate_signing_secret").unwrap_or(false);
+    f.forbid(
+        "method",
+        "cannot be changed; create a new integration for another delivery method",
+    );
+    f.forbid(
+        "signing_secret",
+        "cannot be set; use {\"rotate_signing_secret\": true} for a new one",
+    );
+    let is_webhook = current.method == DeliveryMethod::Webhook;
+    let is_internal = current.method == DeliveryMethod::Internal;
+
+    let url = match webhook_url {
+        Patch::Absent => None,
+        _ if !is_webhook => {
+            f.error(
+                "webhook_url",
+                "only webhook integrations have a webhook_url",
+            );
+            None
+        }
+        Patch::Null => {
+            f.error("webhook_url", "a webhook integration needs a webhook_url");
+            None
+        }
+        Patch::Set(u) => check_webhook_url(&state, &mut f, &u),
+    };
+    let handler = match handler {
+        Patch::Absent => None,
+        _ if !is_internal => {
+            f.error("handler", "only internal integrations have a handler");
+            None
+        }
+        Patch::Null => {
+            f.error("handler", "an internal integration needs a handler");
+            None
+        }
+        Patch::Set(h) => check_handler(&state, &mut f, h),
+    };
+    if rotate && !is_webhook {
+        f.error(
+            "rotate_signing_secret",
+            "only webhook integrations have a signing secret",
+        );
+    }
+    f.finish()?;
+
+    let new_secret = rotate.then(generate_signing_secret);
+    if name.is_none()
+        && event_access_accepted.is_none()
+        && url.is_none()
+        && handler.is_none()
+        && new_secret.is_none()
+    {
+        return Ok(Json(IntegrationView::from(&current)));
+    }
+    let mut u = Update::new().set("updated_at", &state.clock.now())?;
+    if let Some(name) = &name {
+        u = u.set("name", name)?;
+    }
+    if let Some(v) = event_access_accepted {
+        u = u.set("event_access_accepted", &v)?;
+    }
+    if let Some(url) = &url {
+        u = u.set("webhook_url", url)?;
+    }
+    if let Some(handler) = &handler {
+        u = u.set("handler", handler)?;
+    }
+    if let Some(secret) = &new_secret {
+        u = u.set("signing_secret", &secret.expose_whsec())?;
+    }
+    let updated: Integration = u
+        .apply(
+            &state.clients.dynamo,
+            &state.config.delivery_table,
+            &account_pk(&auth.account_id),
+            &integration_sk(&current.integration_id),
+        )
+        .await?
+        .ok_or_else(|| ApiError::not_found("integration"))?;
+    if new_secret.is_some() {
+        tracing::info!(
+            account_id = %auth.account_id,
+            integration_id = %updated.integration_id,
+            "integration signing secret rotated"
+        );
+    }
+    let mut view = IntegrationView::from(&updated);
+    view.signing_secret = new_secret.as_ref().map(shown_once);
+    Ok(Json(view))
+}
+
+async fn remove(
+    auth: AccountAuth,
+    State(state): State<Arc<ApiState>>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<StatusCode, ApiError> {
+    let id = path_id(&id, "integration")?;
+    let deleted = db::delete_existing(
+        &state.clients.dynamo,
+        &state.config.delivery_table,
+        &account_pk(&auth.account_id),
+        &integration_sk(&id),
+    )
+    .await?;
+    if !deleted {
+        return Err(ApiError::not_found("integration"));
+    }
+    let revoked = revoke_tokens(
+        &state,
+        RevokeScope {
+            account_id: &auth.account_id,
+            kind: TokenKind::Intg,
+            integration_id: Some(&id),
+            except: None,
+        },
+        state.clock.now(),
+    )
+    .await?;
+    tracing::info!(account_id = %auth.account_id, integration_id = %id, revoked, "integration deleted");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn rotate_token(
+    auth: AccountAuth,
+    State(state): State<Arc<ApiState>>,
+    ApiPath(id): ApiPath<String>,
+    JsonBody(mut f): JsonBody,
+) -> Result<impl IntoResponse, ApiError> {
+    let revoke_existing: bool = f.optional("revoke_existing").unwrap_or(false);
+    f.finish()?;
+    let integration = load(&state, &auth.account_id, &id).await?;
+    let now = state.clock.now();
+    let (token, record) = issue_token(
+        TokenKind::Intg,
+        &auth.account_id,
+        Some(&integration.integration_id),
+        now,
+    );
+    db::write_all(
+        &state.clients.dynamo,
+        token_writes(&state.config.delivery_table, &record)?,
+    )
+    .await?;
+    let revoked = if revoke_existing {
+        revoke_tokens(
+            &state,
+            RevokeScope {
+                account_id: &auth.account_id,
+                kind: TokenKind::Intg,
+                integration_id: Some(&integration.integration_id),
+                except: Some(&record.token_id),
+            },
+            now,
+        )
+        .await?
+    } else {
+        0
+    };
+    tracing::info!(
+        account_id = %auth.account_id,
+        integration_id = %integration.integration_id,
+        token_id = %record.token_id,
+        revoked,
+        "integration token issued"
+    );
+    Ok((
+        StatusCode::CREATED,
+        Json(IssuedTokenView::new(token, &record, revoked)),
+    ))
+}

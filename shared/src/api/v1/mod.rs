@@ -1,0 +1,25 @@
+//! `/v1/*`: the management API (account tokens) and routes any token may call.
+
+pub mod integrations;
+pub mod subscriptions;
+pub mod whoami;
+
+use super::ApiState;
+use axum::Router;
+use serde::Serialize;
+use std::sync::Arc;
+
+pub fn router() -> Router<Arc<ApiState>> {
+    Router::new()
+        .merge(integrations::router())
+        .merge(subscriptions::router())
+        .merge(whoami::router())
+}
+
+/// A page of a list route: `data`, and `next_cursor` to pass as `?cursor=` for the next page
+/// (`null` on the last page).
+#[derive(Debug, Serialize)]
+pub struct ListResponse<T> {
+    pub data: Vec<T>,
+    pub next_cursor: Option<String>,
+}

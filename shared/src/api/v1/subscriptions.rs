@@ -1,0 +1,512 @@
+//! Subscriptions of the caller's account (account token):
+//!
+//! * `POST /v1/subscriptions` `{integration_id, record_types, filter?, fields, retry_policy?}` →
+//!   201, status `active`. The integration must be one of the account's; the filter is checked
+//!   with [`Filter::parse`] and stored in its canonical JSON form, the fields with
+//!   [`Projection::new`], the retry policy with [`RetryPolicy::validate`] (default
+//!   `{"kind": "fixed_schedule"}`).
+//! * `GET /v1/subscriptions` (`?integration_id=&limit=&cursor=`), `GET /v1/subscriptions/{id}`.
+//! * `PATCH /v1/subscriptions/{id}`: `record_types`, `filter` (`null` removes it), `fields`,
+//!   `retry_policy` (`null` restores the default). Not `status`: a subscription is paused by the
+//!   system (fifty dead deliveries in a row) and resumed by an operator. The edit touches only the
+//!   fields it names, so it never overwrites the status or dead count the worker maintains.
+//! * `DELETE /v1/subscriptions/{id}` → 204.
+
+use super::ListResponse;
+use crate::api::auth::AccountAuth;
+use crate::api::db::{self, PageQuery, Update};
+use crate::api::extract::{
+    new_id, page_limit, path_id, resource_id, ApiPath, ApiQuery, Fields, JsonBody, Patch,
+};
+use crate::api::{ApiError, ApiState};
+use crate::domain::filter::Filter;
+use crate::domain::projection::{Projection, ProjectionError};
+use crate::domain::retry::{RetryPolicy, RetryPolicyError};
+use crate::domain::subscription::SubscriptionStatus;
+use crate::store::expr::s;
+use crate::store::keys::{account_pk, integration_sk, subscription_sk, SUBSCRIPTION_PREFIX};
+use crate::store::models::{Integration, Subscription};
+use crate::store::to_item;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub const SUBSCRIPTION_KIND: &str = "subscription";
+/// Most record types one subscription names.
+pub const MAX_RECORD_TYPES: usize = 50;
+pub const MAX_RECORD_TYPE_CHARS: usize = 128;
+
+const STATUS_IS_SYSTEMS: &str = "is not set through this API: the system pauses a subscription after fifty dead deliveries in a row and an operator resumes it";
+
+pub fn router() -> Router<Arc<ApiState>> {
+    Router::new()
+        .route("/v1/subscriptions", post(create).get(list))
+        .route(
+            "/v1/subscriptions/{subscription_id}",
+            get(fetch).patch(update).delete(remove),
+        )
+}
+
+/// A subscription as the API shows it.
+#[derive(Debug, Serialize)]
+pub struct SubscriptionView {
+    pub id: String,
+    pub account_id: String,
+    pub integration_id: String,
+    pub record_types: Vec<String>,
+    /// The filter's canonical JSON; `null` when every change matches.
+    pub filter: Value,
+    pub fields: Vec<String>,
+    pub retry_policy: RetryPolicy,
+    pub status: SubscriptionStatus,
+    pub consecutive_dead: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused_at: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl From<&Subscription> for SubscriptionView {
+    fn from(sub: &Subscription) -> Self {
+        SubscriptionView {
+            id: sub.subscription_id.clone(),
+            account_id: sub.account_id.clone(),
+            integration_id: sub.integration_id.clone(),
+            record_types: sub.record_types.clone(),
+            filter: sub
+                .filter
+                .as_deref()
+                .map(|text| {
+                    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+                })
+                .unwrap_or(Value::Null),
+            fields: sub.fields.clone(),
+            retry_policy: sub.retry_policy.clone(),
+            status: sub.status,
+            consecutive_dead: sub.consecutive_dead,
+            paused_at: sub.paused_at.map(|t| t.to_rfc3339()),
+            created_at: sub.created_at.to_rfc3339(),
+            updated_at: sub.updated_at.to_rfc3339(),
+        }
+    }
+}
+
+fn check_record_types(f: &mut Fields, types: Vec<String>) -> Option<Vec<String>> {
+    if types.is_empty() {
+        f.error(
+            "record_types",
+            "must name at least one record type (\"*\" for all)",
+        );
+        return None;
+    }
+    if types.len() > MAX_RECORD_TYPES {
+        f.error(
+            "record_types",
+            format!("at most {MAX_RECORD_TYPES} record types are accepted"),
+        );
+        return None;
+    }
+    let mut out: Vec<String> = Vec::with_capacity(types.len());
+    let mut ok = true;
+    for (i, t) in types.iter().enumerate() {
+        let t = t.trim();
+        if t.is_empty() {
+            f.error(format!("record_types[{i}]"), "must not be empty");
+            ok = false;
+        } else if t.chars().count() > MAX_RECORD_TYPE_CHARS
+            || t.chars().any(|c| c.is_control() || c.is_whitespace())
+        {
+            f.error(
+                format!("record_types[{i}]"),
+                format!(
+                    "must be at most {MAX_RECORD_TYPE_CHARS} characters without spaces or control characters"
+                ),
+            );
+            ok = false;
+        } else if !out.iter().any(|o| o == t) {
+            out.push(t.to_owned());
+        }
+    }
+    ok.then_some(out)
+}
+
+/// The filter to store: `None` for the empty filter, else its canonical JSON text.
+fn check_filter(f: &mut Fields, value: &Value) -> Option<Option<String>> {
+    match Filter::parse(value) {
+        Ok(Filter::Always) => Some(None),
+        Ok(filter) => Some(Some(filter.to_json().to_string())),
+        Err(e) => {
+            f.error("filter", e.to_string());
+            None
+        }
+    }
+}
+
+fn check_fields(f: &mut Fields, fields: Vec<String>) -> Option<Vec<String>> {
+    match Projection::new(fields.iter()) {
+        Ok(_) => {
+            let mut out: Vec<String> = Vec::with_capacity(fields.len());
+            for field in fields {
+                if !out.contains(&field) {
+                    out.push(field);
+                }
+            }
+            Some(out)
+        }
+        Err(ProjectionError::Path { index, source }) => {
+            f.error(format!("fields[{index}]"), source.to_string());
+            None
+        }
+        Err(e @ ProjectionError::TooManyFields { .. }) => {
+            f.error("fields", e.to_string());
+            None
+        }
+    }
+}
+
+fn check_retry_policy(f: &mut Fields, policy: RetryPolicy) -> Option<RetryPolicy> {
+    match policy.validate() {
+        Ok(()) => Some(policy),
+        Err(e) => {
+            let field = match e {
+                RetryPolicyError::MaxRetriesOutOfRange(_) => "retry_policy.max_retries",
+                RetryPolicyError::RetryDelayOutOfRange(_) => "retry_policy.retry_delay_secs",
+            };
+            f.error(field, e.to_string());
+            None
+        }
+    }
+}
+
+async fn create(
+    auth: AccountAuth,
+    State(state): State<Arc<ApiState>>,
+    JsonBody(mut f): JsonBody,
+) -> Result<impl IntoResponse, ApiError> {
+    let integration_id: Option<String> = f.required("integration_id");
+    let record_types = f
+        .required::<Vec<String>>("record_types")
+        .and_then(|t| check_record_types(&mut f, t));
+    let filter = match f.raw("filter") {
+        Patch::Set(v) => check_filter(&mut f, &v),
+        Patch::Absent | Patch::Null => Some(None),
+    };
+    let fields = f
+        .required::<Vec<String>>("fields")
+        .and_then(|v| check_fields(&mut f, v));
+    let retry_policy = match f.patch::<RetryPolicy>("retry_policy") {
+        Patch::Set(p) => check_retry_policy(&mut f, p),
+        Patch::Absent | Patch::Null => Some(RetryPolicy::default()),
+    };
+    f.forbid("status", STATUS_IS_SYSTEMS);
+
+    // The integration must be one of the caller's: another account's is as unknown as none.
+    let integration_id = match integration_id {
+        None => None,
+        Some(text) => {
+            let found: Option<Integration> = match resource_id(&text) {
+                Some(id) => {
+                    db::get(
+                        &state.clients.dynamo,
+                        &state.config.delivery_table,
+                        &account_pk(&auth.account_id),
+                        &integration_sk(&id),
+                    )
+                    .await?
+                }
+                None => None,
+            };
+            match found {
+                Some(i) => Some(i.integration_id),
+                None => {
+                    f.error(
+                        "integration_id",
+                        "no integration with this id in the account",
+                    );
+                    None
+                }
+            }
+        }
+    };
+    f.finish()?;
+    let (Some(integration_id), Some(record_types), Some(filter), Some(fields), Some(retry_policy)) =
+        (integration_id, record_types, filter, fields, retry_policy)
+    else {
+        return Err(ApiError::internal("validated subscription fields missing"));
+    };
+
+    let now = state.clock.now();
+    let subscription = Subscription {
+        account_id: auth.account_id.clone(),
+        subscription_id: new_id(),
+        integration_id,
+        record_types,
+        filter,
+        fields,
+        retry_policy,
+        status: SubscriptionStatus::Active,
+        consecutive_dead: 0,
+        paused_at: None,
+        created_at: now,
+        updated_at: now,
+    };
+    let item = to_item(
+        &subscription,
+        &account_pk(&auth.account_id),
+        &subscription_sk(&subscription.subscription_id),
+        SUBSCRIPTION_KIND,
+    )?;
+    db::write_all(
+        &state.clients.dynamo,
+        vec![db::put_new(&state.config.delivery_table, item)?],
+    )
+    .await?;
+    tracing::info!(
+        account_id = %auth.account_id,
+        subscription_id = %subscription.subscription_id,
+        integration_id = %subscription.integration_id,
+        "subscription created"
+    );
+    let location = format!("/v1/subscriptions/{}", subscription.subscription_id);
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, location)],
+        Json(SubscriptionView::from(&subscription)),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListParams {
+    integration_id: Option<String>,
+    limit: Option<u32>,
+    cursor: Option<String>,
+}
+
+async fn list(
+    auth: AccountAuth,
+    State(state): State<Arc<ApiState>>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Json<ListResponse<SubscriptionView>>, ApiError> {
+    let limit = page_limit(params.limit)?;
+    let after_id = match params.cursor {
+        None => None,
+        Some(c) => Some(
+            resource_id(&c)
+                .ok_or_else(|| ApiError::field("cursor", "is not a cursor of this list"))?,
+        ),
+    };
+    let filter = match params.integration_id {
+        None => None,
+        Some(text) => {
+            let id = resource_id(&text)
+                .ok_or_else(|| ApiError::field("integration_id", "is not an integration id"))?;
+            Some((
+                "integration_id = :iid".to_string(),
+                HashMap::from([(":iid".to_string(), s(id))]),
+            ))
+        }
+    };
+    let pk = account_pk(&auth.account_id);
+    let (items, next_cursor): (Vec<Subscription>, _) = db::query_page(
+        &state.clients.dynamo,
+        PageQuery {
+            table: &state.config.delivery_table,
+            pk: &pk,
+            prefix: SUBSCRIPTION_PREFIX,
+            limit,
+            after_id,
+            filter,
+        },
+    )
+    .await?;
+    Ok(Json(ListResponse {
+        data: items.iter().map(SubscriptionView::from).collect(),
+        next_cursor,
+    }))
+}
+
+async fn load(state: &ApiState, account_id: &str, id: &str) -> Result<Subscription, ApiError> {
+    let id = path_id(id, "subscription")?;
+    db::get(
+        &state.clients.dynamo,
+        &state.config.delivery_table,
+        &account_pk(account_id),
+        &subscription_sk(&id),
+    )
+    .await?
+    .ok_or_else(|| ApiError::not_found("subscription"))
+}
+
+async fn fetch(
+    auth: AccountAuth,
+    State(state): State<Arc<ApiState>>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<SubscriptionView>, ApiError> {
+    let sub = load(&state, &auth.account_id, &id).await?;
+    Ok(Json(SubscriptionView::from(&sub)))
+}
+
+async fn update(
+    auth: AccountAuth,
+    State(state): State<Arc<ApiState>>,
+    ApiPath(id): ApiPath<String>,
+    JsonBody(mut f): JsonBody,
+) -> Result<Json<SubscriptionView>, ApiError> {
+    let id = path_id(&id, "subscription")?;
+    let record_types = match f.patch::<Vec<String>>("record_types") {
+        Patch::Set(t) => check_record_types(&mut f, t),
+        Patch::Null => {
+            f.error("record_types", "must not be null");
+            None
+        }
+        Patch::Absent => None,
+    };
+    // Some(None): remove the filter.
+    let filter = match f.raw("filter") {
+        Patch::Set(v) => check_filter(&mut f, &v),
+        Patch::Null => Some(None),
+        Patch::Absent => None,
+    };
+    let fields = match f.patch::<Vec<String>>("fields") {
+        Patch::Set(v) => check_fields(&mut f, v),
+        Patch::Null => {
+            f.error("fields", "must not be null; use [] for no fields");
+            None
+        }
+        Patch::Absent => None,
+    };
+    let retry_policy = match f.patch::<RetryPolicy>("retry_policy") {
+        Patch::Set(p) => check_retry_policy(&mut f, p),
+        Patch::Null => Some(RetryPolicy::default()),
+        Patch::Absent => None,
+    };
+    f.forbid("status", STATUS_IS_SYSTEMS);
+    f.forbid(
+        "integration_id",
+        "cannot be changed; create a subscription for the other integration",
+    );
+    f.finish()?;
+
+    if record_types.is_none() && filter.is_none() && fields.is_none() && retry_policy.is_none() {
+        let sub = load(&state, &auth.account_id, &id).await?;
+        return Ok(Json(SubscriptionView::from(&sub)));
+    }
+    let mut u = Update::new().set("updated_at", &state.clock.now())?;
+    if let Some(types) = &record_types {
+        u = u.set("record_types", types)?;
+    }
+    match &filter {
+        Some(Some(text)) => u = u.set("filter", text)?,
+        Some(None) => u = u.remove("filter"),
+        None => {}
+    }
+    if let Some(fields) = &fields {
+        u = u.set("fields", fields)?;
+    }
+    if let Some(policy) = &retry_policy {
+        u = u.set("retry_policy", policy)?;
+    }
+    let updated: Subscription = u
+        .apply(
+            &state.clients.dynamo,
+            &state.config.delivery_table,
+            &account_pk(&auth.account_id),
+            &subscription_sk(&id),
+        )
+        .await?
+        .ok_or_else(|| ApiError::not_found("subscription"))?;
+    Ok(Json(SubscriptionView::from(&updated)))
+}
+
+async fn remove(
+    auth: AccountAuth,
+    State(state): State<Arc<ApiState>>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<StatusCode, ApiError> {
+    let id = path_id(&id, "subscription")?;
+    let deleted = db::delete_existing(
+        &state.clients.dynamo,
+        &state.config.delivery_table,
+        &account_pk(&auth.account_id),
+        &subscription_sk(&id),
+    )
+    .await?;
+    if !deleted {
+        return Err(ApiError::not_found("subscription"));
+    }
+    tracing::info!(account_id = %auth.account_id, subscription_id = %id, "subscription deleted");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fields() -> Fields {
+        Fields::new(serde_json::Map::new())
+    }
+
+    #[test]
+    fn record_types_are_trimmed_deduplicated_and_bounded() {
+        let mut f = fields();
+        assert_eq!(
+            check_record_types(&mut f, vec![" order".into(), "order".into(), "*".into()]),
+            Some(vec!["order".to_string(), "*".to_string()])
+        );
+        assert_eq!(check_record_types(&mut f, vec![]), None);
+        assert_eq!(check_record_types(&mut f, vec!["a b".into()]), None);
+        let Err(ApiError::Validation { errors }) = f.finish() else {
+            panic!()
+        };
+        assert_eq!(errors[0].field, "record_types");
+        assert_eq!(errors[1].field, "record_types[0]");
+    }
+
+    #[test]
+    fn filters_are_stored_canonically_and_empty_filters_are_none() {
+        let mut f = fields();
+        assert_eq!(check_filter(&mut f, &json!({})), Some(None));
+        let stored = check_filter(&mut f, &json!({"field": "warehouse", "eq": "W1"}))
+            .unwrap()
+            .unwrap();
+        assert!(Filter::parse(&serde_json::from_str(&stored).unwrap()).is_ok());
+        assert_eq!(
+            check_filter(&mut f, &json!({"field": "nope", "eq": 1})),
+            None
+        );
+        let Err(ApiError::Validation { errors }) = f.finish() else {
+            panic!()
+        };
+        assert_eq!(errors[0].field, "filter");
+        assert!(errors[0].message.contains("unknown field"));
+    }
+
+    #[test]
+    fn field_paths_and_retry_policies_name_the_offending_part() {
+        let mut f = fields();
+        assert_eq!(check_fields(&mut f, vec!["a".into(), "b..c".into()]), None);
+        assert_eq!(
+            check_retry_policy(
+                &mut f,
+                RetryPolicy::Exponential {
+                    max_retries: 0,
+                    retry_delay_secs: 5
+                }
+            ),
+            None
+        );
+        let Err(ApiError::Validation { errors }) = f.finish() else {
+            panic!()
+        };
+        assert_eq!(errors[0].field, "fields[1]");
+        assert_eq!(errors[1].field, "retry_policy.max_retries");
+    }
+}

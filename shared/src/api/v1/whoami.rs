@@ -1,0 +1,46 @@
+//! `GET /v1/whoami`: what the presented token stands for. Any valid token (account or
+//! integration) may call it, so an adapter can check its credentials.
+
+use crate::api::auth::Principal;
+use crate::api::{ApiError, ApiState};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+use std::sync::Arc;
+
+pub fn router() -> Router<Arc<ApiState>> {
+    Router::new().route("/v1/whoami", get(whoami))
+}
+
+#[derive(Debug, Serialize)]
+pub struct WhoAmI {
+    pub kind: &'static str,
+    pub account_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub integration_id: Option<String>,
+    pub token_id: String,
+}
+
+async fn whoami(principal: Principal) -> Result<Json<WhoAmI>, ApiError> {
+    Ok(Json(match principal {
+        Principal::Account {
+            account_id,
+            token_id,
+        } => WhoAmI {
+            kind: "account",
+            account_id,
+            integration_id: None,
+            token_id,
+        },
+        Principal::Integration {
+            account_id,
+            integration_id,
+            token_id,
+        } => WhoAmI {
+            kind: "integration",
+            account_id,
+            integration_id: Some(integration_id),
+            token_id,
+        },
+    }))
+}
