@@ -5,6 +5,7 @@
 pub mod api_server;
 pub mod emulator;
 pub mod fixtures;
+pub mod metering;
 pub mod pipeline;
 pub mod provision;
 pub mod queues;

@@ -1,6 +1,7 @@
 //! One provisioned stack per test: its own tables and queues under a unique prefix, so tests run in
 //! parallel against one emulator without seeing each other's data.
 
+use crate::metering::RequestMeter;
 use crate::provision::{provision, Stack};
 use crate::queues::QueueTap;
 use crate::streams::StreamTap;
@@ -15,7 +16,9 @@ pub struct TestStack {
     pub sdk: SdkConfig,
     pub stack: Stack,
     pub config: Config,
+    /// The handlers' clients; every request they make is counted by `meter`.
     pub clients: Clients,
+    pub meter: RequestMeter,
 }
 
 impl TestStack {
@@ -43,12 +46,14 @@ impl TestStack {
         let overrides = BTreeMap::from([("AllowPrivateTargets".to_string(), "true".to_string())]);
         let stack = provision(&template, &sdk, &prefix, &overrides).await?;
         let config = stack.config()?;
-        let clients = Clients::new(&sdk);
+        let meter = RequestMeter::new();
+        let clients = Clients::with_interceptor(&sdk, meter.clone());
         Ok(TestStack {
             sdk,
             stack,
             config,
             clients,
+            meter,
         })
     }
 

@@ -28,3 +28,29 @@ impl Clients {
         Self::new(&sdk_config().await)
     }
 }
+
+impl Clients {
+    /// Clients with an interceptor on every request (the harness counts requests with one).
+    pub fn with_interceptor<I>(sdk: &SdkConfig, interceptor: I) -> Self
+    where
+        I: aws_smithy_runtime_api::client::interceptors::Intercept + Clone + 'static,
+    {
+        Clients {
+            dynamo: aws_sdk_dynamodb::Client::from_conf(
+                aws_sdk_dynamodb::config::Builder::from(sdk)
+                    .interceptor(interceptor.clone())
+                    .build(),
+            ),
+            sqs: aws_sdk_sqs::Client::from_conf(
+                aws_sdk_sqs::config::Builder::from(sdk)
+                    .interceptor(interceptor.clone())
+                    .build(),
+            ),
+            ses: aws_sdk_sesv2::Client::from_conf(
+                aws_sdk_sesv2::config::Builder::from(sdk)
+                    .interceptor(interceptor)
+                    .build(),
+            ),
+        }
+    }
+}
