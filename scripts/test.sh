@@ -12,4 +12,12 @@ echo "== template lint (cfn-lint, sam validate --lint)"
 .venv/bin/cfn-lint template.yaml
 .venv/bin/sam validate --lint --template template.yaml --region us-east-1 >/dev/null
 echo "== cargo test (unit + integration against the emulator)"
-scripts/with-emulator.sh cargo test --workspace --all-targets --no-fail-fast -- --test-threads="${TEST_THREADS:-4}"
+log=$(mktemp)
+status=0
+scripts/with-emulator.sh cargo test --workspace --all-targets --no-fail-fast -- --test-threads="${TEST_THREADS:-4}" 2>&1 | tee "$log" || status=$?
+# One closing line for the whole workspace (cargo prints one per test binary, the last of which
+# may be a binary without tests).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i-1); if ($i ~ /^failed;?$/) f += $(i-1) } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+rm -f "$log"
+exit "$status"
