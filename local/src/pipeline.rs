@@ -12,6 +12,9 @@ use shared::dispatch::Dispatcher;
 use shared::domain::change::Change;
 use shared::domain::time::Timestamp;
 use shared::ingest::Ingest;
+use shared::monitor::items::EventItem;
+use shared::monitor::{RollUp, RollUpReport};
+use shared::reconcile::{notification_settler, Budget, ReconcileReport, Reconciler, RunKind};
 use shared::store::keys;
 use shared::store::models::{DeliveryRecord, EventRecord, Subscription};
 use shared::store::{from_item, Item};
@@ -26,6 +29,8 @@ pub struct Pipeline {
     pub ingest: Ingest,
     pub dispatcher: Dispatcher,
     pub worker: DeliveryWorker,
+    /// The event monitor's roll-up (the dispatcher's stream path also runs it promptly).
+    pub rollup: RollUp,
     changes: Mutex<StreamTap>,
     deliveries: Mutex<StreamTap>,
 }
@@ -50,6 +55,11 @@ impl Pipeline {
         let ingest = Ingest::new(t.clients.clone(), t.config.clone(), shared_clock.clone());
         let dispatcher = Dispatcher::new(t.clients.clone(), t.config.clone(), shared_clock.clone())
             .without_lookahead();
+        let rollup = RollUp::new(
+            t.clients.dynamo.clone(),
+            t.config.delivery_table.clone(),
+            shared_clock.clone(),
+        );
         let worker = DeliveryWorker::new(t.clients.clone(), t.config.clone(), shared_clock);
         let changes = Mutex::new(t.stream("ChangesTable"));
         let deliveries = Mutex::new(t.stream("DeliveryTable"));
@@ -59,6 +69,7 @@ impl Pipeline {
             ingest,
             dispatcher,
             worker,
+            rollup,
             changes,
             deliveries,
         }
@@ -143,6 +154,35 @@ impl Pipeline {
         self.clock.advance(by);
         self.dispatcher.sweep().await?;
         self.pump().await
+    }
+
+    /// One roll-up pass of the event monitor (seed 004's worker pass).
+    pub async fn roll_up_pass(&self) -> Result<RollUpReport> {
+        Ok(self.rollup.pass().await?)
+    }
+
+    /// One reconciliation invocation as the reconcile function runs it (with the notification
+    /// settling the function wires), bounded by `max_events` (and an hour), with a dispatcher that
+    /// publishes only what is already due (the manual clock's minutes are not the queue's seconds).
+    pub async fn reconcile(&self, kind: RunKind, max_events: usize) -> ReconcileReport {
+        let clock: Arc<dyn Clock> = Arc::new(self.clock.clone());
+        let dispatcher =
+            Dispatcher::new(self.t.clients.clone(), self.t.config.clone(), clock.clone())
+                .without_lookahead();
+        let mut reconciler = Reconciler::from_parts(self.rollup.clone(), dispatcher);
+        if let Some(settler) = notification_settler(&self.t.clients, &self.t.config, &clock) {
+            reconciler = reconciler.with_notification_settler(settler);
+        }
+        reconciler
+            .run(kind, Budget::within(Duration::from_secs(3600), max_events))
+            .await
+    }
+
+    /// The event item with the monitor's attributes (expiry, reopen counter, …).
+    pub async fn event_item(&self, account_id: &str, change_id: &str) -> Option<EventItem> {
+        self.get(&keys::event_pk(account_id, change_id), keys::EVENT_SK)
+            .await
+            .map(|i| EventItem::from_item(i).expect("an event item"))
     }
 
     pub async fn delivery(

@@ -11,11 +11,20 @@
 //!
 //! A failed publish leaves `due_at` where it was, so the next pass retries it; a duplicate message
 //! is harmless because the worker claims each numbered attempt conditionally.
+//!
+//! The stream path also triggers the event monitor's **prompt roll-up** ([`RollUp`]): when an
+//! event is inserted, and when one of its push deliveries moves from `pending`/`retrying` to a
+//! terminal status, the event is rolled up at once (seed 004's statuses are current within
+//! seconds, not only at the next pass). A roll-up that fails is reported for its record, so the
+//! stream delivers it again; the roll-up is idempotent, and so is re-publishing.
 
 use crate::aws::Clients;
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::domain::integration_delivery::DeliveryStatus;
+use crate::domain::lifecycle::Status;
 use crate::domain::time::Timestamp;
+use crate::monitor::RollUp;
 use crate::store::expr::{is_condition_failure, n, s};
 use crate::store::keys::{self, SHARDS};
 use crate::store::models::DeliveryWork;
@@ -23,7 +32,9 @@ use crate::store::StoreError;
 use aws_lambda_events::event::dynamodb::Event as DynamoDbEvent;
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+use futures::stream::StreamExt;
 use serde_dynamo::AttributeValue as StreamValue;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +46,8 @@ pub const REDISPATCH_GRACE: Duration = Duration::from_secs(5 * 60);
 pub const MAX_SQS_DELAY: Duration = Duration::from_secs(900);
 /// Items a sweep takes from one shard in one run; a larger backlog continues on the next run.
 pub const SWEEP_LIMIT_PER_SHARD: i32 = 500;
+/// Prompt roll-ups run at once by one stream batch.
+pub const PROMPT_ROLLUP_CONCURRENCY: usize = 8;
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct SweepReport {
@@ -47,6 +60,7 @@ pub struct Dispatcher {
     config: Config,
     clock: Arc<dyn Clock>,
     horizon: Duration,
+    rollup: RollUp,
 }
 
 /// Work parsed from a stream record, with the record's sequence number for failure reporting.
@@ -57,11 +71,17 @@ struct StreamWork {
 
 impl Dispatcher {
     pub fn new(clients: Clients, config: Config, clock: Arc<dyn Clock>) -> Self {
+        let rollup = RollUp::new(
+            clients.dynamo.clone(),
+            config.delivery_table.clone(),
+            clock.clone(),
+        );
         Dispatcher {
             clients,
             config,
             clock,
             horizon: SWEEP_HORIZON,
+            rollup,
         }
     }
 
@@ -72,8 +92,20 @@ impl Dispatcher {
         self
     }
 
-    /// Stream path: publish deliveries that just entered `pending` for a push method.
+    /// Stream path: publish deliveries that just entered `pending` for a push method, and roll up
+    /// the events that were inserted or whose push delivery just became terminal.
     pub async fn handle_stream(&self, event: DynamoDbEvent) -> DynamoDbEventResponse {
+        // Each event once per batch, reported (on failure) at its first record.
+        let mut rollups: BTreeMap<String, Option<String>> = BTreeMap::new();
+        for r in &event.records {
+            if let Some(pk) =
+                rollup_trigger(&r.event_name, &r.change.new_image, &r.change.old_image)
+            {
+                rollups
+                    .entry(pk)
+                    .or_insert_with(|| r.change.sequence_number.clone());
+            }
+        }
         let work: Vec<StreamWork> = event
             .records
             .iter()
@@ -110,6 +142,25 @@ impl Dispatcher {
                 f.item_identifier = chunk[i].sequence.clone();
                 response.batch_item_failures.push(f);
             }
+        }
+        let failed: Vec<Option<String>> = futures::stream::iter(rollups)
+            .map(|(pk, sequence)| async move {
+                match self.rollup.roll_up_pk(&pk).await {
+                    Ok(_) => None,
+                    Err(e) => {
+                        tracing::warn!(%pk, error = %e, "prompt roll-up failed; the stream retries it");
+                        Some(sequence)
+                    }
+                }
+            })
+            .buffer_unordered(PROMPT_ROLLUP_CONCURRENCY)
+            .filter_map(|failed| async move { failed })
+            .collect()
+            .await;
+        for sequence in failed {
+            let mut f = DynamoDbBatchItemFailure::default();
+            f.item_identifier = sequence;
+            response.batch_item_failures.push(f);
         }
         response
     }
@@ -263,6 +314,48 @@ fn attr<'a>(image: &'a serde_dynamo::Item, name: &str) -> Option<&'a str> {
     }
 }
 
+fn number(image: &serde_dynamo::Item, name: &str) -> Option<u64> {
+    match image.get(name) {
+        Some(StreamValue::N(v)) => v.parse().ok(),
+        _ => None,
+    }
+}
+
+/// The event partition a stream record asks the monitor to roll up promptly, if any: an event
+/// just inserted that no push delivery will trigger later, or a push delivery that just moved
+/// from `pending`/`retrying` to a terminal status (`delivered`, `failed`, `dead`) or failed for the
+/// first time (`pending → retrying`). The template's `FilterCriteria` for the dispatcher
+/// passes exactly these records (besides new pending work); poll deliveries never count.
+pub fn rollup_trigger(
+    event_name: &str,
+    new: &serde_dynamo::Item,
+    old: &serde_dynamo::Item,
+) -> Option<String> {
+    let event_pk = || {
+        Some(keys::event_pk(
+            attr(new, "account_id")?,
+            attr(new, "change_id")?,
+        ))
+    };
+    match attr(new, "kind")? {
+        // An event is rolled up when it is written only if no push delivery will finish later
+        // and trigger it (nobody took it, or only pull subscribers did): otherwise a first
+        // `new → partial` write would buy nothing.
+        "event" if event_name == "INSERT" && number(new, "push_subscribers") == Some(0) => {
+            event_pk()
+        }
+        "delivery" => {
+            let to = DeliveryStatus::parse(attr(new, "status")?)?;
+            let from = DeliveryStatus::parse(attr(old, "status")?)?;
+            let push = attr(new, "method") != Some("poll");
+            // Terminal, or the first failure (a retry now waits: the event becomes partial).
+            let first_failure = from == DeliveryStatus::Pending && to == DeliveryStatus::Retrying;
+            (push && from.is_open() && (to.is_terminal() || first_failure)).then(event_pk)?
+        }
+        _ => None,
+    }
+}
+
 /// The work a delivery's keys name: `EVT#{account}#{change}` / `DLV#{subscription}`.
 pub fn work_from_keys(pk: &str, sk: &str) -> Option<DeliveryWork> {
     let rest = pk.strip_prefix("EVT#")?;
@@ -289,6 +382,64 @@ mod tests {
         assert_eq!(
             delay_until(Timestamp(10_000 + 3_600_000), now),
             MAX_SQS_DELAY
+        );
+    }
+
+    fn image(pairs: &[(&str, &str)]) -> serde_dynamo::Item {
+        let map: std::collections::HashMap<String, StreamValue> = pairs
+            .iter()
+            .map(|(k, v)| {
+                let value = match v.strip_prefix('#') {
+                    Some(num) => StreamValue::N(num.to_string()),
+                    None => StreamValue::S(v.to_string()),
+                };
+                (k.to_string(), value)
+            })
+            .collect();
+        map.into()
+    }
+
+    #[test]
+    fn prompt_roll_ups_fire_only_where_they_change_something() {
+        let ids = [("account_id", "a"), ("change_id", "c")];
+        let event = |push: &str| {
+            let mut pairs = ids.to_vec();
+            pairs.extend([("kind", "event"), ("push_subscribers", push)]);
+            image(&pairs)
+        };
+        let empty = image(&[]);
+        // An event nobody pushes to is settled when written; one with push work waits for it.
+        assert_eq!(
+            rollup_trigger("INSERT", &event("#0"), &empty),
+            Some(keys::event_pk("a", "c"))
+        );
+        assert_eq!(rollup_trigger("INSERT", &event("#2"), &empty), None);
+        let delivery = |status: &str, method: &str| {
+            let mut pairs = ids.to_vec();
+            pairs.extend([("kind", "delivery"), ("status", status), ("method", method)]);
+            image(&pairs)
+        };
+        let moved = |from: &str, to: &str, method: &str| {
+            rollup_trigger("MODIFY", &delivery(to, method), &delivery(from, method)).is_some()
+        };
+        assert!(moved("pending", "delivered", "webhook"));
+        assert!(moved("retrying", "dead", "webhook"));
+        assert!(moved("pending", "failed", "internal"));
+        assert!(
+            moved("pending", "retrying", "webhook"),
+            "the first failure makes it partial"
+        );
+        assert!(
+            !moved("retrying", "retrying", "webhook"),
+            "a further retry changes nothing"
+        );
+        assert!(
+            !moved("pending", "pending", "webhook"),
+            "a claim changes nothing"
+        );
+        assert!(
+            !moved("pending", "delivered", "poll"),
+            "poll deliveries are left out"
         );
     }
 

@@ -131,10 +131,14 @@ impl Ingest {
 
         let mut writes = Vec::new();
         let mut outcome = IngestOutcome::default();
+        let mut push_subscribers = 0;
         for compiled in &eligible {
             let record = delivery_record(change, compiled, &config, now);
             match record.status {
-                DeliveryStatus::Pending => outcome.pending += 1,
+                DeliveryStatus::Pending => {
+                    outcome.pending += 1;
+                    push_subscribers += u32::from(!record.method.is_poll());
+                }
                 _ => outcome.skipped_filter += 1,
             }
             writes.push(delivery_item(&record, now)?);
@@ -151,6 +155,7 @@ impl Ingest {
             internal_status: InternalStatus::New,
             created_at: now,
             subscribers: outcome.pending,
+            push_subscribers,
         };
         writes.push(event_item(&event)?);
 

@@ -14,7 +14,15 @@
 //! api/v1/subscriptions.rs      /v1/subscriptions…     (account token)
 //! api/v1/whoami.rs             /v1/whoami             (any token)
 //! api/operator/accounts.rs     /operator/accounts…    (operator identity)
+//! api/v1/pull.rs               /v1/pull/subscriptions…                  (integration token)
+//! api/operator/subscriptions.rs /operator/accounts/{a}/subscriptions/{s}[/resume]
+//! api/operator/deliveries.rs   /operator/accounts/{a}/subscriptions/{s}/deliveries…  (history, retry)
+//! api/operator/replays.rs      …/subscriptions/{s}/replays, /operator/accounts/{a}/replays…
+//! api/operator/history.rs      /operator/accounts/{a}[/subscriptions/{s}]/audit
+//! api/routes.rs                the router's (method, path) table, read back from the router
 //! ```
+//!
+//! Every route is documented in `openapi.yaml`; `local/tests/openapi.rs` compares the two.
 //!
 //! Adding a resource: write `api/v1/<resource>.rs` with `pub fn router() -> Router<Arc<ApiState>>`
 //! whose handlers take an auth extractor ([`AccountAuth`], [`IntegrationAuth`] or [`Operator`])
@@ -27,6 +35,7 @@ pub mod extract;
 pub mod lambda;
 pub mod operator;
 pub mod problem;
+pub mod routes;
 pub mod v1;
 
 pub use auth::{AccountAuth, IntegrationAuth, Operator, OperatorAuth, Principal};

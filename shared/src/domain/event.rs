@@ -407,11 +407,39 @@ pub fn expires_at(status: EventStatus, became_terminal_at: Timestamp) -> Option<
         .then(|| became_terminal_at.plus(RETENTION))
 }
 
+/// How much longer than its event a push delivery is kept. The worker stamps a delivery's expiry
+/// when the delivery ends (in the same write as its outcome), before the event itself is final;
+/// the margin makes sure the delivery does not vanish before its event, without a second write
+/// at roll-up. Fixed-schedule deliveries of one event finish within 8½ hours of each other.
+pub const DELIVERY_RETENTION_MARGIN: Duration = Duration::from_secs(2 * 86_400);
+
+/// The expiry of a delivery that ended at `ended_at`: its event's retention plus the margin.
+pub fn delivery_expires_at(ended_at: Timestamp) -> Timestamp {
+    ended_at.plus(RETENTION).plus(DELIVERY_RETENTION_MARGIN)
+}
+
 /// The read filter for expired events (TTL deletion lags by up to days): a final event whose
 /// expiry has passed is treated as gone. New and partial events are never expired, whatever a
 /// stale expiry says.
 pub fn is_expired(status: EventStatus, expires_at: Option<Timestamp>, now: Timestamp) -> bool {
     status.is_final() && expires_at.is_some_and(|at| now >= at)
+}
+
+#[cfg(test)]
+mod delivery_retention_tests {
+    use super::*;
+
+    #[test]
+    fn a_delivery_outlives_its_event_by_the_margin() {
+        let ended = Timestamp(1_000_000);
+        assert_eq!(
+            delivery_expires_at(ended),
+            ended.plus(Duration::from_secs(32 * 86_400))
+        );
+        // An event that becomes final within the margin of its delivery ending expires first.
+        let event_final = ended.plus(Duration::from_secs(86_400));
+        assert!(expires_at(EventStatus::Sent, event_final).unwrap() < delivery_expires_at(ended));
+    }
 }
 
 #[cfg(test)]

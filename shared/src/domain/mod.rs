@@ -10,6 +10,8 @@ pub mod integration_delivery;
 pub mod lifecycle;
 pub mod notification_delivery;
 pub mod projection;
+pub mod pull_cursor;
+pub mod replay;
 pub mod retry;
 pub mod signing;
 pub mod ssrf;

@@ -176,8 +176,9 @@ fn longer_provider_delay(
 // Notification delivery: the receive count is the budget
 // ---------------------------------------------------------------------------------------------
 
-/// Receives of a notification message; a retryable failure on the eighth is exhausted.
-pub const MAX_RECEIVES: u32 = 8;
+/// Receives of a notification message; a retryable failure on the eighth is exhausted. Defined
+/// once, with the seed's other numbers, in [`crate::domain::notification_delivery`].
+pub use crate::domain::notification_delivery::MAX_RECEIVES;
 /// The delay after the first failed receive.
 pub const NOTIFICATION_BASE_DELAY: Duration = Duration::from_secs(30);
 /// The cap on the un-jittered delay.

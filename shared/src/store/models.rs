@@ -83,6 +83,10 @@ pub struct EventRecord {
     /// Subscriptions that took the change when it was ingested (a delivery each).
     #[serde(default)]
     pub subscribers: u32,
+    /// Of those, the ones the worker pushes to (not `poll`). An event with none is rolled up as
+    /// soon as it is written; the others are rolled up when their push deliveries finish.
+    #[serde(default)]
+    pub push_subscribers: u32,
 }
 
 /// One numbered attempt's outcome, kept on its delivery.

@@ -17,7 +17,9 @@ use crate::aws::Clients;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::domain::classify::AttemptClass;
-use crate::domain::event::{DeliveryMethod, InternalStatus, InternalTrigger, INTERNAL_LIFECYCLE};
+use crate::domain::event::{
+    delivery_expires_at, DeliveryMethod, InternalStatus, InternalTrigger, INTERNAL_LIFECYCLE,
+};
 use crate::domain::integration_delivery::{
     self as lifecycle, lease_held, DeliveryMove, DeliveryStatus, UnknownDeliveryMethod,
     DELIVERY_LIFECYCLE,
@@ -373,6 +375,10 @@ impl DeliveryWorker {
             .value(":entry", AttributeValue::L(vec![entry]))
             .value(":empty", AttributeValue::L(vec![]))
             .value(":token", s(token));
+        if to.is_terminal() {
+            // Terminal outcomes carry their retention (epoch seconds, DynamoDB TTL).
+            e = e.value(":expires", n(delivery_expires_at(now).seconds()));
+        }
         let mut set = vec![
             "#st = :to",
             "attempts = :n",
@@ -403,9 +409,11 @@ impl DeliveryWorker {
             }
             DeliveryStatus::Delivered => {
                 set.push("delivered_at = :now");
+                set.push("expires_at = :expires");
                 remove.extend(["due_at", "due_shard", "not_before"]);
             }
             _ => {
+                set.push("expires_at = :expires");
                 // Dead or failed: off the due index, onto the account's needs-attention listing.
                 e = e
                     .value(":attn", s(format!("ATTENTION#{}", d.account_id)))

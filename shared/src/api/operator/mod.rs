@@ -1,11 +1,24 @@
 //! `/operator/*`: routes for the platform's operators (identity from [`crate::api::Operator`]).
 
 pub mod accounts;
+pub mod deliveries;
+pub mod history;
+pub mod notifications;
+pub mod reconcile;
+pub mod replays;
+pub mod subscriptions;
 
 use super::ApiState;
 use axum::Router;
 use std::sync::Arc;
 
 pub fn router() -> Router<Arc<ApiState>> {
-    Router::new().merge(accounts::router())
+    Router::new()
+        .merge(accounts::router())
+        .merge(notifications::router())
+        .merge(subscriptions::router())
+        .merge(deliveries::router())
+        .merge(replays::router())
+        .merge(history::router())
+        .merge(reconcile::router())
 }

@@ -1,6 +1,11 @@
 //! `/v1/*`: the management API (account tokens) and routes any token may call.
 
+pub mod attention;
+pub mod events;
 pub mod integrations;
+pub mod notices;
+pub mod provider_events;
+pub mod pull;
 pub mod subscriptions;
 pub mod whoami;
 
@@ -12,8 +17,13 @@ use std::sync::Arc;
 pub fn router() -> Router<Arc<ApiState>> {
     Router::new()
         .merge(integrations::router())
+        .merge(notices::router())
+        .merge(provider_events::router())
         .merge(subscriptions::router())
         .merge(whoami::router())
+        .merge(pull::router())
+        .merge(events::router())
+        .merge(attention::router())
 }
 
 /// A page of a list route: `data`, and `next_cursor` to pass as `?cursor=` for the next page

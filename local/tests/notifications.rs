@@ -1,0 +1,2065 @@
+//! Notification delivery (seed 001, STATE-PFM-NOT-005) against the emulator: notices fanned out
+//! from the notification table's stream, the channel worker on the notification queue (with its
+//! dead-letter queue), SES v2 captured by the emulator, Slack to a loopback receiver, provider
+//! confirmations, settling and operator requeue. Test names follow the seed's evidence.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_sqs::types::MessageSystemAttributeName;
+use local::queues::{QueueReport, QueueTap};
+use local::receiver::{Receiver, Reply};
+use local::streams::StreamTap;
+use local::testkit::TestStack;
+use serde_json::{json, Value};
+use shared::clock::{Clock, ManualClock};
+use shared::domain::lifecycle::TransitionError;
+use shared::domain::notification_delivery::{
+    requeue_condition, FailureReason, NotificationStatus as N, NotificationTrigger as NT,
+    RequeueRefused, AMBIGUITY_TIMEOUT, MAX_HISTORY_EVENTS, MAX_RECEIVES, NOTIFICATION_LIFECYCLE,
+};
+use shared::domain::retry::SeededJitter;
+use shared::domain::time::{Timestamp, HOUR, MINUTE, SECOND};
+use shared::notify::channels::Adapters;
+use shared::notify::confirm::{self, ConfirmOutcome, IntakeError, IntakeOutcome};
+use shared::notify::metrics::CapturedMetrics;
+use shared::notify::model::*;
+use shared::notify::notices::{NewNotice, NoticeService};
+use shared::notify::requeue::{requeue, RequeueError};
+use shared::notify::settle::{settle_with, SettleBudget};
+use shared::notify::sns::{self, SnsError};
+use shared::notify::store::{Effects, NotifyStore};
+use shared::notify::stream::NotificationStream;
+use shared::notify::worker::{NotificationWorker, WorkOutcome};
+use shared::store::notices::{notice_item, notice_pk, subscription_paused_notice, Recipient};
+use shared::store::{from_item, Item};
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::sync::Mutex;
+
+/// The topic the test settings accept SNS messages from.
+const TOPIC: &str = "arn:aws:sns:us-east-1:000000000000:rhythm-notification-events";
+
+struct Notify {
+    t: TestStack,
+    clock: ManualClock,
+    worker: NotificationWorker,
+    stream: NotificationStream,
+    notices: NoticeService,
+    store: NotifyStore,
+    tap: Mutex<StreamTap>,
+    metrics: CapturedMetrics,
+    account: String,
+}
+
+fn contact(id: &str, email: Option<&str>, slack: Option<String>) -> Recipient {
+    Recipient::Contact(Contact {
+        id: id.into(),
+        email: email.map(str::to_string),
+        slack_webhook_url: slack,
+    })
+}
+
+fn new_notice(recipients: Vec<Recipient>, channels: &[&str], subject: &str) -> NewNotice {
+    NewNotice {
+        recipients,
+        channels: channels.iter().map(|c| c.to_string()).collect(),
+        subject: subject.into(),
+        body: format!("{subject}: body"),
+        deadline: None,
+        supersede_key: None,
+        idempotency_key: ulid::Ulid::new().to_string(),
+        reason: None,
+    }
+}
+
+impl Notify {
+    async fn new() -> Self {
+        let t = TestStack::new().await;
+        let clock = ManualClock::starting_now();
+        let shared_clock: Arc<dyn Clock> = Arc::new(clock.clone());
+        let metrics = CapturedMetrics::default();
+        let adapters = Adapters::standard(&t.clients, &t.config);
+        let worker = NotificationWorker::with_adapters(
+            t.clients.clone(),
+            t.config.clone(),
+            shared_clock.clone(),
+            adapters,
+        )
+        .with_jitter(SeededJitter::new(7))
+        .with_metrics(Arc::new(metrics.clone()));
+        let stream =
+            NotificationStream::new(t.clients.clone(), t.config.clone(), shared_clock.clone());
+        let store = NotifyStore::from_config(&t.clients, &t.config);
+        let notices = NoticeService::new(store.clone(), shared_clock);
+        let tap = Mutex::new(t.stream("NotificationTable"));
+        // The emulator refuses mail from an unverified sender, as SES does.
+        let _ = t
+            .clients
+            .ses
+            .create_email_identity()
+            .email_identity(&t.config.notification_sender)
+            .send()
+            .await;
+        let account = format!("acct{}", t.stack.prefix);
+        Notify {
+            t,
+            clock,
+            worker,
+            stream,
+            notices,
+            store,
+            tap,
+            metrics,
+            account,
+        }
+    }
+
+    fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    fn queue(&self) -> QueueTap {
+        self.t.queue("NotificationQueue")
+    }
+
+    /// Drains the notification table's stream (fan-out, publishing work) until it is quiet: a
+    /// fan-out's own writes (work rows) are records of the next drain.
+    async fn stream(&self) -> usize {
+        let mut tap = self.tap.lock().await;
+        let mut records = 0;
+        for _ in 0..10 {
+            let report = tap.drain(|e| self.stream.handle(e)).await.unwrap();
+            assert_eq!(report.failures, 0, "stream failures");
+            if report.records == 0 {
+                break;
+            }
+            records += report.records;
+        }
+        records
+    }
+
+    /// Drains the notification queue into the worker.
+    async fn drain(&self) -> QueueReport {
+        self.queue()
+            .drain(|e| self.worker.handle(e), 100)
+            .await
+            .unwrap()
+    }
+
+    /// Stream, then queue, until nothing moves.
+    async fn pump(&self) {
+        for _ in 0..10 {
+            let records = self.stream().await;
+            let queue = self.drain().await;
+            if records == 0 && queue.messages == 0 {
+                return;
+            }
+        }
+    }
+
+    /// Creates a notice and fans it out (the stream), without draining the queue.
+    async fn create(&self, new: NewNotice) -> NoticeRecord {
+        let (n, created) = self.notices.create(&self.account, new).await.unwrap();
+        assert!(created);
+        self.stream().await;
+        self.store.notice(&n.notice_id).await.unwrap().unwrap()
+    }
+
+    async fn delivery(&self, notice_id: &str, key: &str) -> NotificationDelivery {
+        self.store
+            .delivery(notice_id, key)
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("no delivery {notice_id}/{key}"))
+    }
+
+    async fn item(&self, notice_id: &str, sk: &str) -> Option<Item> {
+        self.store.get(&notice_pk(notice_id), sk).await.unwrap()
+    }
+
+    /// Every item of a notice's partition, by sort key.
+    async fn partition(&self, notice_id: &str) -> HashMap<String, Item> {
+        self.store
+            .query_prefix(notice_id, "", None, None)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|i| (i["sk"].as_s().unwrap().clone(), i))
+            .collect()
+    }
+
+    /// The one message on the queue, received (it stays in flight for its visibility timeout).
+    async fn receive_work(&self) -> (NotificationWork, u32) {
+        let messages = self.queue().receive().await.unwrap();
+        assert_eq!(messages.len(), 1, "one message");
+        let m = &messages[0];
+        let count = m
+            .attributes
+            .as_ref()
+            .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1);
+        (
+            serde_json::from_str(m.body.as_deref().unwrap()).unwrap(),
+            count,
+        )
+    }
+}
+
+/// The emails the emulator captured for `to` (moto's SES backend, through its model data).
+async fn captured_emails(to: &str) -> Vec<Value> {
+    let endpoint = local::emulator::endpoint().await.unwrap();
+    let data: Value = reqwest::get(format!("{endpoint}/moto-api/data.json"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    data["ses"]["Message"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| {
+            m["destinations"]["ToAddresses"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|x| x == to))
+        })
+        .collect()
+}
+
+fn unique_email(tag: &str) -> String {
+    format!(
+        "{tag}-{}@example.com",
+        ulid::Ulid::new().to_string().to_lowercase()
+    )
+}
+
+/// The process's provider-event settings for tests: our topic, the locally generated SNS
+/// certificate (no network), and a secret for the generic signed form.
+fn install_settings() -> &'static confirm::ProviderEventSettings {
+    let secret = shared::domain::signing::SigningSecret::from_bytes(&[9u8; 32])
+        .unwrap()
+        .expose_whsec();
+    confirm::install(confirm::ProviderEventSettings::from_values(
+        Some(TOPIC),
+        Some(&format!("slack={secret}")),
+        Arc::new(sns::local::test_http()),
+    ));
+    confirm::settings()
+}
+
+/// A signed SNS notification of an SES event about message `ses_id`.
+fn ses_notification(sns_id: &str, event_type: &str, ses_id: &str, version: &str) -> Vec<u8> {
+    let payload = match event_type {
+        "Bounce" => json!({
+            "eventType": "Bounce",
+            "mail": {"messageId": ses_id, "timestamp": "2026-01-01T00:00:00.000Z"},
+            "bounce": {"bounceType": "Permanent", "timestamp": "2026-01-01T00:00:09.000Z",
+                       "bouncedRecipients": [{"diagnosticCode": "smtp; 550 5.1.1 user unknown"}]}
+        }),
+        other => json!({
+            "eventType": other,
+            "mail": {"messageId": ses_id, "timestamp": "2026-01-01T00:00:00.000Z"},
+            "delivery": {"timestamp": "2026-01-01T00:00:05.000Z", "smtpResponse": "250 2.0.0 OK"}
+        }),
+    };
+    let m = sns::local::notification(TOPIC, sns_id, &payload.to_string(), version);
+    serde_json::to_vec(&m).unwrap()
+}
+
+// ------------------------------------------------------------------------------ the seed's tests
+
+#[tokio::test]
+async fn lets_only_one_of_two_consumers_racing_for_the_send_win_it() {
+    let n = Notify::new().await;
+    let slack = Receiver::start().await;
+    slack.set_default(Reply::Full {
+        status: 200,
+        headers: vec![],
+        body: "ok".into(),
+    });
+    let notice = n
+        .create(new_notice(
+            vec![contact("ops", None, Some(slack.url("/services/T/B/x")))],
+            &["slack"],
+            "Race",
+        ))
+        .await;
+    let (work, count) = n.receive_work().await;
+    assert_eq!(work.notice_id, notice.notice_id);
+
+    // Two consumers handle the same work at the same time.
+    let (a, b) = tokio::join!(
+        n.worker.process(&work, count),
+        n.worker.process(&work, count)
+    );
+    let outcomes = [a.unwrap(), b.unwrap()];
+    let sent = outcomes
+        .iter()
+        .filter(|o| matches!(o, WorkOutcome::Sent { .. }))
+        .count();
+    // The other found the claim taken (or, had it read late, the delivery already settled).
+    let held = outcomes
+        .iter()
+        .filter(|o| {
+            matches!(
+                o,
+                WorkOutcome::HeldByAnotherConsumer | WorkOutcome::Ignored(_)
+            )
+        })
+        .count();
+    assert_eq!((sent, held), (1, 1), "{outcomes:?}");
+    assert_eq!(slack.count(), 1, "exactly one send");
+    let d = n.delivery(&notice.notice_id, "slack-0").await;
+    assert_eq!(d.status, N::Delivered);
+    assert_eq!(
+        d.history.iter().filter(|h| h.kind == "claimed").count(),
+        1,
+        "one claim"
+    );
+
+    // The conditional claim itself decides: two claims from the same read, exactly one stored.
+    let second = n
+        .create(new_notice(
+            vec![contact("ops", None, Some(slack.url("/services/T/B/x")))],
+            &["slack"],
+            "Race 2",
+        ))
+        .await;
+    let queued = n.delivery(&second.notice_id, "slack-0").await;
+    let claim = |token: &str| {
+        let mut next = queued.clone();
+        next.status = N::Sending;
+        next.claim_token = Some(token.into());
+        next.claimed_at = Some(n.now());
+        next
+    };
+    let (x, y) = tokio::join!(
+        n.store
+            .transition(&queued, claim("x"), NT::Claim, Effects::none()),
+        n.store
+            .transition(&queued, claim("y"), NT::Claim, Effects::none())
+    );
+    let won: Vec<_> = [x.unwrap(), y.unwrap()].into_iter().flatten().collect();
+    assert_eq!(won.len(), 1, "exactly one claim is stored");
+    let stored = n.delivery(&second.notice_id, "slack-0").await;
+    assert_eq!(stored.claim_token, won[0].claim_token);
+}
+
+#[tokio::test]
+async fn answers_a_429_as_a_retryable_failure_carrying_retry_after() {
+    let n = Notify::new().await;
+    let slack = Receiver::start().await;
+    slack.script([Reply::Full {
+        status: 429,
+        headers: vec![("Retry-After".into(), "120".into())],
+        body: "rate_limited".into(),
+    }]);
+    let notice = n
+        .create(new_notice(
+            vec![contact("ops", None, Some(slack.url("/services/T/B/x")))],
+            &["slack"],
+            "Throttled",
+        ))
+        .await;
+    let before = n.now();
+    let mut report = QueueReport::default();
+    let queue = n.queue();
+    queue
+        .drain_once(&mut |e| n.worker.handle(e), &mut report)
+        .await
+        .unwrap();
+    assert_eq!(slack.count(), 1);
+    assert_eq!(
+        (report.messages, report.failures, report.deleted),
+        (1, 1, 0),
+        "the message is reported as a batch item failure, not deleted"
+    );
+
+    let d = n.delivery(&notice.notice_id, "slack-0").await;
+    assert_eq!(d.status, N::Queued, "back to queued: receives remain");
+    // The first receive's backoff is 24–36 s; Slack's longer Retry-After wins.
+    assert_eq!(d.not_before, Some(before.plus(120 * SECOND)));
+    assert!(d.last_error.as_deref().unwrap().contains("429"));
+    let retry = d.history.iter().find(|h| h.kind == "retry").unwrap();
+    assert!(retry.detail.as_deref().unwrap().contains("again in 120 s"));
+    assert!(d.claim_token.is_none());
+    assert!(
+        n.item(&notice.notice_id, &work_sk("slack-0"))
+            .await
+            .is_some(),
+        "the work stays"
+    );
+    // SQS hides the message for the delay instead of giving it back at once.
+    let (visible, in_flight) = queue.depth().await.unwrap();
+    assert_eq!((visible, in_flight), (0, 1));
+    assert!(queue.receive().await.unwrap().is_empty());
+    assert_eq!(
+        n.store
+            .progress(&notice.notice_id)
+            .await
+            .unwrap()
+            .count(N::Queued),
+        1
+    );
+}
+
+/// Runs a Slack delivery that always fails retryably through all eight receives.
+async fn exhaust(n: &Notify, slack: &Receiver, subject: &str) -> (NoticeRecord, String) {
+    slack.set_default(Reply::Status(500));
+    let notice = n
+        .create(new_notice(
+            vec![contact("ops", None, Some(slack.url("/services/T/B/x")))],
+            &["slack"],
+            subject,
+        ))
+        .await;
+    let original_dispatch = n
+        .store
+        .work(&notice.notice_id, "slack-0")
+        .await
+        .unwrap()
+        .unwrap()
+        .dispatch_id;
+    let mut queue = n.queue();
+    queue.redeliver_failures_now = true;
+    let mut report = QueueReport::default();
+    for receive in 1..=MAX_RECEIVES {
+        // Past any backoff: the manual clock moves, the queue hands the message back at once.
+        n.clock.advance(HOUR);
+        let handed = queue
+            .drain_once(&mut |e| n.worker.handle(e), &mut report)
+            .await
+            .unwrap();
+        assert_eq!(handed, 1, "receive {receive}");
+        let d = n.delivery(&notice.notice_id, "slack-0").await;
+        if receive < MAX_RECEIVES {
+            assert_eq!(d.status, N::Queued, "receive {receive}");
+        } else {
+            assert_eq!(d.status, N::Failed);
+            assert_eq!(d.failure_reason, Some(FailureReason::AttemptsExhausted));
+        }
+    }
+    assert_eq!(report.failures, MAX_RECEIVES as usize);
+    assert_eq!(slack.count(), MAX_RECEIVES as usize);
+    (notice, original_dispatch)
+}
+
+#[tokio::test]
+async fn fails_the_delivery_attempts_exhausted_on_the_last_receive_and_gives_the_item_back_at_once_to_reach_the_dead_letter_queue(
+) {
+    let n = Notify::new().await;
+    let slack = Receiver::start().await;
+    let (notice, _) = exhaust(&n, &slack, "Exhausted").await;
+    let d = n.delivery(&notice.notice_id, "slack-0").await;
+    assert!(d.failed_at.is_some());
+    assert!(d.last_error.as_deref().unwrap().contains("500"));
+    assert!(
+        n.item(&notice.notice_id, &work_sk("slack-0"))
+            .await
+            .is_none(),
+        "the work row goes with the terminal failure"
+    );
+    let failures = n.metrics.failures();
+    assert_eq!(failures.len(), 1, "one terminal-failure metric");
+    assert_eq!(failures[0].reason, "attempts_exhausted");
+    assert_eq!(failures[0].channel, "slack");
+
+    // The message was given back at once (visibility 0, not the backoff) ...
+    let queue = n.queue();
+    let (visible, in_flight) = queue.depth().await.unwrap();
+    assert_eq!((visible, in_flight), (1, 0), "given back at once");
+    // ... so the next receive moves it to the dead-letter queue (maxReceiveCount 8).
+    assert!(queue.receive().await.unwrap().is_empty());
+    let dlq = n.t.queue("NotificationDeadLetterQueue");
+    let dead = dlq.receive().await.unwrap();
+    assert_eq!(dead.len(), 1, "the message reached the dead-letter queue");
+    let work: NotificationWork = serde_json::from_str(dead[0].body.as_deref().unwrap()).unwrap();
+    assert_eq!(
+        (work.notice_id.as_str(), work.delivery_key.as_str()),
+        (notice.notice_id.as_str(), "slack-0")
+    );
+    assert_eq!(slack.count(), MAX_RECEIVES as usize, "no ninth send");
+}
+
+#[tokio::test]
+async fn cancels_not_sends_a_delivery_whose_notification_was_superseded_after_it_was_queued() {
+    let n = Notify::new().await;
+    let slack = Receiver::start().await;
+    let ops = || vec![contact("ops", None, Some(slack.url("/services/T/B/x")))];
+
+    // A is queued (its message is on the queue), then B with the same key replaces it.
+    let mut a = new_notice(ops(), &["slack"], "Maintenance at 10:00");
+    a.supersede_key = Some("maintenance".into());
+    let a = n.create(a).await;
+    assert_eq!(n.delivery(&a.notice_id, "slack-0").await.status, N::Queued);
+    n.clock.advance(SECOND);
+    let mut b = new_notice(ops(), &["slack"], "Maintenance moved to 11:00");
+    b.supersede_key = Some("maintenance".into());
+    let b = n.create(b).await;
+
+    let a_now = n.store.notice(&a.notice_id).await.unwrap().unwrap();
+    assert_eq!(a_now.status, NoticeStatus::Superseded);
+    assert_eq!(a_now.superseded_by.as_deref(), Some(b.notice_id.as_str()));
+    let da = n.delivery(&a.notice_id, "slack-0").await;
+    assert_eq!(da.status, N::Cancelled);
+    assert!(
+        n.item(&a.notice_id, &work_sk("slack-0")).await.is_none(),
+        "its dispatch work is deleted"
+    );
+
+    // Both messages are handled: A's is dropped, B's is sent.
+    n.drain().await;
+    let got = slack.received();
+    assert_eq!(got.len(), 1, "only the replacement is sent");
+    assert!(got[0].json()["text"]
+        .as_str()
+        .unwrap()
+        .contains("moved to 11:00"));
+    assert_eq!(
+        n.delivery(&b.notice_id, "slack-0").await.status,
+        N::Delivered
+    );
+    assert_eq!(
+        n.delivery(&a.notice_id, "slack-0").await.status,
+        N::Cancelled
+    );
+
+    // The consumer's own guard: the replacement reached the notice but not yet its queued
+    // delivery when the message arrives — the consumer cancels instead of sending.
+    let c = n.create(new_notice(ops(), &["slack"], "Stale")).await;
+    assert!(n
+        .store
+        .notice_transition(
+            &c.notice_id,
+            NoticeTrigger::Supersede,
+            NoticeStatus::Superseded,
+            &[("superseded_by", AttributeValue::S(b.notice_id.clone()))],
+        )
+        .await
+        .unwrap());
+    let (work, count) = n.receive_work().await;
+    assert_eq!(
+        n.worker.process(&work, count).await.unwrap(),
+        WorkOutcome::Cancelled
+    );
+    let dc = n.delivery(&c.notice_id, "slack-0").await;
+    assert_eq!(dc.status, N::Cancelled);
+    assert!(n.item(&c.notice_id, &work_sk("slack-0")).await.is_none());
+    assert_eq!(slack.count(), 1, "still only the replacement was sent");
+    let progress = n.store.progress(&c.notice_id).await.unwrap();
+    assert_eq!((progress.count(N::Cancelled), progress.total), (1, 1));
+}
+
+#[tokio::test]
+async fn queues_a_delivery_that_ran_out_of_receives_again_with_its_work_row_and_nothing_else() {
+    let n = Notify::new().await;
+    let slack = Receiver::start().await;
+    let (notice, old_dispatch) = exhaust(&n, &slack, "Requeue me").await;
+    let before = n.partition(&notice.notice_id).await;
+    let failed = n.delivery(&notice.notice_id, "slack-0").await;
+    assert!(!before.contains_key(&work_sk("slack-0")));
+    n.clock.advance(MINUTE);
+
+    let (queued, work) = requeue(
+        &n.store,
+        &notice.notice_id,
+        "slack-0",
+        "op@rhythm",
+        "provider fixed",
+        n.now(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(queued.status, N::Queued);
+    assert_ne!(work.dispatch_id, old_dispatch, "fresh dispatch work");
+
+    let after = n.partition(&notice.notice_id).await;
+    // Its work row ...
+    let row: WorkRow = from_item(after[&work_sk("slack-0")].clone()).unwrap();
+    assert_eq!(row, work);
+    // ... and nothing else: the delivery changed only in its status (and what the status
+    // implies), no other item of the notice appeared or changed except the progress counters.
+    let d_before = &before[&delivery_sk("slack-0")];
+    let d_after = &after[&delivery_sk("slack-0")];
+    let expected_changes = [
+        "status",
+        "failure_reason",
+        "failed_at",
+        "version",
+        "updated_at",
+        "history",
+    ];
+    for (k, v) in d_before {
+        if !expected_changes.contains(&k.as_str()) {
+            assert_eq!(d_after.get(k), Some(v), "{k} unchanged");
+        }
+    }
+    for k in d_after.keys() {
+        assert!(
+            d_before.contains_key(k) || expected_changes.contains(&k.as_str()),
+            "{k} is new"
+        );
+    }
+    assert!(!d_after.contains_key("failure_reason"));
+    let d_now: NotificationDelivery = from_item(d_after.clone()).unwrap();
+    assert_eq!(d_now.history.len(), failed.history.len() + 1);
+    assert_eq!(d_now.history.last().unwrap().kind, "requeued");
+    for (sk, item) in &before {
+        if sk.starts_with(DELIVERY_PREFIX) || sk.starts_with(PROGRESS_PREFIX) {
+            continue;
+        }
+        assert_eq!(after.get(sk), Some(item), "{sk} unchanged");
+    }
+    assert_eq!(after.len(), before.len() + 1, "only the work row is new");
+    let progress = n.store.progress(&notice.notice_id).await.unwrap();
+    assert_eq!(
+        (progress.count(N::Queued), progress.count(N::Failed)),
+        (1, 0)
+    );
+
+    // A second requeue is refused by storage's separate condition (it is queued now).
+    assert!(matches!(
+        requeue(
+            &n.store,
+            &notice.notice_id,
+            "slack-0",
+            "op",
+            "again",
+            n.now()
+        )
+        .await,
+        Err(RequeueError::Refused(RequeueRefused::Lifecycle(_)))
+    ));
+
+    // The later dispatcher run: the work row's insertion publishes fresh work, which is sent.
+    slack.set_default(Reply::Status(200));
+    n.pump().await;
+    let d = n.delivery(&notice.notice_id, "slack-0").await;
+    assert_eq!(d.status, N::Delivered);
+    assert_eq!(slack.count(), MAX_RECEIVES as usize + 1);
+    // The dead-lettered message names the old dispatch: redriven, it is stale and dropped.
+    let stale = NotificationWork {
+        notice_id: notice.notice_id.clone(),
+        delivery_key: "slack-0".into(),
+        dispatch_id: old_dispatch,
+    };
+    assert!(matches!(
+        n.worker.process(&stale, 1).await.unwrap(),
+        WorkOutcome::Ignored(_)
+    ));
+}
+
+#[tokio::test]
+async fn refuses_an_ambiguous_or_provider_failure_requeue_with_a_clear_error() {
+    let n = Notify::new().await;
+    let slack = Receiver::start().await;
+    slack.set_default(Reply::Full {
+        status: 400,
+        headers: vec![],
+        body: "invalid_payload".into(),
+    });
+    let permanent = n
+        .create(new_notice(
+            vec![contact("ops", None, Some(slack.url("/services/T/B/x")))],
+            &["slack"],
+            "Refused",
+        ))
+        .await;
+    n.drain().await;
+    let d = n.delivery(&permanent.notice_id, "slack-0").await;
+    assert_eq!(d.status, N::Failed);
+    assert!(matches!(d.failure_reason, Some(FailureReason::Provider(_))));
+    assert!(matches!(
+        requeue(
+            &n.store,
+            &permanent.notice_id,
+            "slack-0",
+            "op",
+            "again",
+            n.now()
+        )
+        .await,
+        Err(RequeueError::Refused(
+            RequeueRefused::PermanentProviderFailure(_)
+        ))
+    ));
+
+    // An ambiguous one: claimed, then the consumer vanished; settling fails it after 15 min.
+    let ambiguous = n
+        .create(new_notice(
+            vec![contact("ops", None, Some(slack.url("/services/T/B/x")))],
+            &["slack"],
+            "Vanished",
+        ))
+        .await;
+    let queued = n.delivery(&ambiguous.notice_id, "slack-0").await;
+    let mut claim = queued.clone();
+    claim.status = N::Sending;
+    claim.claim_token = Some("gone".into());
+    claim.claimed_at = Some(n.now());
+    n.store
+        .transition(&queued, claim, NT::Claim, Effects::none())
+        .await
+        .unwrap()
+        .unwrap();
+    n.clock.advance(AMBIGUITY_TIMEOUT);
+    let report = settle_with(
+        &n.store,
+        &n.metrics,
+        "test",
+        n.now(),
+        SettleBudget::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.failed_ambiguous, 1);
+    let err = requeue(
+        &n.store,
+        &ambiguous.notice_id,
+        "slack-0",
+        "op",
+        "again",
+        n.now(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(
+        err,
+        RequeueError::Refused(RequeueRefused::Ambiguous)
+    ));
+    assert_eq!(
+        err.to_string(),
+        "an ambiguous failure does not qualify for requeue: the provider may already have sent it"
+    );
+    assert_eq!(
+        n.delivery(&ambiguous.notice_id, "slack-0").await.status,
+        N::Failed,
+        "unchanged"
+    );
+}
+
+// ------------------------------------------------------------ invalid moves, refused by storage
+
+/// Attempts `current → to` by `trigger` as a conditional write against the emulator and asserts
+/// that storage refuses it and the item is unchanged.
+async fn assert_storage_refuses(n: &Notify, current: &NotificationDelivery, trigger: NT, to: N) {
+    let before = n
+        .item(&current.notice_id, &delivery_sk(&current.delivery_key))
+        .await
+        .unwrap();
+    let mut next = current.clone();
+    next.status = to;
+    next.updated_at = n.now();
+    let written = if trigger == NT::OperatorRequeue {
+        n.store
+            .transition_on(
+                current,
+                next,
+                trigger,
+                Effects::none(),
+                Some(requeue_condition()),
+            )
+            .await
+    } else {
+        n.store
+            .transition(current, next, trigger, Effects::none())
+            .await
+    };
+    assert!(
+        written.unwrap().is_none(),
+        "storage refused {} → {to} by {trigger:?}",
+        current.status
+    );
+    let after = n
+        .item(&current.notice_id, &delivery_sk(&current.delivery_key))
+        .await
+        .unwrap();
+    assert_eq!(before, after, "the delivery is unchanged");
+}
+
+fn seed_why(from: N, to: N) -> &'static str {
+    match NOTIFICATION_LIFECYCLE.check(from, NT::Claim, to) {
+        Err(TransitionError::ForbiddenBySeed { why, .. }) => why,
+        other => panic!("{from} → {to} is not a seed-invalid move: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn refuses_in_storage_a_delivered_delivery_returning_to_the_queue() {
+    let n = Notify::new().await;
+    let notice = n
+        .create(new_notice(
+            vec![Recipient::Address("u1".into())],
+            &["console"],
+            "Hi",
+        ))
+        .await;
+    let d = n.delivery(&notice.notice_id, "console-0").await;
+    assert_eq!(d.status, N::Delivered);
+    assert_eq!(
+        seed_why(N::Delivered, N::Queued),
+        "Successful terminal delivery cannot return to the queue."
+    );
+    // Every way the table reaches `queued`: a retry and an operator requeue.
+    assert_storage_refuses(&n, &d, NT::RetryableResult, N::Queued).await;
+    assert_storage_refuses(&n, &d, NT::OperatorRequeue, N::Queued).await;
+}
+
+#[tokio::test]
+async fn refuses_in_storage_a_competing_consumer_acquiring_an_existing_sending_claim() {
+    let n = Notify::new().await;
+    let slack = Receiver::start().await;
+    let notice = n
+        .create(new_notice(
+            vec![contact("ops", None, Some(slack.url("/h")))],
+            &["slack"],
+            "Claimed",
+        ))
+        .await;
+    let queued = n.delivery(&notice.notice_id, "slack-0").await;
+    let mut claim = queued.clone();
+    claim.status = N::Sending;
+    claim.claim_token = Some("first".into());
+    claim.claimed_at = Some(n.now());
+    let sending = n
+        .store
+        .transition(&queued, claim, NT::Claim, Effects::none())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        seed_why(N::Sending, N::Sending),
+        "A competing consumer cannot acquire an existing sending claim."
+    );
+    // With the current version, only the status condition stands in the way.
+    assert_storage_refuses(&n, &sending, NT::Claim, N::Sending).await;
+    // And a consumer that read it while it was still queued loses on the version.
+    assert_storage_refuses(&n, &queued, NT::Claim, N::Sending).await;
+    assert_eq!(
+        n.delivery(&notice.notice_id, "slack-0")
+            .await
+            .claim_token
+            .as_deref(),
+        Some("first")
+    );
+}
+
+#[tokio::test]
+async fn refuses_in_storage_a_failed_delivery_sending_without_a_requeue() {
+    let n = Notify::new().await;
+    let slack = Receiver::start().await;
+    slack.set_default(Reply::Status(400));
+    let notice = n
+        .create(new_notice(
+            vec![contact("ops", None, Some(slack.url("/h")))],
+            &["slack"],
+            "Fails",
+        ))
+        .await;
+    n.drain().await;
+    let failed = n.delivery(&notice.notice_id, "slack-0").await;
+    assert_eq!(failed.status, N::Failed);
+    assert_eq!(
+        seed_why(N::Failed, N::Sending),
+        "A retry must first requeue work; ambiguous failures do not qualify."
+    );
+    assert_storage_refuses(&n, &failed, NT::Claim, N::Sending).await;
+}
+
+#[tokio::test]
+async fn refuses_in_storage_a_skipped_delivery_returning_to_the_queue() {
+    let n = Notify::new().await;
+    // No Slack webhook for this recipient: the adapter reports it unavailable.
+    let notice = n
+        .create(new_notice(
+            vec![contact("ops", None, None)],
+            &["slack"],
+            "Nowhere",
+        ))
+        .await;
+    n.drain().await;
+    let skipped = n.delivery(&notice.notice_id, "slack-0").await;
+    assert_eq!(skipped.status, N::Skipped);
+    assert_eq!(
+        skipped.skip_reason.as_deref(),
+        Some("recipient ops has no Slack webhook")
+    );
+    assert_eq!(
+        seed_why(N::Skipped, N::Queued),
+        "Skipped deliveries retain their reason and remain terminal."
+    );
+    assert_storage_refuses(&n, &skipped, NT::RetryableResult, N::Queued).await;
+    assert_storage_refuses(&n, &skipped, NT::OperatorRequeue, N::Queued).await;
+}
+
+// --------------------------------------------------------------------- channels and notices
+
+#[tokio::test]
+async fn starts_console_deliveries_delivered_in_the_console_store() {
+    let n = Notify::new().await;
+    let notice = n
+        .create(new_notice(
+            vec![
+                Recipient::Address("user-1".into()),
+                Recipient::Address("user-2".into()),
+            ],
+            &["console"],
+            "Welcome",
+        ))
+        .await;
+    assert_eq!(notice.status, NoticeStatus::Active);
+    for key in ["console-0", "console-1"] {
+        let d = n.delivery(&notice.notice_id, key).await;
+        assert_eq!(d.status, N::Delivered);
+        assert_eq!(d.subject.as_deref(), Some("Welcome"));
+        assert!(d.delivered_at.is_some());
+        assert!(n.item(&notice.notice_id, &work_sk(key)).await.is_none());
+    }
+    assert_eq!(n.queue().depth().await.unwrap(), (0, 0), "nothing to send");
+    let progress = n.store.progress(&notice.notice_id).await.unwrap();
+    assert_eq!((progress.count(N::Delivered), progress.total), (2, 2));
+    // The recipient's inbox lists it.
+    let inbox =
+        n.t.clients
+            .dynamo
+            .query()
+            .table_name(&n.t.config.notification_table)
+            .index_name(INBOX_INDEX)
+            .key_condition_expression("inbox_key = :k")
+            .expression_attribute_values(":k", AttributeValue::S(inbox_key(&n.account, "user-2")))
+            .send()
+            .await
+            .unwrap()
+            .items
+            .unwrap_or_default();
+    assert_eq!(inbox.len(), 1);
+    assert_eq!(inbox[0]["subject"], AttributeValue::S("Welcome".into()));
+}
+
+#[tokio::test]
+async fn sends_email_through_ses_and_the_emulator_captures_it() {
+    let n = Notify::new().await;
+    let to = unique_email("reader");
+    let notice = n
+        .create(new_notice(
+            vec![Recipient::Address(to.clone())],
+            &["email"],
+            "Your weekly summary",
+        ))
+        .await;
+    n.drain().await;
+    let d = n.delivery(&notice.notice_id, "email-0").await;
+    assert_eq!(
+        d.status,
+        N::Sent,
+        "sent; delivered waits for SES's confirmation"
+    );
+    assert_eq!(d.provider.as_deref(), Some("ses"));
+    let message_id = d.provider_ref.clone().unwrap();
+    let emails = captured_emails(&to).await;
+    assert_eq!(emails.len(), 1, "{emails:?}");
+    assert_eq!(emails[0]["id"], message_id.as_str());
+    assert_eq!(emails[0]["subject"], "Your weekly summary");
+    assert_eq!(emails[0]["source"], n.t.config.notification_sender.as_str());
+    assert_eq!(emails[0]["body"], "Your weekly summary: body");
+    // The provider reference leads back to the delivery.
+    let found = confirm::delivery_of(&n.store, "ses", &message_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.delivery_key, "email-0");
+
+    // A recipient without an address is unreachable: skipped with the reason.
+    let nobody = n
+        .create(new_notice(
+            vec![Recipient::Address("user-7".into())],
+            &["email"],
+            "x",
+        ))
+        .await;
+    n.drain().await;
+    let d = n.delivery(&nobody.notice_id, "email-0").await;
+    assert_eq!(d.status, N::Skipped);
+    assert_eq!(
+        d.skip_reason.as_deref(),
+        Some("recipient user-7 has no email address")
+    );
+}
+
+#[tokio::test]
+async fn posts_slack_to_the_incoming_webhook_and_the_post_confirms_delivery() {
+    let n = Notify::new().await;
+    let slack = Receiver::start().await;
+    slack.set_default(Reply::Full {
+        status: 200,
+        headers: vec![("x-slack-req-id".into(), "req-42".into())],
+        body: "ok".into(),
+    });
+    let notice = n
+        .create(new_notice(
+            vec![contact(
+                "ops",
+                None,
+                Some(slack.url("/services/T0/B0/secret")),
+            )],
+            &["slack"],
+            "Deploy finished",
+        ))
+        .await;
+    n.drain().await;
+    let got = slack.received();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].method, "POST");
+    assert_eq!(got[0].path, "/services/T0/B0/secret");
+    assert_eq!(got[0].header("content-type"), Some("application/json"));
+    assert_eq!(
+        got[0].json(),
+        json!({"text": "*Deploy finished*\nDeploy finished: body"})
+    );
+    let d = n.delivery(&notice.notice_id, "slack-0").await;
+    assert_eq!(d.status, N::Delivered);
+    assert_eq!(d.provider_ref.as_deref(), Some("req-42"));
+    let kinds: Vec<&str> = d.history.iter().map(|h| h.kind.as_str()).collect();
+    assert_eq!(kinds, ["queued", "claimed", "sent", "delivered"]);
+    assert!(d.watch_at.is_none() && d.claim_token.is_none());
+}
+
+#[tokio::test]
+async fn refreshes_the_progress_summary_on_every_transition() {
+    let n = Notify::new().await;
+    let slack = Receiver::start().await;
+    let to = unique_email("progress");
+    let notice = n
+        .create(new_notice(
+            vec![
+                contact("ops", Some(&to), Some(slack.url("/services/T/B/x"))),
+                contact("finance", None, None),
+            ],
+            &["email", "slack", "console"],
+            "Quarter closed",
+        ))
+        .await;
+    let counts = |p: &Progress| {
+        [N::Queued, N::Sending, N::Sent, N::Delivered, N::Skipped].map(|s| p.count(s))
+    };
+    let p = n.store.progress(&notice.notice_id).await.unwrap();
+    assert_eq!(p.total, 6);
+    assert_eq!(counts(&p), [4, 0, 0, 2, 0], "after the fan-out");
+    assert_eq!(p.counts.len(), 10, "every state is reported, zero included");
+
+    // One claim: the summary moves with it.
+    let queued = n.delivery(&notice.notice_id, "slack-0").await;
+    let mut claim = queued.clone();
+    claim.status = N::Sending;
+    claim.claim_token = Some("t".into());
+    claim.claimed_at = Some(n.now());
+    let sending = n
+        .store
+        .transition(&queued, claim, NT::Claim, Effects::none())
+        .await
+        .unwrap()
+        .unwrap();
+    let p = n.store.progress(&notice.notice_id).await.unwrap();
+    assert_eq!(counts(&p), [3, 1, 0, 2, 0], "after a claim");
+    // (Undo the manual claim the way a retry would, so the worker can take it.)
+    let mut back = sending.clone();
+    back.status = N::Queued;
+    back.claim_token = None;
+    n.store
+        .transition(&sending, back, NT::RetryableResult, Effects::none())
+        .await
+        .unwrap()
+        .unwrap();
+
+    n.drain().await;
+    let p = n.store.progress(&notice.notice_id).await.unwrap();
+    // email: ops sent, finance skipped (no address); slack: ops delivered, finance skipped.
+    assert_eq!(counts(&p), [0, 0, 1, 3, 2], "after the worker");
+    assert_eq!(p.total, 6);
+    let stored: i64 = n
+        .store
+        .deliveries(&notice.notice_id)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|d| d.status == N::Delivered)
+        .count() as i64;
+    assert_eq!(
+        stored,
+        p.count(N::Delivered),
+        "the summary matches the deliveries"
+    );
+}
+
+#[tokio::test]
+async fn expires_queued_work_whose_deadline_passed_before_it_was_claimed() {
+    let n = Notify::new().await;
+    let slack = Receiver::start().await;
+    let mut late = new_notice(
+        vec![contact("ops", None, Some(slack.url("/h")))],
+        &["slack"],
+        "Flash sale",
+    );
+    late.deadline = Some(n.now().plus(MINUTE));
+    let late = n.create(late).await;
+    n.clock.advance(2 * MINUTE);
+    n.drain().await;
+    assert_eq!(slack.count(), 0, "never sent");
+    let d = n.delivery(&late.notice_id, "slack-0").await;
+    assert_eq!(d.status, N::Expired);
+    assert!(d.watch_at.is_none());
+    assert!(n.item(&late.notice_id, &work_sk("slack-0")).await.is_none());
+
+    // A channel without an adapter: dispatch cannot find it, the queued delivery is skipped.
+    let t = &n.t;
+    let clock: Arc<dyn Clock> = Arc::new(n.clock.clone());
+    let without_slack = NotificationWorker::with_adapters(
+        t.clients.clone(),
+        t.config.clone(),
+        clock,
+        Adapters::standard(&t.clients, &t.config).without("slack"),
+    );
+    let orphan = n
+        .create(new_notice(
+            vec![contact("ops", None, Some(slack.url("/h")))],
+            &["slack"],
+            "Orphan",
+        ))
+        .await;
+    let (work, count) = n.receive_work().await;
+    assert_eq!(work.notice_id, orphan.notice_id);
+    assert_eq!(
+        without_slack.process(&work, count).await.unwrap(),
+        WorkOutcome::Skipped {
+            reason: "no adapter for channel slack".into()
+        }
+    );
+    let d = n.delivery(&orphan.notice_id, "slack-0").await;
+    assert_eq!(d.status, N::Skipped);
+    assert!(
+        d.history.iter().all(|h| h.kind != "claimed"),
+        "never claimed"
+    );
+}
+
+#[tokio::test]
+async fn withdraws_a_notice_cancelling_its_queued_deliveries_and_keeps_idempotency() {
+    let n = Notify::new().await;
+    let slack = Receiver::start().await;
+    let mut new = new_notice(
+        vec![
+            contact("a", None, Some(slack.url("/h"))),
+            contact("b", None, Some(slack.url("/h"))),
+        ],
+        &["slack", "console"],
+        "Oops",
+    );
+    new.idempotency_key = "withdraw-me".into();
+    let created = n.create(new.clone()).await;
+    // The same key and request: the same notice, nothing new.
+    let (again, was_created) = n.notices.create(&n.account, new.clone()).await.unwrap();
+    assert!(!was_created);
+    assert_eq!(again.notice_id, created.notice_id);
+    // The same key, another request: refused.
+    let mut different = new.clone();
+    different.subject = "Other".into();
+    assert!(n.notices.create(&n.account, different).await.is_err());
+
+    let (withdrawn, cancelled) = n
+        .notices
+        .withdraw(&n.account, &created.notice_id)
+        .await
+        .unwrap();
+    assert_eq!(withdrawn.status, NoticeStatus::Withdrawn);
+    assert_eq!(cancelled, 2);
+    n.drain().await;
+    assert_eq!(slack.count(), 0);
+    let p = n.store.progress(&created.notice_id).await.unwrap();
+    assert_eq!(
+        (
+            p.count(N::Cancelled),
+            p.count(N::Delivered),
+            p.count(N::Queued)
+        ),
+        (2, 2, 0),
+        "console messages were delivered at once; the queued ones are cancelled"
+    );
+    assert!(n
+        .store
+        .work_rows(&created.notice_id)
+        .await
+        .unwrap()
+        .is_empty());
+    // Withdrawing again changes nothing.
+    let (_, again) = n
+        .notices
+        .withdraw(&n.account, &created.notice_id)
+        .await
+        .unwrap();
+    assert_eq!(again, 0);
+    // Another account does not see it.
+    assert!(n
+        .notices
+        .withdraw("someone-else", &created.notice_id)
+        .await
+        .is_err());
+}
+
+// --------------------------------------------------------------------- provider confirmations
+
+#[tokio::test]
+async fn confirms_a_sent_email_once_per_provider_event_and_keeps_at_most_fifty_events() {
+    let n = Notify::new().await;
+    let settings = install_settings();
+    let to = unique_email("confirm");
+    let notice = n
+        .create(new_notice(
+            vec![Recipient::Address(to)],
+            &["email"],
+            "Confirm me",
+        ))
+        .await;
+    n.drain().await;
+    let ses_id = n
+        .delivery(&notice.notice_id, "email-0")
+        .await
+        .provider_ref
+        .unwrap();
+
+    let delivered = ses_notification("sns-delivery-1", "Delivery", &ses_id, "2");
+    assert_eq!(
+        confirm::intake_sns(&n.store, settings, &delivered, n.now())
+            .await
+            .unwrap(),
+        IntakeOutcome::Applied(ConfirmOutcome::Delivered)
+    );
+    let d = n.delivery(&notice.notice_id, "email-0").await;
+    assert_eq!(d.status, N::Delivered);
+    assert_eq!(
+        d.delivered_at,
+        Timestamp::parse_rfc3339("2026-01-01T00:00:05Z")
+    );
+    // SNS delivers at least once: the same event again changes nothing.
+    assert_eq!(
+        confirm::intake_sns(&n.store, settings, &delivered, n.now())
+            .await
+            .unwrap(),
+        IntakeOutcome::Applied(ConfirmOutcome::Duplicate)
+    );
+    let again = n.delivery(&notice.notice_id, "email-0").await;
+    assert_eq!(again.version, d.version);
+
+    // A bounce is recorded; the status stays (no row of the seed writes `bounced`).
+    let bounce = ses_notification("sns-bounce-1", "Bounce", &ses_id, "1");
+    assert_eq!(
+        confirm::intake_sns(&n.store, settings, &bounce, n.now())
+            .await
+            .unwrap(),
+        IntakeOutcome::Applied(ConfirmOutcome::Recorded)
+    );
+    let d = n.delivery(&notice.notice_id, "email-0").await;
+    assert_eq!(d.status, N::Delivered);
+    assert_eq!(d.bounce.as_ref().unwrap().bounce_type, "Permanent");
+    assert!(d.has_event("ses:sns-bounce-1"));
+
+    // Sixty more events: the history keeps the newest fifty, each event once.
+    for i in 0..60 {
+        let open = ses_notification(&format!("sns-open-{i:02}"), "Open", &ses_id, "2");
+        confirm::intake_sns(&n.store, settings, &open, n.now())
+            .await
+            .unwrap();
+    }
+    let d = n.delivery(&notice.notice_id, "email-0").await;
+    assert_eq!(d.history.len(), MAX_HISTORY_EVENTS);
+    assert!(d.has_event("ses:sns-open-59"));
+    let ids: std::collections::HashSet<&str> = d.history.iter().map(|h| h.id.as_str()).collect();
+    assert_eq!(ids.len(), MAX_HISTORY_EVENTS, "no duplicates");
+
+    // The generic signed form (Standard Webhooks) for another provider: slack here.
+    let unknown =
+        confirm::intake_signed(&n.store, settings, "postmark", |_| None, b"{}", n.now()).await;
+    assert!(matches!(unknown, Err(IntakeError::UnknownProvider(_))));
+}
+
+#[tokio::test]
+async fn accepts_a_signed_sns_message_and_rejects_a_tampered_or_foreign_one() {
+    let n = Notify::new().await;
+    let settings = install_settings();
+    let to = unique_email("sns");
+    let notice = n
+        .create(new_notice(
+            vec![Recipient::Address(to)],
+            &["email"],
+            "Signed",
+        ))
+        .await;
+    n.drain().await;
+    let ses_id = n
+        .delivery(&notice.notice_id, "email-0")
+        .await
+        .provider_ref
+        .unwrap();
+
+    // Tampered: the signature no longer matches; nothing changes.
+    let body = ses_notification("sns-t-1", "Delivery", &ses_id, "2");
+    let mut m: sns::SnsMessage = serde_json::from_slice(&body).unwrap();
+    m.message = m.message.replace("250 2.0.0 OK", "250 forged");
+    let tampered = serde_json::to_vec(&m).unwrap();
+    assert!(matches!(
+        confirm::intake_sns(&n.store, settings, &tampered, n.now()).await,
+        Err(IntakeError::Signature(SnsError::SignatureMismatch))
+    ));
+    // A certificate from anywhere but SNS is never fetched.
+    let mut elsewhere: sns::SnsMessage = serde_json::from_slice(&body).unwrap();
+    elsewhere.signing_cert_url = "https://evil.example/cert.pem".into();
+    assert!(matches!(
+        confirm::intake_sns(
+            &n.store,
+            settings,
+            &serde_json::to_vec(&elsewhere).unwrap(),
+            n.now()
+        )
+        .await,
+        Err(IntakeError::Signature(SnsError::CertificateUrl(_)))
+    ));
+    // Validly signed, but from a topic this deployment does not subscribe to.
+    let foreign = sns::local::notification(
+        "arn:aws:sns:us-east-1:999999999999:someone-else",
+        "sns-f-1",
+        &json!({"eventType": "Delivery", "mail": {"messageId": ses_id}}).to_string(),
+        "2",
+    );
+    assert!(matches!(
+        confirm::intake_sns(
+            &n.store,
+            settings,
+            &serde_json::to_vec(&foreign).unwrap(),
+            n.now()
+        )
+        .await,
+        Err(IntakeError::ForeignTopic(_))
+    ));
+    assert_eq!(
+        n.delivery(&notice.notice_id, "email-0").await.status,
+        N::Sent
+    );
+
+    // Both signature versions are accepted.
+    for (id, version) in [("sns-v1", "1"), ("sns-v2", "2")] {
+        let ok = ses_notification(id, "Open", &ses_id, version);
+        assert_eq!(
+            confirm::intake_sns(&n.store, settings, &ok, n.now())
+                .await
+                .unwrap(),
+            IntakeOutcome::Applied(ConfirmOutcome::Recorded)
+        );
+    }
+    let ok = ses_notification("sns-ok", "Delivery", &ses_id, "1");
+    assert_eq!(
+        confirm::intake_sns(&n.store, settings, &ok, n.now())
+            .await
+            .unwrap(),
+        IntakeOutcome::Applied(ConfirmOutcome::Delivered)
+    );
+    // A subscription confirmation is confirmed (through the injected HTTP, no network).
+    let mut sub = sns::local::notification(TOPIC, "sns-sub", "You have chosen to subscribe", "2");
+    sub.kind = "SubscriptionConfirmation".into();
+    sub.token = Some("tok".into());
+    sub.subscribe_url =
+        Some("https://sns.us-east-1.amazonaws.com/?Action=ConfirmSubscription&Token=tok".into());
+    sub.unsubscribe_url = None;
+    sns::local::sign(&mut sub, sns::local::TEST_KEY_PEM).unwrap();
+    assert_eq!(
+        confirm::intake_sns(
+            &n.store,
+            settings,
+            &serde_json::to_vec(&sub).unwrap(),
+            n.now()
+        )
+        .await
+        .unwrap(),
+        IntakeOutcome::SubscriptionConfirmed
+    );
+}
+
+// -------------------------------------------------------------------------------- settling
+
+#[tokio::test]
+async fn settles_fifteen_minutes_of_ambiguity_as_failed_and_expires_queued_work_past_its_deadline()
+{
+    let n = Notify::new().await;
+    let slack = Receiver::start().await;
+    let hook = || vec![contact("ops", None, Some(slack.url("/h")))];
+    // One delivery claimed by a consumer that then vanished.
+    let stuck = n.create(new_notice(hook(), &["slack"], "Stuck")).await;
+    let queued = n.delivery(&stuck.notice_id, "slack-0").await;
+    let mut claim = queued.clone();
+    claim.status = N::Sending;
+    claim.claim_token = Some("vanished".into());
+    claim.claimed_at = Some(n.now());
+    n.store
+        .transition(&queued, claim, NT::Claim, Effects::none())
+        .await
+        .unwrap()
+        .unwrap();
+    // One queued delivery whose deadline is an hour away.
+    let mut timed = new_notice(hook(), &["slack"], "Timed");
+    timed.deadline = Some(n.now().plus(HOUR));
+    let timed = n.create(timed).await;
+    let settle = |now| settle_with(&n.store, &n.metrics, "test", now, SettleBudget::default());
+
+    n.clock.advance(14 * MINUTE);
+    let r = settle(n.now()).await.unwrap();
+    assert_eq!((r.failed_ambiguous, r.expired), (0, 0), "not yet: {r:?}");
+    assert_eq!(
+        n.delivery(&stuck.notice_id, "slack-0").await.status,
+        N::Sending
+    );
+
+    n.clock.advance(MINUTE);
+    let r = settle(n.now()).await.unwrap();
+    assert_eq!((r.failed_ambiguous, r.expired), (1, 0), "{r:?}");
+    assert!(r.complete);
+    let d = n.delivery(&stuck.notice_id, "slack-0").await;
+    assert_eq!(d.status, N::Failed);
+    assert_eq!(d.failure_reason, Some(FailureReason::Ambiguous));
+    assert!(d.watch_at.is_none(), "settled deliveries leave the index");
+    assert_eq!(n.metrics.failures()[0].reason, "ambiguous");
+
+    n.clock.advance(HOUR);
+    let r = settle(n.now()).await.unwrap();
+    assert_eq!((r.failed_ambiguous, r.expired), (0, 1), "{r:?}");
+    let d = n.delivery(&timed.notice_id, "slack-0").await;
+    assert_eq!(d.status, N::Expired);
+    assert!(n
+        .item(&timed.notice_id, &work_sk("slack-0"))
+        .await
+        .is_none());
+    // Nothing is settled twice.
+    let r = settle(n.now()).await.unwrap();
+    assert_eq!((r.failed_ambiguous, r.expired, r.examined), (0, 0, 0));
+    assert_eq!(slack.count(), 0);
+}
+
+#[tokio::test]
+async fn finishes_a_large_settling_backlog_across_invocations_without_redoing_or_skipping() {
+    let n = Notify::new().await;
+    let recipients: Vec<Recipient> = (0..25)
+        .map(|i| {
+            contact(
+                &format!("r{i}"),
+                None,
+                Some(format!("http://127.0.0.1:9/{i}")),
+            )
+        })
+        .collect();
+    let mut big = new_notice(recipients, &["slack"], "Backlog");
+    big.deadline = Some(n.now().plus(MINUTE));
+    let big = n.create(big).await;
+    n.clock.advance(2 * MINUTE);
+    let mut total = 0;
+    let mut runs = 0;
+    loop {
+        runs += 1;
+        let r = settle_with(
+            &n.store,
+            &n.metrics,
+            "test",
+            n.now(),
+            SettleBudget::items(10),
+        )
+        .await
+        .unwrap();
+        assert!(r.expired <= 10);
+        total += r.expired;
+        if r.complete {
+            break;
+        }
+        assert!(runs < 10, "settling does not converge");
+    }
+    assert_eq!(total, 25, "every delivery expired once");
+    assert!(runs >= 3, "the budget split the work: {runs} runs");
+    for d in n.store.deliveries(&big.notice_id).await.unwrap() {
+        assert_eq!(d.status, N::Expired);
+        assert_eq!(d.history.iter().filter(|h| h.kind == "expired").count(), 1);
+    }
+    let p = n.store.progress(&big.notice_id).await.unwrap();
+    assert_eq!((p.count(N::Expired), p.total), (25, 25));
+}
+
+// ----------------------------------------------------------------------- the auto-pause notice
+
+#[tokio::test]
+async fn delivers_the_auto_pause_notice_the_delivery_worker_writes() {
+    let n = Notify::new().await;
+    let admin = unique_email("admin");
+    let request = subscription_paused_notice(
+        &n.account,
+        "sub_1",
+        std::slice::from_ref(&admin),
+        50,
+        n.now(),
+    );
+    // Written as the delivery worker writes it (a conditional put inside its pause transaction).
+    n.t.clients
+        .dynamo
+        .put_item()
+        .table_name(&n.t.config.notification_table)
+        .set_item(Some(notice_item(&request).unwrap()))
+        .condition_expression("attribute_not_exists(pk)")
+        .send()
+        .await
+        .unwrap();
+    n.pump().await;
+
+    let notice = n.store.notice(&request.notice_id).await.unwrap().unwrap();
+    assert_eq!(notice.status, NoticeStatus::Active);
+    let email = n.delivery(&request.notice_id, "email-0").await;
+    assert_eq!(email.status, N::Sent);
+    let console = n.delivery(&request.notice_id, "console-0").await;
+    assert_eq!(console.status, N::Delivered);
+    assert_eq!(console.recipient, admin);
+    let emails = captured_emails(&admin).await;
+    assert_eq!(emails.len(), 1, "exactly one email");
+    assert_eq!(emails[0]["subject"], "Subscription sub_1 was paused");
+    assert_eq!(
+        emails[0]["id"],
+        email.provider_ref.as_deref().unwrap(),
+        "the provider reference is SES's message id"
+    );
+    // The stream delivering the notice again creates nothing twice.
+    let again = n.notices.fan_out(&request.notice_id).await.unwrap();
+    assert_eq!(again.created, 0);
+}
+
+#[tokio::test]
+async fn handles_the_sample_events_of_the_notify_function() {
+    let n = Notify::new().await;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../events");
+    let read = |name: &str| std::fs::read_to_string(root.join(name)).unwrap();
+    // The stream sample: a requested notice (no such notice here: nothing to fan out) and an
+    // inserted work row, which is published.
+    let stream_event: aws_lambda_events::event::dynamodb::Event =
+        serde_json::from_str(&read("notify-notice-stream.json")).unwrap();
+    let response = n.stream.handle(stream_event).await;
+    assert!(response.batch_item_failures.is_empty());
+    let (work, _) = n.receive_work().await;
+    assert_eq!(work.dispatch_id, "01JDX0SAMPLE0000000000DSP1");
+    // The queue sample: work for a delivery that does not exist is dropped, not retried.
+    let sqs_event: aws_lambda_events::event::sqs::SqsEvent =
+        serde_json::from_str(&read("notify-sqs.json")).unwrap();
+    let response = n.worker.handle(sqs_event).await;
+    assert!(response.batch_item_failures.is_empty());
+}
+
+#[tokio::test]
+async fn reconciliation_reaches_settling_through_its_hook() {
+    let n = Notify::new().await;
+    let mut timed = new_notice(
+        vec![contact("ops", None, Some("http://127.0.0.1:9/h".into()))],
+        &["slack"],
+        "Hooked",
+    );
+    timed.deadline = Some(n.now().plus(MINUTE));
+    let timed = n.create(timed).await;
+    n.clock.advance(2 * MINUTE);
+    let clock: Arc<dyn Clock> = Arc::new(n.clock.clone());
+    let settler = shared::notify::settle::reconcile_settler(&n.t.clients, &n.t.config, &clock);
+    let counts = settler
+        .settle(std::time::Instant::now() + std::time::Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(counts["expired"], 1);
+    assert_eq!(counts["more"], 0);
+    assert_eq!(
+        n.delivery(&timed.notice_id, "slack-0").await.status,
+        N::Expired
+    );
+}
+
+#[test]
+fn the_queue_redrive_is_the_seed_budget() {
+    let template = local::template::Template::load_project().unwrap();
+    let q = template
+        .queues
+        .iter()
+        .find(|q| q.logical_id == "NotificationQueue")
+        .unwrap();
+    assert_eq!(
+        q.redrive,
+        Some(("NotificationDeadLetterQueue".to_string(), MAX_RECEIVES))
+    );
+    let t = template
+        .tables
+        .iter()
+        .find(|t| t.logical_id == "NotificationTable")
+        .unwrap();
+    assert_eq!(t.stream_view.as_deref(), Some("NEW_AND_OLD_IMAGES"));
+    assert!(t.global_indexes.iter().any(|i| i.name == WATCH_INDEX));
+    assert!(t.global_indexes.iter().any(|i| i.name == INBOX_INDEX));
+}
+
+// ------------------------------------------------------------------------------ the HTTP API
+
+mod api {
+    use super::*;
+    use axum::body::Body;
+    use axum::http::{header, Method, Request, StatusCode};
+    use axum::Router;
+    use shared::api::{router, ApiState, OperatorAuth};
+    use shared::domain::signing::{SigningSecret, WebhookHeaders};
+    use tower::ServiceExt;
+
+    const OPERATOR_TOKEN: &str = "test-operator-token";
+    const PROBLEM: &str = "https://rhythm-delivery.dev/problems/";
+
+    pub struct Api {
+        app: Router,
+    }
+
+    pub struct Reply {
+        pub status: StatusCode,
+        pub location: Option<String>,
+        pub content_type: Option<String>,
+        pub json: Value,
+    }
+
+    impl Reply {
+        #[track_caller]
+        pub fn ok(&self, status: StatusCode) -> &Value {
+            assert_eq!(self.status, status, "{}", self.json);
+            &self.json
+        }
+        #[track_caller]
+        pub fn problem(&self, status: StatusCode, slug: &str) -> &Value {
+            assert_eq!(self.status, status, "{}", self.json);
+            assert_eq!(
+                self.content_type.as_deref(),
+                Some("application/problem+json")
+            );
+            assert_eq!(self.json["type"], format!("{PROBLEM}{slug}"));
+            &self.json
+        }
+    }
+
+    impl Api {
+        pub fn new(n: &Notify) -> Self {
+            Api {
+                app: router(ApiState::new(
+                    n.t.clients.clone(),
+                    n.t.config.clone(),
+                    Arc::new(n.clock.clone()),
+                    OperatorAuth::static_token(OPERATOR_TOKEN, "ops@example.com"),
+                )),
+            }
+        }
+
+        pub async fn call(
+            &self,
+            method: Method,
+            path: &str,
+            token: Option<&str>,
+            headers: &[(&str, String)],
+            body: Option<Vec<u8>>,
+        ) -> Reply {
+            let mut b = Request::builder().method(method).uri(path);
+            if let Some(token) = token {
+                b = b.header(header::AUTHORIZATION, format!("Bearer {token}"));
+            }
+            for (k, v) in headers {
+                b = b.header(*k, v);
+            }
+            let request = match body {
+                Some(bytes) => b
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Body::from(bytes))
+                    .unwrap(),
+                None => b.body(Body::empty()).unwrap(),
+            };
+            let response = self.app.clone().oneshot(request).await.unwrap();
+            let status = response.status();
+            let header_text = |name| {
+                response
+                    .headers()
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string)
+            };
+            let location = header_text(header::LOCATION);
+            let content_type = header_text(header::CONTENT_TYPE);
+            let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            Reply {
+                status,
+                location,
+                content_type,
+                json: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            }
+        }
+
+        pub async fn post(&self, path: &str, token: &str, body: Value) -> Reply {
+            self.call(
+                Method::POST,
+                path,
+                Some(token),
+                &[],
+                Some(body.to_string().into_bytes()),
+            )
+            .await
+        }
+
+        pub async fn get(&self, path: &str, token: &str) -> Reply {
+            self.call(Method::GET, path, Some(token), &[], None).await
+        }
+
+        /// A new account through the operator route: (account id, account token).
+        pub async fn account(&self) -> (String, String) {
+            let r = self
+                .post(
+                    "/operator/accounts",
+                    OPERATOR_TOKEN,
+                    json!({"name": "Notices", "admin_emails": ["admin@example.com"]}),
+                )
+                .await;
+            let body = r.ok(StatusCode::CREATED);
+            (
+                body["account"]["id"].as_str().unwrap().to_owned(),
+                body["token"].as_str().unwrap().to_owned(),
+            )
+        }
+    }
+
+    #[tokio::test]
+    async fn notices_api_creates_summarises_lists_and_withdraws_notices_idempotently() {
+        let n = Notify::new().await;
+        let api = Api::new(&n);
+        let (account, token) = api.account().await;
+        let slack = Receiver::start().await;
+        let request = json!({
+            "recipients": ["user-1", {"id": "ops", "slack_webhook_url": slack.url("/services/T/B/x")}],
+            "channels": ["slack", "console"],
+            "subject": "Planned maintenance",
+            "body": "Tonight 22:00–23:00 UTC.",
+            "deadline": n.now().plus(HOUR).to_rfc3339(),
+        });
+        let headers = [("idempotency-key", "maint-1".to_string())];
+        let created = api
+            .call(
+                Method::POST,
+                "/v1/notices",
+                Some(&token),
+                &headers,
+                Some(request.to_string().into_bytes()),
+            )
+            .await;
+        let body = created.ok(StatusCode::ACCEPTED).clone();
+        let id = body["id"].as_str().unwrap().to_string();
+        assert_eq!(
+            created.location.as_deref(),
+            Some(&*format!("/v1/notices/{id}"))
+        );
+        assert_eq!(body["status"], "requested");
+        assert_eq!(body["recipients"], json!(["user-1", "ops"]));
+        assert!(
+            !body.to_string().contains("/services/T/B/x"),
+            "webhook URLs stay inside"
+        );
+        // The same request again: the same notice, 200.
+        let again = api
+            .call(
+                Method::POST,
+                "/v1/notices",
+                Some(&token),
+                &headers,
+                Some(request.to_string().into_bytes()),
+            )
+            .await;
+        assert_eq!(again.ok(StatusCode::OK)["id"], id.as_str());
+        // The same key with another request: 409.
+        let mut other = request.clone();
+        other["subject"] = json!("Something else");
+        other["idempotency_key"] = json!("maint-1");
+        api.post("/v1/notices", &token, other)
+            .await
+            .problem(StatusCode::CONFLICT, "conflict");
+        // Every invalid field at once.
+        let bad = api
+            .post(
+                "/v1/notices",
+                &token,
+                json!({"recipients": [], "channels": ["fax"], "subject": "", "body": "b",
+                       "deadline": "tomorrow", "colour": "red"}),
+            )
+            .await;
+        let fields: Vec<&str> = bad.problem(StatusCode::UNPROCESSABLE_ENTITY, "validation")
+            ["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["field"].as_str().unwrap())
+            .collect();
+        for field in [
+            "idempotency_key",
+            "deadline",
+            "recipients",
+            "channels[0]",
+            "subject",
+            "colour",
+        ] {
+            assert!(fields.contains(&field), "{field} in {fields:?}");
+        }
+
+        // The pipeline fans it out; the summary counts by state.
+        n.stream().await;
+        let view = api.get(&format!("/v1/notices/{id}"), &token).await;
+        let view = view.ok(StatusCode::OK);
+        assert_eq!(view["status"], "active");
+        assert_eq!(view["progress"]["queued"], 2);
+        assert_eq!(view["progress"]["delivered"], 2);
+        assert_eq!(view["progress"]["bounced"], 0);
+        assert_eq!(view["progress"]["total"], 4);
+        // The console store lists the in-app notice for its recipient.
+        let inbox = api
+            .get("/v1/console/notices?recipient=user-1", &token)
+            .await;
+        let inbox = inbox.ok(StatusCode::OK);
+        assert_eq!(inbox["data"][0]["subject"], "Planned maintenance");
+        assert_eq!(inbox["data"][0]["status"], "delivered");
+
+        // Withdrawal cancels the queued deliveries (both Slack ones: one has no webhook).
+        let w = api
+            .post(&format!("/v1/notices/{id}/withdraw"), &token, json!({}))
+            .await;
+        let w = w.ok(StatusCode::OK);
+        assert_eq!(w["cancelled"], 2);
+        assert_eq!(w["notice"]["status"], "withdrawn");
+        assert_eq!(w["notice"]["progress"]["cancelled"], 2);
+        n.drain().await;
+        assert_eq!(slack.count(), 0);
+        let list = api
+            .get(&format!("/v1/notices/{id}/deliveries"), &token)
+            .await;
+        let statuses: Vec<&str> = list.ok(StatusCode::OK)["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["status"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            statuses,
+            ["delivered", "delivered", "cancelled", "cancelled"]
+        );
+
+        // Another account sees nothing.
+        let (_, stranger) = api.account().await;
+        api.get(&format!("/v1/notices/{id}"), &stranger)
+            .await
+            .problem(StatusCode::NOT_FOUND, "not-found");
+        assert_ne!(account, "");
+    }
+
+    #[tokio::test]
+    async fn provider_event_routes_take_signed_sns_and_signed_webhooks_and_refuse_the_rest() {
+        let n = Notify::new().await;
+        install_settings();
+        let api = Api::new(&n);
+        let to = unique_email("route");
+        let notice = n
+            .create(new_notice(
+                vec![Recipient::Address(to)],
+                &["email"],
+                "Routed",
+            ))
+            .await;
+        n.drain().await;
+        let ses_id = n
+            .delivery(&notice.notice_id, "email-0")
+            .await
+            .provider_ref
+            .unwrap();
+        let post = |path: &'static str, body: Vec<u8>, headers: Vec<(&'static str, String)>| {
+            let api = &api;
+            async move {
+                api.call(Method::POST, path, None, &headers, Some(body))
+                    .await
+            }
+        };
+
+        let delivered = ses_notification("sns-route-1", "Delivery", &ses_id, "2");
+        let r = post("/v1/provider-events/ses", delivered.clone(), vec![]).await;
+        assert_eq!(r.ok(StatusCode::OK)["outcome"], "delivered");
+        let r = post("/v1/provider-events/ses", delivered, vec![]).await;
+        assert_eq!(r.ok(StatusCode::OK)["outcome"], "duplicate");
+        assert_eq!(
+            n.delivery(&notice.notice_id, "email-0").await.status,
+            N::Delivered
+        );
+
+        let mut forged: sns::SnsMessage =
+            serde_json::from_slice(&ses_notification("sns-route-2", "Bounce", &ses_id, "1"))
+                .unwrap();
+        forged.message = forged.message.replace("Permanent", "Transient");
+        let r = post(
+            "/v1/provider-events/ses",
+            serde_json::to_vec(&forged).unwrap(),
+            vec![],
+        )
+        .await;
+        r.problem(StatusCode::UNAUTHORIZED, "unauthorized");
+        assert!(n
+            .delivery(&notice.notice_id, "email-0")
+            .await
+            .bounce
+            .is_none());
+        post("/v1/provider-events/ses", b"not json".to_vec(), vec![])
+            .await
+            .problem(StatusCode::BAD_REQUEST, "malformed-request");
+
+        // The generic form, Standard Webhooks signed, for a Slack delivery.
+        let slack = Receiver::start().await;
+        let chat = n
+            .create(new_notice(
+                vec![contact("ops", None, Some(slack.url("/h")))],
+                &["slack"],
+                "Chat",
+            ))
+            .await;
+        n.drain().await;
+        let slack_ref = n
+            .delivery(&chat.notice_id, "slack-0")
+            .await
+            .provider_ref
+            .unwrap();
+        let body = json!({"provider_ref": slack_ref, "type": "complained", "detail": "muted"})
+            .to_string()
+            .into_bytes();
+        let secret = SigningSecret::from_bytes(&[9u8; 32]).unwrap();
+        let signed = WebhookHeaders::sign(&[secret], "evt-1", n.now(), &body);
+        let headers: Vec<(&'static str, String)> = signed
+            .pairs()
+            .iter()
+            .map(|(k, v)| (*k, v.to_string()))
+            .collect();
+        let r = post("/v1/provider-events/slack", body.clone(), headers.clone()).await;
+        assert_eq!(r.ok(StatusCode::OK)["outcome"], "recorded");
+        let r = post("/v1/provider-events/slack", body.clone(), headers.clone()).await;
+        assert_eq!(r.ok(StatusCode::OK)["outcome"], "duplicate");
+        assert!(n
+            .delivery(&chat.notice_id, "slack-0")
+            .await
+            .has_event("slack:evt-1"));
+        let wrong = SigningSecret::from_bytes(&[1u8; 32]).unwrap();
+        let bad = WebhookHeaders::sign(&[wrong], "evt-2", n.now(), &body);
+        let bad_headers: Vec<(&'static str, String)> = bad
+            .pairs()
+            .iter()
+            .map(|(k, v)| (*k, v.to_string()))
+            .collect();
+        post("/v1/provider-events/slack", body.clone(), bad_headers)
+            .await
+            .problem(StatusCode::UNAUTHORIZED, "unauthorized");
+        post("/v1/provider-events/pigeon", body, headers)
+            .await
+            .problem(StatusCode::NOT_FOUND, "not-found");
+    }
+
+    #[tokio::test]
+    async fn operator_requeue_route_requeues_exhausted_work_and_refuses_ambiguous_failures() {
+        let n = Notify::new().await;
+        let api = Api::new(&n);
+        let slack = Receiver::start().await;
+        let (notice, _) = exhaust(&n, &slack, "Operator").await;
+        let path = format!(
+            "/operator/notifications/{}/deliveries/slack-0/requeue",
+            notice.notice_id
+        );
+        api.post(&path, OPERATOR_TOKEN, json!({}))
+            .await
+            .problem(StatusCode::UNPROCESSABLE_ENTITY, "validation");
+        let r = api
+            .post(
+                &path,
+                OPERATOR_TOKEN,
+                json!({"reason": "Slack outage is over"}),
+            )
+            .await;
+        let body = r.ok(StatusCode::OK);
+        assert_eq!(body["delivery"]["status"], "queued");
+        assert!(body["dispatch_id"].is_string());
+        let view = api
+            .get(
+                &format!("/operator/notifications/{}", notice.notice_id),
+                OPERATOR_TOKEN,
+            )
+            .await;
+        let view = view.ok(StatusCode::OK);
+        assert_eq!(view["notice"]["progress"]["queued"], 1);
+        assert_eq!(
+            view["deliveries"][0]["history"]
+                .as_array()
+                .unwrap()
+                .last()
+                .unwrap()["kind"],
+            "requeued"
+        );
+
+        // Ambiguous: refused with the reason, nothing changes.
+        let stuck = n
+            .create(new_notice(
+                vec![contact("ops", None, Some(slack.url("/h")))],
+                &["slack"],
+                "Stuck",
+            ))
+            .await;
+        let queued = n.delivery(&stuck.notice_id, "slack-0").await;
+        let mut claim = queued.clone();
+        claim.status = N::Sending;
+        claim.claimed_at = Some(n.now());
+        n.store
+            .transition(&queued, claim, NT::Claim, Effects::none())
+            .await
+            .unwrap()
+            .unwrap();
+        n.clock.advance(AMBIGUITY_TIMEOUT);
+        settle_with(
+            &n.store,
+            &n.metrics,
+            "test",
+            n.now(),
+            SettleBudget::default(),
+        )
+        .await
+        .unwrap();
+        let r = api
+            .post(
+                &format!(
+                    "/operator/notifications/{}/deliveries/slack-0/requeue",
+                    stuck.notice_id
+                ),
+                OPERATOR_TOKEN,
+                json!({"reason": "try again"}),
+            )
+            .await;
+        let problem = r.problem(StatusCode::CONFLICT, "conflict");
+        assert_eq!(
+            problem["detail"],
+            "an ambiguous failure does not qualify for requeue: the provider may already have sent it"
+        );
+        assert_eq!(
+            n.delivery(&stuck.notice_id, "slack-0").await.status,
+            N::Failed
+        );
+        api.post(
+            &format!(
+                "/operator/notifications/{}/deliveries/slack-9/requeue",
+                stuck.notice_id
+            ),
+            OPERATOR_TOKEN,
+            json!({"reason": "x"}),
+        )
+        .await
+        .problem(StatusCode::NOT_FOUND, "not-found");
+    }
+}

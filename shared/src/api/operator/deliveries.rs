@@ -1,0 +1,363 @@
+//! A subscription's deliveries, as operators read and retry them (seed 002 hop 7; seed 000's
+//! operator restarts). Under `/operator/accounts/{account_id}/subscriptions/{subscription_id}`:
+//!
+//! * `GET …/deliveries` (`?status=dead,failed&from=&to=&limit=&cursor=`) — deliveries by status
+//!   and change time (`from` ≤ occurred_at < `to`, RFC 3339), newest change first.
+//! * `GET …/deliveries/{change_id}` — one delivery, with its payload and attempts.
+//! * `GET …/deliveries/{change_id}/attempts` — its attempt history, numbered by run (every retry
+//!   begins a new run from attempt 1; earlier runs are kept).
+//! * `POST …/deliveries/{change_id}/retry` `{reason}` — restarts it from its first attempt
+//!   (`dead | failed | retrying | delivered → pending`), audited; `pending` and `skipped_filter`
+//!   are `409` ([`crate::operations::retry`]).
+
+use super::subscriptions::{reason, subscription_path};
+use crate::api::auth::Operator;
+use crate::api::extract::{page_limit, ApiPath, ApiQuery, JsonBody};
+use crate::api::v1::ListResponse;
+use crate::api::{ApiError, ApiState, FieldError};
+use crate::domain::integration_delivery::{lease_held, transmit_status, DeliveryStatus};
+use crate::domain::lifecycle::Status;
+use crate::domain::pull_cursor::is_change_id;
+use crate::domain::time::Timestamp;
+use crate::operations::history::{attempt_runs, list_deliveries, DeliveryQuery};
+use crate::operations::retry::{retry_delivery, RetryRequest};
+use crate::operations::{Ops, StoredDelivery};
+use axum::extract::State;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::sync::Arc;
+
+const BASE: &str = "/operator/accounts/{account_id}/subscriptions/{subscription_id}/deliveries";
+
+pub fn router() -> Router<Arc<ApiState>> {
+    Router::new()
+        .route(BASE, get(list))
+        .route(&format!("{BASE}/{{change_id}}"), get(fetch))
+        .route(&format!("{BASE}/{{change_id}}/attempts"), get(attempts))
+        .route(&format!("{BASE}/{{change_id}}/retry"), post(retry))
+}
+
+/// A delivery as operators see it.
+#[derive(Debug, Serialize)]
+pub struct DeliveryView {
+    pub id: String,
+    pub account_id: String,
+    pub subscription_id: String,
+    pub integration_id: String,
+    pub change_id: String,
+    pub method: String,
+    pub status: DeliveryStatus,
+    /// Seed 004's word for the status (`pending`, `processing`, `sent`, `failed`); absent for
+    /// `skipped_filter`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transmit_status: Option<String>,
+    /// Attempts of the current run.
+    pub attempts: u32,
+    /// Operator restarts (retries and replays).
+    pub restarts: u32,
+    pub occurred_at: String,
+    pub created_at: String,
+    pub updated_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_until: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_http_status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivered_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restarted_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restarted_by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay_job: Option<String>,
+    /// The projected change (single-delivery reads only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Value>,
+    /// The attempt history (single-delivery reads only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempt_log: Option<Vec<AttemptView>>,
+}
+
+impl DeliveryView {
+    pub fn new(d: &StoredDelivery, now: Timestamp) -> Self {
+        let r = &d.record;
+        let rfc = |t: Option<Timestamp>| t.map(|t| t.to_rfc3339());
+        DeliveryView {
+            id: r.delivery_id.clone(),
+            account_id: r.account_id.clone(),
+            subscription_id: r.subscription_id.clone(),
+            integration_id: r.integration_id.clone(),
+            change_id: r.change_id.clone(),
+            method: r.method.as_str().to_owned(),
+            status: r.status,
+            transmit_status: transmit_status(r.status, lease_held(r.lease_until, now))
+                .map(|t| t.as_str().to_owned()),
+            attempts: r.attempts,
+            restarts: d.marks.restarts,
+            occurred_at: r.occurred_at.to_rfc3339(),
+            created_at: r.created_at.to_rfc3339(),
+            updated_at: r.updated_at.to_rfc3339(),
+            not_before: rfc(r.not_before),
+            lease_until: rfc(r.lease_until),
+            last_error: r.last_error.clone(),
+            last_http_status: r.last_http_status,
+            delivered_at: rfc(d.marks.delivered_at),
+            restarted_at: rfc(d.marks.restarted_at),
+            restarted_by: d.marks.restarted_by.clone(),
+            replay_job: d.marks.replay_job.clone(),
+            payload: None,
+            attempt_log: None,
+        }
+    }
+
+    /// With the payload and the attempt history.
+    pub fn detailed(d: &StoredDelivery, now: Timestamp) -> Self {
+        let mut view = Self::new(d, now);
+        view.payload = d
+            .record
+            .payload
+            .as_deref()
+            .map(|p| serde_json::from_str(p).unwrap_or_else(|_| Value::String(p.to_owned())));
+        view.attempt_log = Some(attempt_views(d));
+        view
+    }
+}
+
+/// One attempt, with the run it belongs to.
+#[derive(Debug, Serialize)]
+pub struct AttemptView {
+    pub run: u32,
+    pub number: u32,
+    pub at: String,
+    /// `success`, `transient`, `permanent` or `configuration_loss`.
+    pub class: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    pub duration_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+fn attempt_views(d: &StoredDelivery) -> Vec<AttemptView> {
+    attempt_runs(&d.record.attempt_log)
+        .into_iter()
+        .map(|a| AttemptView {
+            run: a.run,
+            number: a.attempt.number,
+            at: a.attempt.at.to_rfc3339(),
+            class: a.attempt.class.clone(),
+            http_status: a.attempt.http_status,
+            duration_ms: a.attempt.duration_ms,
+            detail: a.attempt.detail.clone(),
+        })
+        .collect()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListParams {
+    status: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+    limit: Option<u32>,
+    cursor: Option<String>,
+}
+
+/// Reads `?status=a,b`, `?from=`, `?to=`; every invalid one is named at once.
+fn delivery_query(params: ListParams) -> Result<DeliveryQuery, ApiError> {
+    let mut errors = Vec::new();
+    let mut statuses = Vec::new();
+    for (i, word) in params
+        .status
+        .as_deref()
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|w| !w.is_empty())
+        .enumerate()
+    {
+        match DeliveryStatus::parse(word) {
+            Some(s) if !statuses.contains(&s) => statuses.push(s),
+            Some(_) => {}
+            None => errors.push(FieldError::new(
+                format!("status[{i}]"),
+                format!(
+                    "{word:?} is not a delivery status; one of {}",
+                    DeliveryStatus::ALL
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )),
+        }
+    }
+    let mut time = |name: &str, text: Option<String>| {
+        text.and_then(|t| match Timestamp::parse_rfc3339(&t) {
+            Some(ts) => Some(ts),
+            None => {
+                errors.push(FieldError::new(
+                    name,
+                    "must be an RFC 3339 date-time, e.g. 2024-05-01T00:00:00Z",
+                ));
+                None
+            }
+        })
+    };
+    let from = time("from", params.from);
+    let to = time("to", params.to);
+    if let (Some(f), Some(t)) = (from, to) {
+        if t <= f {
+            errors.push(FieldError::new("to", "must be after `from`"));
+        }
+    }
+    let limit = match page_limit(params.limit) {
+        Ok(l) => l,
+        Err(ApiError::Validation { errors: e }) => {
+            errors.extend(e);
+            0
+        }
+        Err(e) => return Err(e),
+    };
+    if !errors.is_empty() {
+        return Err(ApiError::Validation { errors });
+    }
+    Ok(DeliveryQuery {
+        statuses,
+        from,
+        to,
+        limit,
+        cursor: params.cursor,
+    })
+}
+
+async fn list(
+    _operator: Operator,
+    State(state): State<Arc<ApiState>>,
+    ApiPath((account_id, subscription_id)): ApiPath<(String, String)>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Json<ListResponse<DeliveryView>>, ApiError> {
+    let (account_id, subscription_id) = subscription_path(&account_id, &subscription_id)?;
+    let query = delivery_query(params)?;
+    let ops = Ops::of(&state);
+    let (deliveries, next_cursor) =
+        list_deliveries(&ops, &account_id, &subscription_id, &query).await?;
+    let now = ops.now();
+    Ok(Json(ListResponse {
+        data: deliveries
+            .iter()
+            .map(|d| DeliveryView::new(d, now))
+            .collect(),
+        next_cursor,
+    }))
+}
+
+/// The `(account, subscription, change)` of a delivery path, or 404.
+fn delivery_path(
+    account_id: &str,
+    subscription_id: &str,
+    change_id: &str,
+) -> Result<(String, String, String), ApiError> {
+    let (account_id, subscription_id) = subscription_path(account_id, subscription_id)?;
+    if !is_change_id(change_id) {
+        return Err(ApiError::not_found("delivery"));
+    }
+    Ok((account_id, subscription_id, change_id.to_owned()))
+}
+
+async fn load(
+    state: &ApiState,
+    account_id: &str,
+    subscription_id: &str,
+    change_id: &str,
+) -> Result<StoredDelivery, ApiError> {
+    let (account_id, subscription_id, change_id) =
+        delivery_path(account_id, subscription_id, change_id)?;
+    let ops = Ops::of(state);
+    ops.subscription(&account_id, &subscription_id).await?;
+    Ok(ops
+        .delivery(&account_id, &subscription_id, &change_id)
+        .await?)
+}
+
+async fn fetch(
+    _operator: Operator,
+    State(state): State<Arc<ApiState>>,
+    ApiPath((account_id, subscription_id, change_id)): ApiPath<(String, String, String)>,
+) -> Result<Json<DeliveryView>, ApiError> {
+    let d = load(&state, &account_id, &subscription_id, &change_id).await?;
+    Ok(Json(DeliveryView::detailed(&d, state.clock.now())))
+}
+
+#[derive(Debug, Serialize)]
+pub struct AttemptsView {
+    pub delivery_id: String,
+    pub status: DeliveryStatus,
+    /// Attempts of the current run.
+    pub attempts: u32,
+    pub restarts: u32,
+    pub data: Vec<AttemptView>,
+}
+
+async fn attempts(
+    _operator: Operator,
+    State(state): State<Arc<ApiState>>,
+    ApiPath((account_id, subscription_id, change_id)): ApiPath<(String, String, String)>,
+) -> Result<Json<AttemptsView>, ApiError> {
+    let d = load(&state, &account_id, &subscription_id, &change_id).await?;
+    Ok(Json(AttemptsView {
+        delivery_id: d.record.delivery_id.clone(),
+        status: d.record.status,
+        attempts: d.record.attempts,
+        restarts: d.marks.restarts,
+        data: attempt_views(&d),
+    }))
+}
+
+#[derive(Debug, Serialize)]
+pub struct RetriedView {
+    pub delivery: DeliveryView,
+    pub previous_status: DeliveryStatus,
+    pub audit_id: String,
+    /// What the event monitor did with the change's event (push deliveries): `reopened`,
+    /// `already_open`, `not_reopenable`, `missing` or `reopen_failed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event: Option<String>,
+}
+
+async fn retry(
+    operator: Operator,
+    State(state): State<Arc<ApiState>>,
+    ApiPath((account_id, subscription_id, change_id)): ApiPath<(String, String, String)>,
+    JsonBody(mut f): JsonBody,
+) -> Result<Json<RetriedView>, ApiError> {
+    let reason = reason(&mut f);
+    f.finish()?;
+    let reason = reason.ok_or_else(|| ApiError::internal("validated reason missing"))?;
+    let (account_id, subscription_id, change_id) =
+        delivery_path(&account_id, &subscription_id, &change_id)?;
+    let ops = Ops::of(&state);
+    let outcome = retry_delivery(
+        &ops,
+        RetryRequest {
+            account_id: &account_id,
+            subscription_id: &subscription_id,
+            change_id: &change_id,
+            operator: &operator.id,
+            reason: &reason,
+        },
+    )
+    .await?;
+    Ok(Json(RetriedView {
+        delivery: DeliveryView::new(&outcome.delivery, ops.now()),
+        previous_status: outcome.previous_status,
+        audit_id: outcome.audit_id,
+        event: outcome.event,
+    }))
+}

@@ -1,0 +1,97 @@
+//! Notification deliveries, as operators read and requeue them (seed 001's operator row):
+//!
+//! * `GET /operator/notifications/{notice_id}` → the notice (any account), its progress summary
+//!   and every delivery with its reasons and history.
+//! * `POST /operator/notifications/{notice_id}/deliveries/{delivery_key}/requeue` `{reason}` →
+//!   the delivery back in `queued` with fresh dispatch work, and nothing else changed. Only
+//!   `failed` deliveries whose reason is `attempts_exhausted` qualify; anything else is `409`
+//!   with the reason (an ambiguous failure: "the provider may already have sent it").
+
+use super::subscriptions::reason;
+use crate::api::auth::Operator;
+use crate::api::extract::{path_id, ApiPath, JsonBody};
+use crate::api::v1::notices::{fault, service, NoticeDeliveryView, NoticeView};
+use crate::api::{ApiError, ApiState};
+use crate::notify::requeue::{requeue as requeue_delivery, RequeueError};
+use crate::notify::store::NotifyStore;
+use axum::extract::State;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Serialize;
+use std::sync::Arc;
+
+pub fn router() -> Router<Arc<ApiState>> {
+    Router::new()
+        .route("/operator/notifications/{notice_id}", get(fetch))
+        .route(
+            "/operator/notifications/{notice_id}/deliveries/{delivery_key}/requeue",
+            post(requeue),
+        )
+}
+
+#[derive(Debug, Serialize)]
+pub struct OperatorNoticeView {
+    pub notice: NoticeView,
+    pub deliveries: Vec<NoticeDeliveryView>,
+}
+
+async fn fetch(
+    _operator: Operator,
+    State(state): State<Arc<ApiState>>,
+    ApiPath(notice_id): ApiPath<String>,
+) -> Result<Json<OperatorNoticeView>, ApiError> {
+    let id = path_id(&notice_id, "notice")?;
+    let svc = service(&state);
+    let notice = svc
+        .store()
+        .notice(&id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("notice"))?;
+    let progress = svc.summary(&id).await?;
+    let deliveries = svc.store().deliveries(&id).await?;
+    Ok(Json(OperatorNoticeView {
+        notice: NoticeView::new(&notice, Some(progress)),
+        deliveries: deliveries.iter().map(NoticeDeliveryView::from).collect(),
+    }))
+}
+
+#[derive(Debug, Serialize)]
+pub struct RequeuedView {
+    pub delivery: NoticeDeliveryView,
+    /// The fresh dispatch work's id (its message is published from the work row).
+    pub dispatch_id: String,
+}
+
+async fn requeue(
+    operator: Operator,
+    State(state): State<Arc<ApiState>>,
+    ApiPath((notice_id, delivery_key)): ApiPath<(String, String)>,
+    JsonBody(mut f): JsonBody,
+) -> Result<Json<RequeuedView>, ApiError> {
+    let reason = reason(&mut f);
+    f.finish()?;
+    let reason = reason.ok_or_else(|| ApiError::internal("validated reason missing"))?;
+    let notice_id = path_id(&notice_id, "notification delivery")?;
+    let delivery_key = path_id(&delivery_key, "notification delivery")?;
+    let store = NotifyStore::from_config(&state.clients, &state.config);
+    match requeue_delivery(
+        &store,
+        &notice_id,
+        &delivery_key,
+        &operator.id,
+        &reason,
+        state.clock.now(),
+    )
+    .await
+    {
+        Ok((delivery, work)) => Ok(Json(RequeuedView {
+            delivery: NoticeDeliveryView::from(&delivery),
+            dispatch_id: work.dispatch_id,
+        })),
+        Err(RequeueError::NotFound) => Err(ApiError::not_found("notification delivery")),
+        Err(e @ (RequeueError::Refused(_) | RequeueError::Changed)) => {
+            Err(ApiError::conflict(e.to_string()))
+        }
+        Err(RequeueError::Fault(e)) => Err(fault(e)),
+    }
+}

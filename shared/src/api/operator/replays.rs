@@ -1,0 +1,257 @@
+//! Window replay jobs (seed 002 hop 7; rules in [`crate::domain::replay`], storage in
+//! [`crate::operations::replay`]):
+//!
+//! * `POST /operator/accounts/{account_id}/subscriptions/{subscription_id}/replays`
+//!   `{from, to, reason}` → `202` with the job (and `Location`): the window `[from, to)` of change
+//!   time (RFC 3339), at most seven days, not reversed, not in the future, within retained
+//!   history (every violation is named in one `422`). The request runs the job for a few seconds;
+//!   a large window answers `running` and continues when resumed.
+//! * `GET /operator/accounts/{account_id}/replays` (`?subscription_id=&limit=&cursor=`) — jobs,
+//!   newest first.
+//! * `GET /operator/accounts/{account_id}/replays/{job_id}` — a job's status and counts;
+//!   `in_progress: false` on a `running` job means no run holds it: resume it.
+//! * `POST /operator/accounts/{account_id}/replays/{job_id}/resume` `{reason}` — continues a
+//!   stopped job from its saved position (`409` while a run holds it or once it is completed).
+
+use super::subscriptions::{reason, subscription_path};
+use crate::api::auth::Operator;
+use crate::api::extract::{page_limit, path_id, ApiPath, ApiQuery, JsonBody};
+use crate::api::v1::ListResponse;
+use crate::api::{ApiError, ApiState, FieldError};
+use crate::domain::replay::{validate_window, ReplayStatus};
+use crate::domain::time::Timestamp;
+use crate::operations::replay::{
+    create_job, list_jobs, load_job, resume_job, run_job, Budget, ReplayCounts, ReplayJob,
+    ReplayRequest,
+};
+use crate::operations::Ops;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+pub fn router() -> Router<Arc<ApiState>> {
+    Router::new()
+        .route(
+            "/operator/accounts/{account_id}/subscriptions/{subscription_id}/replays",
+            post(create),
+        )
+        .route("/operator/accounts/{account_id}/replays", get(list))
+        .route(
+            "/operator/accounts/{account_id}/replays/{job_id}",
+            get(fetch),
+        )
+        .route(
+            "/operator/accounts/{account_id}/replays/{job_id}/resume",
+            post(resume),
+        )
+}
+
+/// A replay job as operators see it.
+#[derive(Debug, Serialize)]
+pub struct ReplayJobView {
+    pub id: String,
+    pub account_id: String,
+    pub subscription_id: String,
+    pub from: String,
+    pub to: String,
+    pub reason: String,
+    pub requested_by: String,
+    pub status: ReplayStatus,
+    /// A run holds the job now. `running` and not in progress: stopped; resume it.
+    pub in_progress: bool,
+    /// The last change id walked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub position: Option<String>,
+    pub chunks: u32,
+    pub runs: u32,
+    pub counts: ReplayCounts,
+    pub created_at: String,
+    pub updated_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<String>,
+}
+
+impl ReplayJobView {
+    pub fn new(job: &ReplayJob, now: Timestamp) -> Self {
+        ReplayJobView {
+            id: job.job_id.clone(),
+            account_id: job.account_id.clone(),
+            subscription_id: job.subscription_id.clone(),
+            from: job.from.to_rfc3339(),
+            to: job.to.to_rfc3339(),
+            reason: job.reason.clone(),
+            requested_by: job.requested_by.clone(),
+            status: job.status,
+            in_progress: job.in_progress(now),
+            position: job.position.clone(),
+            chunks: job.chunks,
+            runs: job.runs,
+            counts: job.counts(),
+            created_at: job.created_at.to_rfc3339(),
+            updated_at: job.updated_at.to_rfc3339(),
+            completed_at: job.completed_at.map(|t| t.to_rfc3339()),
+        }
+    }
+}
+
+fn location(job: &ReplayJob) -> String {
+    format!(
+        "/operator/accounts/{}/replays/{}",
+        job.account_id, job.job_id
+    )
+}
+
+async fn create(
+    operator: Operator,
+    State(state): State<Arc<ApiState>>,
+    ApiPath((account_id, subscription_id)): ApiPath<(String, String)>,
+    JsonBody(mut f): JsonBody,
+) -> Result<impl IntoResponse, ApiError> {
+    let from: Option<String> = f.required("from");
+    let to: Option<String> = f.required("to");
+    let reason = reason(&mut f);
+    let mut instant = |name: &str, text: Option<String>| {
+        text.and_then(|t| match Timestamp::parse_rfc3339(t.trim()) {
+            Some(ts) => Some(ts),
+            None => {
+                f.error(
+                    name,
+                    "must be an RFC 3339 date-time, e.g. 2024-05-01T00:00:00Z",
+                );
+                None
+            }
+        })
+    };
+    let from = instant("from", from);
+    let to = instant("to", to);
+    let now = state.clock.now();
+    if let (Some(from), Some(to)) = (from, to) {
+        if let Err(errors) = validate_window(from, to, now) {
+            for e in errors {
+                f.error(e.field(), e.to_string());
+            }
+        }
+    }
+    f.finish()?;
+    let (Some(from), Some(to), Some(reason)) = (from, to, reason) else {
+        return Err(ApiError::internal("validated replay fields missing"));
+    };
+    let (account_id, subscription_id) = subscription_path(&account_id, &subscription_id)?;
+    let ops = Ops::of(&state);
+    let job = create_job(
+        &ops,
+        ReplayRequest {
+            account_id: &account_id,
+            subscription_id: &subscription_id,
+            from,
+            to,
+            operator: &operator.id,
+            reason: &reason,
+        },
+    )
+    .await?;
+    // The job is recorded: a run that fails is reported on the job (still `running`, not in
+    // progress — resume it), not by losing the job's id in an error.
+    let job = match run_job(&ops, &account_id, &job.job_id, Budget::api()).await {
+        Ok(job) => job,
+        Err(e) => {
+            tracing::error!(job_id = %job.job_id, error = %e, "replay run failed; the job can be resumed");
+            load_job(&ops, &account_id, &job.job_id).await?
+        }
+    };
+    Ok((
+        StatusCode::ACCEPTED,
+        [(header::LOCATION, location(&job))],
+        Json(ReplayJobView::new(&job, ops.now())),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListParams {
+    subscription_id: Option<String>,
+    limit: Option<u32>,
+    cursor: Option<String>,
+}
+
+async fn list(
+    _operator: Operator,
+    State(state): State<Arc<ApiState>>,
+    ApiPath(account_id): ApiPath<String>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Json<ListResponse<ReplayJobView>>, ApiError> {
+    let account_id = path_id(&account_id, "account")?;
+    let limit = page_limit(params.limit)?;
+    let subscription_id = match params.subscription_id {
+        None => None,
+        Some(id) => {
+            Some(
+                crate::api::extract::resource_id(&id).ok_or_else(|| ApiError::Validation {
+                    errors: vec![FieldError::new(
+                        "subscription_id",
+                        "is not a subscription id",
+                    )],
+                })?,
+            )
+        }
+    };
+    let ops = Ops::of(&state);
+    let (jobs, next_cursor) = list_jobs(
+        &ops,
+        &account_id,
+        subscription_id.as_deref(),
+        limit,
+        params.cursor.as_deref(),
+    )
+    .await?;
+    let now = ops.now();
+    Ok(Json(ListResponse {
+        data: jobs.iter().map(|j| ReplayJobView::new(j, now)).collect(),
+        next_cursor,
+    }))
+}
+
+fn job_path(account_id: &str, job_id: &str) -> Result<(String, String), ApiError> {
+    Ok((
+        path_id(account_id, "account")?,
+        path_id(job_id, "replay job")?,
+    ))
+}
+
+async fn fetch(
+    _operator: Operator,
+    State(state): State<Arc<ApiState>>,
+    ApiPath((account_id, job_id)): ApiPath<(String, String)>,
+) -> Result<Json<ReplayJobView>, ApiError> {
+    let (account_id, job_id) = job_path(&account_id, &job_id)?;
+    let ops = Ops::of(&state);
+    let job = load_job(&ops, &account_id, &job_id).await?;
+    Ok(Json(ReplayJobView::new(&job, ops.now())))
+}
+
+async fn resume(
+    operator: Operator,
+    State(state): State<Arc<ApiState>>,
+    ApiPath((account_id, job_id)): ApiPath<(String, String)>,
+    JsonBody(mut f): JsonBody,
+) -> Result<Json<ReplayJobView>, ApiError> {
+    let reason = reason(&mut f);
+    f.finish()?;
+    let reason = reason.ok_or_else(|| ApiError::internal("validated reason missing"))?;
+    let (account_id, job_id) = job_path(&account_id, &job_id)?;
+    let ops = Ops::of(&state);
+    let job = resume_job(
+        &ops,
+        &account_id,
+        &job_id,
+        &operator.id,
+        &reason,
+        Budget::api(),
+    )
+    .await?;
+    Ok(Json(ReplayJobView::new(&job, ops.now())))
+}

@@ -1,0 +1,114 @@
+//! Provider events about sent notifications ([`crate::notify::confirm`]). No bearer token: the
+//! signature is the authentication.
+//!
+//! * `POST /v1/provider-events/ses` — SES events through SNS: the SNS message signature must
+//!   verify (SignatureVersion 1 or 2, certificate from `sns.<region>.amazonaws.com`) and its
+//!   topic must be the deployment's (`SES_EVENTS_TOPIC_ARN`); subscription confirmations are
+//!   confirmed.
+//! * `POST /v1/provider-events/{provider}` — the generic form, signed as Standard Webhooks
+//!   (`webhook-id` is the event id) with the provider's secret (`NOTIFICATION_PROVIDER_SECRETS`):
+//!   `{"provider_ref", "type", "at"?, "detail"?, "bounce_type"?}`.
+//!
+//! Answers `200 {"outcome": "delivered" | "recorded" | "duplicate" | "unknown_reference" |
+//! "ignored" | "subscription_confirmed"}`; a refused signature or foreign topic is `401`, an
+//! unknown provider `404`, an unreadable body `400`; a confirmation for a delivery that is not
+//! `sent` yet is `409` (the provider may send it again).
+
+use crate::api::extract::{path_id, ApiPath};
+use crate::api::{ApiError, ApiState};
+use crate::notify::confirm::{
+    self, ConfirmOutcome, IntakeError, IntakeOutcome, ProviderEventSettings,
+};
+use crate::notify::store::NotifyStore;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request, State};
+use axum::http::HeaderMap;
+use axum::routing::post;
+use axum::{Json, Router};
+use serde::Serialize;
+use std::sync::Arc;
+
+pub fn router() -> Router<Arc<ApiState>> {
+    Router::new()
+        .route("/v1/provider-events/ses", post(ses))
+        .route("/v1/provider-events/{provider}", post(signed))
+}
+
+#[derive(Debug, Serialize)]
+pub struct IntakeView {
+    pub outcome: &'static str,
+}
+
+fn settings() -> &'static ProviderEventSettings {
+    confirm::settings()
+}
+
+fn answer(result: Result<IntakeOutcome, IntakeError>) -> Result<Json<IntakeView>, ApiError> {
+    match result {
+        Ok(IntakeOutcome::SubscriptionConfirmed) => Ok(Json(IntakeView {
+            outcome: "subscription_confirmed",
+        })),
+        Ok(IntakeOutcome::Ignored) => Ok(Json(IntakeView { outcome: "ignored" })),
+        Ok(IntakeOutcome::Applied(ConfirmOutcome::NotYetSent)) => Err(ApiError::conflict(
+            "the delivery is not sent yet; send the event again later",
+        )),
+        Ok(IntakeOutcome::Applied(outcome)) => Ok(Json(IntakeView {
+            outcome: outcome.as_str(),
+        })),
+        Err(
+            e @ (IntakeError::Signature(_)
+            | IntakeError::ForeignTopic(_)
+            | IntakeError::Webhook(_)
+            | IntakeError::MissingHeader(_)),
+        ) => {
+            tracing::warn!(error = %e, "provider event refused");
+            Err(ApiError::unauthorized(e.to_string()))
+        }
+        Err(IntakeError::UnknownProvider(_)) => Err(ApiError::not_found("provider")),
+        Err(e @ (IntakeError::Malformed(_) | IntakeError::InvalidEvent(_))) => {
+            Err(ApiError::malformed(e.to_string()))
+        }
+        Err(IntakeError::Fault(e)) => Err(super::notices::fault(e)),
+    }
+}
+
+async fn body_of(state: &Arc<ApiState>, request: Request) -> Result<Bytes, ApiError> {
+    Ok(Bytes::from_request(request, state).await?)
+}
+
+async fn ses(
+    State(state): State<Arc<ApiState>>,
+    request: Request,
+) -> Result<Json<IntakeView>, ApiError> {
+    let body = body_of(&state, request).await?;
+    let store = NotifyStore::from_config(&state.clients, &state.config);
+    answer(confirm::intake_sns(&store, settings(), &body, state.clock.now()).await)
+}
+
+async fn signed(
+    State(state): State<Arc<ApiState>>,
+    ApiPath(provider): ApiPath<String>,
+    headers: HeaderMap,
+    request: Request,
+) -> Result<Json<IntakeView>, ApiError> {
+    let provider = path_id(&provider, "provider")?;
+    let body = body_of(&state, request).await?;
+    let store = NotifyStore::from_config(&state.clients, &state.config);
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    answer(
+        confirm::intake_signed(
+            &store,
+            settings(),
+            &provider,
+            header,
+            &body,
+            state.clock.now(),
+        )
+        .await,
+    )
+}

@@ -1,0 +1,244 @@
+//! The adapters' pull routes (integration token `rhy_intg_…`; seed 002 hop 6). A `poll`
+//! integration's adapter reads its subscription's pending changes and acknowledges them with a
+//! cursor (rules: [`crate::domain::pull_cursor`]; storage: [`crate::operations::pull`]):
+//!
+//! * `GET /v1/pull/subscriptions` (`?limit=&cursor=`) — the integration's own subscriptions.
+//! * `GET /v1/pull/subscriptions/{id}/changes` (`?cursor=&limit=`) — a page of pending changes in
+//!   change order: `data[]` (each with its own `cursor`), `next_cursor`, `has_more`. Without
+//!   `cursor` the read starts at the acknowledged position; with one it continues from it.
+//! * `GET /v1/pull/subscriptions/{id}/cursor` — the acknowledged position.
+//! * `PUT /v1/pull/subscriptions/{id}/cursor` `{cursor}` — acknowledges: every pending delivery
+//!   the cursor covers becomes `delivered`; unread ones stay `pending`.
+//!
+//! Cursors are opaque (the domain module documents their content). Refusals: a cursor that is
+//! not one this API issued, or points past the subscription's last change → `422` (field
+//! `cursor`); one that goes backwards, or was read before an operator restarted deliveries of the
+//! subscription → `409`. A subscription of another account or of another integration is `404`,
+//! exactly like one that does not exist; a push integration's subscription is `409` (its changes
+//! are pushed by the worker, never pulled).
+
+use super::subscriptions::SubscriptionView;
+use super::ListResponse;
+use crate::api::auth::IntegrationAuth;
+use crate::api::db::{self, PageQuery};
+use crate::api::extract::{page_limit, path_id, resource_id, ApiPath, ApiQuery, JsonBody};
+use crate::api::{ApiError, ApiState};
+use crate::domain::pull_cursor::PullCursor;
+use crate::operations::pull::{self, PullPage};
+use crate::operations::{Ops, StoredSubscription};
+use crate::store::expr::s;
+use crate::store::keys::{account_pk, SUBSCRIPTION_PREFIX};
+use crate::store::models::Subscription;
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub fn router() -> Router<Arc<ApiState>> {
+    Router::new()
+        .route("/v1/pull/subscriptions", get(list))
+        .route(
+            "/v1/pull/subscriptions/{subscription_id}/changes",
+            get(changes),
+        )
+        .route(
+            "/v1/pull/subscriptions/{subscription_id}/cursor",
+            get(fetch_cursor).put(write_cursor),
+        )
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListParams {
+    limit: Option<u32>,
+    cursor: Option<String>,
+}
+
+async fn list(
+    auth: IntegrationAuth,
+    State(state): State<Arc<ApiState>>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Json<ListResponse<SubscriptionView>>, ApiError> {
+    let limit = page_limit(params.limit)?;
+    let after_id = match params.cursor {
+        None => None,
+        Some(c) => Some(
+            resource_id(&c)
+                .ok_or_else(|| ApiError::field("cursor", "is not a cursor of this list"))?,
+        ),
+    };
+    let pk = account_pk(&auth.account_id);
+    let (items, next_cursor): (Vec<Subscription>, _) = db::query_page(
+        &state.clients.dynamo,
+        PageQuery {
+            table: &state.config.delivery_table,
+            pk: &pk,
+            prefix: SUBSCRIPTION_PREFIX,
+            limit,
+            after_id,
+            filter: Some((
+                "integration_id = :integration".into(),
+                HashMap::from([(":integration".to_string(), s(&auth.integration_id))]),
+            )),
+        },
+    )
+    .await?;
+    Ok(Json(ListResponse {
+        data: items.iter().map(SubscriptionView::from).collect(),
+        next_cursor,
+    }))
+}
+
+async fn load(
+    state: &ApiState,
+    auth: &IntegrationAuth,
+    id: &str,
+) -> Result<StoredSubscription, ApiError> {
+    let id = path_id(id, "subscription")?;
+    Ok(
+        pull::pull_subscription(&Ops::of(state), &auth.account_id, &auth.integration_id, &id)
+            .await?,
+    )
+}
+
+fn parse_cursor(text: &str) -> Result<PullCursor, ApiError> {
+    PullCursor::decode(text).map_err(|e| crate::operations::OpsError::from(e).into())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChangesParams {
+    limit: Option<u32>,
+    cursor: Option<String>,
+}
+
+/// One pending change as the adapter reads it.
+#[derive(Debug, Serialize)]
+pub struct PulledChangeView {
+    /// Write this cursor to acknowledge this change and every change before it.
+    pub cursor: String,
+    /// The stable delivery identifier (the same a webhook would carry as `webhook-id`).
+    pub delivery_id: String,
+    pub change_id: String,
+    pub occurred_at: String,
+    /// The projected change (the subscription's fields only, never the row).
+    pub payload: Value,
+    /// An operator restarted this delivery: the adapter may have seen it before.
+    pub redelivery: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ChangesPage {
+    pub subscription_id: String,
+    /// The acknowledged position (a change id), `null` before the first acknowledgement.
+    pub acknowledged_change_id: Option<String>,
+    pub data: Vec<PulledChangeView>,
+    /// Acknowledges the whole page; pass it as `?cursor=` to read the next page.
+    pub next_cursor: String,
+    pub has_more: bool,
+}
+
+impl ChangesPage {
+    fn new(sub: &StoredSubscription, page: PullPage) -> Self {
+        ChangesPage {
+            subscription_id: sub.id().to_owned(),
+            acknowledged_change_id: sub.marks.pull_cursor.clone(),
+            data: page
+                .changes
+                .into_iter()
+                .map(|c| {
+                    let d = c.delivery;
+                    PulledChangeView {
+                        cursor: c.cursor.encode(),
+                        delivery_id: d.record.delivery_id,
+                        change_id: d.record.change_id,
+                        occurred_at: d.record.occurred_at.to_rfc3339(),
+                        payload: d
+                            .record
+                            .payload
+                            .as_deref()
+                            .and_then(|p| serde_json::from_str(p).ok())
+                            .unwrap_or(Value::Null),
+                        redelivery: d.marks.restarts > 0,
+                    }
+                })
+                .collect(),
+            next_cursor: page.next_cursor.encode(),
+            has_more: page.has_more,
+        }
+    }
+}
+
+async fn changes(
+    auth: IntegrationAuth,
+    State(state): State<Arc<ApiState>>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(params): ApiQuery<ChangesParams>,
+) -> Result<Json<ChangesPage>, ApiError> {
+    let limit = page_limit(params.limit)?;
+    let sub = load(&state, &auth, &id).await?;
+    let cursor = params.cursor.as_deref().map(parse_cursor).transpose()?;
+    let page = pull::read(&Ops::of(&state), &sub, cursor.as_ref(), limit).await?;
+    Ok(Json(ChangesPage::new(&sub, page)))
+}
+
+#[derive(Debug, Serialize)]
+pub struct CursorView {
+    pub subscription_id: String,
+    /// The last change id acknowledged, `null` before the first acknowledgement.
+    pub acknowledged_change_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acknowledged_at: Option<String>,
+    /// Incremented when an operator restarts deliveries of the subscription; cursors read in an
+    /// earlier epoch are refused.
+    pub epoch: u32,
+}
+
+async fn fetch_cursor(
+    auth: IntegrationAuth,
+    State(state): State<Arc<ApiState>>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<CursorView>, ApiError> {
+    let sub = load(&state, &auth, &id).await?;
+    Ok(Json(CursorView {
+        subscription_id: sub.id().to_owned(),
+        acknowledged_change_id: sub.marks.pull_cursor.clone(),
+        acknowledged_at: sub.marks.pull_cursor_at.map(|t| t.to_rfc3339()),
+        epoch: sub.marks.pull_epoch,
+    }))
+}
+
+#[derive(Debug, Serialize)]
+pub struct AcknowledgementView {
+    pub subscription_id: String,
+    pub previous_change_id: Option<String>,
+    pub acknowledged_change_id: Option<String>,
+    /// Pending deliveries the cursor covered: now `delivered`.
+    pub delivered: u32,
+    /// Pending deliveries in the cursor's range it did not cover (moved by someone else since
+    /// the read, or not yet visible to it): they stay pending and are read again.
+    pub not_covered: u32,
+}
+
+async fn write_cursor(
+    auth: IntegrationAuth,
+    State(state): State<Arc<ApiState>>,
+    ApiPath(id): ApiPath<String>,
+    JsonBody(mut f): JsonBody,
+) -> Result<Json<AcknowledgementView>, ApiError> {
+    let cursor: Option<String> = f.required("cursor");
+    f.finish()?;
+    let sub = load(&state, &auth, &id).await?;
+    let cursor = parse_cursor(cursor.as_deref().unwrap_or_default())?;
+    let ack = pull::acknowledge(&Ops::of(&state), &sub, &cursor).await?;
+    Ok(Json(AcknowledgementView {
+        subscription_id: sub.id().to_owned(),
+        previous_change_id: ack.previous,
+        acknowledged_change_id: ack.acknowledged,
+        delivered: ack.delivered,
+        not_covered: ack.not_covered,
+    }))
+}

@@ -1,0 +1,596 @@
+//! The event monitor's reads, always scoped to one account and always through the retention read
+//! filter:
+//!
+//! * [`list_events`] — an account's events by creation time (newest first by default), optionally
+//!   only some statuses and a `[from, to)` window, a page at a time behind an opaque cursor. Reads
+//!   the `listing` index (`EVENTS#{account}`, sorted by `time_sort(created_at, change_id)`).
+//! * [`event_with_deliveries`] — one event and its delivery log (one consistent query of the
+//!   event's partition).
+//! * [`attention_deliveries`] and [`paused_subscriptions`] — "needs attention": deliveries that are
+//!   `dead` or `failed` (the worker puts them on `ATTENTION#{account}` of the `listing` index) and
+//!   subscriptions the system paused.
+//!
+//! The views ([`EventSummary`], [`DeliveryLogEntry`]) use seed 004's vocabulary next to seed
+//! 000's: a delivery shows its stored `status` and its `transmit_status`.
+
+use super::items::{DeliveryItem, EventItem};
+use super::rollup::read_partition;
+use super::{attrs, MonitorError};
+use crate::domain::event::{EventStatus, EventTrigger, InternalStatus};
+use crate::domain::integration_delivery::{DeliveryStatus, TransmitStatus};
+use crate::domain::lifecycle::{Status, Trigger};
+use crate::domain::subscription::SubscriptionStatus;
+use crate::domain::time::Timestamp;
+use crate::store::expr::s;
+use crate::store::keys::{self, account_pk, SUBSCRIPTION_PREFIX};
+use crate::store::models::{AttemptRecord, Subscription};
+use crate::store::{from_item, Item, StoreError};
+use aws_sdk_dynamodb::types::AttributeValue;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// The per-account listing index (template.yaml).
+pub const LISTING_INDEX: &str = "listing";
+/// Index pages read for one listing page before it is returned short, with a cursor to go on.
+pub const MAX_ROUNDS: usize = 10;
+/// Items read per index page.
+const FETCH: i32 = 100;
+
+pub fn events_list_key(account_id: &str) -> String {
+    format!("EVENTS#{account_id}")
+}
+
+pub fn attention_list_key(account_id: &str) -> String {
+    format!("ATTENTION#{account_id}")
+}
+
+/// A position in one of an account's listings. Opaque to callers: base64url of its JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursor {
+    /// Which listing (`events`, `attention`): a cursor is refused by the others.
+    #[serde(rename = "l")]
+    list: String,
+    #[serde(rename = "s")]
+    list_sort: String,
+    #[serde(rename = "p")]
+    pk: String,
+    #[serde(rename = "k")]
+    sk: String,
+}
+
+impl Cursor {
+    pub fn encode(&self) -> String {
+        URL_SAFE_NO_PAD.encode(serde_json::to_vec(self).unwrap_or_default())
+    }
+
+    /// Decodes a cursor of listing `list` for `account_id`; anything else is [`MonitorError::BadCursor`].
+    pub fn decode(text: &str, list: &str, account_id: &str) -> Result<Cursor, MonitorError> {
+        let bytes = URL_SAFE_NO_PAD
+            .decode(text.trim())
+            .map_err(|_| MonitorError::BadCursor)?;
+        let cursor: Cursor = serde_json::from_slice(&bytes).map_err(|_| MonitorError::BadCursor)?;
+        let own_partition = format!("EVT#{account_id}#");
+        if cursor.list != list || !cursor.pk.starts_with(&own_partition) {
+            return Err(MonitorError::BadCursor);
+        }
+        Ok(cursor)
+    }
+
+    fn of_item(list: &str, item: &Item) -> Option<Cursor> {
+        let get = |k: &str| item.get(k).and_then(|v| v.as_s().ok()).cloned();
+        Some(Cursor {
+            list: list.to_owned(),
+            list_sort: get("list_sort")?,
+            pk: get("pk")?,
+            sk: get("sk")?,
+        })
+    }
+
+    fn start_key(&self, list_key: &str) -> HashMap<String, AttributeValue> {
+        HashMap::from([
+            ("list_key".to_string(), s(list_key)),
+            ("list_sort".to_string(), s(&self.list_sort)),
+            ("pk".to_string(), s(&self.pk)),
+            ("sk".to_string(), s(&self.sk)),
+        ])
+    }
+}
+
+/// One page of a listing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    /// Pass back to read on; `None` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// What [`list_events`] returns.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EventQuery {
+    /// Only these statuses (empty: all).
+    pub statuses: Vec<EventStatus>,
+    /// Created at or after.
+    pub from: Option<Timestamp>,
+    /// Created before.
+    pub to: Option<Timestamp>,
+    /// Oldest first instead of newest first.
+    pub oldest_first: bool,
+    pub limit: u32,
+    pub cursor: Option<String>,
+}
+
+struct Listing<'a> {
+    list: &'static str,
+    list_key: String,
+    /// `list_sort` bounds: `[lower, upper)`.
+    lower: Option<String>,
+    upper: Option<String>,
+    forward: bool,
+    filter: Option<String>,
+    names: HashMap<String, String>,
+    values: HashMap<String, AttributeValue>,
+    limit: u32,
+    cursor: Option<Cursor>,
+    keep: &'a (dyn Fn(&Item) -> bool + Sync),
+}
+
+/// Reads one page of a listing: index pages until `limit` items passed the filters, the index is
+/// exhausted, or [`MAX_ROUNDS`] pages were read (then the page comes back short, with a cursor).
+async fn listing_page(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    l: Listing<'_>,
+) -> Result<Page<Item>, StoreError> {
+    let mut key_condition = "list_key = :lk".to_string();
+    let mut values = l.values.clone();
+    values.insert(":lk".into(), s(&l.list_key));
+    match (&l.lower, &l.upper) {
+        (Some(lo), Some(hi)) => {
+            key_condition.push_str(" AND list_sort BETWEEN :lo AND :hi");
+            values.insert(":lo".into(), s(lo));
+            values.insert(":hi".into(), s(hi));
+        }
+        (Some(lo), None) => {
+            key_condition.push_str(" AND list_sort >= :lo");
+            values.insert(":lo".into(), s(lo));
+        }
+        (None, Some(hi)) => {
+            key_condition.push_str(" AND list_sort < :hi");
+            values.insert(":hi".into(), s(hi));
+        }
+        (None, None) => {}
+    }
+    let limit = l.limit.max(1) as usize;
+    let mut out: Vec<Item> = Vec::new();
+    let mut start = l.cursor.as_ref().map(|c| c.start_key(&l.list_key));
+    for _ in 0..MAX_ROUNDS {
+        let mut request = dynamo
+            .query()
+            .table_name(table)
+            .index_name(LISTING_INDEX)
+            .key_condition_expression(&key_condition)
+            .scan_index_forward(l.forward)
+            .limit(FETCH)
+            .set_exclusive_start_key(start.take())
+            .set_expression_attribute_values(Some(values.clone()));
+        if let Some(filter) = &l.filter {
+            request = request.filter_expression(filter);
+        }
+        if !l.names.is_empty() {
+            request = request.set_expression_attribute_names(Some(l.names.clone()));
+        }
+        let page = request.send().await.map_err(StoreError::dynamo)?;
+        for item in page.items.unwrap_or_default() {
+            // BETWEEN is inclusive; the upper bound is not (it never equals a stored key).
+            let sort = item.get("list_sort").and_then(|v| v.as_s().ok());
+            if l.upper.as_ref().is_some_and(|hi| sort >= Some(hi)) || !(l.keep)(&item) {
+                continue;
+            }
+            out.push(item);
+            if out.len() == limit {
+                let next = out
+                    .last()
+                    .and_then(|i| Cursor::of_item(l.list, i))
+                    .map(|c| c.encode());
+                return Ok(Page {
+                    items: out,
+                    next_cursor: next,
+                });
+            }
+        }
+        match page.last_evaluated_key {
+            Some(k) => start = Some(k),
+            None => {
+                return Ok(Page {
+                    items: out,
+                    next_cursor: None,
+                })
+            }
+        }
+    }
+    let next = start.and_then(|k| {
+        let get = |name: &str| k.get(name).and_then(|v| v.as_s().ok()).cloned();
+        Some(
+            Cursor {
+                list: l.list.to_owned(),
+                list_sort: get("list_sort")?,
+                pk: get("pk")?,
+                sk: get("sk")?,
+            }
+            .encode(),
+        )
+    });
+    Ok(Page {
+        items: out,
+        next_cursor: next,
+    })
+}
+
+/// An account's events by creation time (see [`EventQuery`]); expired events are never listed.
+pub async fn list_events(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    account_id: &str,
+    q: &EventQuery,
+    now: Timestamp,
+) -> Result<Page<EventItem>, MonitorError> {
+    let cursor = q
+        .cursor
+        .as_deref()
+        .map(|c| Cursor::decode(c, "events", account_id))
+        .transpose()?;
+    let mut names = HashMap::from([("#exp".to_string(), attrs::EXPIRES_AT.to_string())]);
+    let mut values = HashMap::from([(
+        ":now_s".to_string(),
+        AttributeValue::N(now.seconds().to_string()),
+    )]);
+    let mut filter = "(attribute_not_exists(#exp) OR #exp > :now_s)".to_string();
+    if !q.statuses.is_empty() {
+        names.insert("#es".into(), attrs::EVENT_STATUS.into());
+        let placeholders: Vec<String> = q
+            .statuses
+            .iter()
+            .enumerate()
+            .map(|(i, st)| {
+                let p = format!(":st{i}");
+                values.insert(p.clone(), s(st.as_str()));
+                p
+            })
+            .collect();
+        filter = format!("{filter} AND #es IN ({})", placeholders.join(", "));
+    }
+    let keep = move |item: &Item| {
+        item.get("kind")
+            .and_then(|v| v.as_s().ok())
+            .map(String::as_str)
+            == Some("event")
+            && EventItem::from_item(item.clone()).is_ok_and(|e| e.visible(now))
+    };
+    let page = listing_page(
+        dynamo,
+        table,
+        Listing {
+            list: "events",
+            list_key: events_list_key(account_id),
+            lower: q.from.map(|t| keys::time_sort(t, "")),
+            upper: q.to.map(|t| keys::time_sort(t, "")),
+            forward: q.oldest_first,
+            filter: Some(filter),
+            names,
+            values,
+            limit: q.limit,
+            cursor,
+            keep: &keep,
+        },
+    )
+    .await?;
+    Ok(Page {
+        items: page
+            .items
+            .into_iter()
+            .map(EventItem::from_item)
+            .collect::<Result<_, _>>()?,
+        next_cursor: page.next_cursor,
+    })
+}
+
+/// One of the account's events with its deliveries (in subscription order); `None` when there is
+/// no such event in the account or it has expired.
+pub async fn event_with_deliveries(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    account_id: &str,
+    change_id: &str,
+    now: Timestamp,
+) -> Result<Option<(EventItem, Vec<DeliveryItem>)>, MonitorError> {
+    let partition = read_partition(dynamo, table, &keys::event_pk(account_id, change_id)).await?;
+    match partition.event {
+        Some(event) if event.record.account_id == account_id && event.visible(now) => {
+            let deliveries = partition
+                .deliveries
+                .into_iter()
+                .filter(|d| d.visible(now))
+                .collect();
+            Ok(Some((event, deliveries)))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The account's `dead` and `failed` deliveries, newest first.
+pub async fn attention_deliveries(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    account_id: &str,
+    limit: u32,
+    cursor: Option<&str>,
+    now: Timestamp,
+) -> Result<Page<DeliveryItem>, MonitorError> {
+    let cursor = cursor
+        .map(|c| Cursor::decode(c, "attention", account_id))
+        .transpose()?;
+    let names = HashMap::from([
+        ("#st".to_string(), "status".to_string()),
+        ("#exp".to_string(), attrs::EXPIRES_AT.to_string()),
+    ]);
+    let values = HashMap::from([
+        (":dead".to_string(), s(DeliveryStatus::Dead.as_str())),
+        (":failed".to_string(), s(DeliveryStatus::Failed.as_str())),
+        (
+            ":now_s".to_string(),
+            AttributeValue::N(now.seconds().to_string()),
+        ),
+    ]);
+    let keep = move |item: &Item| {
+        item.get("kind")
+            .and_then(|v| v.as_s().ok())
+            .map(String::as_str)
+            == Some("delivery")
+            && DeliveryItem::from_item(item.clone()).is_ok_and(|d| {
+                d.visible(now)
+                    && matches!(
+                        d.record.status,
+                        DeliveryStatus::Dead | DeliveryStatus::Failed
+                    )
+            })
+    };
+    let page = listing_page(
+        dynamo,
+        table,
+        Listing {
+            list: "attention",
+            list_key: attention_list_key(account_id),
+            lower: None,
+            upper: None,
+            forward: false,
+            filter: Some(
+                "#st IN (:dead, :failed) AND (attribute_not_exists(#exp) OR #exp > :now_s)"
+                    .to_string(),
+            ),
+            names,
+            values,
+            limit,
+            cursor,
+            keep: &keep,
+        },
+    )
+    .await?;
+    Ok(Page {
+        items: page
+            .items
+            .into_iter()
+            .map(DeliveryItem::from_item)
+            .collect::<Result<_, _>>()?,
+        next_cursor: page.next_cursor,
+    })
+}
+
+/// The account's paused subscriptions (one partition query; an account has few subscriptions).
+pub async fn paused_subscriptions(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    account_id: &str,
+) -> Result<Vec<Subscription>, MonitorError> {
+    let mut out = Vec::new();
+    let mut start = None;
+    loop {
+        let page = dynamo
+            .query()
+            .table_name(table)
+            .key_condition_expression("pk = :pk AND begins_with(sk, :p)")
+            .filter_expression("#st = :paused")
+            .expression_attribute_names("#st", "status")
+            .expression_attribute_values(":pk", s(account_pk(account_id)))
+            .expression_attribute_values(":p", s(SUBSCRIPTION_PREFIX))
+            .expression_attribute_values(":paused", s(SubscriptionStatus::Paused.to_string()))
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(StoreError::dynamo)?;
+        for item in page.items.unwrap_or_default() {
+            out.push(from_item::<Subscription>(item)?);
+        }
+        match page.last_evaluated_key {
+            Some(k) => start = Some(k),
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
+/// An event as the monitor shows it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct EventSummary {
+    /// The change id.
+    pub id: String,
+    pub account_id: String,
+    pub record_type: String,
+    pub record_id: String,
+    pub event_code: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warehouse: Option<String>,
+    pub event_status: EventStatus,
+    /// The seed's "When" of the last move (`null` while `new`).
+    pub status_reason: Option<&'static str>,
+    pub internal_status: InternalStatus,
+    /// Subscribers that took the event at ingest.
+    pub subscribers: u32,
+    pub occurred_at: String,
+    pub created_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_changed_at: Option<String>,
+    /// When it became final (sent, failed, skipped).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finalized_at: Option<String>,
+    /// When retention deletes it (final events only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+}
+
+impl EventSummary {
+    pub fn new(e: &EventItem, status_trigger: Option<EventTrigger>) -> Self {
+        let r = &e.record;
+        EventSummary {
+            id: r.change_id.clone(),
+            account_id: r.account_id.clone(),
+            record_type: r.record_type.clone(),
+            record_id: r.record_id.clone(),
+            event_code: r.event_code.clone(),
+            warehouse: r.warehouse.clone(),
+            event_status: r.event_status,
+            status_reason: status_trigger.map(Trigger::seed_text),
+            internal_status: r.internal_status,
+            subscribers: r.subscribers,
+            occurred_at: r.occurred_at.to_rfc3339(),
+            created_at: r.created_at.to_rfc3339(),
+            status_changed_at: e.status_changed_at.map(Timestamp::to_rfc3339),
+            finalized_at: e.finalized_at.map(Timestamp::to_rfc3339),
+            expires_at: e
+                .expires_at
+                .map(|secs| super::retention::ttl_instant(secs).to_rfc3339()),
+        }
+    }
+}
+
+impl From<&EventItem> for EventSummary {
+    fn from(e: &EventItem) -> Self {
+        EventSummary::new(e, e.status_trigger)
+    }
+}
+
+/// One line of the delivery log (seed 004's columns, with seed 000's status beside them).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DeliveryLogEntry {
+    pub delivery_id: String,
+    pub change_id: String,
+    pub subscription_id: String,
+    pub integration_id: String,
+    /// The subscriber's delivery method (`webhook`, `internal`, `poll`, or an unknown value).
+    pub method: String,
+    /// Seed 000's stored status.
+    pub status: DeliveryStatus,
+    /// Seed 004's word (`pending`, `processing`, `sent`, `failed`); `null` for `skipped_filter`.
+    pub transmit_status: Option<TransmitStatus>,
+    pub attempts: u32,
+    pub last_error: Option<String>,
+    /// The HTTP code of the last webhook answer.
+    pub http_code: Option<u16>,
+    /// When the next try may run (waiting deliveries only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_attempt_at: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivered_at: Option<String>,
+    pub attempt_log: Vec<AttemptView>,
+}
+
+/// One attempt of a delivery's history.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct AttemptView {
+    pub number: u32,
+    pub at: String,
+    pub class: String,
+    pub http_code: Option<u16>,
+    pub duration_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl From<&AttemptRecord> for AttemptView {
+    fn from(a: &AttemptRecord) -> Self {
+        AttemptView {
+            number: a.number,
+            at: a.at.to_rfc3339(),
+            class: a.class.clone(),
+            http_code: a.http_status,
+            duration_ms: a.duration_ms,
+            detail: a.detail.clone(),
+        }
+    }
+}
+
+impl DeliveryLogEntry {
+    pub fn new(d: &DeliveryItem, now: Timestamp) -> Self {
+        let r = &d.record;
+        DeliveryLogEntry {
+            delivery_id: r.delivery_id.clone(),
+            change_id: r.change_id.clone(),
+            subscription_id: r.subscription_id.clone(),
+            integration_id: r.integration_id.clone(),
+            method: r.method.as_str().to_owned(),
+            status: r.status,
+            transmit_status: d.transmit_status(now),
+            attempts: r.attempts,
+            last_error: r.last_error.clone(),
+            http_code: r.last_http_status,
+            next_attempt_at: r
+                .status
+                .is_open()
+                .then_some(r.not_before)
+                .flatten()
+                .map(Timestamp::to_rfc3339),
+            created_at: r.created_at.to_rfc3339(),
+            updated_at: r.updated_at.to_rfc3339(),
+            delivered_at: d.delivered_at.map(Timestamp::to_rfc3339),
+            attempt_log: r.attempt_log.iter().map(AttemptView::from).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_stay_in_their_account_and_listing() {
+        let c = Cursor {
+            list: "events".into(),
+            list_sort: keys::time_sort(Timestamp(5), "c1"),
+            pk: keys::event_pk("a1", "c1"),
+            sk: keys::EVENT_SK.into(),
+        };
+        let text = c.encode();
+        assert_eq!(Cursor::decode(&text, "events", "a1").unwrap(), c);
+        assert!(matches!(
+            Cursor::decode(&text, "events", "a2"),
+            Err(MonitorError::BadCursor)
+        ));
+        assert!(matches!(
+            Cursor::decode(&text, "attention", "a1"),
+            Err(MonitorError::BadCursor)
+        ));
+        for bad in ["", "!!!", "e30", &URL_SAFE_NO_PAD.encode("[1]")] {
+            assert!(Cursor::decode(bad, "events", "a1").is_err(), "{bad}");
+        }
+        // `a1` must not reach into `a10`'s partitions either.
+        let other = Cursor {
+            pk: keys::event_pk("a10", "c1"),
+            ..c
+        };
+        assert!(Cursor::decode(&other.encode(), "events", "a1").is_err());
+    }
+}

@@ -1,0 +1,797 @@
+//! The event status roll-up (seed 004, "Moves"): the decision is the pure
+//! [`roll_up_move`](crate::domain::event::roll_up_move); this module reads its facts from the
+//! event's partition and applies it with the storage condition of [`EVENT_LIFECYCLE`].
+//!
+//! Three ways in, one operation ([`RollUp::roll_up_event`]), safe to run concurrently and again:
+//! * **the pass** ([`RollUp::pass`]): the seed's worker pass — the events that are `new` or
+//!   `partial`, at most [`ROLLUP_BATCH`], oldest first, read from the sparse `rollup` index
+//!   (sixteen shards, merged by creation time);
+//! * **the prompt trigger**: the dispatcher's stream consumer rolls an event up when it is inserted
+//!   and when one of its push deliveries becomes terminal, so the status is current within
+//!   seconds;
+//! * **the walk** ([`RollUp::walk`]): reconciliation walks the whole index, batch after batch of
+//!   at most one pass each, within a time and item budget. Final events leave the index, so a
+//!   walk cut short by its budget resumes where the work is on the next invocation.
+
+use super::attrs;
+use super::items::{DeliveryItem, EventItem, EventPartition};
+use super::retention::ttl_seconds;
+use super::MonitorError;
+use crate::clock::Clock;
+use crate::domain::event::{
+    roll_up_move, DeliveryFacts, EventStatus, EventTrigger, EVENT_LIFECYCLE, ROLLUP_BATCH,
+};
+use crate::domain::lifecycle::{Status, StatusCondition};
+use crate::domain::time::Timestamp;
+use crate::store::expr::{is_condition_failure, n, s, Expr};
+use crate::store::keys::{self, SHARDS};
+use crate::store::{Item, StoreError};
+use futures::stream::{self, StreamExt};
+use serde::Serialize;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// How often one roll-up re-reads and re-decides after losing a race before it leaves the event
+/// to the next trigger or pass.
+pub const ROLLUP_ATTEMPTS: usize = 3;
+/// Events rolled up at once within a batch.
+pub const ROLLUP_CONCURRENCY: usize = 16;
+/// Delivery expiry writes in flight at once for one event.
+const EXPIRY_CONCURRENCY: usize = 10;
+/// The name of the sparse index of open events (template.yaml).
+pub const ROLLUP_INDEX: &str = "rollup";
+
+/// What one roll-up of one event came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum RollUpOutcome {
+    /// The event moved (`new → partial`, or to a final status).
+    Moved { from: EventStatus, to: EventStatus },
+    /// `partial → partial`: some non-polling delivery still waits; picked up again next pass.
+    Unchanged { status: EventStatus },
+    /// Final already (another roll-up got there first, or a stale index entry).
+    AlreadyFinal { status: EventStatus },
+    /// Ingest has not written all of the event's deliveries yet; left for the next roll-up.
+    Deferred,
+    /// Lost [`ROLLUP_ATTEMPTS`] races in a row; left for the next trigger or pass.
+    Contended,
+    /// No such event (expired and deleted, or never written).
+    Missing,
+}
+
+/// Counts of a pass or a walk (also the roll-up part of reconciliation's report).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RollUpReport {
+    /// Events looked at.
+    pub examined: u32,
+    pub to_partial: u32,
+    pub to_sent: u32,
+    pub to_failed: u32,
+    pub to_skipped: u32,
+    pub unchanged: u32,
+    pub already_final: u32,
+    pub deferred: u32,
+    pub contended: u32,
+    pub missing: u32,
+    /// Events whose roll-up failed on a storage error (logged; retried by the next pass).
+    pub errors: u32,
+    /// Batches (passes) run.
+    pub batches: u32,
+}
+
+impl RollUpReport {
+    pub fn record(&mut self, outcome: &Result<RollUpOutcome, MonitorError>) {
+        self.examined += 1;
+        match outcome {
+            Ok(RollUpOutcome::Moved { to, .. }) => match to {
+                EventStatus::Partial => self.to_partial += 1,
+                EventStatus::Sent => self.to_sent += 1,
+                EventStatus::Failed => self.to_failed += 1,
+                EventStatus::Skipped => self.to_skipped += 1,
+                EventStatus::New => {}
+            },
+            Ok(RollUpOutcome::Unchanged { .. }) => self.unchanged += 1,
+            Ok(RollUpOutcome::AlreadyFinal { .. }) => self.already_final += 1,
+            Ok(RollUpOutcome::Deferred) => self.deferred += 1,
+            Ok(RollUpOutcome::Contended) => self.contended += 1,
+            Ok(RollUpOutcome::Missing) => self.missing += 1,
+            Err(_) => self.errors += 1,
+        }
+    }
+
+    /// Events that became final.
+    pub fn finalized(&self) -> u32 {
+        self.to_sent + self.to_failed + self.to_skipped
+    }
+
+    /// Status writes made.
+    pub fn moved(&self) -> u32 {
+        self.to_partial + self.finalized()
+    }
+
+    pub fn add(&mut self, other: &RollUpReport) {
+        self.examined += other.examined;
+        self.to_partial += other.to_partial;
+        self.to_sent += other.to_sent;
+        self.to_failed += other.to_failed;
+        self.to_skipped += other.to_skipped;
+        self.unchanged += other.unchanged;
+        self.already_final += other.already_final;
+        self.deferred += other.deferred;
+        self.contended += other.contended;
+        self.missing += other.missing;
+        self.errors += other.errors;
+        self.batches += other.batches;
+    }
+}
+
+/// The result of a bounded walk of the index.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct WalkReport {
+    pub rollup: RollUpReport,
+    /// The budget ran out before the walk reached the end of the index: run again.
+    pub more: bool,
+}
+
+/// The roll-up service.
+#[derive(Clone)]
+pub struct RollUp {
+    dynamo: aws_sdk_dynamodb::Client,
+    table: String,
+    clock: Arc<dyn Clock>,
+}
+
+impl RollUp {
+    pub fn new(dynamo: aws_sdk_dynamodb::Client, table: String, clock: Arc<dyn Clock>) -> Self {
+        RollUp {
+            dynamo,
+            table,
+            clock,
+        }
+    }
+
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    pub fn dynamo(&self) -> &aws_sdk_dynamodb::Client {
+        &self.dynamo
+    }
+
+    /// One pass of the seed's worker: the [`ROLLUP_BATCH`] oldest events that are `new` or
+    /// `partial`, each moved per the seed's table.
+    pub async fn pass(&self) -> Result<RollUpReport, MonitorError> {
+        let mut walk = IndexWalk::new();
+        let batch = walk.next_batch(self, ROLLUP_BATCH).await?;
+        Ok(self.roll_up_batch(&batch).await)
+    }
+
+    /// Walks the index from its oldest entry, one pass-sized batch at a time, until the walk has
+    /// seen every entry, `max_events` events were looked at, or `deadline` passed. Events that
+    /// stay `partial` are behind the walk's position and are not looked at twice in one walk.
+    pub async fn walk(
+        &self,
+        max_events: usize,
+        deadline: Instant,
+    ) -> Result<WalkReport, MonitorError> {
+        let mut walk = IndexWalk::new();
+        let mut report = RollUpReport::default();
+        loop {
+            let remaining = max_events.saturating_sub(report.examined as usize);
+            if walk.finished() {
+                return Ok(WalkReport {
+                    rollup: report,
+                    more: false,
+                });
+            }
+            if remaining == 0 || Instant::now() >= deadline {
+                return Ok(WalkReport {
+                    rollup: report,
+                    more: true,
+                });
+            }
+            let batch = walk.next_batch(self, remaining.min(ROLLUP_BATCH)).await?;
+            if batch.is_empty() {
+                continue;
+            }
+            report.add(&self.roll_up_batch(&batch).await);
+        }
+    }
+
+    /// Rolls up the events of one batch concurrently. Storage errors are counted and logged, not
+    /// returned: one event's failure does not hold up the others.
+    pub async fn roll_up_batch(&self, batch: &[IndexEntry]) -> RollUpReport {
+        let pks: Vec<String> = batch.iter().map(|e| e.pk.clone()).collect();
+        let outcomes: Vec<Result<RollUpOutcome, MonitorError>> = stream::iter(pks)
+            .map(|pk| {
+                let this = self.clone();
+                async move { this.roll_up_pk(&pk).await }
+            })
+            .buffered(ROLLUP_CONCURRENCY)
+            .collect()
+            .await;
+        let mut report = RollUpReport {
+            batches: 1,
+            ..RollUpReport::default()
+        };
+        for (entry, outcome) in batch.iter().zip(&outcomes) {
+            if let Err(e) = outcome {
+                tracing::error!(pk = %entry.pk, error = %e, "event roll-up failed; the next pass retries it");
+            }
+        }
+        for outcome in &outcomes {
+            report.record(outcome);
+        }
+        report
+    }
+
+    /// Rolls up one event.
+    pub async fn roll_up_event(
+        &self,
+        account_id: &str,
+        change_id: &str,
+    ) -> Result<RollUpOutcome, MonitorError> {
+        self.roll_up_pk(&keys::event_pk(account_id, change_id))
+            .await
+    }
+
+    /// Rolls up the event of partition `pk` (`EVT#{account}#{change}`).
+    pub async fn roll_up_pk(&self, pk: &str) -> Result<RollUpOutcome, MonitorError> {
+        for _ in 0..ROLLUP_ATTEMPTS {
+            let partition = read_partition(&self.dynamo, &self.table, pk).await?;
+            let Some(event) = partition.event else {
+                return Ok(RollUpOutcome::Missing);
+            };
+            let now = self.clock.now();
+            let from = event.status();
+            if from.is_final() {
+                if event.on_rollup_index {
+                    // Only an outside write can leave a final event on the index; without this
+                    // every pass would look at it again forever.
+                    self.leave_index(pk, from).await?;
+                }
+                return Ok(RollUpOutcome::AlreadyFinal { status: from });
+            }
+            let facts: Vec<DeliveryFacts> = partition
+                .deliveries
+                .iter()
+                .filter_map(|d| d.facts(now))
+                .collect();
+            if (facts.len() as u64) < u64::from(event.record.subscribers) {
+                return Ok(RollUpOutcome::Deferred);
+            }
+            let Some((trigger, to)) = roll_up_move(from, !facts.is_empty(), &facts) else {
+                return Ok(RollUpOutcome::AlreadyFinal { status: from });
+            };
+            // Deliveries share their event's retention: set before the event's final write (a
+            // crash in between leaves the event open and the next roll-up repeats it), removed
+            // again while the event is open (reopened, or a decision that lost a race).
+            let ttl = ttl_seconds(to, now);
+            self.set_delivery_expiry(pk, &partition.deliveries, ttl)
+                .await?;
+            if to == from {
+                return Ok(RollUpOutcome::Unchanged { status: from });
+            }
+            if self.write_status(pk, &event, trigger, to, now).await? {
+                tracing::info!(pk, %from, %to, trigger = ?trigger, "event status rolled up");
+                return Ok(RollUpOutcome::Moved { from, to });
+            }
+        }
+        Ok(RollUpOutcome::Contended)
+    }
+
+    /// The status write: conditional on the stored status still being `from` (the table row of
+    /// `from → to` by `trigger`) and on no operator reopen since the event was read.
+    async fn write_status(
+        &self,
+        pk: &str,
+        event: &EventItem,
+        trigger: EventTrigger,
+        to: EventStatus,
+        now: Timestamp,
+    ) -> Result<bool, MonitorError> {
+        let condition = EVENT_LIFECYCLE.expect(event.status(), trigger, to)?;
+        let mut e = Expr::new()
+            .value(":to", s(to.as_str()))
+            .value(":now", n(now.millis()))
+            .value(":trigger", s(trigger_name(trigger)));
+        let status_condition = event_status_condition(&mut e, &condition);
+        let mut set = vec![
+            "#es = :to".to_string(),
+            format!("{} = :now", attrs::STATUS_CHANGED_AT),
+            "status_trigger = :trigger".to_string(),
+        ];
+        let mut remove: Vec<&str> = Vec::new();
+        if let Some(ttl) = ttl_seconds(to, now) {
+            e = e.value(":ttl", n(ttl));
+            set.push(format!("{} = :now", attrs::FINALIZED_AT));
+            set.push(format!("{} = :ttl", attrs::EXPIRES_AT));
+            remove.extend([attrs::ROLLUP_SHARD, attrs::ROLLUP_AT]);
+        }
+        let fence = match event.reopens {
+            Some(r) => {
+                e = e.value(":reopens", n(r));
+                format!("{} = :reopens", attrs::REOPENS)
+            }
+            None => format!("attribute_not_exists({})", attrs::REOPENS),
+        };
+        let mut expression = format!("SET {}", set.join(", "));
+        if !remove.is_empty() {
+            expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
+        }
+        let result = self
+            .dynamo
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .key("sk", s(keys::EVENT_SK))
+            .update_expression(expression)
+            .condition_expression(format!("({status_condition}) AND {fence}"))
+            .set_expression_attribute_names(e.names_opt())
+            .set_expression_attribute_values(e.values_opt())
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(err) if is_condition_failure(&err) => Ok(false),
+            Err(err) => Err(StoreError::dynamo(err).into()),
+        }
+    }
+
+    async fn leave_index(&self, pk: &str, status: EventStatus) -> Result<(), MonitorError> {
+        let result = self
+            .dynamo
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .key("sk", s(keys::EVENT_SK))
+            .update_expression(format!(
+                "REMOVE {}, {}",
+                attrs::ROLLUP_SHARD,
+                attrs::ROLLUP_AT
+            ))
+            .condition_expression("#es = :status")
+            .expression_attribute_names("#es", attrs::EVENT_STATUS)
+            .expression_attribute_values(":status", s(status.as_str()))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(err) if is_condition_failure(&err) => Ok(()),
+            Err(err) => Err(StoreError::dynamo(err).into()),
+        }
+    }
+
+    async fn set_delivery_expiry(
+        &self,
+        pk: &str,
+        deliveries: &[DeliveryItem],
+        ttl: Option<i64>,
+    ) -> Result<(), MonitorError> {
+        set_delivery_expiry(&self.dynamo, &self.table, pk, deliveries, ttl).await
+    }
+}
+
+/// The trigger's stored name (`status_trigger`, written next to every status move).
+fn trigger_name(trigger: EventTrigger) -> String {
+    serde_json::to_value(trigger)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| format!("{trigger:?}"))
+}
+
+/// Adds a lifecycle condition to `e`, aimed at the event's `event_status` attribute (the
+/// lifecycle's conditions name the generic `status`), and returns its expression text.
+fn event_status_condition(e: &mut Expr, condition: &StatusCondition) -> String {
+    e.names.insert("#es".into(), attrs::EVENT_STATUS.into());
+    for (placeholder, value) in &condition.values {
+        e.values.insert(placeholder.clone(), s(value));
+    }
+    let mut text = condition.expression.clone();
+    for (placeholder, _) in &condition.names {
+        text = text.replace(placeholder.as_str(), "#es");
+    }
+    text
+}
+
+/// Reads one event partition (consistent): the event and its deliveries.
+pub async fn read_partition(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    pk: &str,
+) -> Result<EventPartition, StoreError> {
+    let mut items: Vec<Item> = Vec::new();
+    let mut start = None;
+    loop {
+        let page = dynamo
+            .query()
+            .table_name(table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", s(pk))
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(StoreError::dynamo)?;
+        items.extend(page.items.unwrap_or_default());
+        match page.last_evaluated_key {
+            Some(k) => start = Some(k),
+            None => break,
+        }
+    }
+    EventPartition::from_items(items)
+}
+
+/// Sets (`Some`) the TTL of every delivery of partition `pk` that would otherwise expire before
+/// its event, or removes (`None`) every delivery's TTL. Deliveries that vanished in the meantime are not recreated.
+async fn set_delivery_expiry(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    pk: &str,
+    deliveries: &[DeliveryItem],
+    ttl: Option<i64>,
+) -> Result<(), MonitorError> {
+    // Owned items only: the futures must be `Send` for any caller (axum handlers included),
+    // which closures over borrowed items cannot promise.
+    // A push delivery stamped its own (longer) expiry when it ended: only deliveries that would
+    // vanish before their event (poll and filtered ones, or none at all) are written.
+    let todo: Vec<String> = deliveries
+        .iter()
+        .filter(|d| match ttl {
+            Some(ttl) => d.expires_at.is_none_or(|own| own < ttl),
+            None => d.expires_at.is_some(),
+        })
+        .map(|d| keys::delivery_sk(&d.record.subscription_id))
+        .collect();
+    let results: Vec<Result<(), StoreError>> = stream::iter(todo)
+        .map(|sk| {
+            let mut request = dynamo
+                .update_item()
+                .table_name(table)
+                .key("pk", s(pk))
+                .key("sk", s(sk))
+                .condition_expression("attribute_exists(pk)");
+            request = match ttl {
+                Some(ttl) => request
+                    .update_expression(format!("SET {} = :ttl", attrs::EXPIRES_AT))
+                    .expression_attribute_values(":ttl", n(ttl)),
+                None => request.update_expression(format!("REMOVE {}", attrs::EXPIRES_AT)),
+            };
+            async move {
+                match request.send().await {
+                    Ok(_) => Ok(()),
+                    Err(e) if is_condition_failure(&e) => Ok(()),
+                    Err(e) => Err(StoreError::dynamo(e)),
+                }
+            }
+        })
+        .buffer_unordered(EXPIRY_CONCURRENCY)
+        .collect()
+        .await;
+    results.into_iter().collect::<Result<(), _>>()?;
+    Ok(())
+}
+
+/// What [`reopen_event`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum ReopenOutcome {
+    /// `sent | failed → partial`, back on the roll-up index, retention expiry removed.
+    Reopened {
+        from: EventStatus,
+    },
+    /// The event was still `new` or `partial`: its reopen counter moved on, so any roll-up decided
+    /// before the restart cannot land.
+    AlreadyOpen {
+        status: EventStatus,
+    },
+    /// `skipped` is never reopened: no subscriber took the event, so nothing can be retried.
+    NotReopenable {
+        status: EventStatus,
+    },
+    Missing,
+}
+
+/// Operator retry and window replay (seed 000; this project's deviation from 004): reopens a final
+/// event so the roll-up settles it again. **Call it after the delivery restart is written**: a
+/// roll-up that read the deliveries before the restart then fails on the reopen counter, and one
+/// that reads after it sees the delivery waiting.
+///
+/// `sent | failed → partial` is written with the condition of [`EVENT_LIFECYCLE`]'s deviation rows
+/// (`EventTrigger::OperatorRestartReopens`); the event goes back on the `rollup` index and loses
+/// its expiry, as do its deliveries. Safe to repeat.
+pub async fn reopen_event(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    account_id: &str,
+    change_id: &str,
+    now: Timestamp,
+) -> Result<ReopenOutcome, MonitorError> {
+    let pk = keys::event_pk(account_id, change_id);
+    for _ in 0..ROLLUP_ATTEMPTS {
+        let partition = read_partition(dynamo, table, &pk).await?;
+        let Some(event) = partition.event else {
+            return Ok(ReopenOutcome::Missing);
+        };
+        let status = event.status();
+        let written = match status {
+            EventStatus::Skipped => return Ok(ReopenOutcome::NotReopenable { status }),
+            EventStatus::Sent | EventStatus::Failed => {
+                let trigger = EventTrigger::OperatorRestartReopens;
+                let condition = EVENT_LIFECYCLE.expect(status, trigger, EventStatus::Partial)?;
+                let mut e = Expr::new()
+                    .value(":partial", s(EventStatus::Partial.as_str()))
+                    .value(":now", n(now.millis()))
+                    .value(":trigger", s(trigger_name(trigger)))
+                    .value(":shard", s(keys::shard_of(&pk)))
+                    .value(":at", n(event.record.created_at.millis()))
+                    .value(":one", n(1));
+                let status_condition = event_status_condition(&mut e, &condition);
+                let request = dynamo
+                    .update_item()
+                    .table_name(table)
+                    .key("pk", s(&pk))
+                    .key("sk", s(keys::EVENT_SK))
+                    .update_expression(format!(
+                        "SET #es = :partial, {changed} = :now, status_trigger = :trigger, \
+                         {shard} = :shard, {at} = :at \
+                         REMOVE {expires}, {finalized} ADD {reopens} :one",
+                        changed = attrs::STATUS_CHANGED_AT,
+                        shard = attrs::ROLLUP_SHARD,
+                        at = attrs::ROLLUP_AT,
+                        expires = attrs::EXPIRES_AT,
+                        finalized = attrs::FINALIZED_AT,
+                        reopens = attrs::REOPENS,
+                    ))
+                    .condition_expression(status_condition)
+                    .set_expression_attribute_names(e.names_opt())
+                    .set_expression_attribute_values(e.values_opt());
+                match request.send().await {
+                    Ok(_) => true,
+                    Err(err) if is_condition_failure(&err) => false,
+                    Err(err) => return Err(StoreError::dynamo(err).into()),
+                }
+            }
+            EventStatus::New | EventStatus::Partial => {
+                // Not a status move: a fence against roll-ups decided before the restart.
+                let e = Expr::new()
+                    .name("#es", attrs::EVENT_STATUS)
+                    .value(":status", s(status.as_str()))
+                    .value(":one", n(1))
+                    .value(":shard", s(keys::shard_of(&pk)))
+                    .value(":at", n(event.record.created_at.millis()));
+                let request = dynamo
+                    .update_item()
+                    .table_name(table)
+                    .key("pk", s(&pk))
+                    .key("sk", s(keys::EVENT_SK))
+                    .update_expression(format!(
+                        "SET {shard} = if_not_exists({shard}, :shard), {at} = if_not_exists({at}, :at) \
+                         REMOVE {expires}, {finalized} ADD {reopens} :one",
+                        shard = attrs::ROLLUP_SHARD,
+                        at = attrs::ROLLUP_AT,
+                        expires = attrs::EXPIRES_AT,
+                        finalized = attrs::FINALIZED_AT,
+                        reopens = attrs::REOPENS,
+                    ))
+                    .condition_expression("#es = :status")
+                    .set_expression_attribute_names(e.names_opt())
+                    .set_expression_attribute_values(e.values_opt());
+                match request.send().await {
+                    Ok(_) => true,
+                    Err(err) if is_condition_failure(&err) => false,
+                    Err(err) => return Err(StoreError::dynamo(err).into()),
+                }
+            }
+        };
+        if written {
+            set_delivery_expiry(dynamo, table, &pk, &partition.deliveries, None).await?;
+            tracing::info!(pk, from = %status, "event reopened by an operator restart");
+            return Ok(match status {
+                EventStatus::Sent | EventStatus::Failed => ReopenOutcome::Reopened { from: status },
+                _ => ReopenOutcome::AlreadyOpen { status },
+            });
+        }
+    }
+    Err(MonitorError::Store(StoreError::Dynamo(format!(
+        "reopening {pk}: the event kept changing under {ROLLUP_ATTEMPTS} attempts"
+    ))))
+}
+
+/// One entry of the `rollup` index: an open event by creation time.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct IndexEntry {
+    pub rollup_at: i64,
+    pub pk: String,
+}
+
+struct ShardCursor {
+    shard: String,
+    buffer: VecDeque<IndexEntry>,
+    start: Option<HashMap<String, aws_sdk_dynamodb::types::AttributeValue>>,
+    exhausted: bool,
+}
+
+impl ShardCursor {
+    async fn fill(&mut self, rollup: &RollUp) -> Result<(), StoreError> {
+        let page = rollup
+            .dynamo
+            .query()
+            .table_name(&rollup.table)
+            .index_name(ROLLUP_INDEX)
+            .key_condition_expression("#shard = :shard")
+            .expression_attribute_names("#shard", attrs::ROLLUP_SHARD)
+            .expression_attribute_values(":shard", s(&self.shard))
+            .limit(ROLLUP_BATCH as i32)
+            .set_exclusive_start_key(self.start.take())
+            .send()
+            .await
+            .map_err(StoreError::dynamo)?;
+        for item in page.items.unwrap_or_default() {
+            let pk = item.get("pk").and_then(|v| v.as_s().ok()).cloned();
+            let at = item
+                .get(attrs::ROLLUP_AT)
+                .and_then(|v| v.as_n().ok())
+                .and_then(|v| v.parse::<i64>().ok());
+            if let (Some(pk), Some(rollup_at)) = (pk, at) {
+                self.buffer.push_back(IndexEntry { rollup_at, pk });
+            }
+        }
+        match page.last_evaluated_key {
+            Some(k) => self.start = Some(k),
+            None => self.exhausted = true,
+        }
+        Ok(())
+    }
+}
+
+/// A walk of the `rollup` index in creation order across all shards: each shard is read in
+/// pages of [`ROLLUP_BATCH`] from where it stopped, and batches are merged oldest first, so each
+/// batch holds exactly the oldest entries the walk has not handed out yet.
+pub struct IndexWalk {
+    shards: Vec<ShardCursor>,
+}
+
+impl Default for IndexWalk {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl IndexWalk {
+    pub fn new() -> Self {
+        IndexWalk {
+            shards: (0..SHARDS)
+                .map(|i| ShardCursor {
+                    shard: i.to_string(),
+                    buffer: VecDeque::new(),
+                    start: None,
+                    exhausted: false,
+                })
+                .collect(),
+        }
+    }
+
+    /// Every entry has been handed out.
+    pub fn finished(&self) -> bool {
+        self.shards
+            .iter()
+            .all(|c| c.exhausted && c.buffer.is_empty())
+    }
+
+    /// The next (at most) `max` oldest entries.
+    pub async fn next_batch(
+        &mut self,
+        rollup: &RollUp,
+        max: usize,
+    ) -> Result<Vec<IndexEntry>, StoreError> {
+        let mut out = Vec::with_capacity(max);
+        while out.len() < max {
+            // A shard whose buffer ran dry must be read on before the merge can pick safely.
+            let fills = self
+                .shards
+                .iter_mut()
+                .filter(|c| c.buffer.is_empty() && !c.exhausted)
+                .map(|c| c.fill(rollup));
+            for r in futures::future::join_all(fills).await {
+                r?;
+            }
+            let next = self
+                .shards
+                .iter_mut()
+                .filter(|c| !c.buffer.is_empty())
+                .min_by(|a, b| a.buffer.front().cmp(&b.buffer.front()));
+            match next.and_then(|c| c.buffer.pop_front()) {
+                Some(entry) => out.push(entry),
+                None => {
+                    if self.finished() {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conditions_aim_at_event_status() {
+        let c = EVENT_LIFECYCLE
+            .expect(
+                EventStatus::Partial,
+                EventTrigger::NothingWaitsNoneFailed,
+                EventStatus::Sent,
+            )
+            .unwrap();
+        let mut e = Expr::new();
+        let text = event_status_condition(&mut e, &c);
+        assert_eq!(text, "#es IN (:status_from_0)");
+        assert_eq!(e.names["#es"], "event_status");
+        assert_eq!(e.values[":status_from_0"], s("partial"));
+        assert!(!e.names.contains_key("#status"));
+        let reopen = EVENT_LIFECYCLE
+            .condition(EventTrigger::OperatorRestartReopens, EventStatus::Partial)
+            .unwrap();
+        assert_eq!(reopen.allowed(), vec!["sent", "failed"]);
+    }
+
+    #[test]
+    fn triggers_are_stored_by_their_serde_name() {
+        assert_eq!(
+            trigger_name(EventTrigger::NothingWaitsSomeFailed),
+            "nothing_waits_some_failed"
+        );
+    }
+
+    #[test]
+    fn reports_count_outcomes() {
+        let mut r = RollUpReport::default();
+        r.record(&Ok(RollUpOutcome::Moved {
+            from: EventStatus::New,
+            to: EventStatus::Sent,
+        }));
+        r.record(&Ok(RollUpOutcome::Moved {
+            from: EventStatus::New,
+            to: EventStatus::Partial,
+        }));
+        r.record(&Ok(RollUpOutcome::Unchanged {
+            status: EventStatus::Partial,
+        }));
+        r.record(&Err(MonitorError::BadCursor));
+        assert_eq!(
+            (r.examined, r.finalized(), r.moved(), r.unchanged, r.errors),
+            (4, 1, 2, 1, 1)
+        );
+        let mut total = RollUpReport::default();
+        total.add(&r);
+        total.add(&r);
+        assert_eq!(total.examined, 8);
+        assert_eq!(EventStatus::parse("sent"), Some(EventStatus::Sent));
+    }
+
+    #[test]
+    fn index_entries_sort_oldest_first_then_by_key() {
+        let mut v = [
+            IndexEntry {
+                rollup_at: 5,
+                pk: "b".into(),
+            },
+            IndexEntry {
+                rollup_at: 3,
+                pk: "z".into(),
+            },
+            IndexEntry {
+                rollup_at: 5,
+                pk: "a".into(),
+            },
+        ];
+        v.sort();
+        let order: Vec<_> = v.iter().map(|e| (e.rollup_at, e.pk.as_str())).collect();
+        assert_eq!(order, [(3, "z"), (5, "a"), (5, "b")]);
+    }
+}

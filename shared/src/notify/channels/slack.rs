@@ -1,0 +1,261 @@
+//! The Slack channel: an incoming-webhook POST of `{"text": …}`. A 2xx means the message is in the
+//! channel, so the adapter confirms delivery at once.
+//!
+//! | Slack answer                                     | answer |
+//! |--------------------------------------------------|--------|
+//! | 2xx                                              | `Accepted` (confirmed); reference `x-slack-req-id`, else the dispatch id |
+//! | 429 (rate limited)                               | `Retryable` with the `Retry-After` delay |
+//! | 408, 5xx, timeouts, connection failures          | `Retryable` (503's `Retry-After` honoured too) |
+//! | 403 `action_prohibited`, 404 `channel_not_found` / `no_service`, 410 `channel_is_archived` | `Unavailable`: the webhook no longer reaches a channel |
+//! | other 4xx (`invalid_payload`, `no_text`, …), 1xx, 3xx | `Permanent` |
+//! | no webhook URL, a URL the SSRF guard refuses, or (in AWS) a host other than `hooks.slack.com` | `Unavailable`: the channel is not configured |
+//!
+//! SSRF: the URL is checked before the call and every resolved address again at connect time
+//! (the pattern of [`crate::worker::webhook`]); redirects are not followed, no proxy is used.
+
+use super::{ChannelAdapter, ChannelAnswer, OutgoingMessage};
+use crate::domain::classify::parse_retry_after;
+use crate::domain::ssrf::{check_resolved, check_url, TargetPolicy};
+use crate::domain::time::Timestamp;
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The only host Slack incoming webhooks live on (enforced unless private targets are allowed).
+pub const SLACK_WEBHOOK_HOST: &str = "hooks.slack.com";
+const USER_AGENT: &str = concat!("Rhythm-Delivery-Notifications/", env!("CARGO_PKG_VERSION"));
+const BODY_LIMIT: usize = 300;
+
+#[derive(Debug, thiserror::Error)]
+#[error("Slack webhook target refused: {0}")]
+struct ForbiddenTarget(String);
+
+/// Drops every resolved address the policy refuses (DNS rebinding cannot reach inside).
+struct GuardedResolver {
+    policy: TargetPolicy,
+}
+
+impl Resolve for GuardedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let policy = self.policy;
+        Box::pin(async move {
+            let host = name.as_str().to_string();
+            let resolved: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let mut refusal = None;
+            let allowed: Vec<SocketAddr> = resolved
+                .into_iter()
+                .filter(|a| match check_resolved(a.ip(), &policy) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        refusal = Some(e.to_string());
+                        false
+                    }
+                })
+                .collect();
+            if allowed.is_empty() {
+                let why = refusal.unwrap_or_else(|| format!("{host} has no address"));
+                return Err(
+                    Box::new(ForbiddenTarget(why)) as Box<dyn std::error::Error + Send + Sync>
+                );
+            }
+            Ok(Box::new(allowed.into_iter()) as Addrs)
+        })
+    }
+}
+
+#[derive(Clone)]
+pub struct SlackAdapter {
+    client: reqwest::Client,
+    policy: TargetPolicy,
+}
+
+impl SlackAdapter {
+    pub fn new(policy: TargetPolicy, timeout: Duration) -> Self {
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(5)))
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .user_agent(USER_AGENT)
+            .dns_resolver(Arc::new(GuardedResolver { policy }))
+            .build()
+            .expect("the Slack client's settings are valid");
+        SlackAdapter { client, policy }
+    }
+}
+
+/// The Slack message for a notice: the subject in bold, then the body.
+pub fn slack_payload(subject: &str, body: &str) -> serde_json::Value {
+    serde_json::json!({ "text": format!("*{subject}*\n{body}") })
+}
+
+/// Classifies a Slack webhook answer (see the module table).
+pub fn classify_slack(
+    status: u16,
+    retry_after: Option<&str>,
+    body: &str,
+    request_id: Option<&str>,
+    dispatch_id: &str,
+    now: Timestamp,
+) -> ChannelAnswer {
+    let body: String = body.chars().take(BODY_LIMIT).collect();
+    let detail = if body.is_empty() {
+        format!("Slack answered {status}")
+    } else {
+        format!("Slack answered {status}: {body}")
+    };
+    match status {
+        200..=299 => ChannelAnswer::Accepted {
+            provider_ref: request_id
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("slack:{dispatch_id}")),
+            confirmed: true,
+        },
+        429 | 503 => ChannelAnswer::Retryable {
+            retry_after: retry_after.and_then(|v| parse_retry_after(v, now)),
+            detail,
+        },
+        408 | 500..=599 => ChannelAnswer::retryable(detail),
+        403 | 404 | 410 => ChannelAnswer::unavailable(detail),
+        _ => ChannelAnswer::permanent(detail),
+    }
+}
+
+#[async_trait::async_trait]
+impl ChannelAdapter for SlackAdapter {
+    fn provider(&self) -> &'static str {
+        "slack"
+    }
+
+    async fn send(&self, message: &OutgoingMessage<'_>, now: Timestamp) -> ChannelAnswer {
+        let Some(address) = message.address else {
+            return ChannelAnswer::unavailable(format!(
+                "recipient {} has no Slack webhook",
+                message.recipient
+            ));
+        };
+        let url = match check_url(address, &self.policy) {
+            Ok(u) => u,
+            Err(e) => return ChannelAnswer::unavailable(format!("Slack webhook URL: {e}")),
+        };
+        if !self.policy.allow_private && url.host_str() != Some(SLACK_WEBHOOK_HOST) {
+            return ChannelAnswer::unavailable(format!(
+                "Slack webhook URL must be on {SLACK_WEBHOOK_HOST}"
+            ));
+        }
+        let request = self
+            .client
+            .post(url)
+            .json(&slack_payload(message.subject, message.body));
+        match request.send().await {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                let header = |name: &str| {
+                    response
+                        .headers()
+                        .get(name)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string)
+                };
+                let retry_after = header("retry-after");
+                let request_id = header("x-slack-req-id");
+                let body = response.text().await.unwrap_or_default();
+                classify_slack(
+                    status,
+                    retry_after.as_deref(),
+                    &body,
+                    request_id.as_deref(),
+                    message.dispatch_id,
+                    now,
+                )
+            }
+            Err(e) => {
+                let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+                while let Some(err) = source {
+                    if let Some(forbidden) = err.downcast_ref::<ForbiddenTarget>() {
+                        return ChannelAnswer::unavailable(forbidden.to_string());
+                    }
+                    source = err.source();
+                }
+                let mut text = e.to_string();
+                let mut source = std::error::Error::source(&e);
+                while let Some(err) = source {
+                    text.push_str(": ");
+                    text.push_str(&err.to_string());
+                    source = err.source();
+                }
+                ChannelAnswer::retryable(format!("Slack call failed: {text}"))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: Timestamp = Timestamp(1_700_000_000_000);
+
+    #[test]
+    fn a_429_is_retryable_carrying_retry_after() {
+        assert_eq!(
+            classify_slack(429, Some("120"), "rate_limited", None, "d", NOW),
+            ChannelAnswer::Retryable {
+                retry_after: Some(Duration::from_secs(120)),
+                detail: "Slack answered 429: rate_limited".into()
+            }
+        );
+        assert!(matches!(
+            classify_slack(429, None, "", None, "d", NOW),
+            ChannelAnswer::Retryable {
+                retry_after: None,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn the_other_answers() {
+        assert_eq!(
+            classify_slack(200, None, "ok", Some("req-1"), "d", NOW),
+            ChannelAnswer::Accepted {
+                provider_ref: "req-1".into(),
+                confirmed: true
+            }
+        );
+        assert_eq!(
+            classify_slack(200, None, "ok", None, "d1", NOW),
+            ChannelAnswer::Accepted {
+                provider_ref: "slack:d1".into(),
+                confirmed: true
+            }
+        );
+        assert!(matches!(
+            classify_slack(500, None, "", None, "d", NOW),
+            ChannelAnswer::Retryable { .. }
+        ));
+        assert!(matches!(
+            classify_slack(404, None, "channel_not_found", None, "d", NOW),
+            ChannelAnswer::Unavailable { .. }
+        ));
+        assert!(matches!(
+            classify_slack(410, None, "channel_is_archived", None, "d", NOW),
+            ChannelAnswer::Unavailable { .. }
+        ));
+        assert!(matches!(
+            classify_slack(400, None, "invalid_payload", None, "d", NOW),
+            ChannelAnswer::Permanent { .. }
+        ));
+        assert!(matches!(
+            classify_slack(302, None, "", None, "d", NOW),
+            ChannelAnswer::Permanent { .. }
+        ));
+        assert_eq!(
+            slack_payload("Paused", "Fix it"),
+            serde_json::json!({"text": "*Paused*\nFix it"})
+        );
+    }
+}

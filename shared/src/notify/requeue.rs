@@ -1,0 +1,92 @@
+//! Operator requeue (seed 001: `failed → queued`, "Only failed deliveries with attempts exhaustion
+//! qualify", "Create fresh dispatch work for a later dispatcher run").
+//!
+//! The delivery goes back to `queued` with a fresh work row (a new dispatch id, whose insertion
+//! publishes a new message; the old message, if it is ever redriven from the dead-letter queue, is
+//! stale and dropped) and nothing else changes: no other delivery, not its recipient, content,
+//! provider fields or history, which gains only the `requeued` event. The failure reason is
+//! cleared because it describes a failure the delivery is no longer in (the history keeps it).
+//!
+//! The write is the separate conditional update the seed asks for: storage accepts it only while
+//! the delivery is still `failed` *and* still `attempts_exhausted`
+//! ([`requeue_condition`]). An ambiguous failure is refused with the reason: the provider may
+//! already have sent it, and sending again could deliver twice.
+
+use super::model::{NotificationDelivery, WorkRow};
+use super::store::{Effects, NotifyStore, WorkEffect};
+use super::NotifyError;
+use crate::domain::notification_delivery::{
+    requeue_allowed, requeue_condition, NotificationStatus as N, NotificationTrigger as NT,
+    RequeueRefused,
+};
+use crate::domain::time::Timestamp;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RequeueError {
+    #[error("delivery not found")]
+    NotFound,
+    #[error(transparent)]
+    Refused(#[from] RequeueRefused),
+    #[error("the delivery changed while it was being requeued; read it again")]
+    Changed,
+    #[error(transparent)]
+    Fault(#[from] NotifyError),
+}
+
+impl From<crate::store::StoreError> for RequeueError {
+    fn from(e: crate::store::StoreError) -> Self {
+        RequeueError::Fault(e.into())
+    }
+}
+
+/// Requeues an exhausted delivery (see the module docs). Returns the queued delivery and its
+/// fresh work row.
+pub async fn requeue(
+    store: &NotifyStore,
+    notice_id: &str,
+    delivery_key: &str,
+    operator: &str,
+    reason: &str,
+    now: Timestamp,
+) -> Result<(NotificationDelivery, WorkRow), RequeueError> {
+    let current = store
+        .delivery(notice_id, delivery_key)
+        .await?
+        .ok_or(RequeueError::NotFound)?;
+    requeue_allowed(current.status, current.failure_reason.as_ref())?;
+    let work = WorkRow::fresh(notice_id, delivery_key, now);
+    let mut next = current.clone();
+    next.status = N::Queued;
+    let failure = next.failure_reason.take();
+    next.failed_at = None;
+    next.not_before = None;
+    next.updated_at = now;
+    next.push_history_detail(
+        format!("requeued:{}", work.dispatch_id),
+        "requeued",
+        now,
+        Some(format!(
+            "by {operator} after {}: {reason}",
+            failure.map(|r| r.to_string()).unwrap_or_default()
+        )),
+    );
+    let written = store
+        .transition_on(
+            &current,
+            next,
+            NT::OperatorRequeue,
+            Effects {
+                work: WorkEffect::Put(work.clone()),
+                provider_ref: None,
+            },
+            Some(requeue_condition()),
+        )
+        .await?;
+    match written {
+        Some(d) => {
+            tracing::info!(notice_id, delivery_key, operator, dispatch_id = %work.dispatch_id, "exhausted notification delivery requeued");
+            Ok((d, work))
+        }
+        None => Err(RequeueError::Changed),
+    }
+}

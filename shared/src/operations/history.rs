@@ -1,0 +1,160 @@
+//! Integration history for operators (seed 002 hop 7's observer): a subscription's deliveries by
+//! status and time (newest change first, on `by_subscription`), and a delivery's attempts.
+
+use super::{decode_list_cursor, encode_list_cursor, Filter, IndexQuery, Ops, OpsError};
+use super::{StoredDelivery, Upper};
+use crate::domain::integration_delivery::DeliveryStatus;
+use crate::domain::time::Timestamp;
+use crate::store::expr::{n, s};
+use crate::store::models::AttemptRecord;
+use std::collections::HashMap;
+
+/// Index pages one listing evaluates before it answers with what it has.
+const MAX_ROUNDS: usize = 10;
+
+/// Which deliveries to list.
+#[derive(Debug, Clone, Default)]
+pub struct DeliveryQuery {
+    /// Any of these statuses (empty: every status).
+    pub statuses: Vec<DeliveryStatus>,
+    /// Changes that occurred at or after `from` …
+    pub from: Option<Timestamp>,
+    /// … and before `to`.
+    pub to: Option<Timestamp>,
+    pub limit: u32,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// One page of a subscription's deliveries, newest change first, and the next page's cursor.
+pub async fn list_deliveries(
+    ops: &Ops<'_>,
+    account_id: &str,
+    subscription_id: &str,
+    query: &DeliveryQuery,
+) -> Result<(Vec<StoredDelivery>, Option<String>), OpsError> {
+    ops.subscription(account_id, subscription_id).await?;
+    let before = match &query.cursor {
+        None => None,
+        Some(c) => Some(
+            decode_list_cursor(c)
+                .filter(|p| crate::domain::pull_cursor::is_change_id(p))
+                .ok_or_else(|| OpsError::invalid("cursor", "is not a cursor of this list"))?,
+        ),
+    };
+    let mut filter = Filter {
+        expression: "#haccount = :haccount".into(),
+        names: HashMap::from([("#haccount".to_string(), "account_id".to_string())]),
+        values: HashMap::from([(":haccount".to_string(), s(account_id))]),
+    };
+    if !query.statuses.is_empty() {
+        let placeholders: Vec<String> = (0..query.statuses.len())
+            .map(|i| format!(":hstatus{i}"))
+            .collect();
+        for (p, status) in placeholders.iter().zip(&query.statuses) {
+            filter.values.insert(p.clone(), s(status.to_string()));
+        }
+        filter
+            .names
+            .insert("#hstatus".to_string(), "status".to_string());
+        filter
+            .expression
+            .push_str(&format!(" AND #hstatus IN ({})", placeholders.join(", ")));
+    }
+    if let Some(from) = query.from {
+        filter.values.insert(":hfrom".into(), n(from.millis()));
+        filter.expression.push_str(" AND occurred_at >= :hfrom");
+    }
+    if let Some(to) = query.to {
+        filter.values.insert(":hto".into(), n(to.millis()));
+        filter.expression.push_str(" AND occurred_at < :hto");
+    }
+    let q = IndexQuery {
+        subscription_id,
+        after: None,
+        upper: before.as_deref().map(Upper::Before),
+        forward: false,
+        filter: Some(filter),
+    };
+    let limit = query.limit as usize;
+    let mut found = Vec::new();
+    let mut start = None;
+    let mut evaluated_to = None;
+    let mut exhausted = false;
+    for _ in 0..MAX_ROUNDS {
+        let page = ops.query_index(&q, start.take(), 100).await?;
+        for item in page.items {
+            found.push(StoredDelivery::from_item(item)?);
+        }
+        evaluated_to = page.last_sort;
+        match page.next_start {
+            Some(next) if found.len() < limit => start = Some(next),
+            Some(_) => break,
+            None => {
+                exhausted = true;
+                break;
+            }
+        }
+    }
+    let truncated = found.len() > limit;
+    found.truncate(limit);
+    let next = if truncated || (!exhausted && found.len() == limit) {
+        found.last().map(|d| d.record.change_id.clone())
+    } else if exhausted {
+        None
+    } else {
+        evaluated_to
+    };
+    Ok((found, next.as_deref().map(encode_list_cursor)))
+}
+
+/// An attempt with the run it belongs to: run 1 is the delivery's first progression, and every
+/// operator restart begins a new run whose attempts are numbered from 1 again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NumberedAttempt<'a> {
+    pub run: u32,
+    pub attempt: &'a AttemptRecord,
+}
+
+/// Numbers the runs of an attempt log (kept in the order attempts were made): a number that does
+/// not go up starts a new run.
+pub fn attempt_runs(log: &[AttemptRecord]) -> Vec<NumberedAttempt<'_>> {
+    let mut run = 0;
+    let mut previous = 0;
+    log.iter()
+        .map(|attempt| {
+            if run == 0 || attempt.number <= previous {
+                run += 1;
+            }
+            previous = attempt.number;
+            NumberedAttempt { run, attempt }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attempt(number: u32) -> AttemptRecord {
+        AttemptRecord {
+            number,
+            at: Timestamp(number as i64),
+            class: "transient".into(),
+            http_status: Some(503),
+            duration_ms: 1,
+            detail: None,
+        }
+    }
+
+    #[test]
+    fn restarts_begin_new_runs() {
+        let log: Vec<AttemptRecord> = [1, 2, 3, 1, 2, 1].into_iter().map(attempt).collect();
+        let runs: Vec<(u32, u32)> = attempt_runs(&log)
+            .iter()
+            .map(|a| (a.run, a.attempt.number))
+            .collect();
+        assert_eq!(runs, [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2), (3, 1)]);
+        assert!(attempt_runs(&[]).is_empty());
+    }
+}

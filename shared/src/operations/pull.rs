@@ -1,0 +1,385 @@
+//! The adapters' pull cursor on DynamoDB (seed 002 hop 6; seed 000 *Advance a pull cursor*).
+//! The rules — what a cursor is, where a read starts, which writes are refused, what a write
+//! covers — are in [`crate::domain::pull_cursor`]; this applies them.
+//!
+//! * **Read**: the subscription's `pending` deliveries in change order on `by_subscription`, from
+//!   the planned lower bound, that were visible at the read's horizon, a page at a time.
+//! * **Write**: first every `pending` delivery the cursor covers becomes `delivered`, each by its
+//!   own conditional write (`status = pending` by `AdvancePullCursor`'s row, written and restarted
+//!   by the horizon, no live worker lease), so a delivery someone else moved since the read is
+//!   never overwritten; then the acknowledged position moves, conditional on the epoch the cursor
+//!   was read in and on not moving backwards. A write cut short (a timeout) is simply repeated:
+//!   covering is idempotent and the position has not moved yet.
+//!
+//! Only `poll` integrations' subscriptions are read this way; a push (webhook or internal)
+//! subscription answers `409 Conflict`: its changes are delivered by the worker, and
+//! acknowledging them through a cursor would mark deliveries delivered that no adapter received.
+
+use super::{build_update, send_update, Filter, IndexQuery, Ops, OpsError, StoredDelivery};
+use super::{StoredSubscription, Upper, WRITE_CONCURRENCY};
+use crate::domain::integration_delivery::{DeliveryStatus, DeliveryTrigger, DELIVERY_LIFECYCLE};
+use crate::domain::pull_cursor::{
+    check_target, check_write, plan_read, CursorError, PullCursor, TargetFacts,
+};
+use crate::domain::time::Timestamp;
+use crate::store::expr::{n, s, Expr};
+use crate::store::keys;
+use futures::stream::{self, StreamExt};
+use std::collections::HashMap;
+
+/// Index pages one read or write evaluates at most per call of the loop.
+const INDEX_PAGE: i32 = 100;
+/// Index pages one read evaluates before it answers with what it has (and `has_more`).
+const MAX_READ_ROUNDS: usize = 10;
+
+impl From<CursorError> for OpsError {
+    fn from(e: CursorError) -> Self {
+        if e.is_conflict() {
+            OpsError::Conflict(format!("cursor {e}"))
+        } else {
+            OpsError::invalid("cursor", e.to_string())
+        }
+    }
+}
+
+/// The subscription an adapter may pull: the integration's own, in its account, of a `poll`
+/// integration. Another account's or another integration's subscription is "not found".
+pub async fn pull_subscription(
+    ops: &Ops<'_>,
+    account_id: &str,
+    integration_id: &str,
+    subscription_id: &str,
+) -> Result<StoredSubscription, OpsError> {
+    let sub = ops.subscription(account_id, subscription_id).await?;
+    if sub.subscription.integration_id != integration_id {
+        return Err(OpsError::NotFound("subscription"));
+    }
+    let integration = ops
+        .integration(account_id, integration_id)
+        .await?
+        .ok_or(OpsError::NotFound("subscription"))?;
+    if !integration.method.is_poll() {
+        return Err(OpsError::Conflict(format!(
+            "this subscription's integration delivers by {} push, not pull: its changes are sent \
+             by the delivery worker and are not read or acknowledged through a cursor",
+            integration.method
+        )));
+    }
+    Ok(sub)
+}
+
+/// One pulled change.
+#[derive(Debug, Clone)]
+pub struct PulledChange {
+    /// Acknowledges this change and everything before it.
+    pub cursor: PullCursor,
+    pub delivery: StoredDelivery,
+}
+
+/// One page of a read.
+#[derive(Debug, Clone)]
+pub struct PullPage {
+    pub changes: Vec<PulledChange>,
+    /// Acknowledges the whole page; also the `cursor` to read the next page from.
+    pub next_cursor: PullCursor,
+    /// More changes may follow: read again from `next_cursor`.
+    pub has_more: bool,
+}
+
+fn pending_filter(account_id: &str, horizon: Option<Timestamp>) -> Filter {
+    let mut f = Filter {
+        expression: "#pstatus = :pending AND #paccount = :paccount".into(),
+        names: HashMap::from([
+            ("#pstatus".to_string(), "status".to_string()),
+            ("#paccount".to_string(), "account_id".to_string()),
+        ]),
+        values: HashMap::from([
+            (
+                ":pending".to_string(),
+                s(DeliveryStatus::Pending.to_string()),
+            ),
+            (":paccount".to_string(), s(account_id)),
+        ]),
+    };
+    if let Some(h) = horizon {
+        f.expression.push_str(
+            " AND created_at <= :horizon AND \
+             (attribute_not_exists(restarted_at) OR restarted_at <= :horizon)",
+        );
+        f.values.insert(":horizon".into(), n(h.millis()));
+    }
+    f
+}
+
+/// Storage facts about the change a cursor names.
+async fn target_facts(
+    ops: &Ops<'_>,
+    sub: &StoredSubscription,
+    change_id: &str,
+) -> Result<TargetFacts, OpsError> {
+    let exists = ops
+        .get_item(
+            &keys::event_pk(&sub.subscription.account_id, change_id),
+            &keys::delivery_sk(sub.id()),
+        )
+        .await?
+        .is_some();
+    let last = if exists {
+        None
+    } else {
+        ops.last_change(sub.id()).await?
+    };
+    Ok(TargetFacts { exists, last })
+}
+
+/// Reads a page of pending changes from the acknowledged position or from `cursor`.
+pub async fn read(
+    ops: &Ops<'_>,
+    sub: &StoredSubscription,
+    cursor: Option<&PullCursor>,
+    limit: u32,
+) -> Result<PullPage, OpsError> {
+    let acknowledged = sub.acknowledged();
+    let plan = plan_read(&acknowledged, cursor, ops.now())?;
+    if let Some(change) = cursor.and_then(|c| c.change_id.as_deref()) {
+        if plan.position.as_deref() == Some(change)
+            && acknowledged.change_id.as_deref() != Some(change)
+        {
+            check_target(change, &target_facts(ops, sub, change).await?)?;
+        }
+    }
+    let filter = pending_filter(&sub.subscription.account_id, Some(plan.horizon()));
+    let q = IndexQuery {
+        subscription_id: sub.id(),
+        after: plan.lower.as_deref(),
+        upper: None,
+        forward: true,
+        filter: Some(filter),
+    };
+    let limit = limit as usize;
+    let mut found: Vec<StoredDelivery> = Vec::new();
+    let mut start = None;
+    let mut evaluated_to: Option<String> = None;
+    let mut exhausted = false;
+    for _ in 0..MAX_READ_ROUNDS {
+        let page = ops.query_index(&q, start.take(), INDEX_PAGE).await?;
+        for item in page.items {
+            found.push(StoredDelivery::from_item(item)?);
+        }
+        evaluated_to = page.last_sort.clone();
+        match page.next_start {
+            Some(next) if found.len() < limit => start = Some(next),
+            Some(_) => break,
+            None => {
+                exhausted = true;
+                break;
+            }
+        }
+    }
+    found.sort_by(|a, b| a.record.change_id.cmp(&b.record.change_id));
+    let truncated = found.len() > limit;
+    found.truncate(limit);
+    let has_more = truncated || !exhausted;
+    let last_shown = found.last().map(|d| d.record.change_id.clone());
+    // A page cut at `limit` continues after its last change. A read that stopped early (rounds
+    // used up) continues after what it evaluated: nothing there was pending and visible except
+    // what it shows.
+    let next_position = if truncated || exhausted {
+        last_shown
+    } else {
+        evaluated_to.or(last_shown)
+    };
+    let changes = found
+        .into_iter()
+        .map(|d| PulledChange {
+            cursor: plan.cursor_at(Some(&d.record.change_id)),
+            delivery: d,
+        })
+        .collect();
+    Ok(PullPage {
+        changes,
+        next_cursor: plan.cursor_at(next_position.as_deref()),
+        has_more,
+    })
+}
+
+/// What a cursor write did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acknowledgement {
+    /// The acknowledged position before and after.
+    pub previous: Option<String>,
+    pub acknowledged: Option<String>,
+    /// Pending deliveries the cursor covered, now `delivered`.
+    pub delivered: u32,
+    /// Pending deliveries in the cursor's range it did not cover: moved by someone else since
+    /// the read (a worker's lease, another status), or not yet visible to the read.
+    pub not_covered: u32,
+}
+
+/// Writes `cursor`: covers, then moves the acknowledged position (see the module docs).
+pub async fn acknowledge(
+    ops: &Ops<'_>,
+    sub: &StoredSubscription,
+    cursor: &PullCursor,
+) -> Result<Acknowledgement, OpsError> {
+    let acknowledged = sub.acknowledged();
+    let facts = match &cursor.change_id {
+        Some(change) => Some(target_facts(ops, sub, change).await?),
+        None => None,
+    };
+    let advance = check_write(&acknowledged, cursor, facts.as_ref(), ops.now())?;
+    let (mut delivered, mut not_covered) = (0u32, 0u32);
+    if let Some(upper) = &advance.to {
+        let q = IndexQuery {
+            subscription_id: sub.id(),
+            after: advance.lower.as_deref(),
+            upper: Some(Upper::Through(upper)),
+            forward: true,
+            filter: Some(pending_filter(&sub.subscription.account_id, None)),
+        };
+        let mut start = None;
+        loop {
+            let page = ops.query_index(&q, start.take(), INDEX_PAGE).await?;
+            let deliveries = page
+                .items
+                .into_iter()
+                .map(StoredDelivery::from_item)
+                .collect::<Result<Vec<_>, _>>()?;
+            let results: Vec<Result<bool, OpsError>> = stream::iter(deliveries)
+                .map(|d| cover(ops, d, advance.horizon, upper))
+                .buffer_unordered(WRITE_CONCURRENCY)
+                .collect()
+                .await;
+            for r in results {
+                if r? {
+                    delivered += 1;
+                } else {
+                    not_covered += 1;
+                }
+            }
+            match page.next_start {
+                Some(next) => start = Some(next),
+                None => break,
+            }
+        }
+    }
+    move_position(ops, sub, cursor, advance.to.as_deref()).await?;
+    tracing::info!(
+        subscription_id = %sub.id(),
+        from = ?acknowledged.change_id,
+        to = ?advance.to,
+        delivered,
+        not_covered,
+        "pull cursor written"
+    );
+    Ok(Acknowledgement {
+        previous: acknowledged.change_id,
+        acknowledged: advance.to,
+        delivered,
+        not_covered,
+    })
+}
+
+/// `pending → delivered` by *Advance a pull cursor*, only if the delivery is still the pending,
+/// visible, unleased one the read saw. `Ok(false)` when it is not.
+async fn cover(
+    ops: &Ops<'_>,
+    d: StoredDelivery,
+    horizon: Timestamp,
+    cursor_change: &str,
+) -> Result<bool, OpsError> {
+    let condition = DELIVERY_LIFECYCLE.expect(
+        d.status(),
+        DeliveryTrigger::AdvancePullCursor,
+        DeliveryStatus::Delivered,
+    );
+    let Ok(condition) = condition else {
+        return Ok(false);
+    };
+    let now = ops.now();
+    let mut e = Expr::new()
+        .value(":delivered", s(DeliveryStatus::Delivered.to_string()))
+        .value(":now", n(now.millis()))
+        .value(":horizon", n(horizon.millis()))
+        .value(":cursor", s(cursor_change));
+    let status_condition = e.status(&condition);
+    let u = build_update(
+        ops.table,
+        &keys::event_pk(&d.record.account_id, &d.record.change_id),
+        &keys::delivery_sk(&d.record.subscription_id),
+        "SET #status = :delivered, delivered_at = :now, updated_at = :now, \
+         delivered_by_cursor = :cursor REMOVE due_at, due_shard, not_before"
+            .to_owned(),
+        format!(
+            "({status_condition}) AND created_at <= :horizon \
+             AND (attribute_not_exists(restarted_at) OR restarted_at <= :horizon) \
+             AND (attribute_not_exists(lease_until) OR lease_until <= :now)"
+        ),
+        &e,
+    )?;
+    send_update(ops, u).await
+}
+
+/// Moves the acknowledged position to `to`, conditional on the cursor's epoch and on not moving
+/// backwards.
+async fn move_position(
+    ops: &Ops<'_>,
+    sub: &StoredSubscription,
+    cursor: &PullCursor,
+    to: Option<&str>,
+) -> Result<(), OpsError> {
+    let Some(to) = to else {
+        // The empty position on a subscription that never acknowledged anything: nothing moves,
+        // but the epoch must still be the cursor's.
+        let current = ops
+            .subscription(&sub.subscription.account_id, sub.id())
+            .await?;
+        if current.marks.pull_epoch != cursor.epoch {
+            return Err(CursorError::Stale {
+                cursor_epoch: cursor.epoch,
+                current_epoch: current.marks.pull_epoch,
+            }
+            .into());
+        }
+        return Ok(());
+    };
+    let now = ops.now();
+    let e = Expr::new()
+        .value(":to", s(to))
+        .value(":now", n(now.millis()))
+        .value(":epoch", n(cursor.epoch));
+    let epoch_condition = if cursor.epoch == 0 {
+        "(attribute_not_exists(pull_epoch) OR pull_epoch = :epoch)"
+    } else {
+        "pull_epoch = :epoch"
+    };
+    let u = build_update(
+        ops.table,
+        &keys::account_pk(&sub.subscription.account_id),
+        &keys::subscription_sk(sub.id()),
+        "SET pull_cursor = :to, pull_cursor_at = :now".to_owned(),
+        format!(
+            "attribute_exists(pk) AND {epoch_condition} \
+             AND (attribute_not_exists(pull_cursor) OR pull_cursor <= :to)"
+        ),
+        &e,
+    )?;
+    if send_update(ops, u).await? {
+        return Ok(());
+    }
+    // Lost a race: an operator restart (new epoch) or another write that went further.
+    let current = ops
+        .subscription(&sub.subscription.account_id, sub.id())
+        .await?;
+    if current.marks.pull_epoch != cursor.epoch {
+        return Err(CursorError::Stale {
+            cursor_epoch: cursor.epoch,
+            current_epoch: current.marks.pull_epoch,
+        }
+        .into());
+    }
+    Err(CursorError::Backwards {
+        acknowledged: current.marks.pull_cursor.unwrap_or_default(),
+    }
+    .into())
+}

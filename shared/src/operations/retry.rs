@@ -1,0 +1,120 @@
+//! Operator retry of one delivery (seed 000: *Restart dead delivery*, *Restart failed delivery*,
+//! *Restart eligible delivery work*; seed 002 hop 7).
+//!
+//! `dead`, `failed`, `retrying` and `delivered` deliveries go back to `pending` from their first
+//! attempt, in one transaction with the audit entry. `pending` is refused as a conflict (it is
+//! already waiting); `skipped_filter` is refused with the seed's why.
+
+use super::audit::{write_with_audit, AuditAction, AuditRecord};
+use super::restart::{reopen_event, restart_update, rewind_pull_cursor, Restart};
+use super::{Ops, OpsError, StoredDelivery};
+use crate::domain::integration_delivery::{operator_restart, DeliveryStatus};
+use crate::domain::lifecycle::TransitionError;
+
+/// A retry request.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryRequest<'a> {
+    pub account_id: &'a str,
+    pub subscription_id: &'a str,
+    pub change_id: &'a str,
+    pub operator: &'a str,
+    pub reason: &'a str,
+}
+
+/// What a retry did.
+#[derive(Debug, Clone)]
+pub struct RetryOutcome {
+    /// The delivery as it is after the restart.
+    pub delivery: StoredDelivery,
+    pub previous_status: DeliveryStatus,
+    pub audit_id: String,
+    /// What the event monitor did with the change's event (push deliveries).
+    pub event: Option<String>,
+}
+
+/// Why a status cannot be retried, for people.
+pub fn refusal(status: DeliveryStatus, e: &TransitionError) -> String {
+    match (status, e) {
+        (DeliveryStatus::SkippedFilter, TransitionError::ForbiddenBySeed { why, .. }) => {
+            format!("a skipped_filter delivery can never be retried or replayed: {why}")
+        }
+        (DeliveryStatus::Pending, _) => {
+            "the delivery is already pending: it waits for its next attempt \
+             (push) or for the adapter's cursor (pull); there is nothing to retry"
+                .to_owned()
+        }
+        (status, e) => format!("a {status} delivery cannot be retried: {e}"),
+    }
+}
+
+pub async fn retry_delivery(
+    ops: &Ops<'_>,
+    req: RetryRequest<'_>,
+) -> Result<RetryOutcome, OpsError> {
+    let sub = ops
+        .subscription(req.account_id, req.subscription_id)
+        .await?;
+    let mut delivery = ops
+        .delivery(req.account_id, req.subscription_id, req.change_id)
+        .await?;
+    // A worker may move the delivery between the read and the write (its condition is the status
+    // read); read again and decide again once before giving up.
+    for round in 0..2 {
+        let previous_status = delivery.status();
+        let movement = operator_restart(previous_status)
+            .map_err(|e| OpsError::Conflict(refusal(previous_status, &e)))?;
+        if delivery.record.method.is_poll() {
+            rewind_pull_cursor(ops, req.account_id, sub.id(), req.change_id).await?;
+        }
+        let now = ops.now();
+        let restart = Restart {
+            delivery: &delivery,
+            movement,
+            operator: req.operator,
+            replay_job: None,
+        };
+        let mut audit = AuditRecord::new(
+            AuditAction::RetryDelivery,
+            req.account_id,
+            req.subscription_id,
+            req.operator,
+            req.reason,
+            now,
+        )
+        .detail("from_status", previous_status)
+        .detail("attempts_before", delivery.record.attempts)
+        .detail("trigger", format!("{:?}", movement.0));
+        audit.change_id = Some(req.change_id.to_owned());
+        audit.delivery_id = Some(delivery.record.delivery_id.clone());
+        if write_with_audit(ops, restart_update(ops.table, &restart, now)?, &audit).await? {
+            tracing::info!(
+                operator = %req.operator,
+                delivery_id = %delivery.record.delivery_id,
+                from = %previous_status,
+                "operator retry: delivery restarted"
+            );
+            let event = reopen_event(ops, &delivery).await;
+            let after = ops
+                .delivery(req.account_id, req.subscription_id, req.change_id)
+                .await?;
+            return Ok(RetryOutcome {
+                delivery: after,
+                previous_status,
+                audit_id: audit.audit_id,
+                event,
+            });
+        }
+        let current = ops
+            .delivery(req.account_id, req.subscription_id, req.change_id)
+            .await?;
+        if round == 1 || current.status() == previous_status {
+            return Err(OpsError::Conflict(format!(
+                "the delivery moved from {previous_status} to {} while the retry was being written; \
+                 look at it again and retry if it still needs it",
+                current.status()
+            )));
+        }
+        delivery = current;
+    }
+    unreachable!("the loop returns on its second round")
+}

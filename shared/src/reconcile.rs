@@ -1,0 +1,473 @@
+//! Reconciliation: the nightly Lambda (and the same service on demand, from an operator route).
+//!
+//! One run, in this order:
+//! 1. **Overdue dispatch work** — [`Dispatcher::sweep`] republishes whatever is due on the `due`
+//!    index (retries whose message was lost, deliveries whose worker died).
+//! 2. **Notification settling** — the notification pipeline's nightly settling (seed 001: sends
+//!    ambiguous for too long fail, queued work past its deadline expires), through the
+//!    [`NotificationSettler`] hook the function wires in ([`notification_settler`]).
+//! 3. **Roll-up stragglers** — [`RollUp::walk`] over the `rollup` index, oldest first, one pass
+//!    ([`ROLLUP_BATCH`](crate::domain::event::ROLLUP_BATCH) events) at a time, within the run's
+//!    [`Budget`] (events and wall-clock time).
+//!
+//! **Large backlogs** finish across several invocations without redoing or skipping work: every
+//! event the walk finalizes leaves the index, so the next invocation starts at the oldest event
+//! still open — exactly where the previous one stopped, apart from events that are still
+//! legitimately `partial`, which the seed wants looked at again on every pass. The report says
+//! `more: true` when the budget ran out first.
+//!
+//! The report (counts of what changed) goes to the log and, as CloudWatch embedded metric format,
+//! to standard output ([`emf_document`]).
+//!
+//! Budgets are wall-clock (`Instant`), not the injected [`Clock`]: they bound the Lambda's own
+//! execution time, whereas the clock is the domain's notion of "now".
+
+use crate::aws::Clients;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::dispatch::Dispatcher;
+use crate::domain::time::Timestamp;
+use crate::monitor::{RollUp, RollUpReport};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Events one invocation looks at, at most, unless the request says otherwise.
+pub const DEFAULT_MAX_EVENTS: usize = 50_000;
+/// Time kept back from the Lambda's deadline for reporting.
+pub const DEADLINE_MARGIN: Duration = Duration::from_secs(15);
+/// CloudWatch namespace of the embedded metrics.
+pub const METRIC_NAMESPACE: &str = "RhythmDelivery";
+
+/// What one invocation may spend.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    /// Events the roll-up walk looks at, at most.
+    pub max_events: usize,
+    /// Wall-clock time after which no new batch starts.
+    pub deadline: Instant,
+}
+
+impl Budget {
+    /// `remaining` of the invocation's time, less [`DEADLINE_MARGIN`] (at least a second).
+    pub fn within(remaining: Duration, max_events: usize) -> Self {
+        let usable = remaining
+            .checked_sub(DEADLINE_MARGIN)
+            .unwrap_or(Duration::from_secs(1));
+        Budget {
+            max_events,
+            deadline: Instant::now() + usable,
+        }
+    }
+}
+
+/// Counts from the notification settling, by what happened (e.g. `failed_ambiguous`, `expired`).
+pub type SettleCounts = BTreeMap<String, u64>;
+pub type SettleError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The notification pipeline's nightly settling, as reconciliation calls it. The reconcile
+/// function (and the operator route) wire the implementation in through
+/// [`notification_settler`]; the pipeline lives in `crate::notify`.
+#[async_trait]
+pub trait NotificationSettler: Send + Sync {
+    /// Settles what is due, starting no new work after `deadline`.
+    async fn settle(&self, deadline: Instant) -> Result<SettleCounts, SettleError>;
+}
+
+/// Any async closure `Fn(Instant) -> Future<Output = Result<SettleCounts, SettleError>>` is a
+/// settler.
+#[async_trait]
+impl<F, Fut> NotificationSettler for F
+where
+    F: Fn(Instant) -> Fut + Send + Sync,
+    Fut: std::future::Future<Output = Result<SettleCounts, SettleError>> + Send,
+{
+    async fn settle(&self, deadline: Instant) -> Result<SettleCounts, SettleError> {
+        self(deadline).await
+    }
+}
+
+/// **The hook** through which reconciliation reaches the notification pipeline's settling
+/// ([`crate::notify::settle::reconcile_settler`]): the one place that wires it, for the reconcile
+/// function, the operator route and the local harness alike. `None` would run reconciliation
+/// without settling (reported as `not_wired`).
+pub fn notification_settler(
+    clients: &Clients,
+    config: &Config,
+    clock: &Arc<dyn Clock>,
+) -> Option<Arc<dyn NotificationSettler>> {
+    Some(crate::notify::settle::reconcile_settler(
+        clients, config, clock,
+    ))
+}
+
+/// Which parts of reconciliation a run does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum RunKind {
+    /// Everything (the nightly schedule, and the operator's default).
+    #[default]
+    Nightly,
+    /// Only the roll-up walk (the frequent schedule: the seed's regular worker pass).
+    Rollup,
+}
+
+/// The invocation payload: `{"run": "nightly" | "rollup", "max_events": n}` (both optional).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReconcileRequest {
+    #[serde(default)]
+    pub run: RunKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_events: Option<usize>,
+}
+
+impl ReconcileRequest {
+    /// Reads a payload; anything unreadable is a nightly run with the defaults.
+    pub fn from_payload(payload: &Value) -> Self {
+        serde_json::from_value(payload.clone()).unwrap_or_default()
+    }
+}
+
+/// What the notification settling did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum SettleReport {
+    /// Not part of this run (roll-up only).
+    NotRun,
+    /// No settler is wired in ([`notification_settler`] returned `None`).
+    NotWired,
+    Settled {
+        counts: SettleCounts,
+    },
+    Failed {
+        error: String,
+    },
+}
+
+/// What the dispatch sweep republished.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DispatchCounts {
+    pub ran: bool,
+    pub published: u32,
+    pub failed: u32,
+}
+
+/// What one run changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReconcileReport {
+    pub run: RunKind,
+    pub rollup: RollUpReport,
+    /// The budget ran out before the roll-up walk reached the end of the index: invoke again.
+    pub more: bool,
+    pub dispatch: DispatchCounts,
+    pub notifications: SettleReport,
+    /// Steps that failed (the others still ran).
+    pub errors: Vec<String>,
+    pub elapsed_ms: u64,
+}
+
+impl ReconcileReport {
+    /// Whether every step ran without a fault.
+    pub fn ok(&self) -> bool {
+        self.errors.is_empty() && self.rollup.errors == 0
+    }
+
+    /// One structured log line with every count.
+    pub fn log(&self) {
+        let r = &self.rollup;
+        let level_ok = self.ok();
+        macro_rules! line {
+            ($level:ident) => {
+                tracing::$level!(
+                    run = ?self.run,
+                    examined = r.examined,
+                    to_partial = r.to_partial,
+                    to_sent = r.to_sent,
+                    to_failed = r.to_failed,
+                    to_skipped = r.to_skipped,
+                    unchanged = r.unchanged,
+                    deferred = r.deferred,
+                    contended = r.contended,
+                    rollup_errors = r.errors,
+                    batches = r.batches,
+                    more = self.more,
+                    republished = self.dispatch.published,
+                    republish_failed = self.dispatch.failed,
+                    notifications = ?self.notifications,
+                    errors = ?self.errors,
+                    elapsed_ms = self.elapsed_ms,
+                    "reconciliation"
+                )
+            };
+        }
+        if level_ok {
+            line!(info);
+        } else {
+            line!(error);
+        }
+    }
+}
+
+/// The report as one CloudWatch embedded-metric-format document (dimension `Stage`; the run kind
+/// is a property). The notification settling's counts become `ReconcileNotifications{Count}`
+/// metrics, one per count it reports (e.g. `expired` → `ReconcileNotificationsExpired`).
+pub fn emf_document(report: &ReconcileReport, stage: &str, at: Timestamp) -> Value {
+    let r = &report.rollup;
+    let mut metrics: Vec<(String, u64)> = [
+        ("ReconcileRollUpExamined", r.examined.into()),
+        ("ReconcileRollUpToPartial", r.to_partial.into()),
+        ("ReconcileRollUpToSent", r.to_sent.into()),
+        ("ReconcileRollUpToFailed", r.to_failed.into()),
+        ("ReconcileRollUpToSkipped", r.to_skipped.into()),
+        ("ReconcileRollUpDeferred", r.deferred.into()),
+        ("ReconcileRollUpContended", r.contended.into()),
+        ("ReconcileRollUpErrors", r.errors.into()),
+        ("ReconcileBacklogRemaining", u64::from(report.more)),
+        ("ReconcileRepublished", report.dispatch.published.into()),
+        ("ReconcileRepublishFailed", report.dispatch.failed.into()),
+        ("ReconcileErrors", report.errors.len() as u64),
+        ("ReconcileDuration", report.elapsed_ms),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_string(), value))
+    .collect();
+    if let SettleReport::Settled { counts } = &report.notifications {
+        for (count, value) in counts {
+            metrics.push((format!("ReconcileNotifications{}", camel(count)), *value));
+        }
+    }
+    let mut doc = Map::new();
+    doc.insert(
+        "_aws".into(),
+        json!({
+            "Timestamp": at.millis(),
+            "CloudWatchMetrics": [{
+                "Namespace": METRIC_NAMESPACE,
+                "Dimensions": [["Stage"]],
+                "Metrics": metrics.iter().map(|(name, _)| json!({
+                    "Name": name,
+                    "Unit": if name == "ReconcileDuration" { "Milliseconds" } else { "Count" },
+                })).collect::<Vec<_>>(),
+            }],
+        }),
+    );
+    doc.insert("Stage".into(), json!(stage));
+    for (name, value) in metrics {
+        doc.insert(name, json!(value));
+    }
+    doc.insert("run".into(), json!(report.run));
+    Value::Object(doc)
+}
+
+/// `failed_ambiguous` → `FailedAmbiguous`.
+fn camel(snake: &str) -> String {
+    snake
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let mut chars = w.chars();
+            chars
+                .next()
+                .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Writes an EMF document as one line on standard output (not through `tracing`, whose JSON
+/// would wrap it), where CloudWatch Logs extracts the metrics.
+pub fn write_emf(doc: &Value) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{doc}");
+    let _ = out.flush();
+}
+
+/// The reconciliation service.
+pub struct Reconciler {
+    rollup: RollUp,
+    dispatcher: Dispatcher,
+    settler: Option<Arc<dyn NotificationSettler>>,
+}
+
+impl Reconciler {
+    /// The service as a function builds it (with the settler [`notification_settler`] wires).
+    pub fn new(clients: Clients, config: Config, clock: Arc<dyn Clock>) -> Self {
+        let settler = notification_settler(&clients, &config, &clock);
+        let rollup = RollUp::new(
+            clients.dynamo.clone(),
+            config.delivery_table.clone(),
+            clock.clone(),
+        );
+        let dispatcher = Dispatcher::new(clients, config, clock);
+        Reconciler {
+            rollup,
+            dispatcher,
+            settler,
+        }
+    }
+
+    /// The service from its parts (the local harness passes a dispatcher without look-ahead).
+    pub fn from_parts(rollup: RollUp, dispatcher: Dispatcher) -> Self {
+        Reconciler {
+            rollup,
+            dispatcher,
+            settler: None,
+        }
+    }
+
+    /// Replaces the notification settler.
+    pub fn with_notification_settler(mut self, settler: Arc<dyn NotificationSettler>) -> Self {
+        self.settler = Some(settler);
+        self
+    }
+
+    pub fn rollup(&self) -> &RollUp {
+        &self.rollup
+    }
+
+    /// One run. Never fails as a whole: a step that fails is reported in `errors` and the others
+    /// still run.
+    pub async fn run(&self, kind: RunKind, budget: Budget) -> ReconcileReport {
+        let started = Instant::now();
+        let mut errors = Vec::new();
+        let mut dispatch = DispatchCounts::default();
+        let mut notifications = SettleReport::NotRun;
+        if kind == RunKind::Nightly {
+            match self.dispatcher.sweep().await {
+                Ok(r) => {
+                    dispatch = DispatchCounts {
+                        ran: true,
+                        published: r.published,
+                        failed: r.failed,
+                    }
+                }
+                Err(e) => errors.push(format!("dispatch sweep: {e}")),
+            }
+            notifications = match &self.settler {
+                None => SettleReport::NotWired,
+                Some(settler) => match settler.settle(budget.deadline).await {
+                    Ok(counts) => SettleReport::Settled { counts },
+                    Err(e) => {
+                        errors.push(format!("notification settling: {e}"));
+                        SettleReport::Failed {
+                            error: e.to_string(),
+                        }
+                    }
+                },
+            };
+        }
+        let (rollup, more) = match self.rollup.walk(budget.max_events, budget.deadline).await {
+            Ok(w) => (w.rollup, w.more),
+            Err(e) => {
+                errors.push(format!("roll-up walk: {e}"));
+                (RollUpReport::default(), true)
+            }
+        };
+        ReconcileReport {
+            run: kind,
+            rollup,
+            more,
+            dispatch,
+            notifications,
+            errors,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report() -> ReconcileReport {
+        ReconcileReport {
+            run: RunKind::Nightly,
+            rollup: RollUpReport {
+                examined: 7,
+                to_sent: 3,
+                to_failed: 1,
+                to_skipped: 2,
+                to_partial: 1,
+                batches: 1,
+                ..RollUpReport::default()
+            },
+            more: true,
+            dispatch: DispatchCounts {
+                ran: true,
+                published: 4,
+                failed: 0,
+            },
+            notifications: SettleReport::Settled {
+                counts: BTreeMap::from([("expired".to_string(), 2), ("failed".to_string(), 1)]),
+            },
+            errors: vec![],
+            elapsed_ms: 12,
+        }
+    }
+
+    #[test]
+    fn the_emf_document_declares_every_metric_it_carries() {
+        let doc = emf_document(&report(), "prod", Timestamp(1_700_000_000_000));
+        let aws = &doc["_aws"];
+        assert_eq!(aws["Timestamp"], 1_700_000_000_000i64);
+        let directive = &aws["CloudWatchMetrics"][0];
+        assert_eq!(directive["Namespace"], "RhythmDelivery");
+        assert_eq!(directive["Dimensions"], json!([["Stage"]]));
+        assert_eq!(doc["Stage"], "prod");
+        let metrics = directive["Metrics"].as_array().unwrap();
+        assert_eq!(metrics.len(), 13 + 2);
+        for m in metrics {
+            let name = m["Name"].as_str().unwrap();
+            assert!(doc[name].is_u64(), "{name} has a value");
+        }
+        assert_eq!(doc["ReconcileRollUpToSent"], 3);
+        assert_eq!(doc["ReconcileBacklogRemaining"], 1);
+        assert_eq!(doc["ReconcileRepublished"], 4);
+        assert_eq!(doc["ReconcileNotificationsExpired"], 2);
+        assert_eq!(doc["ReconcileNotificationsFailed"], 1);
+        assert_eq!(camel("failed_ambiguous"), "FailedAmbiguous");
+        assert_eq!(doc["run"], "nightly");
+    }
+
+    #[test]
+    fn requests_default_to_a_nightly_run() {
+        assert_eq!(
+            ReconcileRequest::from_payload(&json!({"run": "nightly"})),
+            ReconcileRequest::default()
+        );
+        assert_eq!(
+            ReconcileRequest::from_payload(&json!({"run": "rollup", "max_events": 5})),
+            ReconcileRequest {
+                run: RunKind::Rollup,
+                max_events: Some(5)
+            }
+        );
+        // An EventBridge envelope or anything else: the nightly defaults.
+        assert_eq!(
+            ReconcileRequest::from_payload(&json!({"detail-type": "Scheduled Event"})),
+            ReconcileRequest::default()
+        );
+    }
+
+    #[test]
+    fn budgets_keep_a_margin() {
+        let b = Budget::within(Duration::from_secs(300), 10);
+        let left = b.deadline.saturating_duration_since(Instant::now());
+        assert!(left <= Duration::from_secs(285) && left > Duration::from_secs(280));
+        let tiny = Budget::within(Duration::from_secs(3), 10);
+        assert!(tiny.deadline > Instant::now());
+    }
+
+    #[test]
+    fn closures_are_settlers() {
+        let settler: Arc<dyn NotificationSettler> = Arc::new(|_deadline: Instant| async {
+            Ok::<_, SettleError>(BTreeMap::from([("expired".to_string(), 1u64)]))
+        });
+        let counts = futures::executor::block_on(settler.settle(Instant::now())).unwrap();
+        assert_eq!(counts["expired"], 1);
+    }
+}
