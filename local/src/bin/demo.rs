@@ -14,6 +14,10 @@ use serde_json::{json, Value};
 use shared::api::auth::sha256_hex;
 use shared::api::{ApiState, OperatorAuth};
 use shared::domain::retry::FIXED_SCHEDULE;
+use shared::notify::confirm::{self, ProviderEventSettings};
+use shared::notify::sns;
+use shared::notify::stream::NotificationStream;
+use shared::notify::worker::NotificationWorker;
 use shared::store::models::DeliveryRecord;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -26,21 +30,42 @@ struct Api {
 }
 
 impl Api {
-    async fn post(&self, path: &str, token: &str, body: Value) -> Result<Value> {
-        let response = self
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        token: &str,
+        body: Option<Value>,
+    ) -> Result<Value> {
+        let mut request = self
             .http
-            .post(format!("{}{path}", self.base))
-            .bearer_auth(token)
-            .json(&body)
-            .send()
-            .await?;
+            .request(method.clone(), format!("{}{path}", self.base));
+        if !token.is_empty() {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await?;
         let status = response.status();
         let body: Value = response.json().await.unwrap_or(Value::Null);
         if !status.is_success() {
-            bail!("POST {path} answered {status}: {body}");
+            bail!("{method} {path} answered {status}: {body}");
         }
-        println!("   POST {path:<28} → {status}");
+        let shown = if path.len() > 60 {
+            format!("{}…", &path[..59])
+        } else {
+            path.to_string()
+        };
+        println!("   {method:<4} {shown:<60} → {status}");
         Ok(body)
+    }
+    async fn post(&self, path: &str, token: &str, body: Value) -> Result<Value> {
+        self.call(reqwest::Method::POST, path, token, Some(body))
+            .await
+    }
+    async fn get(&self, path: &str, token: &str) -> Result<Value> {
+        self.call(reqwest::Method::GET, path, token, None).await
     }
 }
 
@@ -223,7 +248,242 @@ async fn main() -> Result<()> {
         .map(|s| s.consecutive_dead)
         .unwrap_or_default();
     println!("   Legacy CRM's consecutive dead count: {paused} (it pauses at 50)");
+
+    println!("\n6. A warehouse adapter pulls its changes through the cursor API");
+    let pull = api
+        .post(
+            "/v1/integrations",
+            &token,
+            json!({"name": "Data warehouse", "method": "poll", "event_access_accepted": true}),
+        )
+        .await?;
+    let adapter_token = pull["token"]
+        .as_str()
+        .context("integration token")?
+        .to_string();
+    let pull_sub = api
+        .post(
+            "/v1/subscriptions",
+            &token,
+            json!({"integration_id": pull["id"], "record_types": ["catalog_item"], "fields": ["sku", "price"]}),
+        )
+        .await?;
+    let pull_sub_id = pull_sub["id"]
+        .as_str()
+        .context("subscription id")?
+        .to_string();
+    let mut pulled_changes = Vec::new();
+    for price in [5.0, 6.0, 7.0] {
+        let c = catalog_change(&account_id, p.now(), price);
+        p.write_change(&c).await?;
+        pulled_changes.push(c.change_id.clone());
+    }
+    p.pump().await?;
+    p.clock.advance(std::time::Duration::from_secs(3));
+    let changes_path = format!("/v1/pull/subscriptions/{pull_sub_id}/changes?limit=2");
+    let page = api.get(&changes_path, &adapter_token).await?;
+    let read = page["data"].as_array().map(Vec::len).unwrap_or_default();
+    println!(
+        "   read {read} of 3 pending changes (has_more: {})",
+        page["has_more"]
+    );
+    api.call(
+        reqwest::Method::PUT,
+        &format!("/v1/pull/subscriptions/{pull_sub_id}/cursor"),
+        &adapter_token,
+        Some(json!({"cursor": page["next_cursor"]})),
+    )
+    .await?;
+    for (i, change_id) in pulled_changes.iter().enumerate() {
+        if let Some(d) = p.delivery(&account_id, change_id, &pull_sub_id).await {
+            println!("   change {} → {}", i + 1, d.status);
+        }
+    }
+
+    println!("\n7. Legacy CRM is fixed; an operator retries one of its dead deliveries");
+    crm.set_default(Reply::Status(200));
+    let (dead_change, _) = &changes[0];
+    let retry_path = format!(
+        "/operator/accounts/{account_id}/subscriptions/{}/deliveries/{dead_change}/retry",
+        columns[3].subscription_id
+    );
+    api.post(
+        &retry_path,
+        OPERATOR_TOKEN,
+        json!({"reason": "CRM database restored; customer asked for a resend"}),
+    )
+    .await?;
+    p.pump().await?;
+    if let Some(d) = p
+        .delivery(&account_id, dead_change, &columns[3].subscription_id)
+        .await
+    {
+        println!(
+            "   the delivery is {} after attempt {} of a fresh progression ({} attempts kept in its history)",
+            d.status,
+            d.attempts,
+            d.attempt_log.len()
+        );
+    }
+
+    println!("\n8. The account sends a notice over email, Slack and the console");
+    notices(&p, &api, &token).await?;
+
+    println!("\n9. The event monitor's view of what ran");
+    p.roll_up_pass().await?;
+    let events = api.get("/v1/events?limit=50", &token).await?;
+    println!(
+        "   {:<28} {:<16} {:<10} {:<9} subscribers",
+        "change", "code", "status", "internal"
+    );
+    for e in events["data"].as_array().cloned().unwrap_or_default() {
+        println!(
+            "   {:<28} {:<16} {:<10} {:<9} {}",
+            e["id"].as_str().unwrap_or_default(),
+            e["event_code"]
+                .as_str()
+                .unwrap_or_default()
+                .trim_start_matches("catalog_item."),
+            e["event_status"].as_str().unwrap_or_default(),
+            e["internal_status"].as_str().unwrap_or_default(),
+            e["subscribers"]
+        );
+    }
+    let attention = api.get("/v1/attention", &token).await?;
+    println!("   needs attention: {}", summarize_attention(&attention));
     Ok(())
+}
+
+/// Notification delivery (seed 001): a notice fans out to one delivery per channel, the worker
+/// sends them, and SES's signed confirmation (through SNS) completes the email.
+async fn notices(p: &Pipeline, api: &Api, token: &str) -> Result<()> {
+    const TOPIC: &str = "arn:aws:sns:us-east-1:000000000000:rhythm-notification-events";
+    let clock: Arc<dyn shared::clock::Clock> = Arc::new(p.clock.clone());
+    let stream = NotificationStream::new(p.t.clients.clone(), p.t.config.clone(), clock.clone());
+    let worker = NotificationWorker::new(p.t.clients.clone(), p.t.config.clone(), clock);
+    let mut fan_out = p.t.stream("NotificationTable");
+    let queue = p.t.queue("NotificationQueue");
+    // SES (and the emulator) refuse mail from an unverified sender.
+    let _ =
+        p.t.clients
+            .ses
+            .create_email_identity()
+            .email_identity(&p.t.config.notification_sender)
+            .send()
+            .await;
+    // SNS messages are verified against a locally generated certificate (there is no network).
+    confirm::install(ProviderEventSettings::from_values(
+        Some(TOPIC),
+        None,
+        Arc::new(sns::local::test_http()),
+    ));
+    let slack = Receiver::start().await;
+    slack.set_default(Reply::Full {
+        status: 200,
+        headers: vec![("x-slack-req-id".into(), "demo-req-1".into())],
+        body: "ok".into(),
+    });
+    let notice = api
+        .post(
+            "/v1/notices",
+            token,
+            json!({
+                "recipients": [{"id": "ops", "email": "ops@northwind.example", "slack_webhook_url": slack.url("/services/T0/B0/demo")}],
+                "channels": ["email", "slack", "console"],
+                "subject": "Catalog sync finished",
+                "body": "1,204 items were updated.",
+                "idempotency_key": "demo-notice-1",
+            }),
+        )
+        .await?;
+    let path = format!(
+        "/v1/notices/{}",
+        notice["id"].as_str().context("notice id")?
+    );
+    // The notification table's stream fans the notice out and publishes the work; the worker sends.
+    for _ in 0..3 {
+        fan_out.drain(|e| stream.handle(e)).await?;
+    }
+    queue.drain(|e| worker.handle(e), 10).await?;
+    println!(
+        "   after the worker:   {}",
+        progress_line(&api.get(&path, token).await?)
+    );
+    let deliveries = api.get(&format!("{path}/deliveries"), token).await?;
+    let mut ses_id = String::new();
+    for d in deliveries["data"].as_array().into_iter().flatten() {
+        println!(
+            "   {:<8} {:<10} {}",
+            d["channel"].as_str().unwrap_or_default(),
+            d["status"].as_str().unwrap_or_default(),
+            d["provider_ref"].as_str().unwrap_or_default()
+        );
+        if d["channel"] == "email" {
+            ses_id = d["provider_ref"].as_str().unwrap_or_default().to_string();
+        }
+    }
+    println!(
+        "   the Slack receiver got {} post(s)",
+        slack.received().len()
+    );
+    let endpoint = local::emulator::endpoint().await?;
+    let data: Value = reqwest::get(format!("{endpoint}/moto-api/data.json"))
+        .await?
+        .json()
+        .await?;
+    let captured = data["ses"]["Message"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["id"] == ses_id.as_str())
+        .count();
+    println!("   the emulator captured {captured} email(s) with SES message id {ses_id}");
+    let event = sns::local::notification(
+        TOPIC,
+        "demo-sns-1",
+        &json!({"eventType": "Delivery", "mail": {"messageId": ses_id},
+                "delivery": {"timestamp": p.now().to_rfc3339(), "smtpResponse": "250 OK"}})
+        .to_string(),
+        "2",
+    );
+    api.post("/v1/provider-events/ses", "", serde_json::to_value(&event)?)
+        .await?;
+    println!(
+        "   after SES confirms: {}",
+        progress_line(&api.get(&path, token).await?)
+    );
+    Ok(())
+}
+
+fn progress_line(view: &Value) -> String {
+    let p = &view["progress"];
+    [
+        "queued",
+        "sending",
+        "sent",
+        "delivered",
+        "failed",
+        "skipped",
+    ]
+    .iter()
+    .map(|s| format!("{s} {}", p[*s]))
+    .collect::<Vec<_>>()
+    .join(" · ")
+}
+
+/// "2 dead deliveries, 0 paused subscriptions" from the attention view, whatever its lists hold.
+fn summarize_attention(view: &Value) -> String {
+    match view.as_object() {
+        Some(map) => map
+            .iter()
+            .filter_map(|(k, v)| {
+                v.as_array()
+                    .map(|a| format!("{} {}", a.len(), k.replace('_', " ")))
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        None => view.to_string(),
+    }
 }
 
 async fn show(
