@@ -40,7 +40,8 @@ pub struct Pipeline {
 pub struct PumpReport {
     pub changes: usize,
     pub change_failures: usize,
-    pub published_from_stream: usize,
+    /// Delivery-stream records the dispatcher acted on (new work, prompt roll-ups).
+    pub dispatcher_records: usize,
     pub queue: QueueReport,
 }
 
@@ -114,12 +115,22 @@ impl Pipeline {
     }
 
     /// Drains the delivery table's stream into the dispatcher.
+    /// Returns how many records the dispatcher acts on: in AWS the template's filter drops the
+    /// others before they invoke it.
     pub async fn dispatch_pending(&self) -> Result<usize> {
         let mut tap = self.deliveries.lock().await;
-        let r = tap
-            .drain(|event| self.dispatcher.handle_stream(event))
-            .await?;
-        Ok(r.records)
+        let wanted = std::sync::atomic::AtomicUsize::new(0);
+        tap.drain(|event| {
+            let n = event
+                .records
+                .iter()
+                .filter(|r| shared::dispatch::wanted(r))
+                .count();
+            wanted.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            self.dispatcher.handle_stream(event)
+        })
+        .await?;
+        Ok(wanted.into_inner())
     }
 
     /// Drains the delivery queue into the worker.
@@ -137,7 +148,7 @@ impl Pipeline {
             let queue = self.work_pending().await?;
             report.changes += changes;
             report.change_failures += failures;
-            report.published_from_stream += published;
+            report.dispatcher_records += published;
             report.queue.batches += queue.batches;
             report.queue.messages += queue.messages;
             report.queue.deleted += queue.deleted;

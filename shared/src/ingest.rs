@@ -9,7 +9,7 @@ use crate::aws::Clients;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::domain::change::Change;
-use crate::domain::event::{DeliveryMethod, EventStatus, InternalStatus};
+use crate::domain::event::{delivery_expires_at, DeliveryMethod, EventStatus, InternalStatus};
 use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::projection::delivery_payload;
 use crate::domain::subscription::SubscriptionStatus;
@@ -258,6 +258,13 @@ pub fn delivery_item(record: &DeliveryRecord, now: Timestamp) -> Result<Item, St
     if record.status == DeliveryStatus::Pending && !record.method.is_poll() {
         item.insert("due_shard".into(), s(keys::shard_of(&record.delivery_id)));
         item.insert("due_at".into(), n(now.plus(FIRST_DISPATCH_GRACE).millis()));
+    }
+    if record.status == DeliveryStatus::SkippedFilter || record.method.is_poll() {
+        // Filtered deliveries are final from birth, and the worker never writes pull deliveries:
+        // both carry their retention now (the event's thirty days plus the margin), so the
+        // roll-up need not write them again when their event becomes final. An unread pull
+        // delivery of a final event goes with its event, as seed 004's retention says.
+        item.insert("expires_at".into(), n(delivery_expires_at(now).seconds()));
     }
     Ok(item)
 }

@@ -25,6 +25,8 @@ struct Scenario {
     ingest_records: u64,
     dispatch_records: u64,
     worker_messages: u64,
+    /// HTTP API calls (each one invocation of the api function).
+    api_calls: u64,
     seconds: f64,
 }
 
@@ -96,11 +98,11 @@ async fn run(name: &'static str, changes: usize, setup: Setup) -> Result<Scenari
     let started = Instant::now();
     let first = p.pump().await?;
     let mut worker_messages = first.queue.messages as u64;
-    let mut dispatch_records = first.published_from_stream as u64;
+    let mut dispatch_records = first.dispatcher_records as u64;
     if matches!(setup, Setup::OneRetry) {
         let later = p.advance(MINUTE).await?;
         worker_messages += later.queue.messages as u64;
-        dispatch_records += later.published_from_stream as u64;
+        dispatch_records += later.dispatcher_records as u64;
     }
     let seconds = started.elapsed().as_secs_f64();
     Ok(Scenario {
@@ -110,6 +112,7 @@ async fn run(name: &'static str, changes: usize, setup: Setup) -> Result<Scenari
         ingest_records: first.changes as u64,
         dispatch_records,
         worker_messages,
+        api_calls: 0,
         seconds,
     })
 }
@@ -119,6 +122,122 @@ enum Setup {
     FirstAttempt,
     OneRetry,
     FilteredOut,
+}
+
+/// One HTTP call to the router (no network): what API Gateway would hand the api function.
+async fn call(
+    app: &axum::Router,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> Result<Value> {
+    use tower::ServiceExt;
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(
+            body.map(|b| b.to_string()).unwrap_or_default(),
+        ))?;
+    let response = app.clone().oneshot(request).await?;
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await?;
+    let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    anyhow::ensure!(status.is_success(), "{method} {path}: {status} {value}");
+    Ok(value)
+}
+
+/// Pull delivery: the changes are ingested as pending pull deliveries and an adapter reads and
+/// acknowledges them through the cursor API, a hundred per page.
+async fn run_pull(changes: usize) -> Result<Scenario> {
+    use shared::api::{auth::sha256_hex, router, ApiState, OperatorAuth};
+    let p = Pipeline::new().await;
+    let app = router(ApiState::new(
+        p.t.clients.clone(),
+        p.t.config.clone(),
+        std::sync::Arc::new(p.clock.clone()),
+        OperatorAuth::StaticToken {
+            sha256_hex: sha256_hex("bench-operator"),
+            operator_id: "bench".into(),
+        },
+    ));
+    let account = call(
+        &app,
+        "POST",
+        "/operator/accounts",
+        "bench-operator",
+        Some(json!({"name": "Bench"})),
+    )
+    .await?;
+    let account_id = account["account"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let token = account["token"].as_str().unwrap_or_default().to_string();
+    let integration = call(
+        &app,
+        "POST",
+        "/v1/integrations",
+        &token,
+        Some(json!({"name": "Warehouse", "method": "poll", "event_access_accepted": true})),
+    )
+    .await?;
+    let adapter = integration["token"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let sub = call(&app, "POST", "/v1/subscriptions", &token, Some(json!({"integration_id": integration["id"], "record_types": ["catalog_item"], "fields": ["sku", "price"]}))).await?;
+    let sub_id = sub["id"].as_str().unwrap_or_default().to_string();
+    for i in 0..changes {
+        p.write_change(&catalog_change(&account_id, p.now(), i as f64))
+            .await?;
+    }
+    p.t.meter.reset();
+    let started = Instant::now();
+    let first = p.pump().await?;
+    // The cursor covers what was written at least two seconds before the read.
+    p.clock.advance(std::time::Duration::from_secs(3));
+    let mut pages = 0;
+    loop {
+        let page = call(
+            &app,
+            "GET",
+            &format!("/v1/pull/subscriptions/{sub_id}/changes?limit=100"),
+            &adapter,
+            None,
+        )
+        .await?;
+        pages += 1;
+        if page["data"].as_array().is_none_or(|d| d.is_empty()) {
+            break;
+        }
+        call(
+            &app,
+            "PUT",
+            &format!("/v1/pull/subscriptions/{sub_id}/cursor"),
+            &adapter,
+            Some(json!({"cursor": page["next_cursor"]})),
+        )
+        .await?;
+        pages += 1;
+        if page["has_more"] != json!(true) {
+            break;
+        }
+    }
+    p.roll_up_pass().await?;
+    Ok(Scenario {
+        name: "pull (cursor API)",
+        deliveries: changes as u64,
+        requests: p.t.meter.snapshot(),
+        ingest_records: first.changes as u64,
+        dispatch_records: first.dispatcher_records as u64,
+        // API calls are Lambda invocations of the api function.
+        worker_messages: 0,
+        api_calls: pages,
+        seconds: started.elapsed().as_secs_f64(),
+    })
 }
 
 #[tokio::main]
@@ -136,6 +255,7 @@ async fn main() -> Result<()> {
         run("first-attempt push", changes, Setup::FirstAttempt).await?,
         run("one retry, then success", changes, Setup::OneRetry).await?,
         run("filtered out", changes, Setup::FilteredOut).await?,
+        run_pull(changes).await?,
     ];
     let mut rows = Vec::new();
     for s in &scenarios {
@@ -146,7 +266,8 @@ async fn main() -> Result<()> {
         let sqs_mapping = 2 * s.worker_messages.div_ceil(10);
         let invocations = s.ingest_records.div_ceil(b.ingest)
             + s.dispatch_records.div_ceil(b.dispatch)
-            + s.worker_messages.div_ceil(b.deliver);
+            + s.worker_messages.div_ceil(b.deliver)
+            + s.api_calls;
         rows.push(json!({
             "scenario": s.name,
             "deliveries": s.deliveries,

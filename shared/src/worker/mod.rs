@@ -40,7 +40,7 @@ use crate::store::{from_item, StoreError};
 use adapters::AttemptResult;
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
-use futures::future::join_all;
+use futures::StreamExt;
 use internal::{InternalCall, InternalRegistry};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -50,6 +50,8 @@ use webhook::WebhookAdapter;
 pub const LEASE: Duration = crate::domain::event::PROCESSING_LEASE;
 /// How long account configuration (and the integration's credentials) is cached per container.
 pub const CONFIG_LEASE: Duration = Duration::from_secs(60);
+/// Messages of one batch worked on at once (the event source hands over up to a hundred).
+pub const BATCH_CONCURRENCY: usize = 25;
 /// A message may arrive this much before its attempt is due (SQS delays are whole seconds, hosts'
 /// clocks differ slightly) and still run; an earlier one is a stray duplicate and is dropped.
 pub const EARLY_TOLERANCE: Duration = Duration::from_secs(2);
@@ -127,7 +129,11 @@ impl DeliveryWorker {
     /// The Lambda handler: messages are handled concurrently; a message fails (and comes back)
     /// only when it is malformed or storage could not be reached.
     pub async fn handle(&self, event: SqsEvent) -> SqsBatchResponse {
-        let results = join_all(event.records.iter().map(|m| self.handle_message(m))).await;
+        let results: Vec<_> = futures::stream::iter(&event.records)
+            .map(|m| self.handle_message(m))
+            .buffered(BATCH_CONCURRENCY)
+            .collect()
+            .await;
         let mut response = SqsBatchResponse::default();
         for (message, result) in event.records.iter().zip(results) {
             if let Err(e) = result {
