@@ -240,6 +240,60 @@ async fn run_pull(changes: usize) -> Result<Scenario> {
     })
 }
 
+/// The emulator's own rate of sequential conditional puts, measured in the same run: pipeline
+/// throughput divided by it is comparable across machines (the emulator serialises requests).
+async fn emulator_conditional_writes_per_second() -> Result<f64> {
+    let t = local::testkit::TestStack::new().await;
+    let n = 300;
+    let started = Instant::now();
+    for i in 0..n {
+        t.clients
+            .dynamo
+            .put_item()
+            .table_name(&t.config.delivery_table)
+            .item(
+                "pk",
+                aws_sdk_dynamodb::types::AttributeValue::S(format!("raw#{i}")),
+            )
+            .item(
+                "sk",
+                aws_sdk_dynamodb::types::AttributeValue::S("raw".into()),
+            )
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await?;
+    }
+    Ok(n as f64 / started.elapsed().as_secs_f64())
+}
+
+/// Published on-demand prices (local/prices.json, with their date).
+struct Prices {
+    json: Value,
+}
+
+impl Prices {
+    fn load() -> Self {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("prices.json");
+        let json = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(Value::Null);
+        Prices { json }
+    }
+    fn get(&self, key: &str) -> f64 {
+        self.json[key].as_f64().unwrap_or_default()
+    }
+    /// Dollars per million deliveries for the given per-delivery figures (items under 1 KB: one
+    /// request unit per write, eventually consistent reads at half a unit counted as full units
+    /// here to stay on the safe side).
+    fn per_million(&self, writes: f64, reads: f64, sqs: f64, invocations: f64) -> f64 {
+        writes * self.get("dynamodb_write_request_unit_per_million")
+            + reads * self.get("dynamodb_read_request_unit_per_million")
+            + sqs * self.get("sqs_standard_request_per_million")
+            + invocations * self.get("lambda_request_per_million")
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -251,6 +305,8 @@ async fn main() -> Result<()> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
     let b = batches();
+    let prices = Prices::load();
+    let raw_rate = emulator_conditional_writes_per_second().await?;
     let scenarios = vec![
         run("first-attempt push", changes, Setup::FirstAttempt).await?,
         run("one retry, then success", changes, Setup::OneRetry).await?,
@@ -276,6 +332,7 @@ async fn main() -> Result<()> {
             "sqs_requests_per_delivery": s.per(sqs_handlers + sqs_mapping),
             "lambda_invocations_per_delivery": s.per(invocations),
             "deliveries_per_second": s.deliveries as f64 / s.seconds,
+            "dollars_per_million_deliveries": prices.per_million(s.per(writes), s.per(reads), s.per(sqs_handlers + sqs_mapping), s.per(invocations)),
             "by_operation": s.requests.iter().map(|((svc, op), n)| (format!("{svc}.{op}"), json!(s.per(*n)))).collect::<serde_json::Map<String, Value>>(),
         }));
     }
@@ -288,12 +345,12 @@ async fn main() -> Result<()> {
     }
     println!("Pipeline benchmark on the local emulator: {changes} changes per scenario, one subscription\n");
     println!(
-        "{:<26} {:>9} {:>9} {:>9} {:>10} {:>10}",
-        "scenario", "DDB wr", "DDB rd", "SQS req", "Lambda inv", "deliv/s"
+        "{:<26} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}",
+        "scenario", "DDB wr", "DDB rd", "SQS req", "Lambda inv", "$/million", "deliv/s"
     );
     for r in &rows {
         println!(
-            "{:<26} {:>9.2} {:>9.2} {:>9.2} {:>10.3} {:>10.1}",
+            "{:<26} {:>9.2} {:>9.2} {:>9.2} {:>10.3} {:>10.2} {:>10.1}",
             r["scenario"].as_str().unwrap_or_default(),
             r["dynamodb_writes_per_delivery"]
                 .as_f64()
@@ -305,9 +362,20 @@ async fn main() -> Result<()> {
             r["lambda_invocations_per_delivery"]
                 .as_f64()
                 .unwrap_or_default(),
+            r["dollars_per_million_deliveries"]
+                .as_f64()
+                .unwrap_or_default(),
             r["deliveries_per_second"].as_f64().unwrap_or_default(),
         );
     }
+    println!(
+        "\nthe emulator's own sequential conditional writes: {raw_rate:.0}/s (pipeline throughput is bound by it)"
+    );
+    println!(
+        "prices: {} as of {}; Lambda duration (GB-s) not included",
+        prices.json["region"].as_str().unwrap_or_default(),
+        prices.json["as_of"].as_str().unwrap_or_default()
+    );
     println!("\nper delivery, by operation:");
     for r in &rows {
         let ops: Vec<String> = r["by_operation"]
