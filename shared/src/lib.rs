@@ -7,6 +7,7 @@ pub mod clock;
 pub mod config;
 pub mod dispatch;
 pub mod domain;
+pub mod guarded_http;
 pub mod ingest;
 pub mod monitor;
 pub mod notify;

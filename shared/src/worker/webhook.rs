@@ -2,61 +2,19 @@
 //! stable delivery id, so a receiver deduplicates repeats after a lost acknowledgement).
 //!
 //! SSRF: the URL is checked when the integration is saved and again here, and every address the
-//! host resolves to is checked by the client's resolver at connect time, so a DNS answer that
-//! changes after the check (rebinding) cannot reach a private address either. Redirects are not
-//! followed (a redirect could point anywhere) and no proxy is used.
+//! host resolves to is checked at connect time by [`crate::guarded_http`]'s client (no
+//! redirects, no proxy).
 
 use super::adapters::{truncate, AttemptResult};
 use crate::domain::classify::{classify_http_status, classify_transport, TransportFailure};
 use crate::domain::signing::{SigningSecret, WebhookHeaders};
-use crate::domain::ssrf::{check_resolved, check_url, TargetPolicy};
+use crate::domain::ssrf::{check_url, TargetPolicy};
 use crate::domain::time::Timestamp;
-use reqwest::dns::{Addrs, Name, Resolve, Resolving};
-use std::net::SocketAddr;
-use std::sync::Arc;
+use crate::guarded_http;
 use std::time::Duration;
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 const USER_AGENT: &str = concat!("Rhythm-Delivery/", env!("CARGO_PKG_VERSION"));
-
-/// Error of a resolution whose every address the SSRF policy refuses.
-#[derive(Debug, thiserror::Error)]
-#[error("webhook target refused: {0}")]
-struct ForbiddenTarget(String);
-
-/// A resolver that drops every address the policy refuses.
-struct GuardedResolver {
-    policy: TargetPolicy,
-}
-
-impl Resolve for GuardedResolver {
-    fn resolve(&self, name: Name) -> Resolving {
-        let policy = self.policy;
-        Box::pin(async move {
-            let host = name.as_str().to_string();
-            let resolved: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let mut refusal = None;
-            let allowed: Vec<SocketAddr> = resolved
-                .into_iter()
-                .filter(|a| match check_resolved(a.ip(), &policy) {
-                    Ok(()) => true,
-                    Err(e) => {
-                        refusal = Some(e.to_string());
-                        false
-                    }
-                })
-                .collect();
-            if allowed.is_empty() {
-                let why = refusal.unwrap_or_else(|| format!("{host} has no address"));
-                return Err(
-                    Box::new(ForbiddenTarget(why)) as Box<dyn std::error::Error + Send + Sync>
-                );
-            }
-            Ok(Box::new(allowed.into_iter()) as Addrs)
-        })
-    }
-}
 
 #[derive(Clone)]
 pub struct WebhookAdapter {
@@ -66,16 +24,10 @@ pub struct WebhookAdapter {
 
 impl WebhookAdapter {
     pub fn new(policy: TargetPolicy, timeout: Duration) -> Self {
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(5)))
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .user_agent(USER_AGENT)
-            .dns_resolver(Arc::new(GuardedResolver { policy }))
-            .build()
-            .expect("the webhook client's settings are valid");
-        WebhookAdapter { client, policy }
+        WebhookAdapter {
+            client: guarded_http::client(policy, timeout, USER_AGENT),
+            policy,
+        }
     }
 
     /// Posts `payload` to `url`, signed with `secret`, and classifies the answer.
@@ -126,24 +78,24 @@ impl WebhookAdapter {
             }
             Err(e) => {
                 let failure = transport_failure(&e);
-                AttemptResult::new(classify_transport(&failure), None, Some(error_chain(&e)))
+                AttemptResult::new(
+                    classify_transport(&failure),
+                    None,
+                    Some(guarded_http::error_chain(&e)),
+                )
             }
         }
     }
 }
 
 fn transport_failure(e: &reqwest::Error) -> TransportFailure {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = source {
-        if err.downcast_ref::<ForbiddenTarget>().is_some() {
-            return TransportFailure::ForbiddenTarget;
-        }
-        source = err.source();
+    if guarded_http::refusal(e).is_some() {
+        return TransportFailure::ForbiddenTarget;
     }
     if e.is_timeout() {
         TransportFailure::Timeout
     } else if e.is_connect() {
-        let text = error_chain(e).to_ascii_lowercase();
+        let text = guarded_http::error_chain(e).to_ascii_lowercase();
         if text.contains("certificate") || text.contains("tls") {
             TransportFailure::Tls
         } else {
@@ -152,16 +104,4 @@ fn transport_failure(e: &reqwest::Error) -> TransportFailure {
     } else {
         TransportFailure::Other
     }
-}
-
-/// The error and its causes on one line (reqwest's own message is terse).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(err) = source {
-        text.push_str(": ");
-        text.push_str(&err.to_string());
-        source = err.source();
-    }
-    text
 }

@@ -10,16 +10,14 @@
 //! | other 4xx (`invalid_payload`, `no_text`, …), 1xx, 3xx | `Permanent` |
 //! | no webhook URL, a URL the SSRF guard refuses, or (in AWS) a host other than `hooks.slack.com` | `Unavailable`: the channel is not configured |
 //!
-//! SSRF: the URL is checked before the call and every resolved address again at connect time
-//! (the pattern of [`crate::worker::webhook`]); redirects are not followed, no proxy is used.
+//! SSRF: the URL is checked before the call and every resolved address again at connect time by
+//! [`crate::guarded_http`]'s client; redirects are not followed, no proxy is used.
 
 use super::{ChannelAdapter, ChannelAnswer, OutgoingMessage};
 use crate::domain::classify::parse_retry_after;
-use crate::domain::ssrf::{check_resolved, check_url, TargetPolicy};
+use crate::domain::ssrf::{check_url, TargetPolicy};
 use crate::domain::time::Timestamp;
-use reqwest::dns::{Addrs, Name, Resolve, Resolving};
-use std::net::SocketAddr;
-use std::sync::Arc;
+use crate::guarded_http;
 use std::time::Duration;
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -27,44 +25,6 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const SLACK_WEBHOOK_HOST: &str = "hooks.slack.com";
 const USER_AGENT: &str = concat!("Rhythm-Delivery-Notifications/", env!("CARGO_PKG_VERSION"));
 const BODY_LIMIT: usize = 300;
-
-#[derive(Debug, thiserror::Error)]
-#[error("Slack webhook target refused: {0}")]
-struct ForbiddenTarget(String);
-
-/// Drops every resolved address the policy refuses (DNS rebinding cannot reach inside).
-struct GuardedResolver {
-    policy: TargetPolicy,
-}
-
-impl Resolve for GuardedResolver {
-    fn resolve(&self, name: Name) -> Resolving {
-        let policy = self.policy;
-        Box::pin(async move {
-            let host = name.as_str().to_string();
-            let resolved: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let mut refusal = None;
-            let allowed: Vec<SocketAddr> = resolved
-                .into_iter()
-                .filter(|a| match check_resolved(a.ip(), &policy) {
-                    Ok(()) => true,
-                    Err(e) => {
-                        refusal = Some(e.to_string());
-                        false
-                    }
-                })
-                .collect();
-            if allowed.is_empty() {
-                let why = refusal.unwrap_or_else(|| format!("{host} has no address"));
-                return Err(
-                    Box::new(ForbiddenTarget(why)) as Box<dyn std::error::Error + Send + Sync>
-                );
-            }
-            Ok(Box::new(allowed.into_iter()) as Addrs)
-        })
-    }
-}
 
 #[derive(Clone)]
 pub struct SlackAdapter {
@@ -74,16 +34,10 @@ pub struct SlackAdapter {
 
 impl SlackAdapter {
     pub fn new(policy: TargetPolicy, timeout: Duration) -> Self {
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(5)))
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .user_agent(USER_AGENT)
-            .dns_resolver(Arc::new(GuardedResolver { policy }))
-            .build()
-            .expect("the Slack client's settings are valid");
-        SlackAdapter { client, policy }
+        SlackAdapter {
+            client: guarded_http::client(policy, timeout, USER_AGENT),
+            policy,
+        }
     }
 }
 
@@ -172,23 +126,13 @@ impl ChannelAdapter for SlackAdapter {
                     now,
                 )
             }
-            Err(e) => {
-                let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
-                while let Some(err) = source {
-                    if let Some(forbidden) = err.downcast_ref::<ForbiddenTarget>() {
-                        return ChannelAnswer::unavailable(forbidden.to_string());
-                    }
-                    source = err.source();
-                }
-                let mut text = e.to_string();
-                let mut source = std::error::Error::source(&e);
-                while let Some(err) = source {
-                    text.push_str(": ");
-                    text.push_str(&err.to_string());
-                    source = err.source();
-                }
-                ChannelAnswer::retryable(format!("Slack call failed: {text}"))
-            }
+            Err(e) => match guarded_http::refusal(&e) {
+                Some(why) => ChannelAnswer::unavailable(why),
+                None => ChannelAnswer::retryable(format!(
+                    "Slack call failed: {}",
+                    guarded_http::error_chain(&e)
+                )),
+            },
         }
     }
 }
