@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 use shared::domain::change::Change;
 use shared::domain::filter::Filter;
 use shared::domain::integration_delivery::{DeliveryStatus, DeliveryTrigger, DELIVERY_LIFECYCLE};
-use shared::domain::projection::{delivery_payload, Projection};
+use shared::domain::projection::{delivery_payload, delivery_payload_json, Projection};
 use shared::domain::signing::{sign, SigningSecret};
 use shared::domain::time::Timestamp;
 use std::hint::black_box;
@@ -76,7 +76,7 @@ fn filter_and_project(c: &mut Criterion) {
                     for change in &changes {
                         for (filter, projection) in compiled {
                             if filter.matches(change) {
-                                delivered += delivery_payload(change, projection).to_string().len();
+                                delivered += delivery_payload_json(change, projection).len();
                             }
                         }
                     }

@@ -11,7 +11,7 @@ use crate::config::Config;
 use crate::domain::change::Change;
 use crate::domain::event::{delivery_expires_at, DeliveryMethod, EventStatus, InternalStatus};
 use crate::domain::integration_delivery::DeliveryStatus;
-use crate::domain::projection::delivery_payload;
+use crate::domain::projection::delivery_payload_json;
 use crate::domain::subscription::SubscriptionStatus;
 use crate::domain::time::Timestamp;
 use crate::store::account_config::{self, AccountConfig, CompiledSubscription};
@@ -227,7 +227,7 @@ pub fn delivery_record(
             DeliveryStatus::SkippedFilter
         },
         attempts: 0,
-        payload: matched.then(|| delivery_payload(change, &compiled.projection).to_string()),
+        payload: matched.then(|| delivery_payload_json(change, &compiled.projection)),
         created_at: now,
         updated_at: now,
         occurred_at: change.occurred_at,
