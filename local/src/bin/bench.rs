@@ -16,6 +16,23 @@ use shared::domain::time::MINUTE;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+/// CPU time this process has used (user + system), from /proc (Linux).
+fn cpu_time() -> std::time::Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
+    let total = ticks(11) + ticks(12);
+    std::time::Duration::from_millis(total * 1000 / 100) // USER_HZ is 100 on Linux
+}
+
 struct Scenario {
     name: &'static str,
     deliveries: u64,
@@ -28,6 +45,8 @@ struct Scenario {
     /// HTTP API calls (each one invocation of the api function).
     api_calls: u64,
     seconds: f64,
+    /// CPU time of this process (handlers, harness and receiver) during the scenario.
+    cpu: std::time::Duration,
 }
 
 impl Scenario {
@@ -96,6 +115,7 @@ async fn run(name: &'static str, changes: usize, setup: Setup) -> Result<Scenari
     }
     p.t.meter.reset();
     let started = Instant::now();
+    let cpu_before = cpu_time();
     let first = p.pump().await?;
     let mut worker_messages = first.queue.messages as u64;
     let mut dispatch_records = first.dispatcher_records as u64;
@@ -105,6 +125,7 @@ async fn run(name: &'static str, changes: usize, setup: Setup) -> Result<Scenari
         dispatch_records += later.dispatcher_records as u64;
     }
     let seconds = started.elapsed().as_secs_f64();
+    let cpu = cpu_time().saturating_sub(cpu_before);
     Ok(Scenario {
         name,
         deliveries: changes as u64,
@@ -114,6 +135,7 @@ async fn run(name: &'static str, changes: usize, setup: Setup) -> Result<Scenari
         worker_messages,
         api_calls: 0,
         seconds,
+        cpu,
     })
 }
 
@@ -196,6 +218,7 @@ async fn run_pull(changes: usize) -> Result<Scenario> {
     }
     p.t.meter.reset();
     let started = Instant::now();
+    let cpu_before = cpu_time();
     let first = p.pump().await?;
     // The cursor covers what was written at least two seconds before the read.
     p.clock.advance(std::time::Duration::from_secs(3));
@@ -237,6 +260,7 @@ async fn run_pull(changes: usize) -> Result<Scenario> {
         worker_messages: 0,
         api_calls: pages,
         seconds: started.elapsed().as_secs_f64(),
+        cpu: cpu_time().saturating_sub(cpu_before),
     })
 }
 
@@ -332,6 +356,7 @@ async fn main() -> Result<()> {
             "sqs_requests_per_delivery": s.per(sqs_handlers + sqs_mapping),
             "lambda_invocations_per_delivery": s.per(invocations),
             "deliveries_per_second": s.deliveries as f64 / s.seconds,
+            "cpu_ms_per_delivery": s.cpu.as_secs_f64() * 1000.0 / s.deliveries.max(1) as f64,
             "dollars_per_million_deliveries": prices.per_million(s.per(writes), s.per(reads), s.per(sqs_handlers + sqs_mapping), s.per(invocations)),
             "by_operation": s.requests.iter().map(|((svc, op), n)| (format!("{svc}.{op}"), json!(s.per(*n)))).collect::<serde_json::Map<String, Value>>(),
         }));
@@ -345,12 +370,12 @@ async fn main() -> Result<()> {
     }
     println!("Pipeline benchmark on the local emulator: {changes} changes per scenario, one subscription\n");
     println!(
-        "{:<26} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}",
-        "scenario", "DDB wr", "DDB rd", "SQS req", "Lambda inv", "$/million", "deliv/s"
+        "{:<26} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>8}",
+        "scenario", "DDB wr", "DDB rd", "SQS req", "Lambda inv", "$/million", "deliv/s", "CPU ms"
     );
     for r in &rows {
         println!(
-            "{:<26} {:>9.2} {:>9.2} {:>9.2} {:>10.3} {:>10.2} {:>10.1}",
+            "{:<26} {:>9.2} {:>9.2} {:>9.2} {:>10.3} {:>10.2} {:>10.1} {:>8.2}",
             r["scenario"].as_str().unwrap_or_default(),
             r["dynamodb_writes_per_delivery"]
                 .as_f64()
@@ -366,11 +391,16 @@ async fn main() -> Result<()> {
                 .as_f64()
                 .unwrap_or_default(),
             r["deliveries_per_second"].as_f64().unwrap_or_default(),
+            r["cpu_ms_per_delivery"].as_f64().unwrap_or_default(),
         );
     }
     println!(
         "\nthe emulator's own sequential conditional writes: {raw_rate:.0}/s (pipeline throughput is bound by it)"
     );
+    println!(
+        "CPU ms: this process's CPU time per delivery (handlers, the harness's taps and the receiver):"
+    );
+    println!("        an upper bound for the handlers' own, in whatever build ran the bench");
     println!(
         "prices: {} as of {}; Lambda duration (GB-s) not included",
         prices.json["region"].as_str().unwrap_or_default(),
