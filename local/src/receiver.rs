@@ -56,6 +56,8 @@ struct State {
     script: VecDeque<Reply>,
     default: Option<Reply>,
     received: Vec<ReceivedRequest>,
+    /// When each request arrived (same order as `received`).
+    arrived: Vec<std::time::Instant>,
 }
 
 #[derive(Clone)]
@@ -124,6 +126,16 @@ impl Receiver {
         self.state.lock().unwrap().received.clone()
     }
 
+    /// Every request with the moment it arrived.
+    pub fn received_with_times(&self) -> Vec<(std::time::Instant, ReceivedRequest)> {
+        let s = self.state.lock().unwrap();
+        s.arrived
+            .iter()
+            .copied()
+            .zip(s.received.iter().cloned())
+            .collect()
+    }
+
     pub fn count(&self) -> usize {
         self.state.lock().unwrap().received.len()
     }
@@ -142,6 +154,7 @@ async fn handle(
         .unwrap_or_default();
     let reply = {
         let mut s = state.lock().unwrap();
+        s.arrived.push(std::time::Instant::now());
         s.received.push(ReceivedRequest {
             method: parts.method.to_string(),
             path: parts.uri.path().to_string(),

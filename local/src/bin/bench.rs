@@ -264,6 +264,91 @@ async fn run_pull(changes: usize) -> Result<Scenario> {
     })
 }
 
+/// Latency from a change being written to its webhook being called: changes are written at a
+/// steady rate while ingest, the dispatcher and the worker poll concurrently, the stream stages
+/// four times a second as Lambda's stream pollers do and the queue as soon as it is idle.
+async fn latency(changes: usize, per_second: u64) -> Result<Value> {
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let p = Pipeline::new().await;
+    let receiver = Receiver::start().await;
+    let f = Fixtures {
+        clients: &p.t.clients,
+        table: &p.t.config.delivery_table,
+        now: p.now(),
+    };
+    let account = f.account(&[]).await?;
+    let integration = f
+        .webhook(&account.account_id, receiver.url("/latency"))
+        .await?;
+    f.subscription(
+        &integration,
+        &["catalog_item"],
+        None,
+        &["sku", "price"],
+        RetryPolicy::FixedSchedule,
+    )
+    .await?;
+    let done = AtomicBool::new(false);
+    let poll = |stage: usize| {
+        let (p, done) = (&p, &done);
+        async move {
+            while !done.load(Ordering::Relaxed) {
+                let moved = match stage {
+                    0 => p.ingest_pending().await.map(|(n, _)| n).unwrap_or(0),
+                    1 => p.dispatch_pending().await.unwrap_or(0),
+                    _ => p.work_pending().await.map(|q| q.messages).unwrap_or(0),
+                };
+                let idle = if stage == 2 { 20 } else { 250 };
+                if moved == 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(idle)).await;
+                }
+            }
+        }
+    };
+    let mut written: HashMap<String, Instant> = HashMap::new();
+    let write = async {
+        let gap = std::time::Duration::from_millis(1000 / per_second.max(1));
+        for i in 0..changes {
+            let c = catalog_change(&account.account_id, p.now(), i as f64);
+            written.insert(c.change_id.clone(), Instant::now());
+            p.write_change(&c).await?;
+            tokio::time::sleep(gap).await;
+        }
+        let deadline = Instant::now() + std::time::Duration::from_secs(120);
+        while receiver.count() < changes && Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        done.store(true, Ordering::Relaxed);
+        anyhow::Ok(())
+    };
+    let (written_ok, _, _, _) = tokio::join!(write, poll(0), poll(1), poll(2));
+    written_ok?;
+    let mut millis: Vec<f64> = receiver
+        .received_with_times()
+        .iter()
+        .filter_map(|(at, r)| {
+            let id = r.json()["change_id"].as_str()?.to_string();
+            Some(at.duration_since(*written.get(&id)?).as_secs_f64() * 1000.0)
+        })
+        .collect();
+    millis.sort_by(|a, b| a.total_cmp(b));
+    let pick = |q: f64| {
+        millis
+            .get(((millis.len() as f64 - 1.0) * q).round() as usize)
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    Ok(json!({
+        "changes": changes,
+        "written_per_second": per_second,
+        "delivered": millis.len(),
+        "p50_ms": pick(0.5),
+        "p99_ms": pick(0.99),
+        "max_ms": millis.last().copied().unwrap_or(f64::NAN),
+    }))
+}
+
 /// The emulator's own rate of sequential conditional puts, measured in the same run: pipeline
 /// throughput divided by it is comparable across machines (the emulator serialises requests).
 async fn emulator_conditional_writes_per_second() -> Result<f64> {
@@ -331,6 +416,7 @@ async fn main() -> Result<()> {
     let b = batches();
     let prices = Prices::load();
     let raw_rate = emulator_conditional_writes_per_second().await?;
+    let latency = latency(changes.min(100), 10).await?;
     let scenarios = vec![
         run("first-attempt push", changes, Setup::FirstAttempt).await?,
         run("one retry, then success", changes, Setup::OneRetry).await?,
@@ -405,6 +491,13 @@ async fn main() -> Result<()> {
         "prices: {} as of {}; Lambda duration (GB-s) not included",
         prices.json["region"].as_str().unwrap_or_default(),
         prices.json["as_of"].as_str().unwrap_or_default()
+    );
+    println!(
+        "latency, change written → webhook called ({} changes at {}/s): p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
+        latency["delivered"], latency["written_per_second"],
+        latency["p50_ms"].as_f64().unwrap_or(f64::NAN),
+        latency["p99_ms"].as_f64().unwrap_or(f64::NAN),
+        latency["max_ms"].as_f64().unwrap_or(f64::NAN)
     );
     println!("\nper delivery, by operation:");
     for r in &rows {
