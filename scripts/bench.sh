@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/venv.sh
 cargo build --quiet --profile bench -p local --bin bench
-RUST_LOG="${RUST_LOG:-error}" scripts/with-emulator.sh target/bench/bench "$@"
+RUST_LOG="${RUST_LOG:-error}" scripts/with-emulator.sh target/release/bench "$@"
 cargo bench -p shared --bench core -- --noplot

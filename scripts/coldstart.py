@@ -6,7 +6,7 @@ an event (logging, configuration, SDK clients). A stand-in Runtime API on loopba
 moment and never answers, then the process is stopped. Each function is started five times; the
 median is reported, with the size of the bootstrap and of its deflated zip.
 
-Usage: python scripts/coldstart.py TARGET_DIR   (host binaries, e.g. target/bench)
+Usage: python scripts/coldstart.py TARGET_DIR   (host binaries built with --profile bench, in target/release)
 """
 
 import http.server
