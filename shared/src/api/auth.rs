@@ -574,6 +574,42 @@ pub struct RevokeScope<'a> {
 
 /// Revokes every token in `scope`: marks the token item revoked (so it fails verification), then
 /// drops its reference. Safe to repeat. Returns how many tokens were revoked now.
+/// Issues a new token of `kind` for the account (or one integration of it), stores it, and with
+/// `revoke_existing` revokes the others of the same scope: the rotation both the account and the
+/// integration token routes offer. Returns the token (shown once), its record and how many
+/// tokens were revoked.
+pub async fn issue_rotated(
+    state: &ApiState,
+    kind: TokenKind,
+    account_id: &str,
+    integration_id: Option<&str>,
+    revoke_existing: bool,
+) -> Result<(PlaintextToken, TokenRecord, u32), ApiError> {
+    let now = state.clock.now();
+    let (token, record) = issue_token(kind, account_id, integration_id, now);
+    db::write_all(
+        &state.clients.dynamo,
+        token_writes(&state.config.delivery_table, &record)?,
+    )
+    .await?;
+    let revoked = if revoke_existing {
+        revoke_tokens(
+            state,
+            RevokeScope {
+                account_id,
+                kind,
+                integration_id,
+                except: Some(&record.token_id),
+            },
+            now,
+        )
+        .await?
+    } else {
+        0
+    };
+    Ok((token, record, revoked))
+}
+
 pub async fn revoke_tokens(
     state: &ApiState,
     scope: RevokeScope<'_>,

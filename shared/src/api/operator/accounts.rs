@@ -7,11 +7,10 @@
 //!   token; with `revoke_existing: true` every other account token of the account is revoked.
 
 use crate::api::auth::{
-    issue_token, revoke_tokens, token_writes, IssuedTokenView, Operator, PlaintextToken,
-    RevokeScope, TokenKind,
+    issue_token, token_writes, IssuedTokenView, Operator, PlaintextToken, TokenKind,
 };
 use crate::api::extract::{new_id, path_id, ApiPath, Fields, JsonBody};
-use crate::api::{db, ApiError, ApiState};
+use crate::api::{auth, db, ApiError, ApiState};
 use crate::store::keys::{account_pk, ACCOUNT_SK};
 use crate::store::models::Account;
 use crate::store::to_item;
@@ -181,28 +180,14 @@ async fn issue(
     let revoke_existing: bool = f.optional("revoke_existing").unwrap_or(false);
     f.finish()?;
     let account = load(&state, &account_id).await?;
-    let now = state.clock.now();
-    let (token, record) = issue_token(TokenKind::Acct, &account.account_id, None, now);
-    db::write_all(
-        &state.clients.dynamo,
-        token_writes(&state.config.delivery_table, &record)?,
+    let (token, record, revoked) = auth::issue_rotated(
+        &state,
+        TokenKind::Acct,
+        &account.account_id,
+        None,
+        revoke_existing,
     )
     .await?;
-    let revoked = if revoke_existing {
-        revoke_tokens(
-            &state,
-            RevokeScope {
-                account_id: &account.account_id,
-                kind: TokenKind::Acct,
-                integration_id: None,
-                except: Some(&record.token_id),
-            },
-            now,
-        )
-        .await?
-    } else {
-        0
-    };
     tracing::info!(
         operator = %operator.id,
         account_id = %account.account_id,

@@ -22,7 +22,7 @@ use crate::api::db::{self, PageQuery, Update};
 use crate::api::extract::{
     new_id, page_limit, path_id, resource_id, ApiPath, ApiQuery, Fields, JsonBody, Patch,
 };
-use crate::api::{ApiError, ApiState};
+use crate::api::{auth, ApiError, ApiState};
 use crate::domain::event::DeliveryMethod;
 use crate::domain::signing::SigningSecret;
 use crate::domain::ssrf::check_url;
@@ -476,33 +476,14 @@ async fn rotate_token(
     let revoke_existing: bool = f.optional("revoke_existing").unwrap_or(false);
     f.finish()?;
     let integration = load(&state, &auth.account_id, &id).await?;
-    let now = state.clock.now();
-    let (token, record) = issue_token(
+    let (token, record, revoked) = auth::issue_rotated(
+        &state,
         TokenKind::Intg,
         &auth.account_id,
         Some(&integration.integration_id),
-        now,
-    );
-    db::write_all(
-        &state.clients.dynamo,
-        token_writes(&state.config.delivery_table, &record)?,
+        revoke_existing,
     )
     .await?;
-    let revoked = if revoke_existing {
-        revoke_tokens(
-            &state,
-            RevokeScope {
-                account_id: &auth.account_id,
-                kind: TokenKind::Intg,
-                integration_id: Some(&integration.integration_id),
-                except: Some(&record.token_id),
-            },
-            now,
-        )
-        .await?
-    } else {
-        0
-    };
     tracing::info!(
         account_id = %auth.account_id,
         integration_id = %integration.integration_id,
