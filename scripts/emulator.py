@@ -7,6 +7,9 @@ each item write atomically, and this project's correctness (conditional claims, 
 counters) rests on that. Serialising requests makes every request atomic, which is the property the
 tests need; the emulator's speed is not what they measure.
 
+It also answers `ReturnConsumedCapacity` with the units DynamoDB would charge (see capacity.py),
+which the benchmark's cost figures are read from.
+
 Usage: python scripts/emulator.py HOST PORT
 """
 
@@ -14,6 +17,8 @@ import sys
 import threading
 
 from werkzeug.serving import run_simple
+
+from capacity import ConsumedCapacity
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
     MotoRequestHandler,
@@ -37,7 +42,7 @@ class Serialised:
 def main() -> None:
     host, port = sys.argv[1], int(sys.argv[2])
     app = DomainDispatcherApplication(create_backend_app)
-    run_simple(host, port, Serialised(app), threaded=True, request_handler=MotoRequestHandler)
+    run_simple(host, port, Serialised(ConsumedCapacity(app)), threaded=True, request_handler=MotoRequestHandler)
 
 
 if __name__ == "__main__":

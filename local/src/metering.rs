@@ -1,18 +1,46 @@
 //! Counts AWS requests by service and operation with an SDK interceptor: measured, not estimated.
 //! The demo's summary and the benchmarks read their figures from here.
+//!
+//! With [`RequestMeter::count_capacity`] on, the interceptor also asks DynamoDB for the capacity
+//! every request consumes (`ReturnConsumedCapacity = INDEXES`, set on the request before it is
+//! serialised) and adds up what the responses report, table and global secondary indexes apart,
+//! plus the conditional writes DynamoDB refused (which consume capacity but report none). Against
+//! AWS these are the billed units; the local emulator computes them by AWS's rules
+//! (`scripts/capacity.py`).
 
+use aws_sdk_dynamodb::operation as ddb;
+use aws_sdk_dynamodb::types::{ConsumedCapacity, ReturnConsumedCapacity};
 use aws_smithy_runtime_api::box_error::BoxError;
-use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
+use aws_smithy_runtime_api::client::interceptors::context::{
+    AfterDeserializationInterceptorContextRef, BeforeSerializationInterceptorContextMut,
+    BeforeTransmitInterceptorContextRef, Error as OperationError,
+};
 use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
+
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// DynamoDB capacity consumed by one operation, summed over its requests.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Units {
+    pub read: f64,
+    pub write: f64,
+    /// The part of `read + write` spent on global secondary indexes.
+    pub indexes: f64,
+    /// Writes refused by their condition (or a cancelled transaction): each costs at least one
+    /// write unit in DynamoDB, which the response does not report.
+    pub refused: u64,
+}
 
 #[derive(Debug, Clone, Default)]
 pub struct RequestMeter {
     counts: Arc<Mutex<BTreeMap<(String, String), u64>>>,
+    units: Arc<Mutex<BTreeMap<String, Units>>>,
+    capacity: Arc<AtomicBool>,
 }
 
 impl RequestMeter {
@@ -27,6 +55,33 @@ impl RequestMeter {
 
     pub fn reset(&self) {
         self.counts.lock().unwrap().clear();
+        self.units.lock().unwrap().clear();
+    }
+
+    /// Asks DynamoDB for consumed capacity on every request from now on (see the module notes).
+    pub fn count_capacity(&self, on: bool) {
+        self.capacity.store(on, Ordering::Relaxed);
+    }
+
+    /// DynamoDB capacity per operation since the last reset (with `count_capacity` on).
+    pub fn units(&self) -> BTreeMap<String, Units> {
+        self.units.lock().unwrap().clone()
+    }
+
+    fn add_units(&self, operation: &str, consumed: &[ConsumedCapacity], refused: bool) {
+        let mut units = self.units.lock().unwrap();
+        let entry = units.entry(operation.to_string()).or_default();
+        for c in consumed {
+            entry.read += c.read_capacity_units.unwrap_or_default();
+            entry.write += c.write_capacity_units.unwrap_or_default();
+            entry.indexes += c
+                .global_secondary_indexes
+                .iter()
+                .flatten()
+                .map(|(_, i)| i.capacity_units.unwrap_or_default())
+                .sum::<f64>();
+        }
+        entry.refused += u64::from(refused);
     }
 
     /// Requests to one service (e.g. `DynamoDB`, `SQS`), optionally only the named operations.
@@ -44,9 +99,108 @@ impl RequestMeter {
     }
 }
 
+/// A write DynamoDB refused because a condition failed (a transaction: was cancelled).
+fn refused_write(error: &OperationError) -> bool {
+    if let Some(e) = error.downcast_ref::<ddb::put_item::PutItemError>() {
+        return e.is_conditional_check_failed_exception();
+    }
+    if let Some(e) = error.downcast_ref::<ddb::update_item::UpdateItemError>() {
+        return e.is_conditional_check_failed_exception();
+    }
+    if let Some(e) = error.downcast_ref::<ddb::delete_item::DeleteItemError>() {
+        return e.is_conditional_check_failed_exception();
+    }
+    if let Some(e) = error.downcast_ref::<ddb::transact_write_items::TransactWriteItemsError>() {
+        return e.is_transaction_canceled_exception();
+    }
+    false
+}
+
+/// Sets `return_consumed_capacity` on whichever DynamoDB input this is.
+macro_rules! ask_for_capacity {
+    ($input:expr, $($op:ident::$ty:ident),+ $(,)?) => {{
+        $(if let Some(i) = $input.downcast_mut::<ddb::$op::$ty>() {
+            i.return_consumed_capacity = Some(ReturnConsumedCapacity::Indexes);
+        })+
+    }};
+}
+
+/// The consumed capacity a DynamoDB output reports (one table, or one entry per table).
+macro_rules! reported_capacity {
+    ($output:expr; one: $($one:ident::$one_ty:ident),+; many: $($many:ident::$many_ty:ident),+) => {{
+        let mut found: Option<Vec<ConsumedCapacity>> = None;
+        $(if let Some(o) = $output.downcast_ref::<ddb::$one::$one_ty>() {
+            found = Some(o.consumed_capacity.iter().cloned().collect());
+        })+
+        $(if let Some(o) = $output.downcast_ref::<ddb::$many::$many_ty>() {
+            found = Some(o.consumed_capacity.clone().unwrap_or_default());
+        })+
+        found
+    }};
+}
+
 impl Intercept for RequestMeter {
     fn name(&self) -> &'static str {
         "RequestMeter"
+    }
+
+    fn modify_before_serialization(
+        &self,
+        context: &mut BeforeSerializationInterceptorContextMut<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if self.capacity.load(Ordering::Relaxed) {
+            ask_for_capacity!(
+                context.input_mut(),
+                put_item::PutItemInput,
+                update_item::UpdateItemInput,
+                delete_item::DeleteItemInput,
+                get_item::GetItemInput,
+                query::QueryInput,
+                scan::ScanInput,
+                batch_get_item::BatchGetItemInput,
+                batch_write_item::BatchWriteItemInput,
+                transact_write_items::TransactWriteItemsInput,
+                transact_get_items::TransactGetItemsInput,
+            );
+        }
+        Ok(())
+    }
+
+    fn read_after_deserialization(
+        &self,
+        context: &AfterDeserializationInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if !self.capacity.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let Some(meta) = cfg.load::<Metadata>() else {
+            return Ok(());
+        };
+        match context.output_or_error() {
+            Ok(output) => {
+                let consumed = reported_capacity!(output;
+                    one: put_item::PutItemOutput, update_item::UpdateItemOutput,
+                        delete_item::DeleteItemOutput, get_item::GetItemOutput,
+                        query::QueryOutput, scan::ScanOutput;
+                    many: batch_get_item::BatchGetItemOutput,
+                        batch_write_item::BatchWriteItemOutput,
+                        transact_write_items::TransactWriteItemsOutput,
+                        transact_get_items::TransactGetItemsOutput);
+                if let Some(consumed) = consumed {
+                    self.add_units(meta.name(), &consumed, false);
+                }
+            }
+            Err(error) => {
+                if error.as_operation_error().is_some_and(refused_write) {
+                    self.add_units(meta.name(), &[], true);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Once per attempt: SDK retries count as the requests they are.

@@ -296,3 +296,72 @@ async fn the_emulator_applies_concurrent_transactions_atomically() {
         .unwrap();
     assert_eq!(item["hits"], AttributeValue::N("40".into()));
 }
+
+/// The meter asks for consumed capacity and the emulator answers it by DynamoDB's rules: a write
+/// costs a unit per started kilobyte of the larger of the item before and after, plus every index
+/// whose entry it adds or changes; keys-only indexes ignore updates of other attributes.
+#[tokio::test]
+async fn consumed_capacity_is_counted_by_dynamodb_rules_table_and_indexes_apart() {
+    let t = TestStack::new().await;
+    t.meter.count_capacity(true);
+    let table = &t.config.delivery_table;
+    let s = |v: &str| AttributeValue::S(v.to_string());
+    // 2,500 bytes of payload: three started kilobytes. `list_key`/`list_sort` put the item in the
+    // all-attributes `listing` index, `sub_key`/`sub_sort` and `due_shard`/`due_at` in the
+    // keys-only `by_subscription` and `due` indexes (an entry of a few bytes: one unit each).
+    let put = t
+        .clients
+        .dynamo
+        .put_item()
+        .table_name(table)
+        .item("pk", s("capacity"))
+        .item("sk", s("item"))
+        .item("sub_key", s("sub"))
+        .item("sub_sort", s("0001"))
+        .item("due_shard", s("3"))
+        .item("due_at", AttributeValue::N("1700000000".into()))
+        .item("list_key", s("EVENTS#acc"))
+        .item("list_sort", s("0001"))
+        .item("payload", s(&"x".repeat(2500)));
+    put.clone().send().await.unwrap();
+    let units = t.meter.units()["PutItem"];
+    assert_eq!((units.write, units.indexes, units.read), (8.0, 5.0, 0.0));
+
+    // Changing an attribute only the all-attributes index holds: table 3 + listing 3; the
+    // keys-only indexes do not see it.
+    t.clients
+        .dynamo
+        .update_item()
+        .table_name(table)
+        .key("pk", s("capacity"))
+        .key("sk", s("item"))
+        .update_expression("SET note = :n")
+        .expression_attribute_values(":n", s("seen"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(t.meter.units()["UpdateItem"].write, 6.0);
+    assert_eq!(t.meter.units()["UpdateItem"].indexes, 3.0);
+
+    // A refused conditional write reports no capacity but is counted as refused.
+    let refused = put
+        .condition_expression("attribute_not_exists(pk)")
+        .send()
+        .await;
+    assert!(refused.is_err());
+    assert_eq!(t.meter.units()["PutItem"].refused, 1);
+    assert_eq!(t.meter.units()["PutItem"].write, 8.0);
+
+    // An eventually consistent read of a 3 KB item: half of one 4 KB unit.
+    t.clients
+        .dynamo
+        .get_item()
+        .table_name(table)
+        .key("pk", s("capacity"))
+        .key("sk", s("item"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(t.meter.units()["GetItem"].read, 0.5);
+    assert_eq!(t.meter.total("DynamoDB", None), 4);
+}

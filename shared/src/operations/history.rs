@@ -5,9 +5,7 @@ use super::{decode_list_cursor, encode_list_cursor, Filter, IndexQuery, Ops, Ops
 use super::{StoredDelivery, Upper};
 use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::time::Timestamp;
-use crate::store::expr::{n, s};
 use crate::store::models::AttemptRecord;
-use std::collections::HashMap;
 
 /// Index pages one listing evaluates before it answers with what it has.
 const MAX_ROUNDS: usize = 10;
@@ -42,33 +40,12 @@ pub async fn list_deliveries(
                 .ok_or_else(|| OpsError::invalid("cursor", "is not a cursor of this list"))?,
         ),
     };
-    let mut filter = Filter {
-        expression: "#haccount = :haccount".into(),
-        names: HashMap::from([("#haccount".to_string(), "account_id".to_string())]),
-        values: HashMap::from([(":haccount".to_string(), s(account_id))]),
+    let filter = Filter {
+        statuses: query.statuses.clone(),
+        occurred_from: query.from,
+        occurred_before: query.to,
+        ..Filter::account(account_id)
     };
-    if !query.statuses.is_empty() {
-        let placeholders: Vec<String> = (0..query.statuses.len())
-            .map(|i| format!(":hstatus{i}"))
-            .collect();
-        for (p, status) in placeholders.iter().zip(&query.statuses) {
-            filter.values.insert(p.clone(), s(status.to_string()));
-        }
-        filter
-            .names
-            .insert("#hstatus".to_string(), "status".to_string());
-        filter
-            .expression
-            .push_str(&format!(" AND #hstatus IN ({})", placeholders.join(", ")));
-    }
-    if let Some(from) = query.from {
-        filter.values.insert(":hfrom".into(), n(from.millis()));
-        filter.expression.push_str(" AND occurred_at >= :hfrom");
-    }
-    if let Some(to) = query.to {
-        filter.values.insert(":hto".into(), n(to.millis()));
-        filter.expression.push_str(" AND occurred_at < :hto");
-    }
     let q = IndexQuery {
         subscription_id,
         after: None,

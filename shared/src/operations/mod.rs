@@ -52,7 +52,7 @@ use crate::store::expr::{s, Expr};
 use crate::store::keys;
 use crate::store::models::{DeliveryRecord, Integration, Subscription};
 use crate::store::{from_item, Item, StoreError};
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
@@ -60,6 +60,8 @@ use std::collections::HashMap;
 
 /// The index of a subscription's deliveries in change order.
 pub const BY_SUBSCRIPTION: &str = "by_subscription";
+/// Rounds of `BatchGetItem` for keys DynamoDB leaves unprocessed before giving up.
+const BATCH_GET_ROUNDS: u32 = 5;
 /// Longest `reason` an operator gives.
 pub const MAX_REASON_CHARS: usize = 1000;
 /// Concurrent conditional writes of one request (cursor coverage, a replay chunk).
@@ -204,7 +206,11 @@ impl<'a> Ops<'a> {
         Ok(StoredDelivery::from_item(item)?)
     }
 
-    /// One page of a subscription's deliveries on the `by_subscription` index.
+    /// One page of a subscription's deliveries on the `by_subscription` index. The index holds
+    /// keys only (so that claims, outcomes and acknowledgements, which change other attributes,
+    /// do not also write the index): with a filter, the page's items are read from the table and
+    /// filtered here; without one, the page holds the index entries (keys and `sub_sort`).
+    /// As with a DynamoDB filter, `limit` counts the entries evaluated, not the items kept.
     pub async fn query_index(
         &self,
         q: &IndexQuery<'_>,
@@ -237,7 +243,7 @@ impl<'a> Ops<'a> {
             }
             (None, None) => {}
         }
-        let mut request = self
+        let out = self
             .dynamo
             .query()
             .table_name(self.table)
@@ -245,24 +251,15 @@ impl<'a> Ops<'a> {
             .key_condition_expression(key)
             .scan_index_forward(q.forward)
             .limit(limit)
-            .set_exclusive_start_key(start);
-        if let Some(filter) = &q.filter {
-            for (k, v) in &filter.names {
-                e = e.name(k, v);
-            }
-            for (k, v) in &filter.values {
-                e = e.value(k, v.clone());
-            }
-            request = request.filter_expression(&filter.expression);
-        }
-        let out = request
+            .set_exclusive_start_key(start)
             .set_expression_attribute_names(e.names_opt())
             .set_expression_attribute_values(e.values_opt())
             .send()
             .await
             .map_err(OpsError::dynamo)?;
-        let items = out
+        let entries: Vec<Item> = out
             .items
+            .clone()
             .unwrap_or_default()
             .into_iter()
             .filter(|item| {
@@ -274,6 +271,15 @@ impl<'a> Ops<'a> {
                 !(below || above)
             })
             .collect();
+        let items = match &q.filter {
+            None => entries,
+            Some(filter) => self
+                .items_of(&entries)
+                .await?
+                .into_iter()
+                .filter(|item| filter.admits(item))
+                .collect(),
+        };
         let last_sort = out
             .last_evaluated_key
             .as_ref()
@@ -285,6 +291,71 @@ impl<'a> Ops<'a> {
             last_sort,
             next_start: out.last_evaluated_key,
         })
+    }
+
+    /// The table's items for index entries, in the entries' order (items gone since are left out).
+    /// Eventually consistent like the index read before it: every write made from them is
+    /// conditional on the state it expects.
+    async fn items_of(&self, entries: &[Item]) -> Result<Vec<Item>, OpsError> {
+        let key_of = |item: &Item| -> Option<(String, String)> {
+            Some((
+                item.get("pk")?.as_s().ok()?.clone(),
+                item.get("sk")?.as_s().ok()?.clone(),
+            ))
+        };
+        let mut found: HashMap<(String, String), Item> = HashMap::new();
+        for chunk in entries.chunks(100) {
+            let mut wanted: Vec<Item> = chunk
+                .iter()
+                .filter_map(key_of)
+                .map(|(pk, sk)| HashMap::from([("pk".into(), s(pk)), ("sk".into(), s(sk))]))
+                .collect();
+            for round in 0..BATCH_GET_ROUNDS {
+                if wanted.is_empty() {
+                    break;
+                }
+                if round > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(20 << round)).await;
+                }
+                let keys = KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut wanted)))
+                    .build()
+                    .map_err(|e| OpsError::Store(StoreError::Dynamo(e.to_string())))?;
+                let out = self
+                    .dynamo
+                    .batch_get_item()
+                    .request_items(self.table, keys)
+                    .send()
+                    .await
+                    .map_err(OpsError::dynamo)?;
+                for item in out
+                    .responses
+                    .unwrap_or_default()
+                    .remove(self.table)
+                    .unwrap_or_default()
+                {
+                    if let Some(k) = key_of(&item) {
+                        found.insert(k, item);
+                    }
+                }
+                // DynamoDB may leave keys unprocessed under load: ask for those again.
+                wanted = out
+                    .unprocessed_keys
+                    .unwrap_or_default()
+                    .remove(self.table)
+                    .map(|k| k.keys)
+                    .unwrap_or_default();
+            }
+            if !wanted.is_empty() {
+                return Err(OpsError::Store(StoreError::Dynamo(
+                    "BatchGetItem left keys unprocessed".into(),
+                )));
+            }
+        }
+        Ok(entries
+            .iter()
+            .filter_map(|e| found.remove(&key_of(e)?))
+            .collect())
     }
 
     /// The subscription's last change id in change order (any status), if any.
@@ -344,13 +415,58 @@ pub struct IndexQuery<'a> {
     pub filter: Option<Filter>,
 }
 
-/// A filter expression with its own placeholders (which must not start with `#sk_`/`#sort` or be
-/// `:sub`, `:lo`, `:hi`).
-#[derive(Debug, Clone, Default)]
+/// Which of a subscription's deliveries an index query keeps (see [`Ops::query_index`]).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Filter {
-    pub expression: String,
-    pub names: HashMap<String, String>,
-    pub values: HashMap<String, AttributeValue>,
+    /// The account the caller acts for: another account's item is never returned.
+    pub account_id: String,
+    /// Any of these statuses (empty: any status).
+    pub statuses: Vec<DeliveryStatus>,
+    /// `occurred_at` at or after this.
+    pub occurred_from: Option<Timestamp>,
+    /// `occurred_at` before this.
+    pub occurred_before: Option<Timestamp>,
+    /// Created, and restarted if it ever was, no later than this.
+    pub written_through: Option<Timestamp>,
+}
+
+impl Filter {
+    pub fn account(account_id: &str) -> Self {
+        Filter {
+            account_id: account_id.to_string(),
+            statuses: Vec::new(),
+            occurred_from: None,
+            occurred_before: None,
+            written_through: None,
+        }
+    }
+
+    pub fn admits(&self, item: &Item) -> bool {
+        let text = |k: &str| item.get(k).and_then(|v| v.as_s().ok()).map(String::as_str);
+        let millis = |k: &str| {
+            item.get(k)
+                .and_then(|v| v.as_n().ok())
+                .and_then(|v| v.parse::<i64>().ok())
+        };
+        let status_ok = self.statuses.is_empty()
+            || text("status").is_some_and(|st| self.statuses.iter().any(|w| w.to_string() == st));
+        let occurred = millis("occurred_at");
+        let from_ok = self
+            .occurred_from
+            .is_none_or(|f| occurred.is_some_and(|o| o >= f.millis()));
+        let before_ok = self
+            .occurred_before
+            .is_none_or(|b| occurred.is_some_and(|o| o < b.millis()));
+        let written_ok = self.written_through.is_none_or(|h| {
+            millis("created_at").is_some_and(|c| c <= h.millis())
+                && millis("restarted_at").is_none_or(|r| r <= h.millis())
+        });
+        text("account_id") == Some(self.account_id.as_str())
+            && status_ok
+            && from_ok
+            && before_ok
+            && written_ok
+    }
 }
 
 /// One page of an index query.
@@ -529,5 +645,64 @@ mod tests {
         assert_eq!(marks, DeliveryMarks::default());
         let marks: SubscriptionMarks = from_item(item).unwrap();
         assert_eq!(marks.pull_epoch, 0);
+    }
+
+    fn delivery(status: &str, occurred: i64, created: i64, restarted: Option<i64>) -> Item {
+        let num = |v: i64| AttributeValue::N(v.to_string());
+        let mut item: Item = HashMap::from([
+            ("account_id".to_string(), s("acc_1")),
+            ("status".to_string(), s(status)),
+            ("occurred_at".to_string(), num(occurred)),
+            ("created_at".to_string(), num(created)),
+        ]);
+        if let Some(r) = restarted {
+            item.insert("restarted_at".into(), num(r));
+        }
+        item
+    }
+
+    #[test]
+    fn a_filter_keeps_only_its_account_statuses_window_and_horizon() {
+        let item = delivery("pending", 100, 200, None);
+        assert!(Filter::account("acc_1").admits(&item));
+        assert!(
+            !Filter::account("acc_2").admits(&item),
+            "another account's item"
+        );
+        let statuses = |st: Vec<DeliveryStatus>| Filter {
+            statuses: st,
+            ..Filter::account("acc_1")
+        };
+        assert!(statuses(vec![DeliveryStatus::Dead, DeliveryStatus::Pending]).admits(&item));
+        assert!(!statuses(vec![DeliveryStatus::Delivered]).admits(&item));
+        let window = |from, before| Filter {
+            occurred_from: from,
+            occurred_before: before,
+            ..Filter::account("acc_1")
+        };
+        assert!(window(Some(Timestamp(100)), Some(Timestamp(101))).admits(&item));
+        assert!(
+            !window(Some(Timestamp(101)), None).admits(&item),
+            "before the window"
+        );
+        assert!(
+            !window(None, Some(Timestamp(100))).admits(&item),
+            "the end is exclusive"
+        );
+        let horizon = |h| Filter {
+            written_through: Some(Timestamp(h)),
+            ..Filter::account("acc_1")
+        };
+        assert!(horizon(200).admits(&item));
+        assert!(!horizon(199).admits(&item), "created after the horizon");
+        let restarted = delivery("pending", 100, 200, Some(300));
+        assert!(horizon(300).admits(&restarted));
+        assert!(
+            !horizon(299).admits(&restarted),
+            "restarted after the horizon"
+        );
+        let mut no_account = item.clone();
+        no_account.remove("account_id");
+        assert!(!Filter::account("acc_1").admits(&no_account));
     }
 }

@@ -25,7 +25,6 @@ use crate::domain::time::Timestamp;
 use crate::store::expr::{n, s, Expr};
 use crate::store::keys;
 use futures::stream::{self, StreamExt};
-use std::collections::HashMap;
 
 /// Index pages one read or write evaluates at most per call of the loop.
 const INDEX_PAGE: i32 = 100;
@@ -87,28 +86,11 @@ pub struct PullPage {
 }
 
 fn pending_filter(account_id: &str, horizon: Option<Timestamp>) -> Filter {
-    let mut f = Filter {
-        expression: "#pstatus = :pending AND #paccount = :paccount".into(),
-        names: HashMap::from([
-            ("#pstatus".to_string(), "status".to_string()),
-            ("#paccount".to_string(), "account_id".to_string()),
-        ]),
-        values: HashMap::from([
-            (
-                ":pending".to_string(),
-                s(DeliveryStatus::Pending.to_string()),
-            ),
-            (":paccount".to_string(), s(account_id)),
-        ]),
-    };
-    if let Some(h) = horizon {
-        f.expression.push_str(
-            " AND created_at <= :horizon AND \
-             (attribute_not_exists(restarted_at) OR restarted_at <= :horizon)",
-        );
-        f.values.insert(":horizon".into(), n(h.millis()));
+    Filter {
+        statuses: vec![DeliveryStatus::Pending],
+        written_through: horizon,
+        ..Filter::account(account_id)
     }
-    f
 }
 
 /// Storage facts about the change a cursor names.

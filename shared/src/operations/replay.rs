@@ -34,7 +34,6 @@ use crate::store::{from_item, to_item};
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use futures::stream::{self, StreamExt};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 pub const REPLAY_JOB_KIND: &str = "replay_job";
@@ -410,16 +409,9 @@ async fn walk_chunk(
 ) -> Result<(ReplayCounts, Option<String>, bool), OpsError> {
     let window = job.window();
     let filter = Filter {
-        expression: "#occurred >= :from AND #occurred < :to AND #account = :account".into(),
-        names: HashMap::from([
-            ("#occurred".to_string(), "occurred_at".to_string()),
-            ("#account".to_string(), "account_id".to_string()),
-        ]),
-        values: HashMap::from([
-            (":from".to_string(), n(window.from.millis())),
-            (":to".to_string(), n(window.to.millis())),
-            (":account".to_string(), s(&job.account_id)),
-        ]),
+        occurred_from: Some(window.from),
+        occurred_before: Some(window.to),
+        ..Filter::account(&job.account_id)
     };
     let q = IndexQuery {
         subscription_id: &job.subscription_id,

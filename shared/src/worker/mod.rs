@@ -263,17 +263,19 @@ impl DeliveryWorker {
     ) -> Result<Option<String>, StoreError> {
         let token = uuid::Uuid::new_v4().to_string();
         let lease_until = now.plus(LEASE);
-        // If this worker dies, the sweep publishes the delivery again once the lease has lapsed.
-        let redispatch_at = lease_until.plus(crate::domain::time::SECOND);
+        // The claim leaves the `due` index alone (moving `due_at` there would bill two index
+        // writes per attempt). If this worker dies, its message is not deleted and comes back
+        // after the queue's visibility timeout (longer than the lease); should that message be
+        // lost as well, the sweep finds the delivery when its `due_at` passes: at most
+        // FIRST_DISPATCH_GRACE after ingest for a first attempt, REDISPATCH_GRACE after the sweep
+        // published a retry.
         let mut e = Expr::new()
             .name("#status", "status")
             .value(":status", s(d.status.to_string()))
             .value(":attempts", n(d.attempts))
             .value(":now", n(now.millis()))
             .value(":lease", n(lease_until.millis()))
-            .value(":token", s(&token))
-            .value(":due", n(redispatch_at.millis()))
-            .value(":shard", s(keys::shard_of(&d.delivery_id)));
+            .value(":token", s(&token));
         e = e.value(":updated", n(now.millis()));
         let result = self
             .clients
@@ -282,7 +284,7 @@ impl DeliveryWorker {
             .table_name(&self.config.delivery_table)
             .key("pk", s(pk))
             .key("sk", s(sk))
-            .update_expression("SET lease_until = :lease, lease_token = :token, due_at = :due, due_shard = :shard, updated_at = :updated")
+            .update_expression("SET lease_until = :lease, lease_token = :token, updated_at = :updated")
             .condition_expression("#status = :status AND attempts = :attempts AND (attribute_not_exists(lease_until) OR lease_until <= :now)")
             .set_expression_attribute_names(e.names_opt())
             .set_expression_attribute_values(e.values_opt())
