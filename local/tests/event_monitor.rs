@@ -842,13 +842,12 @@ async fn a_dead_workers_delivery_is_taken_again_after_its_sixty_second_lease() {
             "sk",
             aws_sdk_dynamodb::types::AttributeValue::S(keys::delivery_sk(&sub.subscription_id)),
         )
-        .update_expression("SET lease_until = :l, lease_token = :t, due_at = :d")
+        .update_expression("SET lease_until = :l, lease_token = :t")
         .expression_attribute_values(":l", n(lease_until.millis()))
         .expression_attribute_values(
             ":t",
             aws_sdk_dynamodb::types::AttributeValue::S("dead-worker".into()),
         )
-        .expression_attribute_values(":d", n(lease_until.millis() + 1000))
         .send()
         .await
         .unwrap();
@@ -867,10 +866,17 @@ async fn a_dead_workers_delivery_is_taken_again_after_its_sixty_second_lease() {
     assert_open(&p, &c, EventStatus::New).await;
     p.roll_up_pass().await.unwrap();
     assert_open(&p, &c, EventStatus::Partial).await;
-    // The lease lapses: pending again in 004's words, and the sweep hands it to a new worker.
+    // The lease lapses: pending again in 004's words. The dead worker's own message, never
+    // deleted, comes back after the queue's visibility timeout (120 s) and a new worker takes
+    // attempt 1 over.
     p.clock.advance(SECOND);
     assert_eq!(transmit(&p, &c, &sub).await, Some(TransmitStatus::Pending));
-    p.advance(Duration::from_secs(1)).await.unwrap();
+    p.clock.advance(Duration::from_secs(60));
+    assert!(matches!(
+        p.worker.process(&work(&c, &sub)).await.unwrap(),
+        WorkOutcome::Attempted { number: 1, .. }
+    ));
+    p.pump().await.unwrap();
     assert_eq!(r.count(), 1);
     let d = delivery(&p, &c, &sub).await;
     assert_eq!(
@@ -1171,12 +1177,19 @@ async fn reconciliation_republishes_overdue_dispatch_work_and_reports_it() {
     let c = change(&p, &acct).await;
     // Ingested, but its dispatch message was lost (the stream path never ran).
     p.ingest_pending().await.unwrap();
-    p.clock.advance(shared::ingest::FIRST_DISPATCH_GRACE);
+    // Within the grace the roll-up leaves it alone: the stream path may still publish it.
+    p.clock
+        .advance(shared::ingest::FIRST_DISPATCH_GRACE - SECOND);
+    let report = p.reconcile(RunKind::Nightly, 1000).await;
+    assert_eq!((report.rollup.requeued, report.dispatch.published), (0, 0));
+    p.clock.advance(SECOND);
     let report = p.reconcile(RunKind::Nightly, 1000).await;
     assert!(report.dispatch.ran);
+    // The roll-up walk found the lost first dispatch and the sweep after it published it.
+    assert_eq!(report.rollup.requeued, 1);
     assert_eq!(report.dispatch.published, 1);
-    // The same run rolled the waiting event up: partial.
-    assert_eq!(report.rollup.to_partial, 1);
+    // The runs rolled the waiting event up: partial.
+    assert_eq!(report.rollup.to_partial + report.rollup.unchanged, 1);
     p.work_pending().await.unwrap();
     assert_eq!(
         delivery(&p, &c, &sub).await.record.status,
@@ -1189,6 +1202,7 @@ async fn reconciliation_republishes_overdue_dispatch_work_and_reports_it() {
     assert_eq!(report.rollup.to_sent, 1);
     let doc = shared::reconcile::emf_document(&report, "test", p.now());
     assert_eq!(doc["ReconcileRollUpToSent"], 1);
+    assert_eq!(doc["ReconcileLostDispatchRequeued"], 0);
 }
 
 // ------------------------------------------------------------------------------ the monitor API

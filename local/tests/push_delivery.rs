@@ -436,17 +436,19 @@ async fn a_worker_that_dies_after_its_claim_is_taken_over_when_the_lease_lapses(
     p.pump().await.unwrap();
     assert_eq!(r.count(), 0, "the live lease keeps other workers out");
     // In AWS the dead worker's own message returns after the queue's visibility timeout (120 s,
-    // past the lease). Here that message is lost too: the sweep publishes the delivery when its
-    // first-dispatch grace has passed, and attempt 1 is taken over.
+    // past the lease). Here that message is lost too: nothing publishes the delivery until its
+    // first-dispatch grace has passed; then the roll-up of its open event puts it on the `due`
+    // index and the sweep publishes it, and attempt 1 is taken over.
     p.advance(Duration::from_secs(61)).await.unwrap();
+    assert_eq!(r.count(), 0, "not lost yet: the queue may still bring it");
+    p.clock.advance(shared::ingest::FIRST_DISPATCH_GRACE);
+    assert_eq!(p.roll_up_pass().await.unwrap().requeued, 1);
     assert_eq!(
-        r.count(),
+        p.roll_up_pass().await.unwrap().requeued,
         0,
-        "not due yet: the sweep leaves it to the queue"
+        "scheduled once"
     );
-    p.advance(shared::ingest::FIRST_DISPATCH_GRACE)
-        .await
-        .unwrap();
+    p.advance(Duration::from_secs(1)).await.unwrap();
     assert_eq!(r.count(), 1);
     let d = p
         .delivery(&account, &change.change_id, &sub.subscription_id)

@@ -1,13 +1,18 @@
 //! The message work dispatcher (seed 002, hop 3): publishes push deliveries to the delivery queue.
 //!
-//! Two paths, one rule — a delivery record that needs work carries `due_at` on the sparse `due`
-//! index, and nothing is deleted when it is published:
+//! Two paths, and nothing is deleted when it is published:
 //! * the **stream** path publishes a push delivery the moment it enters `pending` (created, or
 //!   restarted by an operator), with no DynamoDB write at all;
-//! * the **sweep** (every minute) publishes what is due on the index — retries whose backoff ends
-//!   within the next minute (as SQS delays), and anything whose message was lost or whose worker
-//!   died (its lease ended) — then moves `due_at` a grace period on, so the next sweep does not
-//!   publish it again unless it is still unclaimed by then.
+//! * the **sweep** (every minute) publishes what is due on the sparse, sharded `due` index —
+//!   retries whose backoff ends within the next minute (as SQS delays), operator restarts and
+//!   lost work — then moves `due_at` a grace period on, so the next sweep does not publish it
+//!   again unless it is still unclaimed by then.
+//!
+//! New push work is not on the `due` index (an entry would bill two index writes per delivery).
+//! A worker that dies leaves its message undeleted, and the queue brings it back after its
+//! visibility timeout, which is longer than the lease. Should a first dispatch be lost all the
+//! same, the event monitor's roll-up of the still-open event finds the delivery after
+//! [`FIRST_DISPATCH_GRACE`](crate::ingest::FIRST_DISPATCH_GRACE) and puts it on the index.
 //!
 //! A failed publish leaves `due_at` where it was, so the next pass retries it; a duplicate message
 //! is harmless because the worker claims each numbered attempt conditionally.

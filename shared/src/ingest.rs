@@ -26,8 +26,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How long a new push delivery waits for its first worker before the dispatcher's sweep publishes
-/// it again: the stream path normally publishes it within a second or two.
+/// How long a new push delivery (or one an operator restarted) waits for its first worker before
+/// it counts as lost and is published again: the stream path normally publishes it within a
+/// second or two.
 pub const FIRST_DISPATCH_GRACE: Duration = Duration::from_secs(5 * 60);
 
 #[derive(Debug, thiserror::Error)]
@@ -240,8 +241,7 @@ pub fn delivery_record(
     }
 }
 
-/// The stored item of a delivery: its keys, its place on the subscription index and, for push
-/// work, on the `due` index.
+/// The stored item of a delivery: its keys and its place on the subscription index.
 pub fn delivery_item(record: &DeliveryRecord, now: Timestamp) -> Result<Item, StoreError> {
     let pk = keys::event_pk(&record.account_id, &record.change_id);
     let mut item = to_item(
@@ -255,10 +255,10 @@ pub fn delivery_item(record: &DeliveryRecord, now: Timestamp) -> Result<Item, St
         "sub_sort".into(),
         s(keys::subscription_sort(&record.change_id)),
     );
-    if record.status == DeliveryStatus::Pending && !record.method.is_poll() {
-        item.insert("due_shard".into(), s(keys::shard_of(&record.delivery_id)));
-        item.insert("due_at".into(), n(now.plus(FIRST_DISPATCH_GRACE).millis()));
-    }
+    // New push work is not put on the `due` index: the dispatcher publishes it from the table's
+    // stream, and an index entry (written now, removed by the outcome) would bill two more
+    // writes per delivery. Should the first dispatch go missing, the roll-up of the open event
+    // finds the delivery after FIRST_DISPATCH_GRACE and schedules it there.
     if record.status == DeliveryStatus::SkippedFilter || record.method.is_poll() {
         // Filtered deliveries are final from birth, and the worker never writes pull deliveries:
         // both carry their retention now (the event's thirty days plus the margin), so the

@@ -194,6 +194,7 @@ impl ReconcileReport {
                     contended = r.contended,
                     rollup_errors = r.errors,
                     batches = r.batches,
+                    requeued_lost_dispatch = r.requeued,
                     more = self.more,
                     republished = self.dispatch.published,
                     republish_failed = self.dispatch.failed,
@@ -226,6 +227,7 @@ pub fn emf_document(report: &ReconcileReport, stage: &str, at: Timestamp) -> Val
         ("ReconcileRollUpDeferred", r.deferred.into()),
         ("ReconcileRollUpContended", r.contended.into()),
         ("ReconcileRollUpErrors", r.errors.into()),
+        ("ReconcileLostDispatchRequeued", r.requeued.into()),
         ("ReconcileBacklogRemaining", u64::from(report.more)),
         ("ReconcileRepublished", report.dispatch.published.into()),
         ("ReconcileRepublishFailed", report.dispatch.failed.into()),
@@ -336,6 +338,15 @@ impl Reconciler {
         let mut errors = Vec::new();
         let mut dispatch = DispatchCounts::default();
         let mut notifications = SettleReport::NotRun;
+        // The walk first: it puts push deliveries whose first dispatch was lost back on the
+        // `due` index, and the sweep after it publishes them in the same run.
+        let (rollup, more) = match self.rollup.walk(budget.max_events, budget.deadline).await {
+            Ok(w) => (w.rollup, w.more),
+            Err(e) => {
+                errors.push(format!("roll-up walk: {e}"));
+                (RollUpReport::default(), true)
+            }
+        };
         if kind == RunKind::Nightly {
             match self.dispatcher.sweep().await {
                 Ok(r) => {
@@ -360,13 +371,6 @@ impl Reconciler {
                 },
             };
         }
-        let (rollup, more) = match self.rollup.walk(budget.max_events, budget.deadline).await {
-            Ok(w) => (w.rollup, w.more),
-            Err(e) => {
-                errors.push(format!("roll-up walk: {e}"));
-                (RollUpReport::default(), true)
-            }
-        };
         ReconcileReport {
             run: kind,
             rollup,
@@ -393,6 +397,7 @@ mod tests {
                 to_skipped: 2,
                 to_partial: 1,
                 batches: 1,
+                requeued: 5,
                 ..RollUpReport::default()
             },
             more: true,
@@ -419,7 +424,7 @@ mod tests {
         assert_eq!(directive["Dimensions"], json!([["Stage"]]));
         assert_eq!(doc["Stage"], "prod");
         let metrics = directive["Metrics"].as_array().unwrap();
-        assert_eq!(metrics.len(), 13 + 2);
+        assert_eq!(metrics.len(), 14 + 2);
         for m in metrics {
             let name = m["Name"].as_str().unwrap();
             assert!(doc[name].is_u64(), "{name} has a value");
@@ -427,6 +432,7 @@ mod tests {
         assert_eq!(doc["ReconcileRollUpToSent"], 3);
         assert_eq!(doc["ReconcileBacklogRemaining"], 1);
         assert_eq!(doc["ReconcileRepublished"], 4);
+        assert_eq!(doc["ReconcileLostDispatchRequeued"], 5);
         assert_eq!(doc["ReconcileNotificationsExpired"], 2);
         assert_eq!(doc["ReconcileNotificationsFailed"], 1);
         assert_eq!(camel("failed_ambiguous"), "FailedAmbiguous");

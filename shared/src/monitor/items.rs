@@ -4,8 +4,11 @@
 use super::attrs;
 use super::retention::{delivery_visible, event_visible};
 use crate::domain::event::{DeliveryFacts, EventStatus, EventTrigger};
-use crate::domain::integration_delivery::{lease_held, transmit_status, TransmitStatus};
+use crate::domain::integration_delivery::{
+    lease_held, transmit_status, DeliveryStatus, TransmitStatus,
+};
 use crate::domain::time::Timestamp;
+use crate::ingest::FIRST_DISPATCH_GRACE;
 use crate::store::keys::{DELIVERY_PREFIX, EVENT_SK};
 use crate::store::models::{DeliveryRecord, EventRecord};
 use crate::store::{from_item, Item, StoreError};
@@ -77,12 +80,16 @@ pub struct DeliveryItem {
     /// TTL, epoch seconds (set when the event became final).
     pub expires_at: Option<i64>,
     pub delivered_at: Option<Timestamp>,
+    /// Whether the delivery is on the dispatcher's `due` index (a retry, an operator restart, or
+    /// lost work put back there).
+    pub on_due_index: bool,
 }
 
 impl DeliveryItem {
     pub fn from_item(item: Item) -> Result<Self, StoreError> {
         Ok(DeliveryItem {
             expires_at: number(&item, attrs::EXPIRES_AT),
+            on_due_index: item.contains_key("due_shard"),
             delivered_at: number(&item, "delivered_at").map(Timestamp),
             record: from_item(item)?,
         })
@@ -105,6 +112,22 @@ impl DeliveryItem {
 
     pub fn visible(&self, now: Timestamp) -> bool {
         delivery_visible(self.expires_at, now)
+    }
+
+    /// A push delivery whose first dispatch went missing: still `pending` with no attempt made,
+    /// no live lease, nothing scheduled on the `due` index, and ingested more than
+    /// [`FIRST_DISPATCH_GRACE`] ago. New push work is published from the table's stream and
+    /// reaches the worker within seconds; a delivery in this state lost its stream record or its
+    /// message (or the message went to the dead-letter queue), and nothing else would ever
+    /// publish it again.
+    pub fn first_dispatch_lost(&self, now: Timestamp) -> bool {
+        let d = &self.record;
+        d.status == DeliveryStatus::Pending
+            && !d.method.is_poll()
+            && d.attempts == 0
+            && !self.on_due_index
+            && !lease_held(d.lease_until, now)
+            && d.created_at.plus(FIRST_DISPATCH_GRACE) <= now
     }
 }
 
@@ -130,5 +153,86 @@ impl EventPartition {
             }
         }
         Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::event::DeliveryMethod;
+    use crate::domain::time::SECOND;
+
+    fn push_delivery(created: Timestamp) -> DeliveryItem {
+        let record = DeliveryRecord {
+            delivery_id: "dlv_1".into(),
+            account_id: "acc_1".into(),
+            change_id: "chg_1".into(),
+            subscription_id: "sub_1".into(),
+            integration_id: "int_1".into(),
+            method: DeliveryMethod::Webhook,
+            status: DeliveryStatus::Pending,
+            attempts: 0,
+            payload: Some("{}".into()),
+            created_at: created,
+            updated_at: created,
+            occurred_at: created,
+            not_before: Some(created),
+            lease_until: None,
+            lease_token: None,
+            last_error: None,
+            last_http_status: None,
+            attempt_log: Vec::new(),
+        };
+        DeliveryItem {
+            record,
+            expires_at: None,
+            delivered_at: None,
+            on_due_index: false,
+        }
+    }
+
+    #[test]
+    fn a_first_dispatch_is_lost_only_when_nothing_else_can_bring_the_delivery_back() {
+        let created = Timestamp(1_700_000_000_000);
+        let due = created.plus(FIRST_DISPATCH_GRACE);
+        let d = push_delivery(created);
+        assert!(d.first_dispatch_lost(due));
+        assert!(
+            !d.first_dispatch_lost(due.minus(SECOND)),
+            "within the grace"
+        );
+
+        let mut scheduled = push_delivery(created);
+        scheduled.on_due_index = true;
+        assert!(!scheduled.first_dispatch_lost(due), "the sweep has it");
+
+        let mut leased = push_delivery(created);
+        leased.record.lease_until = Some(due.plus(SECOND));
+        assert!(!leased.first_dispatch_lost(due), "a worker holds it");
+        leased.record.lease_until = Some(due);
+        assert!(leased.first_dispatch_lost(due), "the lease lapsed");
+
+        let mut attempted = push_delivery(created);
+        attempted.record.attempts = 1;
+        assert!(!attempted.first_dispatch_lost(due), "not a first dispatch");
+
+        let mut pull = push_delivery(created);
+        pull.record.method = DeliveryMethod::Poll;
+        assert!(
+            !pull.first_dispatch_lost(due),
+            "pull deliveries wait for a cursor"
+        );
+
+        for status in [
+            DeliveryStatus::Delivered,
+            DeliveryStatus::Retrying,
+            DeliveryStatus::Dead,
+            DeliveryStatus::Failed,
+            DeliveryStatus::SkippedFilter,
+        ] {
+            let mut moved = push_delivery(created);
+            moved.record.status = status;
+            assert!(!moved.first_dispatch_lost(due), "{status}");
+        }
     }
 }

@@ -21,6 +21,7 @@ use crate::clock::Clock;
 use crate::domain::event::{
     roll_up_move, DeliveryFacts, EventStatus, EventTrigger, EVENT_LIFECYCLE, ROLLUP_BATCH,
 };
+use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::lifecycle::{Status, StatusCondition};
 use crate::domain::time::Timestamp;
 use crate::store::expr::{is_condition_failure, n, s, Expr};
@@ -78,6 +79,8 @@ pub struct RollUpReport {
     pub errors: u32,
     /// Batches (passes) run.
     pub batches: u32,
+    /// Push deliveries whose first dispatch was lost, put back on the `due` index.
+    pub requeued: u32,
 }
 
 impl RollUpReport {
@@ -123,6 +126,7 @@ impl RollUpReport {
         self.missing += other.missing;
         self.errors += other.errors;
         self.batches += other.batches;
+        self.requeued += other.requeued;
     }
 }
 
@@ -203,16 +207,26 @@ impl RollUp {
     /// returned: one event's failure does not hold up the others.
     pub async fn roll_up_batch(&self, batch: &[IndexEntry]) -> RollUpReport {
         let pks: Vec<String> = batch.iter().map(|e| e.pk.clone()).collect();
-        let outcomes: Vec<Result<RollUpOutcome, MonitorError>> = stream::iter(pks)
+        let counted: Vec<Result<(RollUpOutcome, u32), MonitorError>> = stream::iter(pks)
             .map(|pk| {
                 let this = self.clone();
-                async move { this.roll_up_pk(&pk).await }
+                async move { this.roll_up_counting(&pk).await }
             })
             .buffered(ROLLUP_CONCURRENCY)
             .collect()
             .await;
+        let requeued = counted
+            .iter()
+            .filter_map(|c| c.as_ref().ok())
+            .map(|(_, n)| n)
+            .sum();
+        let outcomes: Vec<Result<RollUpOutcome, MonitorError>> = counted
+            .into_iter()
+            .map(|c| c.map(|(outcome, _)| outcome))
+            .collect();
         let mut report = RollUpReport {
             batches: 1,
+            requeued,
             ..RollUpReport::default()
         };
         for (entry, outcome) in batch.iter().zip(&outcomes) {
@@ -238,10 +252,17 @@ impl RollUp {
 
     /// Rolls up the event of partition `pk` (`EVT#{account}#{change}`).
     pub async fn roll_up_pk(&self, pk: &str) -> Result<RollUpOutcome, MonitorError> {
+        Ok(self.roll_up_counting(pk).await?.0)
+    }
+
+    /// [`Self::roll_up_pk`], and how many lost first dispatches of the event's deliveries it put
+    /// back on the `due` index.
+    async fn roll_up_counting(&self, pk: &str) -> Result<(RollUpOutcome, u32), MonitorError> {
+        let mut requeued = 0;
         for _ in 0..ROLLUP_ATTEMPTS {
             let partition = read_partition(&self.dynamo, &self.table, pk).await?;
             let Some(event) = partition.event else {
-                return Ok(RollUpOutcome::Missing);
+                return Ok((RollUpOutcome::Missing, requeued));
             };
             let now = self.clock.now();
             let from = event.status();
@@ -251,18 +272,21 @@ impl RollUp {
                     // every pass would look at it again forever.
                     self.leave_index(pk, from).await?;
                 }
-                return Ok(RollUpOutcome::AlreadyFinal { status: from });
+                return Ok((RollUpOutcome::AlreadyFinal { status: from }, requeued));
             }
+            requeued += self
+                .requeue_lost_dispatch(pk, &partition.deliveries, now)
+                .await?;
             let facts: Vec<DeliveryFacts> = partition
                 .deliveries
                 .iter()
                 .filter_map(|d| d.facts(now))
                 .collect();
             if (facts.len() as u64) < u64::from(event.record.subscribers) {
-                return Ok(RollUpOutcome::Deferred);
+                return Ok((RollUpOutcome::Deferred, requeued));
             }
             let Some((trigger, to)) = roll_up_move(from, !facts.is_empty(), &facts) else {
-                return Ok(RollUpOutcome::AlreadyFinal { status: from });
+                return Ok((RollUpOutcome::AlreadyFinal { status: from }, requeued));
             };
             // Deliveries share their event's retention: set before the event's final write (a
             // crash in between leaves the event open and the next roll-up repeats it), removed
@@ -271,14 +295,61 @@ impl RollUp {
             self.set_delivery_expiry(pk, &partition.deliveries, ttl)
                 .await?;
             if to == from {
-                return Ok(RollUpOutcome::Unchanged { status: from });
+                return Ok((RollUpOutcome::Unchanged { status: from }, requeued));
             }
             if self.write_status(pk, &event, trigger, to, now).await? {
                 tracing::info!(pk, %from, %to, trigger = ?trigger, "event status rolled up");
-                return Ok(RollUpOutcome::Moved { from, to });
+                return Ok((RollUpOutcome::Moved { from, to }, requeued));
             }
         }
-        Ok(RollUpOutcome::Contended)
+        Ok((RollUpOutcome::Contended, requeued))
+    }
+
+    /// Puts push deliveries whose first dispatch went missing
+    /// ([`DeliveryItem::first_dispatch_lost`]) on the `due` index, due now, for the dispatcher's
+    /// next sweep to publish. New push work is not on that index (publishing it from the stream
+    /// costs no write, and an index entry would cost two), so the open event's roll-up, which
+    /// reads every delivery of the event anyway, is where lost first dispatches are found.
+    async fn requeue_lost_dispatch(
+        &self,
+        pk: &str,
+        deliveries: &[DeliveryItem],
+        now: Timestamp,
+    ) -> Result<u32, MonitorError> {
+        let mut requeued = 0;
+        for d in deliveries.iter().filter(|d| d.first_dispatch_lost(now)) {
+            let e = Expr::new()
+                .name("#status", "status")
+                .value(":pending", s(DeliveryStatus::Pending.to_string()))
+                .value(":zero", n(0))
+                .value(":now", n(now.millis()))
+                .value(":shard", s(keys::shard_of(&d.record.delivery_id)));
+            let result = self
+                .dynamo
+                .update_item()
+                .table_name(&self.table)
+                .key("pk", s(pk))
+                .key("sk", s(keys::delivery_sk(&d.record.subscription_id)))
+                .update_expression("SET due_shard = :shard, due_at = :now")
+                .condition_expression(
+                    "#status = :pending AND attempts = :zero AND attribute_not_exists(due_shard) \
+                     AND (attribute_not_exists(lease_until) OR lease_until <= :now)",
+                )
+                .set_expression_attribute_names(e.names_opt())
+                .set_expression_attribute_values(e.values_opt())
+                .send()
+                .await;
+            match result {
+                Ok(_) => {
+                    tracing::warn!(pk, delivery_id = %d.record.delivery_id, "first dispatch lost; the sweep publishes it again");
+                    requeued += 1;
+                }
+                // A worker or an operator moved it since the read: nothing is lost.
+                Err(err) if is_condition_failure(&err) => {}
+                Err(err) => return Err(StoreError::dynamo(err).into()),
+            }
+        }
+        Ok(requeued)
     }
 
     /// The status write: conditional on the stored status still being `from` (the table row of

@@ -104,8 +104,9 @@ pub struct AttemptRecord {
     pub detail: Option<String>,
 }
 
-/// The delivery progress object (seed 000): one per subscription × change. While it needs work it
-/// carries `due_shard`/`due_at`, which put it on the sparse `due` index the dispatcher sweeps.
+/// The delivery progress object (seed 000): one per subscription × change. While a retry or an
+/// operator restart waits it carries `due_shard`/`due_at`, which put it on the sparse `due` index
+/// the dispatcher sweeps (new push work is published from the table's stream instead).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct DeliveryRecord {
     pub delivery_id: String,

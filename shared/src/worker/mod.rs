@@ -266,9 +266,8 @@ impl DeliveryWorker {
         // The claim leaves the `due` index alone (moving `due_at` there would bill two index
         // writes per attempt). If this worker dies, its message is not deleted and comes back
         // after the queue's visibility timeout (longer than the lease); should that message be
-        // lost as well, the sweep finds the delivery when its `due_at` passes: at most
-        // FIRST_DISPATCH_GRACE after ingest for a first attempt, REDISPATCH_GRACE after the sweep
-        // published a retry.
+        // lost as well, a retry is found by the sweep when its `due_at` passes (REDISPATCH_GRACE
+        // after the sweep published it) and a first attempt by the roll-up of its open event.
         let mut e = Expr::new()
             .name("#status", "status")
             .value(":status", s(d.status.to_string()))
@@ -411,8 +410,12 @@ impl DeliveryWorker {
         match to {
             DeliveryStatus::Retrying => {
                 let next = now.plus(decision.retry_in.unwrap_or_default());
-                e = e.value(":next", n(next.millis()));
+                e = e
+                    .value(":next", n(next.millis()))
+                    .value(":shard", s(keys::shard_of(&d.delivery_id)));
                 set.push("not_before = :next");
+                // Onto the `due` index (a first attempt is not on it): the sweep publishes it.
+                set.push("due_shard = :shard");
                 set.push("due_at = :next");
             }
             DeliveryStatus::Delivered => {
