@@ -304,11 +304,11 @@ async fn the_emulator_applies_concurrent_transactions_atomically() {
 async fn consumed_capacity_is_counted_by_dynamodb_rules_table_and_indexes_apart() {
     let t = TestStack::new().await;
     t.meter.count_capacity(true);
-    let table = &t.config.delivery_table;
+    let table = &t.config.notification_table;
     let s = |v: &str| AttributeValue::S(v.to_string());
-    // 2,500 bytes of payload: three started kilobytes. `list_key`/`list_sort` put the item in the
-    // all-attributes `listing` index, `sub_key`/`sub_sort` and `due_shard`/`due_at` in the
-    // keys-only `by_subscription` and `due` indexes (an entry of a few bytes: one unit each).
+    // 2,500 bytes of payload: three started kilobytes. `inbox_key`/`inbox_at` put the item in the
+    // all-attributes `inbox` index, `watch_shard`/`watch_at` in the keys-only `watch` index (an
+    // entry of a few bytes: one unit).
     let put = t
         .clients
         .dynamo
@@ -316,19 +316,17 @@ async fn consumed_capacity_is_counted_by_dynamodb_rules_table_and_indexes_apart(
         .table_name(table)
         .item("pk", s("capacity"))
         .item("sk", s("item"))
-        .item("sub_key", s("sub"))
-        .item("sub_sort", s("0001"))
-        .item("due_shard", s("3"))
-        .item("due_at", AttributeValue::N("1700000000".into()))
-        .item("list_key", s("EVENTS#acc"))
-        .item("list_sort", s("0001"))
+        .item("inbox_key", s("INBOX#someone"))
+        .item("inbox_at", AttributeValue::N("1700000000".into()))
+        .item("watch_shard", s("3"))
+        .item("watch_at", AttributeValue::N("1700000000".into()))
         .item("payload", s(&"x".repeat(2500)));
     put.clone().send().await.unwrap();
     let units = t.meter.units()["PutItem"];
-    assert_eq!((units.write, units.indexes, units.read), (8.0, 5.0, 0.0));
+    assert_eq!((units.write, units.indexes, units.read), (7.0, 4.0, 0.0));
 
-    // Changing an attribute only the all-attributes index holds: table 3 + listing 3; the
-    // keys-only indexes do not see it.
+    // Changing an attribute only the all-attributes index holds: table 3 + inbox 3; the
+    // keys-only index does not see it.
     t.clients
         .dynamo
         .update_item()
@@ -350,7 +348,7 @@ async fn consumed_capacity_is_counted_by_dynamodb_rules_table_and_indexes_apart(
         .await;
     assert!(refused.is_err());
     assert_eq!(t.meter.units()["PutItem"].refused, 1);
-    assert_eq!(t.meter.units()["PutItem"].write, 8.0);
+    assert_eq!(t.meter.units()["PutItem"].write, 7.0);
 
     // An eventually consistent read of a 3 KB item: half of one 4 KB unit.
     t.clients

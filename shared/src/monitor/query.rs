@@ -15,16 +15,16 @@
 
 use super::items::{DeliveryItem, EventItem};
 use super::rollup::read_partition;
-use super::{attrs, MonitorError};
+use super::MonitorError;
 use crate::domain::event::{EventStatus, EventTrigger, InternalStatus};
 use crate::domain::integration_delivery::{DeliveryStatus, TransmitStatus};
-use crate::domain::lifecycle::{Status, Trigger};
+use crate::domain::lifecycle::Trigger;
 use crate::domain::subscription::SubscriptionStatus;
 use crate::domain::time::Timestamp;
 use crate::store::expr::s;
 use crate::store::keys::{self, account_pk, SUBSCRIPTION_PREFIX};
 use crate::store::models::{AttemptRecord, Subscription};
-use crate::store::{from_item, Item, StoreError};
+use crate::store::{batch, from_item, Item, StoreError};
 use aws_sdk_dynamodb::types::AttributeValue;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -128,23 +128,23 @@ struct Listing<'a> {
     lower: Option<String>,
     upper: Option<String>,
     forward: bool,
-    filter: Option<String>,
-    names: HashMap<String, String>,
-    values: HashMap<String, AttributeValue>,
     limit: u32,
     cursor: Option<Cursor>,
+    /// Which of the listed items the page shows.
     keep: &'a (dyn Fn(&Item) -> bool + Sync),
 }
 
-/// Reads one page of a listing: index pages until `limit` items passed the filters, the index is
+/// Reads one page of a listing: index pages until `limit` items passed `keep`, the index is
 /// exhausted, or [`MAX_ROUNDS`] pages were read (then the page comes back short, with a cursor).
+/// The index holds keys only (a status change of a listed item would otherwise bill an index
+/// write): each index page's items are read from the table (`store::batch`) and filtered here.
 async fn listing_page(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
     l: Listing<'_>,
 ) -> Result<Page<Item>, StoreError> {
     let mut key_condition = "list_key = :lk".to_string();
-    let mut values = l.values.clone();
+    let mut values = HashMap::new();
     values.insert(":lk".into(), s(&l.list_key));
     match (&l.lower, &l.upper) {
         (Some(lo), Some(hi)) => {
@@ -166,7 +166,7 @@ async fn listing_page(
     let mut out: Vec<Item> = Vec::new();
     let mut start = l.cursor.as_ref().map(|c| c.start_key(&l.list_key));
     for _ in 0..MAX_ROUNDS {
-        let mut request = dynamo
+        let page = dynamo
             .query()
             .table_name(table)
             .index_name(LISTING_INDEX)
@@ -174,15 +174,12 @@ async fn listing_page(
             .scan_index_forward(l.forward)
             .limit(FETCH)
             .set_exclusive_start_key(start.take())
-            .set_expression_attribute_values(Some(values.clone()));
-        if let Some(filter) = &l.filter {
-            request = request.filter_expression(filter);
-        }
-        if !l.names.is_empty() {
-            request = request.set_expression_attribute_names(Some(l.names.clone()));
-        }
-        let page = request.send().await.map_err(StoreError::dynamo)?;
-        for item in page.items.unwrap_or_default() {
+            .set_expression_attribute_values(Some(values.clone()))
+            .send()
+            .await
+            .map_err(StoreError::dynamo)?;
+        let entries = page.items.unwrap_or_default();
+        for item in batch::items_in_order(dynamo, table, &entries).await? {
             // BETWEEN is inclusive; the upper bound is not (it never equals a stored key).
             let sort = item.get("list_sort").and_then(|v| v.as_s().ok());
             if l.upper.as_ref().is_some_and(|hi| sort >= Some(hi)) || !(l.keep)(&item) {
@@ -241,32 +238,14 @@ pub async fn list_events(
         .as_deref()
         .map(|c| Cursor::decode(c, "events", account_id))
         .transpose()?;
-    let mut names = HashMap::from([("#exp".to_string(), attrs::EXPIRES_AT.to_string())]);
-    let mut values = HashMap::from([(
-        ":now_s".to_string(),
-        AttributeValue::N(now.seconds().to_string()),
-    )]);
-    let mut filter = "(attribute_not_exists(#exp) OR #exp > :now_s)".to_string();
-    if !q.statuses.is_empty() {
-        names.insert("#es".into(), attrs::EVENT_STATUS.into());
-        let placeholders: Vec<String> = q
-            .statuses
-            .iter()
-            .enumerate()
-            .map(|(i, st)| {
-                let p = format!(":st{i}");
-                values.insert(p.clone(), s(st.as_str()));
-                p
-            })
-            .collect();
-        filter = format!("{filter} AND #es IN ({})", placeholders.join(", "));
-    }
     let keep = move |item: &Item| {
         item.get("kind")
             .and_then(|v| v.as_s().ok())
             .map(String::as_str)
             == Some("event")
-            && EventItem::from_item(item.clone()).is_ok_and(|e| e.visible(now))
+            && EventItem::from_item(item.clone()).is_ok_and(|e| {
+                e.visible(now) && (q.statuses.is_empty() || q.statuses.contains(&e.status()))
+            })
     };
     let page = listing_page(
         dynamo,
@@ -277,9 +256,6 @@ pub async fn list_events(
             lower: q.from.map(|t| keys::time_sort(t, "")),
             upper: q.to.map(|t| keys::time_sort(t, "")),
             forward: q.oldest_first,
-            filter: Some(filter),
-            names,
-            values,
             limit: q.limit,
             cursor,
             keep: &keep,
@@ -331,18 +307,6 @@ pub async fn attention_deliveries(
     let cursor = cursor
         .map(|c| Cursor::decode(c, "attention", account_id))
         .transpose()?;
-    let names = HashMap::from([
-        ("#st".to_string(), "status".to_string()),
-        ("#exp".to_string(), attrs::EXPIRES_AT.to_string()),
-    ]);
-    let values = HashMap::from([
-        (":dead".to_string(), s(DeliveryStatus::Dead.as_str())),
-        (":failed".to_string(), s(DeliveryStatus::Failed.as_str())),
-        (
-            ":now_s".to_string(),
-            AttributeValue::N(now.seconds().to_string()),
-        ),
-    ]);
     let keep = move |item: &Item| {
         item.get("kind")
             .and_then(|v| v.as_s().ok())
@@ -365,12 +329,6 @@ pub async fn attention_deliveries(
             lower: None,
             upper: None,
             forward: false,
-            filter: Some(
-                "#st IN (:dead, :failed) AND (attribute_not_exists(#exp) OR #exp > :now_s)"
-                    .to_string(),
-            ),
-            names,
-            values,
             limit,
             cursor,
             keep: &keep,

@@ -240,9 +240,12 @@ pub async fn list(
         .send()
         .await
         .map_err(OpsError::dynamo)?;
-    let records = out
-        .items
-        .unwrap_or_default()
+    let mut items = out.items.unwrap_or_default();
+    if index.is_some() {
+        // The listing index holds keys only: read the records themselves.
+        items = crate::store::batch::items_in_order(ops.dynamo, ops.table, &items).await?;
+    }
+    let records = items
         .into_iter()
         .map(from_item)
         .collect::<Result<Vec<AuditRecord>, _>>()?;

@@ -52,7 +52,7 @@ use crate::store::expr::{s, Expr};
 use crate::store::keys;
 use crate::store::models::{DeliveryRecord, Integration, Subscription};
 use crate::store::{from_item, Item, StoreError};
-use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
+use aws_sdk_dynamodb::types::AttributeValue;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
@@ -60,8 +60,6 @@ use std::collections::HashMap;
 
 /// The index of a subscription's deliveries in change order.
 pub const BY_SUBSCRIPTION: &str = "by_subscription";
-/// Rounds of `BatchGetItem` for keys DynamoDB leaves unprocessed before giving up.
-const BATCH_GET_ROUNDS: u32 = 5;
 /// Longest `reason` an operator gives.
 pub const MAX_REASON_CHARS: usize = 1000;
 /// Concurrent conditional writes of one request (cursor coverage, a replay chunk).
@@ -273,8 +271,7 @@ impl<'a> Ops<'a> {
             .collect();
         let items = match &q.filter {
             None => entries,
-            Some(filter) => self
-                .items_of(&entries)
+            Some(filter) => crate::store::batch::items_in_order(self.dynamo, self.table, &entries)
                 .await?
                 .into_iter()
                 .filter(|item| filter.admits(item))
@@ -291,71 +288,6 @@ impl<'a> Ops<'a> {
             last_sort,
             next_start: out.last_evaluated_key,
         })
-    }
-
-    /// The table's items for index entries, in the entries' order (items gone since are left out).
-    /// Eventually consistent like the index read before it: every write made from them is
-    /// conditional on the state it expects.
-    async fn items_of(&self, entries: &[Item]) -> Result<Vec<Item>, OpsError> {
-        let key_of = |item: &Item| -> Option<(String, String)> {
-            Some((
-                item.get("pk")?.as_s().ok()?.clone(),
-                item.get("sk")?.as_s().ok()?.clone(),
-            ))
-        };
-        let mut found: HashMap<(String, String), Item> = HashMap::new();
-        for chunk in entries.chunks(100) {
-            let mut wanted: Vec<Item> = chunk
-                .iter()
-                .filter_map(key_of)
-                .map(|(pk, sk)| HashMap::from([("pk".into(), s(pk)), ("sk".into(), s(sk))]))
-                .collect();
-            for round in 0..BATCH_GET_ROUNDS {
-                if wanted.is_empty() {
-                    break;
-                }
-                if round > 0 {
-                    tokio::time::sleep(std::time::Duration::from_millis(20 << round)).await;
-                }
-                let keys = KeysAndAttributes::builder()
-                    .set_keys(Some(std::mem::take(&mut wanted)))
-                    .build()
-                    .map_err(|e| OpsError::Store(StoreError::Dynamo(e.to_string())))?;
-                let out = self
-                    .dynamo
-                    .batch_get_item()
-                    .request_items(self.table, keys)
-                    .send()
-                    .await
-                    .map_err(OpsError::dynamo)?;
-                for item in out
-                    .responses
-                    .unwrap_or_default()
-                    .remove(self.table)
-                    .unwrap_or_default()
-                {
-                    if let Some(k) = key_of(&item) {
-                        found.insert(k, item);
-                    }
-                }
-                // DynamoDB may leave keys unprocessed under load: ask for those again.
-                wanted = out
-                    .unprocessed_keys
-                    .unwrap_or_default()
-                    .remove(self.table)
-                    .map(|k| k.keys)
-                    .unwrap_or_default();
-            }
-            if !wanted.is_empty() {
-                return Err(OpsError::Store(StoreError::Dynamo(
-                    "BatchGetItem left keys unprocessed".into(),
-                )));
-            }
-        }
-        Ok(entries
-            .iter()
-            .filter_map(|e| found.remove(&key_of(e)?))
-            .collect())
     }
 
     /// The subscription's last change id in change order (any status), if any.

@@ -2,6 +2,7 @@
 //! configuration loader.
 
 pub mod account_config;
+pub mod batch;
 pub mod expr;
 pub mod keys;
 pub mod models;
