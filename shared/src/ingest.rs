@@ -11,7 +11,7 @@ use crate::config::Config;
 use crate::domain::change::Change;
 use crate::domain::event::{delivery_expires_at, DeliveryMethod, EventStatus, InternalStatus};
 use crate::domain::integration_delivery::DeliveryStatus;
-use crate::domain::projection::delivery_payload_json;
+use crate::domain::projection::PreparedChange;
 use crate::domain::subscription::SubscriptionStatus;
 use crate::domain::time::Timestamp;
 use crate::store::account_config::{self, AccountConfig, CompiledSubscription};
@@ -133,8 +133,9 @@ impl Ingest {
         let mut writes = Vec::new();
         let mut outcome = IngestOutcome::default();
         let mut push_subscribers = 0;
+        let prepared = PreparedChange::new(change);
         for compiled in &eligible {
-            let record = delivery_record(change, compiled, &config, now);
+            let record = delivery_record(&prepared, compiled, &config, now);
             match record.status {
                 DeliveryStatus::Pending => {
                     outcome.pending += 1;
@@ -201,13 +202,14 @@ fn parse_change(record: &StreamRecord) -> Result<Change, IngestError> {
 }
 
 /// The delivery record a subscription makes of a change: filtered at change time, projected to
-/// its allowed fields (never the row).
+/// its allowed fields (never the row). The change is prepared once for all its subscriptions.
 pub fn delivery_record(
-    change: &Change,
+    prepared: &PreparedChange<'_>,
     compiled: &CompiledSubscription,
     config: &AccountConfig,
     now: Timestamp,
 ) -> DeliveryRecord {
+    let change = prepared.change();
     let sub = &compiled.subscription;
     let method = config
         .integrations
@@ -228,7 +230,7 @@ pub fn delivery_record(
             DeliveryStatus::SkippedFilter
         },
         attempts: 0,
-        payload: matched.then(|| delivery_payload_json(change, &compiled.projection)),
+        payload: matched.then(|| prepared.payload_json(&compiled.projection)),
         created_at: now,
         updated_at: now,
         occurred_at: change.occurred_at,
