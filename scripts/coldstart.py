@@ -6,7 +6,12 @@ an event (logging, configuration, SDK clients). A stand-in Runtime API on loopba
 moment and never answers, then the process is stopped. Each function is started five times; the
 median is reported, with the size of the bootstrap and of its deflated zip.
 
-Usage: python scripts/coldstart.py TARGET_DIR   (host binaries built with --profile bench, in target/release)
+With a second argument, the shipped packages' sizes too: the directory `cargo lambda build`
+writes (`make build`: arm64, fat LTO, stripped), one `NAME/bootstrap` per function.
+
+Usage: python scripts/coldstart.py TARGET_DIR [LAMBDA_DIR]
+  TARGET_DIR: host binaries built with --profile bench (target/release)
+  LAMBDA_DIR: target/lambda after `make build`
 """
 
 import http.server
@@ -77,13 +82,19 @@ def zipped(path: str) -> int:
 
 def main() -> None:
     target = sys.argv[1]
+    packages = sys.argv[2] if len(sys.argv) > 2 else None
     rows = []
     for name in FUNCTIONS:
         binary = os.path.join(target, name)
         init = statistics.median(measure(binary) for _ in range(RUNS))
-        rows.append({"function": name, "init_ms": round(init, 1),
-                     "bootstrap_mb": round(os.path.getsize(binary) / 1e6, 2),
-                     "zipped_mb": round(zipped(binary) / 1e6, 2)})
+        row = {"function": name, "init_ms": round(init, 1),
+               "bootstrap_mb": round(os.path.getsize(binary) / 1e6, 2),
+               "zipped_mb": round(zipped(binary) / 1e6, 2)}
+        if packages:
+            shipped = os.path.join(packages, name, "bootstrap")
+            row["package_bootstrap_mb"] = round(os.path.getsize(shipped) / 1e6, 2)
+            row["package_zipped_mb"] = round(zipped(shipped) / 1e6, 2)
+        rows.append(row)
     print(json.dumps(rows, indent=2))
 
 

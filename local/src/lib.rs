@@ -6,6 +6,7 @@ pub mod api_server;
 pub mod emulator;
 pub mod fixtures;
 pub mod metering;
+pub mod peak_alloc;
 pub mod pipeline;
 pub mod provision;
 pub mod queues;

@@ -157,7 +157,8 @@ impl QueueTap {
         ))
     }
 
-    fn event(&self, messages: &[Message]) -> Result<SqsEvent> {
+    /// The Lambda event for `messages` (as the event source mapping hands them over).
+    pub fn event(&self, messages: &[Message]) -> Result<SqsEvent> {
         let records: Vec<Value> = messages
             .iter()
             .map(|m| {
