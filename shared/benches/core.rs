@@ -93,7 +93,7 @@ fn filter_and_project(c: &mut Criterion) {
 fn filter_only(c: &mut Criterion) {
     let changes: Vec<Change> = (0..100).map(change).collect();
     let f = filter(1);
-    c.bench_function("filter_match_per_change", |b| {
+    c.bench_function("filter_match_batch_of_100", |b| {
         b.iter(|| changes.iter().filter(|ch| f.matches(ch)).count())
     });
 }

@@ -366,6 +366,34 @@ async fn latency(changes: usize, per_second: u64) -> Result<Value> {
 
 /// The emulator's own rate of sequential conditional puts, measured in the same run: pipeline
 /// throughput divided by it is comparable across machines (the emulator serialises requests).
+/// The units the figures rest on come from the emulator's capacity accounting
+/// (`scripts/capacity.py`): refuse to report figures from an emulator that does not do it (moto's
+/// own constant answers, e.g. an emulator started before the accounting existed).
+async fn check_capacity_accounting() -> Result<()> {
+    let t = local::testkit::TestStack::new().await;
+    t.meter.count_capacity(true);
+    let s = |v: &str| aws_sdk_dynamodb::types::AttributeValue::S(v.to_string());
+    // 2,500 bytes: three started kilobytes, on no index.
+    t.clients
+        .dynamo
+        .put_item()
+        .table_name(&t.config.delivery_table)
+        .item("pk", s("capacity-check"))
+        .item("sk", s("item"))
+        .item("payload", s(&"x".repeat(2500)))
+        .send()
+        .await?;
+    let units = t.meter.units().get("PutItem").copied().unwrap_or_default();
+    anyhow::ensure!(
+        units.write == 3.0,
+        "the emulator reported {} write units for a 2.5 KB item, not 3: it does not account \
+         capacity as DynamoDB does; restart it (scripts/emulator.sh stop) so that \
+         scripts/emulator.py with scripts/capacity.py serves",
+        units.write
+    );
+    Ok(())
+}
+
 async fn emulator_conditional_writes_per_second() -> Result<f64> {
     let t = local::testkit::TestStack::new().await;
     let n = 300;
@@ -438,6 +466,7 @@ async fn main() -> Result<()> {
         .unwrap_or(200);
     let b = batches();
     let prices = Prices::load();
+    check_capacity_accounting().await?;
     let raw_rate = emulator_conditional_writes_per_second().await?;
     let latency = latency(changes.min(100), 10).await?;
     let scenarios = vec![
