@@ -63,7 +63,10 @@ impl Pipeline {
         );
         let worker = DeliveryWorker::new(t.clients.clone(), t.config.clone(), shared_clock);
         let changes = Mutex::new(t.stream("ChangesTable"));
-        let deliveries = Mutex::new(t.stream("DeliveryTable"));
+        // The dispatcher's event source mapping filters as template.yaml's FilterCriteria do.
+        let mut deliveries = t.stream("DeliveryTable");
+        deliveries.filter = Some(shared::dispatch::wanted);
+        let deliveries = Mutex::new(deliveries);
         Pipeline {
             t,
             clock,
@@ -114,23 +117,15 @@ impl Pipeline {
         Ok((r.records, r.failures))
     }
 
-    /// Drains the delivery table's stream into the dispatcher.
-    /// Returns how many records the dispatcher acts on: in AWS the template's filter drops the
-    /// others before they invoke it.
+    /// Drains the delivery table's stream into the dispatcher: only the records the template's
+    /// `FilterCriteria` pass, in full batches of those, as the event source mapping hands them
+    /// over. Returns how many records the dispatcher received.
     pub async fn dispatch_pending(&self) -> Result<usize> {
         let mut tap = self.deliveries.lock().await;
-        let wanted = std::sync::atomic::AtomicUsize::new(0);
-        tap.drain(|event| {
-            let n = event
-                .records
-                .iter()
-                .filter(|r| shared::dispatch::wanted(r))
-                .count();
-            wanted.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
-            self.dispatcher.handle_stream(event)
-        })
-        .await?;
-        Ok(wanted.into_inner())
+        let r = tap
+            .drain(|event| self.dispatcher.handle_stream(event))
+            .await?;
+        Ok(r.records)
     }
 
     /// Drains the delivery queue into the worker.

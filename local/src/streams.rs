@@ -27,6 +27,9 @@ pub struct StreamTap {
     /// The last sequence number each shard has been checkpointed at.
     checkpoints: BTreeMap<String, String>,
     pub batch_size: usize,
+    /// The event source mapping's `FilterCriteria`: records it refuses never reach the handler
+    /// and take no place in a batch (they are checkpointed past once the drain gets beyond them).
+    pub filter: Option<fn(&aws_lambda_events::event::dynamodb::EventRecord) -> bool>,
     /// Retries of a batch with failures before the drain gives up on it for now (the records are
     /// delivered again by the next drain, as the event source mapping would).
     pub max_retries_per_drain: usize,
@@ -43,6 +46,7 @@ impl StreamTap {
                 .unwrap_or_else(|| "us-east-1".into()),
             checkpoints: BTreeMap::new(),
             batch_size: 100,
+            filter: None,
             max_retries_per_drain: 2,
         }
     }
@@ -100,7 +104,18 @@ impl StreamTap {
         Fut: Future<Output = DynamoDbEventResponse>,
     {
         let mut report = DrainReport::default();
-        let records = self.pending_records().await?;
+        let all = self.pending_records().await?;
+        let records = match self.filter {
+            None => all.clone(),
+            Some(keep) => {
+                let converted = self.event(&all)?.records;
+                all.iter()
+                    .zip(&converted)
+                    .filter(|(_, r)| keep(r))
+                    .map(|(raw, _)| raw.clone())
+                    .collect()
+            }
+        };
         let mut start = 0;
         let mut retries = 0;
         while start < records.len() {
@@ -140,6 +155,18 @@ impl StreamTap {
                 }
             } else {
                 retries = 0;
+            }
+        }
+        if start == records.len() {
+            // Everything handed over succeeded: past every record read, filtered ones included.
+            for (shard, record) in &all {
+                if let Some(seq) = record
+                    .dynamodb
+                    .as_ref()
+                    .and_then(|d| d.sequence_number.clone())
+                {
+                    self.checkpoints.insert(shard.clone(), seq);
+                }
             }
         }
         Ok(report)

@@ -110,6 +110,63 @@ async fn stream_tap_delivers_in_order_and_retries_from_the_first_failure() {
     assert_eq!(again.records, 0);
 }
 
+/// With a filter (the event source mapping's `FilterCriteria`), refused records never reach the
+/// handler nor take a place in a batch, and the tap moves past them.
+#[tokio::test]
+async fn stream_tap_filters_before_it_batches_and_moves_past_refused_records() {
+    let t = TestStack::new().await;
+    let table = &t.config.changes_table;
+    for i in 0..9 {
+        t.clients
+            .dynamo
+            .put_item()
+            .table_name(table)
+            .item("account_id", AttributeValue::S("a1".into()))
+            .item("change_id", AttributeValue::S(format!("c{i}")))
+            .item("wanted", AttributeValue::Bool(i % 3 == 0))
+            .send()
+            .await
+            .unwrap();
+    }
+    let mut tap = t.stream("ChangesTable");
+    tap.batch_size = 2;
+    tap.filter = Some(|r| {
+        matches!(
+            r.change.new_image.get("wanted"),
+            Some(serde_dynamo::AttributeValue::Bool(true))
+        )
+    });
+    let mut batches: Vec<Vec<String>> = Vec::new();
+    let report = tap
+        .drain(|event| {
+            batches.push(
+                event
+                    .records
+                    .iter()
+                    .map(|r| match r.change.new_image.get("change_id") {
+                        Some(serde_dynamo::AttributeValue::S(s)) => s.clone(),
+                        other => panic!("unexpected {other:?}"),
+                    })
+                    .collect(),
+            );
+            async { DynamoDbEventResponse::default() }
+        })
+        .await
+        .unwrap();
+    assert_eq!(batches, vec![vec!["c0", "c3"], vec!["c6"]]);
+    assert_eq!((report.records, report.batches), (3, 2));
+    // Without the filter, a second drain shows where the tap stands: past c7 and c8 as well.
+    tap.filter = None;
+    let again = tap
+        .drain(|_| async { DynamoDbEventResponse::default() })
+        .await
+        .unwrap();
+    assert_eq!(
+        again.records, 0,
+        "checkpointed past the refused records too"
+    );
+}
+
 #[tokio::test]
 async fn queue_tap_deletes_successes_and_keeps_failures() {
     let t = TestStack::new().await;
