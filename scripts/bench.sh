@@ -15,6 +15,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 cargo build --quiet --profile bench -p local --bin bench
 # Prints the table and writes the same figures as JSON, from which the chart is drawn.
-RUST_LOG="${RUST_LOG:-error}" scripts/with-emulator.sh target/release/bench --json-out target/bench/bench.json "$@"
+target_dir="${CARGO_TARGET_DIR:-target}"
+RUST_LOG="${RUST_LOG:-error}" scripts/with-emulator.sh "$target_dir/release/bench" --json-out target/bench/bench.json "$@"
 .venv/bin/python scripts/bench_chart.py target/bench/bench.json docs/benchmarks.png
 cargo bench -p shared --bench core -- --noplot

@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 command -v cargo >/dev/null || { echo "demo: cargo not found; install Rust (rustup)" >&2; exit 1; }
 scripts/venv.sh
 cargo build --quiet -p local --bin demo
-RUST_LOG="${RUST_LOG:-error}" scripts/with-emulator.sh target/debug/demo
+RUST_LOG="${RUST_LOG:-error}" scripts/with-emulator.sh "${CARGO_TARGET_DIR:-target}/debug/demo"
