@@ -190,11 +190,17 @@ async fn call(
     Ok(value)
 }
 
-/// Pull delivery: the changes are ingested as pending pull deliveries and an adapter reads and
-/// acknowledges them through the cursor API, a hundred per page.
-async fn run_pull(changes: usize) -> Result<Scenario> {
+/// A pull subscription made through the API, as an adapter's operator would: the router (what
+/// the api function serves), the account, the adapter's token and the subscription.
+pub(crate) struct PullSetup {
+    pub app: axum::Router,
+    pub account_id: String,
+    pub adapter: String,
+    pub sub_id: String,
+}
+
+pub(crate) async fn pull_setup(p: &Pipeline) -> Result<PullSetup> {
     use shared::api::{auth::sha256_hex, router, ApiState, OperatorAuth};
-    let p = Pipeline::new().await;
     let app = router(ApiState::new(
         p.t.clients.clone(),
         p.t.config.clone(),
@@ -204,33 +210,32 @@ async fn run_pull(changes: usize) -> Result<Scenario> {
             operator_id: "bench".into(),
         },
     ));
-    let account = call(
-        &app,
-        "POST",
-        "/operator/accounts",
-        "bench-operator",
-        Some(json!({"name": "Bench"})),
-    )
-    .await?;
-    let account_id = account["account"]["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let token = account["token"].as_str().unwrap_or_default().to_string();
-    let integration = call(
-        &app,
-        "POST",
-        "/v1/integrations",
-        &token,
-        Some(json!({"name": "Warehouse", "method": "poll", "event_access_accepted": true})),
-    )
-    .await?;
-    let adapter = integration["token"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let sub = call(&app, "POST", "/v1/subscriptions", &token, Some(json!({"integration_id": integration["id"], "record_types": ["catalog_item"], "fields": ["sku", "price"]}))).await?;
-    let sub_id = sub["id"].as_str().unwrap_or_default().to_string();
+    let body = Some(json!({"name": "Bench"}));
+    let account = call(&app, "POST", "/operator/accounts", "bench-operator", body).await?;
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let token = text(&account["token"]);
+    let body = json!({"name": "Warehouse", "method": "poll", "event_access_accepted": true});
+    let integration = call(&app, "POST", "/v1/integrations", &token, Some(body)).await?;
+    let body = json!({"integration_id": integration["id"], "record_types": ["catalog_item"], "fields": ["sku", "price"]});
+    let sub = call(&app, "POST", "/v1/subscriptions", &token, Some(body)).await?;
+    Ok(PullSetup {
+        account_id: text(&account["account"]["id"]),
+        adapter: text(&integration["token"]),
+        sub_id: text(&sub["id"]),
+        app,
+    })
+}
+
+/// Pull delivery: the changes are ingested as pending pull deliveries and an adapter reads and
+/// acknowledges them through the cursor API, a hundred per page.
+async fn run_pull(changes: usize) -> Result<Scenario> {
+    let p = Pipeline::new().await;
+    let PullSetup {
+        app,
+        account_id,
+        adapter,
+        sub_id,
+    } = pull_setup(&p).await?;
     for i in 0..changes {
         p.write_change(&catalog_change(&account_id, p.now(), i as f64))
             .await?;

@@ -1,7 +1,7 @@
 //! The heap each handler peaks at for one full batch (`make bench`'s last table): the binary
 //! allocates through a counting allocator, and each handler is invoked on one batch at a time.
 
-use crate::{batch_size, call};
+use crate::{batch_size, call, pull_setup};
 use anyhow::Result;
 use local::fixtures::{catalog_change, Fixtures};
 use local::pipeline::Pipeline;
@@ -328,28 +328,15 @@ pub(crate) async fn memory_per_batch() -> Result<Vec<HeapPeak>> {
 /// The api function's heap for one `GET …/changes?limit={page}` with that many changes pending,
 /// then (after the cursor is acknowledged) for the next page.
 async fn pull_page_peak(page: usize) -> Result<HeapPeak> {
-    use shared::api::{auth::sha256_hex, router, ApiState, OperatorAuth};
     use tower::ServiceExt;
     let p = Pipeline::new().await;
-    let app = router(ApiState::new(
-        p.t.clients.clone(),
-        p.t.config.clone(),
-        std::sync::Arc::new(p.clock.clone()),
-        OperatorAuth::StaticToken {
-            sha256_hex: sha256_hex("bench-operator"),
-            operator_id: "bench".into(),
-        },
-    ));
-    let body = Some(json!({"name": "Bench"}));
-    let account = call(&app, "POST", "/operator/accounts", "bench-operator", body).await?;
-    let account_id = account["account"]["id"].as_str().unwrap_or_default();
-    let token = account["token"].as_str().unwrap_or_default();
-    let body = json!({"name": "Warehouse", "method": "poll", "event_access_accepted": true});
-    let integration = call(&app, "POST", "/v1/integrations", token, Some(body)).await?;
-    let adapter = integration["token"].as_str().unwrap_or_default();
-    let body = json!({"integration_id": integration["id"], "record_types": ["catalog_item"], "fields": ["sku", "price"]});
-    let sub = call(&app, "POST", "/v1/subscriptions", token, Some(body)).await?;
-    let sub_id = sub["id"].as_str().unwrap_or_default();
+    let setup = pull_setup(&p).await?;
+    let (app, account_id, adapter, sub_id) = (
+        &setup.app,
+        setup.account_id.as_str(),
+        setup.adapter.as_str(),
+        setup.sub_id.as_str(),
+    );
     for i in 0..2 * page {
         p.write_change(&catalog_change(account_id, p.now(), i as f64))
             .await?;
@@ -377,7 +364,7 @@ async fn pull_page_peak(page: usize) -> Result<HeapPeak> {
     let (cursor, payload_bytes, peak_heap_bytes, retained_bytes) = get_page().await?;
     let ack = Some(json!({"cursor": cursor}));
     let cursor_path = format!("/v1/pull/subscriptions/{sub_id}/cursor");
-    call(&app, "PUT", &cursor_path, adapter, ack).await?;
+    call(app, "PUT", &cursor_path, adapter, ack).await?;
     let (_, _, warm, _) = get_page().await?;
     Ok(HeapPeak {
         handler: "api",
