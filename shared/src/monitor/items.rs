@@ -182,6 +182,18 @@ mod tests {
             last_error: None,
             last_http_status: None,
             attempt_log: Vec::new(),
+            restarts: 0,
+            restarted_at: None,
+            restarted_by: None,
+            replay_job: None,
+            delivered_at: None,
+            expires_at: None,
+            due_shard: None,
+            due_at: None,
+            list_key: None,
+            list_sort: None,
+            sub_key: None,
+            sub_sort: None,
         };
         DeliveryItem {
             record,

@@ -24,7 +24,7 @@ use crate::domain::time::Timestamp;
 use crate::store::expr::s;
 use crate::store::keys::{self, account_pk, SUBSCRIPTION_PREFIX};
 use crate::store::models::{AttemptRecord, Subscription};
-use crate::store::{batch, from_item, Item, StoreError};
+use crate::store::{from_item, read, Item, StoreError};
 use aws_sdk_dynamodb::types::AttributeValue;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -137,7 +137,7 @@ struct Listing<'a> {
 /// Reads one page of a listing: index pages until `limit` items passed `keep`, the index is
 /// exhausted, or [`MAX_ROUNDS`] pages were read (then the page comes back short, with a cursor).
 /// The index holds keys only (a status change of a listed item would otherwise bill an index
-/// write): each index page's items are read from the table (`store::batch`) and filtered here.
+/// write): each index page's items are read from the table (`store::read`) and filtered here.
 async fn listing_page(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
@@ -179,7 +179,7 @@ async fn listing_page(
             .await
             .map_err(StoreError::dynamo)?;
         let entries = page.items.unwrap_or_default();
-        for item in batch::items_in_order(dynamo, table, &entries).await? {
+        for item in read::items_in_order(dynamo, table, &entries).await? {
             // BETWEEN is inclusive; the upper bound is not (it never equals a stored key).
             let sort = item.get("list_sort").and_then(|v| v.as_s().ok());
             if l.upper.as_ref().is_some_and(|hi| sort >= Some(hi)) || !(l.keep)(&item) {

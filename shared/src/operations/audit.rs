@@ -243,7 +243,7 @@ pub async fn list(
     let mut items = out.items.unwrap_or_default();
     if index.is_some() {
         // The listing index holds keys only: read the records themselves.
-        items = crate::store::batch::items_in_order(ops.dynamo, ops.table, &items).await?;
+        items = crate::store::read::items_in_order(ops.dynamo, ops.table, &items).await?;
     }
     let records = items
         .into_iter()

@@ -271,7 +271,7 @@ impl<'a> Ops<'a> {
             .collect();
         let items = match &q.filter {
             None => entries,
-            Some(filter) => crate::store::batch::items_in_order(self.dynamo, self.table, &entries)
+            Some(filter) => crate::store::read::items_in_order(self.dynamo, self.table, &entries)
                 .await?
                 .into_iter()
                 .filter(|item| filter.admits(item))

@@ -2,11 +2,14 @@
 //! configuration loader.
 
 pub mod account_config;
-pub mod batch;
+pub mod attrs;
+pub mod delivery;
 pub mod expr;
 pub mod keys;
 pub mod models;
 pub mod notices;
+pub mod read;
+pub mod write;
 
 use serde::{de::DeserializeOwned, Serialize};
 use std::collections::HashMap;
@@ -17,6 +20,15 @@ pub type Item = HashMap<String, aws_sdk_dynamodb::types::AttributeValue>;
 pub enum StoreError {
     #[error("DynamoDB: {0}")]
     Dynamo(String),
+    /// DynamoDB refused the load and the SDK's retries did not get through.
+    #[error("DynamoDB throttled the request: {0}")]
+    Throttled(String),
+    /// A transaction kept meeting concurrent transactions on its items.
+    #[error("DynamoDB transaction conflict: {0}")]
+    Conflict(String),
+    /// The lifecycle table refuses the move a write was asked to make.
+    #[error("invalid move: {0}")]
+    Transition(#[from] crate::domain::lifecycle::TransitionError),
     #[error("stored item {key} does not have the expected shape: {message}")]
     Shape { key: String, message: String },
 }
@@ -24,7 +36,15 @@ pub enum StoreError {
 impl StoreError {
     pub fn dynamo(e: impl std::fmt::Display + std::fmt::Debug) -> Self {
         // The SDK's Display is terse ("service error"); its Debug names the code and message.
-        StoreError::Dynamo(format!("{e}: {e:?}").chars().take(600).collect())
+        StoreError::Dynamo(Self::describe(e))
+    }
+
+    pub fn throttled(e: impl std::fmt::Display + std::fmt::Debug) -> Self {
+        StoreError::Throttled(Self::describe(e))
+    }
+
+    fn describe(e: impl std::fmt::Display + std::fmt::Debug) -> String {
+        format!("{e}: {e:?}").chars().take(600).collect()
     }
 }
 

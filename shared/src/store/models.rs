@@ -2,11 +2,12 @@
 //! attributes are derived from the ids by [`super::keys`] when an item is written.
 
 use crate::domain::event::{DeliveryMethod, EventStatus, InternalStatus};
-use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::retry::RetryPolicy;
 use crate::domain::subscription::SubscriptionStatus;
 use crate::domain::time::Timestamp;
 use serde::{Deserialize, Serialize};
+
+pub use super::delivery::{AttemptRecord, Delivery as DeliveryRecord, DeliveryWork};
 
 /// A tenant of the owning application.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -87,64 +88,4 @@ pub struct EventRecord {
     /// soon as it is written; the others are rolled up when their push deliveries finish.
     #[serde(default)]
     pub push_subscribers: u32,
-}
-
-/// One numbered attempt's outcome, kept on its delivery.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct AttemptRecord {
-    pub number: u32,
-    pub at: Timestamp,
-    /// `success`, `transient`, `permanent` or `configuration_loss`.
-    pub class: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub http_status: Option<u16>,
-    pub duration_ms: u64,
-    /// The start of the response body or the error, truncated.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-}
-
-/// The delivery progress object (seed 000): one per subscription × change. While a retry or an
-/// operator restart waits it carries `due_shard`/`due_at`, which put it on the sparse `due` index
-/// the dispatcher sweeps (new push work is published from the table's stream instead).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct DeliveryRecord {
-    pub delivery_id: String,
-    pub account_id: String,
-    pub change_id: String,
-    pub subscription_id: String,
-    pub integration_id: String,
-    pub method: DeliveryMethod,
-    pub status: DeliveryStatus,
-    /// Attempts made in the current progression (reset by an operator restart).
-    #[serde(default)]
-    pub attempts: u32,
-    /// The envelope delivered to the adapter (JSON text); absent for `skipped_filter`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub payload: Option<String>,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-    /// The change's time, for replay windows.
-    pub occurred_at: Timestamp,
-    /// Earliest time of the next attempt.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub not_before: Option<Timestamp>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease_until: Option<Timestamp>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease_token: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_http_status: Option<u16>,
-    #[serde(default)]
-    pub attempt_log: Vec<AttemptRecord>,
-}
-
-/// The SQS message that asks the worker to attempt a delivery.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct DeliveryWork {
-    pub account_id: String,
-    pub change_id: String,
-    pub subscription_id: String,
 }

@@ -1,0 +1,41 @@
+//! The names of stored attributes that expressions, conditions and indexes refer to: one place
+//! for each name, so an index's attributes are never spelled twice. Attributes that only
+//! `serde_dynamo` reads and writes (a field of an item type) are named by the type's field.
+
+/// Partition key and sort key of both tables.
+pub const PK: &str = "pk";
+pub const SK: &str = "sk";
+/// The item kind tag (`delivery`, `event`, …).
+pub const KIND: &str = "kind";
+/// A delivery's or a subscription's status.
+pub const STATUS: &str = "status";
+/// DynamoDB TTL attribute: epoch **seconds**.
+pub const EXPIRES_AT: &str = "expires_at";
+
+/// `due` index (sparse, sharded): retries and operator restarts waiting for the sweep.
+pub mod due {
+    pub const INDEX: &str = "due";
+    pub const SHARD: &str = "due_shard";
+    pub const AT: &str = "due_at";
+}
+
+/// `by_subscription` index (keys only): a subscription's deliveries in change order.
+pub mod by_subscription {
+    pub const INDEX: &str = "by_subscription";
+    pub const KEY: &str = "sub_key";
+    pub const SORT: &str = "sub_sort";
+}
+
+/// `rollup` index (sparse, sharded): events still `new` or `partial`.
+pub mod rollup {
+    pub const INDEX: &str = "rollup";
+    pub const SHARD: &str = "rollup_shard";
+    pub const AT: &str = "rollup_at";
+}
+
+/// `listing` index (keys only): time listings (an account's events, needs attention, audit).
+pub mod listing {
+    pub const INDEX: &str = "listing";
+    pub const KEY: &str = "list_key";
+    pub const SORT: &str = "list_sort";
+}

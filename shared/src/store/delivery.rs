@@ -1,0 +1,539 @@
+//! The delivery item: one per subscription × change, in its event's partition. Its key *is* the
+//! subscription-change idempotency key (a conditional put on it succeeds once), and it is its own
+//! work item: a retry or an operator restart waits on the sparse `due` index, a dead or failed
+//! one sits on its account's needs-attention listing, every one is on the keys-only
+//! `by_subscription` index in change order.
+//!
+//! Its lifecycle is the integration delivery table (docs/lifecycles.md); every status write here
+//! is conditional on the table's `from` states for its move.
+
+use super::attrs::{by_subscription, due, listing, EXPIRES_AT};
+use super::expr::{n, s, Expr};
+use super::read::{self, Consistency};
+use super::write::{built, Write};
+use super::{from_item, keys, to_item, Item, StoreError};
+use crate::domain::event::{delivery_expires_at, DeliveryMethod};
+use crate::domain::integration_delivery::{DeliveryMove, DeliveryStatus, DELIVERY_LIFECYCLE};
+use crate::domain::time::Timestamp;
+use aws_sdk_dynamodb::types::{AttributeValue, Put, Update};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// The `kind` of a delivery item.
+pub const KIND: &str = "delivery";
+
+/// One numbered attempt's outcome, kept on its delivery.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AttemptRecord {
+    pub number: u32,
+    pub at: Timestamp,
+    /// `success`, `transient`, `permanent` or `configuration_loss`.
+    pub class: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    pub duration_ms: u64,
+    /// The start of the response body or the error, truncated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// A delivery item, whole: the progress of one subscription × change, the marks operator
+/// restarts and the pull cursor leave, and its index attributes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Delivery {
+    pub delivery_id: String,
+    pub account_id: String,
+    pub change_id: String,
+    pub subscription_id: String,
+    pub integration_id: String,
+    pub method: DeliveryMethod,
+    pub status: DeliveryStatus,
+    /// Attempts made in the current progression (reset by an operator restart).
+    #[serde(default)]
+    pub attempts: u32,
+    /// The envelope delivered to the adapter (JSON text); absent for `skipped_filter`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// The change's time, for replay windows.
+    pub occurred_at: Timestamp,
+    /// Earliest time of the next attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_until: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_http_status: Option<u16>,
+    #[serde(default)]
+    pub attempt_log: Vec<AttemptRecord>,
+
+    // Marks of operator restarts and the pull cursor.
+    /// Operator restarts (retry or replay) of this delivery.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub restarts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarted_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarted_by: Option<String>,
+    /// The replay job that last restarted it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_job: Option<String>,
+    /// When it was last delivered (a push acknowledgement or a cursor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered_at: Option<Timestamp>,
+    /// TTL, epoch **seconds** (set once the delivery or its event is final).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
+
+    // Index attributes.
+    /// `due` index: the shard while a retry or a restart waits for the sweep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_shard: Option<String>,
+    /// `due` index: when it is due (millis).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_at: Option<i64>,
+    /// `listing` index: `ATTENTION#{account}` while dead or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_sort: Option<String>,
+    /// `by_subscription` index: the subscription and the change order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_sort: Option<String>,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
+
+/// The SQS message that asks the worker to attempt a delivery.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DeliveryWork {
+    pub account_id: String,
+    pub change_id: String,
+    pub subscription_id: String,
+}
+
+/// The key of a delivery.
+pub fn key(account_id: &str, change_id: &str, subscription_id: &str) -> (String, String) {
+    (
+        keys::event_pk(account_id, change_id),
+        keys::delivery_sk(subscription_id),
+    )
+}
+
+/// The `listing` key of an account's needs-attention entries.
+pub fn attention_list_key(account_id: &str) -> String {
+    format!("ATTENTION#{account_id}")
+}
+
+impl Delivery {
+    pub fn key(&self) -> (String, String) {
+        key(&self.account_id, &self.change_id, &self.subscription_id)
+    }
+
+    pub fn work(&self) -> DeliveryWork {
+        DeliveryWork {
+            account_id: self.account_id.clone(),
+            change_id: self.change_id.clone(),
+            subscription_id: self.subscription_id.clone(),
+        }
+    }
+
+    /// Whether the delivery is on the dispatcher's `due` index.
+    pub fn on_due_index(&self) -> bool {
+        self.due_shard.is_some()
+    }
+
+    pub fn from_item(item: Item) -> Result<Self, StoreError> {
+        from_item(item)
+    }
+}
+
+/// A consistent read of the delivery `work` names.
+pub async fn get(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    work: &DeliveryWork,
+) -> Result<Option<Delivery>, StoreError> {
+    let (pk, sk) = key(&work.account_id, &work.change_id, &work.subscription_id);
+    read::get(dynamo, table, &pk, &sk)
+        .await?
+        .map(from_item)
+        .transpose()
+}
+
+/// The lease token a delivery holds now (a consistent read of that attribute alone).
+pub async fn lease_token(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    d: &Delivery,
+) -> Result<Option<String>, StoreError> {
+    let (pk, sk) = d.key();
+    Ok(read::get_with(
+        dynamo,
+        table,
+        &pk,
+        &sk,
+        Consistency::Strong,
+        Some("lease_token"),
+    )
+    .await?
+    .and_then(|i| i.get("lease_token").and_then(|v| v.as_s().ok()).cloned()))
+}
+
+/// The item ingest writes for a new delivery: its keys, its place on the subscription index and,
+/// for deliveries the worker never writes again, its retention.
+pub fn new_item(d: &Delivery, now: Timestamp) -> Result<Item, StoreError> {
+    let mut d = d.clone();
+    d.sub_key = Some(d.subscription_id.clone());
+    d.sub_sort = Some(keys::subscription_sort(&d.change_id));
+    // New push work is not put on the `due` index: the dispatcher publishes it from the table's
+    // stream, and an index entry (written now, removed by the outcome) would bill two more
+    // writes per delivery. Should the first dispatch go missing, the roll-up of the open event
+    // finds the delivery after FIRST_DISPATCH_GRACE and schedules it there.
+    if d.status == DeliveryStatus::SkippedFilter || d.method.is_poll() {
+        // Filtered deliveries are final from birth, and the worker never writes pull deliveries:
+        // both carry their retention now (the event's thirty days plus the margin), so the
+        // roll-up need not write them again when their event becomes final. An unread pull
+        // delivery of a final event goes with its event.
+        d.expires_at = Some(delivery_expires_at(now).seconds());
+    }
+    let (pk, sk) = d.key();
+    to_item(&d, &pk, &sk, KIND)
+}
+
+/// Creates a delivery unless one exists for its subscription × change (the idempotency key).
+pub fn create(table: &str, d: &Delivery, now: Timestamp) -> Result<Write, StoreError> {
+    put_new(table, new_item(d, now)?)
+}
+
+/// A put of `item` that succeeds only when no item has its key yet.
+pub fn put_new(table: &str, item: Item) -> Result<Write, StoreError> {
+    Ok(Write::Put(built(
+        Put::builder()
+            .table_name(table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)")
+            .build(),
+    )?))
+}
+
+/// Claims attempt `attempts + 1` of `d` with a lease: only if nobody moved the delivery since it
+/// was read and no live lease exists.
+///
+/// The claim leaves the `due` index alone (moving `due_at` there would bill two index writes
+/// per attempt). If the worker dies, its message is not deleted and comes back after the queue's
+/// visibility timeout (longer than the lease); should that message be lost as well, a retry is
+/// found by the sweep when its `due_at` passes and a first attempt by the roll-up of its open
+/// event.
+pub fn claim(
+    table: &str,
+    d: &Delivery,
+    token: &str,
+    now: Timestamp,
+    lease: Duration,
+) -> Result<Write, StoreError> {
+    let (pk, sk) = d.key();
+    let e = Expr::new()
+        .name("#status", "status")
+        .value(":status", s(d.status.to_string()))
+        .value(":attempts", n(d.attempts))
+        .value(":now", n(now.millis()))
+        .value(":lease", n(now.plus(lease).millis()))
+        .value(":token", s(token))
+        .value(":updated", n(now.millis()));
+    Ok(Write::Update(built(
+        Update::builder()
+            .table_name(table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .update_expression(
+                "SET lease_until = :lease, lease_token = :token, updated_at = :updated",
+            )
+            .condition_expression(
+                "#status = :status AND attempts = :attempts AND \
+                 (attribute_not_exists(lease_until) OR lease_until <= :now)",
+            )
+            .set_expression_attribute_names(e.names_opt())
+            .set_expression_attribute_values(e.values_opt())
+            .build(),
+    )?))
+}
+
+/// The outcome of one attempt, decided by the worker.
+#[derive(Debug, Clone)]
+pub struct Outcome<'a> {
+    /// The lifecycle move: trigger and new status.
+    pub movement: DeliveryMove,
+    /// For `retrying`: the wait before the next attempt.
+    pub retry_in: Option<Duration>,
+    pub attempt: &'a AttemptRecord,
+}
+
+/// Saves an attempt's outcome: the new status and attempt count, the history entry, the lease
+/// released; conditional on the lifecycle's `from` states for the move and on still holding the
+/// lease `token`. A retry goes onto the `due` index (the sweep publishes it); a terminal outcome
+/// carries its retention; a dead or failed one goes onto the account's needs-attention listing.
+pub fn save_outcome(
+    table: &str,
+    d: &Delivery,
+    token: &str,
+    outcome: &Outcome<'_>,
+    now: Timestamp,
+) -> Result<Write, StoreError> {
+    let (pk, sk) = d.key();
+    let (trigger, to) = outcome.movement;
+    let attempt = outcome.attempt;
+    let condition = DELIVERY_LIFECYCLE.expect(d.status, trigger, to)?;
+    let mut e = Expr::new();
+    let status_condition = e.status(&condition);
+    let entry = serde_dynamo::to_attribute_value::<_, AttributeValue>(attempt).map_err(|err| {
+        StoreError::Shape {
+            key: format!("{pk}/{sk}"),
+            message: err.to_string(),
+        }
+    })?;
+    e = e
+        .name("#st", "status")
+        .value(":to", s(to.to_string()))
+        .value(":n", n(attempt.number))
+        .value(":now", n(now.millis()))
+        .value(":entry", AttributeValue::L(vec![entry]))
+        .value(":empty", AttributeValue::L(vec![]))
+        .value(":token", s(token));
+    if to.is_terminal() {
+        // Terminal outcomes carry their retention (epoch seconds, DynamoDB TTL).
+        e = e.value(":expires", n(delivery_expires_at(now).seconds()));
+    }
+    let mut set = vec![
+        "#st = :to".to_string(),
+        "attempts = :n".into(),
+        "updated_at = :now".into(),
+        "attempt_log = list_append(if_not_exists(attempt_log, :empty), :entry)".into(),
+    ];
+    let mut remove = vec!["lease_until".to_string(), "lease_token".into()];
+    match attempt.http_status {
+        Some(code) => {
+            e = e.value(":http", n(code));
+            set.push("last_http_status = :http".into());
+        }
+        None => remove.push("last_http_status".into()),
+    }
+    match (&attempt.detail, to) {
+        (_, DeliveryStatus::Delivered) | (None, _) => remove.push("last_error".into()),
+        (Some(detail), _) => {
+            e = e.value(":err", s(detail));
+            set.push("last_error = :err".into());
+        }
+    }
+    let off_due = [due::AT, due::SHARD, "not_before"].map(String::from);
+    match to {
+        DeliveryStatus::Retrying => {
+            let next = now.plus(outcome.retry_in.unwrap_or_default());
+            e = e
+                .value(":next", n(next.millis()))
+                .value(":shard", s(keys::shard_of(&d.delivery_id)));
+            set.push("not_before = :next".into());
+            // Onto the `due` index (a first attempt is not on it): the sweep publishes it.
+            set.push(format!("{} = :shard", due::SHARD));
+            set.push(format!("{} = :next", due::AT));
+        }
+        DeliveryStatus::Delivered => {
+            set.push("delivered_at = :now".into());
+            set.push(format!("{EXPIRES_AT} = :expires"));
+            remove.extend(off_due);
+        }
+        _ => {
+            set.push(format!("{EXPIRES_AT} = :expires"));
+            // Dead or failed: off the due index, onto the account's needs-attention listing.
+            e = e
+                .value(":attn", s(attention_list_key(&d.account_id)))
+                .value(":attn_sort", s(keys::time_sort(now, &d.delivery_id)));
+            set.push(format!("{} = :attn", listing::KEY));
+            set.push(format!("{} = :attn_sort", listing::SORT));
+            remove.extend(off_due);
+        }
+    }
+    let expression = format!("SET {} REMOVE {}", set.join(", "), remove.join(", "));
+    Ok(Write::Update(built(
+        Update::builder()
+            .table_name(table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .update_expression(expression)
+            .condition_expression(format!("({status_condition}) AND lease_token = :token"))
+            .set_expression_attribute_names(e.names_opt())
+            .set_expression_attribute_values(e.values_opt())
+            .build(),
+    )?))
+}
+
+/// The `by_subscription` index attributes, for readers that query it.
+pub fn by_subscription_attrs() -> (&'static str, &'static str, &'static str) {
+    (
+        by_subscription::INDEX,
+        by_subscription::KEY,
+        by_subscription::SORT,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::integration_delivery::{after_success, after_transient_failure};
+
+    fn delivery(status: DeliveryStatus, attempts: u32) -> Delivery {
+        Delivery {
+            delivery_id: keys::delivery_id("01C", "sub1"),
+            account_id: "acct".into(),
+            change_id: "01C".into(),
+            subscription_id: "sub1".into(),
+            integration_id: "int1".into(),
+            method: DeliveryMethod::Webhook,
+            status,
+            attempts,
+            payload: Some("{}".into()),
+            created_at: Timestamp(1_000),
+            updated_at: Timestamp(1_000),
+            occurred_at: Timestamp(900),
+            not_before: Some(Timestamp(1_000)),
+            lease_until: None,
+            lease_token: None,
+            last_error: None,
+            last_http_status: None,
+            attempt_log: vec![],
+            restarts: 0,
+            restarted_at: None,
+            restarted_by: None,
+            replay_job: None,
+            delivered_at: None,
+            expires_at: None,
+            due_shard: None,
+            due_at: None,
+            list_key: None,
+            list_sort: None,
+            sub_key: None,
+            sub_sort: None,
+        }
+    }
+
+    fn attempt(number: u32, http: Option<u16>, detail: Option<&str>) -> AttemptRecord {
+        AttemptRecord {
+            number,
+            at: Timestamp(2_000),
+            class: "transient".into(),
+            http_status: http,
+            duration_ms: 12,
+            detail: detail.map(str::to_string),
+        }
+    }
+
+    fn update(w: Write) -> Update {
+        match w {
+            Write::Update(u) => u,
+            other => panic!("not an update: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_new_push_delivery_is_keyed_by_subscription_and_change_and_stays_off_the_due_index() {
+        let item = new_item(&delivery(DeliveryStatus::Pending, 0), Timestamp(1_000)).unwrap();
+        assert_eq!(item["pk"].as_s().unwrap(), "EVT#acct#01C");
+        assert_eq!(item["sk"].as_s().unwrap(), "DLV#sub1");
+        assert_eq!(item["kind"].as_s().unwrap(), KIND);
+        assert_eq!(item[by_subscription::KEY].as_s().unwrap(), "sub1");
+        assert!(!item.contains_key(due::SHARD));
+        assert!(!item.contains_key(EXPIRES_AT));
+        let round_trip = Delivery::from_item(item).unwrap();
+        assert_eq!(round_trip.sub_sort.as_deref(), Some("01C"));
+    }
+
+    #[test]
+    fn a_filtered_delivery_carries_its_retention_from_birth() {
+        let item = new_item(
+            &delivery(DeliveryStatus::SkippedFilter, 0),
+            Timestamp(1_000),
+        )
+        .unwrap();
+        assert!(item.contains_key(EXPIRES_AT));
+    }
+
+    #[test]
+    fn a_claim_is_conditional_on_the_status_and_attempts_read_and_no_live_lease() {
+        let d = delivery(DeliveryStatus::Retrying, 2);
+        let u = update(claim("t", &d, "tok", Timestamp(5_000), Duration::from_secs(60)).unwrap());
+        let condition = u.condition_expression().unwrap();
+        assert!(condition.contains("attempts = :attempts"));
+        assert!(condition.contains("lease_until <= :now"));
+        let values = u.expression_attribute_values().unwrap();
+        assert_eq!(values[":attempts"].as_n().unwrap(), "2");
+        assert_eq!(values[":status"].as_s().unwrap(), "retrying");
+        assert_eq!(values[":lease"].as_n().unwrap(), "65000");
+        assert!(!u.update_expression().contains(due::AT));
+    }
+
+    #[test]
+    fn a_retry_outcome_goes_onto_the_due_index_and_needs_the_lease() {
+        let d = delivery(DeliveryStatus::Pending, 0);
+        let a = attempt(1, Some(503), Some("unavailable"));
+        let outcome = Outcome {
+            movement: after_transient_failure(DeliveryStatus::Pending, true).unwrap(),
+            retry_in: Some(Duration::from_secs(60)),
+            attempt: &a,
+        };
+        let u = update(save_outcome("t", &d, "tok", &outcome, Timestamp(2_000)).unwrap());
+        let expression = u.update_expression();
+        assert!(expression.contains("due_shard = :shard"));
+        assert!(expression.contains("due_at = :next"));
+        assert!(expression.contains("last_error = :err"));
+        assert!(u
+            .condition_expression()
+            .unwrap()
+            .ends_with("lease_token = :token"));
+        let values = u.expression_attribute_values().unwrap();
+        assert_eq!(values[":next"].as_n().unwrap(), "62000");
+        assert!(!values.contains_key(":expires"));
+    }
+
+    #[test]
+    fn a_dead_outcome_leaves_the_due_index_for_the_attention_listing_with_its_retention() {
+        let d = delivery(DeliveryStatus::Retrying, 4);
+        let a = attempt(5, Some(500), Some("boom"));
+        let outcome = Outcome {
+            movement: after_transient_failure(DeliveryStatus::Retrying, false).unwrap(),
+            retry_in: None,
+            attempt: &a,
+        };
+        let u = update(save_outcome("t", &d, "tok", &outcome, Timestamp(2_000)).unwrap());
+        let expression = u.update_expression();
+        assert!(expression.contains("list_key = :attn"));
+        assert!(expression.contains("REMOVE") && expression.contains("due_shard"));
+        let values = u.expression_attribute_values().unwrap();
+        assert_eq!(values[":attn"].as_s().unwrap(), "ATTENTION#acct");
+        assert!(values.contains_key(":expires"));
+    }
+
+    #[test]
+    fn an_outcome_the_lifecycle_forbids_is_not_built() {
+        // The move of a pending delivery's success, applied to a delivered one.
+        let d = delivery(DeliveryStatus::Delivered, 1);
+        let a = attempt(2, Some(200), None);
+        let outcome = Outcome {
+            movement: after_success(DeliveryStatus::Pending).unwrap(),
+            retry_in: Some(Duration::from_secs(1)),
+            attempt: &a,
+        };
+        assert!(matches!(
+            save_outcome("t", &d, "tok", &outcome, Timestamp(2_000)),
+            Err(StoreError::Transition(_))
+        ));
+    }
+}
