@@ -4,11 +4,13 @@
 pub mod account_config;
 pub mod attrs;
 pub mod delivery;
+pub mod event;
 pub mod expr;
 pub mod keys;
 pub mod models;
 pub mod notices;
 pub mod read;
+pub mod subscription;
 pub mod write;
 
 use serde::{de::DeserializeOwned, Serialize};
