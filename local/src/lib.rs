@@ -4,6 +4,7 @@
 
 pub mod api_server;
 pub mod emulator;
+pub mod faults;
 pub mod fixtures;
 pub mod metering;
 pub mod peak_alloc;

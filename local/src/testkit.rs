@@ -1,6 +1,7 @@
 //! One provisioned stack per test: its own tables and queues under a unique prefix, so tests run in
 //! parallel against one emulator without seeing each other's data.
 
+use crate::faults::Faults;
 use crate::metering::RequestMeter;
 use crate::provision::{provision, Stack};
 use crate::queues::QueueTap;
@@ -19,6 +20,8 @@ pub struct TestStack {
     /// The handlers' clients; every request they make is counted by `meter`.
     pub clients: Clients,
     pub meter: RequestMeter,
+    /// Faults injected between the handlers' clients and the emulator (none unless a test asks).
+    pub faults: Faults,
 }
 
 impl TestStack {
@@ -47,13 +50,26 @@ impl TestStack {
         let stack = provision(&template, &sdk, &prefix, &overrides).await?;
         let config = stack.config()?;
         let meter = RequestMeter::new();
-        let clients = Clients::with_interceptor(&sdk, meter.clone());
+        let faults = Faults::new();
+        // The client the SDK would pick by itself (the configuration names none).
+        let inner = match sdk.http_client() {
+            Some(client) => client,
+            None => {
+                use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
+                aws_smithy_http_client::Builder::new()
+                    .tls_provider(Provider::Rustls(CryptoMode::AwsLc))
+                    .build_https()
+            }
+        };
+        let faulty = sdk.to_builder().http_client(faults.client(inner)).build();
+        let clients = Clients::with_interceptor(&faulty, meter.clone());
         Ok(TestStack {
             sdk,
             stack,
             config,
             clients,
             meter,
+            faults,
         })
     }
 

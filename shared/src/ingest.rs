@@ -9,16 +9,17 @@ use crate::aws::Clients;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::domain::change::Change;
-use crate::domain::event::{delivery_expires_at, DeliveryMethod, EventStatus, InternalStatus};
+use crate::domain::event::{DeliveryMethod, EventStatus, InternalStatus};
 use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::projection::PreparedChange;
 use crate::domain::subscription::SubscriptionStatus;
 use crate::domain::time::Timestamp;
+use crate::store;
 use crate::store::account_config::{self, AccountConfig, CompiledSubscription};
-use crate::store::expr::{is_condition_failure, n, s};
 use crate::store::keys;
 use crate::store::models::{DeliveryRecord, EventRecord};
-use crate::store::{to_item, Item, StoreError};
+use crate::store::write::{send, Written};
+use crate::store::StoreError;
 use aws_lambda_events::event::dynamodb::{Event as DynamoDbEvent, EventRecord as StreamRecord};
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use futures::future::join_all;
@@ -130,6 +131,7 @@ impl Ingest {
             })
             .collect();
 
+        let table = &self.config.delivery_table;
         let mut writes = Vec::new();
         let mut outcome = IngestOutcome::default();
         let mut push_subscribers = 0;
@@ -143,7 +145,7 @@ impl Ingest {
                 }
                 _ => outcome.skipped_filter += 1,
             }
-            writes.push(delivery_item(&record, now)?);
+            writes.push(store::delivery::create(table, &record, now)?);
         }
         let event = EventRecord {
             account_id: change.account_id.clone(),
@@ -159,35 +161,19 @@ impl Ingest {
             subscribers: outcome.pending,
             push_subscribers,
         };
-        writes.push(event_item(&event)?);
+        writes.push(store::event::create(table, &event)?);
 
-        let results = join_all(writes.into_iter().map(|item| self.put_new(item))).await;
+        // One conditional put per item (not a transaction: a repeated stream record finds some
+        // or all of them written, and each put is its own idempotency key).
+        let dynamo = &self.clients.dynamo;
+        let results = join_all(writes.into_iter().map(|w| send(dynamo, w))).await;
         for r in results {
-            match r {
-                Ok(true) => {}
-                Ok(false) => outcome.already_recorded += 1,
-                Err(e) => return Err(e.into()),
+            match r? {
+                Written::Applied(_) => {}
+                _ => outcome.already_recorded += 1,
             }
         }
         Ok(outcome)
-    }
-
-    /// Puts an item unless its key exists. `Ok(false)` when it already did.
-    async fn put_new(&self, item: Item) -> Result<bool, StoreError> {
-        match self
-            .clients
-            .dynamo
-            .put_item()
-            .table_name(&self.config.delivery_table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(e) if is_condition_failure(&e) => Ok(false),
-            Err(e) => Err(StoreError::dynamo(e)),
-        }
     }
 }
 
@@ -253,46 +239,4 @@ pub fn delivery_record(
         sub_key: None,
         sub_sort: None,
     }
-}
-
-/// The stored item of a delivery: its keys and its place on the subscription index.
-pub fn delivery_item(record: &DeliveryRecord, now: Timestamp) -> Result<Item, StoreError> {
-    let pk = keys::event_pk(&record.account_id, &record.change_id);
-    let mut item = to_item(
-        record,
-        &pk,
-        &keys::delivery_sk(&record.subscription_id),
-        "delivery",
-    )?;
-    item.insert("sub_key".into(), s(&record.subscription_id));
-    item.insert(
-        "sub_sort".into(),
-        s(keys::subscription_sort(&record.change_id)),
-    );
-    // New push work is not put on the `due` index: the dispatcher publishes it from the table's
-    // stream, and an index entry (written now, removed by the outcome) would bill two more
-    // writes per delivery. Should the first dispatch go missing, the roll-up of the open event
-    // finds the delivery after FIRST_DISPATCH_GRACE and schedules it there.
-    if record.status == DeliveryStatus::SkippedFilter || record.method.is_poll() {
-        // Filtered deliveries are final from birth, and the worker never writes pull deliveries:
-        // both carry their retention now (the event's thirty days plus the margin), so the
-        // roll-up need not write them again when their event becomes final. An unread pull
-        // delivery of a final event goes with its event, as seed 004's retention says.
-        item.insert("expires_at".into(), n(delivery_expires_at(now).seconds()));
-    }
-    Ok(item)
-}
-
-fn event_item(event: &EventRecord) -> Result<Item, StoreError> {
-    let pk = keys::event_pk(&event.account_id, &event.change_id);
-    let mut item = to_item(event, &pk, keys::EVENT_SK, "event")?;
-    // Open events sit on the roll-up index until they are final; listings by account and time.
-    item.insert("rollup_shard".into(), s(keys::shard_of(&pk)));
-    item.insert("rollup_at".into(), n(event.created_at.millis()));
-    item.insert("list_key".into(), s(format!("EVENTS#{}", event.account_id)));
-    item.insert(
-        "list_sort".into(),
-        s(keys::time_sort(event.created_at, &event.change_id)),
-    );
-    Ok(item)
 }

@@ -1,0 +1,160 @@
+//! Faults the emulator cannot make, injected at the SDK boundary (`local::faults`): the handlers
+//! meet what AWS answers under contention and load, with the SDK's own retry policy in place.
+
+use local::faults::{Fault, Matcher};
+use local::fixtures::{catalog_change, Fixtures};
+use local::pipeline::Pipeline;
+use local::receiver::{Receiver, Reply};
+use shared::domain::integration_delivery::DeliveryStatus;
+use shared::domain::retry::RetryPolicy;
+use shared::store::models::{DeliveryWork, Subscription};
+use shared::worker::WorkOutcome;
+use std::time::Duration;
+
+async fn webhook_subscription(p: &Pipeline, r: &Receiver) -> (String, Subscription) {
+    let f = Fixtures {
+        clients: &p.t.clients,
+        table: &p.t.config.delivery_table,
+        now: p.now(),
+    };
+    let account = f.account(&["admin@example.com"]).await.unwrap();
+    let integration = f
+        .webhook(&account.account_id, r.url("/hooks/rhythm"))
+        .await
+        .unwrap();
+    let subscription = f
+        .subscription(
+            &integration,
+            &["catalog_item"],
+            None,
+            &["sku", "name", "price"],
+            RetryPolicy::FixedSchedule,
+        )
+        .await
+        .unwrap();
+    (account.account_id, subscription)
+}
+
+#[tokio::test]
+async fn a_dead_outcome_whose_transaction_meets_a_conflict_still_counts_toward_auto_pause() {
+    let (p, r) = (Pipeline::new().await, Receiver::start().await);
+    let (account, sub) = webhook_subscription(&p, &r).await;
+    // A 400 is permanent: the first attempt is dead, and its outcome and the subscription's dead
+    // count are one transaction. The first try of it is cancelled by a concurrent transaction.
+    r.set_default(Reply::Status(400));
+    p.t.faults
+        .inject("TransactWriteItems", Fault::TransactionConflict, 1);
+    let change = catalog_change(&account, p.now(), 1.0);
+    p.write_change(&change).await.unwrap();
+    p.pump().await.unwrap();
+
+    assert_eq!(
+        p.t.faults.injected(),
+        [("TransactWriteItems".to_string(), Fault::TransactionConflict)]
+    );
+    let d = p
+        .delivery(&account, &change.change_id, &sub.subscription_id)
+        .await
+        .unwrap();
+    assert_eq!(d.status, DeliveryStatus::Dead);
+    assert_eq!(d.attempts, 1);
+    assert_eq!(r.count(), 1, "the conflict must not cause a second attempt");
+    let s = p
+        .subscription(&account, &sub.subscription_id)
+        .await
+        .unwrap();
+    assert_eq!(s.consecutive_dead, 1, "the dead delivery is counted once");
+}
+
+#[tokio::test]
+async fn a_success_ends_only_the_dead_run_it_saw_when_a_dead_outcome_lands_in_between() {
+    let (p, r) = (Pipeline::new().await, Receiver::start().await);
+    let (account, sub) = webhook_subscription(&p, &r).await;
+    r.set_default(Reply::Status(400));
+    for i in 0..3 {
+        p.write_change(&catalog_change(&account, p.now(), i as f64))
+            .await
+            .unwrap();
+        p.pump().await.unwrap();
+    }
+    assert_eq!(
+        p.subscription(&account, &sub.subscription_id)
+            .await
+            .unwrap()
+            .consecutive_dead,
+        3
+    );
+    // Two deliveries ingested, not yet worked: the first will succeed, the second die.
+    let success = catalog_change(&account, p.now(), 10.0);
+    let dead = catalog_change(&account, p.now(), 11.0);
+    p.write_change(&success).await.unwrap();
+    p.write_change(&dead).await.unwrap();
+    p.ingest_pending().await.unwrap();
+    r.script([Reply::Status(200), Reply::Status(400)]);
+    // The success reads the run (3) and then ends it; its write is held long enough for the
+    // other worker's dead outcome (a transaction: not held) to land in between.
+    p.t.faults.inject_matching(
+        Matcher {
+            operation: "UpdateItem".into(),
+            body_contains: Some("consecutive_dead".into()),
+        },
+        Fault::Latency(Duration::from_millis(700)),
+        1,
+    );
+    let work = |c: &shared::domain::change::Change| DeliveryWork {
+        account_id: account.clone(),
+        change_id: c.change_id.clone(),
+        subscription_id: sub.subscription_id.clone(),
+    };
+    let (success_work, dead_work) = (work(&success), work(&dead));
+    let (first, second) = tokio::join!(p.worker.process(&success_work), async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        p.worker.process(&dead_work).await
+    });
+    assert!(matches!(
+        first.unwrap(),
+        WorkOutcome::Attempted {
+            status: DeliveryStatus::Delivered,
+            ..
+        }
+    ));
+    assert!(matches!(
+        second.unwrap(),
+        WorkOutcome::Attempted {
+            status: DeliveryStatus::Dead,
+            ..
+        }
+    ));
+    assert_eq!(p.t.faults.injected().len(), 1);
+    // The success ended the run of three it saw; the dead outcome after it still counts.
+    let s = p
+        .subscription(&account, &sub.subscription_id)
+        .await
+        .unwrap();
+    assert_eq!(s.consecutive_dead, 1);
+}
+
+#[tokio::test]
+async fn a_throttled_claim_is_retried_by_the_sdk_and_the_delivery_is_made_once() {
+    let (p, r) = (Pipeline::new().await, Receiver::start().await);
+    let (account, sub) = webhook_subscription(&p, &r).await;
+    // Two throttles: within the SDK's three tries, as in production.
+    p.t.faults.inject_matching(
+        Matcher {
+            operation: "UpdateItem".into(),
+            body_contains: Some("lease_token".into()),
+        },
+        Fault::Throttle,
+        2,
+    );
+    let change = catalog_change(&account, p.now(), 1.0);
+    p.write_change(&change).await.unwrap();
+    p.pump().await.unwrap();
+    assert_eq!(p.t.faults.injected().len(), 2);
+    let d = p
+        .delivery(&account, &change.change_id, &sub.subscription_id)
+        .await
+        .unwrap();
+    assert_eq!(d.status, DeliveryStatus::Delivered);
+    assert_eq!(r.count(), 1);
+}
