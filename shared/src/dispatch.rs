@@ -30,9 +30,10 @@ use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::lifecycle::Status;
 use crate::domain::time::Timestamp;
 use crate::monitor::RollUp;
-use crate::store::expr::{is_condition_failure, n, s};
+use crate::store;
 use crate::store::keys::{self, SHARDS};
 use crate::store::models::DeliveryWork;
+use crate::store::write::send;
 use crate::store::StoreError;
 use aws_lambda_events::event::dynamodb::Event as DynamoDbEvent;
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
@@ -187,79 +188,34 @@ impl Dispatcher {
     async fn sweep_shard(&self, shard: &str) -> Result<SweepReport, StoreError> {
         let now = self.clock.now();
         let horizon = now.plus(self.horizon);
-        let page = self
-            .clients
-            .dynamo
-            .query()
-            .table_name(&self.config.delivery_table)
-            .index_name("due")
-            .key_condition_expression("due_shard = :shard AND due_at <= :horizon")
-            .expression_attribute_values(":shard", s(shard))
-            .expression_attribute_values(":horizon", n(horizon.millis()))
-            .limit(SWEEP_LIMIT_PER_SHARD)
-            .send()
-            .await
-            .map_err(StoreError::dynamo)?;
-        let mut due = Vec::new();
-        for item in page.items.unwrap_or_default() {
-            let key = |k: &str| item.get(k).and_then(|v| v.as_s().ok()).cloned();
-            let due_at = item
-                .get("due_at")
-                .and_then(|v| v.as_n().ok())
-                .and_then(|v| v.parse::<i64>().ok())
-                .map(Timestamp);
-            if let (Some(pk), Some(sk), Some(due_at)) = (key("pk"), key("sk"), due_at) {
-                if let Some(work) = work_from_keys(&pk, &sk) {
-                    due.push((pk, sk, due_at, work));
-                }
-            }
-        }
+        let due = store::delivery::due_by(
+            &self.clients.dynamo,
+            &self.config.delivery_table,
+            shard,
+            horizon,
+            SWEEP_LIMIT_PER_SHARD,
+        )
+        .await?;
         let mut report = SweepReport::default();
         for chunk in due.chunks(10) {
             let entries: Vec<(DeliveryWork, Duration)> = chunk
                 .iter()
-                .map(|(_, _, due_at, w)| (w.clone(), delay_until(*due_at, now)))
+                .map(|d| (d.work.clone(), delay_until(d.due_at, now)))
                 .collect();
             let failed = self.publish(&entries).await;
-            for (i, (pk, sk, due_at, _)) in chunk.iter().enumerate() {
+            for (i, d) in chunk.iter().enumerate() {
                 if failed.contains(&i) {
                     report.failed += 1;
                     continue;
                 }
                 report.published += 1;
-                let next = (*due_at).max(now).plus(REDISPATCH_GRACE);
-                self.postpone(pk, sk, *due_at, next).await?;
+                let next = d.due_at.max(now).plus(REDISPATCH_GRACE);
+                // Refused: the delivery moved since the sweep read it; nothing to postpone.
+                let w = store::delivery::postpone(&self.config.delivery_table, d, next)?;
+                send(&self.clients.dynamo, w).await?;
             }
         }
         Ok(report)
-    }
-
-    /// Moves `due_at` on after a publish, unless the delivery moved in the meantime.
-    async fn postpone(
-        &self,
-        pk: &str,
-        sk: &str,
-        seen: Timestamp,
-        next: Timestamp,
-    ) -> Result<(), StoreError> {
-        match self
-            .clients
-            .dynamo
-            .update_item()
-            .table_name(&self.config.delivery_table)
-            .key("pk", s(pk))
-            .key("sk", s(sk))
-            .update_expression("SET due_at = :next")
-            .condition_expression("due_at = :seen")
-            .expression_attribute_values(":next", n(next.millis()))
-            .expression_attribute_values(":seen", n(seen.millis()))
-            .send()
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if is_condition_failure(&e) => Ok(()),
-            Err(e) => Err(StoreError::dynamo(e)),
-        }
     }
 
     /// Sends up to ten messages in one request. Returns the indexes that were not accepted.
@@ -375,14 +331,7 @@ pub fn rollup_trigger(
 
 /// The work a delivery's keys name: `EVT#{account}#{change}` / `DLV#{subscription}`.
 pub fn work_from_keys(pk: &str, sk: &str) -> Option<DeliveryWork> {
-    let rest = pk.strip_prefix("EVT#")?;
-    let (account_id, change_id) = rest.split_once('#')?;
-    let subscription_id = sk.strip_prefix(keys::DELIVERY_PREFIX)?;
-    Some(DeliveryWork {
-        account_id: account_id.to_string(),
-        change_id: change_id.to_string(),
-        subscription_id: subscription_id.to_string(),
-    })
+    store::delivery::work_from_key(pk, sk)
 }
 
 #[cfg(test)]

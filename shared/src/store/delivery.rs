@@ -7,7 +7,7 @@
 //! Its lifecycle is the integration delivery table (docs/lifecycles.md); every status write here
 //! is conditional on the table's `from` states for its move.
 
-use super::attrs::{by_subscription, due, listing, EXPIRES_AT};
+use super::attrs::{due, listing, EXPIRES_AT};
 use super::expr::{n, s, Expr};
 use super::read::{self, Consistency};
 use super::write::{built, Write};
@@ -376,13 +376,80 @@ pub fn save_outcome(
     )?))
 }
 
-/// The `by_subscription` index attributes, for readers that query it.
-pub fn by_subscription_attrs() -> (&'static str, &'static str, &'static str) {
-    (
-        by_subscription::INDEX,
-        by_subscription::KEY,
-        by_subscription::SORT,
-    )
+/// A delivery waiting on the `due` index: its work and when it is due.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Due {
+    pub work: DeliveryWork,
+    pub due_at: Timestamp,
+}
+
+/// The work a delivery's key names (`EVT#{account}#{change}` / `DLV#{subscription}`).
+pub fn work_from_key(pk: &str, sk: &str) -> Option<DeliveryWork> {
+    let rest = pk.strip_prefix("EVT#")?;
+    let (account_id, change_id) = rest.split_once('#')?;
+    let subscription_id = sk.strip_prefix(keys::DELIVERY_PREFIX)?;
+    Some(DeliveryWork {
+        account_id: account_id.to_string(),
+        change_id: change_id.to_string(),
+        subscription_id: subscription_id.to_string(),
+    })
+}
+
+/// The query of one shard of the `due` index: deliveries due by `horizon`, at most `limit`.
+pub fn due_query(table: &str, shard: &str, horizon: Timestamp, limit: i32) -> read::Query {
+    read::Query {
+        table: table.into(),
+        index: Some(due::INDEX.into()),
+        key_condition: format!("{} = :shard AND {} <= :horizon", due::SHARD, due::AT),
+        expr: Expr::new()
+            .value(":shard", s(shard))
+            .value(":horizon", n(horizon.millis())),
+        limit: Some(limit),
+        ..Default::default()
+    }
+}
+
+/// One page of a `due` shard (the index holds the keys and `due_at`).
+pub async fn due_by(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    shard: &str,
+    horizon: Timestamp,
+    limit: i32,
+) -> Result<Vec<Due>, StoreError> {
+    let page = read::query_page(dynamo, &due_query(table, shard, horizon, limit)).await?;
+    Ok(page
+        .items
+        .iter()
+        .filter_map(|item| {
+            let text = |k: &str| item.get(k).and_then(|v| v.as_s().ok());
+            let due_at = item
+                .get(due::AT)
+                .and_then(|v| v.as_n().ok())
+                .and_then(|v| v.parse::<i64>().ok())
+                .map(Timestamp)?;
+            let work = work_from_key(text("pk")?, text("sk")?)?;
+            Some(Due { work, due_at })
+        })
+        .collect())
+}
+
+/// Moves a published delivery's `due_at` on to `next`, unless the delivery moved since the sweep
+/// read `seen` (an outcome or a restart wrote it).
+pub fn postpone(table: &str, due: &Due, next: Timestamp) -> Result<Write, StoreError> {
+    let w = &due.work;
+    let (pk, sk) = key(&w.account_id, &w.change_id, &w.subscription_id);
+    Ok(Write::Update(built(
+        Update::builder()
+            .table_name(table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .update_expression(format!("SET {} = :next", due::AT))
+            .condition_expression(format!("{} = :seen", due::AT))
+            .expression_attribute_values(":next", n(next.millis()))
+            .expression_attribute_values(":seen", n(due.due_at.millis()))
+            .build(),
+    )?))
 }
 
 #[cfg(test)]
@@ -519,6 +586,29 @@ mod tests {
         let values = u.expression_attribute_values().unwrap();
         assert_eq!(values[":attn"].as_s().unwrap(), "ATTENTION#acct");
         assert!(values.contains_key(":expires"));
+    }
+
+    #[test]
+    fn a_delivery_key_names_its_work_and_nothing_else_does() {
+        let (pk, sk) = key("acct", "01C", "sub1");
+        let work = work_from_key(&pk, &sk).unwrap();
+        assert_eq!(work.subscription_id, "sub1");
+        assert_eq!(work.change_id, "01C");
+        assert!(work_from_key(&pk, "EVENT").is_none());
+        assert!(work_from_key("ACCT#a", &sk).is_none());
+    }
+
+    #[test]
+    fn a_postponement_is_conditional_on_the_due_time_the_sweep_read() {
+        let due = Due {
+            work: delivery(DeliveryStatus::Retrying, 1).work(),
+            due_at: Timestamp(5_000),
+        };
+        let u = update(postpone("t", &due, Timestamp(9_000)).unwrap());
+        assert_eq!(u.condition_expression(), Some("due_at = :seen"));
+        let values = u.expression_attribute_values().unwrap();
+        assert_eq!(values[":seen"].as_n().unwrap(), "5000");
+        assert_eq!(values[":next"].as_n().unwrap(), "9000");
     }
 
     #[test]
