@@ -455,6 +455,7 @@ pub fn postpone(table: &str, due: &Due, next: Timestamp) -> Result<Write, StoreE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::attrs::by_subscription;
     use crate::domain::integration_delivery::{after_success, after_transient_failure};
 
     fn delivery(status: DeliveryStatus, attempts: u32) -> Delivery {
