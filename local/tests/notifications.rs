@@ -12,6 +12,7 @@ use local::testkit::TestStack;
 use serde_json::{json, Value};
 use shared::clock::{Clock, ManualClock};
 use shared::domain::lifecycle::TransitionError;
+use shared::domain::notice::{NoticeStatus, NoticeTrigger};
 use shared::domain::notification_delivery::{
     requeue_condition, FailureReason, NotificationStatus as N, NotificationTrigger as NT,
     RequeueRefused, AMBIGUITY_TIMEOUT, MAX_HISTORY_EVENTS, MAX_RECEIVES, NOTIFICATION_LIFECYCLE,

@@ -1,7 +1,8 @@
 //! The items of the delivery table as Rust types (read and written with `serde_dynamo`). Key
 //! attributes are derived from the ids by [`super::keys`] when an item is written.
 
-use crate::domain::event::{DeliveryMethod, EventStatus, InternalStatus};
+use crate::domain::delivery_method::DeliveryMethod;
+use crate::domain::event::{EventStatus, InternalStatus};
 use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::retry::RetryPolicy;
 use crate::domain::subscription::SubscriptionStatus;
