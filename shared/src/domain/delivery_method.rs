@@ -14,7 +14,7 @@ pub enum DeliveryMethod {
     Internal,
     /// Pulled by the adapter through the cursor API.
     Poll,
-    /// Not known to the worker (for example `queue`).
+    /// A value the worker does not know, say `queue`.
     Unknown(String),
 }
 

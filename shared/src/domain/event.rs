@@ -9,7 +9,7 @@
 //!
 //! **Deliberate choice.** The event monitor's description treats sent and failed events as
 //! final, because it never retries a failed delivery. This project lets an operator restart a
-//! failed, dead or delivered delivery (retry or bounded window replay), so a restart reopens the
+//! failed, dead or delivered delivery (a retry, or a replay of a bounded window), so a restart reopens the
 //! event: `sent | failed → partial` ([`EventTrigger::OperatorRestartReopens`]). The next roll-up
 //! pass settles it again. `skipped` is never reopened: nothing was delivered, and replay does not
 //! invent deliveries.
@@ -54,8 +54,8 @@ status_enum! {
     #[derive(Default)]
     pub enum InternalStatus {
         #[default]
-        New = "new" => "the default: no built-in subscriber has handled the event (a failed handling leaves it here)",
-        Done = "done" => "a built-in subscriber handled the event and stored its result",
+        New = "new" => "the default: no built-in handler has processed the event (one that failed leaves it here)",
+        Done = "done" => "a built-in handler processed the event and its result is saved",
     }
 }
 
@@ -104,12 +104,13 @@ use EventTrigger as ET;
 
 const ROLLUP: &[Actor] = &[Actor::RollUp];
 const FINAL: &[EventEffect] = &[EE::StampRetention];
-const SKIPPED: &str = "no subscription is active, or none matches the change";
+const SKIPPED: &str = "no active subscription matches the change";
 const WAITING: &str = "after the pass a counted delivery still waits (for example its retry delay)";
 const FAILED: &str = "after the pass nothing waits and a counted delivery failed";
-const SENT: &str = "after the pass nothing waits and nothing failed (poll deliveries do not count)";
+const SENT: &str =
+    "after the pass no counted delivery is waiting or failed (poll deliveries are not counted)";
 const REOPEN: &str =
-    "an authorized operator restarted one of its deliveries (retry or window replay)";
+    "an authorized operator restarted one of its deliveries (a retry or a window replay)";
 
 /// The event status lifecycle: the roll-up's moves from new and partial, then this project's
 /// reopen rows.
@@ -117,7 +118,7 @@ const REOPEN: &str =
 pub static EVENT_LIFECYCLE: Lifecycle<EventStatus, EventTrigger, EventEffect> = Lifecycle {
     name: "Event status",
     reference: "event monitor, event status",
-    summary: "Every change is an event whose status rolls up its deliveries. A roll-up pass looks at new and partial events, oldest first, 100 at a time, and leaves poll deliveries out of the count, so an event that only poll subscribers wait for becomes sent. Final events are deleted 30 days after they became final. Because an operator may restart deliveries here, a restart reopens a sent or failed event; a skipped event has no delivery to restart.",
+    summary: "Every change is an event whose status rolls up its deliveries. A roll-up pass looks at new and partial events, oldest first, 100 at a time, and leaves poll deliveries out of the count: an event whose open deliveries are all poll ones is sent. Final events are deleted 30 days after they became final. Because an operator may restart deliveries here, a restart reopens a sent or failed event; a skipped event has no delivery to restart.",
     initial: &[E::New],
     transitions: &[
         row(E::New,     ET::NoSubscriberTookIt,     E::Skipped, SKIPPED, FINAL, ROLLUP),
@@ -139,10 +140,10 @@ pub static EVENT_LIFECYCLE: Lifecycle<EventStatus, EventTrigger, EventEffect> = 
 pub static INTERNAL_LIFECYCLE: Lifecycle<InternalStatus, InternalTrigger, InternalEffect> = Lifecycle {
     name: "Internal status",
     reference: "event monitor, internal status",
-    summary: "Whether a built-in (internal) subscriber handled the event. It takes no part in the event's retention; a failed handling shows as a failed or retrying delivery and leaves the status at new.",
+    summary: "Whether a built-in (internal) handler has processed the event. It plays no part in the event's retention. When the handler fails, the status stays new and the failure shows on the delivery itself.",
     initial: &[InternalStatus::New],
     transitions: &[
-        row(InternalStatus::New, InternalTrigger::RecordInternalResult, InternalStatus::Done, "a built-in subscriber handled the event and its result is stored", &[InternalEffect::StoreResult], &[Actor::DeliveryWorker]),
+        row(InternalStatus::New, InternalTrigger::RecordInternalResult, InternalStatus::Done, "a built-in handler processed the event and its result is saved", &[InternalEffect::StoreResult], &[Actor::DeliveryWorker]),
     ],
     invalid: &[],
 };
@@ -209,7 +210,7 @@ pub fn roll_up(
 }
 
 /// When an event may be deleted: [`RETENTION`] after it became sent, failed or skipped; never for
-/// new or partial events (they may still need delivery work). Internal status takes no part.
+/// new or partial events (their deliveries may still be in flight). Internal status plays no part.
 ///
 /// DynamoDB TTL reads epoch *seconds*: store `expires_at(..).map(Timestamp::seconds)`.
 pub fn expires_at(status: EventStatus, became_terminal_at: Timestamp) -> Option<Timestamp> {

@@ -13,11 +13,11 @@
 //!   dead; a skipped_filter change never became a delivery and has no word;
 //! * a subscriber whose delivery method the worker does not know is a configuration failure
 //!   (`pending → failed`, [`after_unknown_delivery_method`]), recorded as
-//!   `unknown delivery method {value}`; an operator can retry it once the subscriber is fixed.
+//!   `unknown delivery method {value}`; once the subscriber is fixed, an operator may restart it.
 //!
 //! **Deliberate choice.** The event monitor's description treats a failed delivery as final with
 //! no way to retry it, while the delivery lifecycle lets an authorized operator restart failed,
-//! dead, delivered and retrying deliveries (retry or bounded window replay). The richer behaviour
+//! dead, delivered and retrying deliveries (a retry, or a replay of a bounded window). The richer behaviour
 //! wins: operator restarts exist and move the delivery back to `pending`
 //! (`docs/lifecycles.md#integration-delivery`).
 
@@ -188,7 +188,7 @@ pub fn after_permanent_failure(from: DeliveryStatus) -> Result<DeliveryMove, Tra
     after(from, O::FinalFailure)
 }
 
-/// The subscription or account is gone, or event access was withdrawn.
+/// The subscription or account was deleted, or event access withdrawn.
 pub fn after_configuration_loss(from: DeliveryStatus) -> Result<DeliveryMove, TransitionError> {
     after(from, O::ConfigurationLoss)
 }
@@ -202,7 +202,7 @@ pub fn after_unknown_delivery_method(
     after_configuration_loss(from)
 }
 
-/// The error recorded when a subscriber's delivery method is not webhook, internal or poll.
+/// The error recorded when a subscriber's delivery method is none of webhook, internal and poll.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown delivery method {0}")]
 pub struct UnknownDeliveryMethod(pub String);
@@ -249,7 +249,7 @@ pub fn transmit_status(status: DeliveryStatus, lease_held: bool) -> Option<Trans
 }
 
 /// Whether a worker's processing lease (expiring at `lease_until`) is still held at `now`.
-/// A lease ending exactly at `now` has lapsed and the delivery can be taken again.
+/// A lease ending exactly at `now` has lapsed: another worker may claim the delivery.
 pub fn lease_held(lease_until: Option<Timestamp>, now: Timestamp) -> bool {
     lease_until.is_some_and(|until| until > now)
 }

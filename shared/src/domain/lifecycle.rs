@@ -672,16 +672,20 @@ mod tests {
         invalid: &[cannot(Light::Broken, Light::Green, "a broken light cannot go")],
     };
 
+    fn broken_cannot_go() -> TransitionError {
+        TransitionError::ForbiddenBySeed {
+            lifecycle: "test light",
+            from: "broken",
+            to: "green",
+            why: "a broken light cannot go",
+        }
+    }
+
     #[test]
     fn check_refuses_with_the_cannot_happen_reason_first() {
         assert_eq!(
             LIGHT.check(Light::Broken, Switch::Go, Light::Green),
-            Err(TransitionError::ForbiddenBySeed {
-                lifecycle: "test light",
-                from: "broken",
-                to: "green",
-                why: "a broken light cannot go"
-            })
+            Err(broken_cannot_go())
         );
         assert_eq!(
             LIGHT
@@ -698,15 +702,7 @@ mod tests {
         let row = LIGHT.on(Light::Red, Switch::Go).unwrap();
         assert_eq!(row.movement(), (Switch::Go, Light::Green));
         assert_eq!(row.effects, &[Lamp::Flash]);
-        assert_eq!(
-            LIGHT.on(Light::Broken, Switch::Go),
-            Err(TransitionError::ForbiddenBySeed {
-                lifecycle: "test light",
-                from: "broken",
-                to: "green",
-                why: "a broken light cannot go"
-            })
-        );
+        assert_eq!(LIGHT.on(Light::Broken, Switch::Go), Err(broken_cannot_go()));
         assert_eq!(
             LIGHT.on(Light::Red, Switch::Stop).unwrap_err().to_string(),
             "test light: red has no move on Stop"

@@ -245,6 +245,10 @@ mod tests {
                 "{text:?} would break a table row"
             );
         }
+        // A row's effects share one cell, joined with "; ".
+        for text in E::ALL.iter().map(|e| e.text()) {
+            assert!(!text.contains(';'), "{text:?} would read as two effects");
+        }
         for text in T::ALL.iter().map(|t| t.text()) {
             assert!(
                 !text.trim().is_empty(),

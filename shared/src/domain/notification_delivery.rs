@@ -1,10 +1,11 @@
 //! Notification delivery: one record per notice × channel × recipient, and its lifecycle
 //! ([`NOTIFICATION_LIFECYCLE`], `docs/lifecycles.md#notification-delivery`).
 //!
-//! The queue's receive count is the retry budget ([`MAX_RECEIVES`]); there is no database attempt
-//! counter. Expected-state updates decide which consumer owns a send (`NOTIFICATION_LIFECYCLE.expect`).
-//! Operator requeue is a separate conditional update ([`requeue_condition`]). Provider-event
-//! identities deduplicate the retained history, capped at [`MAX_HISTORY_EVENTS`].
+//! The retry budget is the queue's receive count ([`MAX_RECEIVES`]); the table keeps no attempt
+//! count. A write conditional on the state read (`NOTIFICATION_LIFECYCLE.expect`) settles which of
+//! two racing consumers sends. An operator requeue is a conditional update of its own
+//! ([`requeue_condition`]). A provider event's id keeps it from entering the history twice; the
+//! history holds at most [`MAX_HISTORY_EVENTS`].
 //!
 //! `deferred` and `bounced` are in the vocabulary but no row writes them: `deferred` is
 //! reserved for quiet hours and digests, `bounced` for provider bounce feedback no adapter reports
@@ -71,7 +72,7 @@ term_enum! {
     pub enum NotificationTrigger {
         Claim => "a channel worker claims it",
         AdapterAccepts => "the adapter accepts it",
-        Confirm => "the adapter or provider confirms it",
+        Confirm => "delivery confirmed by adapter or provider",
         RetryableResult => "retryable result, receives left",
         FailSending => "refused for good, last receive failed, or ambiguous",
         AdapterUnavailable => "the adapter reports it cannot be delivered",
@@ -86,12 +87,12 @@ term_enum! {
     /// What the shell does with a notification delivery move.
     pub enum NotificationEffect {
         RefreshProgress => "update the notice's progress counts",
-        SaveProviderRef => "save the provider reference and a sent event",
+        SaveProviderRef => "keep the provider's reference and record a sent event",
         AppendConfirmation => "append the confirmation to the history",
         ReturnWithBackoff => "return the message after a jittered backoff (30 s doubling, at most 30 min, a longer Retry-After wins)",
         SaveFailureReason => "save the reason: provider, attempts_exhausted or ambiguous",
         DeadLetterLastReceive => "on the last receive, give the message back at once so the queue dead-letters it",
-        PublishFailureMetric => "publish the terminal-failure metric (alarm)",
+        PublishFailureMetric => "emit the failed-notification metric that alarms",
         SaveSkipReason => "save the skip reason and log a rate-limited warning",
         RecordNoAdapter => "record that the channel has no adapter",
         DeleteDispatchWork => "delete the dispatch work",
@@ -114,10 +115,10 @@ const STILL_QUEUED: &str = "still queued";
 pub static NOTIFICATION_LIFECYCLE: Lifecycle<NotificationStatus, NotificationTrigger, NotificationEffect> = Lifecycle {
     name: "Notification delivery",
     reference: "STATE-PFM-NOT-005",
-    summary: "One record per notice, channel and recipient. The queue's receive count is the retry budget (8); there is no attempt counter in the table. A conditional claim on the expected state decides which consumer sends; an operator requeue is its own conditional update; provider events are deduplicated by their id in a history of at most 50 events. deferred and bounced belong to the vocabulary, but no row writes them.",
+    summary: "One record per notice, channel and recipient. The retry budget is the queue's receive count (8); the table keeps no attempt count. A claim conditional on the state read settles which of two racing consumers sends; an operator requeue is a conditional update of its own; a provider event enters the history (at most 50 events) once, by its id. deferred and bounced belong to the vocabulary, but no row writes them.",
     initial: &[N::Queued, N::Delivered],
     transitions: &[
-        row(N::Queued,  NT::Claim,              N::Sending,   "queued, the notice still applies, the deadline is ahead, an adapter exists and the conditional claim wins", &[NE::RefreshProgress], WORKER),
+        row(N::Queued,  NT::Claim,              N::Sending,   "still queued, the notice still applies, its deadline lies ahead, the channel has an adapter, and this worker's conditional claim wins", &[NE::RefreshProgress], WORKER),
         row(N::Sending, NT::AdapterAccepts,     N::Sent,      STILL_SENDING, &[NE::SaveProviderRef], WORKER),
         row(N::Sent,    NT::Confirm,            N::Delivered, "already sent", &[NE::AppendConfirmation], &[A::ChannelWorker, A::ProviderFeedback]),
         row(N::Sending, NT::RetryableResult,    N::Queued,    "fewer than 8 receives so far", &[NE::ReturnWithBackoff], WORKER),
@@ -302,8 +303,9 @@ impl ClaimRefusal {
     }
 }
 
-/// The guard of queued → sending, in order: work is queued, the notice
-/// applies, the request is unexpired (a deadline equal to `now` has passed), an adapter exists.
+/// The guard of queued → sending, checked in this order: the delivery is still queued, its notice
+/// still applies, its deadline lies ahead (a deadline equal to `now` has passed), the channel has
+/// an adapter.
 /// The conditional claim (`NOTIFICATION_LIFECYCLE.expect(Queued, Claim, Sending)`) is the last part
 /// and belongs to storage.
 pub fn claim_guard(facts: &ClaimFacts) -> Result<(), ClaimRefusal> {

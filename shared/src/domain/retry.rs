@@ -6,15 +6,15 @@
 //!   attempts one to five are 1 min, 5 min, 30 min, 2 h and 6 h; a sixth failed attempt is
 //!   exhausted (the delivery becomes `dead`).
 //! * **Per-subscriber exponential policy** (the event monitor's subscriber settings): a subscriber's *Max Retries* and
-//!   *Retry Delay* settings. A delivery may be claimed while its attempts are fewer than Max
-//!   Retries, so Max Retries is the total number of attempts. After a failure that leaves attempts
-//!   fewer than Max Retries the next try waits `Retry Delay × 2^n` seconds, where **n is the number
-//!   of attempts made before the one that just failed** (`attempt_number - 1`): the first retry
+//!   *Retry Delay* settings. A delivery may be claimed only while it has made fewer attempts than
+//!   Max Retries, so Max Retries counts every attempt. After a failure with attempts to spare, the
+//!   wait is `Retry Delay · 2^n` seconds, where **n is the number of attempts made before the one
+//!   that just failed** (`attempt_number - 1`): the first retry
 //!   waits exactly Retry Delay, the second twice that, and so on. This reads "Retry Delay" as the
 //!   base wait, which is what a person setting it expects. The wait is capped at
 //!   [`EXPONENTIAL_MAX_WAIT`] (24 h), which also rules out overflow.
 //! * **Notification delivery** (`docs/lifecycles.md#notification-delivery`): the queue receive count is the budget
-//!   ([`MAX_RECEIVES`] = 8, there is no database attempt counter). A retryable failure on a
+//!   ([`MAX_RECEIVES`] = 8; the table keeps no attempt count). A retryable failure on a
 //!   receive below eight requeues with a jittered exponential delay; on the eighth it fails with
 //!   `attempts_exhausted` and the message goes back at once so SQS moves it to the dead-letter
 //!   queue.
@@ -97,7 +97,7 @@ impl RetryPolicy {
     }
 
     /// Whether a delivery that has already made `attempts_made` attempts may be claimed for another
-    /// (only while the attempts made are fewer than Max Retries).
+    /// (only while it has made fewer attempts than Max Retries).
     pub fn may_attempt(&self, attempts_made: u32) -> bool {
         attempts_made < self.max_attempts()
     }
@@ -402,7 +402,7 @@ mod tests {
             p.after_failed_attempt(4, None),
             RetryDecision::RetryAfter(240 * SECOND)
         );
-        // "processing → failed: failure and Attempts has reached Max Retries".
+        // The fifth failure uses up Max Retries = 5: the delivery fails.
         assert_eq!(p.after_failed_attempt(5, None), RetryDecision::Exhausted);
         assert!(p.may_attempt(4));
         assert!(!p.may_attempt(5));

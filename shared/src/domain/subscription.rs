@@ -1,7 +1,7 @@
 //! Subscription status ([`SUBSCRIPTION_LIFECYCLE`], `docs/lifecycles.md#subscription`): an active
-//! subscription is paused at fifty successive dead deliveries, with exactly one administrator
+//! subscription pauses once fifty of its deliveries end dead one after another, with exactly one administrator
 //! notice; an operator resumes it. While paused, new changes are skipped and are not recovered on
-//! resume (replay covers existing delivery records only).
+//! resume (replay restarts only deliveries that exist).
 
 use super::lifecycle::{row, status_enum, term_enum, Actor, Lifecycle, TransitionError};
 
@@ -21,7 +21,7 @@ term_enum! {
     #[derive(serde::Serialize, serde::Deserialize)]
     #[serde(rename_all = "snake_case")]
     pub enum SubscriptionTrigger {
-        AutoPause => "50th dead delivery in a row",
+        AutoPause => "50th consecutive dead delivery",
         OperatorResume => "operator resumes it",
     }
 }
@@ -30,7 +30,7 @@ term_enum! {
     /// What the shell does with a subscription move.
     pub enum SubscriptionEffect {
         RequestAdminNotice => "request one administrator notice (only the writer whose pause wins)",
-        SkipNewChanges => "skip new changes while paused; resuming does not bring them back",
+        SkipNewChanges => "skip new changes while paused (resuming does not bring them back)",
         ResetDeadCount => "reset the run of dead deliveries",
     }
 }
@@ -44,7 +44,7 @@ use SubscriptionTrigger as ST;
 pub static SUBSCRIPTION_LIFECYCLE: Lifecycle<SubscriptionStatus, SubscriptionTrigger, SubscriptionEffect> = Lifecycle {
     name: "Subscription",
     reference: "WF-PFM-INT-018 auto-pause and resume",
-    summary: "A subscription counts its dead deliveries in a row (a delivered one resets the count). At 50 an active subscription pauses, and exactly one administrator notice goes out through the notification pipeline: the pause is a conditional write, and only the writer that wins it requests the notice. An operator resumes it.",
+    summary: "A subscription counts its consecutive dead deliveries (a delivered one resets the count). At 50 an active subscription pauses, and exactly one administrator notice goes out through the notification pipeline: the pause is a conditional write, and only the writer that wins it requests the notice. An operator resumes it.",
     initial: &[S::Active],
     transitions: &[
         row(S::Active, ST::AutoPause,      S::Paused, "the run of dead deliveries reaches 50 while active", &[SE::RequestAdminNotice, SE::SkipNewChanges], &[Actor::DeliveryWorker]),
