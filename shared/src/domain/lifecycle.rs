@@ -14,7 +14,7 @@
 //! * [`crate::domain::lifecycle_doc::render`] renders every table as `docs/lifecycles.md`.
 //!
 //! The vocabularies (statuses, triggers, outcomes, side effects, actors) are closed enums declared
-//! with [`status_enum!`] and [`term_enum!`], one line per value with its text for the doc. Side
+//! with `status_enum!` and `term_enum!`, one line per value with its text for the doc. Side
 //! effects are values, so the shell can match a row's effects exhaustively.
 
 use std::collections::HashSet;
