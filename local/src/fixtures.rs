@@ -5,7 +5,7 @@ use anyhow::Result;
 use serde_json::{json, Map, Value};
 use shared::aws::Clients;
 use shared::domain::change::Change;
-use shared::domain::event::DeliveryMethod;
+use shared::domain::delivery_method::DeliveryMethod;
 use shared::domain::retry::RetryPolicy;
 use shared::domain::signing::SigningSecret;
 use shared::domain::subscription::SubscriptionStatus;

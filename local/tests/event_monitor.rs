@@ -14,7 +14,8 @@ use shared::api::auth::{issue_token, TokenKind};
 use shared::api::{router, ApiState, OperatorAuth};
 use shared::domain::change::Change;
 use shared::domain::classify::AttemptClass;
-use shared::domain::event::{DeliveryMethod, EventStatus, EventTrigger, InternalStatus, RETENTION};
+use shared::domain::delivery_method::DeliveryMethod;
+use shared::domain::event::{EventStatus, EventTrigger, InternalStatus, RETENTION};
 use shared::domain::integration_delivery::{DeliveryStatus, TransmitStatus};
 use shared::domain::retry::RetryPolicy;
 use shared::domain::subscription::SubscriptionStatus;
@@ -1364,7 +1365,7 @@ async fn the_api_lists_events_by_status_and_time_a_page_at_a_time() {
     assert_eq!(first["internal_status"], "new");
     assert_eq!(
         first["status_reason"],
-        "After this pass nothing waits and at least one delivery is failed."
+        "No counted delivery waits any more, and one or more of them failed."
     );
     assert!(first["expires_at"].is_string());
     let both = api

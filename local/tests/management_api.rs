@@ -329,7 +329,7 @@ async fn operators_create_accounts_that_manage_integrations_and_subscriptions() 
     assert!(!compiled.filter.is_always());
     assert_eq!(
         config.integrations[&id(&webhook)].method,
-        shared::domain::event::DeliveryMethod::Webhook
+        shared::domain::delivery_method::DeliveryMethod::Webhook
     );
 
     let by_integration = api

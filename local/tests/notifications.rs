@@ -12,6 +12,7 @@ use local::testkit::TestStack;
 use serde_json::{json, Value};
 use shared::clock::{Clock, ManualClock};
 use shared::domain::lifecycle::TransitionError;
+use shared::domain::notice::{NoticeStatus, NoticeTrigger};
 use shared::domain::notification_delivery::{
     requeue_condition, FailureReason, NotificationStatus as N, NotificationTrigger as NT,
     RequeueRefused, AMBIGUITY_TIMEOUT, MAX_HISTORY_EVENTS, MAX_RECEIVES, NOTIFICATION_LIFECYCLE,
@@ -799,7 +800,7 @@ async fn refuses_in_storage_a_delivered_delivery_returning_to_the_queue() {
     assert_eq!(d.status, N::Delivered);
     assert_eq!(
         seed_why(N::Delivered, N::Queued),
-        "Successful terminal delivery cannot return to the queue."
+        "a delivered message never goes back to the queue"
     );
     // Every way the table reaches `queued`: a retry and an operator requeue.
     assert_storage_refuses(&n, &d, NT::RetryableResult, N::Queued).await;
@@ -830,7 +831,7 @@ async fn refuses_in_storage_a_competing_consumer_acquiring_an_existing_sending_c
         .unwrap();
     assert_eq!(
         seed_why(N::Sending, N::Sending),
-        "A competing consumer cannot acquire an existing sending claim."
+        "a second consumer cannot take a claim that is already held"
     );
     // With the current version, only the status condition stands in the way.
     assert_storage_refuses(&n, &sending, NT::Claim, N::Sending).await;
@@ -862,7 +863,7 @@ async fn refuses_in_storage_a_failed_delivery_sending_without_a_requeue() {
     assert_eq!(failed.status, N::Failed);
     assert_eq!(
         seed_why(N::Failed, N::Sending),
-        "A retry must first requeue work; ambiguous failures do not qualify."
+        "a retry goes through an operator requeue first, and an ambiguous failure never qualifies"
     );
     assert_storage_refuses(&n, &failed, NT::Claim, N::Sending).await;
 }
@@ -887,7 +888,7 @@ async fn refuses_in_storage_a_skipped_delivery_returning_to_the_queue() {
     );
     assert_eq!(
         seed_why(N::Skipped, N::Queued),
-        "Skipped deliveries retain their reason and remain terminal."
+        "a skipped delivery keeps its reason and stays final"
     );
     assert_storage_refuses(&n, &skipped, NT::RetryableResult, N::Queued).await;
     assert_storage_refuses(&n, &skipped, NT::OperatorRequeue, N::Queued).await;

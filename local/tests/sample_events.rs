@@ -46,7 +46,7 @@ async fn sample_configuration(p: &Pipeline, receiver: &Receiver) {
         account_id: "acct-sample".into(),
         integration_id: "01JDX0SAMPLE0000000000INT1".into(),
         name: "Sample hook".into(),
-        method: shared::domain::event::DeliveryMethod::Webhook,
+        method: shared::domain::delivery_method::DeliveryMethod::Webhook,
         webhook_url: Some(receiver.url("/sample")),
         signing_secret: Some(test_secret()),
         handler: None,

@@ -31,7 +31,8 @@ pub enum AttemptClass {
     Transient { retry_after: Option<Duration> },
     /// No attempt will succeed: the delivery is `dead`.
     Permanent,
-    /// Our own configuration no longer permits delivery: the delivery is `failed`.
+    /// Our own configuration rules the delivery out (subscription or account deleted, access
+    /// withdrawn): the delivery is `failed`.
     ConfigurationLoss,
 }
 

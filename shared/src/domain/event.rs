@@ -1,68 +1,41 @@
-//! The event monitor (seed `004_…`): every change is also an *event* whose status rolls up its
-//! deliveries, plus an internal status for built-in subscribers and 30-day retention of terminal
-//! events.
+//! The event monitor: every change is also an *event* whose status rolls up its deliveries
+//! ([`EVENT_LIFECYCLE`], `docs/lifecycles.md#event-status`), plus an internal status for built-in
+//! subscribers ([`INTERNAL_LIFECYCLE`], `docs/lifecycles.md#internal-status`) and 30-day retention
+//! of final events.
 //!
-//! Delivery states are seed 000's ([`DeliveryStatus`](super::integration_delivery::DeliveryStatus));
-//! 004's delivery words come from the one mapping,
-//! [`transmit_status`](super::integration_delivery::transmit_status).
+//! Delivery states are the integration delivery's
+//! ([`DeliveryStatus`](super::integration_delivery::DeliveryStatus)); the Delivery log's words come
+//! from the one mapping, [`transmit_status`](super::integration_delivery::transmit_status).
 //!
-//! **Deviation from 004.** 004 says a failed delivery is never tried again, so `sent` and `failed`
-//! events are final there. Seed 000 lets an operator restart a failed, dead or delivered delivery
-//! (retry or bounded window replay); this project follows 000, so an operator restart reopens the
+//! **Deliberate choice.** The event monitor's description treats sent and failed events as
+//! final, because it never retries a failed delivery. This project lets an operator restart a
+//! failed, dead or delivered delivery (a retry, or a replay of a bounded window), so a restart reopens the
 //! event: `sent | failed → partial` ([`EventTrigger::OperatorRestartReopens`]). The next roll-up
 //! pass settles it again. `skipped` is never reopened: nothing was delivered, and replay does not
 //! invent deliveries.
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
 use std::time::Duration;
 
 use super::integration_delivery::TransmitStatus;
-use super::lifecycle::{Lifecycle, Status, Transition, Trigger};
-use super::time::{Timestamp, DAY, SECOND};
+use super::lifecycle::{row, status_enum, term_enum, Actor, Lifecycle};
+use super::time::{Timestamp, DAY};
 
 /// One roll-up pass looks at this many new or partial events, oldest first.
 pub const ROLLUP_BATCH: usize = 100;
 /// Terminal events (sent, failed, skipped) are kept this long, then deleted.
 pub const RETENTION: Duration = Duration::from_secs(30 * 86_400);
-/// A worker that takes a delivery holds it this long; after that another worker may take it.
-pub const PROCESSING_LEASE: Duration = Duration::from_secs(60);
 
 const _: () = assert!(RETENTION.as_secs() == 30 * DAY.as_secs());
-const _: () = assert!(PROCESSING_LEASE.as_secs() == 60 * SECOND.as_secs());
 
-/// The event status (Event monitor column `event_status`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EventStatus {
-    /// The event was written; the roll-up has not handled it yet.
-    New,
-    /// At least one non-polling delivery is still pending or processing.
-    Partial,
-    /// Every delivery the roll-up counts is sent. Final (until an operator restart, see module docs).
-    Sent,
-    /// Nothing is pending and at least one delivery failed. Final (idem).
-    Failed,
-    /// No subscriber took the event. Final.
-    Skipped,
-}
-
-impl Status for EventStatus {
-    const ALL: &'static [Self] = &[
-        EventStatus::New,
-        EventStatus::Partial,
-        EventStatus::Sent,
-        EventStatus::Failed,
-        EventStatus::Skipped,
-    ];
-    fn as_str(self) -> &'static str {
-        match self {
-            EventStatus::New => "new",
-            EventStatus::Partial => "partial",
-            EventStatus::Sent => "sent",
-            EventStatus::Failed => "failed",
-            EventStatus::Skipped => "skipped",
-        }
+status_enum! {
+    /// The event status (Event monitor column `event_status`).
+    pub enum EventStatus {
+        New = "new" => "written; no roll-up pass has looked at it yet",
+        Partial = "partial" => "a counted (non-poll) delivery is still waiting or being attempted",
+        Sent = "sent" => "every counted delivery is sent; final unless an operator restarts one",
+        Failed = "failed" => "nothing waits and a counted delivery failed; final unless an operator restarts one",
+        Skipped = "skipped" => "no active subscription took the change; final",
     }
 }
 
@@ -76,301 +49,125 @@ impl EventStatus {
     }
 }
 
-impl fmt::Display for EventStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+status_enum! {
+    /// The internal status (column `internal_status`): whether a built-in subscriber handled the event.
+    #[derive(Default)]
+    pub enum InternalStatus {
+        #[default]
+        New = "new" => "the default: no built-in handler has processed the event (one that failed leaves it here)",
+        Done = "done" => "a built-in handler processed the event and its result is saved",
     }
 }
 
-/// The internal status (column `internal_status`): whether a built-in subscriber handled the event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum InternalStatus {
-    /// The default. Nothing in-house has handled the event (also after a failed in-house handling).
-    #[default]
-    New,
-    /// A built-in internal subscriber handled the event successfully and stored its result.
-    Done,
-}
-
-impl Status for InternalStatus {
-    const ALL: &'static [Self] = &[InternalStatus::New, InternalStatus::Done];
-    fn as_str(self) -> &'static str {
-        match self {
-            InternalStatus::New => "new",
-            InternalStatus::Done => "done",
-        }
+term_enum! {
+    /// The roll-up's verdicts (each is also its row's outcome), plus the operator's reopen. The
+    /// text is the event's `status_reason` in the API.
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum EventTrigger {
+        NoSubscriberTookIt => "No active subscription took the change.",
+        DeliveriesStillWaiting => "A counted delivery is still waiting or being attempted.",
+        NothingWaitsSomeFailed => "No counted delivery waits any more, and one or more of them failed.",
+        NothingWaitsNoneFailed => "No counted delivery waits any more, and none of them failed.",
+        OperatorRestartReopens => "An operator restarted one of its deliveries.",
     }
 }
 
-impl fmt::Display for InternalStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+term_enum! {
+    /// What the shell does with an event move.
+    pub enum EventEffect {
+        StampRetention => "set the expiry to 30 days after this move",
+        LookAgain => "leave it for the next roll-up pass",
+        ClearRetention => "remove the expiry",
     }
 }
 
-/// The event moves of 004's table (one trigger per "When"), plus this project's operator reopen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EventTrigger {
-    /// No active subscriber exists, or no active subscriber matches.
-    NoSubscriberTookIt,
-    /// After this pass some non-polling delivery is still waiting.
-    DeliveriesStillWaiting,
-    /// After this pass nothing waits and at least one delivery is failed.
-    NothingWaitsSomeFailed,
-    /// After this pass nothing waits and nothing failed.
-    NothingWaitsNoneFailed,
-    /// Deviation from 004 (module docs): an operator restart of one of its deliveries.
-    OperatorRestartReopens,
-}
-
-impl Trigger for EventTrigger {
-    const ALL: &'static [Self] = &[
-        EventTrigger::NoSubscriberTookIt,
-        EventTrigger::DeliveriesStillWaiting,
-        EventTrigger::NothingWaitsSomeFailed,
-        EventTrigger::NothingWaitsNoneFailed,
-        EventTrigger::OperatorRestartReopens,
-    ];
-    fn seed_text(self) -> &'static str {
-        match self {
-            EventTrigger::NoSubscriberTookIt => {
-                "No active subscriber exists, or no active subscriber matches."
-            }
-            EventTrigger::DeliveriesStillWaiting => {
-                "After this pass some non-polling delivery is still waiting."
-            }
-            EventTrigger::NothingWaitsSomeFailed => {
-                "After this pass nothing waits and at least one delivery is failed."
-            }
-            EventTrigger::NothingWaitsNoneFailed => {
-                "After this pass nothing waits and nothing failed."
-            }
-            EventTrigger::OperatorRestartReopens => {
-                "An operator restarts one of the event's deliveries (deviation from 004)."
-            }
-        }
+term_enum! {
+    /// The internal status's single move.
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum InternalTrigger {
+        RecordInternalResult => "built-in handler succeeded",
     }
 }
 
-/// The internal status's single move.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum InternalTrigger {
-    /// A built-in internal subscriber handled the event successfully and stored its result.
-    RecordInternalResult,
-}
-
-impl Trigger for InternalTrigger {
-    const ALL: &'static [Self] = &[InternalTrigger::RecordInternalResult];
-    fn seed_text(self) -> &'static str {
-        "A built-in internal subscriber handled the event successfully and stored its result."
+term_enum! {
+    /// What the shell does when the internal status moves.
+    pub enum InternalEffect {
+        StoreResult => "store the handler's result on the event",
     }
 }
 
+use EventEffect as EE;
 use EventStatus as E;
 use EventTrigger as ET;
 
-const ROLLUP: &str = "Event roll-up pass";
-const PASS_GUARD_SKIPPED: &str = "No active subscriber exists, or no active subscriber matches.";
-const PASS_GUARD_PARTIAL: &str =
-    "After this pass some non-polling delivery is still waiting (for example a retry delay).";
-const PASS_GUARD_FAILED: &str =
-    "After this pass nothing waits and at least one delivery is failed.";
-const PASS_GUARD_SENT: &str =
-    "After this pass nothing waits and nothing failed (polling deliveries do not count).";
-const FINAL_EFFECTS: &[&str] = &["Set the retention expiry to 30 days after this move."];
-const REOPEN_GUARD: &str = "An authorized operator restarts one of the event's deliveries (retry or bounded window replay)";
+const ROLLUP: &[Actor] = &[Actor::RollUp];
+const FINAL: &[EventEffect] = &[EE::StampRetention];
+const SKIPPED: &str = "no active subscription matches the change";
+const WAITING: &str = "after the pass a counted delivery still waits (for example its retry delay)";
+const FAILED: &str = "after the pass nothing waits and a counted delivery failed";
+const SENT: &str =
+    "after the pass no counted delivery is waiting or failed (poll deliveries are not counted)";
+const REOPEN: &str =
+    "an authorized operator restarted one of its deliveries (a retry or a window replay)";
 
-/// Seed 004's event move table (`new, partial → …` expanded to one row per source), then this
-/// project's deviation rows.
-pub static EVENT_LIFECYCLE: Lifecycle<EventStatus, EventTrigger> = Lifecycle {
-    name: "004 event status",
+/// The event status lifecycle: the roll-up's moves from new and partial, then this project's
+/// reopen rows.
+#[rustfmt::skip]
+pub static EVENT_LIFECYCLE: Lifecycle<EventStatus, EventTrigger, EventEffect> = Lifecycle {
+    name: "Event status",
+    reference: "event monitor, event status",
+    summary: "Every change is an event whose status rolls up its deliveries. A roll-up pass looks at new and partial events, oldest first, 100 at a time, and leaves poll deliveries out of the count: an event whose open deliveries are all poll ones is sent. Final events are deleted 30 days after they became final. Because an operator may restart deliveries here, a restart reopens a sent or failed event; a skipped event has no delivery to restart.",
+    initial: &[E::New],
     transitions: &[
-        Transition {
-            from: E::New,
-            to: E::Skipped,
-            trigger: ET::NoSubscriberTookIt,
-            guard: PASS_GUARD_SKIPPED,
-            side_effects: FINAL_EFFECTS,
-            who: ROLLUP,
-        },
-        Transition {
-            from: E::Partial,
-            to: E::Skipped,
-            trigger: ET::NoSubscriberTookIt,
-            guard: PASS_GUARD_SKIPPED,
-            side_effects: FINAL_EFFECTS,
-            who: ROLLUP,
-        },
-        Transition {
-            from: E::New,
-            to: E::Partial,
-            trigger: ET::DeliveriesStillWaiting,
-            guard: PASS_GUARD_PARTIAL,
-            side_effects: &["Pick the event up again on the next pass."],
-            who: ROLLUP,
-        },
-        Transition {
-            from: E::Partial,
-            to: E::Partial,
-            trigger: ET::DeliveriesStillWaiting,
-            guard: PASS_GUARD_PARTIAL,
-            side_effects: &["Pick the event up again on the next pass."],
-            who: ROLLUP,
-        },
-        Transition {
-            from: E::New,
-            to: E::Failed,
-            trigger: ET::NothingWaitsSomeFailed,
-            guard: PASS_GUARD_FAILED,
-            side_effects: FINAL_EFFECTS,
-            who: ROLLUP,
-        },
-        Transition {
-            from: E::Partial,
-            to: E::Failed,
-            trigger: ET::NothingWaitsSomeFailed,
-            guard: PASS_GUARD_FAILED,
-            side_effects: FINAL_EFFECTS,
-            who: ROLLUP,
-        },
-        Transition {
-            from: E::New,
-            to: E::Sent,
-            trigger: ET::NothingWaitsNoneFailed,
-            guard: PASS_GUARD_SENT,
-            side_effects: FINAL_EFFECTS,
-            who: ROLLUP,
-        },
-        Transition {
-            from: E::Partial,
-            to: E::Sent,
-            trigger: ET::NothingWaitsNoneFailed,
-            guard: PASS_GUARD_SENT,
-            side_effects: FINAL_EFFECTS,
-            who: ROLLUP,
-        },
-        Transition {
-            from: E::Sent,
-            to: E::Partial,
-            trigger: ET::OperatorRestartReopens,
-            guard: REOPEN_GUARD,
-            side_effects: &["Remove the retention expiry."],
-            who: "Executions operator",
-        },
-        Transition {
-            from: E::Failed,
-            to: E::Partial,
-            trigger: ET::OperatorRestartReopens,
-            guard: REOPEN_GUARD,
-            side_effects: &["Remove the retention expiry."],
-            who: "Executions operator",
-        },
+        row(E::New,     ET::NoSubscriberTookIt,     E::Skipped, SKIPPED, FINAL, ROLLUP),
+        row(E::Partial, ET::NoSubscriberTookIt,     E::Skipped, SKIPPED, FINAL, ROLLUP),
+        row(E::New,     ET::DeliveriesStillWaiting, E::Partial, WAITING, &[EE::LookAgain], ROLLUP),
+        row(E::Partial, ET::DeliveriesStillWaiting, E::Partial, WAITING, &[EE::LookAgain], ROLLUP),
+        row(E::New,     ET::NothingWaitsSomeFailed, E::Failed,  FAILED, FINAL, ROLLUP),
+        row(E::Partial, ET::NothingWaitsSomeFailed, E::Failed,  FAILED, FINAL, ROLLUP),
+        row(E::New,     ET::NothingWaitsNoneFailed, E::Sent,    SENT, FINAL, ROLLUP),
+        row(E::Partial, ET::NothingWaitsNoneFailed, E::Sent,    SENT, FINAL, ROLLUP),
+        row(E::Sent,    ET::OperatorRestartReopens, E::Partial, REOPEN, &[EE::ClearRetention], &[Actor::Operator]),
+        row(E::Failed,  ET::OperatorRestartReopens, E::Partial, REOPEN, &[EE::ClearRetention], &[Actor::Operator]),
     ],
     invalid: &[],
 };
 
-/// Seed 004's internal status: new → done, written when a built-in subscriber succeeds.
-pub static INTERNAL_LIFECYCLE: Lifecycle<InternalStatus, InternalTrigger> = Lifecycle {
-    name: "004 internal status",
-    transitions: &[Transition {
-        from: InternalStatus::New,
-        to: InternalStatus::Done,
-        trigger: InternalTrigger::RecordInternalResult,
-        guard:
-            "A built-in internal subscriber handled the event successfully and stored its result",
-        side_effects: &["Store the internal result."],
-        who: "Delivery worker",
-    }],
+/// The internal status: new → done, written when a built-in subscriber succeeds.
+#[rustfmt::skip]
+pub static INTERNAL_LIFECYCLE: Lifecycle<InternalStatus, InternalTrigger, InternalEffect> = Lifecycle {
+    name: "Internal status",
+    reference: "event monitor, internal status",
+    summary: "Whether a built-in (internal) handler has processed the event. It plays no part in the event's retention. When the handler fails, the status stays new and the failure shows on the delivery itself.",
+    initial: &[InternalStatus::New],
+    transitions: &[
+        row(InternalStatus::New, InternalTrigger::RecordInternalResult, InternalStatus::Done, "a built-in handler processed the event and its result is saved", &[InternalEffect::StoreResult], &[Actor::DeliveryWorker]),
+    ],
     invalid: &[],
 };
 
-/// A subscriber's delivery method. Anything other than `webhook`, `internal` or `poll` is kept
-/// verbatim as `Unknown` so the worker can fail the delivery with `unknown delivery method {value}`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(from = "String", into = "String")]
-pub enum DeliveryMethod {
-    /// Push over HTTPS.
-    Webhook,
-    /// A built-in handler in this code base.
-    Internal,
-    /// Pulled by the adapter through the cursor API.
-    Poll,
-    /// Not known to the worker (for example `queue`).
-    Unknown(String),
-}
-
-impl DeliveryMethod {
-    pub fn parse(value: &str) -> DeliveryMethod {
-        match value {
-            "webhook" => DeliveryMethod::Webhook,
-            "internal" => DeliveryMethod::Internal,
-            "poll" => DeliveryMethod::Poll,
-            other => DeliveryMethod::Unknown(other.to_owned()),
-        }
-    }
-    pub fn as_str(&self) -> &str {
-        match self {
-            DeliveryMethod::Webhook => "webhook",
-            DeliveryMethod::Internal => "internal",
-            DeliveryMethod::Poll => "poll",
-            DeliveryMethod::Unknown(other) => other,
-        }
-    }
-    pub fn is_poll(&self) -> bool {
-        matches!(self, DeliveryMethod::Poll)
-    }
-}
-
-impl From<String> for DeliveryMethod {
-    fn from(value: String) -> Self {
-        DeliveryMethod::parse(&value)
-    }
-}
-
-impl From<DeliveryMethod> for String {
-    fn from(value: DeliveryMethod) -> Self {
-        match value {
-            DeliveryMethod::Unknown(other) => other,
-            known => known.as_str().to_owned(),
-        }
-    }
-}
-
-impl fmt::Display for DeliveryMethod {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What the roll-up needs to know about one of the event's deliveries. Deliveries that never
-/// became deliveries in 004's sense (`skipped_filter`, `transmit_status` = `None`) are not passed.
+/// What the roll-up needs to know about one of the event's deliveries. A change the filter left
+/// out never became a delivery (`transmit_status` = `None`) and is not passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeliveryFacts {
     pub method_is_poll: bool,
     pub transmit: TransmitStatus,
 }
 
-/// The roll-up decision with its trigger (for the table row and the storage condition).
-/// `None` for final events, which the roll-up does not look at.
+/// The roll-up's verdict from the facts alone: no subscriber took the event → skipped; poll
+/// deliveries are left out; some remaining delivery pending or processing → still waiting; else
+/// at least one failed → failed; else sent (so an event only poll subscribers wait for is sent).
 ///
-/// `any_active_matching_subscriber`: whether any subscriber took the event — an active
-/// subscription matched it (a subscription whose change-time filter left the change out did not
-/// take it). Rules, in order: no subscriber took it → skipped; poll deliveries are left out; some
-/// remaining delivery pending or processing → partial; else at least one failed → failed; else
-/// sent (so an event only polling subscribers wait for becomes sent).
-pub fn roll_up_move(
-    current: EventStatus,
+/// `any_active_matching_subscriber`: whether an active subscription matched the event (one whose
+/// change-time filter left the change out did not take it).
+pub fn roll_up_verdict(
     any_active_matching_subscriber: bool,
     deliveries: &[DeliveryFacts],
-) -> Option<(EventTrigger, EventStatus)> {
-    if current.is_final() {
-        return None;
-    }
+) -> EventTrigger {
     if !any_active_matching_subscriber {
-        return Some((ET::NoSubscriberTookIt, E::Skipped));
+        return ET::NoSubscriberTookIt;
     }
     let counted = || deliveries.iter().filter(|d| !d.method_is_poll);
     if counted().any(|d| {
@@ -379,12 +176,27 @@ pub fn roll_up_move(
             TransmitStatus::Pending | TransmitStatus::Processing
         )
     }) {
-        return Some((ET::DeliveriesStillWaiting, E::Partial));
+        ET::DeliveriesStillWaiting
+    } else if counted().any(|d| d.transmit == TransmitStatus::Failed) {
+        ET::NothingWaitsSomeFailed
+    } else {
+        ET::NothingWaitsNoneFailed
     }
-    if counted().any(|d| d.transmit == TransmitStatus::Failed) {
-        return Some((ET::NothingWaitsSomeFailed, E::Failed));
-    }
-    Some((ET::NothingWaitsNoneFailed, E::Sent))
+}
+
+/// The roll-up decision with its trigger (for the table row and the storage condition): the
+/// verdict's row from `current` in [`EVENT_LIFECYCLE`]. `None` for final events, which have no
+/// roll-up row.
+pub fn roll_up_move(
+    current: EventStatus,
+    any_active_matching_subscriber: bool,
+    deliveries: &[DeliveryFacts],
+) -> Option<(EventTrigger, EventStatus)> {
+    let verdict = roll_up_verdict(any_active_matching_subscriber, deliveries);
+    EVENT_LIFECYCLE
+        .on(current, verdict)
+        .ok()
+        .map(|row| row.movement())
 }
 
 /// The roll-up decision: the event's next status, or `None` for final events (see
@@ -398,7 +210,7 @@ pub fn roll_up(
 }
 
 /// When an event may be deleted: [`RETENTION`] after it became sent, failed or skipped; never for
-/// new or partial events (they may still need delivery work). Internal status takes no part.
+/// new or partial events (their deliveries may still be in flight). Internal status plays no part.
 ///
 /// DynamoDB TTL reads epoch *seconds*: store `expires_at(..).map(Timestamp::seconds)`.
 pub fn expires_at(status: EventStatus, became_terminal_at: Timestamp) -> Option<Timestamp> {
@@ -446,7 +258,8 @@ mod delivery_retention_tests {
 mod tests {
     use super::*;
     use crate::domain::lifecycle::testing::{assert_exhaustive, reachable};
-    use crate::domain::lifecycle::TransitionError;
+    use crate::domain::lifecycle::{Status, Term, TransitionError};
+    use crate::domain::time::SECOND;
     use proptest::prelude::*;
     use TransmitStatus as X;
 
@@ -482,7 +295,7 @@ mod tests {
     }
 
     #[test]
-    fn event_table_is_exactly_the_seed_rows_and_the_deviation() {
+    fn event_table_is_exactly_the_roll_up_rows_and_the_reopen_rows() {
         assert_eq!(
             assert_exhaustive(&EVENT_LIFECYCLE, EVENT_ROWS, &[]),
             5 * 5 * 5
@@ -524,7 +337,7 @@ mod tests {
         assert_eq!(InternalStatus::default(), InternalStatus::New);
     }
 
-    // 004's event move table, row by row.
+    // The roll-up rows, one test each.
     #[test]
     fn new_or_partial_to_skipped_when_no_subscriber_took_it() {
         for current in [E::New, E::Partial] {
@@ -625,7 +438,6 @@ mod tests {
     fn the_numbers() {
         assert_eq!(ROLLUP_BATCH, 100);
         assert_eq!(RETENTION, Duration::from_secs(30 * 24 * 3600));
-        assert_eq!(PROCESSING_LEASE, Duration::from_secs(60));
     }
 
     #[test]
@@ -645,26 +457,7 @@ mod tests {
     }
 
     #[test]
-    fn delivery_method_serde() {
-        for (text, method) in [
-            ("webhook", DeliveryMethod::Webhook),
-            ("internal", DeliveryMethod::Internal),
-            ("poll", DeliveryMethod::Poll),
-            ("queue", DeliveryMethod::Unknown("queue".into())),
-        ] {
-            assert_eq!(
-                serde_json::from_value::<DeliveryMethod>(serde_json::json!(text)).unwrap(),
-                method
-            );
-            assert_eq!(serde_json::to_value(&method).unwrap(), text);
-            assert_eq!(method.to_string(), text);
-        }
-        assert!(DeliveryMethod::Poll.is_poll());
-        assert!(!DeliveryMethod::Webhook.is_poll());
-    }
-
-    #[test]
-    fn statuses_serialize_with_the_seed_spelling() {
+    fn statuses_serialize_with_their_stored_spelling() {
         for &s in EventStatus::ALL {
             assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
         }

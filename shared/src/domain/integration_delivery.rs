@@ -1,82 +1,46 @@
-//! Integration delivery progress: seed STATE-PFM-INT-012 (`000_…`), one record per
-//! subscription × change.
+//! Integration delivery: one record per subscription × change, and its lifecycle
+//! ([`DELIVERY_LIFECYCLE`], `docs/lifecycles.md#integration-delivery`).
 //!
 //! # One vocabulary, mapped once
 //!
-//! Seed 004 (event monitor) names a delivery's state with its own "transmit status" words. They
-//! describe the same record as seed 000, so this project stores only 000's [`DeliveryStatus`] and
-//! derives 004's word with [`transmit_status`] — this table is the only place the two meet:
+//! The event monitor's Delivery log shows a delivery with four words of its own (pending,
+//! processing, sent, failed). They describe the same record, so only [`DeliveryStatus`] is stored
+//! and the Delivery log's word is derived by [`transmit_status`], the one place the two meet
+//! (rendered as `docs/lifecycles.md#delivery-log-words`):
 //!
-//! | seed 004 `transmit_status` | seed 000 `status`                                   |
-//! |----------------------------|-----------------------------------------------------|
-//! | `pending`                  | `pending` or `retrying`, no worker lease held       |
-//! | `processing`               | `pending` or `retrying`, a worker holds the 60 s lease |
-//! | `sent`                     | `delivered`                                         |
-//! | `failed`                   | `failed` or `dead`                                  |
-//! | (no delivery)              | `skipped_filter` — the change never became a delivery |
+//! * *processing* is a held worker lease on a pending or retrying delivery, not a status write;
+//! * *pending* is pending or retrying without a lease, *sent* is delivered, *failed* is failed or
+//!   dead; a skipped_filter change never became a delivery and has no word;
+//! * a subscriber whose delivery method the worker does not know is a configuration failure
+//!   (`pending → failed`, [`after_unknown_delivery_method`]), recorded as
+//!   `unknown delivery method {value}`; once the subscriber is fixed, an operator may restart it.
 //!
-//! 004's moves in 000's terms:
-//!
-//! * `pending → processing` is taking the lease (a claim on the numbered attempt), not a status
-//!   write; the status stays `pending`/`retrying`.
-//! * `processing → sent` is `pending → delivered` (Acknowledge initial push) or `retrying →
-//!   delivered` (Acknowledge a later push).
-//! * `processing → pending` (failure, attempts left) is `pending → retrying` (Defer unsuccessful
-//!   push) or `retrying → retrying` (Schedule a further delivery attempt).
-//! * `processing → failed` (attempts reached Max Retries) is `… → dead`.
-//! * `pending → failed` when the subscriber's delivery method is not webhook, internal or poll
-//!   (error `unknown delivery method {value}`) is a configuration failure in 000's terms:
-//!   `pending → failed` by *Refuse initial delivery after configuration loss*
-//!   ([`after_unknown_delivery_method`]). An operator can retry it once the subscriber is fixed.
-//!
-//! **Deliberate deviation from 004.** 004 says "a failed delivery is not tried again; there is no
-//! button or API method to retry it". 000 lets an authorized operator restart `failed` and `dead`
-//! deliveries (and `delivered`/`retrying` ones, for retry or bounded window replay). The richer
-//! behaviour, 000's, wins: operator restarts exist, and they move the delivery back to `pending`.
+//! **Deliberate choice.** The event monitor's description treats a failed delivery as final with
+//! no way to retry it, while the delivery lifecycle lets an authorized operator restart failed,
+//! dead, delivered and retrying deliveries (a retry, or a replay of a bounded window). The richer behaviour
+//! wins: operator restarts exist and move the delivery back to `pending`
+//! (`docs/lifecycles.md#integration-delivery`).
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
+use std::time::Duration;
 
-use super::event::DeliveryMethod;
-use super::lifecycle::{InvalidMove, Lifecycle, Status, Transition, TransitionError, Trigger};
-use super::time::Timestamp;
+use super::delivery_method::DeliveryMethod;
+use super::lifecycle::{cannot, row_on, status_enum, term_enum, Actor, Lifecycle, TransitionError};
+use super::time::{Timestamp, SECOND};
 
-/// The stored status of an integration delivery (seed 000's states, seed spelling).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DeliveryStatus {
-    /// The projected change awaits push processing or a pull cursor.
-    Pending,
-    /// Classified transient failure has another delivery attempt due.
-    Retrying,
-    /// The adapter acknowledged the change or a cursor covered it.
-    Delivered,
-    /// Configuration or consent failure stopped this delivery and an operator can retry it.
-    Failed,
-    /// Retryable attempts were exhausted or a permanent attempt failure ended delivery.
-    Dead,
-    /// The change did not pass the subscription filter and has no queued delivery.
-    SkippedFilter,
-}
+/// A worker that takes a delivery holds it this long; after that another worker may take it.
+pub const PROCESSING_LEASE: Duration = Duration::from_secs(60);
+const _: () = assert!(PROCESSING_LEASE.as_secs() == 60 * SECOND.as_secs());
 
-impl Status for DeliveryStatus {
-    const ALL: &'static [Self] = &[
-        DeliveryStatus::Pending,
-        DeliveryStatus::Retrying,
-        DeliveryStatus::Delivered,
-        DeliveryStatus::Failed,
-        DeliveryStatus::Dead,
-        DeliveryStatus::SkippedFilter,
-    ];
-    fn as_str(self) -> &'static str {
-        match self {
-            DeliveryStatus::Pending => "pending",
-            DeliveryStatus::Retrying => "retrying",
-            DeliveryStatus::Delivered => "delivered",
-            DeliveryStatus::Failed => "failed",
-            DeliveryStatus::Dead => "dead",
-            DeliveryStatus::SkippedFilter => "skipped_filter",
-        }
+status_enum! {
+    /// The stored status of an integration delivery.
+    pub enum DeliveryStatus {
+        Pending = "pending" => "waiting for a push attempt, or for the adapter's pull cursor",
+        Retrying = "retrying" => "a push failed with a transient error and a further attempt is scheduled",
+        Delivered = "delivered" => "the adapter acknowledged the push, or its pull cursor passed the change",
+        Failed = "failed" => "the configuration no longer allows delivery; an operator may retry it",
+        Dead = "dead" => "the attempts ran out, or a failure was permanent",
+        SkippedFilter = "skipped_filter" => "the subscription's filter left the change out; there is no delivery work",
     }
 }
 
@@ -99,270 +63,146 @@ impl DeliveryStatus {
     }
 }
 
-impl fmt::Display for DeliveryStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+term_enum! {
+    /// The triggers of the delivery lifecycle (one per distinct row name).
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum DeliveryTrigger {
+        AcknowledgeInitialPush => "first push acknowledged",
+        DeferUnsuccessfulPush => "first push failed, try again later",
+        AcknowledgeLaterPush => "a further push acknowledged",
+        EndDeliveryRetries => "stop retrying",
+        AdvancePullCursor => "the pull cursor passes it",
+        RestartDeadDelivery => "operator restarts a dead delivery",
+        RestartFailedDelivery => "operator restarts a failed delivery",
+        ScheduleFurtherAttempt => "a further push failed, try again later",
+        FailPermanentlyOnFirstAttempt => "first push failed for good",
+        RefuseInitialDeliveryAfterConfigurationLoss => "first push refused, configuration lost",
+        RefuseLaterDeliveryAfterConfigurationLoss => "further push refused, configuration lost",
+        RestartEligibleDeliveryWork => "operator retries or replays it",
     }
 }
 
-/// One variant per distinct trigger of seed 000.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DeliveryTrigger {
-    AcknowledgeInitialPush,
-    DeferUnsuccessfulPush,
-    AcknowledgeLaterPush,
-    EndDeliveryRetries,
-    AdvancePullCursor,
-    RestartDeadDelivery,
-    RestartFailedDelivery,
-    ScheduleFurtherAttempt,
-    FailPermanentlyOnFirstAttempt,
-    RefuseInitialDeliveryAfterConfigurationLoss,
-    RefuseLaterDeliveryAfterConfigurationLoss,
-    RestartEligibleDeliveryWork,
-}
-
-impl Trigger for DeliveryTrigger {
-    const ALL: &'static [Self] = &[
-        DeliveryTrigger::AcknowledgeInitialPush,
-        DeliveryTrigger::DeferUnsuccessfulPush,
-        DeliveryTrigger::AcknowledgeLaterPush,
-        DeliveryTrigger::EndDeliveryRetries,
-        DeliveryTrigger::AdvancePullCursor,
-        DeliveryTrigger::RestartDeadDelivery,
-        DeliveryTrigger::RestartFailedDelivery,
-        DeliveryTrigger::ScheduleFurtherAttempt,
-        DeliveryTrigger::FailPermanentlyOnFirstAttempt,
-        DeliveryTrigger::RefuseInitialDeliveryAfterConfigurationLoss,
-        DeliveryTrigger::RefuseLaterDeliveryAfterConfigurationLoss,
-        DeliveryTrigger::RestartEligibleDeliveryWork,
-    ];
-    fn seed_text(self) -> &'static str {
-        match self {
-            DeliveryTrigger::AcknowledgeInitialPush => "Acknowledge initial push",
-            DeliveryTrigger::DeferUnsuccessfulPush => "Defer unsuccessful push",
-            DeliveryTrigger::AcknowledgeLaterPush => "Acknowledge a later push",
-            DeliveryTrigger::EndDeliveryRetries => "End delivery retries",
-            DeliveryTrigger::AdvancePullCursor => "Advance a pull cursor",
-            DeliveryTrigger::RestartDeadDelivery => "Restart dead delivery",
-            DeliveryTrigger::RestartFailedDelivery => "Restart failed delivery",
-            DeliveryTrigger::ScheduleFurtherAttempt => "Schedule a further delivery attempt",
-            DeliveryTrigger::FailPermanentlyOnFirstAttempt => {
-                "Fail permanently on the first attempt"
-            }
-            DeliveryTrigger::RefuseInitialDeliveryAfterConfigurationLoss => {
-                "Refuse initial delivery after configuration loss"
-            }
-            DeliveryTrigger::RefuseLaterDeliveryAfterConfigurationLoss => {
-                "Refuse later delivery after configuration loss"
-            }
-            DeliveryTrigger::RestartEligibleDeliveryWork => "Restart eligible delivery work",
-        }
+term_enum! {
+    /// What happened to a delivery; with its status, it picks the row ([`Lifecycle::on`]).
+    pub enum DeliveryOutcome {
+        Acknowledged => "acknowledged",
+        RetryableFailure => "transient failure, attempts left",
+        FinalFailure => "permanent failure, or no attempts left",
+        ConfigurationLoss => "configuration lost",
+        CursorPassed => "pull cursor passed it",
+        OperatorRestart => "operator restart",
     }
 }
 
+term_enum! {
+    /// What the shell does with a delivery move.
+    pub enum DeliveryEffect {
+        SaveOutcome => "save the attempt's outcome and release the lease",
+        ResetDeadCount => "reset the subscription's run of dead deliveries",
+        WriteNextDispatch => "put the next attempt on the due index",
+        CountDead => "add one to the subscription's run of dead deliveries (50 pause it)",
+        RecordCursor => "record the cursor that covered it",
+        ResetAttempts => "reset attempts and last error, keep the attempt history",
+        Audit => "write an audit entry",
+        Requeue => "queue it again (a pull delivery rewinds the cursor instead)",
+        ReopenEvent => "reopen the change's event",
+    }
+}
+
+use Actor as A;
+use DeliveryEffect as E;
+use DeliveryOutcome as O;
 use DeliveryStatus as D;
-use DeliveryTrigger as DT;
+use DeliveryTrigger as T;
 
-const DELIVERY_WORKER: &str = "Delivery worker";
-const OPERATOR: &str = "Executions operator";
-const SUCCESSFUL_RESPONSE: &str = "The adapter returns a successful handled response";
-const OPERATOR_RETRY: &str = "An authorized operator requests retry";
-const OPERATOR_RETRY_OR_REPLAY: &str =
-    "An authorized operator requests retry or bounded window replay";
-const CONFIGURATION_LOSS: &str =
-    "The subscription or account is gone, or accepted event access is absent";
-const SAVE_OUTCOME: &[&str] = &["Save the outcome and any permitted next dispatch."];
-const RESET_AND_NUDGE: &[&str] =
-    &["Reset attempts and errors, audit the request and nudge dispatch."];
+const WORKER: &[Actor] = &[A::DeliveryWorker];
+const OPERATOR: &[Actor] = &[A::Operator];
+const ACKNOWLEDGED: &[DeliveryEffect] = &[E::SaveOutcome, E::ResetDeadCount];
+const RETRY: &[DeliveryEffect] = &[E::SaveOutcome, E::WriteNextDispatch];
+const DEAD: &[DeliveryEffect] = &[E::SaveOutcome, E::CountDead];
+const RESTART: &[DeliveryEffect] = &[E::ResetAttempts, E::Audit, E::Requeue, E::ReopenEvent];
+const LOST: &str = "subscription or account deleted, or event access withdrawn";
 
-/// Seed 000's transition table, row for row, in the seed's order.
-pub static DELIVERY_LIFECYCLE: Lifecycle<DeliveryStatus, DeliveryTrigger> = Lifecycle {
-    name: "STATE-PFM-INT-012",
+/// The delivery lifecycle, one row per line.
+#[rustfmt::skip]
+pub static DELIVERY_LIFECYCLE: Lifecycle<DeliveryStatus, DeliveryTrigger, DeliveryEffect, DeliveryOutcome> = Lifecycle {
+    name: "Integration delivery",
+    reference: "STATE-PFM-INT-012",
+    summary: "One record per subscription and change. A push is acknowledged, retried after a classified transient failure, or ends dead (attempts used up, or a failure no retry can fix) or failed (the configuration no longer allows delivery). A pull delivery is delivered when the adapter's cursor passes it. An operator may restart a dead, failed, delivered or retrying delivery (retry, or window replay of at most seven days). Which attempt number a worker runs is claimed with a lease; the waits between attempts follow the subscription's retry policy.",
+    initial: &[D::Pending, D::SkippedFilter],
     transitions: &[
-        Transition {
-            from: D::Pending,
-            to: D::Delivered,
-            trigger: DT::AcknowledgeInitialPush,
-            guard: SUCCESSFUL_RESPONSE,
-            side_effects: &["Save the acknowledgement."],
-            who: DELIVERY_WORKER,
-        },
-        Transition {
-            from: D::Pending,
-            to: D::Retrying,
-            trigger: DT::DeferUnsuccessfulPush,
-            guard: "The classified error allows another attempt",
-            side_effects: &["Write next delivery dispatch work."],
-            who: DELIVERY_WORKER,
-        },
-        Transition {
-            from: D::Retrying,
-            to: D::Delivered,
-            trigger: DT::AcknowledgeLaterPush,
-            guard: SUCCESSFUL_RESPONSE,
-            side_effects: &["Reset the subscription’s consecutive dead count."],
-            who: DELIVERY_WORKER,
-        },
-        Transition {
-            from: D::Retrying,
-            to: D::Dead,
-            trigger: DT::EndDeliveryRetries,
-            guard: "The sixth attempt fails or failure is permanently non-retryable",
-            side_effects: &["Record a dead outcome for the subscription threshold."],
-            who: DELIVERY_WORKER,
-        },
-        Transition {
-            from: D::Pending,
-            to: D::Delivered,
-            trigger: DT::AdvancePullCursor,
-            guard: "The authorized adapter advances beyond pending deliveries",
-            side_effects: &["Mark covered pending records delivered."],
-            who: "Adapter callback",
-        },
-        Transition {
-            from: D::Dead,
-            to: D::Pending,
-            trigger: DT::RestartDeadDelivery,
-            guard: OPERATOR_RETRY,
-            side_effects: &["Reset attempt progression and queue work with history."],
-            who: OPERATOR,
-        },
-        Transition {
-            from: D::Failed,
-            to: D::Pending,
-            trigger: DT::RestartFailedDelivery,
-            guard: OPERATOR_RETRY,
-            side_effects: &["Reset attempt progression and queue work."],
-            who: OPERATOR,
-        },
-        Transition {
-            from: D::Retrying,
-            to: D::Retrying,
-            trigger: DT::ScheduleFurtherAttempt,
-            guard: "Another retryable failure occurs before the attempt ceiling",
-            side_effects: SAVE_OUTCOME,
-            who: DELIVERY_WORKER,
-        },
-        Transition {
-            from: D::Pending,
-            to: D::Dead,
-            trigger: DT::FailPermanentlyOnFirstAttempt,
-            guard: "The classified failure permits no retry",
-            side_effects: SAVE_OUTCOME,
-            who: DELIVERY_WORKER,
-        },
-        Transition {
-            from: D::Pending,
-            to: D::Failed,
-            trigger: DT::RefuseInitialDeliveryAfterConfigurationLoss,
-            guard: CONFIGURATION_LOSS,
-            side_effects: SAVE_OUTCOME,
-            who: DELIVERY_WORKER,
-        },
-        Transition {
-            from: D::Retrying,
-            to: D::Failed,
-            trigger: DT::RefuseLaterDeliveryAfterConfigurationLoss,
-            guard: CONFIGURATION_LOSS,
-            side_effects: SAVE_OUTCOME,
-            who: DELIVERY_WORKER,
-        },
-        Transition {
-            from: D::Delivered,
-            to: D::Pending,
-            trigger: DT::RestartEligibleDeliveryWork,
-            guard: OPERATOR_RETRY_OR_REPLAY,
-            side_effects: RESET_AND_NUDGE,
-            who: OPERATOR,
-        },
-        Transition {
-            from: D::Retrying,
-            to: D::Pending,
-            trigger: DT::RestartEligibleDeliveryWork,
-            guard: OPERATOR_RETRY_OR_REPLAY,
-            side_effects: RESET_AND_NUDGE,
-            who: OPERATOR,
-        },
+        row_on(D::Pending,   O::Acknowledged,      T::AcknowledgeInitialPush,                      D::Delivered, "the adapter answered with a handled success", ACKNOWLEDGED, WORKER),
+        row_on(D::Pending,   O::RetryableFailure,  T::DeferUnsuccessfulPush,                       D::Retrying,  "the error's class allows a further attempt", RETRY, WORKER),
+        row_on(D::Retrying,  O::Acknowledged,      T::AcknowledgeLaterPush,                        D::Delivered, "the adapter answered with a handled success", ACKNOWLEDGED, WORKER),
+        row_on(D::Retrying,  O::FinalFailure,      T::EndDeliveryRetries,                          D::Dead,      "the last allowed attempt failed, or the failure is permanent", DEAD, WORKER),
+        row_on(D::Pending,   O::CursorPassed,      T::AdvancePullCursor,                           D::Delivered, "an authorized adapter moved its cursor past the delivery", &[E::RecordCursor], &[A::PullCursorApi]),
+        row_on(D::Dead,      O::OperatorRestart,   T::RestartDeadDelivery,                         D::Pending,   "an authorized operator asks for a retry", RESTART, OPERATOR),
+        row_on(D::Failed,    O::OperatorRestart,   T::RestartFailedDelivery,                       D::Pending,   "an authorized operator asks for a retry", RESTART, OPERATOR),
+        row_on(D::Retrying,  O::RetryableFailure,  T::ScheduleFurtherAttempt,                      D::Retrying,  "another transient failure before the last allowed attempt", RETRY, WORKER),
+        row_on(D::Pending,   O::FinalFailure,      T::FailPermanentlyOnFirstAttempt,               D::Dead,      "the error's class allows no retry (or the policy allows one attempt)", DEAD, WORKER),
+        row_on(D::Pending,   O::ConfigurationLoss, T::RefuseInitialDeliveryAfterConfigurationLoss, D::Failed,    LOST, &[E::SaveOutcome], WORKER),
+        row_on(D::Retrying,  O::ConfigurationLoss, T::RefuseLaterDeliveryAfterConfigurationLoss,   D::Failed,    LOST, &[E::SaveOutcome], WORKER),
+        row_on(D::Delivered, O::OperatorRestart,   T::RestartEligibleDeliveryWork,                 D::Pending,   "an authorized operator asks for a retry or a window replay", RESTART, OPERATOR),
+        row_on(D::Retrying,  O::OperatorRestart,   T::RestartEligibleDeliveryWork,                 D::Pending,   "an authorized operator asks for a retry or a window replay", RESTART, OPERATOR),
     ],
-    invalid: &[InvalidMove {
-        from: D::SkippedFilter,
-        to: D::Pending,
-        why:
-            "Changing a filter does not reconstruct a delivery previously recorded as filtered out.",
-    }],
+    invalid: &[
+        cannot(D::SkippedFilter, D::Pending, "a later filter change does not bring back a delivery that was filtered out"),
+    ],
 };
 
 /// A decided move: the trigger (whose row names the side effects) and the new status. Produce the
 /// storage condition with `DELIVERY_LIFECYCLE.expect(from, trigger, to)`.
 pub type DeliveryMove = (DeliveryTrigger, DeliveryStatus);
 
-fn decide(
+/// The move `from` makes on `outcome`, looked up in [`DELIVERY_LIFECYCLE`].
+pub fn after(
     from: DeliveryStatus,
-    trigger: DeliveryTrigger,
-    to: DeliveryStatus,
+    outcome: DeliveryOutcome,
 ) -> Result<DeliveryMove, TransitionError> {
     DELIVERY_LIFECYCLE
-        .check(from, trigger, to)
-        .map(|row| (row.trigger, row.to))
+        .on(from, outcome)
+        .map(|row| row.movement())
 }
 
-/// The adapter acknowledged a push: pending → delivered (initial), retrying → delivered (later).
+/// The adapter acknowledged a push.
 pub fn after_success(from: DeliveryStatus) -> Result<DeliveryMove, TransitionError> {
-    let trigger = match from {
-        D::Pending => DT::AcknowledgeInitialPush,
-        _ => DT::AcknowledgeLaterPush,
-    };
-    decide(from, trigger, D::Delivered)
+    after(from, O::Acknowledged)
 }
 
-/// A classified transient failure. With attempts left: pending → retrying (Defer unsuccessful
-/// push) or retrying → retrying (Schedule a further attempt). Without: retrying → dead (End
-/// delivery retries) or pending → dead (Fail permanently on the first attempt — "the classified
-/// failure permits no retry", which covers a one-attempt policy).
+/// A classified transient failure, with or without attempts left (without, it is final).
 pub fn after_transient_failure(
     from: DeliveryStatus,
     more_attempts_allowed: bool,
 ) -> Result<DeliveryMove, TransitionError> {
-    match (from, more_attempts_allowed) {
-        (D::Pending, true) => decide(from, DT::DeferUnsuccessfulPush, D::Retrying),
-        (_, true) => decide(from, DT::ScheduleFurtherAttempt, D::Retrying),
-        (_, false) => after_permanent_failure(from),
-    }
+    let outcome = if more_attempts_allowed {
+        O::RetryableFailure
+    } else {
+        O::FinalFailure
+    };
+    after(from, outcome)
 }
 
-/// A failure that permits no retry: pending → dead (Fail permanently on the first attempt),
-/// retrying → dead (End delivery retries).
+/// A failure that permits no retry.
 pub fn after_permanent_failure(from: DeliveryStatus) -> Result<DeliveryMove, TransitionError> {
-    let trigger = match from {
-        D::Pending => DT::FailPermanentlyOnFirstAttempt,
-        _ => DT::EndDeliveryRetries,
-    };
-    decide(from, trigger, D::Dead)
+    after(from, O::FinalFailure)
 }
 
-/// The subscription or account is gone, or accepted event access is absent: pending → failed
-/// (initial) or retrying → failed (later).
+/// The subscription or account was deleted, or event access withdrawn.
 pub fn after_configuration_loss(from: DeliveryStatus) -> Result<DeliveryMove, TransitionError> {
-    let trigger = match from {
-        D::Pending => DT::RefuseInitialDeliveryAfterConfigurationLoss,
-        _ => DT::RefuseLaterDeliveryAfterConfigurationLoss,
-    };
-    decide(from, trigger, D::Failed)
+    after(from, O::ConfigurationLoss)
 }
 
-/// 004's `pending → failed` for a delivery method the worker does not know, in 000's terms: a
-/// configuration failure ([`after_configuration_loss`]). The error to record is
-/// [`UnknownDeliveryMethod`]'s message, `unknown delivery method {value}`.
+/// A delivery method the worker does not know is a configuration failure
+/// ([`after_configuration_loss`]). The error to record is [`UnknownDeliveryMethod`]'s message,
+/// `unknown delivery method {value}`.
 pub fn after_unknown_delivery_method(
     from: DeliveryStatus,
 ) -> Result<DeliveryMove, TransitionError> {
     after_configuration_loss(from)
 }
 
-/// The error recorded when a subscriber's delivery method is not webhook, internal or poll
-/// (seed 004's wording).
+/// The error recorded when a subscriber's delivery method is none of webhook, internal and poll.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown delivery method {0}")]
 pub struct UnknownDeliveryMethod(pub String);
@@ -375,57 +215,29 @@ pub fn known_delivery_method(method: &DeliveryMethod) -> Result<(), UnknownDeliv
     }
 }
 
-/// The authorized adapter's cursor moved beyond a pending delivery: pending → delivered.
+/// The authorized adapter's cursor moved past a pending delivery.
 pub fn after_pull_cursor_advance(from: DeliveryStatus) -> Result<DeliveryMove, TransitionError> {
-    decide(from, DT::AdvancePullCursor, D::Delivered)
+    after(from, O::CursorPassed)
 }
 
-/// An authorized operator asks to retry (or replay) a delivery: dead → pending, failed → pending,
-/// delivered | retrying → pending. skipped_filter is refused with the seed's why; pending (already
-/// waiting) is refused as not in the table.
+/// An authorized operator asks to retry (or replay) a delivery. skipped_filter is refused with
+/// its "cannot happen" reason; pending (already waiting) has no move.
 pub fn operator_restart(from: DeliveryStatus) -> Result<DeliveryMove, TransitionError> {
-    let trigger = match from {
-        D::Dead => DT::RestartDeadDelivery,
-        D::Failed => DT::RestartFailedDelivery,
-        _ => DT::RestartEligibleDeliveryWork,
-    };
-    decide(from, trigger, D::Pending)
+    after(from, O::OperatorRestart)
 }
 
-/// Seed 004's delivery "transmit status" words (the Delivery log's column). Derived, never stored;
-/// see the mapping table at the top of this module.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TransmitStatus {
-    /// Created, or waiting for the next try after a failure, or a polling delivery nobody collected.
-    Pending,
-    /// A worker has taken the delivery and holds the 60-second lease.
-    Processing,
-    /// The webhook answered 2xx, or the in-house handler succeeded (or a cursor covered it).
-    Sent,
-    /// Attempts exhausted, permanent failure or configuration failure.
-    Failed,
-}
-
-impl TransmitStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TransmitStatus::Pending => "pending",
-            TransmitStatus::Processing => "processing",
-            TransmitStatus::Sent => "sent",
-            TransmitStatus::Failed => "failed",
-        }
+status_enum! {
+    /// The Delivery log's word for a delivery. Derived, never stored; see the module docs.
+    pub enum TransmitStatus {
+        Pending = "pending" => "waiting: new, between attempts, or a poll delivery not collected yet",
+        Processing = "processing" => "a worker holds the lease and is attempting it",
+        Sent = "sent" => "acknowledged by the webhook or the built-in handler, or covered by a cursor",
+        Failed = "failed" => "attempts used up, permanent failure or configuration failure",
     }
 }
 
-impl fmt::Display for TransmitStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The one mapping from seed 000's stored status to seed 004's transmit status (module docs).
-/// `None` for skipped_filter: the change never became a delivery in 004's sense.
+/// The one mapping from the stored status to the Delivery log's word (module docs). `None` for
+/// skipped_filter: the change never became a delivery.
 pub fn transmit_status(status: DeliveryStatus, lease_held: bool) -> Option<TransmitStatus> {
     match status {
         D::Pending | D::Retrying if lease_held => Some(TransmitStatus::Processing),
@@ -437,7 +249,7 @@ pub fn transmit_status(status: DeliveryStatus, lease_held: bool) -> Option<Trans
 }
 
 /// Whether a worker's processing lease (expiring at `lease_until`) is still held at `now`.
-/// A lease ending exactly at `now` has lapsed and the delivery can be taken again.
+/// A lease ending exactly at `now` has lapsed: another worker may claim the delivery.
 pub fn lease_held(lease_until: Option<Timestamp>, now: Timestamp) -> bool {
     lease_until.is_some_and(|until| until > now)
 }
@@ -446,196 +258,211 @@ pub fn lease_held(lease_until: Option<Timestamp>, now: Timestamp) -> bool {
 mod tests {
     use super::*;
     use crate::domain::lifecycle::testing::{assert_exhaustive, reachable};
+    use crate::domain::lifecycle::{Status, Term};
     use proptest::prelude::*;
     use std::collections::HashSet;
 
-    /// Seed 000's rows, transcribed a second time, independently of the table.
-    const SEED_ROWS: &[(DeliveryStatus, DeliveryTrigger, DeliveryStatus)] = &[
-        (D::Pending, DT::AcknowledgeInitialPush, D::Delivered),
-        (D::Pending, DT::DeferUnsuccessfulPush, D::Retrying),
-        (D::Retrying, DT::AcknowledgeLaterPush, D::Delivered),
-        (D::Retrying, DT::EndDeliveryRetries, D::Dead),
-        (D::Pending, DT::AdvancePullCursor, D::Delivered),
-        (D::Dead, DT::RestartDeadDelivery, D::Pending),
-        (D::Failed, DT::RestartFailedDelivery, D::Pending),
-        (D::Retrying, DT::ScheduleFurtherAttempt, D::Retrying),
-        (D::Pending, DT::FailPermanentlyOnFirstAttempt, D::Dead),
+    /// The lifecycle's rows, transcribed a second time, independently of the table.
+    const ROWS: &[(DeliveryStatus, DeliveryTrigger, DeliveryStatus)] = &[
+        (D::Pending, T::AcknowledgeInitialPush, D::Delivered),
+        (D::Pending, T::DeferUnsuccessfulPush, D::Retrying),
+        (D::Retrying, T::AcknowledgeLaterPush, D::Delivered),
+        (D::Retrying, T::EndDeliveryRetries, D::Dead),
+        (D::Pending, T::AdvancePullCursor, D::Delivered),
+        (D::Dead, T::RestartDeadDelivery, D::Pending),
+        (D::Failed, T::RestartFailedDelivery, D::Pending),
+        (D::Retrying, T::ScheduleFurtherAttempt, D::Retrying),
+        (D::Pending, T::FailPermanentlyOnFirstAttempt, D::Dead),
         (
             D::Pending,
-            DT::RefuseInitialDeliveryAfterConfigurationLoss,
+            T::RefuseInitialDeliveryAfterConfigurationLoss,
             D::Failed,
         ),
         (
             D::Retrying,
-            DT::RefuseLaterDeliveryAfterConfigurationLoss,
+            T::RefuseLaterDeliveryAfterConfigurationLoss,
             D::Failed,
         ),
-        (D::Delivered, DT::RestartEligibleDeliveryWork, D::Pending),
-        (D::Retrying, DT::RestartEligibleDeliveryWork, D::Pending),
+        (D::Delivered, T::RestartEligibleDeliveryWork, D::Pending),
+        (D::Retrying, T::RestartEligibleDeliveryWork, D::Pending),
     ];
     const FILTER_WHY: &str =
-        "Changing a filter does not reconstruct a delivery previously recorded as filtered out.";
+        "a later filter change does not bring back a delivery that was filtered out";
 
+    // The effects of each kind of row, written out again independently of the table's consts.
+    const ACKNOWLEDGED: &[DeliveryEffect] = &[E::SaveOutcome, E::ResetDeadCount];
+    const RETRY: &[DeliveryEffect] = &[E::SaveOutcome, E::WriteNextDispatch];
+    const DEAD: &[DeliveryEffect] = &[E::SaveOutcome, E::CountDead];
+    const RESTART: &[DeliveryEffect] = &[E::ResetAttempts, E::Audit, E::Requeue, E::ReopenEvent];
+    const WORKER: &[Actor] = &[A::DeliveryWorker];
+    const OPERATOR: &[Actor] = &[A::Operator];
+
+    /// The row `from` takes on `outcome` is `trigger → to` with these effects and actors.
     fn assert_row(
-        from: DeliveryStatus,
-        trigger: DeliveryTrigger,
-        to: DeliveryStatus,
-        guard: &str,
-        who: &str,
+        (from, outcome): (DeliveryStatus, DeliveryOutcome),
+        (trigger, to): (DeliveryTrigger, DeliveryStatus),
+        effects: &[DeliveryEffect],
+        who: &[Actor],
     ) {
         let row = DELIVERY_LIFECYCLE
-            .check(from, trigger, to)
-            .expect("seed row allowed");
-        assert_eq!(row.guard, guard);
-        assert_eq!(row.who, who);
-        assert!(!row.side_effects.is_empty());
+            .on(from, outcome)
+            .expect("a row of the table");
+        assert_eq!((row.from, row.trigger, row.to), (from, trigger, to));
+        assert_eq!((row.effects, row.who), (effects, who));
+        assert!(!row.guard.is_empty());
     }
 
     #[test]
-    fn acknowledge_initial_push() {
+    fn the_first_acknowledged_push_delivers_and_ends_the_dead_run() {
         assert_row(
-            D::Pending,
-            DT::AcknowledgeInitialPush,
-            D::Delivered,
-            SUCCESSFUL_RESPONSE,
-            "Delivery worker",
-        );
-        assert_eq!(
-            DELIVERY_LIFECYCLE
-                .check(D::Pending, DT::AcknowledgeInitialPush, D::Delivered)
-                .unwrap()
-                .side_effects,
-            &["Save the acknowledgement."]
-        );
-    }
-    #[test]
-    fn defer_unsuccessful_push() {
-        assert_row(
-            D::Pending,
-            DT::DeferUnsuccessfulPush,
-            D::Retrying,
-            "The classified error allows another attempt",
-            "Delivery worker",
-        );
-    }
-    #[test]
-    fn acknowledge_a_later_push() {
-        assert_row(
-            D::Retrying,
-            DT::AcknowledgeLaterPush,
-            D::Delivered,
-            SUCCESSFUL_RESPONSE,
-            "Delivery worker",
-        );
-    }
-    #[test]
-    fn end_delivery_retries() {
-        assert_row(
-            D::Retrying,
-            DT::EndDeliveryRetries,
-            D::Dead,
-            "The sixth attempt fails or failure is permanently non-retryable",
-            "Delivery worker",
-        );
-    }
-    #[test]
-    fn advance_a_pull_cursor() {
-        assert_row(
-            D::Pending,
-            DT::AdvancePullCursor,
-            D::Delivered,
-            "The authorized adapter advances beyond pending deliveries",
-            "Adapter callback",
-        );
-    }
-    #[test]
-    fn restart_dead_delivery() {
-        assert_row(
-            D::Dead,
-            DT::RestartDeadDelivery,
-            D::Pending,
-            OPERATOR_RETRY,
-            "Executions operator",
-        );
-    }
-    #[test]
-    fn restart_failed_delivery() {
-        assert_row(
-            D::Failed,
-            DT::RestartFailedDelivery,
-            D::Pending,
-            OPERATOR_RETRY,
-            "Executions operator",
-        );
-    }
-    #[test]
-    fn schedule_a_further_delivery_attempt() {
-        assert_row(
-            D::Retrying,
-            DT::ScheduleFurtherAttempt,
-            D::Retrying,
-            "Another retryable failure occurs before the attempt ceiling",
-            "Delivery worker",
-        );
-    }
-    #[test]
-    fn fail_permanently_on_the_first_attempt() {
-        assert_row(
-            D::Pending,
-            DT::FailPermanentlyOnFirstAttempt,
-            D::Dead,
-            "The classified failure permits no retry",
-            "Delivery worker",
-        );
-    }
-    #[test]
-    fn refuse_initial_delivery_after_configuration_loss() {
-        assert_row(
-            D::Pending,
-            DT::RefuseInitialDeliveryAfterConfigurationLoss,
-            D::Failed,
-            CONFIGURATION_LOSS,
-            "Delivery worker",
-        );
-    }
-    #[test]
-    fn refuse_later_delivery_after_configuration_loss() {
-        assert_row(
-            D::Retrying,
-            DT::RefuseLaterDeliveryAfterConfigurationLoss,
-            D::Failed,
-            CONFIGURATION_LOSS,
-            "Delivery worker",
-        );
-    }
-    #[test]
-    fn restart_eligible_delivery_work_from_delivered() {
-        assert_row(
-            D::Delivered,
-            DT::RestartEligibleDeliveryWork,
-            D::Pending,
-            OPERATOR_RETRY_OR_REPLAY,
-            "Executions operator",
-        );
-    }
-    #[test]
-    fn restart_eligible_delivery_work_from_retrying() {
-        assert_row(
-            D::Retrying,
-            DT::RestartEligibleDeliveryWork,
-            D::Pending,
-            OPERATOR_RETRY_OR_REPLAY,
-            "Executions operator",
+            (D::Pending, O::Acknowledged),
+            (T::AcknowledgeInitialPush, D::Delivered),
+            ACKNOWLEDGED,
+            WORKER,
         );
     }
 
     #[test]
-    fn invalid_skipped_filter_to_pending_is_refused_with_the_seed_why() {
+    fn a_first_transient_failure_schedules_a_retry() {
+        assert_row(
+            (D::Pending, O::RetryableFailure),
+            (T::DeferUnsuccessfulPush, D::Retrying),
+            RETRY,
+            WORKER,
+        );
+    }
+
+    #[test]
+    fn a_later_acknowledged_push_delivers_and_ends_the_dead_run() {
+        assert_row(
+            (D::Retrying, O::Acknowledged),
+            (T::AcknowledgeLaterPush, D::Delivered),
+            ACKNOWLEDGED,
+            WORKER,
+        );
+    }
+
+    #[test]
+    fn the_last_failed_retry_makes_the_delivery_dead_and_counts_it() {
+        assert_row(
+            (D::Retrying, O::FinalFailure),
+            (T::EndDeliveryRetries, D::Dead),
+            DEAD,
+            WORKER,
+        );
+    }
+
+    #[test]
+    fn the_pull_cursor_delivers_a_pending_delivery_and_records_itself() {
+        assert_row(
+            (D::Pending, O::CursorPassed),
+            (T::AdvancePullCursor, D::Delivered),
+            &[E::RecordCursor],
+            &[A::PullCursorApi],
+        );
+    }
+
+    #[test]
+    fn an_operator_restarts_a_dead_delivery() {
+        assert_row(
+            (D::Dead, O::OperatorRestart),
+            (T::RestartDeadDelivery, D::Pending),
+            RESTART,
+            OPERATOR,
+        );
+    }
+
+    #[test]
+    fn an_operator_restarts_a_failed_delivery() {
+        assert_row(
+            (D::Failed, O::OperatorRestart),
+            (T::RestartFailedDelivery, D::Pending),
+            RESTART,
+            OPERATOR,
+        );
+    }
+
+    #[test]
+    fn a_further_transient_failure_schedules_another_retry() {
+        assert_row(
+            (D::Retrying, O::RetryableFailure),
+            (T::ScheduleFurtherAttempt, D::Retrying),
+            RETRY,
+            WORKER,
+        );
+    }
+
+    #[test]
+    fn a_first_permanent_failure_makes_the_delivery_dead_and_counts_it() {
+        assert_row(
+            (D::Pending, O::FinalFailure),
+            (T::FailPermanentlyOnFirstAttempt, D::Dead),
+            DEAD,
+            WORKER,
+        );
+    }
+
+    #[test]
+    fn a_configuration_loss_fails_a_pending_delivery() {
+        assert_row(
+            (D::Pending, O::ConfigurationLoss),
+            (T::RefuseInitialDeliveryAfterConfigurationLoss, D::Failed),
+            &[E::SaveOutcome],
+            WORKER,
+        );
+    }
+
+    #[test]
+    fn a_configuration_loss_fails_a_retrying_delivery() {
+        assert_row(
+            (D::Retrying, O::ConfigurationLoss),
+            (T::RefuseLaterDeliveryAfterConfigurationLoss, D::Failed),
+            &[E::SaveOutcome],
+            WORKER,
+        );
+    }
+
+    #[test]
+    fn an_operator_retries_or_replays_a_delivered_delivery() {
+        assert_row(
+            (D::Delivered, O::OperatorRestart),
+            (T::RestartEligibleDeliveryWork, D::Pending),
+            RESTART,
+            OPERATOR,
+        );
+    }
+
+    #[test]
+    fn an_operator_retries_or_replays_a_retrying_delivery() {
+        assert_row(
+            (D::Retrying, O::OperatorRestart),
+            (T::RestartEligibleDeliveryWork, D::Pending),
+            RESTART,
+            OPERATOR,
+        );
+    }
+
+    #[test]
+    fn every_effect_and_outcome_is_used() {
+        for &effect in DeliveryEffect::ALL {
+            assert!(
+                DELIVERY_LIFECYCLE
+                    .transitions
+                    .iter()
+                    .any(|t| t.effects.contains(&effect)),
+                "{effect:?}"
+            );
+        }
+        assert!(DeliveryOutcome::ALL.iter().all(|o| !o.text().is_empty()));
+    }
+
+    #[test]
+    fn skipped_filter_to_pending_is_refused_with_its_reason() {
         for &trigger in DeliveryTrigger::ALL {
             assert_eq!(
                 DELIVERY_LIFECYCLE.check(D::SkippedFilter, trigger, D::Pending),
                 Err(TransitionError::ForbiddenBySeed {
-                    lifecycle: "STATE-PFM-INT-012",
+                    lifecycle: "Integration delivery",
                     from: "skipped_filter",
                     to: "pending",
                     why: FILTER_WHY,
@@ -648,7 +475,7 @@ mod tests {
     fn every_combination_outside_the_table_is_refused() {
         let n = assert_exhaustive(
             &DELIVERY_LIFECYCLE,
-            SEED_ROWS,
+            ROWS,
             &[(D::SkippedFilter, D::Pending, FILTER_WHY)],
         );
         assert_eq!(n, 6 * 6 * 12);
@@ -657,34 +484,34 @@ mod tests {
     #[test]
     fn conditions_are_exactly_the_sources() {
         let c = DELIVERY_LIFECYCLE
-            .condition(DT::RestartEligibleDeliveryWork, D::Pending)
+            .condition(T::RestartEligibleDeliveryWork, D::Pending)
             .unwrap();
         assert_eq!(c.expression, "#status IN (:status_from_0, :status_from_1)");
         assert_eq!(c.allowed(), vec!["delivered", "retrying"]);
         assert_eq!(c.names, vec![("#status".to_owned(), "status".to_owned())]);
         assert_eq!(
             DELIVERY_LIFECYCLE
-                .condition(DT::AdvancePullCursor, D::Delivered)
+                .condition(T::AdvancePullCursor, D::Delivered)
                 .unwrap()
                 .allowed(),
             vec!["pending"]
         );
         assert_eq!(
             DELIVERY_LIFECYCLE
-                .condition(DT::ScheduleFurtherAttempt, D::Retrying)
+                .condition(T::ScheduleFurtherAttempt, D::Retrying)
                 .unwrap()
                 .allowed(),
             vec!["retrying"]
         );
         assert_eq!(
-            DELIVERY_LIFECYCLE.sources(DT::RestartEligibleDeliveryWork, D::Pending),
+            DELIVERY_LIFECYCLE.sources(T::RestartEligibleDeliveryWork, D::Pending),
             vec![D::Delivered, D::Retrying]
         );
         assert!(DELIVERY_LIFECYCLE
-            .condition(DT::RestartEligibleDeliveryWork, D::Dead)
+            .condition(T::RestartEligibleDeliveryWork, D::Dead)
             .is_err());
         let expected = DELIVERY_LIFECYCLE
-            .expect(D::Retrying, DT::EndDeliveryRetries, D::Dead)
+            .expect(D::Retrying, T::EndDeliveryRetries, D::Dead)
             .unwrap();
         assert_eq!(expected.allowed(), vec!["retrying"]);
     }
@@ -717,57 +544,57 @@ mod tests {
     fn helpers_follow_the_table() {
         assert_eq!(
             after_success(D::Pending),
-            Ok((DT::AcknowledgeInitialPush, D::Delivered))
+            Ok((T::AcknowledgeInitialPush, D::Delivered))
         );
         assert_eq!(
             after_success(D::Retrying),
-            Ok((DT::AcknowledgeLaterPush, D::Delivered))
+            Ok((T::AcknowledgeLaterPush, D::Delivered))
         );
         assert!(after_success(D::Delivered).is_err());
         assert!(after_success(D::Dead).is_err());
 
         assert_eq!(
             after_transient_failure(D::Pending, true),
-            Ok((DT::DeferUnsuccessfulPush, D::Retrying))
+            Ok((T::DeferUnsuccessfulPush, D::Retrying))
         );
         assert_eq!(
             after_transient_failure(D::Retrying, true),
-            Ok((DT::ScheduleFurtherAttempt, D::Retrying))
+            Ok((T::ScheduleFurtherAttempt, D::Retrying))
         );
         assert_eq!(
             after_transient_failure(D::Retrying, false),
-            Ok((DT::EndDeliveryRetries, D::Dead))
+            Ok((T::EndDeliveryRetries, D::Dead))
         );
         assert_eq!(
             after_transient_failure(D::Pending, false),
-            Ok((DT::FailPermanentlyOnFirstAttempt, D::Dead))
+            Ok((T::FailPermanentlyOnFirstAttempt, D::Dead))
         );
         assert!(after_transient_failure(D::Delivered, true).is_err());
         assert!(after_transient_failure(D::Failed, false).is_err());
 
         assert_eq!(
             after_permanent_failure(D::Pending),
-            Ok((DT::FailPermanentlyOnFirstAttempt, D::Dead))
+            Ok((T::FailPermanentlyOnFirstAttempt, D::Dead))
         );
         assert_eq!(
             after_permanent_failure(D::Retrying),
-            Ok((DT::EndDeliveryRetries, D::Dead))
+            Ok((T::EndDeliveryRetries, D::Dead))
         );
         assert!(after_permanent_failure(D::Dead).is_err());
 
         assert_eq!(
             after_configuration_loss(D::Pending),
-            Ok((DT::RefuseInitialDeliveryAfterConfigurationLoss, D::Failed))
+            Ok((T::RefuseInitialDeliveryAfterConfigurationLoss, D::Failed))
         );
         assert_eq!(
             after_configuration_loss(D::Retrying),
-            Ok((DT::RefuseLaterDeliveryAfterConfigurationLoss, D::Failed))
+            Ok((T::RefuseLaterDeliveryAfterConfigurationLoss, D::Failed))
         );
         assert!(after_configuration_loss(D::Delivered).is_err());
 
         assert_eq!(
             after_pull_cursor_advance(D::Pending),
-            Ok((DT::AdvancePullCursor, D::Delivered))
+            Ok((T::AdvancePullCursor, D::Delivered))
         );
         assert!(after_pull_cursor_advance(D::Retrying).is_err());
     }
@@ -776,24 +603,24 @@ mod tests {
     fn operator_restart_follows_the_table() {
         assert_eq!(
             operator_restart(D::Dead),
-            Ok((DT::RestartDeadDelivery, D::Pending))
+            Ok((T::RestartDeadDelivery, D::Pending))
         );
         assert_eq!(
             operator_restart(D::Failed),
-            Ok((DT::RestartFailedDelivery, D::Pending))
+            Ok((T::RestartFailedDelivery, D::Pending))
         );
         assert_eq!(
             operator_restart(D::Delivered),
-            Ok((DT::RestartEligibleDeliveryWork, D::Pending))
+            Ok((T::RestartEligibleDeliveryWork, D::Pending))
         );
         assert_eq!(
             operator_restart(D::Retrying),
-            Ok((DT::RestartEligibleDeliveryWork, D::Pending))
+            Ok((T::RestartEligibleDeliveryWork, D::Pending))
         );
         assert_eq!(
             operator_restart(D::SkippedFilter),
             Err(TransitionError::ForbiddenBySeed {
-                lifecycle: "STATE-PFM-INT-012",
+                lifecycle: "Integration delivery",
                 from: "skipped_filter",
                 to: "pending",
                 why: FILTER_WHY
@@ -801,7 +628,7 @@ mod tests {
         );
         assert!(matches!(
             operator_restart(D::Pending),
-            Err(TransitionError::NotInTable { .. })
+            Err(TransitionError::NoMove { .. })
         ));
     }
 
@@ -809,7 +636,7 @@ mod tests {
     fn unknown_delivery_method_is_a_configuration_failure() {
         assert_eq!(
             after_unknown_delivery_method(D::Pending),
-            Ok((DT::RefuseInitialDeliveryAfterConfigurationLoss, D::Failed))
+            Ok((T::RefuseInitialDeliveryAfterConfigurationLoss, D::Failed))
         );
         let err = known_delivery_method(&DeliveryMethod::Unknown("queue".into())).unwrap_err();
         assert_eq!(err.to_string(), "unknown delivery method queue");
@@ -850,10 +677,7 @@ mod tests {
     fn lease_lapses_at_its_end() {
         let now = Timestamp::from_millis(1_000_000);
         assert!(!lease_held(None, now));
-        assert!(lease_held(
-            Some(now.plus(crate::domain::event::PROCESSING_LEASE)),
-            now
-        ));
+        assert!(lease_held(Some(now.plus(PROCESSING_LEASE)), now));
         assert!(!lease_held(Some(now), now));
         assert!(!lease_held(
             Some(now.minus(crate::domain::time::SECOND)),
@@ -874,17 +698,17 @@ mod tests {
             initial in any_status(),
             steps in proptest::collection::vec((any_trigger(), any_status()), 0..64),
         ) {
-            let reachable_set: HashSet<_> = reachable(SEED_ROWS, initial);
+            let reachable_set: HashSet<_> = reachable(ROWS, initial);
             prop_assert_eq!(&DELIVERY_LIFECYCLE.reachable_from(initial), &reachable_set);
             let mut state = initial;
             for (trigger, to) in steps {
                 match DELIVERY_LIFECYCLE.check(state, trigger, to) {
                     Ok(row) => {
-                        prop_assert!(SEED_ROWS.contains(&(state, trigger, to)));
+                        prop_assert!(ROWS.contains(&(state, trigger, to)));
                         prop_assert_eq!((row.from, row.trigger, row.to), (state, trigger, to));
                         state = to;
                     }
-                    Err(_) => prop_assert!(!SEED_ROWS.contains(&(state, trigger, to))),
+                    Err(_) => prop_assert!(!ROWS.contains(&(state, trigger, to))),
                 }
                 prop_assert!(reachable_set.contains(&state));
                 // skipped_filter is only ever a starting point.

@@ -1,29 +1,34 @@
 //! Lifecycles are data.
 //!
-//! Every lifecycle in this crate is one static [`Lifecycle`] table that reads like its seed: each
-//! row carries the seed's `from`, `to`, trigger, guard text, side-effect texts and actor, and the
-//! seed's "invalid" rows carry the seed's "why". Everything else is derived from the table:
+//! Every lifecycle in this crate is one static [`Lifecycle`] table. A row says, on one line: from
+//! which state, on which outcome, by which trigger, to which state, under which guard, with which
+//! side effects and by whom. The "cannot happen" rows name moves that are ruled out and why.
+//! Everything else is derived from the table:
 //!
-//! * [`Lifecycle::check`] decides whether a move is allowed (and explains a refusal with the seed's
-//!   own words when the seed forbids it);
+//! * [`Lifecycle::on`] picks the row a state takes on an outcome, so no caller chooses a trigger
+//!   with a hand-written `match` on the state;
+//! * [`Lifecycle::check`] decides whether a move is allowed (and explains a refusal with the
+//!   "cannot happen" row's reason when there is one);
 //! * [`Lifecycle::condition`] / [`Lifecycle::expect`] produce the storage condition for the status
 //!   write, so that DynamoDB refuses what the table refuses even when two writers race;
-//! * [`Lifecycle::reachable_from`], [`Lifecycle::is_absorbing`] and friends answer questions the
-//!   tests and the operator API ask.
+//! * [`crate::domain::lifecycle_doc::render`] renders every table as `docs/lifecycles.md`.
 //!
-//! The shell never writes a status without going through `check` and the matching condition.
+//! The vocabularies (statuses, triggers, outcomes, side effects, actors) are closed enums declared
+//! with `status_enum!` and `term_enum!`, one line per value with its text for the doc. Side
+//! effects are values, so the shell can match a row's effects exhaustively.
 
 use std::collections::HashSet;
 use std::fmt::{self, Debug};
 use std::hash::Hash;
 
-/// A lifecycle state. `as_str` is the seed's spelling, which is also the stored value and the serde
-/// spelling of every implementing enum.
+/// A lifecycle state. `as_str` is the stored value and the serde spelling.
 pub trait Status: Copy + Eq + Hash + Debug + 'static {
-    /// Every state, in the seed's order.
+    /// Every state, in table order.
     const ALL: &'static [Self];
-    /// The seed's spelling, e.g. `"skipped_filter"`.
+    /// The stored spelling, e.g. `"skipped_filter"`.
     fn as_str(self) -> &'static str;
+    /// What the state means, for `docs/lifecycles.md`.
+    fn meaning(self) -> &'static str;
     /// The inverse of [`Status::as_str`].
     fn parse(s: &str) -> Option<Self> {
         Self::ALL
@@ -33,50 +38,166 @@ pub trait Status: Copy + Eq + Hash + Debug + 'static {
     }
 }
 
-/// A lifecycle trigger: one variant per distinct trigger named in the seed.
-pub trait Trigger: Copy + Eq + Debug + 'static {
-    /// Every trigger, in the seed's order.
+/// A word of a lifecycle's closed vocabulary: a trigger, an outcome, a side effect or an actor.
+pub trait Term: Copy + Eq + Debug + 'static {
+    /// Every value, in declaration order.
     const ALL: &'static [Self];
-    /// The seed's wording of the trigger, e.g. `"Acknowledge initial push"`.
-    fn seed_text(self) -> &'static str;
+    /// The value in a few words, for `docs/lifecycles.md` (and, for some triggers, the API).
+    fn text(self) -> &'static str;
 }
 
-/// One row of a seed's transition table.
+/// Declares a status enum, one line per state: `Variant = "stored spelling" => "meaning"`.
+/// Implements [`Status`], `Display` and serde with the stored spelling.
+macro_rules! status_enum {
+    ($(#[$meta:meta])* $vis:vis enum $name:ident {
+        $($(#[$vmeta:meta])* $variant:ident = $spelling:literal => $meaning:literal),+ $(,)?
+    }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+        $vis enum $name {
+            $($(#[$vmeta])* #[doc = $meaning] #[serde(rename = $spelling)] $variant),+
+        }
+        impl $crate::domain::lifecycle::Status for $name {
+            const ALL: &'static [Self] = &[$($name::$variant),+];
+            fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $spelling),+ }
+            }
+            fn meaning(self) -> &'static str {
+                match self { $($name::$variant => $meaning),+ }
+            }
+        }
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str($crate::domain::lifecycle::Status::as_str(*self))
+            }
+        }
+    };
+}
+pub(crate) use status_enum;
+
+/// Declares a vocabulary enum, one line per value: `Variant => "text"`. Implements [`Term`].
+macro_rules! term_enum {
+    ($(#[$meta:meta])* $vis:vis enum $name:ident {
+        $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)?
+    }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        $vis enum $name {
+            $($(#[$vmeta])* #[doc = $text] $variant),+
+        }
+        impl $crate::domain::lifecycle::Term for $name {
+            const ALL: &'static [Self] = &[$($name::$variant),+];
+            fn text(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+    };
+}
+pub(crate) use term_enum;
+
+term_enum! {
+    /// Who makes a move (the table's "who" column), shared by every lifecycle.
+    pub enum Actor {
+        DeliveryWorker => "delivery worker",
+        PullCursorApi => "adapter, through the pull-cursor API",
+        Operator => "operator, through the operator API",
+        ReplayRun => "operator's replay run",
+        RollUp => "event roll-up pass",
+        ChannelWorker => "notification channel worker",
+        ProviderFeedback => "provider confirmation intake",
+        NightlySettle => "nightly settling",
+        NoticeService => "notice service",
+        AccountApi => "account, through the notices API",
+    }
+}
+
+/// One row of a lifecycle table. `on` is the outcome the row answers ([`Lifecycle::on`]); in most
+/// tables it is the trigger itself (`O = T`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Transition<S: 'static, T: 'static> {
+pub struct Transition<S: 'static, T: 'static, E: 'static, O: 'static = T> {
     pub from: S,
-    pub to: S,
+    pub on: O,
     pub trigger: T,
-    /// The seed's guard, verbatim or nearly so.
+    pub to: S,
+    /// What must hold for the move, in a few words.
     pub guard: &'static str,
-    /// The seed's side effects, verbatim or nearly so.
-    pub side_effects: &'static [&'static str],
-    /// The seed's actor ("who").
-    pub who: &'static str,
+    /// What the shell does with the move, in order.
+    pub effects: &'static [E],
+    pub who: &'static [Actor],
 }
 
-/// One row of a seed's "invalid" (cannot happen) table.
+impl<S: Copy, T: Copy, E, O> Transition<S, T, E, O> {
+    /// The row's trigger and target, the shape callers pass to [`Lifecycle::expect`].
+    pub fn movement(&self) -> (T, S) {
+        (self.trigger, self.to)
+    }
+}
+
+/// A row whose outcome is its trigger.
+pub const fn row<S, T: Copy, E>(
+    from: S,
+    trigger: T,
+    to: S,
+    guard: &'static str,
+    effects: &'static [E],
+    who: &'static [Actor],
+) -> Transition<S, T, E, T> {
+    row_on(from, trigger, trigger, to, guard, effects, who)
+}
+
+/// A row that answers outcome `on` with `trigger` (for tables whose trigger depends on the state).
+pub const fn row_on<S, T, E, O>(
+    from: S,
+    on: O,
+    trigger: T,
+    to: S,
+    guard: &'static str,
+    effects: &'static [E],
+    who: &'static [Actor],
+) -> Transition<S, T, E, O> {
+    Transition {
+        from,
+        on,
+        trigger,
+        to,
+        guard,
+        effects,
+        who,
+    }
+}
+
+/// One "cannot happen" row: a move that no trigger may make, and why.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InvalidMove<S: 'static> {
     pub from: S,
     pub to: S,
-    /// The seed's "why".
     pub why: &'static str,
 }
 
-/// A lifecycle: the seed's identifier, its transition rows and its invalid rows.
+/// A "cannot happen" row on one line.
+pub const fn cannot<S>(from: S, to: S, why: &'static str) -> InvalidMove<S> {
+    InvalidMove { from, to, why }
+}
+
+/// A lifecycle: its rows, its "cannot happen" rows and what `docs/lifecycles.md` says about it.
 #[derive(Debug)]
-pub struct Lifecycle<S: 'static, T: 'static> {
-    /// The seed identifier, e.g. `"STATE-PFM-INT-012"`.
+pub struct Lifecycle<S: 'static, T: 'static, E: 'static, O: 'static = T> {
+    /// The section title, e.g. `"Integration delivery"`; also the prefix of refusals.
     pub name: &'static str,
-    pub transitions: &'static [Transition<S, T>],
+    /// Where the requirement comes from (an identifier of the specification), for traceability.
+    pub reference: &'static str,
+    /// One paragraph for the doc: what the lifecycle is about and what is special about it.
+    pub summary: &'static str,
+    /// The states an item is created in.
+    pub initial: &'static [S],
+    pub transitions: &'static [Transition<S, T, E, O>],
     pub invalid: &'static [InvalidMove<S>],
 }
 
 /// Why a move was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
 pub enum TransitionError {
-    /// The seed lists the move under "what cannot happen".
+    /// A "cannot happen" row rules the move out.
     #[error("{lifecycle}: {from} → {to} cannot happen: {why}")]
     ForbiddenBySeed {
         lifecycle: &'static str,
@@ -84,13 +205,20 @@ pub enum TransitionError {
         to: &'static str,
         why: &'static str,
     },
-    /// The seed's table has no row for this (from, trigger, to).
+    /// The table has no row for this (from, trigger, to).
     #[error("{lifecycle}: no transition {from} → {to} by trigger {trigger}")]
     NotInTable {
         lifecycle: &'static str,
         from: &'static str,
         to: &'static str,
         trigger: String,
+    },
+    /// The table has no row for this state and outcome.
+    #[error("{lifecycle}: {from} has no move on {outcome}")]
+    NoMove {
+        lifecycle: &'static str,
+        from: &'static str,
+        outcome: String,
     },
     /// No state at all may move to `to` by `trigger`, so there is no storage condition to build.
     #[error("{lifecycle}: no state moves to {to} by trigger {trigger}")]
@@ -189,22 +317,56 @@ impl fmt::Display for StatusCondition {
     }
 }
 
-impl<S: Status, T: Trigger> Lifecycle<S, T> {
-    /// Checks one move against the table. Seed-invalid moves are refused with the seed's "why";
+impl<S: Status, T: Term, E: Term, O: Term> Lifecycle<S, T, E, O> {
+    /// The row `from` takes on `outcome`: the one place a trigger is chosen from a state. Refused
+    /// with the "cannot happen" reason when the outcome would lead to a ruled-out move, otherwise
+    /// as [`TransitionError::NoMove`].
+    pub fn on(
+        &self,
+        from: S,
+        outcome: O,
+    ) -> Result<&'static Transition<S, T, E, O>, TransitionError> {
+        if let Some(row) = self
+            .transitions
+            .iter()
+            .find(|t| t.from == from && t.on == outcome)
+        {
+            return Ok(row);
+        }
+        let ruled_out = self.transitions.iter().find_map(|t| {
+            (t.on == outcome)
+                .then(|| self.ruled_out(from, t.to))
+                .flatten()
+        });
+        Err(ruled_out.unwrap_or_else(|| TransitionError::NoMove {
+            lifecycle: self.name,
+            from: from.as_str(),
+            outcome: format!("{outcome:?}"),
+        }))
+    }
+
+    fn ruled_out(&self, from: S, to: S) -> Option<TransitionError> {
+        self.invalid
+            .iter()
+            .find(|m| m.from == from && m.to == to)
+            .map(|m| TransitionError::ForbiddenBySeed {
+                lifecycle: self.name,
+                from: from.as_str(),
+                to: to.as_str(),
+                why: m.why,
+            })
+    }
+
+    /// Checks one move against the table. A "cannot happen" move is refused with its reason;
     /// anything else without a row is refused as not in the table.
     pub fn check(
         &self,
         from: S,
         trigger: T,
         to: S,
-    ) -> Result<&'static Transition<S, T>, TransitionError> {
-        if let Some(invalid) = self.invalid.iter().find(|m| m.from == from && m.to == to) {
-            return Err(TransitionError::ForbiddenBySeed {
-                lifecycle: self.name,
-                from: from.as_str(),
-                to: to.as_str(),
-                why: invalid.why,
-            });
+    ) -> Result<&'static Transition<S, T, E, O>, TransitionError> {
+        if let Some(refusal) = self.ruled_out(from, to) {
+            return Err(refusal);
         }
         self.transitions
             .iter()
@@ -226,32 +388,26 @@ impl<S: Status, T: Trigger> Lifecycle<S, T> {
 
     /// Every `from` the table allows for `(trigger, to)`, in table order, without duplicates.
     pub fn sources(&self, trigger: T, to: S) -> Vec<S> {
-        let mut out = Vec::new();
-        for t in self
-            .transitions
-            .iter()
-            .filter(|t| t.trigger == trigger && t.to == to)
-        {
-            if !out.contains(&t.from) {
-                out.push(t.from);
-            }
-        }
-        out
+        unique(
+            self.transitions
+                .iter()
+                .filter(|t| t.trigger == trigger && t.to == to)
+                .map(|t| t.from),
+        )
     }
 
     /// Every state reachable from `from` in one move, in table order, without duplicates.
     pub fn targets(&self, from: S) -> Vec<S> {
-        let mut out = Vec::new();
-        for t in self.transitions.iter().filter(|t| t.from == from) {
-            if !out.contains(&t.to) {
-                out.push(t.to);
-            }
-        }
-        out
+        unique(
+            self.transitions
+                .iter()
+                .filter(|t| t.from == from)
+                .map(|t| t.to),
+        )
     }
 
     /// The rows a trigger names.
-    pub fn rows_for(&self, trigger: T) -> impl Iterator<Item = &'static Transition<S, T>> {
+    pub fn rows_for(&self, trigger: T) -> impl Iterator<Item = &'static Transition<S, T, E, O>> {
         self.transitions
             .iter()
             .filter(move |t| t.trigger == trigger)
@@ -298,8 +454,9 @@ impl<S: Status, T: Trigger> Lifecycle<S, T> {
         seen
     }
 
-    /// Internal consistency of the table: no duplicate rows, no row the invalid list forbids, no
-    /// duplicate invalid rows. Returns the problems found.
+    /// Internal consistency of the table: no duplicate rows, no two rows answering one outcome
+    /// from one state, no row a "cannot happen" row rules out, no duplicate "cannot happen" rows.
+    /// Returns the problems found.
     pub fn inconsistencies(&self) -> Vec<String> {
         let mut problems = Vec::new();
         for (i, a) in self.transitions.iter().enumerate() {
@@ -310,14 +467,13 @@ impl<S: Status, T: Trigger> Lifecycle<S, T> {
                         a.from, a.to, a.trigger
                     ));
                 }
+                if a.from == b.from && a.on == b.on {
+                    problems.push(format!("two rows answer {:?} from {:?}", a.on, a.from));
+                }
             }
-            if self
-                .invalid
-                .iter()
-                .any(|m| m.from == a.from && m.to == a.to)
-            {
+            if self.ruled_out(a.from, a.to).is_some() {
                 problems.push(format!(
-                    "row {:?} → {:?} is also listed as invalid",
+                    "row {:?} → {:?} is also listed as cannot happen",
                     a.from, a.to
                 ));
             }
@@ -334,17 +490,28 @@ impl<S: Status, T: Trigger> Lifecycle<S, T> {
     }
 }
 
+fn unique<S: PartialEq>(items: impl Iterator<Item = S>) -> Vec<S> {
+    let mut out = Vec::new();
+    for item in items {
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 pub(crate) mod testing {
     //! Exhaustive checks shared by every lifecycle's tests. The expected rows are written out
-    //! independently in each test module (copied from the seed), so these compare the static table
-    //! against a second transcription of the seed.
+    //! a second time in each test module, so these compare the static table against an
+    //! independent transcription of the same lifecycle.
     use super::*;
 
     /// Asserts, for every `from × trigger × to`, that `check` accepts exactly `rows` and refuses
-    /// `invalid` with the seed's why, and everything else as not in the table.
-    pub(crate) fn assert_exhaustive<S: Status, T: Trigger>(
-        lifecycle: &Lifecycle<S, T>,
+    /// `invalid` with its reason, and everything else as not in the table; and that every row is
+    /// what [`Lifecycle::on`] answers for its state and outcome.
+    pub(crate) fn assert_exhaustive<S: Status, T: Term, E: Term, O: Term>(
+        lifecycle: &Lifecycle<S, T, E, O>,
         rows: &[(S, T, S)],
         invalid: &[(S, S, &'static str)],
     ) -> usize {
@@ -403,13 +570,24 @@ pub(crate) mod testing {
                 );
             }
         }
-        // Every trigger is used by the table, and every condition is exactly the sources.
+        // Every row is the table's answer to its state and outcome.
+        for row in lifecycle.transitions {
+            assert_eq!(lifecycle.on(row.from, row.on), Ok(row));
+        }
+        // Every trigger and every outcome is used by the table, and every condition is exactly
+        // the sources.
+        for &outcome in O::ALL {
+            assert!(
+                lifecycle.transitions.iter().any(|t| t.on == outcome),
+                "{outcome:?} is unused"
+            );
+        }
         for &trigger in T::ALL {
             assert!(
                 lifecycle.rows_for(trigger).next().is_some(),
                 "{trigger:?} is unused"
             );
-            assert!(!trigger.seed_text().is_empty());
+            assert!(!trigger.text().is_empty());
             for &to in S::ALL {
                 let expected: Vec<&str> = S::ALL
                     .iter()
@@ -441,7 +619,7 @@ pub(crate) mod testing {
     }
 
     /// States reachable from `initial` over the transcribed rows (independent of the table).
-    pub(crate) fn reachable<S: Status, T: Trigger>(rows: &[(S, T, S)], initial: S) -> HashSet<S> {
+    pub(crate) fn reachable<S: Status, T: Term>(rows: &[(S, T, S)], initial: S) -> HashSet<S> {
         let mut seen = HashSet::from([initial]);
         loop {
             let before = seen.len();
@@ -461,90 +639,84 @@ pub(crate) mod testing {
 mod tests {
     use super::*;
 
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-    enum Light {
-        Red,
-        Green,
-        Broken,
-    }
-    impl Status for Light {
-        const ALL: &'static [Self] = &[Light::Red, Light::Green, Light::Broken];
-        fn as_str(self) -> &'static str {
-            match self {
-                Light::Red => "red",
-                Light::Green => "green",
-                Light::Broken => "broken",
-            }
+    status_enum! {
+        enum Light {
+            Red = "red" => "stop",
+            Green = "green" => "go",
+            Broken = "broken" => "out of order",
         }
     }
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    enum Switch {
-        Go,
-        Stop,
-    }
-    impl Trigger for Switch {
-        const ALL: &'static [Self] = &[Switch::Go, Switch::Stop];
-        fn seed_text(self) -> &'static str {
-            match self {
-                Switch::Go => "Go",
-                Switch::Stop => "Stop",
-            }
+    term_enum! {
+        enum Switch {
+            Go => "go",
+            Stop => "stop",
         }
     }
-    static LIGHT: Lifecycle<Light, Switch> = Lifecycle {
-        name: "TEST-LIGHT",
+    term_enum! {
+        enum Lamp {
+            Flash => "flash",
+        }
+    }
+    const W: &[Actor] = &[Actor::Operator];
+    #[rustfmt::skip]
+    static LIGHT: Lifecycle<Light, Switch, Lamp> = Lifecycle {
+        name: "test light",
+        reference: "TEST-LIGHT",
+        summary: "A light for the tests.",
+        initial: &[Light::Red],
         transitions: &[
-            Transition {
-                from: Light::Red,
-                to: Light::Green,
-                trigger: Switch::Go,
-                guard: "g",
-                side_effects: &[],
-                who: "w",
-            },
-            Transition {
-                from: Light::Green,
-                to: Light::Red,
-                trigger: Switch::Stop,
-                guard: "g",
-                side_effects: &[],
-                who: "w",
-            },
-            Transition {
-                from: Light::Broken,
-                to: Light::Red,
-                trigger: Switch::Stop,
-                guard: "g",
-                side_effects: &[],
-                who: "w",
-            },
+            row(Light::Red, Switch::Go, Light::Green, "g", &[Lamp::Flash], W),
+            row(Light::Green, Switch::Stop, Light::Red, "g", &[], W),
+            row(Light::Broken, Switch::Stop, Light::Red, "g", &[], W),
         ],
-        invalid: &[InvalidMove {
-            from: Light::Broken,
-            to: Light::Green,
-            why: "a broken light cannot go",
-        }],
+        invalid: &[cannot(Light::Broken, Light::Green, "a broken light cannot go")],
     };
 
+    fn broken_cannot_go() -> TransitionError {
+        TransitionError::ForbiddenBySeed {
+            lifecycle: "test light",
+            from: "broken",
+            to: "green",
+            why: "a broken light cannot go",
+        }
+    }
+
     #[test]
-    fn check_refuses_with_the_seed_why_first() {
+    fn check_refuses_with_the_cannot_happen_reason_first() {
         assert_eq!(
             LIGHT.check(Light::Broken, Switch::Go, Light::Green),
-            Err(TransitionError::ForbiddenBySeed {
-                lifecycle: "TEST-LIGHT",
-                from: "broken",
-                to: "green",
-                why: "a broken light cannot go"
-            })
+            Err(broken_cannot_go())
         );
         assert_eq!(
             LIGHT
                 .check(Light::Red, Switch::Stop, Light::Green)
                 .unwrap_err()
                 .to_string(),
-            "TEST-LIGHT: no transition red → green by trigger Stop"
+            "test light: no transition red → green by trigger Stop"
         );
         assert!(LIGHT.check(Light::Red, Switch::Go, Light::Green).is_ok());
+    }
+
+    #[test]
+    fn on_looks_the_row_up_by_state_and_outcome() {
+        let row = LIGHT.on(Light::Red, Switch::Go).unwrap();
+        assert_eq!(row.movement(), (Switch::Go, Light::Green));
+        assert_eq!(row.effects, &[Lamp::Flash]);
+        assert_eq!(LIGHT.on(Light::Broken, Switch::Go), Err(broken_cannot_go()));
+        assert_eq!(
+            LIGHT.on(Light::Red, Switch::Stop).unwrap_err().to_string(),
+            "test light: red has no move on Stop"
+        );
+    }
+
+    #[test]
+    fn the_enum_macros_give_spelling_meaning_serde_and_text() {
+        assert_eq!(Light::parse("broken"), Some(Light::Broken));
+        assert_eq!(Light::Green.meaning(), "go");
+        assert_eq!(Light::Broken.to_string(), "broken");
+        assert_eq!(serde_json::to_value(Light::Red).unwrap(), "red");
+        assert_eq!(Switch::ALL, &[Switch::Go, Switch::Stop]);
+        assert_eq!(Switch::Stop.text(), "stop");
     }
 
     #[test]
@@ -596,6 +768,22 @@ mod tests {
         let c = StatusCondition::status_in(&refs);
         assert!(c.sql_like().contains("'s1', 's2'"));
         assert!(c.sql_like().ends_with("'s10', 's11')"));
+    }
+
+    #[test]
+    fn two_rows_answering_one_outcome_from_one_state_are_an_inconsistency() {
+        static TWICE: Lifecycle<Light, Switch, Lamp> = Lifecycle {
+            name: "twice",
+            reference: "",
+            summary: "",
+            initial: &[],
+            transitions: &[
+                row(Light::Red, Switch::Go, Light::Green, "g", &[], W),
+                row(Light::Red, Switch::Go, Light::Broken, "g", &[], W),
+            ],
+            invalid: &[],
+        };
+        assert_eq!(TWICE.inconsistencies(), vec!["two rows answer Go from Red"]);
     }
 
     #[test]

@@ -1,13 +1,18 @@
 //! The pure domain core: states, transitions, guards, retry policies, classification, filters,
 //! projection and signing. Nothing in here performs I/O, reads a clock or names an AWS type; it
 //! takes facts (including the current time) and returns decisions that the shell applies.
+//!
+//! Every lifecycle table is rendered as `docs/lifecycles.md` by [`lifecycle_doc::render`].
 
 pub mod change;
 pub mod classify;
+pub mod delivery_method;
 pub mod event;
 pub mod filter;
 pub mod integration_delivery;
 pub mod lifecycle;
+pub mod lifecycle_doc;
+pub mod notice;
 pub mod notification_delivery;
 pub mod projection;
 pub mod pull_cursor;

@@ -1,11 +1,13 @@
-//! Notification delivery: seed STATE-PFM-NOT-005 (`001_…`), one record per notice × channel.
+//! Notification delivery: one record per notice × channel × recipient, and its lifecycle
+//! ([`NOTIFICATION_LIFECYCLE`], `docs/lifecycles.md#notification-delivery`).
 //!
-//! The queue's receive count is the retry budget ([`MAX_RECEIVES`]); there is no database attempt
-//! counter. Expected-state updates decide which consumer owns a send (`NOTIFICATION_LIFECYCLE.expect`).
-//! Operator requeue is a separate conditional update ([`requeue_condition`]). Provider-event
-//! identities deduplicate the retained history, capped at [`MAX_HISTORY_EVENTS`].
+//! The retry budget is the queue's receive count ([`MAX_RECEIVES`]); the table keeps no attempt
+//! count. A write conditional on the state read (`NOTIFICATION_LIFECYCLE.expect`) settles which of
+//! two racing consumers sends. An operator requeue is a conditional update of its own
+//! ([`requeue_condition`]). A provider event's id keeps it from entering the history twice; the
+//! history holds at most [`MAX_HISTORY_EVENTS`].
 //!
-//! `deferred` and `bounced` are in the seed's vocabulary but no row writes them: `deferred` is
+//! `deferred` and `bounced` are in the vocabulary but no row writes them: `deferred` is
 //! reserved for quiet hours and digests, `bounced` for provider bounce feedback no adapter reports
 //! yet. Console deliveries are created directly in `delivered`.
 
@@ -14,7 +16,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::lifecycle::{
-    InvalidMove, Lifecycle, Status, StatusCondition, Transition, TransitionError, Trigger,
+    cannot, row, status_enum, term_enum, Actor, Lifecycle, StatusCondition, TransitionError,
 };
 use super::time::{Timestamp, MINUTE};
 
@@ -31,58 +33,19 @@ pub const FAILURE_REASON_ATTRIBUTE: &str = "failure_reason";
 
 const _: () = assert!(AMBIGUITY_TIMEOUT.as_secs() == 15 * MINUTE.as_secs());
 
-/// The stored status of a notification delivery (seed 001's ten states, seed spelling).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NotificationStatus {
-    /// Work is ready for dispatch or already on its channel queue.
-    Queued,
-    /// Reserved for later quiet-hours and digest processing; no current writer assigns it.
-    Deferred,
-    /// A consumer has claimed the delivery for an adapter attempt.
-    Sending,
-    /// The channel accepted the message and supplied its reference.
-    Sent,
-    /// Delivery is complete; console deliveries begin here.
-    Delivered,
-    /// Sending ended with permanent, exhausted or ambiguous failure.
-    Failed,
-    /// A recorded availability or reachability reason prevented sending.
-    Skipped,
-    /// The vocabulary allows provider bounce feedback, although current adapters do not report it.
-    Bounced,
-    /// Withdrawal ended the delivery before sending.
-    Cancelled,
-    /// The request deadline ended the delivery before sending.
-    Expired,
-}
-
-impl Status for NotificationStatus {
-    const ALL: &'static [Self] = &[
-        NotificationStatus::Queued,
-        NotificationStatus::Deferred,
-        NotificationStatus::Sending,
-        NotificationStatus::Sent,
-        NotificationStatus::Delivered,
-        NotificationStatus::Failed,
-        NotificationStatus::Skipped,
-        NotificationStatus::Bounced,
-        NotificationStatus::Cancelled,
-        NotificationStatus::Expired,
-    ];
-    fn as_str(self) -> &'static str {
-        match self {
-            NotificationStatus::Queued => "queued",
-            NotificationStatus::Deferred => "deferred",
-            NotificationStatus::Sending => "sending",
-            NotificationStatus::Sent => "sent",
-            NotificationStatus::Delivered => "delivered",
-            NotificationStatus::Failed => "failed",
-            NotificationStatus::Skipped => "skipped",
-            NotificationStatus::Bounced => "bounced",
-            NotificationStatus::Cancelled => "cancelled",
-            NotificationStatus::Expired => "expired",
-        }
+status_enum! {
+    /// The stored status of a notification delivery.
+    pub enum NotificationStatus {
+        Queued = "queued" => "dispatch work exists, or the message is on its channel queue",
+        Deferred = "deferred" => "kept for quiet hours and digests; nothing writes it yet",
+        Sending = "sending" => "a channel worker holds the claim for one adapter attempt",
+        Sent = "sent" => "the channel took the message and returned its reference",
+        Delivered = "delivered" => "complete; console deliveries are created in this state",
+        Failed = "failed" => "the provider refused for good, the receives ran out, or the send is ambiguous",
+        Skipped = "skipped" => "not sent, for a recorded reason (no address, no adapter)",
+        Bounced = "bounced" => "kept for provider bounce feedback; no adapter reports it yet",
+        Cancelled = "cancelled" => "the notice was withdrawn or replaced before sending",
+        Expired = "expired" => "the notice's deadline passed before sending",
     }
 }
 
@@ -102,178 +65,75 @@ impl NotificationStatus {
     }
 }
 
-impl fmt::Display for NotificationStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+term_enum! {
+    /// The triggers of the notification delivery lifecycle (each is also its row's outcome).
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum NotificationTrigger {
+        Claim => "a channel worker claims it",
+        AdapterAccepts => "the adapter accepts it",
+        Confirm => "delivery confirmed by adapter or provider",
+        RetryableResult => "retryable result, receives left",
+        FailSending => "refused for good, last receive failed, or ambiguous",
+        AdapterUnavailable => "the adapter reports it cannot be delivered",
+        AdapterMissing => "no adapter for the channel",
+        Withdraw => "notice withdrawn or replaced",
+        Expire => "deadline passed",
+        OperatorRequeue => "operator requeues an exhausted delivery",
     }
 }
 
-/// One variant per row trigger of seed 001.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NotificationTrigger {
-    Claim,
-    AdapterAccepts,
-    Confirm,
-    RetryableResult,
-    FailSending,
-    AdapterUnavailable,
-    AdapterMissing,
-    Withdraw,
-    Expire,
-    OperatorRequeue,
-}
-
-impl Trigger for NotificationTrigger {
-    const ALL: &'static [Self] = &[
-        NotificationTrigger::Claim,
-        NotificationTrigger::AdapterAccepts,
-        NotificationTrigger::Confirm,
-        NotificationTrigger::RetryableResult,
-        NotificationTrigger::FailSending,
-        NotificationTrigger::AdapterUnavailable,
-        NotificationTrigger::AdapterMissing,
-        NotificationTrigger::Withdraw,
-        NotificationTrigger::Expire,
-        NotificationTrigger::OperatorRequeue,
-    ];
-    fn seed_text(self) -> &'static str {
-        match self {
-            NotificationTrigger::Claim => "The channel consumer claims queued work.",
-            NotificationTrigger::AdapterAccepts => "The adapter accepts the delivery.",
-            NotificationTrigger::Confirm => "The adapter or provider confirms delivery.",
-            NotificationTrigger::RetryableResult => {
-                "A retryable adapter result or exception leaves another receive available."
-            }
-            NotificationTrigger::FailSending => {
-                "The adapter refuses permanently, the last receive fails, or reconciliation detects fifteen minutes of ambiguity."
-            }
-            NotificationTrigger::AdapterUnavailable => "The adapter reports that delivery is unavailable.",
-            NotificationTrigger::AdapterMissing => "Dispatch cannot find the named adapter.",
-            NotificationTrigger::Withdraw => "Withdrawal or replacement reaches queued work.",
-            NotificationTrigger::Expire => "Processing or reconciliation detects an expired request.",
-            NotificationTrigger::OperatorRequeue => "An HQ operator requests an exhausted-delivery retry.",
-        }
+term_enum! {
+    /// What the shell does with a notification delivery move.
+    pub enum NotificationEffect {
+        RefreshProgress => "update the notice's progress counts",
+        SaveProviderRef => "keep the provider's reference and record a sent event",
+        AppendConfirmation => "append the confirmation to the history",
+        ReturnWithBackoff => "return the message after a jittered backoff (30 s doubling, at most 30 min, a longer Retry-After wins)",
+        SaveFailureReason => "save the reason: provider, attempts_exhausted or ambiguous",
+        DeadLetterLastReceive => "on the last receive, give the message back at once so the queue dead-letters it",
+        PublishFailureMetric => "emit the failed-notification metric that alarms",
+        SaveSkipReason => "save the skip reason and log a rate-limited warning",
+        RecordNoAdapter => "record that the channel has no adapter",
+        DeleteDispatchWork => "delete the dispatch work",
+        WriteDispatchWork => "write fresh dispatch work for the next dispatcher run",
     }
 }
 
+use Actor as A;
+use NotificationEffect as NE;
 use NotificationStatus as N;
 use NotificationTrigger as NT;
 
-const CHANNEL_WORKER: &str = "Channel delivery worker";
-const STILL_SENDING: &str = "The delivery must remain in sending.";
-const STILL_QUEUED: &str = "The delivery must still be queued.";
+const WORKER: &[Actor] = &[A::ChannelWorker];
+const WORKER_OR_SETTLE: &[Actor] = &[A::ChannelWorker, A::NightlySettle];
+const STILL_SENDING: &str = "still sending";
+const STILL_QUEUED: &str = "still queued";
 
-/// Seed 001's transition table, row for row, in the seed's order.
-pub static NOTIFICATION_LIFECYCLE: Lifecycle<NotificationStatus, NotificationTrigger> = Lifecycle {
-    name: "STATE-PFM-NOT-005",
+/// The notification delivery lifecycle, one row per line.
+#[rustfmt::skip]
+pub static NOTIFICATION_LIFECYCLE: Lifecycle<NotificationStatus, NotificationTrigger, NotificationEffect> = Lifecycle {
+    name: "Notification delivery",
+    reference: "STATE-PFM-NOT-005",
+    summary: "One record per notice, channel and recipient. The retry budget is the queue's receive count (8); the table keeps no attempt count. A claim conditional on the state read settles which of two racing consumers sends; an operator requeue is a conditional update of its own; a provider event enters the history (at most 50 events) once, by its id. deferred and bounced belong to the vocabulary, but no row writes them.",
+    initial: &[N::Queued, N::Delivered],
     transitions: &[
-        Transition {
-            from: N::Queued,
-            to: N::Sending,
-            trigger: NT::Claim,
-            guard: "Work is queued, the notice applies, the request is unexpired, an adapter exists and the conditional claim succeeds.",
-            side_effects: &["Refresh the notice progress summary."],
-            who: CHANNEL_WORKER,
-        },
-        Transition {
-            from: N::Sending,
-            to: N::Sent,
-            trigger: NT::AdapterAccepts,
-            guard: STILL_SENDING,
-            side_effects: &["Save the provider reference and sent event."],
-            who: CHANNEL_WORKER,
-        },
-        Transition {
-            from: N::Sent,
-            to: N::Delivered,
-            trigger: NT::Confirm,
-            guard: "The delivery must be sent.",
-            side_effects: &["Append the delivery confirmation event."],
-            who: CHANNEL_WORKER,
-        },
-        Transition {
-            from: N::Sending,
-            to: N::Queued,
-            trigger: NT::RetryableResult,
-            guard: "The receive count is below eight.",
-            side_effects: &["Return work with exponential delay starting at thirty seconds, capped at thirty minutes with twenty-percent jitter and respecting a longer provider delay."],
-            who: CHANNEL_WORKER,
-        },
-        Transition {
-            from: N::Sending,
-            to: N::Failed,
-            trigger: NT::FailSending,
-            guard: STILL_SENDING,
-            side_effects: &[
-                "Retain the provider, exhaustion or ambiguity reason.",
-                "On the final receive, return the item immediately for dead-letter handling.",
-                "Publish the terminal-failure metric for an HQ alert.",
-            ],
-            who: "Channel delivery worker; nightly reconciliation",
-        },
-        Transition {
-            from: N::Sending,
-            to: N::Skipped,
-            trigger: NT::AdapterUnavailable,
-            guard: STILL_SENDING,
-            side_effects: &["Store the skip reason and emit a process-limited warning."],
-            who: CHANNEL_WORKER,
-        },
-        Transition {
-            from: N::Queued,
-            to: N::Skipped,
-            trigger: NT::AdapterMissing,
-            guard: STILL_QUEUED,
-            side_effects: &["Record adapter unavailability."],
-            who: CHANNEL_WORKER,
-        },
-        Transition {
-            from: N::Queued,
-            to: N::Cancelled,
-            trigger: NT::Withdraw,
-            guard: STILL_QUEUED,
-            side_effects: &["Delete the associated dispatch work."],
-            who: "Notification processing worker; chat delivery consumer",
-        },
-        Transition {
-            from: N::Queued,
-            to: N::Expired,
-            trigger: NT::Expire,
-            guard: STILL_QUEUED,
-            side_effects: &[],
-            who: "Channel delivery worker; nightly reconciliation",
-        },
-        Transition {
-            from: N::Failed,
-            to: N::Queued,
-            trigger: NT::OperatorRequeue,
-            guard: "Only failed deliveries with attempts exhaustion qualify.",
-            side_effects: &["Create fresh dispatch work for a later dispatcher run."],
-            who: "Rhythm notification operator",
-        },
+        row(N::Queued,  NT::Claim,              N::Sending,   "still queued, the notice still applies, its deadline lies ahead, the channel has an adapter, and this worker's conditional claim wins", &[NE::RefreshProgress], WORKER),
+        row(N::Sending, NT::AdapterAccepts,     N::Sent,      STILL_SENDING, &[NE::SaveProviderRef], WORKER),
+        row(N::Sent,    NT::Confirm,            N::Delivered, "already sent", &[NE::AppendConfirmation], &[A::ChannelWorker, A::ProviderFeedback]),
+        row(N::Sending, NT::RetryableResult,    N::Queued,    "fewer than 8 receives so far", &[NE::ReturnWithBackoff], WORKER),
+        row(N::Sending, NT::FailSending,        N::Failed,    STILL_SENDING, &[NE::SaveFailureReason, NE::DeadLetterLastReceive, NE::PublishFailureMetric], WORKER_OR_SETTLE),
+        row(N::Sending, NT::AdapterUnavailable, N::Skipped,   STILL_SENDING, &[NE::SaveSkipReason], WORKER),
+        row(N::Queued,  NT::AdapterMissing,     N::Skipped,   STILL_QUEUED, &[NE::RecordNoAdapter], WORKER),
+        row(N::Queued,  NT::Withdraw,           N::Cancelled, STILL_QUEUED, &[NE::DeleteDispatchWork], &[A::NoticeService, A::ChannelWorker]),
+        row(N::Queued,  NT::Expire,             N::Expired,   STILL_QUEUED, &[], WORKER_OR_SETTLE),
+        row(N::Failed,  NT::OperatorRequeue,    N::Queued,    "failed because its receives ran out (not refused, not ambiguous)", &[NE::WriteDispatchWork], &[A::Operator]),
     ],
     invalid: &[
-        InvalidMove {
-            from: N::Delivered,
-            to: N::Queued,
-            why: "Successful terminal delivery cannot return to the queue.",
-        },
-        InvalidMove {
-            from: N::Sending,
-            to: N::Sending,
-            why: "A competing consumer cannot acquire an existing sending claim.",
-        },
-        InvalidMove {
-            from: N::Failed,
-            to: N::Sending,
-            why: "A retry must first requeue work; ambiguous failures do not qualify.",
-        },
-        InvalidMove {
-            from: N::Skipped,
-            to: N::Queued,
-            why: "Skipped deliveries retain their reason and remain terminal.",
-        },
+        cannot(N::Delivered, N::Queued,  "a delivered message never goes back to the queue"),
+        cannot(N::Sending,   N::Sending, "a second consumer cannot take a claim that is already held"),
+        cannot(N::Failed,    N::Sending, "a retry goes through an operator requeue first, and an ambiguous failure never qualifies"),
+        cannot(N::Skipped,   N::Queued,  "a skipped delivery keeps its reason and stays final"),
     ],
 };
 
@@ -313,7 +173,7 @@ impl fmt::Display for FailureReason {
 /// Why an operator requeue was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RequeueRefused {
-    /// The delivery's status does not allow a requeue (the seed's why when it has one).
+    /// The delivery's status does not allow a requeue (with the "cannot happen" reason if any).
     #[error(transparent)]
     Lifecycle(#[from] TransitionError),
     /// The send may have happened; requeueing could deliver twice.
@@ -329,7 +189,7 @@ pub enum RequeueRefused {
     NoRecordedReason,
 }
 
-/// The seed's guard for failed → queued: only failed deliveries with attempts exhaustion qualify.
+/// The guard of failed → queued: only a delivery that failed because its receives ran out.
 pub fn requeue_allowed(
     status: NotificationStatus,
     reason: Option<&FailureReason>,
@@ -350,7 +210,7 @@ pub fn requeue_allowed(
 pub fn requeue_condition() -> StatusCondition {
     NOTIFICATION_LIFECYCLE
         .expect(N::Failed, NT::OperatorRequeue, N::Queued)
-        .expect("failed → queued is a seed row")
+        .expect("failed → queued is a row")
         .and_attribute_equals(
             FAILURE_REASON_ATTRIBUTE,
             FailureReason::AttemptsExhausted.code(),
@@ -367,15 +227,26 @@ pub enum RetryableOutcome {
     Exhausted,
 }
 
-/// "The receive count is below eight" decides between requeue and exhaustion.
+/// A retryable result on receive `receive_count`: fewer than [`MAX_RECEIVES`] receives so far
+/// requeue it, the last one fails it. The move is the `sending` row of the chosen trigger.
 pub fn after_retryable_result(
     receive_count: u32,
 ) -> (NotificationTrigger, NotificationStatus, RetryableOutcome) {
-    if receive_count < MAX_RECEIVES {
-        (NT::RetryableResult, N::Queued, RetryableOutcome::Requeue)
+    let (trigger, outcome) = if receive_count < MAX_RECEIVES {
+        (NT::RetryableResult, RetryableOutcome::Requeue)
     } else {
-        (NT::FailSending, N::Failed, RetryableOutcome::Exhausted)
-    }
+        (NT::FailSending, RetryableOutcome::Exhausted)
+    };
+    (trigger, target(N::Sending, trigger), outcome)
+}
+
+/// The target of `trigger`'s row from `from`. Only called for rows the table has (unit-tested),
+/// so a missing row is a programming error.
+fn target(from: NotificationStatus, trigger: NotificationTrigger) -> NotificationStatus {
+    NOTIFICATION_LIFECYCLE
+        .on(from, trigger)
+        .map(|row| row.to)
+        .unwrap_or_else(|e| unreachable!("{e}"))
 }
 
 /// Whether a delivery that has been `sending` since `claimed_at` is ambiguous at `now` (to be
@@ -415,19 +286,26 @@ pub enum ClaimRefusal {
 }
 
 impl ClaimRefusal {
-    /// The move the delivery should make instead of being claimed (`None`: leave it).
-    pub fn becomes(&self) -> Option<(NotificationTrigger, NotificationStatus)> {
+    /// The trigger of the move the delivery makes instead of being claimed (`None`: leave it).
+    pub fn trigger(&self) -> Option<NotificationTrigger> {
         match self {
             ClaimRefusal::NotQueued { .. } => None,
-            ClaimRefusal::NoticeWithdrawn => Some((NT::Withdraw, N::Cancelled)),
-            ClaimRefusal::DeadlinePassed { .. } => Some((NT::Expire, N::Expired)),
-            ClaimRefusal::NoAdapter => Some((NT::AdapterMissing, N::Skipped)),
+            ClaimRefusal::NoticeWithdrawn => Some(NT::Withdraw),
+            ClaimRefusal::DeadlinePassed { .. } => Some(NT::Expire),
+            ClaimRefusal::NoAdapter => Some(NT::AdapterMissing),
         }
+    }
+
+    /// The move the delivery makes instead of being claimed: the trigger's `queued` row.
+    pub fn becomes(&self) -> Option<(NotificationTrigger, NotificationStatus)> {
+        self.trigger()
+            .map(|trigger| (trigger, target(N::Queued, trigger)))
     }
 }
 
-/// The seed's guard for queued → sending, in the seed's order: work is queued, the notice
-/// applies, the request is unexpired (a deadline equal to `now` has passed), an adapter exists.
+/// The guard of queued → sending, checked in this order: the delivery is still queued, its notice
+/// still applies, its deadline lies ahead (a deadline equal to `now` has passed), the channel has
+/// an adapter.
 /// The conditional claim (`NOTIFICATION_LIFECYCLE.expect(Queued, Claim, Sending)`) is the last part
 /// and belongs to storage.
 pub fn claim_guard(facts: &ClaimFacts) -> Result<(), ClaimRefusal> {
@@ -488,9 +366,11 @@ pub fn append_history(history: &mut Vec<HistoryEvent>, event: HistoryEvent) -> b
 mod tests {
     use super::*;
     use crate::domain::lifecycle::testing::{assert_exhaustive, reachable};
+    use crate::domain::lifecycle::{Status, Term};
     use proptest::prelude::*;
 
-    const SEED_ROWS: &[(NotificationStatus, NotificationTrigger, NotificationStatus)] = &[
+    /// The lifecycle's rows, transcribed a second time, independently of the table.
+    const ROWS: &[(NotificationStatus, NotificationTrigger, NotificationStatus)] = &[
         (N::Queued, NT::Claim, N::Sending),
         (N::Sending, NT::AdapterAccepts, N::Sent),
         (N::Sent, NT::Confirm, N::Delivered),
@@ -502,115 +382,163 @@ mod tests {
         (N::Queued, NT::Expire, N::Expired),
         (N::Failed, NT::OperatorRequeue, N::Queued),
     ];
-    const SEED_INVALID: &[(NotificationStatus, NotificationStatus, &str)] = &[
+    const INVALID: &[(NotificationStatus, NotificationStatus, &str)] = &[
         (
             N::Delivered,
             N::Queued,
-            "Successful terminal delivery cannot return to the queue.",
+            "a delivered message never goes back to the queue",
         ),
         (
             N::Sending,
             N::Sending,
-            "A competing consumer cannot acquire an existing sending claim.",
+            "a second consumer cannot take a claim that is already held",
         ),
         (
             N::Failed,
             N::Sending,
-            "A retry must first requeue work; ambiguous failures do not qualify.",
+            "a retry goes through an operator requeue first, and an ambiguous failure never qualifies",
         ),
         (
             N::Skipped,
             N::Queued,
-            "Skipped deliveries retain their reason and remain terminal.",
+            "a skipped delivery keeps its reason and stays final",
         ),
     ];
 
-    fn row(
+    /// The row `from` takes on `trigger` leads to `to` with these effects.
+    fn assert_row(
         from: NotificationStatus,
         trigger: NotificationTrigger,
         to: NotificationStatus,
-    ) -> &'static Transition<NotificationStatus, NotificationTrigger> {
-        NOTIFICATION_LIFECYCLE
-            .check(from, trigger, to)
-            .expect("seed row allowed")
+        effects: &[NotificationEffect],
+    ) {
+        let row = NOTIFICATION_LIFECYCLE
+            .on(from, trigger)
+            .expect("a row of the table");
+        assert_eq!((row.to, row.effects), (to, effects));
+        assert!(!row.guard.is_empty() && !row.who.is_empty());
     }
 
     #[test]
-    fn the_channel_consumer_claims_queued_work() {
-        let r = row(N::Queued, NT::Claim, N::Sending);
-        assert!(r.guard.contains("the conditional claim succeeds"));
-        assert_eq!(r.side_effects, &["Refresh the notice progress summary."]);
+    fn a_channel_worker_claims_queued_work_and_refreshes_the_progress() {
+        assert_row(N::Queued, NT::Claim, N::Sending, &[NE::RefreshProgress]);
     }
+
     #[test]
-    fn the_adapter_accepts_the_delivery() {
-        assert_eq!(
-            row(N::Sending, NT::AdapterAccepts, N::Sent).guard,
-            STILL_SENDING
-        );
-    }
-    #[test]
-    fn the_adapter_or_provider_confirms_delivery() {
-        assert_eq!(
-            row(N::Sent, NT::Confirm, N::Delivered).guard,
-            "The delivery must be sent."
-        );
-    }
-    #[test]
-    fn a_retryable_result_leaves_another_receive_available() {
-        assert_eq!(
-            row(N::Sending, NT::RetryableResult, N::Queued).guard,
-            "The receive count is below eight."
-        );
-    }
-    #[test]
-    fn the_adapter_refuses_permanently_or_the_last_receive_fails_or_ambiguity() {
-        let r = row(N::Sending, NT::FailSending, N::Failed);
-        assert_eq!(r.side_effects.len(), 3);
-        assert_eq!(r.who, "Channel delivery worker; nightly reconciliation");
-    }
-    #[test]
-    fn the_adapter_reports_that_delivery_is_unavailable() {
-        assert_eq!(
-            row(N::Sending, NT::AdapterUnavailable, N::Skipped).guard,
-            STILL_SENDING
-        );
-    }
-    #[test]
-    fn dispatch_cannot_find_the_named_adapter() {
-        assert_eq!(
-            row(N::Queued, NT::AdapterMissing, N::Skipped).guard,
-            STILL_QUEUED
-        );
-    }
-    #[test]
-    fn withdrawal_or_replacement_reaches_queued_work() {
-        assert_eq!(
-            row(N::Queued, NT::Withdraw, N::Cancelled).side_effects,
-            &["Delete the associated dispatch work."]
-        );
-    }
-    #[test]
-    fn processing_or_reconciliation_detects_an_expired_request() {
-        assert!(row(N::Queued, NT::Expire, N::Expired)
-            .side_effects
-            .is_empty());
-    }
-    #[test]
-    fn an_hq_operator_requests_an_exhausted_delivery_retry() {
-        assert_eq!(
-            row(N::Failed, NT::OperatorRequeue, N::Queued).guard,
-            "Only failed deliveries with attempts exhaustion qualify."
+    fn an_accepting_adapter_makes_it_sent_with_the_provider_reference() {
+        assert_row(
+            N::Sending,
+            NT::AdapterAccepts,
+            N::Sent,
+            &[NE::SaveProviderRef],
         );
     }
 
     #[test]
-    fn invalid_rows_are_refused_with_the_seed_why() {
-        for &(from, to, why) in SEED_INVALID {
+    fn a_confirmation_delivers_a_sent_delivery_and_joins_the_history() {
+        assert_row(
+            N::Sent,
+            NT::Confirm,
+            N::Delivered,
+            &[NE::AppendConfirmation],
+        );
+    }
+
+    #[test]
+    fn a_retryable_result_returns_the_message_with_backoff() {
+        assert_row(
+            N::Sending,
+            NT::RetryableResult,
+            N::Queued,
+            &[NE::ReturnWithBackoff],
+        );
+    }
+
+    #[test]
+    fn a_failed_send_keeps_its_reason_dead_letters_and_alarms() {
+        assert_row(
+            N::Sending,
+            NT::FailSending,
+            N::Failed,
+            &[
+                NE::SaveFailureReason,
+                NE::DeadLetterLastReceive,
+                NE::PublishFailureMetric,
+            ],
+        );
+    }
+
+    #[test]
+    fn an_unavailable_delivery_is_skipped_with_its_reason() {
+        assert_row(
+            N::Sending,
+            NT::AdapterUnavailable,
+            N::Skipped,
+            &[NE::SaveSkipReason],
+        );
+    }
+
+    #[test]
+    fn a_channel_without_adapter_skips_queued_work() {
+        assert_row(
+            N::Queued,
+            NT::AdapterMissing,
+            N::Skipped,
+            &[NE::RecordNoAdapter],
+        );
+    }
+
+    #[test]
+    fn a_withdrawn_or_replaced_notice_cancels_queued_work() {
+        assert_row(
+            N::Queued,
+            NT::Withdraw,
+            N::Cancelled,
+            &[NE::DeleteDispatchWork],
+        );
+    }
+
+    #[test]
+    fn a_passed_deadline_expires_queued_work_without_side_effects() {
+        assert_row(N::Queued, NT::Expire, N::Expired, &[]);
+    }
+
+    #[test]
+    fn an_operator_requeue_writes_fresh_dispatch_work() {
+        assert_row(
+            N::Failed,
+            NT::OperatorRequeue,
+            N::Queued,
+            &[NE::WriteDispatchWork],
+        );
+    }
+
+    #[test]
+    fn settling_shares_the_failure_and_expiry_rows_with_the_worker() {
+        for (from, trigger, to) in [
+            (N::Sending, NT::FailSending, N::Failed),
+            (N::Queued, NT::Expire, N::Expired),
+        ] {
+            let row = NOTIFICATION_LIFECYCLE.check(from, trigger, to).unwrap();
+            assert_eq!(row.who, &[Actor::ChannelWorker, Actor::NightlySettle]);
+        }
+        assert_eq!(
+            NOTIFICATION_LIFECYCLE
+                .check(N::Failed, NT::OperatorRequeue, N::Queued)
+                .unwrap()
+                .who,
+            &[Actor::Operator]
+        );
+    }
+
+    #[test]
+    fn cannot_happen_rows_are_refused_with_their_reason() {
+        for &(from, to, why) in INVALID {
             for &trigger in NotificationTrigger::ALL {
                 assert_eq!(
                     NOTIFICATION_LIFECYCLE.check(from, trigger, to),
                     Err(TransitionError::ForbiddenBySeed {
-                        lifecycle: "STATE-PFM-NOT-005",
+                        lifecycle: "Notification delivery",
                         from: from.as_str(),
                         to: to.as_str(),
                         why
@@ -623,7 +551,7 @@ mod tests {
     #[test]
     fn every_combination_outside_the_table_is_refused() {
         assert_eq!(
-            assert_exhaustive(&NOTIFICATION_LIFECYCLE, SEED_ROWS, SEED_INVALID),
+            assert_exhaustive(&NOTIFICATION_LIFECYCLE, ROWS, INVALID),
             10 * 10 * 10
         );
     }
@@ -713,7 +641,11 @@ mod tests {
         );
         let delivered =
             requeue_allowed(N::Delivered, Some(&FailureReason::AttemptsExhausted)).unwrap_err();
-        assert_eq!(delivered.to_string(), "STATE-PFM-NOT-005: delivered → queued cannot happen: Successful terminal delivery cannot return to the queue.");
+        assert_eq!(
+            delivered.to_string(),
+            "Notification delivery: delivered → queued cannot happen: \
+             a delivered message never goes back to the queue"
+        );
         assert!(matches!(
             requeue_allowed(N::Skipped, None),
             Err(RequeueRefused::Lifecycle(
@@ -756,7 +688,7 @@ mod tests {
     }
 
     #[test]
-    fn claim_guard_checks_in_the_seed_order() {
+    fn claim_guard_checks_in_the_guard_order() {
         let now = Timestamp::from_millis(5_000);
         let ok = ClaimFacts {
             status: N::Queued,
@@ -880,7 +812,7 @@ mod tests {
             initial in any_status(),
             steps in proptest::collection::vec((any_trigger(), any_status()), 0..64),
         ) {
-            let reachable_set = reachable(SEED_ROWS, initial);
+            let reachable_set = reachable(ROWS, initial);
             prop_assert_eq!(&NOTIFICATION_LIFECYCLE.reachable_from(initial), &reachable_set);
             let mut state = initial;
             let mut absorbed: Option<NotificationStatus> = None;
@@ -888,10 +820,10 @@ mod tests {
                 let before = state;
                 match NOTIFICATION_LIFECYCLE.check(state, trigger, to) {
                     Ok(_) => {
-                        prop_assert!(SEED_ROWS.contains(&(state, trigger, to)));
+                        prop_assert!(ROWS.contains(&(state, trigger, to)));
                         state = to;
                     }
-                    Err(_) => prop_assert!(!SEED_ROWS.contains(&(state, trigger, to))),
+                    Err(_) => prop_assert!(!ROWS.contains(&(state, trigger, to))),
                 }
                 prop_assert!(reachable_set.contains(&state));
                 // delivered, skipped, cancelled, expired are absorbing.

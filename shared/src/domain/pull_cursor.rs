@@ -1,4 +1,5 @@
-//! The pull cursor (seed 002 hop 6; seed 000 *Advance a pull cursor*): the rules, without I/O.
+//! The pull cursor (the `pending → delivered` row of `docs/lifecycles.md#integration-delivery`
+//! on *pull cursor passed it*): the rules, without I/O.
 //!
 //! A `poll` integration's adapter reads its subscription's `pending` deliveries in **change
 //! order** (the `by_subscription` index: `sub_sort` = change id; change ids are ULIDs minted by the
@@ -54,7 +55,7 @@ pub const LATE_WINDOW: Duration = Duration::from_secs(5 * 60);
 pub const SETTLE: Duration = Duration::from_secs(2);
 /// How far in the future a cursor's `read_at` may lie (clock differences between hosts).
 pub const CLOCK_TOLERANCE: Duration = Duration::from_secs(5);
-/// Longest change id (seed 002 change ids are key parts; see `domain::change::MAX_ID_LEN`).
+/// Longest change id (change ids are key parts; see `domain::change::MAX_ID_LEN`).
 pub const MAX_CHANGE_ID_LEN: usize = super::change::MAX_ID_LEN;
 
 const _: () = assert!(LATE_WINDOW.as_secs() == 5 * MINUTE.as_secs());

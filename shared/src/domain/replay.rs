@@ -1,16 +1,15 @@
-//! Operator window replay (seed 002 hop 7; seed 000 *Restart eligible delivery work*): the rules,
-//! without I/O.
+//! Operator window replay (`docs/lifecycles.md#replay-job`; each restart is a row of
+//! `docs/lifecycles.md#integration-delivery`): the rules, without I/O.
 //!
 //! * **The window** is `[from, to)` over the change's time (`occurred_at`): at most
 //!   [`MAX_WINDOW`] (seven days) long, `to` after `from`, not in the future (beyond
 //!   [`FUTURE_TOLERANCE`] of clock difference) and within retained history (`from` no earlier than
 //!   [`RETENTION`] before now: terminal events and their deliveries expire after it).
 //! * **What it restarts**: the subscription's *existing* delivery records whose change falls in
-//!   the window. `delivered` and `retrying` go back to `pending` by *Restart eligible delivery
-//!   work*; `dead` and `failed` by *Restart dead/failed delivery* (a replay is an operator's request
-//!   to retry the window). `pending` ones are already waiting and are left alone;
-//!   `skipped_filter` ones are never replayed (seed 000: changing a filter does not reconstruct a
-//!   delivery recorded as filtered out). Changes skipped while the subscription was paused have no
+//!   the window: each takes its operator-restart row (`delivered`, `retrying`, `dead` and
+//!   `failed` go back to `pending`; a replay is an operator's request to retry the window).
+//!   `pending` ones are already waiting and are left alone; `skipped_filter` ones are never
+//!   replayed (its "cannot happen" row). Changes skipped while the subscription was paused have no
 //!   delivery record, so replay never invents them.
 //! * **The job** is tracked ([`REPLAY_LIFECYCLE`]): `running` while chunks remain, `completed` when
 //!   the whole retained history of the subscription has been walked. Its position (the last change
@@ -19,15 +18,14 @@
 //!   delivery twice.
 
 use super::integration_delivery::{operator_restart, DeliveryMove, DeliveryStatus};
-use super::lifecycle::{Lifecycle, Status, Transition, TransitionError, Trigger};
+use super::lifecycle::{row, status_enum, term_enum, Actor, Lifecycle, TransitionError};
 use super::time::{Timestamp, DAY};
 use serde::{Deserialize, Serialize};
-use std::fmt;
 use std::time::Duration;
 
 pub use super::event::RETENTION;
 
-/// The longest window an operator may replay (seed 002 hop 7).
+/// The longest window an operator may replay.
 pub const MAX_WINDOW: Duration = Duration::from_secs(7 * 86_400);
 /// How far `to` may lie past the server's clock (the operator's clock may run slightly ahead).
 pub const FUTURE_TOLERANCE: Duration = Duration::from_secs(60);
@@ -108,7 +106,7 @@ pub enum ReplayItem {
     RestartedByThisJob,
     /// `pending`: it is waiting already.
     AlreadyPending,
-    /// `skipped_filter`: never replayed; the seed's why.
+    /// `skipped_filter`: never replayed; the "cannot happen" reason.
     NeverReplayed(&'static str),
     /// Its change is outside the window.
     OutsideWindow,
@@ -134,83 +132,61 @@ pub fn replay_item(
     }
 }
 
-/// The replay job's status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReplayStatus {
-    /// Chunks remain; a run holds a short lease while it works, and a run that stopped (time
-    /// budget, timeout) is resumed by an operator.
-    Running,
-    /// Every retained delivery of the subscription has been walked.
-    Completed,
-}
-
-impl Status for ReplayStatus {
-    const ALL: &'static [Self] = &[ReplayStatus::Running, ReplayStatus::Completed];
-    fn as_str(self) -> &'static str {
-        match self {
-            ReplayStatus::Running => "running",
-            ReplayStatus::Completed => "completed",
-        }
+status_enum! {
+    /// The replay job's status.
+    pub enum ReplayStatus {
+        Running = "running" => "chunks remain; a run holds a short lease while it works, and an operator resumes a run that stopped",
+        Completed = "completed" => "every retained delivery of the subscription was walked",
     }
 }
 
-impl fmt::Display for ReplayStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+term_enum! {
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum ReplayTrigger {
+        AdvanceChunk => "a chunk walked, more remain",
+        FinishWindow => "the last chunk walked",
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReplayTrigger {
-    /// A run walked one more chunk and saved its position.
-    AdvanceChunk,
-    /// A run walked the last chunk.
-    FinishWindow,
-}
-
-impl Trigger for ReplayTrigger {
-    const ALL: &'static [Self] = &[ReplayTrigger::AdvanceChunk, ReplayTrigger::FinishWindow];
-    fn seed_text(self) -> &'static str {
-        match self {
-            ReplayTrigger::AdvanceChunk => "Walk the next chunk of the subscription's deliveries",
-            ReplayTrigger::FinishWindow => "Finish the window replay",
-        }
+term_enum! {
+    /// What the shell does with a replay job move.
+    pub enum ReplayEffect {
+        SavePosition => "save the position and the counts",
+        SaveCounts => "save the counts",
+        ReleaseLease => "release the run's lease",
     }
 }
 
-/// The replay job's lifecycle (this project's; seed 002 asks only that replay be bounded).
-pub static REPLAY_LIFECYCLE: Lifecycle<ReplayStatus, ReplayTrigger> = Lifecycle {
-    name: "replay job (WF-PFM-INT-018 hop 7)",
+use ReplayEffect as RE;
+use ReplayStatus as RS;
+use ReplayTrigger as RT;
+
+/// The replay job's lifecycle (this project's own: replay only has to be bounded and resumable).
+#[rustfmt::skip]
+pub static REPLAY_LIFECYCLE: Lifecycle<ReplayStatus, ReplayTrigger, ReplayEffect> = Lifecycle {
+    name: "Replay job",
+    reference: "WF-PFM-INT-018 bounded window replay",
+    summary: "An operator's window replay restarts the subscription's existing deliveries whose change falls in a window of at most seven days, within retained history. The job walks the deliveries in chunks and saves its position after each, and a delivery it restarted remembers the job, so a run cut short resumes without restarting anything twice.",
+    initial: &[RS::Running],
     transitions: &[
-        Transition {
-            from: ReplayStatus::Running,
-            to: ReplayStatus::Running,
-            trigger: ReplayTrigger::AdvanceChunk,
-            guard: "The run holds the job's lease and more deliveries remain",
-            side_effects: &["Save the position and the counts."],
-            who: "Executions operator (replay run)",
-        },
-        Transition {
-            from: ReplayStatus::Running,
-            to: ReplayStatus::Completed,
-            trigger: ReplayTrigger::FinishWindow,
-            guard: "The run holds the job's lease and walked the last delivery",
-            side_effects: &["Save the counts and release the lease."],
-            who: "Executions operator (replay run)",
-        },
+        row(RS::Running, RT::AdvanceChunk, RS::Running,   "the run holds the job's lease and more deliveries remain", &[RE::SavePosition], &[Actor::ReplayRun]),
+        row(RS::Running, RT::FinishWindow, RS::Completed, "the run holds the job's lease and walked the last delivery", &[RE::SaveCounts, RE::ReleaseLease], &[Actor::ReplayRun]),
     ],
     invalid: &[],
 };
 
-/// After a chunk: whether the job is finished.
+/// After a chunk of a running job: whether the job is finished. The move is the trigger's row.
 pub fn after_chunk(more_remain: bool) -> (ReplayTrigger, ReplayStatus) {
-    if more_remain {
-        (ReplayTrigger::AdvanceChunk, ReplayStatus::Running)
+    let trigger = if more_remain {
+        RT::AdvanceChunk
     } else {
-        (ReplayTrigger::FinishWindow, ReplayStatus::Completed)
-    }
+        RT::FinishWindow
+    };
+    let row = REPLAY_LIFECYCLE
+        .on(RS::Running, trigger)
+        .unwrap_or_else(|e| unreachable!("a running job has a row for every trigger: {e}"));
+    row.movement()
 }
 
 #[cfg(test)]

@@ -1,20 +1,20 @@
 //! Retry policies: when a failed attempt is tried again, and when it is not.
 //!
-//! Three budgets live here, one per seed:
+//! Three budgets live here, one per lifecycle that retries (`docs/lifecycles.md`):
 //!
-//! * **Integration delivery, fixed schedule** (STATE-PFM-INT-012): six attempts; the waits after
+//! * **Integration delivery, fixed schedule** (`docs/lifecycles.md#integration-delivery`): six attempts; the waits after
 //!   attempts one to five are 1 min, 5 min, 30 min, 2 h and 6 h; a sixth failed attempt is
 //!   exhausted (the delivery becomes `dead`).
-//! * **Per-subscriber exponential policy** (event monitor, `004`): a subscriber's *Max Retries* and
-//!   *Retry Delay* settings. A delivery may be claimed while its attempts are fewer than Max
-//!   Retries, so Max Retries is the total number of attempts. After a failure that leaves attempts
-//!   fewer than Max Retries the next try waits `Retry Delay × 2^n` seconds, where **n is the number
-//!   of attempts made before the one that just failed** (`attempt_number - 1`): the first retry
+//! * **Per-subscriber exponential policy** (the event monitor's subscriber settings): a subscriber's *Max Retries* and
+//!   *Retry Delay* settings. A delivery may be claimed only while it has made fewer attempts than
+//!   Max Retries, so Max Retries counts every attempt. After a failure with attempts to spare, the
+//!   wait is `Retry Delay · 2^n` seconds, where **n is the number of attempts made before the one
+//!   that just failed** (`attempt_number - 1`): the first retry
 //!   waits exactly Retry Delay, the second twice that, and so on. This reads "Retry Delay" as the
 //!   base wait, which is what a person setting it expects. The wait is capped at
 //!   [`EXPONENTIAL_MAX_WAIT`] (24 h), which also rules out overflow.
-//! * **Notification delivery** (STATE-PFM-NOT-005): the queue receive count is the budget
-//!   ([`MAX_RECEIVES`] = 8, there is no database attempt counter). A retryable failure on a
+//! * **Notification delivery** (`docs/lifecycles.md#notification-delivery`): the queue receive count is the budget
+//!   ([`MAX_RECEIVES`] = 8; the table keeps no attempt count). A retryable failure on a
 //!   receive below eight requeues with a jittered exponential delay; on the eighth it fails with
 //!   `attempts_exhausted` and the message goes back at once so SQS moves it to the dead-letter
 //!   queue.
@@ -33,7 +33,7 @@ use crate::domain::time::DAY;
 // Integration delivery policies
 // ---------------------------------------------------------------------------------------------
 
-/// The waits after failed attempts 1, 2, 3, 4 and 5 of the fixed schedule (seed 000).
+/// The waits after failed attempts 1, 2, 3, 4 and 5 of the fixed schedule.
 pub const FIXED_SCHEDULE: [Duration; 5] = [
     Duration::from_secs(60),
     Duration::from_secs(5 * 60),
@@ -58,10 +58,10 @@ pub const RETRY_AFTER_CAP: Duration = DAY;
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RetryPolicy {
-    /// Six attempts; waits of 1 min, 5 min, 30 min, 2 h, 6 h (seed 000). The default.
+    /// Six attempts; waits of 1 min, 5 min, 30 min, 2 h, 6 h. The default.
     #[default]
     FixedSchedule,
-    /// A subscriber's own settings (seed 004): `max_retries` attempts in total, waiting
+    /// A subscriber's own settings (event monitor): `max_retries` attempts in total, waiting
     /// `retry_delay_secs × 2^(attempt_number - 1)` seconds (capped at 24 h) after a failure.
     Exponential {
         max_retries: u32,
@@ -97,7 +97,7 @@ impl RetryPolicy {
     }
 
     /// Whether a delivery that has already made `attempts_made` attempts may be claimed for another
-    /// (seed 004: "attempts are fewer than Max Retries").
+    /// (only while it has made fewer attempts than Max Retries).
     pub fn may_attempt(&self, attempts_made: u32) -> bool {
         attempts_made < self.max_attempts()
     }
@@ -177,7 +177,7 @@ fn longer_provider_delay(
 // ---------------------------------------------------------------------------------------------
 
 /// Receives of a notification message; a retryable failure on the eighth is exhausted. Defined
-/// once, with the seed's other numbers, in [`crate::domain::notification_delivery`].
+/// once, with the lifecycle's other numbers, in [`crate::domain::notification_delivery`].
 pub use crate::domain::notification_delivery::MAX_RECEIVES;
 /// The delay after the first failed receive.
 pub const NOTIFICATION_BASE_DELAY: Duration = Duration::from_secs(30);
@@ -327,7 +327,7 @@ mod tests {
     }
 
     #[test]
-    fn fixed_schedule_is_six_attempts_with_the_seed_waits() {
+    fn fixed_schedule_is_six_attempts_with_its_waits() {
         let p = RetryPolicy::default();
         assert_eq!(p, RetryPolicy::FixedSchedule);
         assert_eq!(p.max_attempts(), 6);
@@ -402,7 +402,7 @@ mod tests {
             p.after_failed_attempt(4, None),
             RetryDecision::RetryAfter(240 * SECOND)
         );
-        // "processing → failed: failure and Attempts has reached Max Retries".
+        // The fifth failure uses up Max Retries = 5: the delivery fails.
         assert_eq!(p.after_failed_attempt(5, None), RetryDecision::Exhausted);
         assert!(p.may_attempt(4));
         assert!(!p.may_attempt(5));

@@ -1,88 +1,54 @@
-//! Subscription status (workflow WF-PFM-INT-018 hops 5 and 7, seed `002_…`): an active
-//! subscription is paused at fifty successive dead deliveries, with exactly one administrator
+//! Subscription status ([`SUBSCRIPTION_LIFECYCLE`], `docs/lifecycles.md#subscription`): an active
+//! subscription pauses once fifty of its deliveries end dead one after another, with exactly one administrator
 //! notice; an operator resumes it. While paused, new changes are skipped and are not recovered on
-//! resume (replay covers existing delivery records only).
+//! resume (replay restarts only deliveries that exist).
 
-use serde::{Deserialize, Serialize};
-use std::fmt;
-
-use super::lifecycle::{Lifecycle, Status, Transition, TransitionError, Trigger};
+use super::lifecycle::{row, status_enum, term_enum, Actor, Lifecycle, TransitionError};
 
 /// Successive dead deliveries that pause an active subscription.
 pub const MAX_CONSECUTIVE_DEAD: u32 = 50;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum SubscriptionStatus {
-    /// Fan-out creates deliveries for matching changes.
-    #[default]
-    Active,
-    /// Fan-out skips new changes until an operator resumes the subscription.
-    Paused,
-}
-
-impl Status for SubscriptionStatus {
-    const ALL: &'static [Self] = &[SubscriptionStatus::Active, SubscriptionStatus::Paused];
-    fn as_str(self) -> &'static str {
-        match self {
-            SubscriptionStatus::Active => "active",
-            SubscriptionStatus::Paused => "paused",
-        }
+status_enum! {
+    #[derive(Default)]
+    pub enum SubscriptionStatus {
+        #[default]
+        Active = "active" => "fan-out creates deliveries for matching changes",
+        Paused = "paused" => "fan-out skips new changes until an operator resumes it",
     }
 }
 
-impl fmt::Display for SubscriptionStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+term_enum! {
+    #[derive(serde::Serialize, serde::Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum SubscriptionTrigger {
+        AutoPause => "50th consecutive dead delivery",
+        OperatorResume => "operator resumes it",
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SubscriptionTrigger {
-    /// The delivery worker pauses the subscription at the dead-delivery threshold.
-    AutoPause,
-    /// An operator resumes the subscription.
-    OperatorResume,
-}
-
-impl Trigger for SubscriptionTrigger {
-    const ALL: &'static [Self] = &[
-        SubscriptionTrigger::AutoPause,
-        SubscriptionTrigger::OperatorResume,
-    ];
-    fn seed_text(self) -> &'static str {
-        match self {
-            SubscriptionTrigger::AutoPause => {
-                "Pause an active subscription at fifty successive dead deliveries and request one administrator notice."
-            }
-            SubscriptionTrigger::OperatorResume => "An administrator intervenes and resumes the subscription.",
-        }
+term_enum! {
+    /// What the shell does with a subscription move.
+    pub enum SubscriptionEffect {
+        RequestAdminNotice => "request one administrator notice (only the writer whose pause wins)",
+        SkipNewChanges => "skip new changes while paused (resuming does not bring them back)",
+        ResetDeadCount => "reset the run of dead deliveries",
     }
 }
 
-pub static SUBSCRIPTION_LIFECYCLE: Lifecycle<SubscriptionStatus, SubscriptionTrigger> = Lifecycle {
-    name: "WF-PFM-INT-018 subscription",
+use SubscriptionEffect as SE;
+use SubscriptionStatus as S;
+use SubscriptionTrigger as ST;
+
+/// The subscription lifecycle, one row per line.
+#[rustfmt::skip]
+pub static SUBSCRIPTION_LIFECYCLE: Lifecycle<SubscriptionStatus, SubscriptionTrigger, SubscriptionEffect> = Lifecycle {
+    name: "Subscription",
+    reference: "WF-PFM-INT-018 auto-pause and resume",
+    summary: "A subscription counts its consecutive dead deliveries (a delivered one resets the count). At 50 an active subscription pauses, and exactly one administrator notice goes out through the notification pipeline: the pause is a conditional write, and only the writer that wins it requests the notice. An operator resumes it.",
+    initial: &[S::Active],
     transitions: &[
-        Transition {
-            from: SubscriptionStatus::Active,
-            to: SubscriptionStatus::Paused,
-            trigger: SubscriptionTrigger::AutoPause,
-            guard: "fifty consecutive dead deliveries",
-            side_effects: &[
-                "Request one administrator notice.",
-                "Skip new changes while paused; they are not recovered automatically on resume.",
-            ],
-            who: "Delivery worker",
-        },
-        Transition {
-            from: SubscriptionStatus::Paused,
-            to: SubscriptionStatus::Active,
-            trigger: SubscriptionTrigger::OperatorResume,
-            guard: "An authorized operator resumes the subscription",
-            side_effects: &["Reset the consecutive dead count."],
-            who: "Executions operator",
-        },
+        row(S::Active, ST::AutoPause,      S::Paused, "the run of dead deliveries reaches 50 while active", &[SE::RequestAdminNotice, SE::SkipNewChanges], &[Actor::DeliveryWorker]),
+        row(S::Paused, ST::OperatorResume, S::Active, "an authorized operator resumes a paused subscription", &[SE::ResetDeadCount], &[Actor::Operator]),
     ],
     invalid: &[],
 };
@@ -134,11 +100,7 @@ pub struct ResumeDecision {
 /// An operator resumes a paused subscription: active again, count reset to 0. Resuming an active
 /// subscription is refused (not in the table).
 pub fn on_resume(status: SubscriptionStatus) -> Result<ResumeDecision, TransitionError> {
-    let row = SUBSCRIPTION_LIFECYCLE.check(
-        status,
-        SubscriptionTrigger::OperatorResume,
-        SubscriptionStatus::Active,
-    )?;
+    let row = SUBSCRIPTION_LIFECYCLE.on(status, ST::OperatorResume)?;
     Ok(ResumeDecision {
         status: row.to,
         new_count: 0,
@@ -150,8 +112,6 @@ mod tests {
     use super::*;
     use crate::domain::lifecycle::testing::assert_exhaustive;
     use proptest::prelude::*;
-    use SubscriptionStatus as S;
-    use SubscriptionTrigger as ST;
 
     const ROWS: &[(SubscriptionStatus, SubscriptionTrigger, SubscriptionStatus)] = &[
         (S::Active, ST::AutoPause, S::Paused),
@@ -163,7 +123,8 @@ mod tests {
         let row = SUBSCRIPTION_LIFECYCLE
             .check(S::Active, ST::AutoPause, S::Paused)
             .unwrap();
-        assert_eq!(row.guard, "fifty consecutive dead deliveries");
+        assert_eq!(row.effects, &[SE::RequestAdminNotice, SE::SkipNewChanges]);
+        assert_eq!(row.who, &[Actor::DeliveryWorker]);
     }
 
     #[test]
@@ -236,7 +197,7 @@ mod tests {
         );
         assert!(matches!(
             on_resume(S::Active),
-            Err(TransitionError::NotInTable { .. })
+            Err(TransitionError::NoMove { .. })
         ));
     }
 

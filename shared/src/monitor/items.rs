@@ -159,7 +159,7 @@ impl EventPartition {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::event::DeliveryMethod;
+    use crate::domain::delivery_method::DeliveryMethod;
     use crate::domain::time::SECOND;
 
     fn push_delivery(created: Timestamp) -> DeliveryItem {

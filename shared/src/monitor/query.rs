@@ -18,7 +18,7 @@ use super::rollup::read_partition;
 use super::MonitorError;
 use crate::domain::event::{EventStatus, EventTrigger, InternalStatus};
 use crate::domain::integration_delivery::{DeliveryStatus, TransmitStatus};
-use crate::domain::lifecycle::Trigger;
+use crate::domain::lifecycle::Term;
 use crate::domain::subscription::SubscriptionStatus;
 use crate::domain::time::Timestamp;
 use crate::store::expr::s;
@@ -419,7 +419,7 @@ impl EventSummary {
             event_code: r.event_code.clone(),
             warehouse: r.warehouse.clone(),
             event_status: r.event_status,
-            status_reason: status_trigger.map(Trigger::seed_text),
+            status_reason: status_trigger.map(Term::text),
             internal_status: r.internal_status,
             subscribers: r.subscribers,
             occurred_at: r.occurred_at.to_rfc3339(),

@@ -20,6 +20,7 @@ use super::model::*;
 use super::store::{Effects, NotifyStore};
 use super::NotifyError;
 use crate::clock::Clock;
+use crate::domain::notice::{NoticeStatus, NoticeTrigger};
 use crate::domain::notification_delivery::{NotificationStatus as N, NotificationTrigger as NT};
 use crate::domain::time::Timestamp;
 use crate::store::expr::{n, s};

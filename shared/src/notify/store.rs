@@ -19,6 +19,7 @@ use super::NotifyError;
 use crate::aws::Clients;
 use crate::config::Config;
 use crate::domain::lifecycle::{Status, StatusCondition};
+use crate::domain::notice::{NoticeStatus, NoticeTrigger, NOTICE_LIFECYCLE};
 use crate::domain::notification_delivery::{
     NotificationStatus, NotificationTrigger, NOTIFICATION_LIFECYCLE,
 };

@@ -12,7 +12,8 @@ use super::expr::{n, s, Expr};
 use super::read::{self, Consistency};
 use super::write::{built, Write};
 use super::{from_item, keys, to_item, Item, StoreError};
-use crate::domain::event::{delivery_expires_at, DeliveryMethod};
+use crate::domain::delivery_method::DeliveryMethod;
+use crate::domain::event::delivery_expires_at;
 use crate::domain::integration_delivery::{DeliveryMove, DeliveryStatus, DELIVERY_LIFECYCLE};
 use crate::domain::time::Timestamp;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, Update};
@@ -455,8 +456,8 @@ pub fn postpone(table: &str, due: &Due, next: Timestamp) -> Result<Write, StoreE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::attrs::by_subscription;
     use crate::domain::integration_delivery::{after_success, after_transient_failure};
+    use crate::store::attrs::by_subscription;
 
     fn delivery(status: DeliveryStatus, attempts: u32) -> Delivery {
         Delivery {

@@ -1,7 +1,7 @@
 //! The items of the delivery table as Rust types (read and written with `serde_dynamo`). Key
 //! attributes are derived from the ids by [`super::keys`] when an item is written.
 
-use crate::domain::event::DeliveryMethod;
+use crate::domain::delivery_method::DeliveryMethod;
 use crate::domain::time::Timestamp;
 use serde::{Deserialize, Serialize};
 

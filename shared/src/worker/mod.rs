@@ -17,7 +17,7 @@ use crate::aws::Clients;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::domain::classify::AttemptClass;
-use crate::domain::event::DeliveryMethod;
+use crate::domain::delivery_method::DeliveryMethod;
 use crate::domain::integration_delivery::{
     self as lifecycle, lease_held, DeliveryMove, DeliveryStatus, UnknownDeliveryMethod,
 };
@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 use webhook::WebhookAdapter;
 
 /// The processing lease (seed 004: sixty seconds).
-pub const LEASE: Duration = crate::domain::event::PROCESSING_LEASE;
+pub const LEASE: Duration = crate::domain::integration_delivery::PROCESSING_LEASE;
 /// How long account configuration (and the integration's credentials) is cached per container.
 pub const CONFIG_LEASE: Duration = Duration::from_secs(60);
 /// Messages of one batch worked on at once (the event source hands over up to a hundred).

@@ -23,7 +23,7 @@ use crate::api::extract::{
     new_id, page_limit, path_id, resource_id, ApiPath, ApiQuery, Fields, JsonBody, Patch,
 };
 use crate::api::{auth, ApiError, ApiState};
-use crate::domain::event::DeliveryMethod;
+use crate::domain::delivery_method::DeliveryMethod;
 use crate::domain::signing::SigningSecret;
 use crate::domain::ssrf::check_url;
 use crate::store::keys::{account_pk, integration_sk, INTEGRATION_PREFIX};
