@@ -1115,10 +1115,14 @@ mod measured {
     use aws_smithy_runtime_api::client::orchestrator::Metadata;
     use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
     use aws_smithy_types::config_bag::ConfigBag;
+    use axum::body::Body;
+    use axum::http::{header, Method, Request};
     use local::fixtures::{catalog_change, Fixtures};
+    use local::pipeline::Pipeline;
     use local::provision::Stack;
     use local::receiver::{Receiver, Reply};
     use local::testkit::TestStack;
+    use shared::api::{router, ApiState, OperatorAuth};
     use shared::aws::Clients;
     use shared::clock::{Clock, ManualClock};
     use shared::dispatch::Dispatcher;
@@ -1133,6 +1137,7 @@ mod measured {
     use shared::worker::DeliveryWorker;
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
+    use tower::ServiceExt;
 
     use aws_sdk_dynamodb::operation as ddb;
     use aws_sdk_sesv2::operation as ses;
@@ -1493,5 +1498,207 @@ mod measured {
             "ses:identity/${NotificationSenderAddress}",
             "ses:SendEmail",
         );
+    }
+
+    const OPERATOR_TOKEN: &str = "deployment-test-operator-token";
+
+    /// One request to the API router; the status and the JSON body (Null when not JSON).
+    async fn call(
+        app: &axum::Router,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&Json>,
+    ) -> (u16, Json) {
+        let mut b = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("idempotency-key", ulid::Ulid::new().to_string());
+        if let Some(token) = token {
+            b = b.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let request = match body {
+            Some(v) => b
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(v.to_string())),
+            None => b.body(Body::empty()),
+        }
+        .unwrap();
+        let response = app.clone().oneshot(request).await.unwrap();
+        let status = response.status().as_u16();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 22)
+            .await
+            .unwrap();
+        (status, serde_json::from_slice(&bytes).unwrap_or(Json::Null))
+    }
+
+    fn id_of(v: &Json, pointer: &str) -> String {
+        v.pointer(pointer)
+            .and_then(Json::as_str)
+            .unwrap_or_else(|| panic!("no {pointer} in {v}"))
+            .to_string()
+    }
+
+    /// Every route of the API's route table, called with this stack's real ids (deletes last),
+    /// through clients whose calls are recorded: each must be one the API's role grants.
+    #[tokio::test]
+    async fn every_aws_call_the_api_routes_make_is_granted_to_the_api_function() {
+        let t = TestStack::new().await;
+        let recorder = Recorder::new(&t.stack, &t.config.notification_sender);
+        let clock = ManualClock::starting_now();
+        let state = ApiState::new(
+            recorder.clients(&t),
+            t.config.clone(),
+            Arc::new(clock.clone()),
+            OperatorAuth::static_token(OPERATOR_TOKEN, "ops@example.com"),
+        );
+        let app = router(state);
+        let receiver = Receiver::start().await;
+        receiver.set_default(Reply::Status(200));
+        let op = Some(OPERATOR_TOKEN);
+
+        // An account with a webhook and a poll subscription, made through the API.
+        let (s, account) = call(
+            &app,
+            Method::POST,
+            "/operator/accounts",
+            op,
+            Some(&serde_json::json!({"name": "Deploy", "admin_emails": ["admin@example.com"]})),
+        )
+        .await;
+        assert_eq!(s, 201, "{account}");
+        let account_id = id_of(&account, "/account/id");
+        let token = id_of(&account, "/token");
+        let tok = Some(token.as_str());
+        let integration = |body: Json| {
+            let app = &app;
+            async move {
+                let (s, v) = call(app, Method::POST, "/v1/integrations", tok, Some(&body)).await;
+                assert_eq!(s, 201, "{v}");
+                (id_of(&v, "/id"), id_of(&v, "/token"))
+            }
+        };
+        let (webhook_id, _) = integration(serde_json::json!({"name": "CRM", "method": "webhook",
+            "webhook_url": receiver.url("/hook"), "event_access_accepted": true}))
+        .await;
+        let (poll_id, poll_token) = integration(
+            serde_json::json!({"name": "Puller", "method": "poll", "event_access_accepted": true}),
+        )
+        .await;
+        let subscribe = |integration_id: String| {
+            let app = &app;
+            async move {
+                let body = serde_json::json!({"integration_id": integration_id,
+                    "record_types": ["*"], "fields": ["sku", "price"]});
+                let (s, v) = call(app, Method::POST, "/v1/subscriptions", tok, Some(&body)).await;
+                assert_eq!(s, 201, "{v}");
+                id_of(&v, "/id")
+            }
+        };
+        let webhook_sub = subscribe(webhook_id.clone()).await;
+        let poll_sub = subscribe(poll_id).await;
+
+        // A change through the pipeline (the other functions' part, not recorded here).
+        let p = Pipeline::with_stack(t).await;
+        let change = catalog_change(&account_id, p.now(), 4.0);
+        p.write_change(&change).await.unwrap();
+        p.pump().await.unwrap();
+        assert_eq!(receiver.count(), 1);
+        // The API's clock after the change, so a replay window can cover it.
+        clock.advance(Duration::from_secs(60));
+
+        // A notice, a replay job: ids for their routes.
+        let notice_body = serde_json::json!({"recipients": ["user-1"], "channels": ["console"],
+            "subject": "Hello", "body": "Body"});
+        let (s, notice) = call(&app, Method::POST, "/v1/notices", tok, Some(&notice_body)).await;
+        assert_eq!(s, 202, "{notice}");
+        let notice_id = id_of(&notice, "/id");
+        let window = serde_json::json!({"from": clock.now().minus(shared::domain::time::HOUR).to_rfc3339(),
+            "to": clock.now().to_rfc3339(), "reason": "deploy check"});
+        let (s, job) = call(
+            &app,
+            Method::POST,
+            &format!("/operator/accounts/{account_id}/subscriptions/{webhook_sub}/replays"),
+            op,
+            Some(&window),
+        )
+        .await;
+        assert_eq!(s, 202, "{job}");
+        let job_id = id_of(&job, "/id");
+
+        let mut table = shared::api::routes::routes(&app).unwrap();
+        // Deletes last, so every other route still finds what it names.
+        table.sort_by_key(|(m, _)| *m == Method::DELETE);
+        let mut answered = BTreeMap::new();
+        for (method, template) in &table {
+            let pull = template.starts_with("/v1/pull/");
+            let path = template
+                .replace("{account_id}", &account_id)
+                .replace("{integration_id}", &webhook_id)
+                .replace(
+                    "{subscription_id}",
+                    if pull { &poll_sub } else { &webhook_sub },
+                )
+                .replace("{change_id}", &change.change_id)
+                .replace("{event_id}", &change.change_id)
+                .replace("{job_id}", &job_id)
+                .replace("{notice_id}", &notice_id)
+                .replace("{delivery_key}", "console-user-1")
+                .replace("{provider}", "test");
+            let path = if template == "/v1/console/notices" {
+                format!("{path}?recipient=user-1")
+            } else {
+                path
+            };
+            let token = if template.starts_with("/operator") {
+                op
+            } else if pull {
+                Some(poll_token.as_str())
+            } else {
+                tok
+            };
+            let body = match (method.as_str(), template.as_str()) {
+                (_, "/operator/accounts") => Some(serde_json::json!({"name": "Other"})),
+                (_, "/v1/notices") => Some(notice_body.clone()),
+                (_, "/operator/reconcile") => Some(serde_json::json!({"run": "nightly"})),
+                ("POST", p) if p.ends_with("/replays") => Some(window.clone()),
+                ("POST", p) if p.ends_with("/tokens") => Some(serde_json::json!({})),
+                ("PUT", _) => Some(serde_json::json!({"cursor": "not-a-cursor"})),
+                ("PATCH", _) => Some(serde_json::json!({"name": "Renamed"})),
+                ("POST", _) => Some(serde_json::json!({"reason": "deploy check"})),
+                _ => None,
+            };
+            let (status, reply) = call(&app, method.clone(), &path, token, body.as_ref()).await;
+            assert!(status < 500, "{method} {path}: {status} {reply}");
+            answered.insert(format!("{method} {template}"), status);
+        }
+        let ok = answered.values().filter(|s| **s < 300).count();
+        assert!(
+            table.len() >= 30 && ok * 3 >= table.len() * 2,
+            "most routes succeed with real ids: {answered:#?}"
+        );
+
+        let seen = recorder.seen();
+        let grants = granted(role_of("ApiFunction"));
+        let ungranted: Vec<_> = seen.iter().filter(|c| !covered(c, &grants)).collect();
+        assert!(
+            ungranted.is_empty(),
+            "the API called what its role does not grant: {ungranted:#?}"
+        );
+        for (resource, action) in [
+            ("DeliveryTable", "dynamodb:BatchGetItem"),
+            ("DeliveryTable", "dynamodb:DeleteItem"),
+            ("DeliveryTable/index/listing", "dynamodb:Query"),
+            ("DeliveryTable/index/by_subscription", "dynamodb:Query"),
+            ("NotificationTable/index/inbox", "dynamodb:Query"),
+            // The operator's reconcile run.
+            ("DeliveryTable/index/rollup", "dynamodb:Query"),
+            ("NotificationTable/index/watch", "dynamodb:Query"),
+        ] {
+            assert!(
+                seen.contains(&(resource.to_string(), action.to_string())),
+                "the routes never called {action} on {resource}: {seen:#?}"
+            );
+        }
     }
 }
