@@ -11,6 +11,8 @@ cargo fmt --all -- --check
 echo "== template lint (cfn-lint, sam validate --lint)"
 .venv/bin/cfn-lint template.yaml
 .venv/bin/sam validate --lint --template template.yaml --region us-east-1 >/dev/null
+echo "== template security scan (checkov; skips and why in .checkov.yaml)"
+.venv-checkov/bin/checkov --config-file .checkov.yaml --file template.yaml
 echo "== cargo test (unit + integration against the emulator)"
 log=$(mktemp)
 status=0

@@ -93,11 +93,30 @@ impl Template {
 
     pub fn parse(text: &str) -> Result<Self, TemplateError> {
         let doc: Value = serde_yaml::from_str(text)?;
+        let mut parameters = BTreeMap::new();
+        if let Some(params) = doc.get("Parameters").and_then(Value::as_mapping) {
+            for (name, spec) in params {
+                if let Some(default) = spec.get("Default").and_then(scalar) {
+                    parameters.insert(name.as_str().unwrap_or_default().to_string(), default);
+                }
+            }
+        }
+        let conditions = Conditions {
+            defined: doc.get("Conditions").cloned().unwrap_or(Value::Null),
+            parameters: &parameters,
+        };
         let mut tables = Vec::new();
         let mut queues = Vec::new();
         if let Some(resources) = doc.get("Resources").and_then(Value::as_mapping) {
             for (id, resource) in resources {
                 let id = id.as_str().unwrap_or_default().to_string();
+                // A resource whose condition is false (with the parameters' defaults) is not
+                // deployed, so not provisioned either.
+                if let Some(condition) = resource.get("Condition").and_then(Value::as_str) {
+                    if !conditions.holds(condition)? {
+                        continue;
+                    }
+                }
                 let props = resource.get("Properties").cloned().unwrap_or(Value::Null);
                 match resource.get("Type").and_then(Value::as_str) {
                     Some("AWS::DynamoDB::Table") => tables.push(table_spec(&id, &props)?),
@@ -117,20 +136,12 @@ impl Template {
             for (name, value) in vars {
                 let name = name.as_str().unwrap_or_default().to_string();
                 let value = match value {
-                    Value::Tagged(tagged) if tagged.tag == "!Ref" => {
-                        EnvValue::Ref(tagged.value.as_str().unwrap_or_default().to_string())
+                    Value::Tagged(tagged) if tagged.tag == "!If" => {
+                        conditions.env_branch(&name, &tagged.value)?
                     }
-                    other => EnvValue::Literal(scalar(other).unwrap_or_default()),
+                    other => env_value(other),
                 };
                 function_env.insert(name, value);
-            }
-        }
-        let mut parameters = BTreeMap::new();
-        if let Some(params) = doc.get("Parameters").and_then(Value::as_mapping) {
-            for (name, spec) in params {
-                if let Some(default) = spec.get("Default").and_then(scalar) {
-                    parameters.insert(name.as_str().unwrap_or_default().to_string(), default);
-                }
             }
         }
         Ok(Template {
@@ -147,6 +158,92 @@ impl Template {
 
     pub fn queue(&self, logical_id: &str) -> Option<&QueueSpec> {
         self.queues.iter().find(|q| q.logical_id == logical_id)
+    }
+}
+
+fn env_value(value: &Value) -> EnvValue {
+    match value {
+        Value::Tagged(tagged) if tagged.tag == "!Ref" => {
+            EnvValue::Ref(tagged.value.as_str().unwrap_or_default().to_string())
+        }
+        other => EnvValue::Literal(scalar(other).unwrap_or_default()),
+    }
+}
+
+/// The template's `Conditions`, evaluated with the parameters' defaults (what a deployment
+/// without overrides gets): `!Equals`, `!Not`, `!And`, `!Or`, `!Condition` over `!Ref`s of
+/// parameters and literals.
+struct Conditions<'a> {
+    defined: Value,
+    parameters: &'a BTreeMap<String, String>,
+}
+
+impl Conditions<'_> {
+    fn error(&self, message: String) -> TemplateError {
+        TemplateError::Resource {
+            resource: "Conditions".into(),
+            message,
+        }
+    }
+
+    fn holds(&self, name: &str) -> Result<bool, TemplateError> {
+        let expression = self
+            .defined
+            .get(name)
+            .ok_or_else(|| self.error(format!("no condition {name}")))?;
+        self.eval(expression)
+    }
+
+    fn eval(&self, expression: &Value) -> Result<bool, TemplateError> {
+        let Value::Tagged(tagged) = expression else {
+            return Err(self.error(format!("not a condition: {expression:?}")));
+        };
+        let args = || tagged.value.as_sequence().cloned().unwrap_or_default();
+        match tagged.tag.to_string().as_str() {
+            "!Equals" => match args().as_slice() {
+                [a, b] => Ok(self.value(a)? == self.value(b)?),
+                _ => Err(self.error("!Equals takes two values".into())),
+            },
+            "!Not" => match args().as_slice() {
+                [c] => Ok(!self.eval(c)?),
+                _ => Err(self.error("!Not takes one condition".into())),
+            },
+            "!And" => args()
+                .iter()
+                .try_fold(true, |all, c| Ok(all && self.eval(c)?)),
+            "!Or" => args()
+                .iter()
+                .try_fold(false, |any, c| Ok(any || self.eval(c)?)),
+            "!Condition" => self.holds(tagged.value.as_str().unwrap_or_default()),
+            other => Err(self.error(format!("condition function {other} is not supported"))),
+        }
+    }
+
+    fn value(&self, v: &Value) -> Result<String, TemplateError> {
+        match v {
+            Value::Tagged(t) if t.tag == "!Ref" => {
+                let name = t.value.as_str().unwrap_or_default();
+                self.parameters
+                    .get(name)
+                    .cloned()
+                    .ok_or_else(|| self.error(format!("!Ref {name}: no parameter default")))
+            }
+            other => scalar(other).ok_or_else(|| self.error(format!("not a value: {other:?}"))),
+        }
+    }
+
+    /// The branch of `!If [condition, then, else]` a deployment with the defaults takes.
+    fn env_branch(&self, var: &str, args: &Value) -> Result<EnvValue, TemplateError> {
+        match args.as_sequence().map(Vec::as_slice) {
+            Some([Value::String(condition), then, otherwise]) => {
+                Ok(env_value(if self.holds(condition)? {
+                    then
+                } else {
+                    otherwise
+                }))
+            }
+            _ => Err(self.error(format!("{var}: !If takes a condition name and two values"))),
+        }
     }
 }
 
@@ -318,6 +415,35 @@ mod tests {
             t.parameters.get("AllowPrivateTargets").map(String::as_str),
             Some("false")
         );
+    }
+
+    #[test]
+    fn conditions_with_the_defaults_choose_resources_and_environment() {
+        let text = r#"
+Parameters:
+  Existing: { Type: String, Default: "" }
+Conditions:
+  Create: !Equals [!Ref Existing, ""]
+  Reuse: !Not [!Condition Create]
+Globals:
+  Function:
+    Environment:
+      Variables:
+        A: !If [Create, !Ref Made, !Ref Existing]
+        B: !If [Reuse, !Ref Made, "fixed"]
+Resources:
+  Made:
+    Type: AWS::SQS::Queue
+    Condition: Create
+  Skipped:
+    Type: AWS::SQS::Queue
+    Condition: Reuse
+"#;
+        let t = Template::parse(text).unwrap();
+        assert!(t.queue("Made").is_some());
+        assert!(t.queue("Skipped").is_none());
+        assert_eq!(t.function_env["A"], EnvValue::Ref("Made".into()));
+        assert_eq!(t.function_env["B"], EnvValue::Literal("fixed".into()));
     }
 
     #[test]

@@ -1,0 +1,1704 @@
+//! What a real AWS deployment must hold (issue 12, DESIGN.md "What a deployment must hold"),
+//! checked on `template.yaml` itself: one test per item. Most read the template as YAML; a few
+//! read what SAM turns it into (the SAM CLI's own translator, from the project's `.venv`), and
+//! the last runs the handlers on the emulator and checks that every AWS call they make is one
+//! their function's role grants.
+
+use serde_json::Value as Json;
+use serde_yaml::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+// ------------------------------------------------------------------------------ reading
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn read(file: &str) -> String {
+    let path = repo().join(file);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn template() -> &'static Value {
+    static DOC: OnceLock<Value> = OnceLock::new();
+    DOC.get_or_init(|| serde_yaml::from_str(&read("template.yaml")).expect("template.yaml parses"))
+}
+
+fn resources() -> impl Iterator<Item = (&'static str, &'static Value)> {
+    template()["Resources"]
+        .as_mapping()
+        .expect("Resources")
+        .iter()
+        .map(|(k, v)| (k.as_str().unwrap_or_default(), v))
+}
+
+fn resource(id: &str) -> &'static Value {
+    let r = &template()["Resources"][id];
+    assert!(!r.is_null(), "template.yaml declares no resource {id}");
+    r
+}
+
+fn of_type(kind: &str) -> Vec<(&'static str, &'static Value)> {
+    resources().filter(|(_, r)| r["Type"] == kind).collect()
+}
+
+fn functions() -> Vec<&'static str> {
+    of_type("AWS::Serverless::Function")
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect()
+}
+
+/// `(tag, value)` of a tagged YAML node (`!Ref X` → `("!Ref", X)`).
+fn tagged(v: &Value) -> Option<(String, &Value)> {
+    match v {
+        Value::Tagged(t) => Some((t.tag.to_string(), &t.value)),
+        _ => None,
+    }
+}
+
+/// The logical id a `!Ref` or `!GetAtt X.Arn` names.
+fn target(v: &Value) -> Option<&str> {
+    let (tag, value) = tagged(v)?;
+    let name = value.as_str()?;
+    match tag.as_str() {
+        "!Ref" => Some(name),
+        "!GetAtt" => name.split('.').next(),
+        _ => None,
+    }
+}
+
+fn is_ref(v: &Value, name: &str) -> bool {
+    tagged(v).is_some_and(|(tag, value)| tag == "!Ref" && value.as_str() == Some(name))
+}
+
+/// A resource reference in one canonical, readable form: `!GetAtt T.Arn` → `T`,
+/// `!GetAtt T.StreamArn` → `T/stream`, `!Sub "${T.Arn}/index/due"` → `T/index/due`, ARNs without
+/// their `arn:${AWS::Partition}:` and region/account parts, `!If [c, a, b]` → `a | b`.
+fn canonical(v: &Value) -> String {
+    match tagged(v) {
+        None => v.as_str().unwrap_or_default().to_string(),
+        Some((tag, value)) => match tag.as_str() {
+            "!Ref" => value.as_str().unwrap_or_default().to_string(),
+            "!GetAtt" => {
+                let s = value.as_str().unwrap_or_default();
+                match s.split_once('.') {
+                    Some((id, "Arn")) => id.to_string(),
+                    Some((id, "StreamArn")) => format!("{id}/stream"),
+                    _ => s.to_string(),
+                }
+            }
+            "!Sub" => {
+                let text = match value {
+                    Value::Sequence(parts) => parts[0].as_str().unwrap_or_default(),
+                    other => other.as_str().unwrap_or_default(),
+                };
+                let mut s = text
+                    .replace("arn:${AWS::Partition}:", "")
+                    .replace("${AWS::Region}:${AWS::AccountId}:", "");
+                while let Some(start) = s.find("${") {
+                    let Some(end) = s[start..].find(".Arn}") else {
+                        break;
+                    };
+                    let id = s[start + 2..start + end].to_string();
+                    s.replace_range(start..start + end + 5, &id);
+                }
+                s
+            }
+            "!If" => {
+                let args = value.as_sequence().expect("!If takes a list");
+                format!("{} | {}", canonical(&args[1]), canonical(&args[2]))
+            }
+            other => panic!("no canonical form for {other}"),
+        },
+    }
+}
+
+fn list(v: &Value) -> Vec<&Value> {
+    match v {
+        Value::Sequence(items) => items.iter().collect(),
+        Value::Null => Vec::new(),
+        other => vec![other],
+    }
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    list(v)
+        .into_iter()
+        .map(|s| s.as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Every statement of a role's inline policies.
+fn statements(role: &str) -> Vec<&'static Value> {
+    list(&resource(role)["Properties"]["Policies"])
+        .into_iter()
+        .flat_map(|p| list(&p["PolicyDocument"]["Statement"]))
+        .collect()
+}
+
+/// `(resource, action)` pairs a role allows.
+fn granted(role: &str) -> BTreeSet<(String, String)> {
+    let mut out = BTreeSet::new();
+    for s in statements(role) {
+        assert_eq!(s["Effect"], "Allow", "{role}: only Allow statements");
+        for r in list(&s["Resource"]) {
+            for a in strings(&s["Action"]) {
+                out.insert((canonical(r), a));
+            }
+        }
+    }
+    out
+}
+
+/// The role a function runs with (`Role: !GetAtt XRole.Arn`).
+fn role_of(function: &str) -> &'static str {
+    target(&resource(function)["Properties"]["Role"])
+        .unwrap_or_else(|| panic!("{function} has no Role: !GetAtt <Role>.Arn"))
+}
+
+fn events(function: &str) -> Vec<(&'static str, &'static Value)> {
+    resource(function)["Properties"]["Events"]
+        .as_mapping()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.as_str().unwrap_or_default(), v))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The template after the SAM transform, as SAM CLI's translator produces it (what
+/// CloudFormation deploys): generated permissions, roles, stages, schedules.
+fn translated() -> &'static Json {
+    static OUT: OnceLock<Json> = OnceLock::new();
+    OUT.get_or_init(|| {
+        let python = repo().join(".venv/bin/python");
+        assert!(
+            python.exists(),
+            "{} is missing: run scripts/venv.sh (make test does) to install the SAM CLI",
+            python.display()
+        );
+        // The translator wants a code location it can point at; the build supplies the real one.
+        const SCRIPT: &str = r#"
+import json, sys
+from samtranslator.translator.transform import transform
+from samtranslator.yaml_helper import yaml_parse
+class NoManagedPolicies:
+    def load(self): return {}
+text = open(sys.argv[1]).read().replace("CodeUri: ./", "CodeUri: s3://bucket/code.zip")
+print(json.dumps(transform(yaml_parse(text), {}, NoManagedPolicies()), default=str))
+"#;
+        let out = std::process::Command::new(&python)
+            .args(["-c", SCRIPT])
+            .arg(repo().join("template.yaml"))
+            .env("AWS_DEFAULT_REGION", "us-east-1")
+            .output()
+            .expect("runs the SAM translator");
+        assert!(
+            out.status.success(),
+            "SAM translation failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("the translator prints JSON")
+    })
+}
+
+fn translated_of_type(kind: &str) -> Vec<(&'static str, &'static Json)> {
+    translated()["Resources"]
+        .as_object()
+        .expect("Resources")
+        .iter()
+        .filter(|(_, r)| r["Type"] == kind)
+        .map(|(k, v)| (k.as_str(), v))
+        .collect()
+}
+
+// ------------------------------------------------------- 1: the SES events topic's key
+
+#[test]
+fn the_ses_event_topic_is_encrypted_with_a_key_ses_may_use() {
+    let topic = &resource("NotificationEventsTopic")["Properties"];
+    assert_eq!(
+        topic["SignatureVersion"], "2",
+        "SNS signs the topic's messages over SHA256"
+    );
+    let key_id = target(&topic["KmsMasterKeyId"]).expect(
+        "the topic's key is one of the template's (not alias/aws/sns, which SES cannot use)",
+    );
+    let key = resource(key_id);
+    assert_eq!(key["Type"], "AWS::KMS::Key");
+    assert_eq!(key["Properties"]["EnableKeyRotation"], true);
+    let policy = list(&key["Properties"]["KeyPolicy"]["Statement"]);
+    let for_service = |service: &str| {
+        policy
+            .iter()
+            .copied()
+            .find(|s| s["Principal"]["Service"] == service)
+            .unwrap_or_else(|| panic!("the key policy has no statement for {service}"))
+    };
+    for service in ["ses.amazonaws.com", "sns.amazonaws.com"] {
+        let s = for_service(service);
+        let actions = strings(&s["Action"]);
+        assert!(
+            actions.contains(&"kms:GenerateDataKey*".to_string())
+                && actions.contains(&"kms:Decrypt".to_string()),
+            "{service}: {actions:?}"
+        );
+        assert!(
+            is_ref(
+                &s["Condition"]["StringEquals"]["aws:SourceAccount"],
+                "AWS::AccountId"
+            ),
+            "{service} is scoped to this account"
+        );
+    }
+    // SES only for this stack's configuration set.
+    let ses = for_service("ses.amazonaws.com");
+    assert_eq!(
+        canonical(&ses["Condition"]["ArnLike"]["aws:SourceArn"]),
+        "ses:configuration-set/${NotificationConfigurationSet}"
+    );
+    // SES publishes to the topic the configuration set names, and may (topic policy).
+    assert!(is_ref(
+        &resource("NotificationEventDestination")["Properties"]["EventDestination"]
+            ["SnsDestination"]["TopicARN"],
+        "NotificationEventsTopic"
+    ));
+    let topic_policy = &resource("NotificationEventsTopicPolicy")["Properties"]["PolicyDocument"];
+    assert!(list(&topic_policy["Statement"])
+        .iter()
+        .any(|s| s["Principal"]["Service"] == "ses.amazonaws.com" && s["Action"] == "sns:Publish"));
+}
+
+// ------------------------------------------------------------- 2: operator routes
+
+#[test]
+fn every_operator_route_requires_the_operator_scope_and_only_this_api_may_invoke_the_function() {
+    let scope = &template()["Parameters"]["OperatorScope"];
+    assert!(scope["Default"].as_str().is_some_and(|s| !s.is_empty()));
+    let mut operator_routes = 0;
+    for function in functions() {
+        for (name, event) in events(function) {
+            if event["Type"] != "HttpApi" {
+                continue;
+            }
+            let p = &event["Properties"];
+            assert!(
+                is_ref(&p["ApiId"], "HttpApi"),
+                "{function}.{name} is a route of this stack's HttpApi"
+            );
+            if p["Path"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("/operator")
+            {
+                operator_routes += 1;
+                assert_eq!(p["Auth"]["Authorizer"], "OperatorJwt", "{function}.{name}");
+                let scopes = list(&p["Auth"]["AuthorizationScopes"]);
+                assert!(
+                    scopes.len() == 1 && is_ref(scopes[0], "OperatorScope"),
+                    "{function}.{name} requires exactly the operator scope"
+                );
+            }
+        }
+    }
+    assert!(operator_routes > 0, "the template has operator routes");
+    // The function gets the scope to check it again against the request context.
+    assert!(is_ref(
+        &resource("ApiFunction")["Properties"]["Environment"]["Variables"]["OPERATOR_SCOPE"],
+        "OperatorScope"
+    ));
+    // Who may invoke: nothing in the template grants invocation by hand, and no function URL.
+    assert!(of_type("AWS::Lambda::Permission").is_empty());
+    for function in functions() {
+        assert!(resource(function)["Properties"]["FunctionUrlConfig"].is_null());
+    }
+    // What SAM generates: one permission per route, API Gateway only, this API only.
+    let permissions = translated_of_type("AWS::Lambda::Permission");
+    assert_eq!(permissions.len(), 2, "{permissions:?}");
+    for (id, p) in permissions {
+        let p = &p["Properties"];
+        assert_eq!(p["Principal"], "apigateway.amazonaws.com", "{id}");
+        assert_eq!(p["Action"], "lambda:InvokeFunction", "{id}");
+        let sub = &p["SourceArn"]["Fn::Sub"];
+        assert!(
+            sub[0]
+                .as_str()
+                .is_some_and(|s| s.contains(":execute-api:") && s.contains("${__ApiId__}/")),
+            "{id}: {sub}"
+        );
+        assert_eq!(sub[1]["__ApiId__"]["Ref"], "HttpApi", "{id}");
+    }
+    // The template says so where the permissions are made.
+    assert!(read("template.yaml").contains("Who can invoke this function: only this HTTP API."));
+}
+
+// ------------------------------------------------- 8: names, schedules' retries and DLQ
+
+/// Properties that give a resource its physical name.
+const NAME_PROPERTIES: &[&str] = &[
+    "TableName",
+    "QueueName",
+    "TopicName",
+    "FunctionName",
+    "RoleName",
+    "AlarmName",
+    "LogGroupName",
+    "AliasName",
+    "Name",
+];
+
+#[test]
+fn two_stacks_fit_one_account_and_schedules_retry_into_a_dead_letter_queue() {
+    for (id, r) in resources() {
+        for property in NAME_PROPERTIES {
+            let name = &r["Properties"][*property];
+            if name.is_null() {
+                continue;
+            }
+            assert!(
+                canonical(name).contains("${AWS::StackName}"),
+                "{id}.{property} is fixed; leave it to CloudFormation or include the stack name"
+            );
+        }
+    }
+    let mut schedules = 0;
+    for function in functions() {
+        for (name, event) in events(function) {
+            if event["Type"] != "ScheduleV2" {
+                continue;
+            }
+            schedules += 1;
+            let p = &event["Properties"];
+            assert_eq!(p["OmitName"], true, "{function}.{name}: generated name");
+            let retry = &p["RetryPolicy"];
+            assert!(
+                retry["MaximumRetryAttempts"]
+                    .as_u64()
+                    .is_some_and(|n| n > 0)
+                    && retry["MaximumEventAgeInSeconds"].as_u64().is_some(),
+                "{function}.{name} retries"
+            );
+            let dlq = target(&p["DeadLetterConfig"]["Arn"])
+                .unwrap_or_else(|| panic!("{function}.{name} has a dead-letter queue"));
+            let q = resource(dlq);
+            assert_eq!(q["Type"], "AWS::SQS::Queue");
+            assert_eq!(q["Properties"]["SqsManagedSseEnabled"], true, "{dlq}");
+        }
+    }
+    assert_eq!(schedules, 3, "sweep, nightly, roll-up walk");
+    // What SAM makes of them: no schedule name, the DLQ wired, the schedule role may send to it.
+    let made = translated_of_type("AWS::Scheduler::Schedule");
+    assert_eq!(made.len(), 3);
+    for (id, s) in made {
+        assert!(s["Properties"]["Name"].is_null(), "{id} has a fixed name");
+        assert!(s["Properties"]["Target"]["DeadLetterConfig"]["Arn"].is_object());
+    }
+}
+
+// ------------------------------------------- 9: the SNS → API subscription's delivery
+
+#[test]
+fn the_provider_event_subscription_waits_for_the_api_and_keeps_what_it_cannot_deliver() {
+    let sub = resource("NotificationEventsSubscription");
+    let depends: Vec<String> = strings(&sub["DependsOn"]);
+    // Both names are what SAM generates for the stage and the /v1 route's permission.
+    for id in ["HttpApiStage", "ApiFunctionTokensPermission"] {
+        assert!(depends.contains(&id.to_string()), "DependsOn {id}");
+        assert!(
+            translated()["Resources"][id].is_object(),
+            "{id} exists after the SAM transform"
+        );
+    }
+    assert_eq!(
+        translated()["Resources"]["HttpApiStage"]["Type"],
+        "AWS::ApiGatewayV2::Stage"
+    );
+    let p = &sub["Properties"];
+    assert!(canonical(&p["Endpoint"]).ends_with("/${Stage}/v1/provider-events/ses"));
+    let retry = &p["DeliveryPolicy"]["healthyRetryPolicy"];
+    assert!(retry["numRetries"].as_u64().is_some_and(|n| n >= 10));
+    let phases: u64 = [
+        "numNoDelayRetries",
+        "numMinDelayRetries",
+        "numMaxDelayRetries",
+    ]
+    .iter()
+    .filter_map(|k| retry[*k].as_u64())
+    .sum();
+    assert!(phases <= retry["numRetries"].as_u64().unwrap_or(0));
+    // SNS caps an HTTP/S delivery policy at an hour of retrying.
+    let worst = retry["numMaxDelayRetries"].as_u64().unwrap_or(0)
+        * retry["maxDelayTarget"].as_u64().unwrap_or(0);
+    assert!(worst < 3600, "{worst} s");
+    let dlq = target(&p["RedrivePolicy"]["deadLetterTargetArn"]).expect("a DLQ");
+    assert_eq!(resource(dlq)["Type"], "AWS::SQS::Queue");
+    // SNS may send to that queue, for this topic only.
+    let policy = of_type("AWS::SQS::QueuePolicy")
+        .into_iter()
+        .find(|(_, q)| {
+            list(&q["Properties"]["Queues"])
+                .iter()
+                .any(|v| target(v) == Some(dlq))
+        })
+        .map(|(_, q)| q)
+        .expect("a queue policy for the subscription's DLQ");
+    let s = list(&policy["Properties"]["PolicyDocument"]["Statement"]);
+    assert!(s
+        .iter()
+        .any(|s| s["Principal"]["Service"] == "sns.amazonaws.com"
+            && s["Action"] == "sqs:SendMessage"
+            && is_ref(
+                &s["Condition"]["ArnEquals"]["aws:SourceArn"],
+                "NotificationEventsTopic"
+            )));
+}
+
+// ----------------------------------------------------------- 10: provider secrets
+
+#[test]
+fn provider_secrets_live_in_secrets_manager_and_functions_get_only_their_arn() {
+    // No parameter carries a secret, so no environment variable can.
+    for (name, spec) in template()["Parameters"].as_mapping().unwrap() {
+        assert!(spec["NoEcho"].is_null(), "{name:?} is a secret parameter");
+    }
+    let secrets = of_type("AWS::SecretsManager::Secret");
+    assert_eq!(secrets.len(), 1);
+    let (secret, spec) = secrets[0];
+    assert!(
+        target(&spec["Properties"]["KmsKeyId"]).is_some(),
+        "the secret is on a CMK"
+    );
+    let mut readers = Vec::new();
+    let globals = &template()["Globals"]["Function"]["Environment"]["Variables"];
+    for function in functions() {
+        let env = &resource(function)["Properties"]["Environment"]["Variables"];
+        for vars in [globals, env] {
+            for (name, value) in vars.as_mapping().into_iter().flatten() {
+                let name = name.as_str().unwrap_or_default();
+                if name.contains("SECRET") {
+                    assert!(
+                        name.ends_with("_ARN"),
+                        "{function}: {name} must carry an ARN"
+                    );
+                    assert!(is_ref(value, secret), "{function}: {name} names {secret}");
+                    readers.push(function);
+                }
+            }
+        }
+    }
+    assert_eq!(readers, ["ApiFunction"]);
+    // Exactly that reader may read exactly that secret (and decrypt through Secrets Manager).
+    for function in functions() {
+        let reads: Vec<_> = granted(role_of(function))
+            .into_iter()
+            .filter(|(_, a)| a.starts_with("secretsmanager:"))
+            .collect();
+        if function == "ApiFunction" {
+            assert_eq!(
+                reads,
+                [(secret.to_string(), "secretsmanager:GetSecretValue".into())]
+            );
+        } else {
+            assert!(reads.is_empty(), "{function}: {reads:?}");
+        }
+    }
+    let decrypt = statements("ApiRole")
+        .into_iter()
+        .find(|s| s["Action"] == "kms:Decrypt")
+        .expect("the API may decrypt the secret");
+    assert_eq!(
+        canonical(&decrypt["Condition"]["StringEquals"]["kms:ViaService"]),
+        "secretsmanager.${AWS::Region}.amazonaws.com"
+    );
+}
+
+// ------------------------------------------------------------------------ 11: alarms
+
+fn alarms() -> Vec<(&'static str, &'static Value)> {
+    of_type("AWS::CloudWatch::Alarm")
+}
+
+fn alarm_on(namespace: &str, metric: &str, dimension: &str, value: &str) -> bool {
+    alarms().iter().any(|(_, a)| {
+        let p = &a["Properties"];
+        canonical(&p["Namespace"]) == namespace
+            && p["MetricName"] == metric
+            && list(&p["Dimensions"])
+                .iter()
+                .any(|d| d["Name"] == dimension && target(&d["Value"]) == Some(value))
+    })
+}
+
+/// Queues that only ever hold what failed: redrive targets, on-failure destinations, schedule
+/// and subscription DLQs.
+fn dead_letter_queues() -> BTreeSet<&'static str> {
+    let mut out = BTreeSet::new();
+    for (_, q) in of_type("AWS::SQS::Queue") {
+        if let Some(t) = target(&q["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]) {
+            out.insert(t);
+        }
+    }
+    for function in functions() {
+        for (_, e) in events(function) {
+            let p = &e["Properties"];
+            for v in [
+                &p["DestinationConfig"]["OnFailure"]["Destination"],
+                &p["DeadLetterConfig"]["Arn"],
+            ] {
+                if let Some(t) = target(v) {
+                    out.insert(t);
+                }
+            }
+        }
+    }
+    for (_, s) in of_type("AWS::SNS::Subscription") {
+        if let Some(t) = target(&s["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]) {
+            out.insert(t);
+        }
+    }
+    out
+}
+
+#[test]
+fn alarms_cover_what_on_call_needs_and_each_says_what_to_do() {
+    for function in functions() {
+        for metric in ["Errors", "Throttles"] {
+            assert!(
+                alarm_on("AWS/Lambda", metric, "FunctionName", function),
+                "{function}: {metric}"
+            );
+        }
+        if events(function)
+            .iter()
+            .any(|(_, e)| e["Type"] == "DynamoDB")
+        {
+            assert!(
+                alarm_on("AWS/Lambda", "IteratorAge", "FunctionName", function),
+                "{function}: IteratorAge"
+            );
+        }
+    }
+    assert!(alarm_on(
+        "AWS/SQS",
+        "ApproximateAgeOfOldestMessage",
+        "QueueName",
+        "DeliveryQueue"
+    ));
+    let dlqs = dead_letter_queues();
+    assert!(dlqs.len() >= 6, "{dlqs:?}");
+    for q in &dlqs {
+        assert!(
+            alarm_on(
+                "AWS/SQS",
+                "ApproximateNumberOfMessagesVisible",
+                "QueueName",
+                q
+            ),
+            "{q}: depth"
+        );
+    }
+    assert!(alarm_on("AWS/ApiGateway", "5xx", "ApiId", "HttpApi"));
+    for metric in ["Reputation.BounceRate", "Reputation.ComplaintRate"] {
+        assert!(
+            alarms()
+                .iter()
+                .any(|(_, a)| a["Properties"]["Namespace"] == "AWS/SES"
+                    && a["Properties"]["MetricName"] == metric),
+            "{metric}"
+        );
+    }
+    // Dispatcher silence watches the sweep's own metric, not every invocation of the function.
+    let silence = &resource("DispatcherSilenceAlarm")["Properties"];
+    assert!(is_ref(&silence["Namespace"], "MetricsNamespace"));
+    assert_eq!(silence["MetricName"], "DispatcherSweepRuns");
+    assert_eq!(silence["TreatMissingData"], "breaching");
+    assert!(list(&silence["Dimensions"])
+        .iter()
+        .any(|d| d["Name"] == "Stage" && is_ref(&d["Value"], "Stage")));
+    assert!(
+        !alarms()
+            .iter()
+            .any(|(_, a)| a["Properties"]["MetricName"] == "Invocations"),
+        "no alarm counts every invocation"
+    );
+    // Every alarm says what to do and notifies the (encrypted) alarm topic.
+    let topic = resource("AlarmTopic");
+    assert!(target(&topic["Properties"]["KmsMasterKeyId"]).is_some());
+    for (id, a) in alarms() {
+        let p = &a["Properties"];
+        let description = p["AlarmDescription"].as_str().unwrap_or_default();
+        assert!(description.contains(" Do: "), "{id}: {description}");
+        let actions = list(&p["AlarmActions"]);
+        assert_eq!(actions.len(), 1, "{id}");
+        assert_eq!(canonical(actions[0]), "AlarmTopic | AlarmTopicArn", "{id}");
+    }
+}
+
+// --------------------------------------------------------------- 12: observability
+
+#[test]
+fn the_api_writes_json_access_logs_and_every_function_logs_to_its_own_group_with_retention() {
+    let retention = &template()["Parameters"]["LogRetentionInDays"];
+    assert_eq!(retention["Default"], 30);
+    let check_group = |id: &str| {
+        let g = resource(id);
+        assert_eq!(g["Type"], "AWS::Logs::LogGroup", "{id}");
+        assert!(
+            is_ref(&g["Properties"]["RetentionInDays"], "LogRetentionInDays"),
+            "{id}"
+        );
+        assert!(
+            target(&g["Properties"]["KmsKeyId"]).is_some(),
+            "{id} is encrypted"
+        );
+    };
+    let access = &resource("HttpApi")["Properties"]["AccessLogSettings"];
+    check_group(target(&access["DestinationArn"]).expect("the access log's group"));
+    let format: Json = serde_json::from_str(access["Format"].as_str().unwrap_or_default())
+        .expect("the access log format is JSON");
+    for field in [
+        "requestId",
+        "routeKey",
+        "status",
+        "responseLatency",
+        "integrationErrorMessage",
+    ] {
+        assert!(format[field].is_string(), "access log field {field}");
+    }
+    let mut groups = BTreeSet::new();
+    for function in functions() {
+        let group = target(&resource(function)["Properties"]["LoggingConfig"]["LogGroup"])
+            .unwrap_or_else(|| panic!("{function} names its log group"));
+        check_group(group);
+        assert!(groups.insert(group), "{group} is shared");
+        // And may write there only.
+        let logs: BTreeSet<_> = granted(role_of(function))
+            .into_iter()
+            .filter(|(_, a)| a.starts_with("logs:"))
+            .collect();
+        assert_eq!(
+            logs,
+            BTreeSet::from([
+                (group.to_string(), "logs:CreateLogStream".to_string()),
+                (group.to_string(), "logs:PutLogEvents".to_string()),
+            ]),
+            "{function}"
+        );
+    }
+}
+
+// ------------------------------------------------------- 13: least-privilege IAM
+
+/// What each function's code calls, read from the code paths its `main.rs` runs, as
+/// `(resource, actions)`. Event source mappings' own needs are included: a DynamoDB stream
+/// (`DescribeStream`, `GetRecords`, `GetShardIterator` on the stream, `ListStreams` on the
+/// table's streams), an SQS queue (`ReceiveMessage`, `DeleteMessage`, `GetQueueAttributes`), an
+/// on-failure destination (`SendMessage`). A transaction needs the actions of its parts. Every
+/// function also writes its own log group and X-Ray segments (checked on top of this list).
+/// `(resource, actions)` pairs of one function.
+type Needs = &'static [(&'static str, &'static [&'static str])];
+
+/// A DynamoDB stream event source mapping's reads (on the stream).
+const STREAM_READ: &[&str] = &[
+    "dynamodb:DescribeStream",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+];
+/// An SQS event source mapping's reads.
+const QUEUE_READ: &[&str] = &[
+    "sqs:ReceiveMessage",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
+];
+/// What `notify::store::NotifyStore` calls on the notification table: reads by key and by notice,
+/// puts, updates and the transactions of both with work-row deletes.
+const NOTIFY_STORE: &[&str] = &[
+    "dynamodb:GetItem",
+    "dynamodb:Query",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+];
+
+const CODE_NEEDS: &[(&str, Needs)] = &[
+    (
+        "IngestFunction",
+        &[
+            // store::account_config::load (query by account); ingest::put_new (conditional put).
+            ("DeliveryTable", &["dynamodb:Query", "dynamodb:PutItem"]),
+            // The Changes mapping, on the created table or the application's own.
+            (
+                "ChangesTable/stream | dynamodb:table/${ExistingChangesTableName}/stream/*",
+                STREAM_READ,
+            ),
+            (
+                "ChangesTable/stream/* | dynamodb:table/${ExistingChangesTableName}/stream/*",
+                &["dynamodb:ListStreams"],
+            ),
+            ("IngestFailureQueue", &["sqs:SendMessage"]),
+        ],
+    ),
+    (
+        "DispatchFunction",
+        &[
+            // monitor::rollup (read_partition, status writes, lost-dispatch requeue) and
+            // dispatch::postpone.
+            ("DeliveryTable", &["dynamodb:Query", "dynamodb:UpdateItem"]),
+            // dispatch::sweep_shard.
+            ("DeliveryTable/index/due", &["dynamodb:Query"]),
+            ("DeliveryTable/stream", STREAM_READ),
+            ("DeliveryTable/stream/*", &["dynamodb:ListStreams"]),
+            // dispatch::publish (SendMessageBatch).
+            ("DeliveryQueue", &["sqs:SendMessage"]),
+        ],
+    ),
+    (
+        "DeliverFunction",
+        &[
+            // worker: claim/outcome/restart reads and updates, the consecutive-dead count and
+            // pause transactions (updates), internal::record_snapshot (put), ConfigCache (query).
+            (
+                "DeliveryTable",
+                &[
+                    "dynamodb:GetItem",
+                    "dynamodb:Query",
+                    "dynamodb:PutItem",
+                    "dynamodb:UpdateItem",
+                ],
+            ),
+            // worker: the auto-pause transaction puts the administrator notice.
+            ("NotificationTable", &["dynamodb:PutItem"]),
+            ("DeliveryQueue", QUEUE_READ),
+        ],
+    ),
+    (
+        "NotifyFunction",
+        &[
+            // notify::store (get, query_prefix, transactions of put/update/delete, record),
+            // notify::notices (fan-out puts).
+            ("NotificationTable", NOTIFY_STORE),
+            ("NotificationTable/stream", STREAM_READ),
+            ("NotificationTable/stream/*", &["dynamodb:ListStreams"]),
+            // notify::stream::publish (SendMessageBatch), worker backoff (visibility), mapping.
+            (
+                "NotificationQueue",
+                &[
+                    "sqs:SendMessage",
+                    "sqs:ChangeMessageVisibility",
+                    "sqs:ReceiveMessage",
+                    "sqs:DeleteMessage",
+                    "sqs:GetQueueAttributes",
+                ],
+            ),
+            ("NotificationStreamFailureQueue", &["sqs:SendMessage"]),
+            // notify::channels::email (SendEmail from the sender, in the configuration set).
+            (
+                "ses:identity/${NotificationSenderAddress}",
+                &["ses:SendEmail"],
+            ),
+            ("ses:identity/${Domain}", &["ses:SendEmail"]),
+            (
+                "ses:configuration-set/${NotificationConfigurationSet}",
+                &["ses:SendEmail"],
+            ),
+        ],
+    ),
+    (
+        "ReconcileFunction",
+        &[
+            // monitor::rollup (walk, partitions, writes), dispatch sweep (postpone).
+            ("DeliveryTable", &["dynamodb:Query", "dynamodb:UpdateItem"]),
+            ("DeliveryTable/index/rollup", &["dynamodb:Query"]),
+            ("DeliveryTable/index/due", &["dynamodb:Query"]),
+            // notify::settle (watch index, get, transition transactions, record).
+            (
+                "NotificationTable",
+                &[
+                    "dynamodb:GetItem",
+                    "dynamodb:PutItem",
+                    "dynamodb:UpdateItem",
+                    "dynamodb:DeleteItem",
+                ],
+            ),
+            ("NotificationTable/index/watch", &["dynamodb:Query"]),
+            ("DeliveryQueue", &["sqs:SendMessage"]),
+        ],
+    ),
+    (
+        "ApiFunction",
+        &[
+            // api::db, api::auth (tokens), operations (retry, replay, restart, audit
+            // transactions), monitor::query, store::batch (BatchGetItem behind keys-only
+            // indexes), and the operator's reconcile run (roll-up, sweep).
+            (
+                "DeliveryTable",
+                &[
+                    "dynamodb:GetItem",
+                    "dynamodb:BatchGetItem",
+                    "dynamodb:Query",
+                    "dynamodb:PutItem",
+                    "dynamodb:UpdateItem",
+                    "dynamodb:DeleteItem",
+                ],
+            ),
+            ("DeliveryTable/index/by_subscription", &["dynamodb:Query"]),
+            ("DeliveryTable/index/listing", &["dynamodb:Query"]),
+            ("DeliveryTable/index/rollup", &["dynamodb:Query"]),
+            ("DeliveryTable/index/due", &["dynamodb:Query"]),
+            // notices (create, withdraw, supersede), provider events (confirm), requeue, the
+            // console inbox, and settling in the operator's reconcile run.
+            ("NotificationTable", NOTIFY_STORE),
+            ("NotificationTable/index/inbox", &["dynamodb:Query"]),
+            ("NotificationTable/index/watch", &["dynamodb:Query"]),
+            ("DeliveryQueue", &["sqs:SendMessage"]),
+            // The provider-event secrets, read once per container.
+            ("ProviderEventSecrets", &["secretsmanager:GetSecretValue"]),
+            ("OperationsKey", &["kms:Decrypt"]),
+        ],
+    ),
+];
+
+fn needs(function: &str) -> BTreeSet<(String, String)> {
+    let (_, list) = CODE_NEEDS
+        .iter()
+        .find(|(f, _)| *f == function)
+        .unwrap_or_else(|| panic!("CODE_NEEDS has no entry for {function}"));
+    let mut out: BTreeSet<(String, String)> = list
+        .iter()
+        .flat_map(|(r, actions)| actions.iter().map(|a| (r.to_string(), a.to_string())))
+        .collect();
+    let group = target(&resource(function)["Properties"]["LoggingConfig"]["LogGroup"])
+        .unwrap_or_default()
+        .to_string();
+    for a in ["logs:CreateLogStream", "logs:PutLogEvents"] {
+        out.insert((group.clone(), a.into()));
+    }
+    for a in ["xray:PutTraceSegments", "xray:PutTelemetryRecords"] {
+        out.insert(("*".into(), a.into()));
+    }
+    out
+}
+
+#[test]
+fn every_function_role_grants_exactly_what_its_code_calls() {
+    let mut listed: Vec<&str> = CODE_NEEDS.iter().map(|(f, _)| *f).collect();
+    let mut declared = functions();
+    listed.sort();
+    declared.sort();
+    assert_eq!(listed, declared, "CODE_NEEDS names every function");
+    for function in functions() {
+        let props = &resource(function)["Properties"];
+        assert!(
+            props["Policies"].is_null(),
+            "{function}: SAM policy templates grant more than the code needs"
+        );
+        let role = role_of(function);
+        let r = &resource(role)["Properties"];
+        assert!(r["ManagedPolicyArns"].is_null(), "{role}: managed policies");
+        assert_eq!(
+            r["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]["Service"],
+            "lambda.amazonaws.com"
+        );
+        let granted = granted(role);
+        let needed = needs(function);
+        let extra: Vec<_> = granted.difference(&needed).collect();
+        let missing: Vec<_> = needed.difference(&granted).collect();
+        assert!(
+            extra.is_empty() && missing.is_empty(),
+            "{function} ({role}): grants beyond its code {extra:#?}; missing {missing:#?}"
+        );
+        // "*" only where the service has no resource-level permissions (X-Ray).
+        for (resource, action) in &granted {
+            if resource == "*" {
+                assert!(action.starts_with("xray:"), "{function}: {action} on *");
+            }
+        }
+    }
+    // A role is one function's: no two functions share one.
+    let roles: BTreeSet<_> = functions().into_iter().map(role_of).collect();
+    assert_eq!(roles.len(), functions().len());
+    // After the SAM transform the function roles are exactly these (SAM adds no policies to a
+    // function with its own role); the other roles are the schedules', which only invoke their
+    // function and send to the schedule DLQ.
+    for (id, role) in translated_of_type("AWS::IAM::Role") {
+        if roles.contains(id) {
+            assert!(role["Properties"]["ManagedPolicyArns"].is_null(), "{id}");
+            continue;
+        }
+        assert_eq!(
+            role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]["Service"]
+                [0],
+            "scheduler.amazonaws.com",
+            "{id}"
+        );
+        for policy in role["Properties"]["Policies"].as_array().unwrap() {
+            for s in policy["PolicyDocument"]["Statement"].as_array().unwrap() {
+                let action = s["Action"].as_str().unwrap_or_default();
+                let res = s["Resource"]["Fn::GetAtt"][0].as_str().unwrap_or_default();
+                assert!(
+                    (action == "lambda:InvokeFunction" && res.ends_with("Function"))
+                        || (action == "sqs:SendMessage" && res == "ScheduleDeadLetterQueue"),
+                    "{id}: {s}"
+                );
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------- 17: deploying as a team
+
+/// `[section]` → key → value of a samconfig.toml (strings, booleans, numbers).
+fn samconfig() -> BTreeMap<String, BTreeMap<String, String>> {
+    let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    let mut section = String::new();
+    for line in read("samconfig.toml").lines().map(str::trim) {
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = name.to_string();
+        } else if let Some((k, v)) = line.split_once('=') {
+            let v = v.trim();
+            let v = v
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .unwrap_or(v);
+            out.entry(section.clone())
+                .or_default()
+                .insert(k.trim().to_string(), v.replace("\\\"", "\""));
+        }
+    }
+    out
+}
+
+#[test]
+fn each_stage_deploys_unattended_from_samconfig_with_every_required_parameter() {
+    let config = samconfig();
+    let required: Vec<&str> = template()["Parameters"]
+        .as_mapping()
+        .unwrap()
+        .iter()
+        .filter(|(_, spec)| spec["Default"].is_null())
+        .map(|(name, _)| name.as_str().unwrap())
+        .collect();
+    assert!(required.contains(&"OperatorJwtIssuer"));
+    let mut stacks = BTreeSet::new();
+    for stage in ["dev", "staging", "prod"] {
+        let deploy = config
+            .get(&format!("{stage}.deploy.parameters"))
+            .unwrap_or_else(|| panic!("samconfig.toml has no [{stage}.deploy.parameters]"));
+        assert_eq!(
+            deploy["confirm_changeset"], "false",
+            "{stage} deploys unattended"
+        );
+        assert_eq!(deploy["fail_on_empty_changeset"], "false", "{stage}");
+        assert!(deploy["capabilities"].contains("CAPABILITY_IAM"));
+        let stack = &deploy["stack_name"];
+        assert!(stack.ends_with(stage), "{stack}");
+        assert!(stacks.insert(stack.clone()), "{stack} is used twice");
+        let overrides = &deploy["parameter_overrides"];
+        assert!(
+            overrides.contains(&format!("Stage=\"{stage}\"")),
+            "{overrides}"
+        );
+        for p in &required {
+            assert!(overrides.contains(&format!("{p}=")), "{stage}: {p}");
+        }
+    }
+    // The README says what each parameter a deployment must set is.
+    let readme = read("README.md");
+    for p in &required {
+        assert!(readme.contains(p), "README documents {p}");
+    }
+}
+
+#[test]
+fn the_stack_can_use_the_owning_applications_changes_table_and_keeps_queued_data() {
+    let changes = resource("ChangesTable");
+    assert_eq!(changes["Condition"], "CreateChangesTable");
+    let condition = &template()["Conditions"]["CreateChangesTable"];
+    let (tag, args) = tagged(condition).unwrap();
+    assert_eq!(tag, "!Equals");
+    assert!(is_ref(&args[0], "ExistingChangesTableName") && args[1] == "");
+    // The ingest mapping and every function's CHANGES_TABLE follow the choice.
+    let stream =
+        &resource("IngestFunction")["Properties"]["Events"]["Changes"]["Properties"]["Stream"];
+    assert_eq!(
+        canonical(stream),
+        "ChangesTable/stream | ExistingChangesStreamArn"
+    );
+    assert_eq!(
+        canonical(&template()["Globals"]["Function"]["Environment"]["Variables"]["CHANGES_TABLE"]),
+        "ChangesTable | ExistingChangesTableName"
+    );
+    // The harness reads the same choice: with an existing table named, it provisions none and
+    // the functions' CHANGES_TABLE is that name.
+    let text = read("template.yaml").replace(
+        "  ExistingChangesTableName:\n    Type: String\n    Default: \"\"",
+        "  ExistingChangesTableName:\n    Type: String\n    Default: \"rhythm-changes\"",
+    );
+    let existing = local::template::Template::parse(&text).unwrap();
+    assert!(existing.table("ChangesTable").is_none());
+    assert_eq!(
+        existing.function_env["CHANGES_TABLE"],
+        local::template::EnvValue::Ref("ExistingChangesTableName".into())
+    );
+    let created = local::template::Template::load_project().unwrap();
+    assert!(created.table("ChangesTable").is_some());
+    // Queues hold work or failed records: kept when the stack or the queue goes.
+    for (id, q) in of_type("AWS::SQS::Queue") {
+        assert_eq!(q["DeletionPolicy"], "Retain", "{id}");
+        assert_eq!(q["UpdateReplacePolicy"], "Retain", "{id}");
+    }
+    // The runbook.
+    let readme = read("README.md");
+    let section = readme
+        .split("## Deploying and operating")
+        .nth(1)
+        .expect("README has a section \"Deploying and operating\"");
+    for topic in [
+        "redrive",
+        "24 hours",
+        "re-confirm",
+        "Rotating",
+        "Pausing and resuming",
+    ] {
+        assert!(section.contains(topic), "the runbook covers {topic:?}");
+    }
+}
+
+#[test]
+fn make_test_runs_checkov_with_a_skip_list_that_says_why() {
+    let script = read("scripts/test.sh");
+    let lint = script
+        .find("cfn-lint template.yaml")
+        .expect("cfn-lint runs");
+    let checkov = script
+        .find("checkov --config-file .checkov.yaml")
+        .expect("checkov runs with the repo's skip list");
+    assert!(
+        lint < checkov,
+        "checkov runs after cfn-lint and sam validate"
+    );
+    let pins = read("scripts/requirements-checkov.txt");
+    assert!(
+        pins.lines().any(|l| l.starts_with("checkov==")),
+        "checkov is pinned"
+    );
+    // Each skipped check has a comment saying why just above it.
+    let config = read(".checkov.yaml");
+    let lines: Vec<&str> = config.lines().collect();
+    let mut skips = 0;
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim_start().starts_with("- CKV") {
+            skips += 1;
+            assert!(
+                i > 0 && lines[i - 1].trim_start().starts_with('#'),
+                "{line} says why"
+            );
+        }
+    }
+    assert!(skips > 0 && skips <= 8, "a short skip list: {skips}");
+}
+
+// ------------------------------- 13, measured: what the handlers call on the emulator
+
+mod measured {
+    use super::*;
+    use aws_smithy_runtime_api::box_error::BoxError;
+    use aws_smithy_runtime_api::client::interceptors::context::BeforeSerializationInterceptorContextRef;
+    use aws_smithy_runtime_api::client::interceptors::Intercept;
+    use aws_smithy_runtime_api::client::orchestrator::Metadata;
+    use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+    use aws_smithy_types::config_bag::ConfigBag;
+    use axum::body::Body;
+    use axum::http::{header, Method, Request};
+    use local::fixtures::{catalog_change, Fixtures};
+    use local::pipeline::Pipeline;
+    use local::provision::Stack;
+    use local::receiver::{Receiver, Reply};
+    use local::testkit::TestStack;
+    use shared::api::{router, ApiState, OperatorAuth};
+    use shared::aws::Clients;
+    use shared::clock::{Clock, ManualClock};
+    use shared::dispatch::Dispatcher;
+    use shared::domain::retry::RetryPolicy;
+    use shared::ingest::Ingest;
+    use shared::notify::notices::{NewNotice, NoticeService};
+    use shared::notify::store::NotifyStore;
+    use shared::notify::stream::NotificationStream;
+    use shared::notify::worker::NotificationWorker;
+    use shared::reconcile::{Budget, Reconciler, RunKind};
+    use shared::store::notices::{Contact, Recipient};
+    use shared::worker::DeliveryWorker;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+    use tower::ServiceExt;
+
+    use aws_sdk_dynamodb::operation as ddb;
+    use aws_sdk_sesv2::operation as ses;
+    use aws_sdk_sqs::operation as sqs;
+
+    /// Records the IAM action and resource of every AWS request made through its clients, read
+    /// from the request itself (table, index, queue, and each part of a transaction).
+    #[derive(Clone, Debug)]
+    struct Recorder {
+        tables: BTreeMap<String, String>,
+        queues: BTreeMap<String, String>,
+        sender: String,
+        seen: Arc<Mutex<BTreeSet<(String, String)>>>,
+    }
+
+    impl Recorder {
+        fn new(stack: &Stack, sender: &str) -> Self {
+            Recorder {
+                tables: stack
+                    .tables
+                    .iter()
+                    .map(|(id, t)| (t.name.clone(), id.clone()))
+                    .collect(),
+                queues: stack
+                    .queues
+                    .iter()
+                    .map(|(id, q)| (q.url.clone(), id.clone()))
+                    .collect(),
+                sender: sender.to_string(),
+                seen: Arc::default(),
+            }
+        }
+
+        fn clients(&self, t: &TestStack) -> Clients {
+            Clients::with_interceptor(&t.sdk, self.clone())
+        }
+
+        fn seen(&self) -> BTreeSet<(String, String)> {
+            self.seen.lock().unwrap().clone()
+        }
+
+        fn table(&self, name: Option<&str>, index: Option<&str>) -> String {
+            let name = name.unwrap_or_default();
+            let id = self.tables.get(name).cloned().unwrap_or(name.to_string());
+            match index {
+                Some(i) => format!("{id}/index/{i}"),
+                None => id,
+            }
+        }
+
+        fn queue(&self, url: Option<&str>) -> String {
+            let url = url.unwrap_or_default();
+            self.queues.get(url).cloned().unwrap_or(url.to_string())
+        }
+
+        fn record(
+            &self,
+            input: &aws_smithy_runtime_api::client::interceptors::context::Input,
+            cfg: &ConfigBag,
+        ) {
+            let mut found: Vec<(String, &str)> = Vec::new();
+            if let Some(i) = input.downcast_ref::<ddb::put_item::PutItemInput>() {
+                found.push((self.table(i.table_name(), None), "dynamodb:PutItem"));
+            } else if let Some(i) = input.downcast_ref::<ddb::update_item::UpdateItemInput>() {
+                found.push((self.table(i.table_name(), None), "dynamodb:UpdateItem"));
+            } else if let Some(i) = input.downcast_ref::<ddb::delete_item::DeleteItemInput>() {
+                found.push((self.table(i.table_name(), None), "dynamodb:DeleteItem"));
+            } else if let Some(i) = input.downcast_ref::<ddb::get_item::GetItemInput>() {
+                found.push((self.table(i.table_name(), None), "dynamodb:GetItem"));
+            } else if let Some(i) = input.downcast_ref::<ddb::query::QueryInput>() {
+                found.push((self.table(i.table_name(), i.index_name()), "dynamodb:Query"));
+            } else if let Some(i) = input.downcast_ref::<ddb::scan::ScanInput>() {
+                found.push((self.table(i.table_name(), i.index_name()), "dynamodb:Scan"));
+            } else if let Some(i) = input.downcast_ref::<ddb::batch_get_item::BatchGetItemInput>()
+            {
+                for t in i.request_items().into_iter().flat_map(|m| m.keys()) {
+                    found.push((self.table(Some(t), None), "dynamodb:BatchGetItem"));
+                }
+            } else if let Some(i) =
+                input.downcast_ref::<ddb::batch_write_item::BatchWriteItemInput>()
+            {
+                for t in i.request_items().into_iter().flat_map(|m| m.keys()) {
+                    found.push((self.table(Some(t), None), "dynamodb:BatchWriteItem"));
+                }
+            } else if let Some(i) =
+                input.downcast_ref::<ddb::transact_write_items::TransactWriteItemsInput>()
+            {
+                for item in i.transact_items() {
+                    if let Some(p) = item.put() {
+                        found.push((self.table(Some(p.table_name()), None), "dynamodb:PutItem"));
+                    }
+                    if let Some(u) = item.update() {
+                        found.push((self.table(Some(u.table_name()), None), "dynamodb:UpdateItem"));
+                    }
+                    if let Some(d) = item.delete() {
+                        found.push((self.table(Some(d.table_name()), None), "dynamodb:DeleteItem"));
+                    }
+                    if let Some(c) = item.condition_check() {
+                        found.push((
+                            self.table(Some(c.table_name()), None),
+                            "dynamodb:ConditionCheckItem",
+                        ));
+                    }
+                }
+            } else if let Some(i) = input.downcast_ref::<sqs::send_message::SendMessageInput>() {
+                found.push((self.queue(i.queue_url()), "sqs:SendMessage"));
+            } else if let Some(i) =
+                input.downcast_ref::<sqs::send_message_batch::SendMessageBatchInput>()
+            {
+                found.push((self.queue(i.queue_url()), "sqs:SendMessage"));
+            } else if let Some(i) = input
+                .downcast_ref::<sqs::change_message_visibility::ChangeMessageVisibilityInput>()
+            {
+                found.push((self.queue(i.queue_url()), "sqs:ChangeMessageVisibility"));
+            } else if let Some(i) = input.downcast_ref::<
+                sqs::change_message_visibility_batch::ChangeMessageVisibilityBatchInput,
+            >() {
+                found.push((self.queue(i.queue_url()), "sqs:ChangeMessageVisibility"));
+            } else if let Some(i) = input.downcast_ref::<sqs::delete_message::DeleteMessageInput>()
+            {
+                found.push((self.queue(i.queue_url()), "sqs:DeleteMessage"));
+            } else if let Some(i) =
+                input.downcast_ref::<sqs::delete_message_batch::DeleteMessageBatchInput>()
+            {
+                found.push((self.queue(i.queue_url()), "sqs:DeleteMessage"));
+            } else if let Some(i) = input.downcast_ref::<ses::send_email::SendEmailInput>() {
+                assert_eq!(i.from_email_address(), Some(self.sender.as_str()));
+                found.push((
+                    "ses:identity/${NotificationSenderAddress}".into(),
+                    "ses:SendEmail",
+                ));
+            } else {
+                // Anything else is a call no role grants: it fails the test by name.
+                let op = cfg
+                    .load::<Metadata>()
+                    .map(|m| format!("{}:{}", m.service(), m.name()))
+                    .unwrap_or_else(|| "unknown operation".into());
+                self.seen.lock().unwrap().insert(("?".into(), op));
+            }
+            let mut seen = self.seen.lock().unwrap();
+            for (resource, action) in found {
+                seen.insert((resource, action.to_string()));
+            }
+        }
+    }
+
+    impl Intercept for Recorder {
+        fn name(&self) -> &'static str {
+            "GrantRecorder"
+        }
+
+        fn read_before_serialization(
+            &self,
+            context: &BeforeSerializationInterceptorContextRef<'_>,
+            _runtime_components: &RuntimeComponents,
+            cfg: &mut ConfigBag,
+        ) -> Result<(), BoxError> {
+            self.record(context.input(), cfg);
+            Ok(())
+        }
+    }
+
+    /// Whether a recorded call is covered by the role: the exact resource, or the created
+    /// resource of an `a | b` choice.
+    fn covered(call: &(String, String), grants: &BTreeSet<(String, String)>) -> bool {
+        grants.iter().any(|(resource, action)| {
+            action == &call.1
+                && resource
+                    .split(" | ")
+                    .next()
+                    .is_some_and(|created| created == call.0)
+        })
+    }
+
+    #[tokio::test]
+    async fn every_aws_call_the_handlers_make_is_granted_to_their_function() {
+        let t = TestStack::new().await;
+        let clock = ManualClock::starting_now();
+        let shared_clock: Arc<dyn Clock> = Arc::new(clock.clone());
+        let sender = t.config.notification_sender.clone();
+        let recorders: BTreeMap<&str, Recorder> = functions()
+            .into_iter()
+            .map(|f| (f, Recorder::new(&t.stack, &sender)))
+            .collect();
+        let clients = |f: &str| recorders[f].clients(&t);
+
+        // One webhook subscription, one change: ingest → dispatch → worker → prompt roll-up.
+        let receiver = Receiver::start().await;
+        receiver.set_default(Reply::Status(200));
+        let fixtures = Fixtures {
+            clients: &t.clients,
+            table: &t.config.delivery_table,
+            now: clock.now(),
+        };
+        let account = fixtures.account(&["admin@example.com"]).await.unwrap();
+        let hook = fixtures
+            .webhook(&account.account_id, receiver.url("/hook"))
+            .await
+            .unwrap();
+        fixtures
+            .subscription(&hook, &["*"], None, &[], RetryPolicy::default())
+            .await
+            .unwrap();
+        let change = catalog_change(&account.account_id, clock.now(), 9.5);
+        t.clients
+            .dynamo
+            .put_item()
+            .table_name(&t.config.changes_table)
+            .set_item(Some(serde_dynamo::to_item(&change).unwrap()))
+            .send()
+            .await
+            .unwrap();
+        let ingest = Ingest::new(
+            clients("IngestFunction"),
+            t.config.clone(),
+            shared_clock.clone(),
+        );
+        let r = t
+            .stream("ChangesTable")
+            .drain(|e| ingest.handle(e))
+            .await
+            .unwrap();
+        assert_eq!((r.records, r.failures), (1, 0));
+        let dispatcher = Dispatcher::new(
+            clients("DispatchFunction"),
+            t.config.clone(),
+            shared_clock.clone(),
+        )
+        .without_lookahead();
+        let mut deliveries = t.stream("DeliveryTable");
+        deliveries.filter = Some(shared::dispatch::wanted);
+        deliveries
+            .drain(|e| dispatcher.handle_stream(e))
+            .await
+            .unwrap();
+        dispatcher.sweep().await.unwrap();
+        let worker = DeliveryWorker::new(
+            clients("DeliverFunction"),
+            t.config.clone(),
+            shared_clock.clone(),
+        );
+        let q = t
+            .queue("DeliveryQueue")
+            .drain(|e| worker.handle(e), 10)
+            .await
+            .unwrap();
+        assert!(q.messages >= 1 && q.failures == 0, "{q:?}");
+        assert_eq!(receiver.count(), 1);
+        deliveries
+            .drain(|e| dispatcher.handle_stream(e))
+            .await
+            .unwrap();
+
+        // Reconciliation, as the schedule and the operator's route run it.
+        for f in ["ReconcileFunction", "ApiFunction"] {
+            let reconciler = Reconciler::new(clients(f), t.config.clone(), shared_clock.clone());
+            let report = reconciler
+                .run(
+                    RunKind::Nightly,
+                    Budget::within(Duration::from_secs(60), 100),
+                )
+                .await;
+            assert!(report.ok(), "{f}: {report:?}");
+        }
+
+        // A notice (the API creates it), its fan-out and email (the notification function).
+        let _ = t
+            .clients
+            .ses
+            .create_email_identity()
+            .email_identity(&sender)
+            .send()
+            .await;
+        let notices = NoticeService::new(
+            NotifyStore::from_config(&clients("ApiFunction"), &t.config),
+            shared_clock.clone(),
+        );
+        let notice = NewNotice {
+            recipients: vec![Recipient::Contact(Contact {
+                id: "admin".into(),
+                email: Some("admin@example.com".into()),
+                slack_webhook_url: None,
+            })],
+            channels: vec!["email".into(), "console".into()],
+            subject: "Subject".into(),
+            body: "Body".into(),
+            deadline: None,
+            supersede_key: None,
+            idempotency_key: ulid::Ulid::new().to_string(),
+            reason: None,
+        };
+        let (_, created) = notices.create(&account.account_id, notice).await.unwrap();
+        assert!(created);
+        let stream = NotificationStream::new(
+            clients("NotifyFunction"),
+            t.config.clone(),
+            shared_clock.clone(),
+        );
+        let notify = NotificationWorker::new(
+            clients("NotifyFunction"),
+            t.config.clone(),
+            shared_clock.clone(),
+        );
+        let mut tap = t.stream("NotificationTable");
+        for _ in 0..4 {
+            let r = tap.drain(|e| stream.handle(e)).await.unwrap();
+            assert_eq!(r.failures, 0);
+            t.queue("NotificationQueue")
+                .drain(|e| notify.handle(e), 10)
+                .await
+                .unwrap();
+        }
+
+        for (function, recorder) in &recorders {
+            let seen = recorder.seen();
+            assert!(
+                !seen.is_empty(),
+                "{function} made no AWS call in the scenario"
+            );
+            let grants = granted(role_of(function));
+            let ungranted: Vec<_> = seen.iter().filter(|c| !covered(c, &grants)).collect();
+            assert!(
+                ungranted.is_empty(),
+                "{function} called what its role does not grant: {ungranted:#?}"
+            );
+        }
+        // The scenario reached the calls that matter for each function.
+        let saw = |f: &str, resource: &str, action: &str| {
+            assert!(
+                recorders[f]
+                    .seen()
+                    .contains(&(resource.to_string(), action.to_string())),
+                "{f} did not call {action} on {resource}"
+            );
+        };
+        saw("IngestFunction", "DeliveryTable", "dynamodb:PutItem");
+        saw("DispatchFunction", "DeliveryQueue", "sqs:SendMessage");
+        saw(
+            "DispatchFunction",
+            "DeliveryTable/index/due",
+            "dynamodb:Query",
+        );
+        saw("DeliverFunction", "DeliveryTable", "dynamodb:UpdateItem");
+        saw(
+            "ReconcileFunction",
+            "DeliveryTable/index/rollup",
+            "dynamodb:Query",
+        );
+        saw(
+            "ReconcileFunction",
+            "NotificationTable/index/watch",
+            "dynamodb:Query",
+        );
+        saw("ApiFunction", "NotificationTable", "dynamodb:PutItem");
+        saw("NotifyFunction", "NotificationQueue", "sqs:SendMessage");
+        saw(
+            "NotifyFunction",
+            "ses:identity/${NotificationSenderAddress}",
+            "ses:SendEmail",
+        );
+    }
+
+    const OPERATOR_TOKEN: &str = "deployment-test-operator-token";
+
+    /// One request to the API router; the status and the JSON body (Null when not JSON).
+    async fn call(
+        app: &axum::Router,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&Json>,
+    ) -> (u16, Json) {
+        let mut b = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("idempotency-key", ulid::Ulid::new().to_string());
+        if let Some(token) = token {
+            b = b.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let request = match body {
+            Some(v) => b
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(v.to_string())),
+            None => b.body(Body::empty()),
+        }
+        .unwrap();
+        let response = app.clone().oneshot(request).await.unwrap();
+        let status = response.status().as_u16();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 22)
+            .await
+            .unwrap();
+        (status, serde_json::from_slice(&bytes).unwrap_or(Json::Null))
+    }
+
+    fn id_of(v: &Json, pointer: &str) -> String {
+        v.pointer(pointer)
+            .and_then(Json::as_str)
+            .unwrap_or_else(|| panic!("no {pointer} in {v}"))
+            .to_string()
+    }
+
+    /// Every route of the API's route table, called with this stack's real ids (deletes last),
+    /// through clients whose calls are recorded: each must be one the API's role grants.
+    #[tokio::test]
+    async fn every_aws_call_the_api_routes_make_is_granted_to_the_api_function() {
+        let t = TestStack::new().await;
+        let recorder = Recorder::new(&t.stack, &t.config.notification_sender);
+        let clock = ManualClock::starting_now();
+        let state = ApiState::new(
+            recorder.clients(&t),
+            t.config.clone(),
+            Arc::new(clock.clone()),
+            OperatorAuth::static_token(OPERATOR_TOKEN, "ops@example.com"),
+        );
+        let app = router(state);
+        let receiver = Receiver::start().await;
+        receiver.set_default(Reply::Status(200));
+        let op = Some(OPERATOR_TOKEN);
+
+        // An account with a webhook and a poll subscription, made through the API.
+        let (s, account) = call(
+            &app,
+            Method::POST,
+            "/operator/accounts",
+            op,
+            Some(&serde_json::json!({"name": "Deploy", "admin_emails": ["admin@example.com"]})),
+        )
+        .await;
+        assert_eq!(s, 201, "{account}");
+        let account_id = id_of(&account, "/account/id");
+        let token = id_of(&account, "/token");
+        let tok = Some(token.as_str());
+        let integration = |body: Json| {
+            let app = &app;
+            async move {
+                let (s, v) = call(app, Method::POST, "/v1/integrations", tok, Some(&body)).await;
+                assert_eq!(s, 201, "{v}");
+                (id_of(&v, "/id"), id_of(&v, "/token"))
+            }
+        };
+        let (webhook_id, _) = integration(serde_json::json!({"name": "CRM", "method": "webhook",
+            "webhook_url": receiver.url("/hook"), "event_access_accepted": true}))
+        .await;
+        let (poll_id, poll_token) = integration(
+            serde_json::json!({"name": "Puller", "method": "poll", "event_access_accepted": true}),
+        )
+        .await;
+        let subscribe = |integration_id: String| {
+            let app = &app;
+            async move {
+                let body = serde_json::json!({"integration_id": integration_id,
+                    "record_types": ["*"], "fields": ["sku", "price"]});
+                let (s, v) = call(app, Method::POST, "/v1/subscriptions", tok, Some(&body)).await;
+                assert_eq!(s, 201, "{v}");
+                id_of(&v, "/id")
+            }
+        };
+        let webhook_sub = subscribe(webhook_id.clone()).await;
+        let poll_sub = subscribe(poll_id).await;
+
+        // A change through the pipeline (the other functions' part, not recorded here).
+        let p = Pipeline::with_stack(t).await;
+        let change = catalog_change(&account_id, p.now(), 4.0);
+        p.write_change(&change).await.unwrap();
+        p.pump().await.unwrap();
+        assert_eq!(receiver.count(), 1);
+        // The API's clock after the change, so a replay window can cover it.
+        clock.advance(Duration::from_secs(60));
+
+        // A notice, a replay job: ids for their routes.
+        let notice_body = serde_json::json!({"recipients": ["user-1"], "channels": ["console"],
+            "subject": "Hello", "body": "Body"});
+        let (s, notice) = call(&app, Method::POST, "/v1/notices", tok, Some(&notice_body)).await;
+        assert_eq!(s, 202, "{notice}");
+        let notice_id = id_of(&notice, "/id");
+        let window = serde_json::json!({"from": clock.now().minus(shared::domain::time::HOUR).to_rfc3339(),
+            "to": clock.now().to_rfc3339(), "reason": "deploy check"});
+        let (s, job) = call(
+            &app,
+            Method::POST,
+            &format!("/operator/accounts/{account_id}/subscriptions/{webhook_sub}/replays"),
+            op,
+            Some(&window),
+        )
+        .await;
+        assert_eq!(s, 202, "{job}");
+        let job_id = id_of(&job, "/id");
+
+        let mut table = shared::api::routes::routes(&app).unwrap();
+        // Deletes last, so every other route still finds what it names.
+        table.sort_by_key(|(m, _)| *m == Method::DELETE);
+        let mut answered = BTreeMap::new();
+        for (method, template) in &table {
+            let pull = template.starts_with("/v1/pull/");
+            let path = template
+                .replace("{account_id}", &account_id)
+                .replace("{integration_id}", &webhook_id)
+                .replace(
+                    "{subscription_id}",
+                    if pull { &poll_sub } else { &webhook_sub },
+                )
+                .replace("{change_id}", &change.change_id)
+                .replace("{event_id}", &change.change_id)
+                .replace("{job_id}", &job_id)
+                .replace("{notice_id}", &notice_id)
+                .replace("{delivery_key}", "console-user-1")
+                .replace("{provider}", "test");
+            let path = if template == "/v1/console/notices" {
+                format!("{path}?recipient=user-1")
+            } else {
+                path
+            };
+            let token = if template.starts_with("/operator") {
+                op
+            } else if pull {
+                Some(poll_token.as_str())
+            } else {
+                tok
+            };
+            let body = match (method.as_str(), template.as_str()) {
+                (_, "/operator/accounts") => Some(serde_json::json!({"name": "Other"})),
+                (_, "/v1/notices") => Some(notice_body.clone()),
+                (_, "/operator/reconcile") => Some(serde_json::json!({"run": "nightly"})),
+                ("POST", p) if p.ends_with("/replays") => Some(window.clone()),
+                ("POST", p) if p.ends_with("/tokens") => Some(serde_json::json!({})),
+                ("PUT", _) => Some(serde_json::json!({"cursor": "not-a-cursor"})),
+                ("PATCH", _) => Some(serde_json::json!({"name": "Renamed"})),
+                ("POST", _) => Some(serde_json::json!({"reason": "deploy check"})),
+                _ => None,
+            };
+            let (status, reply) = call(&app, method.clone(), &path, token, body.as_ref()).await;
+            assert!(status < 500, "{method} {path}: {status} {reply}");
+            answered.insert(format!("{method} {template}"), status);
+        }
+        let ok = answered.values().filter(|s| **s < 300).count();
+        assert!(
+            table.len() >= 30 && ok * 3 >= table.len() * 2,
+            "most routes succeed with real ids: {answered:#?}"
+        );
+
+        let seen = recorder.seen();
+        let grants = granted(role_of("ApiFunction"));
+        let ungranted: Vec<_> = seen.iter().filter(|c| !covered(c, &grants)).collect();
+        assert!(
+            ungranted.is_empty(),
+            "the API called what its role does not grant: {ungranted:#?}"
+        );
+        for (resource, action) in [
+            ("DeliveryTable", "dynamodb:BatchGetItem"),
+            ("DeliveryTable", "dynamodb:DeleteItem"),
+            ("DeliveryTable/index/listing", "dynamodb:Query"),
+            ("DeliveryTable/index/by_subscription", "dynamodb:Query"),
+            ("NotificationTable/index/inbox", "dynamodb:Query"),
+            // The operator's reconcile run.
+            ("DeliveryTable/index/rollup", "dynamodb:Query"),
+            ("NotificationTable/index/watch", "dynamodb:Query"),
+        ] {
+            assert!(
+                seen.contains(&(resource.to_string(), action.to_string())),
+                "the routes never called {action} on {resource}: {seen:#?}"
+            );
+        }
+    }
+}
