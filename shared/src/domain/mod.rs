@@ -8,6 +8,7 @@ pub mod event;
 pub mod filter;
 pub mod integration_delivery;
 pub mod lifecycle;
+pub mod notice;
 pub mod notification_delivery;
 pub mod projection;
 pub mod pull_cursor;

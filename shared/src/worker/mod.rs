@@ -35,7 +35,7 @@ use crate::store::account_config::{AccountConfig, ConfigCache};
 use crate::store::expr::{is_condition_failure, n, s, Expr};
 use crate::store::keys;
 use crate::store::models::{AttemptRecord, DeliveryRecord, DeliveryWork, Subscription};
-use crate::store::notices::{notice_item, subscription_paused_notice};
+use crate::store::notice::{notice_item, subscription_paused_notice};
 use crate::store::{from_item, StoreError};
 use adapters::AttemptResult;
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
