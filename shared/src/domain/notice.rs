@@ -1,6 +1,6 @@
 //! A notice's own small lifecycle (not one of the seeds'): it decides whether the notice still
 //! "applies", i.e. whether its deliveries may be sent. Kept as data like the seeds' tables so its
-//! writes are conditional too (`crate::store::notice`).
+//! writes are conditional too (the notice item's writes in the store).
 
 use crate::domain::lifecycle::{InvalidMove, Lifecycle, Status, Transition, Trigger};
 use serde::{Deserialize, Serialize};

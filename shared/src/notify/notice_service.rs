@@ -509,41 +509,20 @@ fn new_delivery(
 ) -> (NotificationDelivery, Option<WorkRow>) {
     let console = planned.channel == Channel::Console.as_str();
     let recipient = planned.recipient.id().to_string();
-    let mut d = NotificationDelivery {
-        notice_id: notice.notice_id.clone(),
-        delivery_key: planned.key.clone(),
-        account_id: notice.account_id.clone(),
-        channel: planned.channel.to_string(),
-        recipient: recipient.clone(),
-        address: planned
-            .recipient
-            .address(planned.channel)
-            .map(str::to_string),
-        status: if console { N::Delivered } else { N::Queued },
-        created_at: now,
-        updated_at: now,
-        version: 0,
-        deadline: notice.deadline,
-        not_before: None,
-        claim_token: None,
-        claimed_at: None,
-        provider: None,
-        provider_ref: None,
-        sent_at: None,
-        delivered_at: None,
-        failure_reason: None,
-        failed_at: None,
-        skip_reason: None,
-        last_error: None,
-        bounce: None,
-        history: Vec::new(),
-        subject: None,
-        body: None,
-        watch_shard: None,
-        watch_at: None,
-        inbox_key: None,
-        inbox_at: None,
-    };
+    let mut d = NotificationDelivery::new(
+        &notice.notice_id,
+        &planned.key,
+        &notice.account_id,
+        planned.channel,
+        &recipient,
+        if console { N::Delivered } else { N::Queued },
+        now,
+    );
+    d.address = planned
+        .recipient
+        .address(planned.channel)
+        .map(str::to_string);
+    d.deadline = notice.deadline;
     if console {
         // The console store: the delivery is the in-app message, listed by the `inbox` index.
         d.provider = Some("console".into());

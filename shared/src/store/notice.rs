@@ -12,7 +12,7 @@
 //!
 //! Notices are written by the notices API ([`create`]) and, in a transaction with a
 //! subscription's pause, by the delivery worker ([`request`]); the notification pipeline
-//! ([`crate::notify`]) fans each one out to its deliveries. The deterministic id makes a repeated
+//! (`notify`) fans each one out to its deliveries. The deterministic id makes a repeated
 //! request a no-op. A notice's own status follows [`NOTICE_LIFECYCLE`]; every status write here
 //! is conditional on the table's `from` states for its move.
 
@@ -26,7 +26,7 @@ use crate::domain::notice::{NoticeStatus, NoticeTrigger, NOTICE_LIFECYCLE};
 use crate::domain::notification_delivery::NotificationStatus;
 use crate::domain::time::Timestamp;
 use aws_sdk_dynamodb::types::{AttributeValue, Update};
-use serde::{Deserialize, Serialize};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 pub const NOTICE_SK: &str = "NOTICE";
 /// The `kind` of a notice item.
@@ -352,6 +352,22 @@ pub async fn partition(
             None => return Ok(out),
         }
     }
+}
+
+/// [`partition`], read as items of type `T`.
+pub async fn partition_of<T: DeserializeOwned>(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    notice_id: &str,
+    prefix: &str,
+    status: Option<NotificationStatus>,
+    limit: Option<usize>,
+) -> Result<Vec<T>, StoreError> {
+    partition(dynamo, table, notice_id, prefix, status, limit)
+        .await?
+        .into_iter()
+        .map(from_item)
+        .collect()
 }
 
 fn partition_query(

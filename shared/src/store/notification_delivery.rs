@@ -25,7 +25,7 @@
 
 use super::attrs::{watch, VERSION};
 use super::expr::{n, s, Expr};
-use super::notice::{notice_pk, partition};
+use super::notice::{notice_pk, partition_of};
 use super::notification_work::{self, WorkRow};
 use super::provider_ref::{self, ProviderRef};
 use super::read::{self, Query};
@@ -131,6 +131,51 @@ pub struct BounceRecord {
 }
 
 impl NotificationDelivery {
+    /// A new delivery of a notice to `recipient` on `channel`, in `status`, with nothing else
+    /// known yet (no address, no deadline, no history).
+    pub fn new(
+        notice_id: &str,
+        delivery_key: &str,
+        account_id: &str,
+        channel: &str,
+        recipient: &str,
+        status: NotificationStatus,
+        now: Timestamp,
+    ) -> Self {
+        NotificationDelivery {
+            notice_id: notice_id.to_string(),
+            delivery_key: delivery_key.to_string(),
+            account_id: account_id.to_string(),
+            channel: channel.to_string(),
+            recipient: recipient.to_string(),
+            address: None,
+            status,
+            created_at: now,
+            updated_at: now,
+            version: 0,
+            deadline: None,
+            not_before: None,
+            claim_token: None,
+            claimed_at: None,
+            provider: None,
+            provider_ref: None,
+            sent_at: None,
+            delivered_at: None,
+            failure_reason: None,
+            failed_at: None,
+            skip_reason: None,
+            last_error: None,
+            bounce: None,
+            history: Vec::new(),
+            subject: None,
+            body: None,
+            watch_shard: None,
+            watch_at: None,
+            inbox_key: None,
+            inbox_at: None,
+        }
+    }
+
     /// When settling must look at this delivery again, if ever: a `sending` one when its claim
     /// becomes ambiguous, a `queued` one at its deadline.
     pub fn watch_until(&self) -> Option<Timestamp> {
@@ -254,11 +299,7 @@ pub async fn of_notice(
     table: &str,
     notice_id: &str,
 ) -> Result<Vec<NotificationDelivery>, StoreError> {
-    partition(dynamo, table, notice_id, DELIVERY_PREFIX, None, None)
-        .await?
-        .into_iter()
-        .map(from_item)
-        .collect()
+    partition_of(dynamo, table, notice_id, DELIVERY_PREFIX, None, None).await
 }
 
 /// Up to `limit` of a notice's deliveries in `status`.
@@ -269,7 +310,7 @@ pub async fn of_notice_in(
     status: NotificationStatus,
     limit: usize,
 ) -> Result<Vec<NotificationDelivery>, StoreError> {
-    partition(
+    partition_of(
         dynamo,
         table,
         notice_id,
@@ -277,10 +318,7 @@ pub async fn of_notice_in(
         Some(status),
         Some(limit),
     )
-    .await?
-    .into_iter()
-    .map(from_item)
-    .collect()
+    .await
 }
 
 /// One page of a `watch` index shard: the entries (keys and index attributes) due at `now`,
@@ -461,38 +499,7 @@ mod tests {
     use NotificationTrigger as NT;
 
     fn delivery(status: N) -> NotificationDelivery {
-        NotificationDelivery {
-            notice_id: "n".into(),
-            delivery_key: "email-0".into(),
-            account_id: "a".into(),
-            channel: "email".into(),
-            recipient: "r".into(),
-            address: None,
-            status,
-            created_at: Timestamp(0),
-            updated_at: Timestamp(0),
-            version: 0,
-            deadline: None,
-            not_before: None,
-            claim_token: None,
-            claimed_at: None,
-            provider: None,
-            provider_ref: None,
-            sent_at: None,
-            delivered_at: None,
-            failure_reason: None,
-            failed_at: None,
-            skip_reason: None,
-            last_error: None,
-            bounce: None,
-            history: vec![],
-            subject: None,
-            body: None,
-            watch_shard: None,
-            watch_at: None,
-            inbox_key: None,
-            inbox_at: None,
-        }
+        NotificationDelivery::new("n", "email-0", "a", "email", "r", status, Timestamp(0))
     }
 
     fn items(w: Write) -> Vec<TransactWriteItem> {

@@ -5,7 +5,7 @@
 //! are items of a delivery's transaction ([`super::notification_delivery`]).
 
 use super::expr::s;
-use super::notice::{notice_pk, partition};
+use super::notice::{notice_pk, partition_of};
 use super::read;
 use super::write::{built, Write};
 use super::{from_item, to_item, StoreError};
@@ -76,11 +76,7 @@ pub async fn of_notice(
     table: &str,
     notice_id: &str,
 ) -> Result<Vec<WorkRow>, StoreError> {
-    partition(dynamo, table, notice_id, WORK_PREFIX, None, None)
-        .await?
-        .into_iter()
-        .map(from_item)
-        .collect()
+    partition_of(dynamo, table, notice_id, WORK_PREFIX, None, None).await
 }
 
 /// Writes `row` (a fresh dispatch id replaces the one before: its stream record publishes).
