@@ -14,7 +14,8 @@ use shared::domain::time::Timestamp;
 use shared::ingest::Ingest;
 use shared::monitor::items::EventItem;
 use shared::monitor::{RollUp, RollUpReport};
-use shared::reconcile::{notification_settler, Budget, ReconcileReport, Reconciler, RunKind};
+use shared::notify::settle::reconcile_settler;
+use shared::reconcile::{Budget, ReconcileReport, Reconciler, RunKind};
 use shared::store::keys;
 use shared::store::models::{DeliveryRecord, EventRecord, Subscription};
 use shared::store::{from_item, Item};
@@ -175,11 +176,9 @@ impl Pipeline {
         let dispatcher =
             Dispatcher::new(self.t.clients.clone(), self.t.config.clone(), clock.clone())
                 .without_lookahead();
-        let mut reconciler = Reconciler::from_parts(self.rollup.clone(), dispatcher);
-        if let Some(settler) = notification_settler(&self.t.clients, &self.t.config, &clock) {
-            reconciler = reconciler.with_notification_settler(settler);
-        }
-        reconciler
+        let settler = reconcile_settler(&self.t.clients, &self.t.config, &clock);
+        Reconciler::from_parts(self.rollup.clone(), dispatcher)
+            .with_notification_settler(Arc::new(settler))
             .run(kind, Budget::within(Duration::from_secs(3600), max_events))
             .await
     }

@@ -714,7 +714,7 @@ const QUEUE_READ: &[&str] = &[
     "sqs:DeleteMessage",
     "sqs:GetQueueAttributes",
 ];
-/// What `notify::store::NotifyStore` calls on the notification table: reads by key and by notice,
+/// What `notify::table::NotificationTable` calls on the notification table: reads by key and by notice,
 /// puts, updates and the transactions of both with work-row deletes.
 const NOTIFY_STORE: &[&str] = &[
     "dynamodb:GetItem",
@@ -1128,12 +1128,13 @@ mod measured {
     use shared::dispatch::Dispatcher;
     use shared::domain::retry::RetryPolicy;
     use shared::ingest::Ingest;
-    use shared::notify::notices::{NewNotice, NoticeService};
-    use shared::notify::store::NotifyStore;
+    use shared::notify::notice_service::{NewNotice, NoticeService};
+    use shared::notify::settle::reconcile_settler;
     use shared::notify::stream::NotificationStream;
+    use shared::notify::table::NotificationTable;
     use shared::notify::worker::NotificationWorker;
     use shared::reconcile::{Budget, Reconciler, RunKind};
-    use shared::store::notices::{Contact, Recipient};
+    use shared::store::notice::{Contact, Recipient};
     use shared::worker::DeliveryWorker;
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
@@ -1393,7 +1394,13 @@ mod measured {
 
         // Reconciliation, as the schedule and the operator's route run it.
         for f in ["ReconcileFunction", "ApiFunction"] {
-            let reconciler = Reconciler::new(clients(f), t.config.clone(), shared_clock.clone());
+            let settler = reconcile_settler(&clients(f), &t.config, &shared_clock);
+            let reconciler = Reconciler::new(
+                clients(f),
+                t.config.clone(),
+                shared_clock.clone(),
+                Some(Arc::new(settler)),
+            );
             let report = reconciler
                 .run(
                     RunKind::Nightly,
@@ -1412,7 +1419,7 @@ mod measured {
             .send()
             .await;
         let notices = NoticeService::new(
-            NotifyStore::from_config(&clients("ApiFunction"), &t.config),
+            NotificationTable::from_config(&clients("ApiFunction"), &t.config),
             shared_clock.clone(),
         );
         let notice = NewNotice {

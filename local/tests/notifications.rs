@@ -12,7 +12,7 @@ use local::testkit::TestStack;
 use serde_json::{json, Value};
 use shared::clock::{Clock, ManualClock};
 use shared::domain::lifecycle::TransitionError;
-use shared::domain::notice::{NoticeStatus, NoticeTrigger};
+use shared::domain::notice::NoticeStatus;
 use shared::domain::notification_delivery::{
     requeue_condition, FailureReason, NotificationStatus as N, NotificationTrigger as NT,
     RequeueRefused, AMBIGUITY_TIMEOUT, MAX_HISTORY_EVENTS, MAX_RECEIVES, NOTIFICATION_LIFECYCLE,
@@ -22,15 +22,23 @@ use shared::domain::time::{Timestamp, HOUR, MINUTE, SECOND};
 use shared::notify::channels::Adapters;
 use shared::notify::confirm::{self, ConfirmOutcome, IntakeError, IntakeOutcome};
 use shared::notify::metrics::CapturedMetrics;
-use shared::notify::model::*;
-use shared::notify::notices::{NewNotice, NoticeService};
+use shared::notify::notice_service::{NewNotice, NoticeService};
 use shared::notify::requeue::{requeue, RequeueError};
 use shared::notify::settle::{settle_with, SettleBudget};
 use shared::notify::sns::{self, SnsError};
-use shared::notify::store::{Effects, NotifyStore};
 use shared::notify::stream::NotificationStream;
+use shared::notify::table::NotificationTable;
 use shared::notify::worker::{NotificationWorker, WorkOutcome};
-use shared::store::notices::{notice_item, notice_pk, subscription_paused_notice, Recipient};
+use shared::store::attrs::{inbox::INDEX as INBOX_INDEX, watch::INDEX as WATCH_INDEX};
+use shared::store::console_inbox::inbox_key;
+use shared::store::notice::{
+    self, notice_item, notice_pk, subscription_paused_notice, Contact, NoticeRecord, Recipient,
+};
+use shared::store::notice_progress::{Progress, PROGRESS_PREFIX};
+use shared::store::notification_delivery::{
+    delivery_sk, Effects, NotificationDelivery, DELIVERY_PREFIX,
+};
+use shared::store::notification_work::{work_sk, NotificationWork, WorkRow};
 use shared::store::{from_item, Item};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -45,7 +53,7 @@ struct Notify {
     worker: NotificationWorker,
     stream: NotificationStream,
     notices: NoticeService,
-    store: NotifyStore,
+    store: NotificationTable,
     tap: Mutex<StreamTap>,
     metrics: CapturedMetrics,
     account: String,
@@ -89,7 +97,7 @@ impl Notify {
         .with_metrics(Arc::new(metrics.clone()));
         let stream =
             NotificationStream::new(t.clients.clone(), t.config.clone(), shared_clock.clone());
-        let store = NotifyStore::from_config(&t.clients, &t.config);
+        let store = NotificationTable::from_config(&t.clients, &t.config);
         let notices = NoticeService::new(store.clone(), shared_clock);
         let tap = Mutex::new(t.stream("NotificationTable"));
         // The emulator refuses mail from an unverified sender, as SES does.
@@ -179,13 +187,19 @@ impl Notify {
 
     /// Every item of a notice's partition, by sort key.
     async fn partition(&self, notice_id: &str) -> HashMap<String, Item> {
-        self.store
-            .query_prefix(notice_id, "", None, None)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|i| (i["sk"].as_s().unwrap().clone(), i))
-            .collect()
+        notice::partition(
+            &self.store.dynamo,
+            &self.store.table,
+            notice_id,
+            "",
+            None,
+            None,
+        )
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| (i["sk"].as_s().unwrap().clone(), i))
+        .collect()
     }
 
     /// The one message on the queue, received (it stays in flight for its visibility timeout).
@@ -529,16 +543,9 @@ async fn cancels_not_sends_a_delivery_whose_notification_was_superseded_after_it
     // The consumer's own guard: the replacement reached the notice but not yet its queued
     // delivery when the message arrives — the consumer cancels instead of sending.
     let c = n.create(new_notice(ops(), &["slack"], "Stale")).await;
-    assert!(n
-        .store
-        .notice_transition(
-            &c.notice_id,
-            NoticeTrigger::Supersede,
-            NoticeStatus::Superseded,
-            &[("superseded_by", AttributeValue::S(b.notice_id.clone()))],
-        )
-        .await
-        .unwrap());
+    let superseded =
+        notice::supersede(&n.store.table, &c.notice_id, &b.notice_id, n.now()).unwrap();
+    assert!(n.store.send(superseded).await.unwrap().applied());
     let (work, count) = n.receive_work().await;
     assert_eq!(
         n.worker.process(&work, count).await.unwrap(),
@@ -1566,7 +1573,9 @@ async fn reconciliation_reaches_settling_through_its_hook() {
     let timed = n.create(timed).await;
     n.clock.advance(2 * MINUTE);
     let clock: Arc<dyn Clock> = Arc::new(n.clock.clone());
-    let settler = shared::notify::settle::reconcile_settler(&n.t.clients, &n.t.config, &clock);
+    let settler: Arc<dyn shared::reconcile::NotificationSettler> = Arc::new(
+        shared::notify::settle::reconcile_settler(&n.t.clients, &n.t.config, &clock),
+    );
     let counts = settler
         .settle(std::time::Instant::now() + std::time::Duration::from_secs(60))
         .await

@@ -5,7 +5,7 @@
 //!    index (retries whose message was lost, deliveries whose worker died).
 //! 2. **Notification settling** — the notification pipeline's nightly settling (seed 001: sends
 //!    ambiguous for too long fail, queued work past its deadline expires), through the
-//!    [`NotificationSettler`] hook the function wires in ([`notification_settler`]).
+//!    [`NotificationSettler`] the reconcile function (and the operator route) pass in.
 //! 3. **Roll-up stragglers** — [`RollUp::walk`] over the `rollup` index, oldest first, one pass
 //!    ([`ROLLUP_BATCH`](crate::domain::event::ROLLUP_BATCH) events) at a time, within the run's
 //!    [`Budget`] (events and wall-clock time).
@@ -69,40 +69,27 @@ impl Budget {
 pub type SettleCounts = BTreeMap<String, u64>;
 pub type SettleError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The notification pipeline's nightly settling, as reconciliation calls it. The reconcile
-/// function (and the operator route) wire the implementation in through
-/// [`notification_settler`]; the pipeline lives in `crate::notify`.
+/// The notification pipeline's nightly settling, as reconciliation calls it. Reconciliation does
+/// not know the pipeline: whoever builds the [`Reconciler`] (the reconcile function, the operator
+/// route) passes the settler in.
 #[async_trait]
 pub trait NotificationSettler: Send + Sync {
     /// Settles what is due, starting no new work after `deadline`.
     async fn settle(&self, deadline: Instant) -> Result<SettleCounts, SettleError>;
 }
 
-/// Any async closure `Fn(Instant) -> Future<Output = Result<SettleCounts, SettleError>>` is a
-/// settler.
+/// Any async closure `Fn(Instant) -> Future<Output = Result<SettleCounts, E>>` is a settler,
+/// for any error `E` that boxes into a [`SettleError`].
 #[async_trait]
-impl<F, Fut> NotificationSettler for F
+impl<F, Fut, E> NotificationSettler for F
 where
     F: Fn(Instant) -> Fut + Send + Sync,
-    Fut: std::future::Future<Output = Result<SettleCounts, SettleError>> + Send,
+    Fut: std::future::Future<Output = Result<SettleCounts, E>> + Send,
+    E: Into<SettleError>,
 {
     async fn settle(&self, deadline: Instant) -> Result<SettleCounts, SettleError> {
-        self(deadline).await
+        self(deadline).await.map_err(Into::into)
     }
-}
-
-/// **The hook** through which reconciliation reaches the notification pipeline's settling
-/// ([`crate::notify::settle::reconcile_settler`]): the one place that wires it, for the reconcile
-/// function, the operator route and the local harness alike. `None` would run reconciliation
-/// without settling (reported as `not_wired`).
-pub fn notification_settler(
-    clients: &Clients,
-    config: &Config,
-    clock: &Arc<dyn Clock>,
-) -> Option<Arc<dyn NotificationSettler>> {
-    Some(crate::notify::settle::reconcile_settler(
-        clients, config, clock,
-    ))
 }
 
 /// Which parts of reconciliation a run does.
@@ -138,7 +125,7 @@ impl ReconcileRequest {
 pub enum SettleReport {
     /// Not part of this run (roll-up only).
     NotRun,
-    /// No settler is wired in ([`notification_settler`] returned `None`).
+    /// No settler was passed in.
     NotWired,
     Settled {
         counts: SettleCounts,
@@ -296,9 +283,14 @@ pub struct Reconciler {
 }
 
 impl Reconciler {
-    /// The service as a function builds it (with the settler [`notification_settler`] wires).
-    pub fn new(clients: Clients, config: Config, clock: Arc<dyn Clock>) -> Self {
-        let settler = notification_settler(&clients, &config, &clock);
+    /// The service as a function builds it, with the notification settler it wires in (`None`:
+    /// nightly runs report settling as `not_wired`).
+    pub fn new(
+        clients: Clients,
+        config: Config,
+        clock: Arc<dyn Clock>,
+        settler: Option<Arc<dyn NotificationSettler>>,
+    ) -> Self {
         let rollup = RollUp::new(
             clients.dynamo.clone(),
             config.delivery_table.clone(),

@@ -19,13 +19,13 @@
 //! fifty events. A confirmation for a delivery not yet `sent` (possible only if it raced our own
 //! write) is answered "retry later", so SNS delivers it again.
 
-use super::model::{BounceRecord, NotificationDelivery};
 use super::sns::{self, SnsError, SnsHttp, SnsMessage};
-use super::store::{Effects, NotifyStore};
+use super::table::NotificationTable;
 use super::NotifyError;
 use crate::domain::notification_delivery::{NotificationStatus as N, NotificationTrigger as NT};
 use crate::domain::signing::{self, SigningSecret, DEFAULT_TOLERANCE};
 use crate::domain::time::Timestamp;
+use crate::store::notification_delivery::{BounceRecord, Effects, NotificationDelivery};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -103,7 +103,7 @@ impl ConfirmOutcome {
 
 /// Applies one provider event (see the module docs).
 pub async fn apply(
-    store: &NotifyStore,
+    store: &NotificationTable,
     event: &ProviderEvent,
     now: Timestamp,
 ) -> Result<ConfirmOutcome, NotifyError> {
@@ -341,7 +341,7 @@ pub enum IntakeOutcome {
 
 /// An SNS message posted to the SES route.
 pub async fn intake_sns(
-    store: &NotifyStore,
+    store: &NotificationTable,
     settings: &ProviderEventSettings,
     body: &[u8],
     now: Timestamp,
@@ -387,7 +387,7 @@ pub struct SignedEventBody {
 
 /// A Standard-Webhooks-signed event posted by `provider`.
 pub async fn intake_signed(
-    store: &NotifyStore,
+    store: &NotificationTable,
     settings: &ProviderEventSettings,
     provider: &str,
     header: impl Fn(&str) -> Option<String>,
@@ -464,7 +464,7 @@ pub async fn intake_signed(
 
 /// The delivery a provider reference names (for tests and operators).
 pub async fn delivery_of(
-    store: &NotifyStore,
+    store: &NotificationTable,
     provider: &str,
     provider_ref: &str,
 ) -> Result<Option<NotificationDelivery>, NotifyError> {

@@ -17,17 +17,22 @@
 //!
 //! | module                 | what it does |
 //! |------------------------|--------------|
-//! | [`model`]              | the stored items: notice, delivery, work row, progress shards, keys |
-//! | [`store`]              | every delivery write: the lifecycle's condition + progress, one transaction |
-//! | [`notices`]            | create (idempotency key), fan-out, withdraw, supersede, progress summary |
-//! | [`channels`]           | adapters: email (SES v2), Slack (incoming webhook), console |
+//! | [`table`]              | the pipeline's handle on the table: reads, and sends the item modules' named writes |
+//! | [`notice_service`]     | create (idempotency key), fan-out, withdraw, supersede, progress summary |
+//! | [`channels`]           | the channels and their adapters: email (SES v2), Slack (incoming webhook), console |
 //! | [`worker`]             | the notification queue consumer (claim, adapter, outcome, backoff) |
 //! | [`stream`]             | the table's stream: fan-out of requested notices, publishing work rows |
 //! | [`confirm`]            | provider events: `sent → delivered`, bounces, dedupe, history cap |
 //! | [`sns`]                | SNS message signature verification (SES events arrive through SNS) |
-//! | [`settle`]             | the nightly settling the reconcile Lambda calls |
+//! | [`settle`]             | the nightly settling the reconcile function wires into reconciliation |
 //! | [`requeue`]            | operator requeue of exhausted deliveries |
 //! | [`metrics`]            | the terminal-failure metric (CloudWatch embedded metric format) |
+//!
+//! The stored items (notice, delivery, work row, progress shards, provider reference, supersede
+//! pointer, console inbox) and their writes are modules of [`crate::store`]: `notice`,
+//! `notification_delivery`, `notification_work`, `notice_progress`, `provider_ref`,
+//! `supersede_pointer`, `console_inbox`. The notice's own lifecycle is
+//! [`crate::domain::notice`].
 //!
 //! # Decisions
 //!
@@ -35,7 +40,7 @@
 //!   on the lifecycle's condition for its `(trigger, to)` (`#status IN (:from)`) *and* on the
 //!   item's `version` (optimistic concurrency, so a concurrent provider event or settle is never
 //!   overwritten), in one transaction with the notice's progress counters and the work row
-//!   effect. See [`store`].
+//!   effect. See [`crate::store::notification_delivery`].
 //! * **The receive count is the retry budget.** There is no attempt counter in the table. A
 //!   retryable result below the eighth receive puts the delivery back to `queued` (with
 //!   `not_before`), changes the message's visibility to the jittered backoff and reports the
@@ -63,13 +68,12 @@
 pub mod channels;
 pub mod confirm;
 pub mod metrics;
-pub mod model;
-pub mod notices;
+pub mod notice_service;
 pub mod requeue;
 pub mod settle;
 pub mod sns;
-pub mod store;
 pub mod stream;
+pub mod table;
 pub mod worker;
 
 use crate::domain::lifecycle::TransitionError;

@@ -12,14 +12,15 @@
 //! ([`requeue_condition`]). An ambiguous failure is refused with the reason: the provider may
 //! already have sent it, and sending again could deliver twice.
 
-use super::model::{NotificationDelivery, WorkRow};
-use super::store::{Effects, NotifyStore, WorkEffect};
+use super::table::NotificationTable;
 use super::NotifyError;
 use crate::domain::notification_delivery::{
     requeue_allowed, requeue_condition, NotificationStatus as N, NotificationTrigger as NT,
     RequeueRefused,
 };
 use crate::domain::time::Timestamp;
+use crate::store::notification_delivery::{Effects, NotificationDelivery, WorkEffect};
+use crate::store::notification_work::WorkRow;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RequeueError {
@@ -42,7 +43,7 @@ impl From<crate::store::StoreError> for RequeueError {
 /// Requeues an exhausted delivery (see the module docs). Returns the queued delivery and its
 /// fresh work row.
 pub async fn requeue(
-    store: &NotifyStore,
+    store: &NotificationTable,
     notice_id: &str,
     delivery_key: &str,
     operator: &str,

@@ -15,8 +15,7 @@
 //! repaired.
 
 use super::metrics::{MetricSink, StdoutEmf, TerminalFailure};
-use super::model::NotificationDelivery;
-use super::store::{Effects, NotifyStore};
+use super::table::NotificationTable;
 use super::NotifyError;
 use crate::aws::Clients;
 use crate::config::Config;
@@ -24,10 +23,11 @@ use crate::domain::notification_delivery::{
     is_ambiguous, FailureReason, NotificationStatus as N, NotificationTrigger as NT,
 };
 use crate::domain::time::Timestamp;
-use crate::store::expr::{n, s};
 use crate::store::keys::SHARDS;
-use crate::store::{Item, StoreError};
-use std::collections::{BTreeMap, HashMap};
+use crate::store::notification_delivery::{self as delivery, Effects, NotificationDelivery};
+use crate::store::{read, Item};
+use futures::future::BoxFuture;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -97,26 +97,28 @@ impl SettleReport {
     }
 }
 
-/// Settling as reconciliation's [`crate::reconcile::NotificationSettler`] hook calls it: "now" from
-/// the injected clock, the run bounded by the invocation's wall-clock deadline and the default
-/// item budget. (`crate::reconcile::notification_settler` returns this.)
+/// Settling as reconciliation runs it (the reconcile function and the operator route wire this
+/// closure in as its notification settler): "now" from the injected clock, the run bounded by
+/// the invocation's wall-clock deadline and the default item budget; the counts of
+/// [`SettleReport::counts`].
 pub fn reconcile_settler(
     clients: &Clients,
     config: &Config,
     clock: &Arc<dyn crate::clock::Clock>,
-) -> Arc<dyn crate::reconcile::NotificationSettler> {
+) -> impl Fn(Instant) -> BoxFuture<'static, Result<BTreeMap<String, u64>, NotifyError>> + Send + Sync
+{
     let (clients, config, clock) = (clients.clone(), config.clone(), clock.clone());
-    Arc::new(move |deadline: Instant| {
+    move |deadline: Instant| {
         let (clients, config, clock) = (clients.clone(), config.clone(), clock.clone());
-        async move {
+        Box::pin(async move {
             let budget = SettleBudget {
                 deadline: Some(deadline),
                 ..SettleBudget::default()
             };
             let report = settle(&clients, &config, clock.now(), budget).await?;
-            Ok::<_, crate::reconcile::SettleError>(report.counts())
-        }
-    })
+            Ok(report.counts())
+        })
+    }
 }
 
 /// What settling does with one delivery at `now`.
@@ -155,7 +157,7 @@ pub async fn settle(
     budget: SettleBudget,
 ) -> Result<SettleReport, NotifyError> {
     settle_with(
-        &NotifyStore::from_config(clients, config),
+        &NotificationTable::from_config(clients, config),
         &StdoutEmf,
         &config.stage,
         now,
@@ -166,7 +168,7 @@ pub async fn settle(
 
 /// [`settle`] with an explicit store and metric sink.
 pub async fn settle_with(
-    store: &NotifyStore,
+    store: &NotificationTable,
     metrics: &dyn MetricSink,
     stage: &str,
     now: Timestamp,
@@ -183,27 +185,16 @@ pub async fn settle_with(
                 continue;
             }
             let limit = PAGE.min(remaining as i32);
-            let page = store
-                .dynamo
-                .query()
-                .table_name(&store.table)
-                .index_name(super::model::WATCH_INDEX)
-                .key_condition_expression("watch_shard = :shard AND watch_at <= :now")
-                .expression_attribute_values(":shard", s(shard.as_str()))
-                .expression_attribute_values(":now", n(now.millis()))
-                .limit(limit)
-                .set_exclusive_start_key(cursor.take())
-                .send()
-                .await
-                .map_err(StoreError::dynamo)?;
-            for item in page.items.unwrap_or_default() {
+            let q = delivery::watched_query(&store.table, shard, now, limit, cursor.take());
+            let page = read::query_page(&store.dynamo, &q).await?;
+            for item in page.items {
                 remaining = remaining.saturating_sub(1);
                 report.examined += 1;
                 settle_one(store, metrics, stage, &item, now, &mut report).await?;
             }
-            match page.last_evaluated_key {
-                Some(k) if !k.is_empty() => *cursor = Some(k),
-                _ => *done = true,
+            match page.next {
+                Some(k) => *cursor = Some(k),
+                None => *done = true,
             }
         }
     }
@@ -215,10 +206,10 @@ pub async fn settle_with(
 }
 
 async fn settle_one(
-    store: &NotifyStore,
+    store: &NotificationTable,
     metrics: &dyn MetricSink,
     stage: &str,
-    key: &HashMap<String, aws_sdk_dynamodb::types::AttributeValue>,
+    key: &Item,
     now: Timestamp,
     report: &mut SettleReport,
 ) -> Result<(), NotifyError> {
@@ -228,11 +219,10 @@ async fn settle_one(
     };
     // Two tries: a write that loses to a concurrent one is decided again on a fresh read.
     for _ in 0..2 {
-        let Some(item) = store.get(&pk, &sk).await? else {
+        let Some(d) = delivery::at(&store.dynamo, &store.table, &pk, &sk).await? else {
             report.unchanged += 1;
             return Ok(());
         };
-        let d: NotificationDelivery = crate::store::from_item(item)?;
         let mut next = d.clone();
         next.updated_at = now;
         let written = match decide(&d, now) {

@@ -9,14 +9,14 @@
 //! Records are handled in order; the first one that fails is reported (with everything after it
 //! left for the retry, as the event source mapping retries from the first failed record).
 
-use super::model::{NotificationWork, NOTICE_KIND, WORK_KIND};
-use super::notices::NoticeService;
-use super::store::NotifyStore;
+use super::notice_service::NoticeService;
+use super::table::NotificationTable;
 use super::NotifyError;
 use crate::aws::Clients;
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::store::notices::REQUESTED;
+use crate::store::notice::{NOTICE_KIND, REQUESTED};
+use crate::store::notification_work::{NotificationWork, WORK_KIND};
 use aws_lambda_events::event::dynamodb::{Event as DynamoDbEvent, EventRecord};
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
@@ -77,7 +77,7 @@ fn action(record: &EventRecord) -> Action {
 impl NotificationStream {
     pub fn new(clients: Clients, config: Config, clock: Arc<dyn Clock>) -> Self {
         NotificationStream {
-            notices: NoticeService::new(NotifyStore::from_config(&clients, &config), clock),
+            notices: NoticeService::new(NotificationTable::from_config(&clients, &config), clock),
             sqs: clients.sqs.clone(),
             queue_url: config.notification_queue_url.clone(),
         }

@@ -24,8 +24,7 @@
 
 use super::channels::{Adapters, ChannelAnswer, OutgoingMessage};
 use super::metrics::{MetricSink, StdoutEmf, TerminalFailure};
-use super::model::{NoticeRecord, NotificationDelivery, NotificationWork, ProviderRef};
-use super::store::{Effects, NotifyStore};
+use super::table::NotificationTable;
 use super::NotifyError;
 use crate::aws::Clients;
 use crate::clock::Clock;
@@ -36,6 +35,10 @@ use crate::domain::notification_delivery::{
 };
 use crate::domain::retry::{notification_visibility_delay, JitterSource, RandJitter};
 use crate::domain::time::Timestamp;
+use crate::store::notice::NoticeRecord;
+use crate::store::notification_delivery::{Effects, NotificationDelivery};
+use crate::store::notification_work::NotificationWork;
+use crate::store::provider_ref::ProviderRef;
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::future::join_all;
 use rand::SeedableRng;
@@ -116,7 +119,7 @@ impl JitterSource for DynJitter<'_> {
 }
 
 pub struct NotificationWorker {
-    store: NotifyStore,
+    store: NotificationTable,
     sqs: aws_sdk_sqs::Client,
     queue_url: String,
     stage: String,
@@ -141,7 +144,7 @@ impl NotificationWorker {
         adapters: Adapters,
     ) -> Self {
         NotificationWorker {
-            store: NotifyStore::from_config(&clients, &config),
+            store: NotificationTable::from_config(&clients, &config),
             sqs: clients.sqs.clone(),
             queue_url: config.notification_queue_url.clone(),
             stage: config.stage.clone(),
@@ -165,7 +168,7 @@ impl NotificationWorker {
         NotificationWorker { metrics, ..self }
     }
 
-    pub fn store(&self) -> &NotifyStore {
+    pub fn store(&self) -> &NotificationTable {
         &self.store
     }
 

@@ -39,3 +39,22 @@ pub mod listing {
     pub const KEY: &str = "list_key";
     pub const SORT: &str = "list_sort";
 }
+
+/// `watch` index of the notification table (sparse, sharded): deliveries settling may have to act
+/// on, by the instant it may (`store::notification_delivery`).
+pub mod watch {
+    pub const INDEX: &str = "watch";
+    pub const SHARD: &str = "watch_shard";
+    pub const AT: &str = "watch_at";
+}
+
+/// `inbox` index of the notification table (sparse): a recipient's console deliveries in time
+/// order (`store::console_inbox`).
+pub mod inbox {
+    pub const INDEX: &str = "inbox";
+    pub const KEY: &str = "inbox_key";
+    pub const AT: &str = "inbox_at";
+}
+
+/// The notification table's optimistic-concurrency counter (every delivery write adds one).
+pub const VERSION: &str = "version";

@@ -3,14 +3,20 @@
 
 pub mod account_config;
 pub mod attrs;
+pub mod console_inbox;
 pub mod delivery;
 pub mod event;
 pub mod expr;
 pub mod keys;
 pub mod models;
-pub mod notices;
+pub mod notice;
+pub mod notice_progress;
+pub mod notification_delivery;
+pub mod notification_work;
+pub mod provider_ref;
 pub mod read;
 pub mod subscription;
+pub mod supersede_pointer;
 pub mod write;
 
 use serde::{de::DeserializeOwned, Serialize};

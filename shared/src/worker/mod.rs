@@ -28,7 +28,7 @@ use crate::domain::time::Timestamp;
 use crate::store;
 use crate::store::account_config::{AccountConfig, ConfigCache};
 use crate::store::delivery::{AttemptRecord, Delivery, DeliveryWork, Outcome};
-use crate::store::notices::{notice_item, subscription_paused_notice};
+use crate::store::notice::{notice_item, subscription_paused_notice};
 use crate::store::subscription::Subscription;
 use crate::store::write::{send, send_resolving_conflicts, Write, Written};
 use crate::store::StoreError;

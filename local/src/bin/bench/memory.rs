@@ -232,11 +232,11 @@ pub(crate) fn vm_hwm_bytes() -> Option<u64> {
 /// invocation of fresh handlers whose AWS clients are already connected, then a second one.
 pub(crate) async fn memory_per_batch() -> Result<Vec<HeapPeak>> {
     use shared::notify::metrics::CapturedMetrics;
-    use shared::notify::notices::{NewNotice, NoticeService};
-    use shared::notify::store::NotifyStore;
+    use shared::notify::notice_service::{NewNotice, NoticeService};
     use shared::notify::stream::NotificationStream;
+    use shared::notify::table::NotificationTable;
     use shared::notify::worker::NotificationWorker;
-    use shared::store::notices::{Contact, Recipient};
+    use shared::store::notice::{Contact, Recipient};
     let receiver = ChildReceiver::start()?;
     let mut out = Vec::new();
 
@@ -285,7 +285,10 @@ pub(crate) async fn memory_per_batch() -> Result<Vec<HeapPeak>> {
     let fan_out = NotificationStream::new(p.t.clients.clone(), p.t.config.clone(), clock.clone());
     let worker = NotificationWorker::new(p.t.clients.clone(), p.t.config.clone(), clock.clone())
         .with_metrics(std::sync::Arc::new(CapturedMetrics::default()));
-    let notices = NoticeService::new(NotifyStore::from_config(&p.t.clients, &p.t.config), clock);
+    let notices = NoticeService::new(
+        NotificationTable::from_config(&p.t.clients, &p.t.config),
+        clock,
+    );
     for notice in 0..2 {
         let recipients = (0..n_notify)
             .map(|i| {

@@ -13,7 +13,7 @@ use crate::api::extract::{path_id, ApiPath, JsonBody};
 use crate::api::v1::notices::{fault, service, NoticeDeliveryView, NoticeView};
 use crate::api::{ApiError, ApiState};
 use crate::notify::requeue::{requeue as requeue_delivery, RequeueError};
-use crate::notify::store::NotifyStore;
+use crate::notify::table::NotificationTable;
 use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -73,7 +73,7 @@ async fn requeue(
     let reason = reason.ok_or_else(|| ApiError::internal("validated reason missing"))?;
     let notice_id = path_id(&notice_id, "notification delivery")?;
     let delivery_key = path_id(&delivery_key, "notification delivery")?;
-    let store = NotifyStore::from_config(&state.clients, &state.config);
+    let store = NotificationTable::from_config(&state.clients, &state.config);
     match requeue_delivery(
         &store,
         &notice_id,

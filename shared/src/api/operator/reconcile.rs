@@ -10,6 +10,7 @@
 use crate::api::auth::Operator;
 use crate::api::extract::{Fields, JsonBody};
 use crate::api::{ApiError, ApiState};
+use crate::notify::settle::reconcile_settler;
 use crate::reconcile::{Budget, ReconcileReport, Reconciler, RunKind, DEFAULT_MAX_EVENTS};
 use axum::extract::State;
 use axum::routing::post;
@@ -53,10 +54,12 @@ async fn run(
     }
     f.finish()?;
     let run = run.unwrap_or_default();
+    let settler = reconcile_settler(&state.clients, &state.config, &state.clock);
     let reconciler = Reconciler::new(
         state.clients.clone(),
         state.config.clone(),
         state.clock.clone(),
+        Some(Arc::new(settler)),
     );
     let budget = Budget {
         max_events: max_events.unwrap_or(DEFAULT_MAX_EVENTS),

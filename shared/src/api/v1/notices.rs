@@ -19,13 +19,15 @@ use crate::api::auth::AccountAuth;
 use crate::api::extract::{page_limit, path_id, ApiPath, ApiQuery, JsonBody};
 use crate::api::{ApiError, ApiState};
 use crate::domain::time::Timestamp;
-use crate::notify::model::{inbox_key, NoticeRecord, NotificationDelivery, Progress, INBOX_INDEX};
-use crate::notify::notices::{validate, CreateError, NewNotice, NoticeService, WithdrawError};
-use crate::notify::store::NotifyStore;
+use crate::notify::notice_service::{
+    validate, CreateError, NewNotice, NoticeService, WithdrawError,
+};
+use crate::notify::table::NotificationTable;
 use crate::notify::NotifyError;
-use crate::store::expr::s;
-use crate::store::notices::Recipient;
-use crate::store::{from_item, StoreError};
+use crate::store::console_inbox;
+use crate::store::notice::{NoticeRecord, Recipient};
+use crate::store::notice_progress::Progress;
+use crate::store::notification_delivery::NotificationDelivery;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::IntoResponse;
@@ -48,7 +50,7 @@ pub fn router() -> Router<Arc<ApiState>> {
 
 pub(crate) fn service(state: &ApiState) -> NoticeService {
     NoticeService::new(
-        NotifyStore::from_config(&state.clients, &state.config),
+        NotificationTable::from_config(&state.clients, &state.config),
         state.clock.clone(),
     )
 }
@@ -347,8 +349,10 @@ async fn deliveries(
     ApiPath(notice_id): ApiPath<String>,
 ) -> Result<Json<DeliveriesResponse>, ApiError> {
     let notice = own_notice(&state, &auth.account_id, &notice_id).await?;
-    let store = NotifyStore::from_config(&state.clients, &state.config);
-    let all = store.deliveries(&notice.notice_id).await?;
+    let all = service(&state)
+        .store()
+        .deliveries(&notice.notice_id)
+        .await?;
     Ok(Json(DeliveriesResponse {
         data: all.iter().map(NoticeDeliveryView::from).collect(),
     }))
@@ -400,25 +404,14 @@ async fn console(
         .recipient
         .filter(|r| !r.is_empty() && r.len() <= 320)
         .ok_or_else(|| ApiError::field("recipient", "is required"))?;
-    let page = state
-        .clients
-        .dynamo
-        .query()
-        .table_name(&state.config.notification_table)
-        .index_name(INBOX_INDEX)
-        .key_condition_expression("inbox_key = :k")
-        .expression_attribute_values(":k", s(inbox_key(&auth.account_id, &recipient)))
-        .scan_index_forward(false)
-        .limit(limit as i32)
-        .send()
-        .await
-        .map_err(StoreError::dynamo)?;
-    let data = page
-        .items
-        .unwrap_or_default()
-        .into_iter()
-        .map(from_item::<NotificationDelivery>)
-        .collect::<Result<Vec<_>, _>>()?;
+    let data = console_inbox::newest(
+        &state.clients.dynamo,
+        &state.config.notification_table,
+        &auth.account_id,
+        &recipient,
+        limit as i32,
+    )
+    .await?;
     Ok(Json(DeliveriesResponse {
         data: data.iter().map(NoticeDeliveryView::from).collect(),
     }))

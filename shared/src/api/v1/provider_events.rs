@@ -19,7 +19,7 @@ use crate::api::{ApiError, ApiState};
 use crate::notify::confirm::{
     self, ConfirmOutcome, IntakeError, IntakeOutcome, ProviderEventSettings,
 };
-use crate::notify::store::NotifyStore;
+use crate::notify::table::NotificationTable;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request, State};
 use axum::http::HeaderMap;
@@ -81,7 +81,7 @@ async fn ses(
     request: Request,
 ) -> Result<Json<IntakeView>, ApiError> {
     let body = body_of(&state, request).await?;
-    let store = NotifyStore::from_config(&state.clients, &state.config);
+    let store = NotificationTable::from_config(&state.clients, &state.config);
     answer(confirm::intake_sns(&store, settings(), &body, state.clock.now()).await)
 }
 
@@ -93,7 +93,7 @@ async fn signed(
 ) -> Result<Json<IntakeView>, ApiError> {
     let provider = path_id(&provider, "provider")?;
     let body = body_of(&state, request).await?;
-    let store = NotifyStore::from_config(&state.clients, &state.config);
+    let store = NotificationTable::from_config(&state.clients, &state.config);
     let header = |name: &str| {
         headers
             .get(name)

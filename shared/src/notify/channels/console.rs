@@ -4,6 +4,7 @@
 
 use super::{ChannelAdapter, ChannelAnswer, OutgoingMessage};
 use crate::domain::time::Timestamp;
+use crate::store::console_inbox::console_ref;
 
 pub struct ConsoleAdapter;
 
@@ -15,7 +16,7 @@ impl ChannelAdapter for ConsoleAdapter {
 
     async fn send(&self, message: &OutgoingMessage<'_>, _now: Timestamp) -> ChannelAnswer {
         ChannelAnswer::Accepted {
-            provider_ref: format!("console:{}/{}", message.notice_id, message.delivery_key),
+            provider_ref: console_ref(message.notice_id, message.delivery_key),
             confirmed: true,
         }
     }

@@ -18,9 +18,40 @@ use crate::aws::Clients;
 use crate::config::Config;
 use crate::domain::ssrf::TargetPolicy;
 use crate::domain::time::Timestamp;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The channels this system has adapters for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Channel {
+    Email,
+    Slack,
+    Console,
+}
+
+impl Channel {
+    pub const ALL: [Channel; 3] = [Channel::Email, Channel::Slack, Channel::Console];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Channel::Email => "email",
+            Channel::Slack => "slack",
+            Channel::Console => "console",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Channel> {
+        Channel::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+impl fmt::Display for Channel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// One message for one recipient on one channel.
 #[derive(Debug, Clone, Copy)]

@@ -16,16 +16,20 @@
 //!   rows deleted). Deliveries already `sending` finish; ones the cancellation does not reach are
 //!   cancelled by the worker's claim guard.
 
-use super::model::*;
-use super::store::{Effects, NotifyStore};
+use super::channels::Channel;
+use super::table::NotificationTable;
 use super::NotifyError;
 use crate::clock::Clock;
-use crate::domain::notice::{NoticeStatus, NoticeTrigger};
+use crate::domain::notice::NoticeStatus;
 use crate::domain::notification_delivery::{NotificationStatus as N, NotificationTrigger as NT};
 use crate::domain::time::Timestamp;
-use crate::store::expr::{n, s};
-use crate::store::notices::{notice_pk, NoticeRequest, Recipient, NOTICE_SK};
-use crate::store::{from_item, to_item, StoreError};
+use crate::store::console_inbox::{console_ref, inbox_key};
+use crate::store::notice::{self, NoticeRecord, NoticeRequest, Recipient};
+use crate::store::notice_progress::Progress;
+use crate::store::notification_delivery::{delivery_key, Effects, NotificationDelivery};
+use crate::store::notification_work::WorkRow;
+use crate::store::supersede_pointer::{self, SupersedePointer};
+use crate::store::StoreError;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
@@ -208,16 +212,16 @@ pub struct FanOutReport {
 }
 
 pub struct NoticeService {
-    store: NotifyStore,
+    store: NotificationTable,
     clock: Arc<dyn Clock>,
 }
 
 impl NoticeService {
-    pub fn new(store: NotifyStore, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(store: NotificationTable, clock: Arc<dyn Clock>) -> Self {
         NoticeService { store, clock }
     }
 
-    pub fn store(&self) -> &NotifyStore {
+    pub fn store(&self) -> &NotificationTable {
         &self.store
     }
 
@@ -245,33 +249,22 @@ impl NoticeService {
         });
         record.idempotency_key = Some(new.idempotency_key);
         record.request_hash = Some(hash.clone());
-        let item = to_item(&record, &notice_pk(&notice_id), NOTICE_SK, NOTICE_KIND)?;
-        let put = self
+        let created = notice::create(&self.store.table, &record)?;
+        if self.store.send(created).await?.applied() {
+            return Ok((record, true));
+        }
+        // Refused: the key was used before. The same request finds its notice again.
+        let existing = self
             .store
-            .dynamo
-            .put_item()
-            .table_name(&self.store.table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await;
-        match put {
-            Ok(_) => Ok((record, true)),
-            Err(e) if crate::store::expr::is_condition_failure(&e) => {
-                let existing = self
-                    .store
-                    .notice(&notice_id)
-                    .await?
-                    .ok_or(CreateError::IdempotencyConflict)?;
-                if existing.account_id == account_id
-                    && existing.request_hash.as_deref() == Some(hash.as_str())
-                {
-                    Ok((existing, false))
-                } else {
-                    Err(CreateError::IdempotencyConflict)
-                }
-            }
-            Err(e) => Err(StoreError::dynamo(e).into()),
+            .notice(&notice_id)
+            .await?
+            .ok_or(CreateError::IdempotencyConflict)?;
+        if existing.account_id == account_id
+            && existing.request_hash.as_deref() == Some(hash.as_str())
+        {
+            Ok((existing, false))
+        } else {
+            Err(CreateError::IdempotencyConflict)
         }
     }
 
@@ -314,8 +307,7 @@ impl NoticeService {
             }
         }
         let now = self.clock.now();
-        let planned: Vec<(NotificationDelivery, Option<WorkRow>)> = notice
-            .planned_deliveries()
+        let planned: Vec<(NotificationDelivery, Option<WorkRow>)> = planned_deliveries(&notice)
             .into_iter()
             .map(|p| new_delivery(&notice, &p, now))
             .collect();
@@ -328,15 +320,12 @@ impl NoticeService {
             .await?;
         report.created = created.iter().filter(|c| **c).count() as u32;
         self.store
-            .notice_transition(
+            .send(notice::activate(
+                &self.store.table,
                 notice_id,
-                NoticeTrigger::FanOut,
-                NoticeStatus::Active,
-                &[
-                    ("fanned_out_at", n(now.millis())),
-                    ("deliveries", n(report.planned)),
-                ],
-            )
+                now,
+                report.planned,
+            )?)
             .await?;
         Ok(report)
     }
@@ -345,37 +334,21 @@ impl NoticeService {
         let Some(key) = notice.supersede_key.as_deref() else {
             return Ok(Replacement::Current { cancelled: 0 });
         };
-        let pk = supersede_pk(&notice.account_id, key);
+        let (table, account) = (&self.store.table, notice.account_id.as_str());
+        let mine = SupersedePointer {
+            notice_id: notice.notice_id.clone(),
+            created_at: notice.created_at,
+        };
         for _ in 0..5 {
-            let pointer: Option<SupersedePointer> = self
-                .store
-                .get(&pk, SUPERSEDE_SK)
-                .await?
-                .map(from_item)
-                .transpose()?;
-            let mine = SupersedePointer {
-                notice_id: notice.notice_id.clone(),
-                created_at: notice.created_at,
-            };
-            let item = to_item(&mine, &pk, SUPERSEDE_SK, SUPERSEDE_KIND)?;
+            let pointer = supersede_pointer::get(&self.store.dynamo, table, account, key).await?;
             match pointer {
                 Some(p) if p.notice_id == notice.notice_id => {
                     return Ok(Replacement::Current { cancelled: 0 })
                 }
                 None => {
-                    let put = self
-                        .store
-                        .dynamo
-                        .put_item()
-                        .table_name(&self.store.table)
-                        .set_item(Some(item))
-                        .condition_expression("attribute_not_exists(pk)")
-                        .send()
-                        .await;
-                    match put {
-                        Ok(_) => return Ok(Replacement::Current { cancelled: 0 }),
-                        Err(e) if crate::store::expr::is_condition_failure(&e) => continue,
-                        Err(e) => return Err(StoreError::dynamo(e).into()),
+                    let claim = supersede_pointer::claim(table, account, key, &mine)?;
+                    if self.store.send(claim).await?.applied() {
+                        return Ok(Replacement::Current { cancelled: 0 });
                     }
                 }
                 Some(p) => {
@@ -386,23 +359,11 @@ impl NoticeService {
                         self.supersede(&notice.notice_id, &p.notice_id).await?;
                         return Ok(Replacement::SupersededAtOnce);
                     }
-                    let put = self
-                        .store
-                        .dynamo
-                        .put_item()
-                        .table_name(&self.store.table)
-                        .set_item(Some(item))
-                        .condition_expression("notice_id = :seen")
-                        .expression_attribute_values(":seen", s(&p.notice_id))
-                        .send()
-                        .await;
-                    match put {
-                        Ok(_) => {
-                            let cancelled = self.supersede(&p.notice_id, &notice.notice_id).await?;
-                            return Ok(Replacement::Current { cancelled });
-                        }
-                        Err(e) if crate::store::expr::is_condition_failure(&e) => continue,
-                        Err(e) => return Err(StoreError::dynamo(e).into()),
+                    let take =
+                        supersede_pointer::take_over(table, account, key, &mine, &p.notice_id)?;
+                    if self.store.send(take).await?.applied() {
+                        let cancelled = self.supersede(&p.notice_id, &notice.notice_id).await?;
+                        return Ok(Replacement::Current { cancelled });
                     }
                 }
             }
@@ -414,12 +375,7 @@ impl NoticeService {
     pub async fn supersede(&self, replaced: &str, by: &str) -> Result<u32, NotifyError> {
         let now = self.clock.now();
         self.store
-            .notice_transition(
-                replaced,
-                NoticeTrigger::Supersede,
-                NoticeStatus::Superseded,
-                &[("superseded_by", s(by)), ("superseded_at", n(now.millis()))],
-            )
+            .send(notice::supersede(&self.store.table, replaced, by, now)?)
             .await?;
         self.cancel_queued(replaced, &format!("superseded by {by}"), CANCEL_LIMIT)
             .await
@@ -443,13 +399,9 @@ impl NoticeService {
         if notice.status != NoticeStatus::Withdrawn {
             let moved = self
                 .store
-                .notice_transition(
-                    notice_id,
-                    NoticeTrigger::Withdraw,
-                    NoticeStatus::Withdrawn,
-                    &[("withdrawn_at", n(now.millis()))],
-                )
-                .await?;
+                .send(notice::withdraw(&self.store.table, notice_id, now)?)
+                .await?
+                .applied();
             if !moved {
                 // Replaced or withdrawn concurrently: report what it is now.
                 let current = self
@@ -513,6 +465,42 @@ enum Replacement {
     SupersededAtOnce,
 }
 
+/// The deliveries a fan-out creates: one per distinct recipient × distinct channel, keyed
+/// `{channel}-{recipient index}`, in channel then recipient order.
+pub fn planned_deliveries(notice: &NoticeRecord) -> Vec<PlannedDelivery<'_>> {
+    let mut channels: Vec<&str> = Vec::new();
+    for c in &notice.channels {
+        if !channels.contains(&c.as_str()) {
+            channels.push(c);
+        }
+    }
+    let mut recipients: Vec<&Recipient> = Vec::new();
+    for r in &notice.recipients {
+        if !recipients.iter().any(|seen| seen.id() == r.id()) {
+            recipients.push(r);
+        }
+    }
+    let mut out = Vec::with_capacity(channels.len() * recipients.len());
+    for channel in &channels {
+        for (i, recipient) in recipients.iter().enumerate() {
+            out.push(PlannedDelivery {
+                key: delivery_key(channel, i),
+                channel,
+                recipient,
+            });
+        }
+    }
+    out
+}
+
+/// One delivery a fan-out creates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedDelivery<'a> {
+    pub key: String,
+    pub channel: &'a str,
+    pub recipient: &'a Recipient,
+}
+
 /// The delivery (and work row) a fan-out writes for one planned delivery.
 fn new_delivery(
     notice: &NoticeRecord,
@@ -521,45 +509,24 @@ fn new_delivery(
 ) -> (NotificationDelivery, Option<WorkRow>) {
     let console = planned.channel == Channel::Console.as_str();
     let recipient = planned.recipient.id().to_string();
-    let mut d = NotificationDelivery {
-        notice_id: notice.notice_id.clone(),
-        delivery_key: planned.key.clone(),
-        account_id: notice.account_id.clone(),
-        channel: planned.channel.to_string(),
-        recipient: recipient.clone(),
-        address: planned
-            .recipient
-            .address(planned.channel)
-            .map(str::to_string),
-        status: if console { N::Delivered } else { N::Queued },
-        created_at: now,
-        updated_at: now,
-        version: 0,
-        deadline: notice.deadline,
-        not_before: None,
-        claim_token: None,
-        claimed_at: None,
-        provider: None,
-        provider_ref: None,
-        sent_at: None,
-        delivered_at: None,
-        failure_reason: None,
-        failed_at: None,
-        skip_reason: None,
-        last_error: None,
-        bounce: None,
-        history: Vec::new(),
-        subject: None,
-        body: None,
-        watch_shard: None,
-        watch_at: None,
-        inbox_key: None,
-        inbox_at: None,
-    };
+    let mut d = NotificationDelivery::new(
+        &notice.notice_id,
+        &planned.key,
+        &notice.account_id,
+        planned.channel,
+        &recipient,
+        if console { N::Delivered } else { N::Queued },
+        now,
+    );
+    d.address = planned
+        .recipient
+        .address(planned.channel)
+        .map(str::to_string);
+    d.deadline = notice.deadline;
     if console {
         // The console store: the delivery is the in-app message, listed by the `inbox` index.
         d.provider = Some("console".into());
-        d.provider_ref = Some(format!("console:{}/{}", notice.notice_id, planned.key));
+        d.provider_ref = Some(console_ref(&notice.notice_id, &planned.key));
         d.delivered_at = Some(now);
         d.subject = Some(notice.subject.clone());
         d.body = Some(notice.body.clone());
@@ -577,7 +544,7 @@ fn new_delivery(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::notices::Contact;
+    use crate::store::notice::Contact;
 
     fn new_notice() -> NewNotice {
         NewNotice {
@@ -657,8 +624,7 @@ mod tests {
         });
         record.status = NoticeStatus::Requested;
         let now = Timestamp(10);
-        let made: Vec<_> = record
-            .planned_deliveries()
+        let made: Vec<_> = planned_deliveries(&record)
             .iter()
             .map(|p| new_delivery(&record, p, now))
             .collect();
@@ -689,5 +655,45 @@ mod tests {
             .find(|(d, _)| d.delivery_key == "slack-0")
             .unwrap();
         assert_eq!(slack_ops.0.address, None, "no Slack webhook: skipped later");
+    }
+
+    #[test]
+    fn fan_out_plans_one_delivery_per_recipient_and_channel_without_duplicates() {
+        let n = NoticeRecord::requested(NoticeRequest {
+            notice_id: "n1".into(),
+            account_id: "a".into(),
+            recipients: vec![
+                Recipient::Address("a@example.com".into()),
+                Recipient::Address("b@example.com".into()),
+                Recipient::Address("a@example.com".into()),
+            ],
+            channels: ["email", "console", "email"].map(String::from).to_vec(),
+            subject: "s".into(),
+            body: "b".into(),
+            reason: "api".into(),
+            created_at: Timestamp(5),
+            deadline: None,
+            supersede_key: None,
+        });
+        let keys: Vec<String> = planned_deliveries(&n).into_iter().map(|p| p.key).collect();
+        assert_eq!(keys, ["email-0", "email-1", "console-0", "console-1"]);
+        let planned = planned_deliveries(&n);
+        assert_eq!(planned[3].recipient.id(), "b@example.com");
+        assert_eq!(planned[3].channel, "console");
+    }
+
+    #[test]
+    fn the_administrator_notice_plans_an_email_and_a_console_delivery() {
+        let req = crate::store::notice::subscription_paused_notice(
+            "acct",
+            "sub",
+            &["admin@example.com".into()],
+            50,
+            Timestamp(9),
+        );
+        let item = crate::store::notice::notice_item(&req).unwrap();
+        let n: NoticeRecord = crate::store::from_item(item).unwrap();
+        assert_eq!(n.status, NoticeStatus::Requested);
+        assert_eq!(planned_deliveries(&n).len(), 2);
     }
 }

@@ -1,0 +1,556 @@
+//! The notice item: a request to tell recipients something on some channels, and the partition
+//! of the notification table that everything about it lives in:
+//!
+//! | item              | pk                                 | sk              | module |
+//! |-------------------|------------------------------------|-----------------|--------|
+//! | notice            | `NOTICE#{notice}`                  | `NOTICE`        | here |
+//! | delivery          | `NOTICE#{notice}`                  | `DLV#{key}`     | [`super::notification_delivery`] (console ones: [`super::console_inbox`]) |
+//! | dispatch work     | `NOTICE#{notice}`                  | `WORK#{key}`    | [`super::notification_work`] |
+//! | progress shard    | `NOTICE#{notice}`                  | `PROGRESS#{n}`  | [`super::notice_progress`] |
+//! | provider ref      | `PROVREF#{provider}#{reference}`   | `REF`           | [`super::provider_ref`] |
+//! | supersede pointer | `SUPERSEDE#{account}#{key}`        | `CURRENT`       | [`super::supersede_pointer`] |
+//!
+//! Notices are written by the notices API ([`create`]) and, in a transaction with a
+//! subscription's pause, by the delivery worker ([`request`]); the notification pipeline
+//! (`notify`) fans each one out to its deliveries. The deterministic id makes a repeated
+//! request a no-op. A notice's own status follows [`NOTICE_LIFECYCLE`]; every status write here
+//! is conditional on the table's `from` states for its move.
+
+use super::delivery::put_new;
+use super::expr::{n, s, Expr};
+use super::read::{self, Query};
+use super::write::{built, Write};
+use super::{from_item, to_item, Item, StoreError};
+use crate::domain::lifecycle::Status;
+use crate::domain::notice::{NoticeStatus, NoticeTrigger, NOTICE_LIFECYCLE};
+use crate::domain::notification_delivery::NotificationStatus;
+use crate::domain::time::Timestamp;
+use aws_sdk_dynamodb::types::{AttributeValue, Update};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+pub const NOTICE_SK: &str = "NOTICE";
+/// The `kind` of a notice item.
+pub const NOTICE_KIND: &str = "notice";
+/// The status a notice is requested in; the fan-out picks up notices in this status.
+pub const REQUESTED: &str = "requested";
+
+pub fn notice_pk(notice_id: &str) -> String {
+    format!("NOTICE#{notice_id}")
+}
+
+/// The key of a notice.
+pub fn key(notice_id: &str) -> (String, String) {
+    (notice_pk(notice_id), NOTICE_SK.to_string())
+}
+
+/// Who a notice is for.
+///
+/// Stored as a plain string when it is only an address (the administrator notice's email
+/// addresses), else as an object. A plain string is the recipient's email address on the email
+/// channel and its identity everywhere else; an object names each channel's address, and a channel
+/// it names no address for is unavailable for that recipient (the delivery is skipped with that
+/// reason).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum Recipient {
+    Address(String),
+    Contact(Contact),
+}
+
+/// A recipient with an address per channel.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Contact {
+    /// The recipient's identity: its console inbox, and how deliveries name it.
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub email: Option<String>,
+    /// A Slack incoming-webhook URL (a secret: never shown by the API).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slack_webhook_url: Option<String>,
+}
+
+impl Recipient {
+    /// The recipient's identity (its console inbox, and how deliveries name it).
+    pub fn id(&self) -> &str {
+        match self {
+            Recipient::Address(a) => a,
+            Recipient::Contact(c) => &c.id,
+        }
+    }
+
+    /// The recipient's address on `channel`, if it has one.
+    pub fn address(&self, channel: &str) -> Option<&str> {
+        match (self, channel) {
+            (Recipient::Address(a), "email") => a.contains('@').then_some(a.as_str()),
+            (Recipient::Address(_), "slack") => None,
+            (Recipient::Address(a), _) => Some(a),
+            (Recipient::Contact(c), "email") => c.email.as_deref(),
+            (Recipient::Contact(c), "slack") => c.slack_webhook_url.as_deref(),
+            (Recipient::Contact(c), _) => Some(&c.id),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct NoticeRequest {
+    pub notice_id: String,
+    pub account_id: String,
+    /// Email addresses (email channel) and account ids (console channel), or contacts.
+    pub recipients: Vec<Recipient>,
+    /// `email`, `slack`, `console`.
+    pub channels: Vec<String>,
+    pub subject: String,
+    pub body: String,
+    /// Why the notice exists, e.g. `subscription_paused`.
+    pub reason: String,
+    pub created_at: Timestamp,
+    /// After this instant the notice's unsent deliveries expire instead of being sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Timestamp>,
+    /// A later notice of the same account with the same key supersedes this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersede_key: Option<String>,
+}
+
+/// The one notice that a subscription's pause at `paused_at` requests.
+pub fn subscription_paused_notice(
+    account_id: &str,
+    subscription_id: &str,
+    admin_emails: &[String],
+    dead_count: u32,
+    paused_at: Timestamp,
+) -> NoticeRequest {
+    NoticeRequest {
+        notice_id: format!("pause_{subscription_id}_{}", paused_at.millis()),
+        account_id: account_id.to_string(),
+        recipients: admin_emails
+            .iter()
+            .map(|e| Recipient::Address(e.clone()))
+            .collect(),
+        channels: vec!["email".into(), "console".into()],
+        subject: format!("Subscription {subscription_id} was paused"),
+        body: format!(
+            "Subscription {subscription_id} was paused at {paused_at} after {dead_count} deliveries in a row \
+             ended dead. New changes are not delivered while it is paused and are not recovered on \
+             resume. Fix the integration, then resume the subscription; dead deliveries can be retried \
+             or replayed."
+        ),
+        reason: "subscription_paused".into(),
+        created_at: paused_at,
+        deadline: None,
+        supersede_key: None,
+    }
+}
+
+/// A notice as stored: the request plus its status and bookkeeping. Reads a bare
+/// [`NoticeRequest`] item (the auto-pause notice) as well.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct NoticeRecord {
+    pub notice_id: String,
+    pub account_id: String,
+    pub recipients: Vec<Recipient>,
+    pub channels: Vec<String>,
+    pub subject: String,
+    pub body: String,
+    pub reason: String,
+    pub created_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersede_key: Option<String>,
+    pub status: NoticeStatus,
+    /// The caller's idempotency key (the notice id is derived from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// A digest of the request, so that a repeated key with a different request is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fanned_out_at: Option<Timestamp>,
+    /// Deliveries the fan-out planned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deliveries: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub withdrawn_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_at: Option<Timestamp>,
+}
+
+impl NoticeRecord {
+    /// A new notice in `requested`.
+    pub fn requested(request: NoticeRequest) -> Self {
+        NoticeRecord {
+            notice_id: request.notice_id,
+            account_id: request.account_id,
+            recipients: request.recipients,
+            channels: request.channels,
+            subject: request.subject,
+            body: request.body,
+            reason: request.reason,
+            created_at: request.created_at,
+            deadline: request.deadline,
+            supersede_key: request.supersede_key,
+            status: NoticeStatus::Requested,
+            idempotency_key: None,
+            request_hash: None,
+            fanned_out_at: None,
+            deliveries: None,
+            withdrawn_at: None,
+            superseded_by: None,
+            superseded_at: None,
+        }
+    }
+}
+
+/// The item of a notice request, in `status = requested`.
+pub fn notice_item(notice: &NoticeRequest) -> Result<Item, StoreError> {
+    let mut item = to_item(
+        notice,
+        &notice_pk(&notice.notice_id),
+        NOTICE_SK,
+        NOTICE_KIND,
+    )?;
+    item.insert("status".into(), s(REQUESTED));
+    Ok(item)
+}
+
+/// Requests a notice unless it exists (the delivery worker's pause notice, in the pause's
+/// transaction).
+pub fn request(table: &str, notice: &NoticeRequest) -> Result<Write, StoreError> {
+    put_new(table, notice_item(notice)?)
+}
+
+/// Creates a notice the API received unless its id (from the idempotency key) exists.
+pub fn create(table: &str, notice: &NoticeRecord) -> Result<Write, StoreError> {
+    put_new(
+        table,
+        to_item(
+            notice,
+            &notice_pk(&notice.notice_id),
+            NOTICE_SK,
+            NOTICE_KIND,
+        )?,
+    )
+}
+
+/// A consistent read of a notice.
+pub async fn get(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    notice_id: &str,
+) -> Result<Option<NoticeRecord>, StoreError> {
+    let (pk, sk) = key(notice_id);
+    read::get(dynamo, table, &pk, &sk)
+        .await?
+        .map(from_item)
+        .transpose()
+}
+
+/// `requested → active`: the notice was fanned out to `deliveries` deliveries at `at`.
+pub fn activate(
+    table: &str,
+    notice_id: &str,
+    at: Timestamp,
+    deliveries: u32,
+) -> Result<Write, StoreError> {
+    moved(
+        table,
+        notice_id,
+        NoticeTrigger::FanOut,
+        NoticeStatus::Active,
+        &[
+            ("fanned_out_at", n(at.millis())),
+            ("deliveries", n(deliveries)),
+        ],
+    )
+}
+
+/// `requested | active → withdrawn` at `at`.
+pub fn withdraw(table: &str, notice_id: &str, at: Timestamp) -> Result<Write, StoreError> {
+    moved(
+        table,
+        notice_id,
+        NoticeTrigger::Withdraw,
+        NoticeStatus::Withdrawn,
+        &[("withdrawn_at", n(at.millis()))],
+    )
+}
+
+/// `requested | active → superseded` by the later notice `by`, at `at`.
+pub fn supersede(
+    table: &str,
+    notice_id: &str,
+    by: &str,
+    at: Timestamp,
+) -> Result<Write, StoreError> {
+    moved(
+        table,
+        notice_id,
+        NoticeTrigger::Supersede,
+        NoticeStatus::Superseded,
+        &[("superseded_by", s(by)), ("superseded_at", n(at.millis()))],
+    )
+}
+
+/// Moves a notice by its lifecycle, setting `sets` (`(attribute, value)` pairs) too; refused
+/// when the notice is not in a source state of the move (or is gone).
+fn moved(
+    table: &str,
+    notice_id: &str,
+    trigger: NoticeTrigger,
+    to: NoticeStatus,
+    sets: &[(&str, AttributeValue)],
+) -> Result<Write, StoreError> {
+    let condition = NOTICE_LIFECYCLE.condition(trigger, to)?;
+    let mut e = Expr::new().value(":to", s(to.as_str()));
+    let status_condition = e.status(&condition);
+    let mut set = vec!["#status = :to".to_string()];
+    for (i, (attribute, value)) in sets.iter().enumerate() {
+        e = e
+            .name(&format!("#a{i}"), attribute)
+            .value(&format!(":v{i}"), value.clone());
+        set.push(format!("#a{i} = :v{i}"));
+    }
+    let (pk, sk) = key(notice_id);
+    Ok(Write::Update(built(
+        Update::builder()
+            .table_name(table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .update_expression(format!("SET {}", set.join(", ")))
+            .condition_expression(format!("attribute_exists(pk) AND ({status_condition})"))
+            .set_expression_attribute_names(e.names_opt())
+            .set_expression_attribute_values(e.values_opt())
+            .build(),
+    )?))
+}
+
+/// The items of a notice's partition whose sort key starts with `prefix`, in key order; only
+/// those in `status` if given, at most `limit` (consistent reads, page after page until the
+/// limit is reached). The item modules of the partition read through this.
+pub async fn partition(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    notice_id: &str,
+    prefix: &str,
+    status: Option<NotificationStatus>,
+    limit: Option<usize>,
+) -> Result<Vec<Item>, StoreError> {
+    let mut q = partition_query(table, notice_id, prefix, status);
+    let mut out = Vec::new();
+    loop {
+        let page = read::query_page(dynamo, &q).await?;
+        out.extend(page.items);
+        if let Some(limit) = limit.filter(|l| out.len() >= *l) {
+            out.truncate(limit);
+            return Ok(out);
+        }
+        match page.next {
+            Some(next) => q.start = Some(next),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// [`partition`], read as items of type `T`.
+pub async fn partition_of<T: DeserializeOwned>(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    notice_id: &str,
+    prefix: &str,
+    status: Option<NotificationStatus>,
+    limit: Option<usize>,
+) -> Result<Vec<T>, StoreError> {
+    partition(dynamo, table, notice_id, prefix, status, limit)
+        .await?
+        .into_iter()
+        .map(from_item)
+        .collect()
+}
+
+fn partition_query(
+    table: &str,
+    notice_id: &str,
+    prefix: &str,
+    status: Option<NotificationStatus>,
+) -> Query {
+    let mut e = Expr::new().value(":pk", s(notice_pk(notice_id)));
+    let key_condition = if prefix.is_empty() {
+        "pk = :pk"
+    } else {
+        e = e.value(":prefix", s(prefix));
+        "pk = :pk AND begins_with(sk, :prefix)"
+    };
+    let filter = status.map(|status| {
+        e = std::mem::take(&mut e)
+            .name("#status", "status")
+            .value(":status", s(status.as_str()));
+        "#status = :status".to_string()
+    });
+    Query {
+        table: table.to_string(),
+        key_condition: key_condition.to_string(),
+        filter,
+        expr: e,
+        ..Query::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_dynamodb::types::AttributeValue;
+
+    #[test]
+    fn the_administrator_notice_stores_plain_addresses() {
+        let n = subscription_paused_notice(
+            "a",
+            "s",
+            &["admin@example.com".to_string()],
+            50,
+            Timestamp(1),
+        );
+        let item = notice_item(&n).unwrap();
+        assert_eq!(
+            item["recipients"],
+            AttributeValue::L(vec![AttributeValue::S("admin@example.com".into())])
+        );
+        assert_eq!(item["status"], AttributeValue::S("requested".into()));
+        assert!(!item.contains_key("deadline"));
+        let back: NoticeRequest = crate::store::from_item(item).unwrap();
+        assert_eq!(back, n);
+    }
+
+    #[test]
+    fn recipients_have_an_address_per_channel() {
+        let plain = Recipient::Address("ops@example.com".into());
+        assert_eq!(plain.address("email"), Some("ops@example.com"));
+        assert_eq!(plain.address("console"), Some("ops@example.com"));
+        assert_eq!(plain.address("slack"), None);
+        assert_eq!(Recipient::Address("u1".into()).address("email"), None);
+        let contact: Recipient = serde_json::from_value(serde_json::json!({
+            "id": "ops", "slack_webhook_url": "https://hooks.slack.com/services/T/B/x"
+        }))
+        .unwrap();
+        assert_eq!(contact.id(), "ops");
+        assert_eq!(contact.address("email"), None);
+        assert_eq!(
+            contact.address("slack"),
+            Some("https://hooks.slack.com/services/T/B/x")
+        );
+        assert_eq!(contact.address("console"), Some("ops"));
+    }
+
+    fn update(w: Write) -> Update {
+        match w {
+            Write::Update(u) => u,
+            other => panic!("not an update: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_withdrawal_is_conditional_on_the_lifecycle_sources_and_the_notice_existing() {
+        let u = update(withdraw("t", "n1", Timestamp(7)).unwrap());
+        assert_eq!(u.table_name(), "t");
+        assert_eq!(u.key()["pk"].as_s().unwrap(), "NOTICE#n1");
+        assert_eq!(u.key()["sk"].as_s().unwrap(), NOTICE_SK);
+        assert_eq!(u.update_expression(), "SET #status = :to, #a0 = :v0");
+        let condition = u.condition_expression().unwrap();
+        assert!(condition.starts_with("attribute_exists(pk) AND (#status IN ("));
+        let names = u.expression_attribute_names().unwrap();
+        assert_eq!(names["#status"], "status");
+        assert_eq!(names["#a0"], "withdrawn_at");
+        let values = u.expression_attribute_values().unwrap();
+        assert_eq!(values[":to"].as_s().unwrap(), "withdrawn");
+        assert_eq!(values[":v0"].as_n().unwrap(), "7");
+        let mut sources: Vec<&str> = values
+            .iter()
+            .filter(|(k, _)| k.starts_with(":status_from"))
+            .map(|(_, v)| v.as_s().unwrap().as_str())
+            .collect();
+        sources.sort();
+        assert_eq!(sources, ["active", "requested"]);
+    }
+
+    #[test]
+    fn a_fan_out_activates_only_a_requested_notice_and_records_its_deliveries() {
+        let u = update(activate("t", "n1", Timestamp(9), 4).unwrap());
+        assert_eq!(
+            u.update_expression(),
+            "SET #status = :to, #a0 = :v0, #a1 = :v1"
+        );
+        let names = u.expression_attribute_names().unwrap();
+        assert_eq!(
+            (names["#a0"].as_str(), names["#a1"].as_str()),
+            ("fanned_out_at", "deliveries")
+        );
+        let values = u.expression_attribute_values().unwrap();
+        assert_eq!(values[":to"].as_s().unwrap(), "active");
+        assert_eq!(values[":v1"].as_n().unwrap(), "4");
+        let sources: Vec<&str> = values
+            .iter()
+            .filter(|(k, _)| k.starts_with(":status_from"))
+            .map(|(_, v)| v.as_s().unwrap().as_str())
+            .collect();
+        assert_eq!(sources, ["requested"]);
+    }
+
+    #[test]
+    fn a_replacement_names_the_later_notice() {
+        let u = update(supersede("t", "old", "new", Timestamp(3)).unwrap());
+        let values = u.expression_attribute_values().unwrap();
+        assert_eq!(values[":to"].as_s().unwrap(), "superseded");
+        assert_eq!(values[":v0"].as_s().unwrap(), "new");
+        assert_eq!(values[":v1"].as_n().unwrap(), "3");
+    }
+
+    #[test]
+    fn requests_and_creations_write_a_notice_once() {
+        let req = subscription_paused_notice("a", "s", &[], 3, Timestamp(1));
+        let Write::Put(p) = request("t", &req).unwrap() else {
+            panic!("not a put")
+        };
+        assert_eq!(p.condition_expression(), Some("attribute_not_exists(pk)"));
+        assert_eq!(p.item()["pk"].as_s().unwrap(), "NOTICE#pause_s_1");
+        assert_eq!(p.item()["kind"].as_s().unwrap(), NOTICE_KIND);
+        assert_eq!(p.item()["status"].as_s().unwrap(), REQUESTED);
+        let mut record = NoticeRecord::requested(req);
+        record.request_hash = Some("h".into());
+        let Write::Put(p) = create("t", &record).unwrap() else {
+            panic!("not a put")
+        };
+        assert_eq!(p.condition_expression(), Some("attribute_not_exists(pk)"));
+        assert_eq!(p.item()["request_hash"].as_s().unwrap(), "h");
+        assert_eq!(p.item()["status"].as_s().unwrap(), REQUESTED);
+    }
+
+    #[test]
+    fn a_partition_query_reads_one_prefix_consistently_and_filters_by_status() {
+        let q = partition_query("t", "n1", "DLV#", Some(NotificationStatus::Queued));
+        assert_eq!(q.key_condition, "pk = :pk AND begins_with(sk, :prefix)");
+        assert_eq!(q.filter.as_deref(), Some("#status = :status"));
+        assert_eq!(q.expr.values[":pk"].as_s().unwrap(), "NOTICE#n1");
+        assert_eq!(q.expr.values[":status"].as_s().unwrap(), "queued");
+        assert!(q.index.is_none() && !q.eventual && q.limit.is_none());
+        let all = partition_query("t", "n1", "", None);
+        assert_eq!(all.key_condition, "pk = :pk");
+        assert!(all.filter.is_none() && all.expr.names.is_empty());
+    }
+
+    #[test]
+    fn a_bare_notice_request_item_reads_as_a_requested_notice() {
+        let req = subscription_paused_notice(
+            "acct",
+            "sub",
+            &["admin@example.com".into()],
+            50,
+            Timestamp(9),
+        );
+        let n: NoticeRecord = crate::store::from_item(notice_item(&req).unwrap()).unwrap();
+        assert_eq!(n.status, NoticeStatus::Requested);
+        assert_eq!(n.recipients.len(), 1);
+        assert_eq!(n.channels, ["email", "console"]);
+    }
+}

@@ -1,0 +1,86 @@
+//! The provider reference of a sent notification delivery (`PROVREF#{provider}#{reference}`):
+//! where a provider's event about a message (SES through SNS, a signed webhook) finds its
+//! delivery. Written in the transaction that makes the delivery `sent`
+//! ([`super::notification_delivery::Effects`]).
+
+use super::read;
+use super::write::{built, Write};
+use super::{from_item, to_item, StoreError};
+use aws_sdk_dynamodb::types::Put;
+use serde::{Deserialize, Serialize};
+
+/// The `kind` of a provider reference.
+pub const PROVIDER_REF_KIND: &str = "provider_ref";
+pub const PROVIDER_REF_SK: &str = "REF";
+
+pub fn provider_ref_pk(provider: &str, reference: &str) -> String {
+    format!("PROVREF#{provider}#{reference}")
+}
+
+/// Where a provider reference points.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProviderRef {
+    pub provider: String,
+    pub provider_ref: String,
+    pub notice_id: String,
+    pub delivery_key: String,
+}
+
+/// A consistent read of a provider reference.
+pub async fn get(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    provider: &str,
+    reference: &str,
+) -> Result<Option<ProviderRef>, StoreError> {
+    read::get(
+        dynamo,
+        table,
+        &provider_ref_pk(provider, reference),
+        PROVIDER_REF_SK,
+    )
+    .await?
+    .map(from_item)
+    .transpose()
+}
+
+/// Writes a reference (a provider's references are unique: a repeat names the same delivery).
+pub fn put(table: &str, reference: &ProviderRef) -> Result<Write, StoreError> {
+    let item = to_item(
+        reference,
+        &provider_ref_pk(&reference.provider, &reference.provider_ref),
+        PROVIDER_REF_SK,
+        PROVIDER_REF_KIND,
+    )?;
+    Ok(Write::Put(built(
+        Put::builder()
+            .table_name(table)
+            .set_item(Some(item))
+            .build(),
+    )?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reference_is_keyed_by_provider_and_reference() {
+        let r = ProviderRef {
+            provider: "ses".into(),
+            provider_ref: "m-1".into(),
+            notice_id: "n1".into(),
+            delivery_key: "email-0".into(),
+        };
+        let Write::Put(p) = put("t", &r).unwrap() else {
+            panic!("not a put")
+        };
+        assert_eq!(p.condition_expression(), None);
+        let item = p.item();
+        assert_eq!(item["pk"].as_s().unwrap(), "PROVREF#ses#m-1");
+        assert_eq!(item["sk"].as_s().unwrap(), PROVIDER_REF_SK);
+        assert_eq!(item["kind"].as_s().unwrap(), PROVIDER_REF_KIND);
+        let back: ProviderRef = from_item(item.clone()).unwrap();
+        assert_eq!(back, r);
+    }
+}

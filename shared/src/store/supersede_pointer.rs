@@ -1,0 +1,141 @@
+//! The supersede pointer (`SUPERSEDE#{account}#{key}`): per account and supersede key, the
+//! notice that is current. A later notice takes the pointer over, conditionally on the notice it
+//! saw there, so that of two racing notices exactly one wins each step.
+
+use super::expr::{s, Expr};
+use super::read;
+use super::write::{built, Write};
+use super::{from_item, to_item, StoreError};
+use crate::domain::time::Timestamp;
+use aws_sdk_dynamodb::types::Put;
+use serde::{Deserialize, Serialize};
+
+/// The `kind` of a supersede pointer.
+pub const SUPERSEDE_KIND: &str = "notice_supersede";
+pub const SUPERSEDE_SK: &str = "CURRENT";
+
+pub fn supersede_pk(account_id: &str, key: &str) -> String {
+    format!("SUPERSEDE#{account_id}#{key}")
+}
+
+/// The current notice of a supersede key.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SupersedePointer {
+    pub notice_id: String,
+    pub created_at: Timestamp,
+}
+
+/// A consistent read of the pointer of an account's supersede key.
+pub async fn get(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    account_id: &str,
+    key: &str,
+) -> Result<Option<SupersedePointer>, StoreError> {
+    read::get(dynamo, table, &supersede_pk(account_id, key), SUPERSEDE_SK)
+        .await?
+        .map(from_item)
+        .transpose()
+}
+
+/// Points a key nobody holds yet at `current`.
+pub fn claim(
+    table: &str,
+    account_id: &str,
+    key: &str,
+    current: &SupersedePointer,
+) -> Result<Write, StoreError> {
+    pointer_put(
+        table,
+        account_id,
+        key,
+        current,
+        "attribute_not_exists(pk)",
+        Expr::new(),
+    )
+}
+
+/// Points a key at `current` if it still points at `seen`.
+pub fn take_over(
+    table: &str,
+    account_id: &str,
+    key: &str,
+    current: &SupersedePointer,
+    seen: &str,
+) -> Result<Write, StoreError> {
+    pointer_put(
+        table,
+        account_id,
+        key,
+        current,
+        "notice_id = :seen",
+        Expr::new().value(":seen", s(seen)),
+    )
+}
+
+fn pointer_put(
+    table: &str,
+    account_id: &str,
+    key: &str,
+    current: &SupersedePointer,
+    condition: &str,
+    e: Expr,
+) -> Result<Write, StoreError> {
+    let item = to_item(
+        current,
+        &supersede_pk(account_id, key),
+        SUPERSEDE_SK,
+        SUPERSEDE_KIND,
+    )?;
+    Ok(Write::Put(built(
+        Put::builder()
+            .table_name(table)
+            .set_item(Some(item))
+            .condition_expression(condition)
+            .set_expression_attribute_values(e.values_opt())
+            .build(),
+    )?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pointer() -> SupersedePointer {
+        SupersedePointer {
+            notice_id: "n2".into(),
+            created_at: Timestamp(8),
+        }
+    }
+
+    fn put(w: Write) -> Put {
+        match w {
+            Write::Put(p) => p,
+            other => panic!("not a put: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_free_key_is_claimed_only_if_nobody_holds_it() {
+        let p = put(claim("t", "acct", "weekly", &pointer()).unwrap());
+        assert_eq!(p.condition_expression(), Some("attribute_not_exists(pk)"));
+        assert_eq!(p.expression_attribute_values(), None);
+        assert_eq!(p.item()["pk"].as_s().unwrap(), "SUPERSEDE#acct#weekly");
+        assert_eq!(p.item()["sk"].as_s().unwrap(), SUPERSEDE_SK);
+        assert_eq!(p.item()["kind"].as_s().unwrap(), SUPERSEDE_KIND);
+        assert_eq!(p.item()["notice_id"].as_s().unwrap(), "n2");
+    }
+
+    #[test]
+    fn a_held_key_is_taken_over_only_from_the_notice_seen_there() {
+        let p = put(take_over("t", "acct", "weekly", &pointer(), "n1").unwrap());
+        assert_eq!(p.condition_expression(), Some("notice_id = :seen"));
+        assert_eq!(
+            p.expression_attribute_values().unwrap()[":seen"]
+                .as_s()
+                .unwrap(),
+            "n1"
+        );
+        assert_eq!(p.item()["notice_id"].as_s().unwrap(), "n2");
+    }
+}
