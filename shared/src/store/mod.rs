@@ -1,16 +1,24 @@
 //! The DynamoDB model every function shares: keys, items, expressions and the account
 //! configuration loader.
 
+pub mod account;
 pub mod account_config;
 pub mod attrs;
+pub mod audit;
+pub mod cursor;
 pub mod delivery;
 pub mod event;
 pub mod expr;
+pub mod integration;
 pub mod keys;
 pub mod models;
 pub mod notices;
+pub mod page;
 pub mod read;
+pub mod replay_job;
 pub mod subscription;
+pub mod token;
+pub mod update;
 pub mod write;
 
 use serde::{de::DeserializeOwned, Serialize};
