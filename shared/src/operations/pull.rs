@@ -22,7 +22,8 @@ use crate::domain::pull_cursor::{
 };
 use crate::domain::time::Timestamp;
 use crate::store::delivery::{
-    self, by_subscription_page, Delivery, DeliveryWork, Filter, SubscriptionRange, Upper,
+    self, by_subscription_page, gather_by_subscription, Delivery, DeliveryWork, Filter, Gathered,
+    SubscriptionRange, Upper,
 };
 use crate::store::subscription::{self, Subscription};
 use futures::stream::{self, StreamExt};
@@ -138,31 +139,20 @@ pub async fn read(
         forward: true,
     };
     let limit = limit as usize;
-    let mut found: Vec<Delivery> = Vec::new();
-    let mut start = None;
-    let mut evaluated_to: Option<String> = None;
-    let mut exhausted = false;
-    for _ in 0..MAX_READ_ROUNDS {
-        let page = by_subscription_page(
-            ops.dynamo,
-            ops.table,
-            &range,
-            &filter,
-            start.take(),
-            INDEX_PAGE,
-        )
-        .await?;
-        found.extend(page.deliveries);
-        evaluated_to = page.last_sort.clone();
-        match page.next_start {
-            Some(next) if found.len() < limit => start = Some(next),
-            Some(_) => break,
-            None => {
-                exhausted = true;
-                break;
-            }
-        }
-    }
+    let Gathered {
+        deliveries: mut found,
+        evaluated_to,
+        exhausted,
+    } = gather_by_subscription(
+        ops.dynamo,
+        ops.table,
+        &range,
+        &filter,
+        limit,
+        INDEX_PAGE,
+        MAX_READ_ROUNDS,
+    )
+    .await?;
     found.sort_by(|a, b| a.change_id.cmp(&b.change_id));
     let truncated = found.len() > limit;
     found.truncate(limit);

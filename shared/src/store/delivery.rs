@@ -555,9 +555,9 @@ mod operator_actions {
     use crate::store::attrs::{by_subscription, due, listing, EXPIRES_AT, STATUS};
     use crate::store::expr::{n, s, Expr};
     use crate::store::read::{self, Query};
-    use crate::store::write::{built, Write};
+    use crate::store::update::conditional_update;
+    use crate::store::write::Write;
     use crate::store::{keys, Item, StoreError};
-    use aws_sdk_dynamodb::types::Update;
     use std::time::Duration;
 
     fn update(
@@ -567,18 +567,8 @@ mod operator_actions {
         condition: String,
         e: &Expr,
     ) -> Result<Write, StoreError> {
-        let (pk, sk) = key(&d.account_id, &d.change_id, &d.subscription_id);
-        Ok(Write::Update(built(
-            Update::builder()
-                .table_name(table)
-                .key("pk", s(pk))
-                .key("sk", s(sk))
-                .update_expression(expression)
-                .condition_expression(condition)
-                .set_expression_attribute_names(e.names_opt())
-                .set_expression_attribute_values(e.values_opt())
-                .build(),
-        )?))
+        let delivery_key = key(&d.account_id, &d.change_id, &d.subscription_id);
+        conditional_update(table, delivery_key, expression, condition, e)
     }
 
     /// One operator restart of a delivery (retry or replay).
@@ -893,6 +883,47 @@ mod operator_actions {
         })
     }
 
+    /// What pages of a range gathered.
+    #[derive(Debug, Clone, Default)]
+    pub struct Gathered {
+        /// The deliveries kept, in index order (possibly more than wanted).
+        pub deliveries: Vec<Delivery>,
+        /// The `sub_sort` of the last entry evaluated, when the range has more to read.
+        pub evaluated_to: Option<String>,
+        /// The range has nothing more to read.
+        pub exhausted: bool,
+    }
+
+    /// Reads pages of `page` entries of `range` until `wanted` deliveries passed `filter`, the
+    /// range is exhausted, or `rounds` pages were read.
+    pub async fn gather_by_subscription(
+        dynamo: &aws_sdk_dynamodb::Client,
+        table: &str,
+        range: &SubscriptionRange<'_>,
+        filter: &Filter,
+        wanted: usize,
+        page: i32,
+        rounds: usize,
+    ) -> Result<Gathered, StoreError> {
+        let mut gathered = Gathered::default();
+        let mut start = None;
+        for _ in 0..rounds {
+            let read =
+                by_subscription_page(dynamo, table, range, filter, start.take(), page).await?;
+            gathered.deliveries.extend(read.deliveries);
+            gathered.evaluated_to = read.last_sort;
+            match read.next_start {
+                Some(next) if gathered.deliveries.len() < wanted => start = Some(next),
+                Some(_) => break,
+                None => {
+                    gathered.exhausted = true;
+                    break;
+                }
+            }
+        }
+        Ok(gathered)
+    }
+
     /// Whether the delivery `work` names exists (a consistent read; the item is not parsed).
     pub async fn exists(
         dynamo: &aws_sdk_dynamodb::Client,
@@ -980,12 +1011,8 @@ mod operator_actions {
             }
         }
 
-        fn updated(w: Write) -> Update {
-            match w {
-                Write::Update(u) => u,
-                other => panic!("not an update: {other:?}"),
-            }
-        }
+        use crate::store::update::expect_update as updated;
+        use aws_sdk_dynamodb::types::Update;
 
         fn restart_of(d: &Delivery, job: Option<&str>) -> Update {
             let r = Restart {

@@ -12,11 +12,11 @@
 use super::delivery::put_new;
 use super::expr::{n, s, Expr};
 use super::read::{self, Query};
-use super::write::{built, Write};
+use super::update::conditional_update;
+use super::write::Write;
 use super::{from_item, to_item, StoreError};
 use crate::domain::replay::{ReplayStatus, ReplayTrigger, ReplayWindow, REPLAY_LIFECYCLE};
 use crate::domain::time::Timestamp;
-use aws_sdk_dynamodb::types::Update;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -216,18 +216,7 @@ fn update(
     condition: String,
     e: &Expr,
 ) -> Result<Write, StoreError> {
-    let (pk, sk) = job.key();
-    Ok(Write::Update(built(
-        Update::builder()
-            .table_name(table)
-            .key("pk", s(pk))
-            .key("sk", s(sk))
-            .update_expression(expression)
-            .condition_expression(condition)
-            .set_expression_attribute_names(e.names_opt())
-            .set_expression_attribute_values(e.values_opt())
-            .build(),
-    )?))
+    conditional_update(table, job.key(), expression, condition, e)
 }
 
 /// Takes the job's lease for a run with `token`: only a running job that no live lease holds.
@@ -368,12 +357,7 @@ mod tests {
         }
     }
 
-    fn updated(w: Write) -> Update {
-        match w {
-            Write::Update(u) => u,
-            other => panic!("not an update: {other:?}"),
-        }
-    }
+    use crate::store::update::expect_update as updated;
 
     #[test]
     fn a_job_is_recorded_once_in_its_account_partition() {

@@ -86,10 +86,9 @@ mod operator_actions {
     use crate::store::delivery::put_new;
     use crate::store::expr::{n, s, Expr};
     use crate::store::page::{self, PrefixPage};
-    use crate::store::update::{delete_existing, Edit};
-    use crate::store::write::{built, Write};
+    use crate::store::update::{conditional_update, delete_existing, Edit};
+    use crate::store::write::Write;
     use crate::store::{keys, read, to_item, StoreError};
-    use aws_sdk_dynamodb::types::Update;
 
     pub(super) fn is_zero(v: &u32) -> bool {
         *v == 0
@@ -184,18 +183,7 @@ mod operator_actions {
         condition: String,
         e: &Expr,
     ) -> Result<Write, StoreError> {
-        let (pk, sk) = sub.key();
-        Ok(Write::Update(built(
-            Update::builder()
-                .table_name(table)
-                .key("pk", s(pk))
-                .key("sk", s(sk))
-                .update_expression(expression)
-                .condition_expression(condition)
-                .set_expression_attribute_names(e.names_opt())
-                .set_expression_attribute_values(e.values_opt())
-                .build(),
-        )?))
+        conditional_update(table, sub.key(), expression, condition, e)
     }
 
     /// An operator's resume of `sub` as read (`decision` from
@@ -339,12 +327,7 @@ mod operator_actions {
             }
         }
 
-        fn updated(w: Write) -> Update {
-            match w {
-                Write::Update(u) => u,
-                other => panic!("not an update: {other:?}"),
-            }
-        }
+        use crate::store::update::expect_update as updated;
 
         #[test]
         fn a_new_subscription_is_created_once_without_marks() {

@@ -3,7 +3,7 @@
 //! count) are never overwritten by an edit that does not name them. The API's edits of
 //! integrations and subscriptions are built with it, and their deletes with [`delete_existing`].
 
-use super::expr::s;
+use super::expr::{s, Expr};
 use super::write::{built, Write};
 use super::StoreError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Update};
@@ -77,6 +77,37 @@ impl Edit {
                 .set_expression_attribute_values((!self.values.is_empty()).then_some(self.values))
                 .build(),
         )?))
+    }
+}
+
+/// An update of item `key` (`pk`, `sk`) by `expression`, only when `condition` holds: the shape
+/// of every named write that sets attributes of one item.
+pub fn conditional_update(
+    table: &str,
+    (pk, sk): (String, String),
+    expression: String,
+    condition: String,
+    e: &Expr,
+) -> Result<Write, StoreError> {
+    Ok(Write::Update(built(
+        Update::builder()
+            .table_name(table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .update_expression(expression)
+            .condition_expression(condition)
+            .set_expression_attribute_names(e.names_opt())
+            .set_expression_attribute_values(e.values_opt())
+            .build(),
+    )?))
+}
+
+/// The single-item update a write is (tests of the builders that make one).
+#[cfg(test)]
+pub fn expect_update(w: Write) -> Update {
+    match w {
+        Write::Update(u) => u,
+        other => panic!("not an update: {other:?}"),
     }
 }
 

@@ -6,11 +6,13 @@ use crate::domain::time::Timestamp;
 use crate::operations::{Ops, OpsError};
 use crate::store::cursor;
 use crate::store::delivery::{
-    by_subscription_page, AttemptRecord, Delivery, Filter, SubscriptionRange, Upper,
+    gather_by_subscription, AttemptRecord, Delivery, Filter, Gathered, SubscriptionRange, Upper,
 };
 
 /// Index pages one listing evaluates before it answers with what it has.
 const MAX_ROUNDS: usize = 10;
+/// Index entries one page evaluates.
+const INDEX_PAGE: i32 = 100;
 
 /// Which deliveries to list.
 #[derive(Debug, Clone, Default)]
@@ -55,24 +57,14 @@ pub async fn list_deliveries(
         forward: false,
     };
     let limit = query.limit as usize;
-    let mut found = Vec::new();
-    let mut start = None;
-    let mut evaluated_to = None;
-    let mut exhausted = false;
-    for _ in 0..MAX_ROUNDS {
-        let page =
-            by_subscription_page(ops.dynamo, ops.table, &range, &filter, start.take(), 100).await?;
-        found.extend(page.deliveries);
-        evaluated_to = page.last_sort;
-        match page.next_start {
-            Some(next) if found.len() < limit => start = Some(next),
-            Some(_) => break,
-            None => {
-                exhausted = true;
-                break;
-            }
-        }
-    }
+    let Gathered {
+        deliveries: mut found,
+        evaluated_to,
+        exhausted,
+    } = gather_by_subscription(
+        ops.dynamo, ops.table, &range, &filter, limit, INDEX_PAGE, MAX_ROUNDS,
+    )
+    .await?;
     let truncated = found.len() > limit;
     found.truncate(limit);
     let next = if truncated || (!exhausted && found.len() == limit) {
