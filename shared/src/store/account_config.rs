@@ -143,3 +143,16 @@ impl ConfigCache {
         self.entries.lock().unwrap().remove(account_id);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_configuration_is_one_consistent_query_of_the_account_partition() {
+        let q = partition_query("t", "a1");
+        assert_eq!(q.key_condition, "pk = :pk");
+        assert_eq!(q.expr.values[":pk"], s("ACCT#a1"));
+        assert!(q.index.is_none() && !q.eventual && q.filter.is_none());
+    }
+}

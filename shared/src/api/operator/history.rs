@@ -1,4 +1,4 @@
-//! The audit history of operator actions (who, what, when, why; [`crate::operations::audit`]):
+//! The audit history of operator actions (who, what, when, why; [`crate::operations::operator::audit`]):
 //!
 //! * `GET /operator/accounts/{account_id}/audit` (`?limit=&cursor=`) — the account's, newest first.
 //! * `GET /operator/accounts/{account_id}/subscriptions/{subscription_id}/audit`

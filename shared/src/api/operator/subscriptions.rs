@@ -3,7 +3,7 @@
 //! * `GET /operator/accounts/{account_id}/subscriptions/{subscription_id}` — the subscription
 //!   with its status, dead count and pull cursor.
 //! * `POST /operator/accounts/{account_id}/subscriptions/{subscription_id}/resume` `{reason}` —
-//!   `paused → active`, dead count reset, audited ([`crate::operations::resume`]). An active
+//!   `paused → active`, dead count reset, audited ([`crate::operations::operator::resume`]). An active
 //!   subscription is a `409`. Changes skipped while it was paused stay skipped.
 //!
 //! Every `/operator` route that changes something takes a `reason` (required, up to
