@@ -120,6 +120,12 @@ impl<'a> Fixtures<'a> {
             paused_at: None,
             created_at: self.now,
             updated_at: self.now,
+            pull_cursor: None,
+            pull_cursor_at: None,
+            pull_epoch: 0,
+            pull_rewound_at: None,
+            resumed_at: None,
+            resumed_by: None,
         };
         self.save_subscription(&subscription).await?;
         Ok(subscription)

@@ -16,8 +16,11 @@ use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::pull_cursor::PullCursor;
 use shared::domain::replay::ReplayStatus;
 use shared::domain::time::{Timestamp, DAY, HOUR, MINUTE, SECOND};
-use shared::operations::replay::{create_job, job_pk, job_sk, run_job, Budget, ReplayRequest};
-use shared::operations::{Ops, StoredDelivery};
+use shared::operations::operator::replay::{
+    create_job, job_pk, job_sk, run_job, Budget, ReplayRequest,
+};
+use shared::operations::Ops;
+use shared::store::delivery::Delivery;
 use shared::store::keys;
 use shared::store::models::DeliveryWork;
 use shared::worker::WorkOutcome;
@@ -217,7 +220,7 @@ impl World {
         out
     }
 
-    async fn delivery(&self, sub: &Sub, change: &Change) -> StoredDelivery {
+    async fn delivery(&self, sub: &Sub, change: &Change) -> Delivery {
         let item = self
             .p
             .get(
@@ -226,11 +229,11 @@ impl World {
             )
             .await
             .expect("a delivery");
-        StoredDelivery::from_item(item).unwrap()
+        Delivery::from_item(item).unwrap()
     }
 
     async fn status(&self, sub: &Sub, change: &Change) -> DeliveryStatus {
-        self.delivery(sub, change).await.record.status
+        self.delivery(sub, change).await.status
     }
 
     /// Lets the pull reads see what was just written (`domain::pull_cursor::SETTLE`).
@@ -381,7 +384,7 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
         assert_eq!(w.status(&sub, c).await, want, "change {i}");
     }
     let d = w.delivery(&sub, &changes[0]).await;
-    assert!(d.marks.delivered_at.is_some());
+    assert!(d.delivered_at.is_some());
 
     // Unread pending changes are read again from the acknowledged position.
     let again = w
@@ -591,12 +594,8 @@ async fn a_cursor_write_racing_a_worker_never_overwrites_a_moved_delivery() {
         "the leased one and the late one: {ack}"
     );
     let leased = w.delivery(&sub, &changes[0]).await;
-    assert_eq!(
-        leased.record.status,
-        DeliveryStatus::Pending,
-        "not overwritten"
-    );
-    assert_eq!(leased.record.lease_token.as_deref(), Some("worker-lease"));
+    assert_eq!(leased.status, DeliveryStatus::Pending, "not overwritten");
+    assert_eq!(leased.lease_token.as_deref(), Some("worker-lease"));
     assert_eq!(
         w.status(&sub, &changes[1]).await,
         DeliveryStatus::Failed,
@@ -728,8 +727,8 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
     let change = &changes[0];
     w.p.advance(2 * MINUTE).await.unwrap();
     let dead = w.delivery(&sub, change).await;
-    assert_eq!(dead.record.status, DeliveryStatus::Dead);
-    assert_eq!(dead.record.attempts, 2);
+    assert_eq!(dead.status, DeliveryStatus::Dead);
+    assert_eq!(dead.attempts, 2);
     assert_eq!(w.r.count(), 2);
     let s =
         w.p.subscription(&sub.account_id, &sub.subscription_id)
@@ -778,7 +777,7 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
         "{retried}"
     );
     let restarted = w.delivery(&sub, change).await;
-    assert_eq!(restarted.record.attempt_log.len(), 2, "history kept");
+    assert_eq!(restarted.attempt_log.len(), 2, "history kept");
     let item =
         w.p.get(
             &keys::event_pk(&sub.account_id, &change.change_id),
@@ -796,8 +795,8 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
     w.p.pump().await.unwrap();
     assert_eq!(w.r.count(), 3);
     let delivered = w.delivery(&sub, change).await;
-    assert_eq!(delivered.record.status, DeliveryStatus::Delivered);
-    assert_eq!(delivered.record.attempts, 1);
+    assert_eq!(delivered.status, DeliveryStatus::Delivered);
+    assert_eq!(delivered.attempts, 1);
     let attempts = w
         .get(
             &op_sub_path(&sub, &format!("/deliveries/{}/attempts", change.change_id)),
@@ -936,7 +935,7 @@ async fn an_operator_retry_racing_a_worker_attempt_wins_and_the_stale_outcome_is
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let leased = w.delivery(&sub, change).await;
-        assert!(leased.record.lease_token.is_some());
+        assert!(leased.lease_token.is_some());
         w.post(
             &path,
             OPERATOR_TOKEN,
@@ -952,19 +951,19 @@ async fn an_operator_retry_racing_a_worker_attempt_wins_and_the_stale_outcome_is
         "the worker's outcome write with a stale lease fails"
     );
     let d = w.delivery(&sub, change).await;
-    assert_eq!(d.record.status, DeliveryStatus::Pending, "no double status");
-    assert_eq!(d.record.attempts, 0);
+    assert_eq!(d.status, DeliveryStatus::Pending, "no double status");
+    assert_eq!(d.attempts, 0);
     assert_eq!(
-        d.record.attempt_log.len(),
+        d.attempt_log.len(),
         1,
         "the dropped outcome is not recorded"
     );
-    assert!(d.record.lease_token.is_none());
+    assert!(d.lease_token.is_none());
 
     w.p.pump().await.unwrap();
     let d = w.delivery(&sub, change).await;
-    assert_eq!(d.record.status, DeliveryStatus::Delivered);
-    assert_eq!(d.record.attempts, 1);
+    assert_eq!(d.status, DeliveryStatus::Delivered);
+    assert_eq!(d.attempts, 1);
     assert_eq!(w.r.count(), 3);
 }
 
@@ -1098,12 +1097,12 @@ async fn replays_a_seven_day_window_and_refuses_an_eight_day_one() {
     assert_eq!(w.r.count(), 8);
     for c in &changes[..3] {
         let d = w.delivery(&sub, c).await;
-        assert_eq!(d.record.status, DeliveryStatus::Delivered);
-        assert_eq!(d.marks.restarts, 1);
-        assert_eq!(d.marks.replay_job.as_deref(), Some(job_id.as_str()));
+        assert_eq!(d.status, DeliveryStatus::Delivered);
+        assert_eq!(d.restarts, 1);
+        assert_eq!(d.replay_job.as_deref(), Some(job_id.as_str()));
     }
     for c in &changes[3..] {
-        assert_eq!(w.delivery(&sub, c).await.marks.restarts, 0);
+        assert_eq!(w.delivery(&sub, c).await.restarts, 0);
     }
 
     // The job and its audit entry are listed.
@@ -1232,7 +1231,7 @@ async fn a_replay_cut_short_resumes_from_its_saved_position_without_restarting_a
     assert_eq!(done["counts"]["in_window"], 6);
     for c in &changes {
         assert_eq!(
-            w.delivery(&sub, c).await.marks.restarts,
+            w.delivery(&sub, c).await.restarts,
             1,
             "restarted exactly once"
         );

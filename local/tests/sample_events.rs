@@ -69,6 +69,12 @@ async fn sample_configuration(p: &Pipeline, receiver: &Receiver) {
         paused_at: None,
         created_at: p.now(),
         updated_at: p.now(),
+        pull_cursor: None,
+        pull_cursor_at: None,
+        pull_epoch: 0,
+        pull_rewound_at: None,
+        resumed_at: None,
+        resumed_by: None,
     })
     .await
     .unwrap();

@@ -8,6 +8,7 @@ pub mod config;
 pub mod dispatch;
 pub mod domain;
 pub mod guarded_http;
+pub mod ids;
 pub mod ingest;
 pub mod monitor;
 pub mod notify;

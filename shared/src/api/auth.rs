@@ -11,8 +11,8 @@
 //! compares in constant time. Unknown, malformed, revoked or wrong-kind tokens are all the same
 //! 401 (`WWW-Authenticate: Bearer`), so a caller learns nothing about tokens it does not hold.
 //!
-//! Each token also has a reference item in its account's token partition (see
-//! [`token_ref_pk`]), so an account's or an integration's tokens can be listed and revoked
+//! Each token also has a reference item in its account's token partition (the items:
+//! [`crate::store::token`]), so an account's or an integration's tokens can be listed and revoked
 //! together (rotation with `revoke_existing`, integration deletion). A token is written with its
 //! reference in one transaction.
 //!
@@ -22,74 +22,30 @@
 //! JWT authorizer has already checked the token, and the function reads its `sub` claim from the
 //! request context; locally (demo, tests) a static operator token is compared by its SHA-256.
 
-use super::db;
 use super::problem::ApiError;
 use super::ApiState;
 use crate::config::ConfigError;
 use crate::domain::time::Timestamp;
-use crate::store::expr::{is_condition_failure, s};
-use crate::store::keys::{token_pk, TOKEN_SK};
-use crate::store::{to_item, StoreError};
+use crate::store::token;
+use crate::store::write::send;
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use rand::RngCore;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::fmt;
 use std::sync::Arc;
 
+pub use crate::store::token::{
+    token_ref_pk, token_ref_sk, TokenKind, TokenRecord, TokenRef, TOKEN_KIND, TOKEN_REF_KIND,
+};
+
 pub const TOKEN_PREFIX: &str = "rhy";
 /// Random bytes in a token's secret.
 pub const SECRET_BYTES: usize = 32;
-/// The `kind` of token items and of their reference items.
-pub const TOKEN_KIND: &str = "token";
-pub const TOKEN_REF_KIND: &str = "token_ref";
-const TOKEN_REF_PREFIX: &str = "TOKEN#";
-
-/// The partition listing an account's tokens (one reference item per token):
-/// `TOKENS#{account}` / `TOKEN#{token id}`. Kept out of the account's configuration partition so
-/// that loading an account's configuration never reads its tokens.
-pub fn token_ref_pk(account_id: &str) -> String {
-    format!("TOKENS#{account_id}")
-}
-pub fn token_ref_sk(token_id: &str) -> String {
-    format!("{TOKEN_REF_PREFIX}{token_id}")
-}
-
-/// What a token may be used for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TokenKind {
-    /// An account's token: the management API (`/v1/integrations`, `/v1/subscriptions`).
-    Acct,
-    /// An integration's token: the adapter's routes (pull cursor).
-    Intg,
-}
-
-impl TokenKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TokenKind::Acct => "acct",
-            TokenKind::Intg => "intg",
-        }
-    }
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "acct" => Some(TokenKind::Acct),
-            "intg" => Some(TokenKind::Intg),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for TokenKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// A secret shown once (a token's plaintext, a webhook signing secret). Its `Debug` is redacted;
 /// the text leaves only through [`OneTimeSecret::expose`] and its serialization (the one
@@ -118,58 +74,6 @@ impl fmt::Debug for OneTimeSecret {
 impl Serialize for OneTimeSecret {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(&self.0)
-    }
-}
-
-/// The stored token (item `TOKEN#{token_id}` / `TOKEN`, kind `token`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct TokenRecord {
-    pub token_id: String,
-    pub token_kind: TokenKind,
-    pub account_id: String,
-    /// `intg` tokens: the integration the token speaks for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub integration_id: Option<String>,
-    /// Hex SHA-256 of the secret part.
-    pub secret_sha256: String,
-    pub created_at: Timestamp,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revoked_at: Option<Timestamp>,
-}
-
-/// The reference item of a token in its account's token partition.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct TokenRef {
-    pub token_id: String,
-    pub token_kind: TokenKind,
-    pub account_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub integration_id: Option<String>,
-    pub created_at: Timestamp,
-}
-
-impl TokenRecord {
-    pub fn item(&self) -> Result<crate::store::Item, StoreError> {
-        to_item(self, &token_pk(&self.token_id), TOKEN_SK, TOKEN_KIND)
-    }
-
-    pub fn reference(&self) -> TokenRef {
-        TokenRef {
-            token_id: self.token_id.clone(),
-            token_kind: self.token_kind,
-            account_id: self.account_id.clone(),
-            integration_id: self.integration_id.clone(),
-            created_at: self.created_at,
-        }
-    }
-
-    pub fn reference_item(&self) -> Result<crate::store::Item, StoreError> {
-        to_item(
-            &self.reference(),
-            &token_ref_pk(&self.account_id),
-            &token_ref_sk(&self.token_id),
-            TOKEN_REF_KIND,
-        )
     }
 }
 
@@ -216,7 +120,7 @@ pub fn parse_token(text: &str) -> Result<ParsedToken<'_>, TokenFormatError> {
     }
     let kind = TokenKind::parse(kind).ok_or(TokenFormatError::Kind)?;
     // Ids are issued lowercase; anything else is not an issued token.
-    if super::extract::canonical_id(token_id).as_deref() != Some(token_id) {
+    if crate::ids::canonical_id(token_id).as_deref() != Some(token_id) {
         return Err(TokenFormatError::Id);
     }
     match URL_SAFE_NO_PAD.decode(secret) {
@@ -258,7 +162,7 @@ pub fn issue_token(
     integration_id: Option<&str>,
     now: Timestamp,
 ) -> (PlaintextToken, TokenRecord) {
-    let token_id = super::extract::new_id();
+    let token_id = crate::ids::new_id();
     let mut bytes = [0u8; SECRET_BYTES];
     rand::rngs::OsRng.fill_bytes(&mut bytes);
     let secret = URL_SAFE_NO_PAD.encode(bytes);
@@ -276,17 +180,6 @@ pub fn issue_token(
         revoked_at: None,
     };
     (plaintext, record)
-}
-
-/// The writes that store a token with its reference (for a transaction with other writes).
-pub fn token_writes(
-    table: &str,
-    record: &TokenRecord,
-) -> Result<Vec<aws_sdk_dynamodb::types::TransactWriteItem>, ApiError> {
-    Ok(vec![
-        db::put_new(table, record.item()?)?,
-        db::put_new(table, record.reference_item()?)?,
-    ])
 }
 
 /// What a token stands for, once verified.
@@ -340,13 +233,7 @@ pub fn bearer(parts: &Parts) -> Result<&str, ApiError> {
 /// Verifies a presented token against its stored hash.
 pub async fn verify_token(state: &ApiState, presented: &str) -> Result<Principal, ApiError> {
     let parsed = parse_token(presented).map_err(|_| ApiError::unauthorized(INVALID_TOKEN))?;
-    let record: Option<TokenRecord> = db::get(
-        &state.clients.dynamo,
-        &state.config.delivery_table,
-        &token_pk(parsed.token_id),
-        TOKEN_SK,
-    )
-    .await?;
+    let record = token::get(state.dynamo(), state.table(), parsed.token_id).await?;
     let Some(record) = record else {
         return Err(ApiError::unauthorized(INVALID_TOKEN));
     };
@@ -587,11 +474,7 @@ pub async fn issue_rotated(
 ) -> Result<(PlaintextToken, TokenRecord, u32), ApiError> {
     let now = state.clock.now();
     let (token, record) = issue_token(kind, account_id, integration_id, now);
-    db::write_all(
-        &state.clients.dynamo,
-        token_writes(&state.config.delivery_table, &record)?,
-    )
-    .await?;
+    state.create(token::create(state.table(), &record)?).await?;
     let revoked = if revoke_existing {
         revoke_tokens(
             state,
@@ -615,24 +498,12 @@ pub async fn revoke_tokens(
     scope: RevokeScope<'_>,
     now: Timestamp,
 ) -> Result<u32, ApiError> {
-    let dynamo = &state.clients.dynamo;
-    let table = &state.config.delivery_table;
-    let pk = token_ref_pk(scope.account_id);
-    let mut after = None;
+    let (dynamo, table) = (state.dynamo(), state.table());
+    let mut after: Option<String> = None;
     let mut revoked = 0;
     loop {
-        let (refs, next): (Vec<TokenRef>, _) = db::query_page(
-            dynamo,
-            db::PageQuery {
-                table,
-                pk: &pk,
-                prefix: TOKEN_REF_PREFIX,
-                limit: 100,
-                after_id: after,
-                filter: None,
-            },
-        )
-        .await?;
+        let (refs, next) =
+            token::references(dynamo, table, scope.account_id, after.as_deref()).await?;
         for r in refs {
             let in_scope = r.token_kind == scope.kind
                 && (scope.kind == TokenKind::Acct
@@ -641,29 +512,18 @@ pub async fn revoke_tokens(
             if !in_scope {
                 continue;
             }
-            let marked = dynamo
-                .update_item()
-                .table_name(table)
-                .key("pk", s(token_pk(&r.token_id)))
-                .key("sk", s(TOKEN_SK))
-                .update_expression("SET revoked_at = :now")
-                .condition_expression("attribute_exists(pk) AND attribute_not_exists(revoked_at)")
-                .expression_attribute_values(":now", crate::store::expr::n(now.millis()))
-                .send()
-                .await;
-            match marked {
-                Ok(_) => revoked += 1,
-                Err(e) if is_condition_failure(&e) => {}
-                Err(e) => return Err(StoreError::dynamo(e).into()),
+            // Refused: gone or revoked already (a repeated revocation).
+            if send(dynamo, token::revoke(table, &r.token_id, now)?)
+                .await?
+                .applied()
+            {
+                revoked += 1;
             }
-            dynamo
-                .delete_item()
-                .table_name(table)
-                .key("pk", s(&pk))
-                .key("sk", s(token_ref_sk(&r.token_id)))
-                .send()
-                .await
-                .map_err(StoreError::dynamo)?;
+            send(
+                dynamo,
+                token::drop_reference(table, scope.account_id, &r.token_id)?,
+            )
+            .await?;
         }
         match next {
             Some(n) => after = Some(n),
@@ -705,6 +565,8 @@ impl IssuedTokenView {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::expr::s;
+    use crate::store::keys::token_pk;
     use axum::http::Request;
 
     #[test]
@@ -731,7 +593,7 @@ mod tests {
     #[test]
     fn secrets_may_contain_underscores() {
         // base64url uses `_`; only the first three underscores separate parts.
-        let id = super::super::extract::new_id();
+        let id = crate::ids::new_id();
         let secret = URL_SAFE_NO_PAD.encode([0xffu8; SECRET_BYTES]);
         assert!(secret.contains('_'));
         let text = format!("rhy_acct_{id}_{secret}");
@@ -741,7 +603,7 @@ mod tests {
 
     #[test]
     fn malformed_tokens_are_refused_before_any_lookup() {
-        let id = super::super::extract::new_id();
+        let id = crate::ids::new_id();
         let secret = URL_SAFE_NO_PAD.encode([7u8; SECRET_BYTES]);
         let cases = [
             (String::new(), TokenFormatError::Shape),

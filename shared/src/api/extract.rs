@@ -279,19 +279,7 @@ where
     }
 }
 
-/// A new resource id: a ULID in lowercase.
-pub fn new_id() -> String {
-    ulid::Ulid::new().to_string().to_ascii_lowercase()
-}
-
-/// The canonical (lowercase) form of a ULID, or `None` when the text is not one. Case is
-/// ignored; anything that does not round-trip exactly is refused.
-pub fn canonical_id(text: &str) -> Option<String> {
-    let lower = text.to_ascii_lowercase();
-    let parsed = ulid::Ulid::from_string(&lower).ok()?;
-    let canonical = parsed.to_string().to_ascii_lowercase();
-    (canonical == lower).then_some(canonical)
-}
+pub use crate::ids::{canonical_id, new_id};
 
 /// Longest resource id accepted from a caller.
 pub const MAX_ID_LEN: usize = 64;
@@ -311,6 +299,18 @@ pub fn resource_id(text: &str) -> Option<String> {
 /// An id taken from a path: anything that is not an id names nothing, so it is a 404 for `what`.
 pub fn path_id(text: &str, what: &str) -> Result<String, ApiError> {
     resource_id(text).ok_or_else(|| ApiError::not_found(what))
+}
+
+/// The id a list of resources continues after, from its `?cursor=` (a cursor of
+/// [`crate::store::cursor`]), or a `422` when it is not a cursor of such a list.
+pub fn cursor_id(cursor: Option<&str>) -> Result<Option<String>, ApiError> {
+    cursor
+        .map(|c| {
+            crate::store::cursor::decode(c)
+                .and_then(|position| resource_id(&position))
+                .ok_or_else(|| ApiError::field("cursor", "is not a cursor of this list"))
+        })
+        .transpose()
 }
 
 /// Page size of list routes.

@@ -8,7 +8,6 @@
 //! api/problem.rs               ApiError → RFC 7807 application/problem+json
 //! api/auth.rs                  tokens, AccountAuth / IntegrationAuth / Operator extractors
 //! api/extract.rs               JsonBody + Fields, ApiPath, ApiQuery (problem+json rejections)
-//! api/db.rs                    conditional creates, partial updates, paged queries
 //! api/lambda.rs                API Gateway stage prefix handling for the Lambda
 //! api/v1/integrations.rs       /v1/integrations…      (account token)
 //! api/v1/subscriptions.rs      /v1/subscriptions…     (account token)
@@ -30,7 +29,6 @@
 //! `operator::router()`). Scope every read and write by the caller's account id.
 
 pub mod auth;
-pub mod db;
 pub mod extract;
 pub mod lambda;
 pub mod operator;
@@ -44,6 +42,8 @@ pub use problem::{ApiError, FieldError};
 use crate::aws::Clients;
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::operations::Ops;
+use crate::store::write::{send, Write, Written};
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::StatusCode;
 use axum::middleware::Next;
@@ -110,6 +110,44 @@ impl ApiState {
 
     pub fn is_known_internal_handler(&self, name: &str) -> bool {
         self.internal_handlers.iter().any(|h| h == name)
+    }
+
+    pub fn dynamo(&self) -> &aws_sdk_dynamodb::Client {
+        &self.clients.dynamo
+    }
+
+    /// The delivery table.
+    pub fn table(&self) -> &str {
+        &self.config.delivery_table
+    }
+
+    /// The operator actions and the pull cursor, on this request's table and clock.
+    pub fn ops(&self) -> Ops<'_> {
+        Ops::new(self.dynamo(), self.table(), self.clock.as_ref())
+    }
+
+    /// Sends a write that creates items (and whatever goes with them). A refused condition or a
+    /// concurrent transaction is a `409`: the caller retries the request.
+    pub async fn create(&self, write: Write) -> Result<(), ApiError> {
+        match send(self.dynamo(), write).await? {
+            Written::Applied(_) => Ok(()),
+            Written::Refused | Written::Conflict => Err(ApiError::conflict(
+                "the resource was created or changed concurrently; retry the request",
+            )),
+        }
+    }
+
+    /// Sends a write of an existing `what` (an edit or a delete, conditional on the item's
+    /// existence): a refusal is a `404`. Answers with the item an edit returns.
+    pub async fn change_existing(
+        &self,
+        write: Write,
+        what: &str,
+    ) -> Result<Option<crate::store::Item>, ApiError> {
+        match send(self.dynamo(), write).await? {
+            Written::Applied(item) => Ok(item),
+            Written::Refused | Written::Conflict => Err(ApiError::not_found(what)),
+        }
     }
 
     /// The webhook target policy: the SSRF guard, relaxed only where private targets are allowed

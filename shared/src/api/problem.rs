@@ -20,6 +20,7 @@
 //! Details never carry secrets: a token or signing secret is never part of an error. An internal
 //! error's cause is logged, and the response only says that it was.
 
+use crate::operations::OpsError;
 use crate::store::StoreError;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -223,6 +224,18 @@ impl IntoResponse for ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         ApiError::Internal(e.to_string())
+    }
+}
+
+impl From<OpsError> for ApiError {
+    fn from(e: OpsError) -> Self {
+        match e {
+            OpsError::NotFound(what) => ApiError::not_found(what),
+            OpsError::Conflict(detail) => ApiError::conflict(detail),
+            OpsError::Invalid { field, message } => ApiError::field(field, message),
+            OpsError::Store(e) => e.into(),
+            OpsError::Transition(e) => ApiError::internal(e.to_string()),
+        }
     }
 }
 

@@ -15,15 +15,17 @@
 //! subscription answers `409 Conflict`: its changes are delivered by the worker, and
 //! acknowledging them through a cursor would mark deliveries delivered that no adapter received.
 
-use super::{build_update, send_update, Filter, IndexQuery, Ops, OpsError, StoredDelivery};
-use super::{StoredSubscription, Upper, WRITE_CONCURRENCY};
-use crate::domain::integration_delivery::{DeliveryStatus, DeliveryTrigger, DELIVERY_LIFECYCLE};
+use super::{Ops, OpsError, WRITE_CONCURRENCY};
+use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::pull_cursor::{
     check_target, check_write, plan_read, CursorError, PullCursor, TargetFacts,
 };
 use crate::domain::time::Timestamp;
-use crate::store::expr::{n, s, Expr};
-use crate::store::keys;
+use crate::store::delivery::{
+    self, by_subscription_page, gather_by_subscription, Delivery, DeliveryWork, Filter, Gathered,
+    SubscriptionRange, Upper,
+};
+use crate::store::subscription::{self, Subscription};
 use futures::stream::{self, StreamExt};
 
 /// Index pages one read or write evaluates at most per call of the loop.
@@ -48,9 +50,9 @@ pub async fn pull_subscription(
     account_id: &str,
     integration_id: &str,
     subscription_id: &str,
-) -> Result<StoredSubscription, OpsError> {
+) -> Result<Subscription, OpsError> {
     let sub = ops.subscription(account_id, subscription_id).await?;
-    if sub.subscription.integration_id != integration_id {
+    if sub.integration_id != integration_id {
         return Err(OpsError::NotFound("subscription"));
     }
     let integration = ops
@@ -72,7 +74,7 @@ pub async fn pull_subscription(
 pub struct PulledChange {
     /// Acknowledges this change and everything before it.
     pub cursor: PullCursor,
-    pub delivery: StoredDelivery,
+    pub delivery: Delivery,
 }
 
 /// One page of a read.
@@ -96,20 +98,19 @@ fn pending_filter(account_id: &str, horizon: Option<Timestamp>) -> Filter {
 /// Storage facts about the change a cursor names.
 async fn target_facts(
     ops: &Ops<'_>,
-    sub: &StoredSubscription,
+    sub: &Subscription,
     change_id: &str,
 ) -> Result<TargetFacts, OpsError> {
-    let exists = ops
-        .get_item(
-            &keys::event_pk(&sub.subscription.account_id, change_id),
-            &keys::delivery_sk(sub.id()),
-        )
-        .await?
-        .is_some();
+    let work = DeliveryWork {
+        account_id: sub.account_id.clone(),
+        change_id: change_id.to_owned(),
+        subscription_id: sub.subscription_id.clone(),
+    };
+    let exists = delivery::exists(ops.dynamo, ops.table, &work).await?;
     let last = if exists {
         None
     } else {
-        ops.last_change(sub.id()).await?
+        delivery::last_change(ops.dynamo, ops.table, &sub.subscription_id).await?
     };
     Ok(TargetFacts { exists, last })
 }
@@ -117,7 +118,7 @@ async fn target_facts(
 /// Reads a page of pending changes from the acknowledged position or from `cursor`.
 pub async fn read(
     ops: &Ops<'_>,
-    sub: &StoredSubscription,
+    sub: &Subscription,
     cursor: Option<&PullCursor>,
     limit: u32,
 ) -> Result<PullPage, OpsError> {
@@ -130,39 +131,33 @@ pub async fn read(
             check_target(change, &target_facts(ops, sub, change).await?)?;
         }
     }
-    let filter = pending_filter(&sub.subscription.account_id, Some(plan.horizon()));
-    let q = IndexQuery {
-        subscription_id: sub.id(),
+    let filter = pending_filter(&sub.account_id, Some(plan.horizon()));
+    let range = SubscriptionRange {
+        subscription_id: &sub.subscription_id,
         after: plan.lower.as_deref(),
         upper: None,
         forward: true,
-        filter: Some(filter),
     };
     let limit = limit as usize;
-    let mut found: Vec<StoredDelivery> = Vec::new();
-    let mut start = None;
-    let mut evaluated_to: Option<String> = None;
-    let mut exhausted = false;
-    for _ in 0..MAX_READ_ROUNDS {
-        let page = ops.query_index(&q, start.take(), INDEX_PAGE).await?;
-        for item in page.items {
-            found.push(StoredDelivery::from_item(item)?);
-        }
-        evaluated_to = page.last_sort.clone();
-        match page.next_start {
-            Some(next) if found.len() < limit => start = Some(next),
-            Some(_) => break,
-            None => {
-                exhausted = true;
-                break;
-            }
-        }
-    }
-    found.sort_by(|a, b| a.record.change_id.cmp(&b.record.change_id));
+    let Gathered {
+        deliveries: mut found,
+        evaluated_to,
+        exhausted,
+    } = gather_by_subscription(
+        ops.dynamo,
+        ops.table,
+        &range,
+        &filter,
+        limit,
+        INDEX_PAGE,
+        MAX_READ_ROUNDS,
+    )
+    .await?;
+    found.sort_by(|a, b| a.change_id.cmp(&b.change_id));
     let truncated = found.len() > limit;
     found.truncate(limit);
     let has_more = truncated || !exhausted;
-    let last_shown = found.last().map(|d| d.record.change_id.clone());
+    let last_shown = found.last().map(|d| d.change_id.clone());
     // A page cut at `limit` continues after its last change. A read that stopped early (rounds
     // used up) continues after what it evaluated: nothing there was pending and visible except
     // what it shows.
@@ -174,7 +169,7 @@ pub async fn read(
     let changes = found
         .into_iter()
         .map(|d| PulledChange {
-            cursor: plan.cursor_at(Some(&d.record.change_id)),
+            cursor: plan.cursor_at(Some(&d.change_id)),
             delivery: d,
         })
         .collect();
@@ -201,7 +196,7 @@ pub struct Acknowledgement {
 /// Writes `cursor`: covers, then moves the acknowledged position (see the module docs).
 pub async fn acknowledge(
     ops: &Ops<'_>,
-    sub: &StoredSubscription,
+    sub: &Subscription,
     cursor: &PullCursor,
 ) -> Result<Acknowledgement, OpsError> {
     let acknowledged = sub.acknowledged();
@@ -212,22 +207,25 @@ pub async fn acknowledge(
     let advance = check_write(&acknowledged, cursor, facts.as_ref(), ops.now())?;
     let (mut delivered, mut not_covered) = (0u32, 0u32);
     if let Some(upper) = &advance.to {
-        let q = IndexQuery {
-            subscription_id: sub.id(),
+        let range = SubscriptionRange {
+            subscription_id: &sub.subscription_id,
             after: advance.lower.as_deref(),
             upper: Some(Upper::Through(upper)),
             forward: true,
-            filter: Some(pending_filter(&sub.subscription.account_id, None)),
         };
+        let filter = pending_filter(&sub.account_id, None);
         let mut start = None;
         loop {
-            let page = ops.query_index(&q, start.take(), INDEX_PAGE).await?;
-            let deliveries = page
-                .items
-                .into_iter()
-                .map(StoredDelivery::from_item)
-                .collect::<Result<Vec<_>, _>>()?;
-            let results: Vec<Result<bool, OpsError>> = stream::iter(deliveries)
+            let page = by_subscription_page(
+                ops.dynamo,
+                ops.table,
+                &range,
+                &filter,
+                start.take(),
+                INDEX_PAGE,
+            )
+            .await?;
+            let results: Vec<Result<bool, OpsError>> = stream::iter(page.deliveries)
                 .map(|d| cover(ops, d, advance.horizon, upper))
                 .buffer_unordered(WRITE_CONCURRENCY)
                 .collect()
@@ -247,7 +245,7 @@ pub async fn acknowledge(
     }
     move_position(ops, sub, cursor, advance.to.as_deref()).await?;
     tracing::info!(
-        subscription_id = %sub.id(),
+        subscription_id = %sub.subscription_id,
         from = ?acknowledged.change_id,
         to = ?advance.to,
         delivered,
@@ -266,102 +264,48 @@ pub async fn acknowledge(
 /// visible, unleased one the read saw. `Ok(false)` when it is not.
 async fn cover(
     ops: &Ops<'_>,
-    d: StoredDelivery,
+    d: Delivery,
     horizon: Timestamp,
     cursor_change: &str,
 ) -> Result<bool, OpsError> {
-    let condition = DELIVERY_LIFECYCLE.expect(
-        d.status(),
-        DeliveryTrigger::AdvancePullCursor,
-        DeliveryStatus::Delivered,
-    );
-    let Ok(condition) = condition else {
-        return Ok(false);
-    };
-    let now = ops.now();
-    let mut e = Expr::new()
-        .value(":delivered", s(DeliveryStatus::Delivered.to_string()))
-        .value(":now", n(now.millis()))
-        .value(":horizon", n(horizon.millis()))
-        .value(":cursor", s(cursor_change));
-    let status_condition = e.status(&condition);
-    let u = build_update(
-        ops.table,
-        &keys::event_pk(&d.record.account_id, &d.record.change_id),
-        &keys::delivery_sk(&d.record.subscription_id),
-        "SET #status = :delivered, delivered_at = :now, updated_at = :now, \
-         delivered_by_cursor = :cursor REMOVE due_at, due_shard, not_before"
-            .to_owned(),
-        format!(
-            "({status_condition}) AND created_at <= :horizon \
-             AND (attribute_not_exists(restarted_at) OR restarted_at <= :horizon) \
-             AND (attribute_not_exists(lease_until) OR lease_until <= :now)"
-        ),
-        &e,
-    )?;
-    send_update(ops, u).await
+    match delivery::cover_by_cursor(ops.table, &d, horizon, cursor_change, ops.now())? {
+        Some(write) => ops.apply(write).await,
+        None => Ok(false),
+    }
 }
 
 /// Moves the acknowledged position to `to`, conditional on the cursor's epoch and on not moving
 /// backwards.
 async fn move_position(
     ops: &Ops<'_>,
-    sub: &StoredSubscription,
+    sub: &Subscription,
     cursor: &PullCursor,
     to: Option<&str>,
 ) -> Result<(), OpsError> {
-    let Some(to) = to else {
-        // The empty position on a subscription that never acknowledged anything: nothing moves,
-        // but the epoch must still be the cursor's.
-        let current = ops
-            .subscription(&sub.subscription.account_id, sub.id())
-            .await?;
-        if current.marks.pull_epoch != cursor.epoch {
-            return Err(CursorError::Stale {
-                cursor_epoch: cursor.epoch,
-                current_epoch: current.marks.pull_epoch,
-            }
-            .into());
+    if let Some(to) = to {
+        let write = subscription::move_pull_cursor(ops.table, sub, cursor.epoch, to, ops.now())?;
+        if ops.apply(write).await? {
+            return Ok(());
         }
-        return Ok(());
-    };
-    let now = ops.now();
-    let e = Expr::new()
-        .value(":to", s(to))
-        .value(":now", n(now.millis()))
-        .value(":epoch", n(cursor.epoch));
-    let epoch_condition = if cursor.epoch == 0 {
-        "(attribute_not_exists(pull_epoch) OR pull_epoch = :epoch)"
-    } else {
-        "pull_epoch = :epoch"
-    };
-    let u = build_update(
-        ops.table,
-        &keys::account_pk(&sub.subscription.account_id),
-        &keys::subscription_sk(sub.id()),
-        "SET pull_cursor = :to, pull_cursor_at = :now".to_owned(),
-        format!(
-            "attribute_exists(pk) AND {epoch_condition} \
-             AND (attribute_not_exists(pull_cursor) OR pull_cursor <= :to)"
-        ),
-        &e,
-    )?;
-    if send_update(ops, u).await? {
-        return Ok(());
     }
-    // Lost a race: an operator restart (new epoch) or another write that went further.
+    // Either the empty position on a subscription that never acknowledged anything (nothing
+    // moves, but the epoch must still be the cursor's), or a lost race: an operator restart
+    // (new epoch) or another write that went further.
     let current = ops
-        .subscription(&sub.subscription.account_id, sub.id())
+        .subscription(&sub.account_id, &sub.subscription_id)
         .await?;
-    if current.marks.pull_epoch != cursor.epoch {
+    if current.pull_epoch != cursor.epoch {
         return Err(CursorError::Stale {
             cursor_epoch: cursor.epoch,
-            current_epoch: current.marks.pull_epoch,
+            current_epoch: current.pull_epoch,
         }
         .into());
     }
-    Err(CursorError::Backwards {
-        acknowledged: current.marks.pull_cursor.unwrap_or_default(),
+    match to {
+        None => Ok(()),
+        Some(_) => Err(CursorError::Backwards {
+            acknowledged: current.pull_cursor.unwrap_or_default(),
+        }
+        .into()),
     }
-    .into())
 }

@@ -1,10 +1,16 @@
 //! An account's configuration (account, integrations, subscriptions) is one partition: one query
 //! loads all of it. Ingest loads it once per account per batch; the worker keeps it in a cache
 //! with a short expiry (a credentials lease), so changes reach running workers within that time.
+//! The items are read through their modules ([`super::account`], [`super::integration`],
+//! [`super::subscription`]).
 
+use super::account::Account;
+use super::expr::{s, Expr};
+use super::integration::Integration;
 use super::keys::{account_pk, ACCOUNT_SK, INTEGRATION_PREFIX, SUBSCRIPTION_PREFIX};
-use super::models::{Account, Integration, Subscription};
-use super::{expr, from_item, StoreError};
+use super::read::{self, Query};
+use super::subscription::Subscription;
+use super::StoreError;
 use crate::domain::filter::Filter;
 use crate::domain::projection::Projection;
 use crate::domain::time::Timestamp;
@@ -54,52 +60,46 @@ pub fn compile(subscription: Subscription) -> Result<CompiledSubscription, Strin
     })
 }
 
+/// The query of an account's configuration partition (consistent: a change made through the
+/// API is seen by the next load).
+pub fn partition_query(table: &str, account_id: &str) -> Query {
+    Query {
+        table: table.to_owned(),
+        key_condition: "pk = :pk".into(),
+        expr: Expr::new().value(":pk", s(account_pk(account_id))),
+        ..Query::default()
+    }
+}
+
 pub async fn load(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
     account_id: &str,
 ) -> Result<AccountConfig, StoreError> {
     let mut config = AccountConfig::default();
-    let mut start = None;
-    loop {
-        let page = dynamo
-            .query()
-            .table_name(table)
-            .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", expr::s(account_pk(account_id)))
-            .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(StoreError::dynamo)?;
-        for item in page.items.unwrap_or_default() {
-            let sk = item
-                .get("sk")
-                .and_then(|v| v.as_s().ok())
-                .cloned()
-                .unwrap_or_default();
-            if sk == ACCOUNT_SK {
-                config.account = Some(from_item(item)?);
-            } else if sk.starts_with(INTEGRATION_PREFIX) {
-                let integration: Integration = from_item(item)?;
-                config
-                    .integrations
-                    .insert(integration.integration_id.clone(), integration);
-            } else if sk.starts_with(SUBSCRIPTION_PREFIX) {
-                let subscription: Subscription = from_item(item)?;
-                let id = subscription.subscription_id.clone();
-                match compile(subscription) {
-                    Ok(c) => config.subscriptions.push(c),
-                    Err(reason) => {
-                        tracing::error!(subscription_id = %id, %reason, "stored subscription does not compile; it matches nothing");
-                        config.broken.push((id, reason));
-                    }
+    for item in read::query_all(dynamo, &partition_query(table, account_id)).await? {
+        let sk = item
+            .get("sk")
+            .and_then(|v| v.as_s().ok())
+            .cloned()
+            .unwrap_or_default();
+        if sk == ACCOUNT_SK {
+            config.account = Some(Account::from_item(item)?);
+        } else if sk.starts_with(INTEGRATION_PREFIX) {
+            let integration = Integration::from_item(item)?;
+            config
+                .integrations
+                .insert(integration.integration_id.clone(), integration);
+        } else if sk.starts_with(SUBSCRIPTION_PREFIX) {
+            let subscription = Subscription::from_item(item)?;
+            let id = subscription.subscription_id.clone();
+            match compile(subscription) {
+                Ok(c) => config.subscriptions.push(c),
+                Err(reason) => {
+                    tracing::error!(subscription_id = %id, %reason, "stored subscription does not compile; it matches nothing");
+                    config.broken.push((id, reason));
                 }
             }
-        }
-        match page.last_evaluated_key {
-            Some(k) => start = Some(k),
-            None => break,
         }
     }
     Ok(config)
@@ -141,5 +141,18 @@ impl ConfigCache {
 
     pub fn forget(&self, account_id: &str) {
         self.entries.lock().unwrap().remove(account_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_configuration_is_one_consistent_query_of_the_account_partition() {
+        let q = partition_query("t", "a1");
+        assert_eq!(q.key_condition, "pk = :pk");
+        assert_eq!(q.expr.values[":pk"], s("ACCT#a1"));
+        assert!(q.index.is_none() && !q.eventual && q.filter.is_none());
     }
 }

@@ -629,3 +629,676 @@ mod tests {
         ));
     }
 }
+
+// ---- operator actions and the pull cursor
+//
+// The writes of operator restarts (retry, replay) and of the pull cursor's cover, and the reads
+// of a subscription's deliveries on the `by_subscription` index (history, replay walks, pull
+// reads). In a module of their own so that their imports never meet the ones above.
+
+pub use self::operator_actions::*;
+
+mod operator_actions {
+    use super::{key, Delivery};
+    use crate::domain::integration_delivery::{
+        DeliveryMove, DeliveryStatus, DeliveryTrigger, DELIVERY_LIFECYCLE,
+    };
+    use crate::domain::time::Timestamp;
+    use crate::store::attrs::{by_subscription, due, listing, EXPIRES_AT, STATUS};
+    use crate::store::expr::{n, s, Expr};
+    use crate::store::read::{self, Query};
+    use crate::store::update::conditional_update;
+    use crate::store::write::Write;
+    use crate::store::{keys, Item, StoreError};
+    use std::time::Duration;
+
+    fn update(
+        table: &str,
+        d: &Delivery,
+        expression: String,
+        condition: String,
+        e: &Expr,
+    ) -> Result<Write, StoreError> {
+        let delivery_key = key(&d.account_id, &d.change_id, &d.subscription_id);
+        conditional_update(table, delivery_key, expression, condition, e)
+    }
+
+    /// One operator restart of a delivery (retry or replay).
+    #[derive(Debug, Clone, Copy)]
+    pub struct Restart<'a> {
+        /// The delivery as read.
+        pub delivery: &'a Delivery,
+        /// From [`crate::domain::integration_delivery::operator_restart`] on the status read.
+        pub movement: DeliveryMove,
+        pub operator: &'a str,
+        /// The replay job restarting it: the write is then refused if that job already did.
+        pub replay_job: Option<&'a str>,
+    }
+
+    /// Restarts a delivery from its first attempt: `pending`, `attempts = 0`, `not_before =
+    /// now`, one more restart with who and when; the last error, the worker's lease (a worker
+    /// still attempting it then fails its outcome write), the needs-attention listing, the
+    /// delivered time and any retention removed; the attempt log kept. Conditional on the
+    /// lifecycle's `from` states for the move (the status read), and for a replay on not having
+    /// been restarted by the same job. A push delivery goes back on the `due` index, due after
+    /// `grace` (the stream publishes it as it enters pending; the sweep publishes it again if
+    /// that message is lost); a pull delivery waits for the adapter's cursor, off the index.
+    pub fn restart(
+        table: &str,
+        r: &Restart<'_>,
+        grace: Duration,
+        now: Timestamp,
+    ) -> Result<Write, StoreError> {
+        let d = r.delivery;
+        let (trigger, to) = r.movement;
+        let condition = DELIVERY_LIFECYCLE.expect(d.status, trigger, to)?;
+        let mut e = Expr::new()
+            .value(":to", s(to.to_string()))
+            .value(":zero", n(0))
+            .value(":one", n(1))
+            .value(":now", n(now.millis()))
+            .value(":operator", s(r.operator));
+        let status_condition = e.status(&condition);
+        let mut set = vec![
+            "#status = :to".to_string(),
+            "attempts = :zero".into(),
+            "updated_at = :now".into(),
+            "not_before = :now".into(),
+            "restarted_at = :now".into(),
+            "restarted_by = :operator".into(),
+            "restarts = if_not_exists(restarts, :zero) + :one".into(),
+        ];
+        let mut remove = vec![
+            "lease_until".to_string(),
+            "lease_token".into(),
+            "last_error".into(),
+            "last_http_status".into(),
+            listing::KEY.into(),
+            listing::SORT.into(),
+            "delivered_at".into(),
+            EXPIRES_AT.into(),
+        ];
+        if d.method.is_poll() {
+            remove.extend([due::SHARD.to_string(), due::AT.into()]);
+        } else {
+            e = e
+                .value(":shard", s(keys::shard_of(&d.delivery_id)))
+                .value(":due", n(now.plus(grace).millis()));
+            set.push(format!("{} = :shard", due::SHARD));
+            set.push(format!("{} = :due", due::AT));
+        }
+        let mut condition_text = format!("({status_condition})");
+        if let Some(job) = r.replay_job {
+            e = e.value(":job", s(job));
+            set.push("replay_job = :job".into());
+            condition_text
+                .push_str(" AND (attribute_not_exists(replay_job) OR replay_job <> :job)");
+        }
+        update(
+            table,
+            d,
+            format!("SET {} REMOVE {}", set.join(", "), remove.join(", ")),
+            condition_text,
+            &e,
+        )
+    }
+
+    /// `pending → delivered` by *Advance a pull cursor* of `cursor_change`, only while the
+    /// delivery is the pending, unleased one the read saw, written and restarted no later than
+    /// the read's `horizon`. `None` when the lifecycle has no such move from the status read
+    /// (the cursor then does not cover it).
+    pub fn cover_by_cursor(
+        table: &str,
+        d: &Delivery,
+        horizon: Timestamp,
+        cursor_change: &str,
+        now: Timestamp,
+    ) -> Result<Option<Write>, StoreError> {
+        let Ok(condition) = DELIVERY_LIFECYCLE.expect(
+            d.status,
+            DeliveryTrigger::AdvancePullCursor,
+            DeliveryStatus::Delivered,
+        ) else {
+            return Ok(None);
+        };
+        let mut e = Expr::new()
+            .value(":delivered", s(DeliveryStatus::Delivered.to_string()))
+            .value(":now", n(now.millis()))
+            .value(":horizon", n(horizon.millis()))
+            .value(":cursor", s(cursor_change));
+        let status_condition = e.status(&condition);
+        update(
+            table,
+            d,
+            format!(
+                "SET #status = :delivered, delivered_at = :now, updated_at = :now, \
+                 delivered_by_cursor = :cursor REMOVE {}, {}, not_before",
+                due::AT,
+                due::SHARD
+            ),
+            format!(
+                "({status_condition}) AND created_at <= :horizon \
+                 AND (attribute_not_exists(restarted_at) OR restarted_at <= :horizon) \
+                 AND (attribute_not_exists(lease_until) OR lease_until <= :now)"
+            ),
+            &e,
+        )
+        .map(Some)
+    }
+
+    /// The upper bound of a `by_subscription` read.
+    #[derive(Debug, Clone, Copy)]
+    pub enum Upper<'a> {
+        /// `sub_sort <= bound`.
+        Through(&'a str),
+        /// `sub_sort < bound`.
+        Before(&'a str),
+    }
+
+    /// A range of one subscription's deliveries on the `by_subscription` index.
+    #[derive(Debug, Clone)]
+    pub struct SubscriptionRange<'a> {
+        pub subscription_id: &'a str,
+        /// Exclusive lower bound of `sub_sort` (the change id).
+        pub after: Option<&'a str>,
+        pub upper: Option<Upper<'a>>,
+        /// Change order (`true`) or newest first.
+        pub forward: bool,
+    }
+
+    /// The index query of a page of `range`. BETWEEN is inclusive at both ends: the entries at
+    /// an exclusive bound are dropped from the page ([`excluded`]).
+    pub fn range_query(
+        table: &str,
+        range: &SubscriptionRange<'_>,
+        start: Option<Item>,
+        limit: i32,
+    ) -> Query {
+        let mut e = Expr::new()
+            .name("#sk_sub", by_subscription::KEY)
+            .value(":sub", s(range.subscription_id));
+        if range.after.is_some() || range.upper.is_some() {
+            e = e.name("#sort", by_subscription::SORT);
+        }
+        let mut key = "#sk_sub = :sub".to_string();
+        match (&range.after, &range.upper) {
+            (Some(lo), Some(Upper::Through(hi))) | (Some(lo), Some(Upper::Before(hi))) => {
+                e = e.value(":lo", s(*lo)).value(":hi", s(*hi));
+                key.push_str(" AND #sort BETWEEN :lo AND :hi");
+            }
+            (Some(lo), None) => {
+                e = e.value(":lo", s(*lo));
+                key.push_str(" AND #sort > :lo");
+            }
+            (None, Some(Upper::Through(hi))) => {
+                e = e.value(":hi", s(*hi));
+                key.push_str(" AND #sort <= :hi");
+            }
+            (None, Some(Upper::Before(hi))) => {
+                e = e.value(":hi", s(*hi));
+                key.push_str(" AND #sort < :hi");
+            }
+            (None, None) => {}
+        }
+        Query {
+            table: table.to_owned(),
+            index: Some(by_subscription::INDEX.to_owned()),
+            key_condition: key,
+            expr: e,
+            limit: Some(limit),
+            start,
+            backwards: !range.forward,
+            ..Query::default()
+        }
+    }
+
+    fn sort_of(item: &Item) -> Option<&str> {
+        item.get(by_subscription::SORT)
+            .and_then(|v| v.as_s().ok())
+            .map(String::as_str)
+    }
+
+    /// Whether an index entry sits on one of `range`'s exclusive bounds.
+    pub fn excluded(range: &SubscriptionRange<'_>, entry: &Item) -> bool {
+        let sort = sort_of(entry);
+        let below = range.after.is_some_and(|lo| sort == Some(lo));
+        let above = matches!(range.upper, Some(Upper::Before(hi)) if sort == Some(hi));
+        below || above
+    }
+
+    /// One page of index entries of `range`, and where DynamoDB stopped.
+    async fn entries(
+        dynamo: &aws_sdk_dynamodb::Client,
+        table: &str,
+        range: &SubscriptionRange<'_>,
+        start: Option<Item>,
+        limit: i32,
+    ) -> Result<(Vec<Item>, Option<Item>), StoreError> {
+        let page = read::query_page(dynamo, &range_query(table, range, start, limit)).await?;
+        let entries = page
+            .items
+            .into_iter()
+            .filter(|entry| !excluded(range, entry))
+            .collect();
+        Ok((entries, page.next))
+    }
+
+    /// Which of a subscription's deliveries a page keeps.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Filter {
+        /// The account the caller acts for: another account's item is never returned.
+        pub account_id: String,
+        /// Any of these statuses (empty: any status).
+        pub statuses: Vec<DeliveryStatus>,
+        /// `occurred_at` at or after this.
+        pub occurred_from: Option<Timestamp>,
+        /// `occurred_at` before this.
+        pub occurred_before: Option<Timestamp>,
+        /// Created, and restarted if it ever was, no later than this.
+        pub written_through: Option<Timestamp>,
+    }
+
+    impl Filter {
+        pub fn account(account_id: &str) -> Self {
+            Filter {
+                account_id: account_id.to_string(),
+                statuses: Vec::new(),
+                occurred_from: None,
+                occurred_before: None,
+                written_through: None,
+            }
+        }
+
+        /// Whether the stored item is kept (read as stored: before it is parsed).
+        pub fn admits(&self, item: &Item) -> bool {
+            let text = |k: &str| item.get(k).and_then(|v| v.as_s().ok()).map(String::as_str);
+            let millis = |k: &str| {
+                item.get(k)
+                    .and_then(|v| v.as_n().ok())
+                    .and_then(|v| v.parse::<i64>().ok())
+            };
+            let status_ok = self.statuses.is_empty()
+                || text(STATUS).is_some_and(|st| self.statuses.iter().any(|w| w.to_string() == st));
+            let occurred = millis("occurred_at");
+            let from_ok = self
+                .occurred_from
+                .is_none_or(|f| occurred.is_some_and(|o| o >= f.millis()));
+            let before_ok = self
+                .occurred_before
+                .is_none_or(|b| occurred.is_some_and(|o| o < b.millis()));
+            let written_ok = self.written_through.is_none_or(|h| {
+                millis("created_at").is_some_and(|c| c <= h.millis())
+                    && millis("restarted_at").is_none_or(|r| r <= h.millis())
+            });
+            text("account_id") == Some(self.account_id.as_str())
+                && status_ok
+                && from_ok
+                && before_ok
+                && written_ok
+        }
+    }
+
+    /// One page of a subscription's deliveries.
+    #[derive(Debug, Clone)]
+    pub struct DeliveryPage {
+        /// The deliveries the filter kept, in index order.
+        pub deliveries: Vec<Delivery>,
+        /// The `sub_sort` of the last entry evaluated, when the range has more to read.
+        pub last_sort: Option<String>,
+        /// Where the next page starts (`None`: the range is done).
+        pub next_start: Option<Item>,
+    }
+
+    /// One page of `range`'s deliveries that `filter` keeps. The index holds keys only (so that
+    /// claims, outcomes and acknowledgements, which change other attributes, do not also write
+    /// the index): the page's items are read from the table and filtered here. As with a
+    /// DynamoDB filter, `limit` counts the entries evaluated, not the deliveries kept.
+    pub async fn by_subscription_page(
+        dynamo: &aws_sdk_dynamodb::Client,
+        table: &str,
+        range: &SubscriptionRange<'_>,
+        filter: &Filter,
+        start: Option<Item>,
+        limit: i32,
+    ) -> Result<DeliveryPage, StoreError> {
+        let (entries, next) = entries(dynamo, table, range, start, limit).await?;
+        let deliveries = read::items_in_order(dynamo, table, &entries)
+            .await?
+            .into_iter()
+            .filter(|item| filter.admits(item))
+            .map(Delivery::from_item)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(DeliveryPage {
+            deliveries,
+            last_sort: next.as_ref().and_then(sort_of).map(str::to_owned),
+            next_start: next,
+        })
+    }
+
+    /// What pages of a range gathered.
+    #[derive(Debug, Clone, Default)]
+    pub struct Gathered {
+        /// The deliveries kept, in index order (possibly more than wanted).
+        pub deliveries: Vec<Delivery>,
+        /// The `sub_sort` of the last entry evaluated, when the range has more to read.
+        pub evaluated_to: Option<String>,
+        /// The range has nothing more to read.
+        pub exhausted: bool,
+    }
+
+    /// Reads pages of `page` entries of `range` until `wanted` deliveries passed `filter`, the
+    /// range is exhausted, or `rounds` pages were read.
+    pub async fn gather_by_subscription(
+        dynamo: &aws_sdk_dynamodb::Client,
+        table: &str,
+        range: &SubscriptionRange<'_>,
+        filter: &Filter,
+        wanted: usize,
+        page: i32,
+        rounds: usize,
+    ) -> Result<Gathered, StoreError> {
+        let mut gathered = Gathered::default();
+        let mut start = None;
+        for _ in 0..rounds {
+            let read =
+                by_subscription_page(dynamo, table, range, filter, start.take(), page).await?;
+            gathered.deliveries.extend(read.deliveries);
+            gathered.evaluated_to = read.last_sort;
+            match read.next_start {
+                Some(next) if gathered.deliveries.len() < wanted => start = Some(next),
+                Some(_) => break,
+                None => {
+                    gathered.exhausted = true;
+                    break;
+                }
+            }
+        }
+        Ok(gathered)
+    }
+
+    /// Whether the delivery `work` names exists (a consistent read; the item is not parsed).
+    pub async fn exists(
+        dynamo: &aws_sdk_dynamodb::Client,
+        table: &str,
+        work: &super::DeliveryWork,
+    ) -> Result<bool, StoreError> {
+        let (pk, sk) = key(&work.account_id, &work.change_id, &work.subscription_id);
+        Ok(read::get(dynamo, table, &pk, &sk).await?.is_some())
+    }
+
+    /// The subscription's last change id in change order (any status), if any.
+    pub async fn last_change(
+        dynamo: &aws_sdk_dynamodb::Client,
+        table: &str,
+        subscription_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        neighbour(dynamo, table, subscription_id, None).await
+    }
+
+    /// The subscription's change immediately before `change_id` in change order, if any.
+    pub async fn change_before(
+        dynamo: &aws_sdk_dynamodb::Client,
+        table: &str,
+        subscription_id: &str,
+        change_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        neighbour(dynamo, table, subscription_id, Some(change_id)).await
+    }
+
+    async fn neighbour(
+        dynamo: &aws_sdk_dynamodb::Client,
+        table: &str,
+        subscription_id: &str,
+        before: Option<&str>,
+    ) -> Result<Option<String>, StoreError> {
+        let range = SubscriptionRange {
+            subscription_id,
+            after: None,
+            upper: before.map(Upper::Before),
+            forward: false,
+        };
+        let (entries, _) = entries(dynamo, table, &range, None, 1).await?;
+        Ok(entries.first().and_then(sort_of).map(str::to_owned))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use crate::domain::delivery_method::DeliveryMethod;
+        use crate::domain::integration_delivery::operator_restart;
+        use std::collections::HashMap;
+
+        fn delivery(status: DeliveryStatus, method: DeliveryMethod) -> Delivery {
+            Delivery {
+                delivery_id: keys::delivery_id("01C", "sub1"),
+                account_id: "acct".into(),
+                change_id: "01C".into(),
+                subscription_id: "sub1".into(),
+                integration_id: "int1".into(),
+                method,
+                status,
+                attempts: 3,
+                payload: Some("{}".into()),
+                created_at: Timestamp(1_000),
+                updated_at: Timestamp(1_000),
+                occurred_at: Timestamp(900),
+                not_before: None,
+                lease_until: None,
+                lease_token: None,
+                last_error: Some("boom".into()),
+                last_http_status: Some(500),
+                attempt_log: vec![],
+                restarts: 0,
+                restarted_at: None,
+                restarted_by: None,
+                replay_job: None,
+                delivered_at: None,
+                expires_at: Some(99),
+                due_shard: None,
+                due_at: None,
+                list_key: Some("ATTENTION#acct".into()),
+                list_sort: Some("x".into()),
+                sub_key: Some("sub1".into()),
+                sub_sort: Some("01C".into()),
+            }
+        }
+
+        use crate::store::update::expect_update as updated;
+        use aws_sdk_dynamodb::types::Update;
+
+        fn restart_of(d: &Delivery, job: Option<&str>) -> Update {
+            let r = Restart {
+                delivery: d,
+                movement: operator_restart(d.status).unwrap(),
+                operator: "ops",
+                replay_job: job,
+            };
+            updated(restart("t", &r, Duration::from_secs(300), Timestamp(10_000)).unwrap())
+        }
+
+        #[test]
+        fn a_restart_of_a_push_delivery_resets_it_and_puts_it_back_on_the_due_index() {
+            let d = delivery(DeliveryStatus::Dead, DeliveryMethod::Webhook);
+            let u = restart_of(&d, None);
+            let expression = u.update_expression();
+            assert!(expression.contains("attempts = :zero"));
+            assert!(expression.contains("restarts = if_not_exists(restarts, :zero) + :one"));
+            assert!(expression.contains("due_shard = :shard, due_at = :due"));
+            assert!(expression.ends_with(
+                "REMOVE lease_until, lease_token, last_error, last_http_status, list_key, \
+                 list_sort, delivered_at, expires_at"
+            ));
+            assert!(!expression.contains("attempt_log"), "the history is kept");
+            let v = u.expression_attribute_values().unwrap();
+            assert_eq!(v[":due"], n(310_000));
+            assert_eq!(v[":to"], s("pending"));
+            assert_eq!(v[":operator"], s("ops"));
+            assert!(
+                v.values().any(|x| x == &s("dead")),
+                "the status read is the condition"
+            );
+            assert!(!u.condition_expression().unwrap().contains("replay_job"));
+        }
+
+        #[test]
+        fn a_restart_of_a_pull_delivery_leaves_the_due_index_and_a_replay_restarts_once() {
+            let d = delivery(DeliveryStatus::Delivered, DeliveryMethod::Poll);
+            let u = restart_of(&d, Some("job1"));
+            let expression = u.update_expression();
+            assert!(expression.ends_with("expires_at, due_shard, due_at"));
+            assert!(expression.contains("replay_job = :job"));
+            assert!(u
+                .condition_expression()
+                .unwrap()
+                .ends_with("AND (attribute_not_exists(replay_job) OR replay_job <> :job)"));
+            assert_eq!(u.expression_attribute_values().unwrap()[":job"], s("job1"));
+            assert_eq!(u.key()["sk"].as_s().unwrap(), "DLV#sub1");
+        }
+
+        #[test]
+        fn a_cursor_covers_only_a_pending_unleased_delivery_visible_at_its_horizon() {
+            let d = delivery(DeliveryStatus::Pending, DeliveryMethod::Poll);
+            let u = updated(
+                cover_by_cursor("t", &d, Timestamp(5_000), "01D", Timestamp(6_000))
+                    .unwrap()
+                    .unwrap(),
+            );
+            assert!(u
+                .update_expression()
+                .starts_with("SET #status = :delivered"));
+            assert!(u
+                .update_expression()
+                .ends_with("REMOVE due_at, due_shard, not_before"));
+            let condition = u.condition_expression().unwrap();
+            assert!(condition.contains("created_at <= :horizon"));
+            assert!(condition.contains("restarted_at <= :horizon"));
+            assert!(condition.ends_with("lease_until <= :now)"));
+            let v = u.expression_attribute_values().unwrap();
+            assert_eq!(v[":horizon"], n(5_000));
+            assert_eq!(v[":cursor"], s("01D"));
+            let dead = delivery(DeliveryStatus::Dead, DeliveryMethod::Poll);
+            assert!(
+                cover_by_cursor("t", &dead, Timestamp(5_000), "01D", Timestamp(6_000))
+                    .unwrap()
+                    .is_none()
+            );
+        }
+
+        #[test]
+        fn a_range_query_names_its_bounds_on_the_index() {
+            let range = |after, upper, forward| SubscriptionRange {
+                subscription_id: "sub1",
+                after,
+                upper,
+                forward,
+            };
+            let q = range_query(
+                "t",
+                &range(Some("01A"), Some(Upper::Before("01F")), true),
+                None,
+                10,
+            );
+            assert_eq!(q.index.as_deref(), Some(by_subscription::INDEX));
+            assert_eq!(
+                q.key_condition,
+                "#sk_sub = :sub AND #sort BETWEEN :lo AND :hi"
+            );
+            assert_eq!(q.expr.names["#sort"], by_subscription::SORT);
+            assert!(!q.backwards);
+            assert_eq!(q.limit, Some(10));
+            let q = range_query(
+                "t",
+                &range(None, Some(Upper::Through("01F")), false),
+                None,
+                1,
+            );
+            assert_eq!(q.key_condition, "#sk_sub = :sub AND #sort <= :hi");
+            assert!(q.backwards);
+            let q = range_query("t", &range(Some("01A"), None, true), None, 1);
+            assert_eq!(q.key_condition, "#sk_sub = :sub AND #sort > :lo");
+            let q = range_query("t", &range(None, None, true), None, 1);
+            assert_eq!(q.key_condition, "#sk_sub = :sub");
+            assert!(!q.expr.names.contains_key("#sort"));
+            let entry = |sort: &str| Item::from([(by_subscription::SORT.to_string(), s(sort))]);
+            let r = range(Some("01A"), Some(Upper::Before("01F")), true);
+            assert!(excluded(&r, &entry("01A")) && excluded(&r, &entry("01F")));
+            assert!(!excluded(&r, &entry("01C")));
+            let through = range(None, Some(Upper::Through("01F")), true);
+            assert!(!excluded(&through, &entry("01F")), "Through is inclusive");
+        }
+
+        fn stored(status: &str, occurred: i64, created: i64, restarted: Option<i64>) -> Item {
+            let num = |v: i64| n(v);
+            let mut item: Item = HashMap::from([
+                ("account_id".to_string(), s("acc_1")),
+                ("status".to_string(), s(status)),
+                ("occurred_at".to_string(), num(occurred)),
+                ("created_at".to_string(), num(created)),
+            ]);
+            if let Some(r) = restarted {
+                item.insert("restarted_at".into(), num(r));
+            }
+            item
+        }
+
+        #[test]
+        fn a_filter_keeps_only_its_account_statuses_window_and_horizon() {
+            let item = stored("pending", 100, 200, None);
+            assert!(Filter::account("acc_1").admits(&item));
+            assert!(
+                !Filter::account("acc_2").admits(&item),
+                "another account's item"
+            );
+            let statuses = |st: Vec<DeliveryStatus>| Filter {
+                statuses: st,
+                ..Filter::account("acc_1")
+            };
+            assert!(statuses(vec![DeliveryStatus::Dead, DeliveryStatus::Pending]).admits(&item));
+            assert!(!statuses(vec![DeliveryStatus::Delivered]).admits(&item));
+            let window = |from, before| Filter {
+                occurred_from: from,
+                occurred_before: before,
+                ..Filter::account("acc_1")
+            };
+            assert!(window(Some(Timestamp(100)), Some(Timestamp(101))).admits(&item));
+            assert!(
+                !window(Some(Timestamp(101)), None).admits(&item),
+                "before the window"
+            );
+            assert!(
+                !window(None, Some(Timestamp(100))).admits(&item),
+                "the end is exclusive"
+            );
+            let horizon = |h| Filter {
+                written_through: Some(Timestamp(h)),
+                ..Filter::account("acc_1")
+            };
+            assert!(horizon(200).admits(&item));
+            assert!(!horizon(199).admits(&item), "created after the horizon");
+            let restarted = stored("pending", 100, 200, Some(300));
+            assert!(horizon(300).admits(&restarted));
+            assert!(
+                !horizon(299).admits(&restarted),
+                "restarted after the horizon"
+            );
+            let mut no_account = item.clone();
+            no_account.remove("account_id");
+            assert!(!Filter::account("acc_1").admits(&no_account));
+        }
+
+        #[test]
+        fn marks_default_when_absent() {
+            let mut item = crate::store::delivery::new_item(
+                &delivery(DeliveryStatus::Pending, DeliveryMethod::Webhook),
+                Timestamp(1),
+            )
+            .unwrap();
+            for mark in ["restarts", "restarted_at", "delivered_at", "replay_job"] {
+                item.remove(mark);
+            }
+            let d = Delivery::from_item(item).unwrap();
+            assert_eq!(d.restarts, 0);
+            assert_eq!(d.delivered_at, None);
+        }
+    }
+}

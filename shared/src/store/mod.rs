@@ -1,22 +1,30 @@
 //! The DynamoDB model every function shares: keys, items, expressions and the account
 //! configuration loader.
 
+pub mod account;
 pub mod account_config;
 pub mod attrs;
+pub mod audit;
 pub mod console_inbox;
+pub mod cursor;
 pub mod delivery;
 pub mod event;
 pub mod expr;
+pub mod integration;
 pub mod keys;
 pub mod models;
 pub mod notice;
 pub mod notice_progress;
 pub mod notification_delivery;
 pub mod notification_work;
+pub mod page;
 pub mod provider_ref;
 pub mod read;
+pub mod replay_job;
 pub mod subscription;
 pub mod supersede_pointer;
+pub mod token;
+pub mod update;
 pub mod write;
 
 use serde::{de::DeserializeOwned, Serialize};

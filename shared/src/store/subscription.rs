@@ -38,6 +38,22 @@ pub struct Subscription {
     pub paused_at: Option<Timestamp>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+
+    // Marks of the pull cursor and operator resumes.
+    /// The acknowledged position: the last change id the adapter's cursor covered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_cursor: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_cursor_at: Option<Timestamp>,
+    /// Incremented by every operator restart of a pull delivery (see `domain::pull_cursor`).
+    #[serde(default, skip_serializing_if = "operator_actions::is_zero")]
+    pub pull_epoch: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_rewound_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_by: Option<String>,
 }
 
 /// The key of a subscription.
@@ -213,5 +229,368 @@ mod tests {
             .condition_expression()
             .unwrap()
             .contains("consecutive_dead >= :seen"));
+    }
+}
+
+// ---- operator actions and the pull cursor
+//
+// The API's writes of a subscription (create, edit, delete, list) and the operator actions'
+// (resume) and pull cursor's (move, rewind). In a module of their own so that their imports
+// never meet the ones above.
+
+pub use self::operator_actions::*;
+
+mod operator_actions {
+    use super::{key, Subscription, KIND};
+    use crate::domain::pull_cursor::Acknowledged;
+    use crate::domain::subscription::{
+        ResumeDecision, SubscriptionTrigger, SUBSCRIPTION_LIFECYCLE,
+    };
+    use crate::domain::time::Timestamp;
+    use crate::store::delivery::put_new;
+    use crate::store::expr::{n, s, Expr};
+    use crate::store::page::{self, PrefixPage};
+    use crate::store::update::{conditional_update, delete_existing, Edit};
+    use crate::store::write::Write;
+    use crate::store::{keys, to_item, StoreError};
+
+    pub(super) fn is_zero(v: &u32) -> bool {
+        *v == 0
+    }
+
+    impl Subscription {
+        /// The pull cursor's acknowledged position and epoch.
+        pub fn acknowledged(&self) -> Acknowledged {
+            Acknowledged {
+                epoch: self.pull_epoch,
+                change_id: self.pull_cursor.clone(),
+            }
+        }
+    }
+
+    /// One page of the account's subscriptions in id order (of one integration, if given), and
+    /// the id to continue after. Filtered pages may come back short.
+    pub async fn list(
+        dynamo: &aws_sdk_dynamodb::Client,
+        table: &str,
+        account_id: &str,
+        integration_id: Option<&str>,
+        limit: u32,
+        after_id: Option<&str>,
+    ) -> Result<(Vec<Subscription>, Option<String>), StoreError> {
+        let pk = keys::account_pk(account_id);
+        page::read(
+            dynamo,
+            &PrefixPage {
+                table,
+                pk: &pk,
+                prefix: keys::SUBSCRIPTION_PREFIX,
+                limit,
+                after_id,
+                filter: integration_id.map(|id| {
+                    (
+                        "integration_id = :iid".to_string(),
+                        Expr::new().value(":iid", s(id)),
+                    )
+                }),
+            },
+        )
+        .await
+    }
+
+    /// Creates the subscription unless its id is taken.
+    pub fn create(table: &str, sub: &Subscription) -> Result<Write, StoreError> {
+        let (pk, sk) = sub.key();
+        put_new(table, to_item(sub, &pk, &sk, KIND)?)
+    }
+
+    /// Applies the API's `edit` if the subscription exists, answering with it as it is now. An
+    /// edit names only the fields the caller changes, never the status or the dead count.
+    pub fn edit(
+        table: &str,
+        account_id: &str,
+        subscription_id: &str,
+        edit: Edit,
+    ) -> Result<Write, StoreError> {
+        let (pk, sk) = key(account_id, subscription_id);
+        edit.of_existing(table, &pk, &sk)
+    }
+
+    /// Deletes the subscription; refused when there is none.
+    pub fn delete(
+        table: &str,
+        account_id: &str,
+        subscription_id: &str,
+    ) -> Result<Write, StoreError> {
+        let (pk, sk) = key(account_id, subscription_id);
+        delete_existing(table, &pk, &sk)
+    }
+
+    fn update(
+        table: &str,
+        sub: &Subscription,
+        expression: String,
+        condition: String,
+        e: &Expr,
+    ) -> Result<Write, StoreError> {
+        conditional_update(table, sub.key(), expression, condition, e)
+    }
+
+    /// An operator's resume of `sub` as read (`decision` from
+    /// [`crate::domain::subscription::on_resume`]): the new status and dead count, who resumed
+    /// it and when, the pause time removed; conditional on the lifecycle's `from` states.
+    pub fn resume(
+        table: &str,
+        sub: &Subscription,
+        decision: &ResumeDecision,
+        operator: &str,
+        now: Timestamp,
+    ) -> Result<Write, StoreError> {
+        let condition = SUBSCRIPTION_LIFECYCLE.expect(
+            sub.status,
+            SubscriptionTrigger::OperatorResume,
+            decision.status,
+        )?;
+        let mut e = Expr::new()
+            .value(":active", s(decision.status.to_string()))
+            .value(":count", n(decision.new_count))
+            .value(":now", n(now.millis()))
+            .value(":operator", s(operator));
+        let status_condition = e.status(&condition);
+        update(
+            table,
+            sub,
+            "SET #status = :active, consecutive_dead = :count, updated_at = :now, \
+             resumed_at = :now, resumed_by = :operator REMOVE paused_at"
+                .to_owned(),
+            format!("attribute_exists(pk) AND ({status_condition})"),
+            &e,
+        )
+    }
+
+    /// The pull epoch `epoch` as a condition: a subscription that never had one is at zero.
+    fn epoch_condition(epoch: u32) -> &'static str {
+        if epoch == 0 {
+            "(attribute_not_exists(pull_epoch) OR pull_epoch = :epoch)"
+        } else {
+            "pull_epoch = :epoch"
+        }
+    }
+
+    /// Before pull deliveries whose earliest change is `earliest` are restarted: the next pull
+    /// epoch, and the acknowledged cursor of `sub` (as read) moved back to `before` (the change
+    /// before `earliest`; `None`: no cursor) when it is at or past `earliest`. Conditional on the
+    /// epoch and cursor read, so a concurrent acknowledgement or rewind refuses it.
+    pub fn rewind_pull_cursor(
+        table: &str,
+        sub: &Subscription,
+        earliest: &str,
+        before: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Write, StoreError> {
+        let epoch = sub.pull_epoch;
+        let mut e = Expr::new()
+            .value(":epoch", n(epoch))
+            .value(":new_epoch", n(epoch.saturating_add(1)))
+            .value(":now", n(now.millis()));
+        let mut set = vec!["pull_epoch = :new_epoch", "pull_rewound_at = :now"];
+        let mut remove = Vec::new();
+        let mut condition = vec![
+            "attribute_exists(pk)".to_string(),
+            epoch_condition(epoch).to_string(),
+        ];
+        match &sub.pull_cursor {
+            Some(c) => {
+                e = e.value(":seen", s(c));
+                condition.push("pull_cursor = :seen".to_string());
+                if c.as_str() >= earliest {
+                    match before {
+                        Some(b) => {
+                            e = e.value(":back", s(b));
+                            set.push("pull_cursor = :back");
+                        }
+                        None => remove.push("pull_cursor"),
+                    }
+                }
+            }
+            None => condition.push("attribute_not_exists(pull_cursor)".to_string()),
+        }
+        let mut expression = format!("SET {}", set.join(", "));
+        if !remove.is_empty() {
+            expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
+        }
+        update(table, sub, expression, condition.join(" AND "), &e)
+    }
+
+    /// Moves the acknowledged position to `to`, conditional on the cursor's `epoch` and on not
+    /// moving backwards.
+    pub fn move_pull_cursor(
+        table: &str,
+        sub: &Subscription,
+        epoch: u32,
+        to: &str,
+        now: Timestamp,
+    ) -> Result<Write, StoreError> {
+        let e = Expr::new()
+            .value(":to", s(to))
+            .value(":now", n(now.millis()))
+            .value(":epoch", n(epoch));
+        update(
+            table,
+            sub,
+            "SET pull_cursor = :to, pull_cursor_at = :now".to_owned(),
+            format!(
+                "attribute_exists(pk) AND {} \
+                 AND (attribute_not_exists(pull_cursor) OR pull_cursor <= :to)",
+                epoch_condition(epoch)
+            ),
+            &e,
+        )
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use crate::domain::retry::RetryPolicy;
+        use crate::domain::subscription::{on_resume, SubscriptionStatus};
+
+        fn sub(status: SubscriptionStatus) -> Subscription {
+            Subscription {
+                account_id: "a1".into(),
+                subscription_id: "s1".into(),
+                integration_id: "i1".into(),
+                record_types: vec!["order".into()],
+                filter: None,
+                fields: vec!["id".into()],
+                retry_policy: RetryPolicy::default(),
+                status,
+                consecutive_dead: 50,
+                paused_at: Some(Timestamp(3)),
+                created_at: Timestamp(1),
+                updated_at: Timestamp(1),
+                pull_cursor: None,
+                pull_cursor_at: None,
+                pull_epoch: 0,
+                pull_rewound_at: None,
+                resumed_at: None,
+                resumed_by: None,
+            }
+        }
+
+        use crate::store::update::expect_update as updated;
+
+        #[test]
+        fn a_new_subscription_is_created_once_without_marks() {
+            let Write::Put(p) = create("t", &sub(SubscriptionStatus::Active)).unwrap() else {
+                panic!("not a put")
+            };
+            assert_eq!(p.condition_expression(), Some("attribute_not_exists(pk)"));
+            assert_eq!(p.item()["sk"].as_s().unwrap(), "SUB#s1");
+            assert_eq!(p.item()["kind"].as_s().unwrap(), KIND);
+            for mark in ["pull_epoch", "pull_cursor", "resumed_at"] {
+                assert!(!p.item().contains_key(mark), "{mark}");
+            }
+            let back = Subscription::from_item(p.item().clone()).unwrap();
+            assert_eq!(back.pull_epoch, 0);
+            assert_eq!(back.acknowledged().change_id, None);
+        }
+
+        #[test]
+        fn an_edit_or_a_delete_needs_the_subscription_to_exist() {
+            let Write::Delete(d) = delete("t", "a1", "s1").unwrap() else {
+                panic!("not a delete")
+            };
+            assert_eq!(d.key()["sk"].as_s().unwrap(), "SUB#s1");
+            assert_eq!(d.condition_expression(), Some("attribute_exists(pk)"));
+            let Write::UpdateReturningNew(u) =
+                edit("t", "a1", "s1", Edit::new().remove("filter")).unwrap()
+            else {
+                panic!("not an update returning the item")
+            };
+            assert_eq!(u.condition_expression(), Some("attribute_exists(pk)"));
+        }
+
+        #[test]
+        fn a_resume_is_conditional_on_the_paused_status_and_resets_the_count() {
+            let paused = sub(SubscriptionStatus::Paused);
+            let decision = on_resume(paused.status).unwrap();
+            let u = updated(resume("t", &paused, &decision, "ops", Timestamp(9)).unwrap());
+            let condition = u.condition_expression().unwrap();
+            assert!(condition.starts_with("attribute_exists(pk) AND ("));
+            assert!(u.update_expression().ends_with("REMOVE paused_at"));
+            let v = u.expression_attribute_values().unwrap();
+            assert_eq!(v[":active"], s("active"));
+            assert_eq!(v[":count"], n(0));
+            assert_eq!(v[":operator"], s("ops"));
+            assert!(
+                v.values().any(|x| x == &s("paused")),
+                "the status read is the condition"
+            );
+        }
+
+        #[test]
+        fn a_rewind_moves_a_cursor_at_or_past_the_restart_back_and_bumps_the_epoch() {
+            let mut read = sub(SubscriptionStatus::Active);
+            read.pull_cursor = Some("01d".into());
+            read.pull_epoch = 2;
+            let u =
+                updated(rewind_pull_cursor("t", &read, "01c", Some("01b"), Timestamp(9)).unwrap());
+            assert_eq!(
+                u.update_expression(),
+                "SET pull_epoch = :new_epoch, pull_rewound_at = :now, pull_cursor = :back"
+            );
+            assert_eq!(
+                u.condition_expression(),
+                Some("attribute_exists(pk) AND pull_epoch = :epoch AND pull_cursor = :seen")
+            );
+            let v = u.expression_attribute_values().unwrap();
+            assert_eq!(v[":new_epoch"], n(3));
+            assert_eq!(v[":back"], s("01b"));
+            // Nothing before the earliest restarted change: the cursor goes.
+            let u = updated(rewind_pull_cursor("t", &read, "01a", None, Timestamp(9)).unwrap());
+            assert!(u.update_expression().ends_with("REMOVE pull_cursor"));
+            // A cursor before the restart stays where it is.
+            let u =
+                updated(rewind_pull_cursor("t", &read, "01e", Some("01d"), Timestamp(9)).unwrap());
+            assert_eq!(
+                u.update_expression(),
+                "SET pull_epoch = :new_epoch, pull_rewound_at = :now"
+            );
+        }
+
+        #[test]
+        fn a_rewind_of_a_subscription_never_acknowledged_needs_it_still_so() {
+            let read = sub(SubscriptionStatus::Active);
+            let u = updated(rewind_pull_cursor("t", &read, "01c", None, Timestamp(9)).unwrap());
+            assert_eq!(
+                u.condition_expression(),
+                Some(
+                    "attribute_exists(pk) AND (attribute_not_exists(pull_epoch) OR pull_epoch = :epoch) \
+                     AND attribute_not_exists(pull_cursor)"
+                )
+            );
+        }
+
+        #[test]
+        fn a_cursor_moves_only_forward_in_its_epoch() {
+            let read = sub(SubscriptionStatus::Active);
+            let u = updated(move_pull_cursor("t", &read, 1, "01f", Timestamp(9)).unwrap());
+            assert_eq!(
+                u.update_expression(),
+                "SET pull_cursor = :to, pull_cursor_at = :now"
+            );
+            assert_eq!(
+                u.condition_expression(),
+                Some(
+                    "attribute_exists(pk) AND pull_epoch = :epoch \
+                     AND (attribute_not_exists(pull_cursor) OR pull_cursor <= :to)"
+                )
+            );
+            let u = updated(move_pull_cursor("t", &read, 0, "01f", Timestamp(9)).unwrap());
+            assert!(u
+                .condition_expression()
+                .unwrap()
+                .contains("attribute_not_exists(pull_epoch) OR pull_epoch = :epoch"));
+        }
     }
 }

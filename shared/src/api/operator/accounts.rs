@@ -6,14 +6,12 @@
 //! * `POST /operator/accounts/{account_id}/tokens` `{revoke_existing?}` → 201: another account
 //!   token; with `revoke_existing: true` every other account token of the account is revoked.
 
-use crate::api::auth::{
-    issue_token, token_writes, IssuedTokenView, Operator, PlaintextToken, TokenKind,
-};
+use crate::api::auth::{issue_token, IssuedTokenView, Operator, PlaintextToken, TokenKind};
 use crate::api::extract::{new_id, path_id, ApiPath, Fields, JsonBody};
-use crate::api::{auth, db, ApiError, ApiState};
-use crate::store::keys::{account_pk, ACCOUNT_SK};
-use crate::store::models::Account;
-use crate::store::to_item;
+use crate::api::{auth, ApiError, ApiState};
+use crate::store::account::{self, Account};
+use crate::store::token;
+use crate::store::write::Write;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
@@ -22,7 +20,7 @@ use axum::{Json, Router};
 use serde::Serialize;
 use std::sync::Arc;
 
-pub const ACCOUNT_KIND: &str = "account";
+pub const ACCOUNT_KIND: &str = account::KIND;
 pub const MAX_NAME_CHARS: usize = 200;
 pub const MAX_ADMIN_EMAILS: usize = 20;
 
@@ -125,18 +123,13 @@ async fn create(
         created_at: now,
     };
     let (token, record) = issue_token(TokenKind::Acct, &account.account_id, None, now);
-    let table = &state.config.delivery_table;
-    let mut writes = vec![db::put_new(
-        table,
-        to_item(
-            &account,
-            &account_pk(&account.account_id),
-            ACCOUNT_SK,
-            ACCOUNT_KIND,
-        )?,
-    )?];
-    writes.extend(token_writes(table, &record)?);
-    db::write_all(&state.clients.dynamo, writes).await?;
+    let table = state.table();
+    state
+        .create(Write::all([
+            account::create(table, &account)?,
+            token::create(table, &record)?,
+        ])?)
+        .await?;
     tracing::info!(operator = %operator.id, account_id = %account.account_id, "account created");
 
     let location = format!("/operator/accounts/{}", account.account_id);
@@ -152,14 +145,9 @@ async fn create(
 
 async fn load(state: &ApiState, account_id: &str) -> Result<Account, ApiError> {
     let account_id = path_id(account_id, "account")?;
-    db::get(
-        &state.clients.dynamo,
-        &state.config.delivery_table,
-        &account_pk(&account_id),
-        ACCOUNT_SK,
-    )
-    .await?
-    .ok_or_else(|| ApiError::not_found("account"))
+    account::get(state.dynamo(), state.table(), &account_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("account"))
 }
 
 async fn fetch(

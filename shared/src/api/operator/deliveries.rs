@@ -8,7 +8,7 @@
 //!   begins a new run from attempt 1; earlier runs are kept).
 //! * `POST …/deliveries/{change_id}/retry` `{reason}` — restarts it from its first attempt
 //!   (`dead | failed | retrying | delivered → pending`), audited; `pending` and `skipped_filter`
-//!   are `409` ([`crate::operations::retry`]).
+//!   are `409` ([`crate::operations::operator::retry`]).
 
 use super::subscriptions::{reason, subscription_path};
 use crate::api::auth::Operator;
@@ -19,9 +19,9 @@ use crate::domain::integration_delivery::{lease_held, transmit_status, DeliveryS
 use crate::domain::lifecycle::Status;
 use crate::domain::pull_cursor::is_change_id;
 use crate::domain::time::Timestamp;
-use crate::operations::history::{attempt_runs, list_deliveries, DeliveryQuery};
-use crate::operations::retry::{retry_delivery, RetryRequest};
-use crate::operations::{Ops, StoredDelivery};
+use crate::operations::operator::history::{attempt_runs, list_deliveries, DeliveryQuery};
+use crate::operations::operator::retry::{retry_delivery, RetryRequest};
+use crate::store::delivery::Delivery;
 use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -85,8 +85,8 @@ pub struct DeliveryView {
 }
 
 impl DeliveryView {
-    pub fn new(d: &StoredDelivery, now: Timestamp) -> Self {
-        let r = &d.record;
+    pub fn new(d: &Delivery, now: Timestamp) -> Self {
+        let r = d;
         let rfc = |t: Option<Timestamp>| t.map(|t| t.to_rfc3339());
         DeliveryView {
             id: r.delivery_id.clone(),
@@ -99,7 +99,7 @@ impl DeliveryView {
             transmit_status: transmit_status(r.status, lease_held(r.lease_until, now))
                 .map(|t| t.as_str().to_owned()),
             attempts: r.attempts,
-            restarts: d.marks.restarts,
+            restarts: d.restarts,
             occurred_at: r.occurred_at.to_rfc3339(),
             created_at: r.created_at.to_rfc3339(),
             updated_at: r.updated_at.to_rfc3339(),
@@ -107,20 +107,19 @@ impl DeliveryView {
             lease_until: rfc(r.lease_until),
             last_error: r.last_error.clone(),
             last_http_status: r.last_http_status,
-            delivered_at: rfc(d.marks.delivered_at),
-            restarted_at: rfc(d.marks.restarted_at),
-            restarted_by: d.marks.restarted_by.clone(),
-            replay_job: d.marks.replay_job.clone(),
+            delivered_at: rfc(d.delivered_at),
+            restarted_at: rfc(d.restarted_at),
+            restarted_by: d.restarted_by.clone(),
+            replay_job: d.replay_job.clone(),
             payload: None,
             attempt_log: None,
         }
     }
 
     /// With the payload and the attempt history.
-    pub fn detailed(d: &StoredDelivery, now: Timestamp) -> Self {
+    pub fn detailed(d: &Delivery, now: Timestamp) -> Self {
         let mut view = Self::new(d, now);
         view.payload = d
-            .record
             .payload
             .as_deref()
             .map(|p| serde_json::from_str(p).unwrap_or_else(|_| Value::String(p.to_owned())));
@@ -144,8 +143,8 @@ pub struct AttemptView {
     pub detail: Option<String>,
 }
 
-fn attempt_views(d: &StoredDelivery) -> Vec<AttemptView> {
-    attempt_runs(&d.record.attempt_log)
+fn attempt_views(d: &Delivery) -> Vec<AttemptView> {
+    attempt_runs(&d.attempt_log)
         .into_iter()
         .map(|a| AttemptView {
             run: a.run,
@@ -245,7 +244,7 @@ async fn list(
 ) -> Result<Json<ListResponse<DeliveryView>>, ApiError> {
     let (account_id, subscription_id) = subscription_path(&account_id, &subscription_id)?;
     let query = delivery_query(params)?;
-    let ops = Ops::of(&state);
+    let ops = state.ops();
     let (deliveries, next_cursor) =
         list_deliveries(&ops, &account_id, &subscription_id, &query).await?;
     let now = ops.now();
@@ -276,10 +275,10 @@ async fn load(
     account_id: &str,
     subscription_id: &str,
     change_id: &str,
-) -> Result<StoredDelivery, ApiError> {
+) -> Result<Delivery, ApiError> {
     let (account_id, subscription_id, change_id) =
         delivery_path(account_id, subscription_id, change_id)?;
-    let ops = Ops::of(state);
+    let ops = state.ops();
     ops.subscription(&account_id, &subscription_id).await?;
     Ok(ops
         .delivery(&account_id, &subscription_id, &change_id)
@@ -312,10 +311,10 @@ async fn attempts(
 ) -> Result<Json<AttemptsView>, ApiError> {
     let d = load(&state, &account_id, &subscription_id, &change_id).await?;
     Ok(Json(AttemptsView {
-        delivery_id: d.record.delivery_id.clone(),
-        status: d.record.status,
-        attempts: d.record.attempts,
-        restarts: d.marks.restarts,
+        delivery_id: d.delivery_id.clone(),
+        status: d.status,
+        attempts: d.attempts,
+        restarts: d.restarts,
         data: attempt_views(&d),
     }))
 }
@@ -342,7 +341,7 @@ async fn retry(
     let reason = reason.ok_or_else(|| ApiError::internal("validated reason missing"))?;
     let (account_id, subscription_id, change_id) =
         delivery_path(&account_id, &subscription_id, &change_id)?;
-    let ops = Ops::of(&state);
+    let ops = state.ops();
     let outcome = retry_delivery(
         &ops,
         RetryRequest {

@@ -1,4 +1,4 @@
-//! The audit history of operator actions (who, what, when, why; [`crate::operations::audit`]):
+//! The audit history of operator actions (who, what, when, why; [`crate::operations::operator::audit`]):
 //!
 //! * `GET /operator/accounts/{account_id}/audit` (`?limit=&cursor=`) — the account's, newest first.
 //! * `GET /operator/accounts/{account_id}/subscriptions/{subscription_id}/audit`
@@ -9,8 +9,9 @@ use crate::api::auth::Operator;
 use crate::api::extract::{page_limit, path_id, ApiPath, ApiQuery};
 use crate::api::v1::ListResponse;
 use crate::api::{ApiError, ApiState};
-use crate::operations::audit::{self, AuditAction, AuditRecord, AuditScope};
-use crate::operations::Ops;
+use crate::operations::operator::audit;
+use crate::store::account;
+use crate::store::audit::{AuditAction, AuditRecord, AuditScope};
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
@@ -85,7 +86,7 @@ async fn page(
 ) -> Result<Json<ListResponse<AuditView>>, ApiError> {
     let limit = page_limit(params.limit)?;
     let (records, next_cursor) =
-        audit::list(&Ops::of(state), scope, limit, params.cursor.as_deref()).await?;
+        audit::list(&state.ops(), scope, limit, params.cursor.as_deref()).await?;
     Ok(Json(ListResponse {
         data: records.iter().map(AuditView::from).collect(),
         next_cursor,
@@ -99,14 +100,7 @@ async fn account_history(
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<ListResponse<AuditView>>, ApiError> {
     let account_id = path_id(&account_id, "account")?;
-    let exists = Ops::of(&state)
-        .get_item(
-            &crate::store::keys::account_pk(&account_id),
-            crate::store::keys::ACCOUNT_SK,
-        )
-        .await?
-        .is_some();
-    if !exists {
+    if !account::exists(state.dynamo(), state.table(), &account_id).await? {
         return Err(ApiError::not_found("account"));
     }
     page(&state, AuditScope::Account(&account_id), params).await
@@ -119,7 +113,8 @@ async fn subscription_history(
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<ListResponse<AuditView>>, ApiError> {
     let (account_id, subscription_id) = subscription_path(&account_id, &subscription_id)?;
-    Ops::of(&state)
+    state
+        .ops()
         .subscription(&account_id, &subscription_id)
         .await?;
     page(

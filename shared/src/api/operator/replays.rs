@@ -1,5 +1,5 @@
 //! Window replay jobs (seed 002 hop 7; rules in [`crate::domain::replay`], storage in
-//! [`crate::operations::replay`]):
+//! [`crate::operations::operator::replay`]):
 //!
 //! * `POST /operator/accounts/{account_id}/subscriptions/{subscription_id}/replays`
 //!   `{from, to, reason}` → `202` with the job (and `Location`): the window `[from, to)` of change
@@ -20,11 +20,10 @@ use crate::api::v1::ListResponse;
 use crate::api::{ApiError, ApiState, FieldError};
 use crate::domain::replay::{validate_window, ReplayStatus};
 use crate::domain::time::Timestamp;
-use crate::operations::replay::{
-    create_job, list_jobs, load_job, resume_job, run_job, Budget, ReplayCounts, ReplayJob,
-    ReplayRequest,
+use crate::operations::operator::replay::{
+    create_job, list_jobs, load_job, resume_job, run_job, Budget, ReplayRequest,
 };
-use crate::operations::Ops;
+use crate::store::replay_job::{ReplayCounts, ReplayJob};
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
@@ -141,7 +140,7 @@ async fn create(
         return Err(ApiError::internal("validated replay fields missing"));
     };
     let (account_id, subscription_id) = subscription_path(&account_id, &subscription_id)?;
-    let ops = Ops::of(&state);
+    let ops = state.ops();
     let job = create_job(
         &ops,
         ReplayRequest {
@@ -199,7 +198,7 @@ async fn list(
             )
         }
     };
-    let ops = Ops::of(&state);
+    let ops = state.ops();
     let (jobs, next_cursor) = list_jobs(
         &ops,
         &account_id,
@@ -228,7 +227,7 @@ async fn fetch(
     ApiPath((account_id, job_id)): ApiPath<(String, String)>,
 ) -> Result<Json<ReplayJobView>, ApiError> {
     let (account_id, job_id) = job_path(&account_id, &job_id)?;
-    let ops = Ops::of(&state);
+    let ops = state.ops();
     let job = load_job(&ops, &account_id, &job_id).await?;
     Ok(Json(ReplayJobView::new(&job, ops.now())))
 }
@@ -243,7 +242,7 @@ async fn resume(
     f.finish()?;
     let reason = reason.ok_or_else(|| ApiError::internal("validated reason missing"))?;
     let (account_id, job_id) = job_path(&account_id, &job_id)?;
-    let ops = Ops::of(&state);
+    let ops = state.ops();
     let job = resume_job(
         &ops,
         &account_id,

@@ -3,7 +3,7 @@
 //! * `GET /operator/accounts/{account_id}/subscriptions/{subscription_id}` — the subscription
 //!   with its status, dead count and pull cursor.
 //! * `POST /operator/accounts/{account_id}/subscriptions/{subscription_id}/resume` `{reason}` —
-//!   `paused → active`, dead count reset, audited ([`crate::operations::resume`]). An active
+//!   `paused → active`, dead count reset, audited ([`crate::operations::operator::resume`]). An active
 //!   subscription is a `409`. Changes skipped while it was paused stay skipped.
 //!
 //! Every `/operator` route that changes something takes a `reason` (required, up to
@@ -13,8 +13,9 @@ use crate::api::auth::Operator;
 use crate::api::extract::{path_id, ApiPath, Fields, JsonBody};
 use crate::api::v1::subscriptions::SubscriptionView;
 use crate::api::{ApiError, ApiState};
-use crate::operations::resume::resume_subscription;
-use crate::operations::{Ops, StoredSubscription, MAX_REASON_CHARS};
+use crate::operations::operator::resume::resume_subscription;
+use crate::operations::MAX_REASON_CHARS;
+use crate::store::subscription::Subscription;
 use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -70,17 +71,17 @@ pub struct PullStateView {
     pub epoch: u32,
 }
 
-impl From<&StoredSubscription> for OperatorSubscriptionView {
-    fn from(s: &StoredSubscription) -> Self {
+impl From<&Subscription> for OperatorSubscriptionView {
+    fn from(s: &Subscription) -> Self {
         OperatorSubscriptionView {
-            subscription: SubscriptionView::from(&s.subscription),
+            subscription: SubscriptionView::from(s),
             pull: PullStateView {
-                acknowledged_change_id: s.marks.pull_cursor.clone(),
-                acknowledged_at: s.marks.pull_cursor_at.map(|t| t.to_rfc3339()),
-                epoch: s.marks.pull_epoch,
+                acknowledged_change_id: s.pull_cursor.clone(),
+                acknowledged_at: s.pull_cursor_at.map(|t| t.to_rfc3339()),
+                epoch: s.pull_epoch,
             },
-            resumed_at: s.marks.resumed_at.map(|t| t.to_rfc3339()),
-            resumed_by: s.marks.resumed_by.clone(),
+            resumed_at: s.resumed_at.map(|t| t.to_rfc3339()),
+            resumed_by: s.resumed_by.clone(),
         }
     }
 }
@@ -91,7 +92,8 @@ async fn fetch(
     ApiPath((account_id, subscription_id)): ApiPath<(String, String)>,
 ) -> Result<Json<OperatorSubscriptionView>, ApiError> {
     let (account_id, subscription_id) = subscription_path(&account_id, &subscription_id)?;
-    let sub = Ops::of(&state)
+    let sub = state
+        .ops()
         .subscription(&account_id, &subscription_id)
         .await?;
     Ok(Json(OperatorSubscriptionView::from(&sub)))
@@ -116,7 +118,7 @@ async fn resume(
     let reason = reason.ok_or_else(|| ApiError::internal("validated reason missing"))?;
     let (account_id, subscription_id) = subscription_path(&account_id, &subscription_id)?;
     let outcome = resume_subscription(
-        &Ops::of(&state),
+        &state.ops(),
         &account_id,
         &subscription_id,
         &operator.id,

@@ -15,20 +15,20 @@
 
 use super::ListResponse;
 use crate::api::auth::{
-    issue_token, revoke_tokens, token_writes, AccountAuth, IssuedTokenView, OneTimeSecret,
-    PlaintextToken, RevokeScope, TokenKind,
+    issue_token, revoke_tokens, AccountAuth, IssuedTokenView, OneTimeSecret, PlaintextToken,
+    RevokeScope, TokenKind,
 };
-use crate::api::db::{self, PageQuery, Update};
 use crate::api::extract::{
-    new_id, page_limit, path_id, resource_id, ApiPath, ApiQuery, Fields, JsonBody, Patch,
+    cursor_id, new_id, page_limit, path_id, ApiPath, ApiQuery, Fields, JsonBody, Patch,
 };
 use crate::api::{auth, ApiError, ApiState};
 use crate::domain::delivery_method::DeliveryMethod;
 use crate::domain::signing::SigningSecret;
 use crate::domain::ssrf::check_url;
-use crate::store::keys::{account_pk, integration_sk, INTEGRATION_PREFIX};
-use crate::store::models::Integration;
-use crate::store::to_item;
+use crate::store::integration::{self, Integration};
+use crate::store::token;
+use crate::store::update::Edit;
+use crate::store::write::Write;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
@@ -38,7 +38,7 @@ use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-pub const INTEGRATION_KIND: &str = "integration";
+pub const INTEGRATION_KIND: &str = integration::KIND;
 pub const MAX_NAME_CHARS: usize = 200;
 /// Random bytes of a generated signing secret.
 pub const GENERATED_SECRET_BYTES: usize = 32;
@@ -219,18 +219,13 @@ async fn create(
         Some(&integration.integration_id),
         now,
     );
-    let table = &state.config.delivery_table;
-    let mut writes = vec![db::put_new(
-        table,
-        to_item(
-            &integration,
-            &account_pk(&auth.account_id),
-            &integration_sk(&integration.integration_id),
-            INTEGRATION_KIND,
-        )?,
-    )?];
-    writes.extend(token_writes(table, &record)?);
-    db::write_all(&state.clients.dynamo, writes).await?;
+    let table = state.table();
+    state
+        .create(Write::all([
+            integration::create(table, &integration)?,
+            token::create(table, &record)?,
+        ])?)
+        .await?;
     tracing::info!(
         account_id = %auth.account_id,
         integration_id = %integration.integration_id,
@@ -277,43 +272,27 @@ async fn list(
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<ListResponse<IntegrationView>>, ApiError> {
     let limit = page_limit(params.limit)?;
-    let after_id = match params.cursor {
-        None => None,
-        Some(c) => Some(
-            resource_id(&c)
-                .ok_or_else(|| ApiError::field("cursor", "is not a cursor of this list"))?,
-        ),
-    };
-    let pk = account_pk(&auth.account_id);
-    let (items, next_cursor): (Vec<Integration>, _) = db::query_page(
-        &state.clients.dynamo,
-        PageQuery {
-            table: &state.config.delivery_table,
-            pk: &pk,
-            prefix: INTEGRATION_PREFIX,
-            limit,
-            after_id,
-            filter: None,
-        },
+    let after_id = cursor_id(params.cursor.as_deref())?;
+    let (items, next) = integration::list(
+        state.dynamo(),
+        state.table(),
+        &auth.account_id,
+        limit,
+        after_id.as_deref(),
     )
     .await?;
-    Ok(Json(ListResponse {
-        data: items.iter().map(IntegrationView::from).collect(),
-        next_cursor,
-    }))
+    Ok(Json(ListResponse::new(
+        items.iter().map(IntegrationView::from).collect(),
+        next,
+    )))
 }
 
 /// The caller's integration `id`, or 404 (for another account's, too).
 pub async fn load(state: &ApiState, account_id: &str, id: &str) -> Result<Integration, ApiError> {
     let id = path_id(id, "integration")?;
-    db::get(
-        &state.clients.dynamo,
-        &state.config.delivery_table,
-        &account_pk(account_id),
-        &integration_sk(&id),
-    )
-    .await?
-    .ok_or_else(|| ApiError::not_found("integration"))
+    integration::get(state.dynamo(), state.table(), account_id, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("integration"))
 }
 
 async fn fetch(
@@ -399,7 +378,7 @@ async fn update(
     {
         return Ok(Json(IntegrationView::from(&current)));
     }
-    let mut u = Update::new().set("updated_at", &state.clock.now())?;
+    let mut u = Edit::new().set("updated_at", &state.clock.now())?;
     if let Some(name) = &name {
         u = u.set("name", name)?;
     }
@@ -415,15 +394,13 @@ async fn update(
     if let Some(secret) = &new_secret {
         u = u.set("signing_secret", &secret.expose_whsec())?;
     }
-    let updated: Integration = u
-        .apply(
-            &state.clients.dynamo,
-            &state.config.delivery_table,
-            &account_pk(&auth.account_id),
-            &integration_sk(&current.integration_id),
-        )
+    let write = integration::edit(state.table(), &auth.account_id, &current.integration_id, u)?;
+    let updated = state
+        .change_existing(write, "integration")
         .await?
-        .ok_or_else(|| ApiError::not_found("integration"))?;
+        .map(Integration::from_item)
+        .transpose()?
+        .ok_or_else(|| ApiError::internal("an update returned no attributes"))?;
     if new_secret.is_some() {
         tracing::info!(
             account_id = %auth.account_id,
@@ -442,16 +419,12 @@ async fn remove(
     ApiPath(id): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = path_id(&id, "integration")?;
-    let deleted = db::delete_existing(
-        &state.clients.dynamo,
-        &state.config.delivery_table,
-        &account_pk(&auth.account_id),
-        &integration_sk(&id),
-    )
-    .await?;
-    if !deleted {
-        return Err(ApiError::not_found("integration"));
-    }
+    state
+        .change_existing(
+            integration::delete(state.table(), &auth.account_id, &id)?,
+            "integration",
+        )
+        .await?;
     let revoked = revoke_tokens(
         &state,
         RevokeScope {

@@ -33,3 +33,13 @@ pub struct ListResponse<T> {
     pub data: Vec<T>,
     pub next_cursor: Option<String>,
 }
+
+impl<T> ListResponse<T> {
+    /// A page whose next page continues at `next_position` (encoded as an opaque cursor).
+    pub fn new(data: Vec<T>, next_position: Option<String>) -> Self {
+        ListResponse {
+            data,
+            next_cursor: next_position.as_deref().map(crate::store::cursor::encode),
+        }
+    }
+}

@@ -20,21 +20,16 @@
 use super::subscriptions::SubscriptionView;
 use super::ListResponse;
 use crate::api::auth::IntegrationAuth;
-use crate::api::db::{self, PageQuery};
-use crate::api::extract::{page_limit, path_id, resource_id, ApiPath, ApiQuery, JsonBody};
+use crate::api::extract::{cursor_id, page_limit, path_id, ApiPath, ApiQuery, JsonBody};
 use crate::api::{ApiError, ApiState};
 use crate::domain::pull_cursor::PullCursor;
 use crate::operations::pull::{self, PullPage};
-use crate::operations::{Ops, StoredSubscription};
-use crate::store::expr::s;
-use crate::store::keys::{account_pk, SUBSCRIPTION_PREFIX};
-use crate::store::models::Subscription;
+use crate::store::subscription::{self, Subscription};
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 pub fn router() -> Router<Arc<ApiState>> {
@@ -63,45 +58,29 @@ async fn list(
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<ListResponse<SubscriptionView>>, ApiError> {
     let limit = page_limit(params.limit)?;
-    let after_id = match params.cursor {
-        None => None,
-        Some(c) => Some(
-            resource_id(&c)
-                .ok_or_else(|| ApiError::field("cursor", "is not a cursor of this list"))?,
-        ),
-    };
-    let pk = account_pk(&auth.account_id);
-    let (items, next_cursor): (Vec<Subscription>, _) = db::query_page(
-        &state.clients.dynamo,
-        PageQuery {
-            table: &state.config.delivery_table,
-            pk: &pk,
-            prefix: SUBSCRIPTION_PREFIX,
-            limit,
-            after_id,
-            filter: Some((
-                "integration_id = :integration".into(),
-                HashMap::from([(":integration".to_string(), s(&auth.integration_id))]),
-            )),
-        },
+    let after_id = cursor_id(params.cursor.as_deref())?;
+    let (items, next) = subscription::list(
+        state.dynamo(),
+        state.table(),
+        &auth.account_id,
+        Some(&auth.integration_id),
+        limit,
+        after_id.as_deref(),
     )
     .await?;
-    Ok(Json(ListResponse {
-        data: items.iter().map(SubscriptionView::from).collect(),
-        next_cursor,
-    }))
+    Ok(Json(ListResponse::new(
+        items.iter().map(SubscriptionView::from).collect(),
+        next,
+    )))
 }
 
 async fn load(
     state: &ApiState,
     auth: &IntegrationAuth,
     id: &str,
-) -> Result<StoredSubscription, ApiError> {
+) -> Result<Subscription, ApiError> {
     let id = path_id(id, "subscription")?;
-    Ok(
-        pull::pull_subscription(&Ops::of(state), &auth.account_id, &auth.integration_id, &id)
-            .await?,
-    )
+    Ok(pull::pull_subscription(&state.ops(), &auth.account_id, &auth.integration_id, &id).await?)
 }
 
 fn parse_cursor(text: &str) -> Result<PullCursor, ApiError> {
@@ -142,10 +121,10 @@ pub struct ChangesPage {
 }
 
 impl ChangesPage {
-    fn new(sub: &StoredSubscription, page: PullPage) -> Self {
+    fn new(sub: &Subscription, page: PullPage) -> Self {
         ChangesPage {
-            subscription_id: sub.id().to_owned(),
-            acknowledged_change_id: sub.marks.pull_cursor.clone(),
+            subscription_id: sub.subscription_id.clone(),
+            acknowledged_change_id: sub.pull_cursor.clone(),
             data: page
                 .changes
                 .into_iter()
@@ -153,16 +132,15 @@ impl ChangesPage {
                     let d = c.delivery;
                     PulledChangeView {
                         cursor: c.cursor.encode(),
-                        delivery_id: d.record.delivery_id,
-                        change_id: d.record.change_id,
-                        occurred_at: d.record.occurred_at.to_rfc3339(),
+                        delivery_id: d.delivery_id,
+                        change_id: d.change_id,
+                        occurred_at: d.occurred_at.to_rfc3339(),
                         payload: d
-                            .record
                             .payload
                             .as_deref()
                             .and_then(|p| serde_json::from_str(p).ok())
                             .unwrap_or(Value::Null),
-                        redelivery: d.marks.restarts > 0,
+                        redelivery: d.restarts > 0,
                     }
                 })
                 .collect(),
@@ -181,7 +159,7 @@ async fn changes(
     let limit = page_limit(params.limit)?;
     let sub = load(&state, &auth, &id).await?;
     let cursor = params.cursor.as_deref().map(parse_cursor).transpose()?;
-    let page = pull::read(&Ops::of(&state), &sub, cursor.as_ref(), limit).await?;
+    let page = pull::read(&state.ops(), &sub, cursor.as_ref(), limit).await?;
     Ok(Json(ChangesPage::new(&sub, page)))
 }
 
@@ -204,10 +182,10 @@ async fn fetch_cursor(
 ) -> Result<Json<CursorView>, ApiError> {
     let sub = load(&state, &auth, &id).await?;
     Ok(Json(CursorView {
-        subscription_id: sub.id().to_owned(),
-        acknowledged_change_id: sub.marks.pull_cursor.clone(),
-        acknowledged_at: sub.marks.pull_cursor_at.map(|t| t.to_rfc3339()),
-        epoch: sub.marks.pull_epoch,
+        subscription_id: sub.subscription_id.clone(),
+        acknowledged_change_id: sub.pull_cursor.clone(),
+        acknowledged_at: sub.pull_cursor_at.map(|t| t.to_rfc3339()),
+        epoch: sub.pull_epoch,
     }))
 }
 
@@ -233,9 +211,9 @@ async fn write_cursor(
     f.finish()?;
     let sub = load(&state, &auth, &id).await?;
     let cursor = parse_cursor(cursor.as_deref().unwrap_or_default())?;
-    let ack = pull::acknowledge(&Ops::of(&state), &sub, &cursor).await?;
+    let ack = pull::acknowledge(&state.ops(), &sub, &cursor).await?;
     Ok(Json(AcknowledgementView {
-        subscription_id: sub.id().to_owned(),
+        subscription_id: sub.subscription_id.clone(),
         previous_change_id: ack.previous,
         acknowledged_change_id: ack.acknowledged,
         delivered: ack.delivered,

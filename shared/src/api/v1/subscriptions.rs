@@ -14,19 +14,17 @@
 
 use super::ListResponse;
 use crate::api::auth::AccountAuth;
-use crate::api::db::{self, PageQuery, Update};
 use crate::api::extract::{
-    new_id, page_limit, path_id, resource_id, ApiPath, ApiQuery, Fields, JsonBody, Patch,
+    cursor_id, new_id, page_limit, path_id, resource_id, ApiPath, ApiQuery, Fields, JsonBody, Patch,
 };
 use crate::api::{ApiError, ApiState};
 use crate::domain::filter::Filter;
 use crate::domain::projection::{Projection, ProjectionError};
 use crate::domain::retry::{RetryPolicy, RetryPolicyError};
 use crate::domain::subscription::SubscriptionStatus;
-use crate::store::expr::s;
-use crate::store::keys::{account_pk, integration_sk, subscription_sk, SUBSCRIPTION_PREFIX};
-use crate::store::models::{Integration, Subscription};
-use crate::store::to_item;
+use crate::store::integration;
+use crate::store::subscription::{self, Subscription};
+use crate::store::update::Edit;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
@@ -34,10 +32,9 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::HashMap;
 use std::sync::Arc;
 
-pub const SUBSCRIPTION_KIND: &str = "subscription";
+pub const SUBSCRIPTION_KIND: &str = subscription::KIND;
 /// Most record types one subscription names.
 pub const MAX_RECORD_TYPES: usize = 50;
 pub const MAX_RECORD_TYPE_CHARS: usize = 128;
@@ -210,15 +207,9 @@ async fn create(
     let integration_id = match integration_id {
         None => None,
         Some(text) => {
-            let found: Option<Integration> = match resource_id(&text) {
+            let found = match resource_id(&text) {
                 Some(id) => {
-                    db::get(
-                        &state.clients.dynamo,
-                        &state.config.delivery_table,
-                        &account_pk(&auth.account_id),
-                        &integration_sk(&id),
-                    )
-                    .await?
+                    integration::get(state.dynamo(), state.table(), &auth.account_id, &id).await?
                 }
                 None => None,
             };
@@ -255,18 +246,16 @@ async fn create(
         paused_at: None,
         created_at: now,
         updated_at: now,
+        pull_cursor: None,
+        pull_cursor_at: None,
+        pull_epoch: 0,
+        pull_rewound_at: None,
+        resumed_at: None,
+        resumed_by: None,
     };
-    let item = to_item(
-        &subscription,
-        &account_pk(&auth.account_id),
-        &subscription_sk(&subscription.subscription_id),
-        SUBSCRIPTION_KIND,
-    )?;
-    db::write_all(
-        &state.clients.dynamo,
-        vec![db::put_new(&state.config.delivery_table, item)?],
-    )
-    .await?;
+    state
+        .create(subscription::create(state.table(), &subscription)?)
+        .await?;
     tracing::info!(
         account_id = %auth.account_id,
         subscription_id = %subscription.subscription_id,
@@ -295,53 +284,34 @@ async fn list(
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<ListResponse<SubscriptionView>>, ApiError> {
     let limit = page_limit(params.limit)?;
-    let after_id = match params.cursor {
-        None => None,
-        Some(c) => Some(
-            resource_id(&c)
-                .ok_or_else(|| ApiError::field("cursor", "is not a cursor of this list"))?,
-        ),
-    };
-    let filter = match params.integration_id {
-        None => None,
-        Some(text) => {
-            let id = resource_id(&text)
-                .ok_or_else(|| ApiError::field("integration_id", "is not an integration id"))?;
-            Some((
-                "integration_id = :iid".to_string(),
-                HashMap::from([(":iid".to_string(), s(id))]),
-            ))
-        }
-    };
-    let pk = account_pk(&auth.account_id);
-    let (items, next_cursor): (Vec<Subscription>, _) = db::query_page(
-        &state.clients.dynamo,
-        PageQuery {
-            table: &state.config.delivery_table,
-            pk: &pk,
-            prefix: SUBSCRIPTION_PREFIX,
-            limit,
-            after_id,
-            filter,
-        },
+    let after_id = cursor_id(params.cursor.as_deref())?;
+    let integration_id = params
+        .integration_id
+        .map(|text| {
+            resource_id(&text)
+                .ok_or_else(|| ApiError::field("integration_id", "is not an integration id"))
+        })
+        .transpose()?;
+    let (items, next) = subscription::list(
+        state.dynamo(),
+        state.table(),
+        &auth.account_id,
+        integration_id.as_deref(),
+        limit,
+        after_id.as_deref(),
     )
     .await?;
-    Ok(Json(ListResponse {
-        data: items.iter().map(SubscriptionView::from).collect(),
-        next_cursor,
-    }))
+    Ok(Json(ListResponse::new(
+        items.iter().map(SubscriptionView::from).collect(),
+        next,
+    )))
 }
 
 async fn load(state: &ApiState, account_id: &str, id: &str) -> Result<Subscription, ApiError> {
     let id = path_id(id, "subscription")?;
-    db::get(
-        &state.clients.dynamo,
-        &state.config.delivery_table,
-        &account_pk(account_id),
-        &subscription_sk(&id),
-    )
-    .await?
-    .ok_or_else(|| ApiError::not_found("subscription"))
+    subscription::get(state.dynamo(), state.table(), account_id, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("subscription"))
 }
 
 async fn fetch(
@@ -398,7 +368,7 @@ async fn update(
         let sub = load(&state, &auth.account_id, &id).await?;
         return Ok(Json(SubscriptionView::from(&sub)));
     }
-    let mut u = Update::new().set("updated_at", &state.clock.now())?;
+    let mut u = Edit::new().set("updated_at", &state.clock.now())?;
     if let Some(types) = &record_types {
         u = u.set("record_types", types)?;
     }
@@ -413,15 +383,15 @@ async fn update(
     if let Some(policy) = &retry_policy {
         u = u.set("retry_policy", policy)?;
     }
-    let updated: Subscription = u
-        .apply(
-            &state.clients.dynamo,
-            &state.config.delivery_table,
-            &account_pk(&auth.account_id),
-            &subscription_sk(&id),
+    let updated = state
+        .change_existing(
+            subscription::edit(state.table(), &auth.account_id, &id, u)?,
+            "subscription",
         )
         .await?
-        .ok_or_else(|| ApiError::not_found("subscription"))?;
+        .map(Subscription::from_item)
+        .transpose()?
+        .ok_or_else(|| ApiError::internal("an update returned no attributes"))?;
     Ok(Json(SubscriptionView::from(&updated)))
 }
 
@@ -431,16 +401,12 @@ async fn remove(
     ApiPath(id): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = path_id(&id, "subscription")?;
-    let deleted = db::delete_existing(
-        &state.clients.dynamo,
-        &state.config.delivery_table,
-        &account_pk(&auth.account_id),
-        &subscription_sk(&id),
-    )
-    .await?;
-    if !deleted {
-        return Err(ApiError::not_found("subscription"));
-    }
+    state
+        .change_existing(
+            subscription::delete(state.table(), &auth.account_id, &id)?,
+            "subscription",
+        )
+        .await?;
     tracing::info!(account_id = %auth.account_id, subscription_id = %id, "subscription deleted");
     Ok(StatusCode::NO_CONTENT)
 }

@@ -1,9 +1,7 @@
 //! Operator window replay as a tracked, resumable job (seed 002 hop 7; rules in
 //! [`crate::domain::replay`]).
 //!
-//! | item       | pk                  | sk               |
-//! |------------|---------------------|------------------|
-//! | replay job | `REPLAY#{account}`  | `JOB#{job id}`   |
+//! The job item, its lease and its progress writes are [`crate::store::replay_job`].
 //!
 //! A job walks its subscription's retained deliveries in change order on the `by_subscription`
 //! index, [`Budget::chunk`] evaluated records at a time, keeping those whose change occurred in
@@ -18,35 +16,21 @@
 //! is conditional on not having been restarted by this job, so a chunk that a dead run had half
 //! done is walked again without restarting anything twice, and its counts come out the same.
 
-use super::audit::{write_all_with_audit, AuditAction, AuditRecord};
-use super::restart::{reopen_event, restart_one, rewind_pull_cursor, Restart};
-use super::{
-    build_update, decode_list_cursor, encode_list_cursor, send_update, Filter, IndexQuery, Ops,
-    OpsError, StoredDelivery, WRITE_CONCURRENCY,
-};
+use super::audit::{write_with_audit, AuditAction};
+use super::restart::{reopen_event, restart_one, rewind_pull_cursor};
 use crate::domain::replay::{
-    after_chunk, replay_item, validate_window, ReplayItem, ReplayStatus, ReplayTrigger,
-    ReplayWindow, REPLAY_LIFECYCLE,
+    after_chunk, replay_item, validate_window, ReplayItem, ReplayStatus, ReplayWindow,
 };
 use crate::domain::time::Timestamp;
-use crate::store::expr::{n, s, Expr};
-use crate::store::{from_item, to_item};
-use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+use crate::operations::{Ops, OpsError, WRITE_CONCURRENCY};
+use crate::store::audit::AuditRecord;
+use crate::store::cursor;
+use crate::store::delivery::{by_subscription_page, Delivery, Filter, Restart, SubscriptionRange};
+use crate::store::replay_job::{self, Chunk};
 use futures::stream::{self, StreamExt};
-use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
-pub const REPLAY_JOB_KIND: &str = "replay_job";
-const JOB_SK_PREFIX: &str = "JOB#";
-/// How long a run holds the job; a run that dies lets it go after this.
-pub const JOB_LEASE: Duration = Duration::from_secs(30);
-
-pub fn job_pk(account_id: &str) -> String {
-    format!("REPLAY#{account_id}")
-}
-pub fn job_sk(job_id: &str) -> String {
-    format!("{JOB_SK_PREFIX}{job_id}")
-}
+pub use crate::store::replay_job::{job_pk, job_sk, ReplayCounts, ReplayJob, JOB_LEASE};
 
 /// How much one run may do.
 #[derive(Debug, Clone, Copy)]
@@ -71,91 +55,6 @@ impl Budget {
     }
 }
 
-/// Counts of a job (cumulative over its runs).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReplayCounts {
-    /// Delivery records whose change occurred in the window.
-    pub in_window: u32,
-    /// Restarted to `pending` by this job.
-    pub restarted: u32,
-    /// Already `pending` (waiting for an attempt or a cursor): left alone.
-    pub already_pending: u32,
-    /// `skipped_filter`: never replayed.
-    pub skipped_filter: u32,
-    /// Moved by someone else twice while the job tried to restart them: left as they are.
-    pub conflicts: u32,
-}
-
-impl ReplayCounts {
-    fn add(&mut self, other: &ReplayCounts) {
-        self.in_window += other.in_window;
-        self.restarted += other.restarted;
-        self.already_pending += other.already_pending;
-        self.skipped_filter += other.skipped_filter;
-        self.conflicts += other.conflicts;
-    }
-}
-
-/// A replay job.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReplayJob {
-    pub job_id: String,
-    pub account_id: String,
-    pub subscription_id: String,
-    pub from: Timestamp,
-    pub to: Timestamp,
-    pub reason: String,
-    pub requested_by: String,
-    pub status: ReplayStatus,
-    /// The last change id walked (`None`: not started).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub position: Option<String>,
-    #[serde(default)]
-    pub chunks: u32,
-    #[serde(default)]
-    pub runs: u32,
-    #[serde(default)]
-    pub in_window: u32,
-    #[serde(default)]
-    pub restarted: u32,
-    #[serde(default)]
-    pub already_pending: u32,
-    #[serde(default)]
-    pub skipped_filter: u32,
-    #[serde(default)]
-    pub conflicts: u32,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub completed_at: Option<Timestamp>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease_until: Option<Timestamp>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease_token: Option<String>,
-}
-
-impl ReplayJob {
-    pub fn window(&self) -> ReplayWindow {
-        ReplayWindow {
-            from: self.from,
-            to: self.to,
-        }
-    }
-    pub fn counts(&self) -> ReplayCounts {
-        ReplayCounts {
-            in_window: self.in_window,
-            restarted: self.restarted,
-            already_pending: self.already_pending,
-            skipped_filter: self.skipped_filter,
-            conflicts: self.conflicts,
-        }
-    }
-    /// A run holds the job right now.
-    pub fn in_progress(&self, now: Timestamp) -> bool {
-        self.status == ReplayStatus::Running && self.lease_until.is_some_and(|t| t > now)
-    }
-}
-
 /// A replay request.
 #[derive(Debug, Clone, Copy)]
 pub struct ReplayRequest<'a> {
@@ -177,7 +76,7 @@ pub async fn create_job(ops: &Ops<'_>, req: ReplayRequest<'_>) -> Result<ReplayJ
     ops.subscription(req.account_id, req.subscription_id)
         .await?;
     let job = ReplayJob {
-        job_id: crate::api::extract::new_id(),
+        job_id: crate::ids::new_id(),
         account_id: req.account_id.to_owned(),
         subscription_id: req.subscription_id.to_owned(),
         from: window.from,
@@ -210,24 +109,7 @@ pub async fn create_job(ops: &Ops<'_>, req: ReplayRequest<'_>) -> Result<ReplayJ
     .detail("from", window.from)
     .detail("to", window.to);
     audit.job_id = Some(job.job_id.clone());
-    let put = Put::builder()
-        .table_name(ops.table)
-        .set_item(Some(to_item(
-            &job,
-            &job_pk(&job.account_id),
-            &job_sk(&job.job_id),
-            REPLAY_JOB_KIND,
-        )?))
-        .condition_expression("attribute_not_exists(pk)")
-        .build()
-        .map_err(|e| OpsError::Store(crate::store::StoreError::Dynamo(e.to_string())))?;
-    if !write_all_with_audit(
-        ops,
-        vec![TransactWriteItem::builder().put(put).build()],
-        &audit,
-    )
-    .await?
-    {
+    if !write_with_audit(ops, Some(replay_job::create(ops.table, &job)?), &audit).await? {
         return Err(OpsError::Conflict(
             "a replay job with this id exists already; retry the request".into(),
         ));
@@ -249,11 +131,9 @@ pub async fn load_job(
     account_id: &str,
     job_id: &str,
 ) -> Result<ReplayJob, OpsError> {
-    let item = ops
-        .get_item(&job_pk(account_id), &job_sk(job_id))
+    replay_job::get(ops.dynamo, ops.table, account_id, job_id)
         .await?
-        .ok_or(OpsError::NotFound("replay job"))?;
-    Ok(from_item(item)?)
+        .ok_or(OpsError::NotFound("replay job"))
 }
 
 /// The account's jobs, newest first (optionally one subscription's).
@@ -264,79 +144,28 @@ pub async fn list_jobs(
     limit: u32,
     cursor: Option<&str>,
 ) -> Result<(Vec<ReplayJob>, Option<String>), OpsError> {
-    let before = match cursor {
-        None => None,
-        Some(c) => Some(
-            decode_list_cursor(c)
-                .ok_or_else(|| OpsError::invalid("cursor", "is not a cursor of this list"))?,
-        ),
-    };
-    let mut jobs = Vec::new();
-    let mut start = None;
-    for _ in 0..10 {
-        let mut request = ops
-            .dynamo
-            .query()
-            .table_name(ops.table)
-            .expression_attribute_values(":pk", s(job_pk(account_id)))
-            .scan_index_forward(false)
-            .limit(100)
-            .set_exclusive_start_key(start.take());
-        request = match &before {
-            Some(b) => request
-                .key_condition_expression("pk = :pk AND sk < :before")
-                .expression_attribute_values(":before", s(job_sk(b))),
-            None => request
-                .key_condition_expression("pk = :pk AND begins_with(sk, :p)")
-                .expression_attribute_values(":p", s(JOB_SK_PREFIX)),
-        };
-        if let Some(sub) = subscription_id {
-            request = request
-                .filter_expression("subscription_id = :sub")
-                .expression_attribute_values(":sub", s(sub));
-        }
-        let out = request.send().await.map_err(OpsError::dynamo)?;
-        for item in out.items.unwrap_or_default() {
-            jobs.push(from_item::<ReplayJob>(item)?);
-        }
-        if jobs.len() >= limit as usize {
-            jobs.truncate(limit as usize);
-            let next = jobs.last().map(|j| encode_list_cursor(&j.job_id));
-            return Ok((jobs, next));
-        }
-        match out.last_evaluated_key {
-            Some(k) => start = Some(k),
-            None => return Ok((jobs, None)),
-        }
-    }
-    let next = jobs.last().map(|j| encode_list_cursor(&j.job_id));
-    Ok((jobs, next))
+    let before = cursor
+        .map(|c| cursor::decode(c).ok_or_else(OpsError::bad_cursor))
+        .transpose()?;
+    let (jobs, next) = replay_job::list(
+        ops.dynamo,
+        ops.table,
+        account_id,
+        subscription_id,
+        limit,
+        before.as_deref(),
+    )
+    .await?;
+    Ok((jobs, next.as_deref().map(cursor::encode)))
 }
 
 /// Takes the job's lease for a run. `Ok(None)` when the job is already completed.
 async fn claim(ops: &Ops<'_>, job: &ReplayJob) -> Result<Option<String>, OpsError> {
-    let now = ops.now();
     let token = uuid::Uuid::new_v4().to_string();
-    let e = Expr::new()
-        .value(":running", s(ReplayStatus::Running.to_string()))
-        .value(":now", n(now.millis()))
-        .value(":lease", n(now.plus(JOB_LEASE).millis()))
-        .value(":token", s(&token))
-        .value(":one", n(1))
-        .value(":zero", n(0))
-        .name("#status", "status");
-    let u = build_update(
-        ops.table,
-        &job_pk(&job.account_id),
-        &job_sk(&job.job_id),
-        "SET lease_until = :lease, lease_token = :token, updated_at = :now, \
-         runs = if_not_exists(runs, :zero) + :one"
-            .to_owned(),
-        "#status = :running AND (attribute_not_exists(lease_until) OR lease_until <= :now)"
-            .to_owned(),
-        &e,
-    )?;
-    if send_update(ops, u).await? {
+    if ops
+        .apply(replay_job::claim(ops.table, job, &token, ops.now())?)
+        .await?
+    {
         return Ok(Some(token));
     }
     let current = load_job(ops, &job.account_id, &job.job_id).await?;
@@ -413,24 +242,19 @@ async fn walk_chunk(
         occurred_before: Some(window.to),
         ..Filter::account(&job.account_id)
     };
-    let q = IndexQuery {
+    let range = SubscriptionRange {
         subscription_id: &job.subscription_id,
         after: job.position.as_deref(),
         upper: None,
         forward: true,
-        filter: Some(filter),
     };
-    let page = ops.query_index(&q, None, chunk).await?;
-    let mut deliveries = page
-        .items
-        .into_iter()
-        .map(StoredDelivery::from_item)
-        .collect::<Result<Vec<_>, _>>()?;
-    deliveries.sort_by(|a, b| a.record.change_id.cmp(&b.record.change_id));
+    let page = by_subscription_page(ops.dynamo, ops.table, &range, &filter, None, chunk).await?;
+    let mut deliveries = page.deliveries;
+    deliveries.sort_by(|a, b| a.change_id.cmp(&b.change_id));
     let position = page.last_sort.clone().or_else(|| {
         deliveries
             .last()
-            .map(|d| d.record.change_id.clone())
+            .map(|d| d.change_id.clone())
             .or_else(|| job.position.clone())
     });
     let more = page.next_start.is_some();
@@ -448,8 +272,8 @@ async fn walk_chunk(
     // Pull deliveries: move the acknowledged cursor back before the earliest one first.
     if let Some(earliest) = to_restart
         .iter()
-        .find(|d| d.record.method.is_poll())
-        .map(|d| d.record.change_id.clone())
+        .find(|d| d.method.is_poll())
+        .map(|d| d.change_id.clone())
     {
         match rewind_pull_cursor(ops, &job.account_id, &job.subscription_id, &earliest).await {
             Ok(_) | Err(OpsError::NotFound(_)) => {}
@@ -467,12 +291,12 @@ async fn walk_chunk(
     Ok((counts, position, more))
 }
 
-fn decide(d: &StoredDelivery, window: &ReplayWindow, job_id: &str) -> ReplayItem {
+fn decide(d: &Delivery, window: &ReplayWindow, job_id: &str) -> ReplayItem {
     replay_item(
-        d.status(),
-        d.record.occurred_at,
+        d.status,
+        d.occurred_at,
         window,
-        d.marks.replay_job.as_deref() == Some(job_id),
+        d.replay_job.as_deref() == Some(job_id),
     )
 }
 
@@ -514,7 +338,7 @@ impl ReplayCounts {
 async fn restart_with_one_reread(
     ops: &Ops<'_>,
     job: &ReplayJob,
-    mut d: StoredDelivery,
+    mut d: Delivery,
 ) -> Result<Walked, OpsError> {
     let window = job.window();
     for _ in 0..2 {
@@ -533,7 +357,7 @@ async fn restart_with_one_reread(
             return Ok(Walked::Restarted);
         }
         d = ops
-            .delivery(&job.account_id, &job.subscription_id, &d.record.change_id)
+            .delivery(&job.account_id, &job.subscription_id, &d.change_id)
             .await?;
     }
     Ok(Walked::Conflict)
@@ -548,61 +372,24 @@ async fn save_chunk(
     position: Option<String>,
     more: bool,
 ) -> Result<(), OpsError> {
-    let (trigger, status): (ReplayTrigger, ReplayStatus) = after_chunk(more);
-    let condition = REPLAY_LIFECYCLE.expect(job.status, trigger, status)?;
+    let movement = after_chunk(more);
     let now = ops.now();
     let mut total = job.counts();
     total.add(&counts);
-    let mut e = Expr::new()
-        .value(":to", s(status.to_string()))
-        .value(":now", n(now.millis()))
-        .value(":token", s(token))
-        .value(":chunks", n(job.chunks + 1))
-        .value(":in_window", n(total.in_window))
-        .value(":restarted", n(total.restarted))
-        .value(":already_pending", n(total.already_pending))
-        .value(":skipped_filter", n(total.skipped_filter))
-        .value(":conflicts", n(total.conflicts));
-    let status_condition = e.status(&condition);
-    let mut set = vec![
-        "#status = :to",
-        "updated_at = :now",
-        "chunks = :chunks",
-        "in_window = :in_window",
-        "restarted = :restarted",
-        "already_pending = :already_pending",
-        "skipped_filter = :skipped_filter",
-        "conflicts = :conflicts",
-    ];
-    let mut remove = Vec::new();
-    if let Some(p) = &position {
-        e = e.value(":position", s(p)).name("#position", "position");
-        set.push("#position = :position");
-    }
-    if status == ReplayStatus::Completed {
-        set.push("completed_at = :now");
-        remove.extend(["lease_until", "lease_token"]);
-    } else {
-        e = e.value(":lease", n(now.plus(JOB_LEASE).millis()));
-        set.push("lease_until = :lease");
-    }
-    let mut expression = format!("SET {}", set.join(", "));
-    if !remove.is_empty() {
-        expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
-    }
-    let u = build_update(
-        ops.table,
-        &job_pk(&job.account_id),
-        &job_sk(&job.job_id),
-        expression,
-        format!("({status_condition}) AND lease_token = :token"),
-        &e,
-    )?;
-    if !send_update(ops, u).await? {
+    let chunk = Chunk {
+        movement,
+        total,
+        position: position.as_deref(),
+    };
+    if !ops
+        .apply(replay_job::save_chunk(ops.table, job, token, &chunk, now)?)
+        .await?
+    {
         return Err(OpsError::Conflict(
             "the replay job's lease was taken over by another run; read its status".into(),
         ));
     }
+    let status = movement.1;
     job.status = status;
     job.chunks += 1;
     job.position = position.or(job.position.take());
@@ -617,16 +404,8 @@ async fn save_chunk(
 
 /// Lets go of the job's lease so that it can be resumed at once.
 async fn release(ops: &Ops<'_>, job: &ReplayJob, token: &str) -> Result<(), OpsError> {
-    let e = Expr::new().value(":token", s(token));
-    let u = build_update(
-        ops.table,
-        &job_pk(&job.account_id),
-        &job_sk(&job.job_id),
-        "REMOVE lease_until, lease_token".to_owned(),
-        "lease_token = :token".to_owned(),
-        &e,
-    )?;
-    send_update(ops, u).await?;
+    ops.apply(replay_job::release(ops.table, job, token)?)
+        .await?;
     Ok(())
 }
 
@@ -665,6 +444,6 @@ pub async fn resume_job(
     .detail("position", job.position.clone().unwrap_or_default())
     .detail("restarted_so_far", job.restarted);
     audit.job_id = Some(job.job_id.clone());
-    write_all_with_audit(ops, Vec::new(), &audit).await?;
+    write_with_audit(ops, None, &audit).await?;
     run_job(ops, account_id, job_id, budget).await
 }

@@ -3,18 +3,16 @@
 //! transaction with the audit entry. Changes that arrived while it was paused were skipped by
 //! ingest and have no delivery record: they stay skipped (replay cannot recreate them either).
 
-use super::audit::{write_with_audit, AuditAction, AuditRecord};
-use super::{build_update, Ops, OpsError, StoredSubscription};
-use crate::domain::subscription::{
-    on_resume, SubscriptionStatus, SubscriptionTrigger, SUBSCRIPTION_LIFECYCLE,
-};
-use crate::store::expr::{n, s, Expr};
-use crate::store::keys;
+use super::audit::{write_with_audit, AuditAction};
+use crate::domain::subscription::{on_resume, SubscriptionStatus};
+use crate::operations::{Ops, OpsError};
+use crate::store::audit::AuditRecord;
+use crate::store::subscription::{self, Subscription};
 
 /// What a resume did.
 #[derive(Debug, Clone)]
 pub struct ResumeOutcome {
-    pub subscription: StoredSubscription,
+    pub subscription: Subscription,
     pub dead_count_before: u32,
     pub audit_id: String,
 }
@@ -27,35 +25,15 @@ pub async fn resume_subscription(
     reason: &str,
 ) -> Result<ResumeOutcome, OpsError> {
     let sub = ops.subscription(account_id, subscription_id).await?;
-    let status = sub.subscription.status;
+    let status = sub.status;
     let decision = on_resume(status).map_err(|_| {
         OpsError::Conflict(format!(
             "the subscription is {status}; only a paused subscription can be resumed"
         ))
     })?;
-    let condition = SUBSCRIPTION_LIFECYCLE.expect(
-        status,
-        SubscriptionTrigger::OperatorResume,
-        decision.status,
-    )?;
     let now = ops.now();
-    let mut e = Expr::new()
-        .value(":active", s(decision.status.to_string()))
-        .value(":count", n(decision.new_count))
-        .value(":now", n(now.millis()))
-        .value(":operator", s(operator));
-    let status_condition = e.status(&condition);
-    let update = build_update(
-        ops.table,
-        &keys::account_pk(account_id),
-        &keys::subscription_sk(subscription_id),
-        "SET #status = :active, consecutive_dead = :count, updated_at = :now, resumed_at = :now, \
-         resumed_by = :operator REMOVE paused_at"
-            .to_owned(),
-        format!("attribute_exists(pk) AND ({status_condition})"),
-        &e,
-    )?;
-    let dead_count_before = sub.subscription.consecutive_dead;
+    let update = subscription::resume(ops.table, &sub, &decision, operator, now)?;
+    let dead_count_before = sub.consecutive_dead;
     let mut audit = AuditRecord::new(
         AuditAction::ResumeSubscription,
         account_id,
@@ -65,19 +43,19 @@ pub async fn resume_subscription(
         now,
     )
     .detail("dead_count_before", dead_count_before);
-    if let Some(paused_at) = sub.subscription.paused_at {
+    if let Some(paused_at) = sub.paused_at {
         audit = audit.detail("paused_at", paused_at);
     }
-    if !write_with_audit(ops, update, &audit).await? {
+    if !write_with_audit(ops, Some(update), &audit).await? {
         let current = ops.subscription(account_id, subscription_id).await?;
         return Err(OpsError::Conflict(format!(
             "the subscription changed while it was being resumed (it is {} now)",
-            current.subscription.status
+            current.status
         )));
     }
     tracing::info!(%operator, %subscription_id, dead_count_before, "subscription resumed");
     let subscription = ops.subscription(account_id, subscription_id).await?;
-    debug_assert_eq!(subscription.subscription.status, SubscriptionStatus::Active);
+    debug_assert_eq!(subscription.status, SubscriptionStatus::Active);
     Ok(ResumeOutcome {
         subscription,
         dead_count_before,

@@ -5,11 +5,13 @@
 //! attempt, in one transaction with the audit entry. `pending` is refused as a conflict (it is
 //! already waiting); `skipped_filter` is refused with the seed's why.
 
-use super::audit::{write_with_audit, AuditAction, AuditRecord};
-use super::restart::{reopen_event, restart_update, rewind_pull_cursor, Restart};
-use super::{Ops, OpsError, StoredDelivery};
+use super::audit::{write_with_audit, AuditAction};
+use super::restart::{reopen_event, restart_write, rewind_pull_cursor};
 use crate::domain::integration_delivery::{operator_restart, DeliveryStatus};
 use crate::domain::lifecycle::TransitionError;
+use crate::operations::{Ops, OpsError};
+use crate::store::audit::AuditRecord;
+use crate::store::delivery::{Delivery, Restart};
 
 /// A retry request.
 #[derive(Debug, Clone, Copy)]
@@ -25,7 +27,7 @@ pub struct RetryRequest<'a> {
 #[derive(Debug, Clone)]
 pub struct RetryOutcome {
     /// The delivery as it is after the restart.
-    pub delivery: StoredDelivery,
+    pub delivery: Delivery,
     pub previous_status: DeliveryStatus,
     pub audit_id: String,
     /// What the event monitor did with the change's event (push deliveries).
@@ -60,11 +62,11 @@ pub async fn retry_delivery(
     // A worker may move the delivery between the read and the write (its condition is the status
     // read); read again and decide again once before giving up.
     for round in 0..2 {
-        let previous_status = delivery.status();
+        let previous_status = delivery.status;
         let movement = operator_restart(previous_status)
             .map_err(|e| OpsError::Conflict(refusal(previous_status, &e)))?;
-        if delivery.record.method.is_poll() {
-            rewind_pull_cursor(ops, req.account_id, sub.id(), req.change_id).await?;
+        if delivery.method.is_poll() {
+            rewind_pull_cursor(ops, req.account_id, &sub.subscription_id, req.change_id).await?;
         }
         let now = ops.now();
         let restart = Restart {
@@ -82,14 +84,14 @@ pub async fn retry_delivery(
             now,
         )
         .detail("from_status", previous_status)
-        .detail("attempts_before", delivery.record.attempts)
+        .detail("attempts_before", delivery.attempts)
         .detail("trigger", format!("{:?}", movement.0));
         audit.change_id = Some(req.change_id.to_owned());
-        audit.delivery_id = Some(delivery.record.delivery_id.clone());
-        if write_with_audit(ops, restart_update(ops.table, &restart, now)?, &audit).await? {
+        audit.delivery_id = Some(delivery.delivery_id.clone());
+        if write_with_audit(ops, Some(restart_write(ops, &restart, now)?), &audit).await? {
             tracing::info!(
                 operator = %req.operator,
-                delivery_id = %delivery.record.delivery_id,
+                delivery_id = %delivery.delivery_id,
                 from = %previous_status,
                 "operator retry: delivery restarted"
             );
@@ -107,11 +109,11 @@ pub async fn retry_delivery(
         let current = ops
             .delivery(req.account_id, req.subscription_id, req.change_id)
             .await?;
-        if round == 1 || current.status() == previous_status {
+        if round == 1 || current.status == previous_status {
             return Err(OpsError::Conflict(format!(
                 "the delivery moved from {previous_status} to {} while the retry was being written; \
                  look at it again and retry if it still needs it",
-                current.status()
+                current.status
             )));
         }
         delivery = current;

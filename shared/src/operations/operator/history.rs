@@ -1,14 +1,18 @@
 //! Integration history for operators (seed 002 hop 7's observer): a subscription's deliveries by
 //! status and time (newest change first, on `by_subscription`), and a delivery's attempts.
 
-use super::{decode_list_cursor, encode_list_cursor, Filter, IndexQuery, Ops, OpsError};
-use super::{StoredDelivery, Upper};
 use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::time::Timestamp;
-use crate::store::models::AttemptRecord;
+use crate::operations::{Ops, OpsError};
+use crate::store::cursor;
+use crate::store::delivery::{
+    gather_by_subscription, AttemptRecord, Delivery, Filter, Gathered, SubscriptionRange, Upper,
+};
 
 /// Index pages one listing evaluates before it answers with what it has.
 const MAX_ROUNDS: usize = 10;
+/// Index entries one page evaluates.
+const INDEX_PAGE: i32 = 100;
 
 /// Which deliveries to list.
 #[derive(Debug, Clone, Default)]
@@ -30,14 +34,14 @@ pub async fn list_deliveries(
     account_id: &str,
     subscription_id: &str,
     query: &DeliveryQuery,
-) -> Result<(Vec<StoredDelivery>, Option<String>), OpsError> {
+) -> Result<(Vec<Delivery>, Option<String>), OpsError> {
     ops.subscription(account_id, subscription_id).await?;
     let before = match &query.cursor {
         None => None,
         Some(c) => Some(
-            decode_list_cursor(c)
+            cursor::decode(c)
                 .filter(|p| crate::domain::pull_cursor::is_change_id(p))
-                .ok_or_else(|| OpsError::invalid("cursor", "is not a cursor of this list"))?,
+                .ok_or_else(OpsError::bad_cursor)?,
         ),
     };
     let filter = Filter {
@@ -46,43 +50,31 @@ pub async fn list_deliveries(
         occurred_before: query.to,
         ..Filter::account(account_id)
     };
-    let q = IndexQuery {
+    let range = SubscriptionRange {
         subscription_id,
         after: None,
         upper: before.as_deref().map(Upper::Before),
         forward: false,
-        filter: Some(filter),
     };
     let limit = query.limit as usize;
-    let mut found = Vec::new();
-    let mut start = None;
-    let mut evaluated_to = None;
-    let mut exhausted = false;
-    for _ in 0..MAX_ROUNDS {
-        let page = ops.query_index(&q, start.take(), 100).await?;
-        for item in page.items {
-            found.push(StoredDelivery::from_item(item)?);
-        }
-        evaluated_to = page.last_sort;
-        match page.next_start {
-            Some(next) if found.len() < limit => start = Some(next),
-            Some(_) => break,
-            None => {
-                exhausted = true;
-                break;
-            }
-        }
-    }
+    let Gathered {
+        deliveries: mut found,
+        evaluated_to,
+        exhausted,
+    } = gather_by_subscription(
+        ops.dynamo, ops.table, &range, &filter, limit, INDEX_PAGE, MAX_ROUNDS,
+    )
+    .await?;
     let truncated = found.len() > limit;
     found.truncate(limit);
     let next = if truncated || (!exhausted && found.len() == limit) {
-        found.last().map(|d| d.record.change_id.clone())
+        found.last().map(|d| d.change_id.clone())
     } else if exhausted {
         None
     } else {
         evaluated_to
     };
-    Ok((found, next.as_deref().map(encode_list_cursor)))
+    Ok((found, next.as_deref().map(cursor::encode)))
 }
 
 /// An attempt with the run it belongs to: run 1 is the delivery's first progression, and every

@@ -1,0 +1,291 @@
+//! The audit entry item: who did what, when and why, for every operator action.
+//!
+//! | item  | pk                 | sk                            | listing (`list_key` / `list_sort`)      |
+//! |-------|--------------------|-------------------------------|-----------------------------------------|
+//! | audit | `AUDIT#{account}`  | `AT#{millis:015}#{audit id}`  | `AUDIT#{account}#{subscription}` / time |
+//!
+//! The account's partition lists its history newest first; the sparse `listing` index lists one
+//! subscription's. Entries are never changed or expired.
+
+use super::attrs::listing;
+use super::delivery::put_new;
+use super::expr::{s, Expr};
+use super::keys::time_sort;
+use super::read::{self, Query};
+use super::write::Write;
+use super::{from_item, to_item, Item, StoreError};
+use crate::domain::time::Timestamp;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The `kind` of an audit item.
+pub const KIND: &str = "audit";
+const SK_PREFIX: &str = "AT#";
+
+pub fn audit_pk(account_id: &str) -> String {
+    format!("AUDIT#{account_id}")
+}
+pub fn audit_sk(at: Timestamp, audit_id: &str) -> String {
+    format!("{SK_PREFIX}{}", time_sort(at, audit_id))
+}
+pub fn audit_list_key(account_id: &str, subscription_id: &str) -> String {
+    format!("AUDIT#{account_id}#{subscription_id}")
+}
+
+/// What an operator did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditAction {
+    /// Restarted one delivery.
+    RetryDelivery,
+    /// Started a window replay job.
+    ReplayWindow,
+    /// Resumed a replay job that had stopped.
+    ResumeReplay,
+    /// Resumed a paused subscription.
+    ResumeSubscription,
+}
+
+impl AuditAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditAction::RetryDelivery => "retry_delivery",
+            AuditAction::ReplayWindow => "replay_window",
+            AuditAction::ResumeReplay => "resume_replay",
+            AuditAction::ResumeSubscription => "resume_subscription",
+        }
+    }
+}
+
+/// One audit entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    pub audit_id: String,
+    pub account_id: String,
+    pub subscription_id: String,
+    pub action: AuditAction,
+    /// Who: the operator's identity (the JWT's `sub`, or the local operator id).
+    pub operator: String,
+    /// Why, in the operator's words.
+    pub reason: String,
+    /// When.
+    pub at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
+    /// What exactly: e.g. the status a delivery was restarted from, the window replayed.
+    #[serde(default)]
+    pub details: BTreeMap<String, String>,
+}
+
+impl AuditRecord {
+    pub fn new(
+        action: AuditAction,
+        account_id: &str,
+        subscription_id: &str,
+        operator: &str,
+        reason: &str,
+        at: Timestamp,
+    ) -> Self {
+        AuditRecord {
+            audit_id: crate::ids::new_id(),
+            account_id: account_id.to_owned(),
+            subscription_id: subscription_id.to_owned(),
+            action,
+            operator: operator.to_owned(),
+            reason: reason.to_owned(),
+            at,
+            change_id: None,
+            delivery_id: None,
+            job_id: None,
+            details: BTreeMap::new(),
+        }
+    }
+
+    pub fn detail(mut self, key: &str, value: impl ToString) -> Self {
+        self.details.insert(key.to_owned(), value.to_string());
+        self
+    }
+
+    /// The item, on the subscription's `listing` as well as in the account's partition.
+    pub fn item(&self) -> Result<Item, StoreError> {
+        let mut item = to_item(
+            self,
+            &audit_pk(&self.account_id),
+            &audit_sk(self.at, &self.audit_id),
+            KIND,
+        )?;
+        item.insert(
+            listing::KEY.into(),
+            s(audit_list_key(&self.account_id, &self.subscription_id)),
+        );
+        item.insert(listing::SORT.into(), s(self.position()));
+        Ok(item)
+    }
+
+    /// Where the entry sits in its history (newest last): what a list continues before.
+    pub fn position(&self) -> String {
+        time_sort(self.at, &self.audit_id)
+    }
+}
+
+/// Records the entry (never overwriting another one). An action that is one write is sent in
+/// one transaction with it, so history never shows an action that did not happen, nor misses
+/// one that did.
+pub fn create(table: &str, record: &AuditRecord) -> Result<Write, StoreError> {
+    put_new(table, record.item()?)
+}
+
+/// Whose history to list.
+#[derive(Debug, Clone, Copy)]
+pub enum AuditScope<'a> {
+    Account(&'a str),
+    Subscription {
+        account_id: &'a str,
+        subscription_id: &'a str,
+    },
+}
+
+/// Whether `position` could be one of an entry's ([`AuditRecord::position`]).
+pub fn is_position(position: &str) -> bool {
+    position.len() > 16 && position.as_bytes()[..15].iter().all(u8::is_ascii_digit)
+}
+
+/// The query of a page of `scope`'s history, newest first, before `position` if given.
+pub fn list_query(table: &str, scope: AuditScope<'_>, limit: u32, before: Option<&str>) -> Query {
+    let (index, key_name, sort_name, key, sort_prefix) = match scope {
+        AuditScope::Account(account_id) => (None, "pk", "sk", audit_pk(account_id), SK_PREFIX),
+        AuditScope::Subscription {
+            account_id,
+            subscription_id,
+        } => (
+            Some(listing::INDEX.to_string()),
+            listing::KEY,
+            listing::SORT,
+            audit_list_key(account_id, subscription_id),
+            "",
+        ),
+    };
+    let mut expr = Expr::new().value(":k", s(&key)).name("#k", key_name);
+    let mut condition = "#k = :k".to_string();
+    match before {
+        Some(position) => {
+            expr = expr
+                .value(":before", s(format!("{sort_prefix}{position}")))
+                .name("#s", sort_name);
+            condition.push_str(" AND #s < :before");
+        }
+        None if !sort_prefix.is_empty() => {
+            expr = expr.value(":p", s(sort_prefix)).name("#s", sort_name);
+            condition.push_str(" AND begins_with(#s, :p)");
+        }
+        None => {}
+    }
+    Query {
+        table: table.to_owned(),
+        index,
+        key_condition: condition,
+        expr,
+        limit: Some(limit as i32),
+        backwards: true,
+        eventual: true,
+        ..Query::default()
+    }
+}
+
+/// One page of `scope`'s history, newest first, and the position to continue before (`None`
+/// on the last page).
+pub async fn list(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    scope: AuditScope<'_>,
+    limit: u32,
+    before: Option<&str>,
+) -> Result<(Vec<AuditRecord>, Option<String>), StoreError> {
+    let q = list_query(table, scope, limit, before);
+    let page = read::query_page(dynamo, &q).await?;
+    let mut items = page.items;
+    if q.index.is_some() {
+        // The listing index holds keys only: read the entries themselves.
+        items = read::items_in_order(dynamo, table, &items).await?;
+    }
+    let records = items
+        .into_iter()
+        .map(from_item)
+        .collect::<Result<Vec<AuditRecord>, _>>()?;
+    let next = match (page.next, records.last()) {
+        (Some(_), Some(last)) => Some(last.position()),
+        _ => None,
+    };
+    Ok((records, next))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> AuditRecord {
+        let mut r = AuditRecord::new(
+            AuditAction::RetryDelivery,
+            "a1",
+            "s1",
+            "ops",
+            "customer asked",
+            Timestamp(1_700),
+        )
+        .detail("from_status", "dead");
+        r.audit_id = "01aud".into();
+        r
+    }
+
+    #[test]
+    fn an_entry_is_written_once_in_its_account_and_on_its_subscription_listing() {
+        let Write::Put(p) = create("t", &record()).unwrap() else {
+            panic!("not a put")
+        };
+        assert_eq!(p.condition_expression(), Some("attribute_not_exists(pk)"));
+        let item = p.item();
+        assert_eq!(item["pk"].as_s().unwrap(), "AUDIT#a1");
+        assert_eq!(item["sk"].as_s().unwrap(), "AT#000000000001700#01aud");
+        assert_eq!(item[listing::KEY].as_s().unwrap(), "AUDIT#a1#s1");
+        assert_eq!(item[listing::SORT].as_s().unwrap(), "000000000001700#01aud");
+        assert_eq!(item["kind"].as_s().unwrap(), KIND);
+        assert!(is_position(&record().position()));
+        assert!(!is_position("01aud"));
+    }
+
+    #[test]
+    fn an_account_history_reads_its_partition_newest_first_before_a_position() {
+        let q = list_query(
+            "t",
+            AuditScope::Account("a1"),
+            10,
+            Some("000000000001700#01aud"),
+        );
+        assert!(q.index.is_none());
+        assert!(q.backwards && q.eventual);
+        assert_eq!(q.key_condition, "#k = :k AND #s < :before");
+        assert_eq!(q.expr.names["#s"], "sk");
+        assert_eq!(q.expr.values[":before"], s("AT#000000000001700#01aud"));
+        let first = list_query("t", AuditScope::Account("a1"), 10, None);
+        assert_eq!(first.key_condition, "#k = :k AND begins_with(#s, :p)");
+    }
+
+    #[test]
+    fn a_subscription_history_reads_the_listing_index() {
+        let scope = AuditScope::Subscription {
+            account_id: "a1",
+            subscription_id: "s1",
+        };
+        let q = list_query("t", scope, 5, None);
+        assert_eq!(q.index.as_deref(), Some(listing::INDEX));
+        assert_eq!(q.key_condition, "#k = :k");
+        assert_eq!(q.expr.names["#k"], listing::KEY);
+        assert_eq!(q.expr.values[":k"], s("AUDIT#a1#s1"));
+        let before = list_query("t", scope, 5, Some("000000000001700#01aud"));
+        assert_eq!(before.expr.values[":before"], s("000000000001700#01aud"));
+    }
+}

@@ -1,0 +1,470 @@
+//! The replay job item: an operator's window replay of one subscription's deliveries, tracked
+//! so that a run cut short is resumed from its saved position (the walk itself is
+//! [`crate::operations::operator::replay`]).
+//!
+//! | item       | pk                  | sk               |
+//! |------------|---------------------|------------------|
+//! | replay job | `REPLAY#{account}`  | `JOB#{job id}`   |
+//!
+//! A run holds the job by a lease (token and expiry); every save of its progress is conditional
+//! on holding it, and on the replay lifecycle's `from` states for the move (docs/lifecycles.md).
+
+use super::delivery::put_new;
+use super::expr::{n, s, Expr};
+use super::read::{self, Query};
+use super::update::conditional_update;
+use super::write::Write;
+use super::{from_item, to_item, StoreError};
+use crate::domain::replay::{ReplayStatus, ReplayTrigger, ReplayWindow, REPLAY_LIFECYCLE};
+use crate::domain::time::Timestamp;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// The `kind` of a replay job item.
+pub const KIND: &str = "replay_job";
+const JOB_SK_PREFIX: &str = "JOB#";
+/// How long a run holds the job; a run that dies lets it go after this.
+pub const JOB_LEASE: Duration = Duration::from_secs(30);
+/// Jobs read per query page of a listing, and pages a listing reads at most.
+const LIST_PAGE: i32 = 100;
+const LIST_ROUNDS: usize = 10;
+
+pub fn job_pk(account_id: &str) -> String {
+    format!("REPLAY#{account_id}")
+}
+pub fn job_sk(job_id: &str) -> String {
+    format!("{JOB_SK_PREFIX}{job_id}")
+}
+
+/// Counts of a job (cumulative over its runs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayCounts {
+    /// Delivery records whose change occurred in the window.
+    pub in_window: u32,
+    /// Restarted to `pending` by this job.
+    pub restarted: u32,
+    /// Already `pending` (waiting for an attempt or a cursor): left alone.
+    pub already_pending: u32,
+    /// `skipped_filter`: never replayed.
+    pub skipped_filter: u32,
+    /// Moved by someone else twice while the job tried to restart them: left as they are.
+    pub conflicts: u32,
+}
+
+impl ReplayCounts {
+    pub fn add(&mut self, other: &ReplayCounts) {
+        self.in_window += other.in_window;
+        self.restarted += other.restarted;
+        self.already_pending += other.already_pending;
+        self.skipped_filter += other.skipped_filter;
+        self.conflicts += other.conflicts;
+    }
+}
+
+/// A replay job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplayJob {
+    pub job_id: String,
+    pub account_id: String,
+    pub subscription_id: String,
+    pub from: Timestamp,
+    pub to: Timestamp,
+    pub reason: String,
+    pub requested_by: String,
+    pub status: ReplayStatus,
+    /// The last change id walked (`None`: not started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<String>,
+    #[serde(default)]
+    pub chunks: u32,
+    #[serde(default)]
+    pub runs: u32,
+    #[serde(default)]
+    pub in_window: u32,
+    #[serde(default)]
+    pub restarted: u32,
+    #[serde(default)]
+    pub already_pending: u32,
+    #[serde(default)]
+    pub skipped_filter: u32,
+    #[serde(default)]
+    pub conflicts: u32,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_until: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_token: Option<String>,
+}
+
+impl ReplayJob {
+    pub fn key(&self) -> (String, String) {
+        (job_pk(&self.account_id), job_sk(&self.job_id))
+    }
+    pub fn window(&self) -> ReplayWindow {
+        ReplayWindow {
+            from: self.from,
+            to: self.to,
+        }
+    }
+    pub fn counts(&self) -> ReplayCounts {
+        ReplayCounts {
+            in_window: self.in_window,
+            restarted: self.restarted,
+            already_pending: self.already_pending,
+            skipped_filter: self.skipped_filter,
+            conflicts: self.conflicts,
+        }
+    }
+    /// A run holds the job right now.
+    pub fn in_progress(&self, now: Timestamp) -> bool {
+        self.status == ReplayStatus::Running && self.lease_until.is_some_and(|t| t > now)
+    }
+}
+
+/// A consistent read of the account's job.
+pub async fn get(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    account_id: &str,
+    job_id: &str,
+) -> Result<Option<ReplayJob>, StoreError> {
+    read::get(dynamo, table, &job_pk(account_id), &job_sk(job_id))
+        .await?
+        .map(from_item)
+        .transpose()
+}
+
+/// The query of the account's jobs, newest first, before job `before` if given, of one
+/// subscription if given.
+pub fn list_query(
+    table: &str,
+    account_id: &str,
+    subscription_id: Option<&str>,
+    before: Option<&str>,
+) -> Query {
+    let mut expr = Expr::new().value(":pk", s(job_pk(account_id)));
+    let key_condition = match before {
+        Some(b) => {
+            expr = expr.value(":before", s(job_sk(b)));
+            "pk = :pk AND sk < :before"
+        }
+        None => {
+            expr = expr.value(":p", s(JOB_SK_PREFIX));
+            "pk = :pk AND begins_with(sk, :p)"
+        }
+    };
+    let filter = subscription_id.map(|sub| {
+        expr.values.insert(":sub".into(), s(sub));
+        "subscription_id = :sub".to_string()
+    });
+    Query {
+        table: table.to_owned(),
+        key_condition: key_condition.into(),
+        filter,
+        expr,
+        limit: Some(LIST_PAGE),
+        backwards: true,
+        eventual: true,
+        ..Query::default()
+    }
+}
+
+/// Up to `limit` of the account's jobs, newest first, and the job id to continue before (`None`
+/// on the last page). A filtered listing reads at most [`LIST_ROUNDS`] query pages.
+pub async fn list(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    account_id: &str,
+    subscription_id: Option<&str>,
+    limit: u32,
+    before: Option<&str>,
+) -> Result<(Vec<ReplayJob>, Option<String>), StoreError> {
+    let mut q = list_query(table, account_id, subscription_id, before);
+    let mut jobs = Vec::new();
+    for _ in 0..LIST_ROUNDS {
+        let page = read::query_page(dynamo, &q).await?;
+        for item in page.items {
+            jobs.push(from_item::<ReplayJob>(item)?);
+        }
+        if jobs.len() >= limit as usize {
+            jobs.truncate(limit as usize);
+            let next = jobs.last().map(|j| j.job_id.clone());
+            return Ok((jobs, next));
+        }
+        match page.next {
+            Some(k) => q.start = Some(k),
+            None => return Ok((jobs, None)),
+        }
+    }
+    let next = jobs.last().map(|j| j.job_id.clone());
+    Ok((jobs, next))
+}
+
+/// Records a new job unless its id is taken (sent with its audit entry).
+pub fn create(table: &str, job: &ReplayJob) -> Result<Write, StoreError> {
+    let (pk, sk) = job.key();
+    put_new(table, to_item(job, &pk, &sk, KIND)?)
+}
+
+fn update(
+    table: &str,
+    job: &ReplayJob,
+    expression: String,
+    condition: String,
+    e: &Expr,
+) -> Result<Write, StoreError> {
+    conditional_update(table, job.key(), expression, condition, e)
+}
+
+/// Takes the job's lease for a run with `token`: only a running job that no live lease holds.
+pub fn claim(
+    table: &str,
+    job: &ReplayJob,
+    token: &str,
+    now: Timestamp,
+) -> Result<Write, StoreError> {
+    let e = Expr::new()
+        .value(":running", s(ReplayStatus::Running.to_string()))
+        .value(":now", n(now.millis()))
+        .value(":lease", n(now.plus(JOB_LEASE).millis()))
+        .value(":token", s(token))
+        .value(":one", n(1))
+        .value(":zero", n(0))
+        .name("#status", "status");
+    update(
+        table,
+        job,
+        "SET lease_until = :lease, lease_token = :token, updated_at = :now, \
+         runs = if_not_exists(runs, :zero) + :one"
+            .to_owned(),
+        "#status = :running AND (attribute_not_exists(lease_until) OR lease_until <= :now)"
+            .to_owned(),
+        &e,
+    )
+}
+
+/// One chunk's progress to save.
+#[derive(Debug, Clone)]
+pub struct Chunk<'a> {
+    /// From [`crate::domain::replay::after_chunk`]: the trigger and the job's new status.
+    pub movement: (ReplayTrigger, ReplayStatus),
+    /// The job's counts with this chunk's added.
+    pub total: ReplayCounts,
+    /// The last change id walked, when the chunk walked any.
+    pub position: Option<&'a str>,
+}
+
+/// Saves a chunk's progress holding the lease `token`: counts, position, one more chunk; the
+/// last chunk completes the job and lets its lease go, any other extends the lease.
+pub fn save_chunk(
+    table: &str,
+    job: &ReplayJob,
+    token: &str,
+    chunk: &Chunk<'_>,
+    now: Timestamp,
+) -> Result<Write, StoreError> {
+    let (trigger, status) = chunk.movement;
+    let condition = REPLAY_LIFECYCLE.expect(job.status, trigger, status)?;
+    let total = &chunk.total;
+    let mut e = Expr::new()
+        .value(":to", s(status.to_string()))
+        .value(":now", n(now.millis()))
+        .value(":token", s(token))
+        .value(":chunks", n(job.chunks + 1))
+        .value(":in_window", n(total.in_window))
+        .value(":restarted", n(total.restarted))
+        .value(":already_pending", n(total.already_pending))
+        .value(":skipped_filter", n(total.skipped_filter))
+        .value(":conflicts", n(total.conflicts));
+    let status_condition = e.status(&condition);
+    let mut set = vec![
+        "#status = :to",
+        "updated_at = :now",
+        "chunks = :chunks",
+        "in_window = :in_window",
+        "restarted = :restarted",
+        "already_pending = :already_pending",
+        "skipped_filter = :skipped_filter",
+        "conflicts = :conflicts",
+    ];
+    let mut remove = Vec::new();
+    if let Some(p) = chunk.position {
+        e = e.value(":position", s(p)).name("#position", "position");
+        set.push("#position = :position");
+    }
+    if status == ReplayStatus::Completed {
+        set.push("completed_at = :now");
+        remove.extend(["lease_until", "lease_token"]);
+    } else {
+        e = e.value(":lease", n(now.plus(JOB_LEASE).millis()));
+        set.push("lease_until = :lease");
+    }
+    let mut expression = format!("SET {}", set.join(", "));
+    if !remove.is_empty() {
+        expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
+    }
+    update(
+        table,
+        job,
+        expression,
+        format!("({status_condition}) AND lease_token = :token"),
+        &e,
+    )
+}
+
+/// Lets go of the job's lease held with `token`, so that it can be resumed at once.
+pub fn release(table: &str, job: &ReplayJob, token: &str) -> Result<Write, StoreError> {
+    update(
+        table,
+        job,
+        "REMOVE lease_until, lease_token".to_owned(),
+        "lease_token = :token".to_owned(),
+        &Expr::new().value(":token", s(token)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::replay::after_chunk;
+
+    fn job(status: ReplayStatus) -> ReplayJob {
+        ReplayJob {
+            job_id: "01job".into(),
+            account_id: "a1".into(),
+            subscription_id: "s1".into(),
+            from: Timestamp(0),
+            to: Timestamp(10),
+            reason: "why".into(),
+            requested_by: "ops".into(),
+            status,
+            position: None,
+            chunks: 2,
+            runs: 1,
+            in_window: 0,
+            restarted: 0,
+            already_pending: 0,
+            skipped_filter: 0,
+            conflicts: 0,
+            created_at: Timestamp(0),
+            updated_at: Timestamp(0),
+            completed_at: None,
+            lease_until: None,
+            lease_token: None,
+        }
+    }
+
+    use crate::store::update::expect_update as updated;
+
+    #[test]
+    fn a_job_is_recorded_once_in_its_account_partition() {
+        let Write::Put(p) = create("t", &job(ReplayStatus::Running)).unwrap() else {
+            panic!("not a put")
+        };
+        assert_eq!(p.condition_expression(), Some("attribute_not_exists(pk)"));
+        assert_eq!(p.item()["pk"].as_s().unwrap(), "REPLAY#a1");
+        assert_eq!(p.item()["sk"].as_s().unwrap(), "JOB#01job");
+        assert_eq!(p.item()["kind"].as_s().unwrap(), KIND);
+    }
+
+    #[test]
+    fn a_claim_takes_a_running_job_that_no_live_lease_holds_and_counts_the_run() {
+        let u = updated(claim("t", &job(ReplayStatus::Running), "tok", Timestamp(1_000)).unwrap());
+        assert_eq!(
+            u.condition_expression(),
+            Some(
+                "#status = :running AND (attribute_not_exists(lease_until) OR lease_until <= :now)"
+            )
+        );
+        assert!(u
+            .update_expression()
+            .contains("runs = if_not_exists(runs, :zero) + :one"));
+        let v = u.expression_attribute_values().unwrap();
+        assert_eq!(v[":lease"], n(31_000));
+        assert_eq!(v[":token"], s("tok"));
+        assert_eq!(v[":running"], s("running"));
+    }
+
+    #[test]
+    fn a_middle_chunk_extends_the_lease_and_the_last_completes_the_job() {
+        let total = ReplayCounts {
+            in_window: 3,
+            restarted: 2,
+            ..ReplayCounts::default()
+        };
+        let running = job(ReplayStatus::Running);
+        let middle = Chunk {
+            movement: after_chunk(true),
+            total,
+            position: Some("01c"),
+        };
+        let u = updated(save_chunk("t", &running, "tok", &middle, Timestamp(5)).unwrap());
+        assert!(u.update_expression().contains("lease_until = :lease"));
+        assert!(u.update_expression().contains("#position = :position"));
+        assert!(!u.update_expression().contains("REMOVE"));
+        assert!(u
+            .condition_expression()
+            .unwrap()
+            .ends_with("AND lease_token = :token"));
+        let v = u.expression_attribute_values().unwrap();
+        assert_eq!(v[":chunks"], n(3));
+        assert_eq!(v[":restarted"], n(2));
+        assert_eq!(v[":to"], s("running"));
+        let last = Chunk {
+            movement: after_chunk(false),
+            total,
+            position: None,
+        };
+        let u = updated(save_chunk("t", &running, "tok", &last, Timestamp(5)).unwrap());
+        assert!(u.update_expression().contains("completed_at = :now"));
+        assert!(u
+            .update_expression()
+            .ends_with("REMOVE lease_until, lease_token"));
+        assert!(!u.update_expression().contains("#position"));
+        assert_eq!(
+            u.expression_attribute_values().unwrap()[":to"],
+            s("completed")
+        );
+    }
+
+    #[test]
+    fn a_completed_job_saves_no_more_chunks() {
+        let chunk = Chunk {
+            movement: after_chunk(true),
+            total: ReplayCounts::default(),
+            position: None,
+        };
+        assert!(matches!(
+            save_chunk(
+                "t",
+                &job(ReplayStatus::Completed),
+                "tok",
+                &chunk,
+                Timestamp(5)
+            ),
+            Err(StoreError::Transition(_))
+        ));
+    }
+
+    #[test]
+    fn a_release_needs_the_runs_own_token() {
+        let u = updated(release("t", &job(ReplayStatus::Running), "tok").unwrap());
+        assert_eq!(u.update_expression(), "REMOVE lease_until, lease_token");
+        assert_eq!(u.condition_expression(), Some("lease_token = :token"));
+    }
+
+    #[test]
+    fn a_listing_reads_newest_first_and_filters_by_subscription() {
+        let q = list_query("t", "a1", Some("s1"), Some("01job"));
+        assert_eq!(q.key_condition, "pk = :pk AND sk < :before");
+        assert_eq!(q.expr.values[":before"], s("JOB#01job"));
+        assert_eq!(q.filter.as_deref(), Some("subscription_id = :sub"));
+        assert!(q.backwards && q.eventual);
+        let first = list_query("t", "a1", None, None);
+        assert_eq!(first.key_condition, "pk = :pk AND begins_with(sk, :p)");
+        assert!(first.filter.is_none());
+    }
+}
