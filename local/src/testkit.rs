@@ -26,9 +26,12 @@ use shared::api::auth::{issue_token, TokenKind};
 use shared::api::{ApiState, OperatorAuth};
 use shared::aws::Clients;
 use shared::config::Config;
+use shared::domain::change::Change;
 use shared::domain::event::DeliveryMethod;
 use shared::domain::retry::RetryPolicy;
 use shared::domain::subscription::SubscriptionStatus;
+use shared::domain::time::Timestamp;
+use shared::store::keys;
 use shared::store::models::{Integration, Subscription};
 use shared::worker::internal::InternalRegistry;
 use shared::worker::webhook::WebhookAdapter;
@@ -254,6 +257,27 @@ impl World {
                 .expect("write the token");
         }
         plaintext.expose().to_owned()
+    }
+
+    /// Writes a worker's lease on a delivery as its claim writes it, and nothing else: a worker
+    /// that claimed and died (or holds the delivery right now).
+    pub async fn lease(
+        &self,
+        change: &Change,
+        subscription_id: &str,
+        until: Timestamp,
+        token: &str,
+    ) {
+        self.update(
+            &keys::event_pk(&change.account_id, &change.change_id),
+            &keys::delivery_sk(subscription_id),
+            "SET lease_until = :l, lease_token = :t",
+            &[
+                (":l", AttributeValue::N(until.millis().to_string())),
+                (":t", AttributeValue::S(token.into())),
+            ],
+        )
+        .await;
     }
 
     /// A raw update of an item of the delivery table, standing in for a write of another
