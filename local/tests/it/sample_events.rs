@@ -3,87 +3,38 @@
 
 use aws_lambda_events::event::dynamodb::Event as DynamoDbEvent;
 use aws_lambda_events::event::sqs::SqsEvent;
-use local::fixtures::{test_secret, Fixtures};
-use local::pipeline::Pipeline;
-use local::receiver::Receiver;
+use local::testkit::{sample, World};
 use serde_json::Value;
 use shared::domain::integration_delivery::DeliveryStatus;
-use shared::domain::retry::RetryPolicy;
-use shared::domain::subscription::SubscriptionStatus;
-use shared::store::models::{Account, Integration, Subscription};
 
-fn sample(name: &str) -> String {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../events")
-        .join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// The account, integration and subscription the samples name.
-async fn sample_configuration(p: &Pipeline, receiver: &Receiver) {
-    let f = Fixtures {
-        clients: &p.t.clients,
-        table: &p.t.config.delivery_table,
-        now: p.now(),
-    };
-    let account = Account {
-        account_id: "acct-sample".into(),
-        name: "Sample".into(),
-        admin_emails: vec![],
-        created_at: p.now(),
-    };
-    p.t.clients
-        .dynamo
-        .put_item()
-        .table_name(&p.t.config.delivery_table)
-        .set_item(Some(
-            shared::store::to_item(&account, "ACCT#acct-sample", "ACCOUNT", "account").unwrap(),
-        ))
-        .send()
-        .await
-        .unwrap();
-    f.save_integration(&Integration {
-        account_id: "acct-sample".into(),
-        integration_id: "01JDX0SAMPLE0000000000INT1".into(),
-        name: "Sample hook".into(),
-        method: shared::domain::event::DeliveryMethod::Webhook,
-        webhook_url: Some(receiver.url("/sample")),
-        signing_secret: Some(test_secret()),
-        handler: None,
-        event_access_accepted: true,
-        created_at: p.now(),
-        updated_at: p.now(),
-    })
-    .await
-    .unwrap();
-    f.save_subscription(&Subscription {
-        account_id: "acct-sample".into(),
-        subscription_id: "01JDX0SAMPLE0000000000SUB1".into(),
-        integration_id: "01JDX0SAMPLE0000000000INT1".into(),
-        record_types: vec!["catalog_item".into()],
-        filter: None,
-        fields: vec!["sku".into(), "price".into()],
-        retry_policy: RetryPolicy::FixedSchedule,
-        status: SubscriptionStatus::Active,
-        consecutive_dead: 0,
-        paused_at: None,
-        created_at: p.now(),
-        updated_at: p.now(),
-    })
-    .await
-    .unwrap();
+/// The account, integration and subscription the samples name (the integration posts to the
+/// world's receiver).
+async fn sample_configuration(w: &World) {
+    w.account()
+        .id("acct-sample")
+        .named("Sample")
+        .admins(&[])
+        .await;
+    let integration = w
+        .integration("acct-sample")
+        .id("01JDX0SAMPLE0000000000INT1")
+        .named("Sample hook")
+        .url(w.receiver.url("/sample"))
+        .await;
+    w.subscribe(&integration)
+        .id("01JDX0SAMPLE0000000000SUB1")
+        .await;
 }
 
 #[tokio::test]
 async fn the_samples_run_through_ingest_dispatch_and_the_worker() {
-    let p = Pipeline::new().await;
-    let receiver = Receiver::start().await;
-    sample_configuration(&p, &receiver).await;
+    let w = World::new().await;
+    sample_configuration(&w).await;
 
     let change: DynamoDbEvent = serde_json::from_str(&sample("ingest-change-stream.json")).unwrap();
-    let response = p.ingest.handle(change).await;
+    let response = w.ingest.handle(change).await;
     assert!(response.batch_item_failures.is_empty());
-    let d = p
+    let d = w
         .delivery(
             "acct-sample",
             "01JDX0SAMPLE0000000000CHG1",
@@ -95,9 +46,9 @@ async fn the_samples_run_through_ingest_dispatch_and_the_worker() {
 
     let stream: DynamoDbEvent =
         serde_json::from_str(&sample("dispatch-delivery-stream.json")).unwrap();
-    let response = p.dispatcher.handle_stream(stream).await;
+    let response = w.dispatcher.handle_stream(stream).await;
     assert!(response.batch_item_failures.is_empty());
-    let published = p.t.queue("DeliveryQueue").receive().await.unwrap();
+    let published = w.t.queue("DeliveryQueue").receive().await.unwrap();
     assert_eq!(
         published.len(),
         1,
@@ -105,10 +56,10 @@ async fn the_samples_run_through_ingest_dispatch_and_the_worker() {
     );
 
     let work: SqsEvent = serde_json::from_str(&sample("deliver-sqs.json")).unwrap();
-    let response = p.worker.handle(work).await;
+    let response = w.worker.handle(work).await;
     assert!(response.batch_item_failures.is_empty());
-    assert_eq!(receiver.count(), 1);
-    let d = p
+    assert_eq!(w.receiver.count(), 1);
+    let d = w
         .delivery(
             "acct-sample",
             "01JDX0SAMPLE0000000000CHG1",
@@ -121,7 +72,7 @@ async fn the_samples_run_through_ingest_dispatch_and_the_worker() {
 
 #[tokio::test]
 async fn a_malformed_work_message_fails_alone() {
-    let p = Pipeline::new().await;
+    let w = World::new().await;
     let mut work: Value = serde_json::from_str(&sample("deliver-sqs.json")).unwrap();
     let good = work["Records"][0].clone();
     let mut bad = good.clone();
@@ -129,7 +80,7 @@ async fn a_malformed_work_message_fails_alone() {
     bad["body"] = "{not json".into();
     work["Records"] = Value::Array(vec![bad, good]);
     let event: SqsEvent = serde_json::from_value(work).unwrap();
-    let response = p.worker.handle(event).await;
+    let response = w.worker.handle(event).await;
     let failed: Vec<&str> = response
         .batch_item_failures
         .iter()
