@@ -166,6 +166,7 @@ impl World {
         }
     }
 
+    /// An account (see [`AccountBuilder`] for its defaults).
     pub fn account(&self) -> AccountBuilder<'_> {
         AccountBuilder {
             world: self,
@@ -175,6 +176,7 @@ impl World {
         }
     }
 
+    /// An integration of `account_id` (see [`IntegrationBuilder`]).
     pub fn integration(&self, account_id: &str) -> IntegrationBuilder<'_> {
         IntegrationBuilder {
             world: self,
@@ -187,6 +189,7 @@ impl World {
         }
     }
 
+    /// A subscription of `integration` (see [`SubscriptionBuilder`]).
     pub fn subscribe(&self, integration: &Integration) -> SubscriptionBuilder<'_> {
         SubscriptionBuilder {
             world: self,
@@ -201,6 +204,7 @@ impl World {
         }
     }
 
+    /// A change of `account_id` the owning application writes (see [`ChangeBuilder`]).
     pub fn change(&self, account_id: &str) -> ChangeBuilder<'_> {
         ChangeBuilder {
             world: self,
