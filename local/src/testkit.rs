@@ -32,7 +32,7 @@ use shared::domain::retry::RetryPolicy;
 use shared::domain::subscription::SubscriptionStatus;
 use shared::domain::time::Timestamp;
 use shared::store::keys;
-use shared::store::models::{Integration, Subscription};
+use shared::store::models::{DeliveryWork, Integration, Subscription};
 use shared::worker::internal::InternalRegistry;
 use shared::worker::webhook::WebhookAdapter;
 use shared::worker::DeliveryWorker;
@@ -107,6 +107,15 @@ pub fn sample(name: &str) -> String {
         .join("../events")
         .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The delivery queue's message for a change and a subscription (as the dispatcher publishes it).
+pub fn work(change: &Change, subscription: &Subscription) -> DeliveryWork {
+    DeliveryWork {
+        account_id: change.account_id.clone(),
+        change_id: change.change_id.clone(),
+        subscription_id: subscription.subscription_id.clone(),
+    }
 }
 
 /// Everything one integration test talks to, on its own [`TestStack`]: the delivery pipeline

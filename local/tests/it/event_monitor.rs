@@ -7,7 +7,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use axum::http::{Method, StatusCode};
 use local::receiver::{Receiver, Reply};
 use local::testkit::api::OPERATOR_TOKEN;
-use local::testkit::{sample, World};
+use local::testkit::{sample, work, World};
 use serde_json::{json, Value};
 use shared::domain::change::Change;
 use shared::domain::classify::AttemptClass;
@@ -21,7 +21,7 @@ use shared::monitor::retention::ttl_seconds;
 use shared::monitor::{reopen_event, ReopenOutcome, RollUpOutcome};
 use shared::reconcile::{RunKind, SettleReport};
 use shared::store::keys;
-use shared::store::models::{DeliveryWork, Subscription};
+use shared::store::models::Subscription;
 use shared::worker::internal::{InternalCall, InternalHandler, InternalRegistry};
 use shared::worker::webhook::WebhookAdapter;
 use shared::worker::{DeliveryWorker, WorkOutcome};
@@ -29,14 +29,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 // ------------------------------------------------------------------------------------ helpers
-
-fn work(c: &Change, sub: &Subscription) -> DeliveryWork {
-    DeliveryWork {
-        account_id: c.account_id.clone(),
-        change_id: c.change_id.clone(),
-        subscription_id: sub.subscription_id.clone(),
-    }
-}
 
 async fn event(w: &World, c: &Change) -> EventItem {
     w.event_item(&c.account_id, &c.change_id)

@@ -4,7 +4,7 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use local::fixtures::test_secret;
 use local::receiver::Reply;
-use local::testkit::World;
+use local::testkit::{work, World};
 use serde_json::json;
 use shared::domain::event::InternalStatus;
 use shared::domain::integration_delivery::DeliveryStatus;
@@ -12,7 +12,7 @@ use shared::domain::retry::FIXED_SCHEDULE;
 use shared::domain::signing::{verify, SigningSecret, DEFAULT_TOLERANCE};
 use shared::domain::subscription::SubscriptionStatus;
 use shared::domain::time::{MINUTE, SECOND};
-use shared::store::models::{DeliveryWork, Integration, Subscription};
+use shared::store::models::{Integration, Subscription};
 use std::time::Duration;
 
 /// An account with an administrator, a webhook to the world's receiver, and a catalog
@@ -277,14 +277,7 @@ async fn pauses_a_subscription_after_fifty_dead_deliveries_in_a_row_and_tells_it
 
     // Redelivering every message counts nothing twice.
     for c in &changes {
-        w.worker
-            .process(&DeliveryWork {
-                account_id: account.clone(),
-                change_id: c.change_id.clone(),
-                subscription_id: sub.subscription_id.clone(),
-            })
-            .await
-            .unwrap();
+        w.worker.process(&work(c, &sub)).await.unwrap();
     }
     assert_eq!(
         w.subscription(&account, &sub.subscription_id)
@@ -357,17 +350,13 @@ async fn duplicate_stream_records_and_duplicate_messages_deliver_once() {
     );
 
     // Three copies of the work message.
-    let work = DeliveryWork {
-        account_id: account.clone(),
-        change_id: change.change_id.clone(),
-        subscription_id: sub.subscription_id.clone(),
-    };
+    let job = work(&change, &sub);
     for _ in 0..3 {
         w.t.clients
             .sqs
             .send_message()
             .queue_url(&w.t.config.delivery_queue_url)
-            .message_body(serde_json::to_string(&work).unwrap())
+            .message_body(serde_json::to_string(&job).unwrap())
             .send()
             .await
             .unwrap();
@@ -449,12 +438,8 @@ async fn a_lost_acknowledgement_is_retried_with_the_same_delivery_id() {
     );
     let change = w.change(&account.account_id).price(1.0).await;
     w.ingest_pending().await.unwrap();
-    let work = DeliveryWork {
-        account_id: account.account_id.clone(),
-        change_id: change.change_id.clone(),
-        subscription_id: sub.subscription_id.clone(),
-    };
-    worker.process(&work).await.unwrap();
+    let job = work(&change, &sub);
+    worker.process(&job).await.unwrap();
     let d = w
         .delivery(&account.account_id, &change.change_id, &sub.subscription_id)
         .await
@@ -462,7 +447,7 @@ async fn a_lost_acknowledgement_is_retried_with_the_same_delivery_id() {
     assert_eq!(d.status, DeliveryStatus::Retrying);
     assert_eq!(d.attempt_log[0].class, "transient");
     w.clock.advance(MINUTE);
-    worker.process(&work).await.unwrap();
+    worker.process(&job).await.unwrap();
     let got = r.received();
     assert_eq!(got.len(), 2);
     assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
@@ -598,14 +583,7 @@ async fn the_ssrf_guard_refuses_private_targets_in_production() {
     );
     let change = w.change(&account).price(1.0).await;
     w.ingest_pending().await.unwrap();
-    worker
-        .process(&DeliveryWork {
-            account_id: account.clone(),
-            change_id: change.change_id.clone(),
-            subscription_id: sub.subscription_id.clone(),
-        })
-        .await
-        .unwrap();
+    worker.process(&work(&change, &sub)).await.unwrap();
     assert_eq!(r.count(), 0, "nothing reaches a loopback target");
     let d = w
         .delivery(&account, &change.change_id, &sub.subscription_id)
