@@ -51,14 +51,18 @@ impl<'a> Fixtures<'a> {
             admin_emails: admin_emails.iter().map(|s| s.to_string()).collect(),
             created_at: self.now,
         };
+        self.save_account(&account).await?;
+        Ok(account)
+    }
+
+    pub async fn save_account(&self, account: &Account) -> Result<()> {
         self.put(to_item(
-            &account,
+            account,
             &keys::account_pk(&account.account_id),
             keys::ACCOUNT_SK,
             "account",
         )?)
-        .await?;
-        Ok(account)
+        .await
     }
 
     pub async fn integration(

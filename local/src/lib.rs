@@ -1,6 +1,7 @@
 //! The development harness: provisions `template.yaml` on the local emulator, drains streams and
 //! queues into handlers as Lambda would, runs a scripted HTTP receiver, and drives the demo and the
-//! benchmarks. Integration tests (`local/tests/`) are built on it.
+//! benchmarks. The integration tests (`local/tests/it/`, one binary) are built on it through
+//! [`testkit::World`].
 
 pub mod api_server;
 pub mod emulator;

@@ -1,17 +1,64 @@
-//! One provisioned stack per test: its own tables and queues under a unique prefix, so tests run in
-//! parallel against one emulator without seeing each other's data.
+//! The test world of the integration tests. [`TestStack`] is one provisioned stack per test: its
+//! own tables and queues under a unique prefix, so tests run in parallel against one emulator
+//! without seeing each other's data. [`World`] puts everything a test talks to on that stack: the
+//! delivery pipeline, the notification pipeline, the API, a scripted receiver and fixture
+//! builders.
+
+pub mod api;
+pub mod builders;
+pub mod notifications;
 
 use crate::faults::Faults;
+use crate::fixtures::Fixtures;
 use crate::metering::RequestMeter;
+use crate::pipeline::Pipeline;
 use crate::provision::{provision, Stack};
 use crate::queues::QueueTap;
+use crate::receiver::Receiver;
 use crate::streams::StreamTap;
 use crate::template::Template;
 use anyhow::Result;
+use api::{ApiClient, OPERATOR, OPERATOR_TOKEN};
 use aws_config::SdkConfig;
+use aws_sdk_dynamodb::types::AttributeValue;
+use builders::{AccountBuilder, ChangeBuilder, IntegrationBuilder, SubscriptionBuilder};
+use notifications::Notifications;
+use shared::api::auth::{issue_token, TokenKind};
+use shared::api::{ApiState, OperatorAuth};
 use shared::aws::Clients;
 use shared::config::Config;
+use shared::domain::change::Change;
+use shared::domain::delivery_method::DeliveryMethod;
+use shared::domain::retry::RetryPolicy;
+use shared::domain::subscription::SubscriptionStatus;
+use shared::domain::time::Timestamp;
+use shared::store::keys;
+use shared::store::models::{DeliveryWork, Integration, Subscription};
+use shared::worker::internal::InternalRegistry;
+use shared::worker::webhook::WebhookAdapter;
+use shared::worker::DeliveryWorker;
 use std::collections::BTreeMap;
+use std::ops::Deref;
+use std::sync::Arc;
+
+/// The SNS topic the tests' provider-event settings accept messages from.
+pub const TEST_SNS_TOPIC: &str = "arn:aws:sns:us-east-1:000000000000:rhythm-notification-events";
+
+/// The provider-event settings of every test process (installed once, before any handler reads
+/// them from the environment): the test SNS topic, a Slack signing secret, and a certificate
+/// fetcher that serves the local test certificate.
+pub fn provider_event_settings() -> &'static shared::notify::confirm::ProviderEventSettings {
+    use shared::notify::{confirm, sns};
+    let secret = shared::domain::signing::SigningSecret::from_bytes(&[9u8; 32])
+        .expect("a valid secret")
+        .expose_whsec();
+    confirm::install(confirm::ProviderEventSettings::from_values(
+        Some(TEST_SNS_TOPIC),
+        Some(&format!("slack={secret}")),
+        Arc::new(sns::local::test_http()),
+    ));
+    confirm::settings()
+}
 
 pub struct TestStack {
     pub sdk: SdkConfig,
@@ -34,6 +81,8 @@ impl TestStack {
     }
 
     pub async fn try_new() -> Result<Self> {
+        // The process-wide provider settings are the tests' own, whichever test runs first.
+        provider_event_settings();
         // Handler logs go to the test's captured output (shown for failing tests).
         let _ = tracing_subscriber::fmt()
             .with_test_writer()
@@ -87,4 +136,236 @@ impl TestStack {
         let q = self.stack.queue(queue_logical_id);
         QueueTap::new(&self.sdk, &q.url, &q.arn)
     }
+}
+
+/// A sample payload of the repository's `events/` (what `sam local invoke` would send).
+pub fn sample(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../events")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The delivery queue's message for a change and a subscription (as the dispatcher publishes it).
+pub fn work(change: &Change, subscription: &Subscription) -> DeliveryWork {
+    DeliveryWork {
+        account_id: change.account_id.clone(),
+        change_id: change.change_id.clone(),
+        subscription_id: subscription.subscription_id.clone(),
+    }
+}
+
+/// Everything one integration test talks to, on its own [`TestStack`]: the delivery pipeline
+/// (which it dereferences to: `w.pump()`, `w.clock`, `w.t`, …), the notification pipeline on the
+/// same clock, the API on the same clock, a receiver on loopback, and fixture builders.
+pub struct World {
+    pipeline: Pipeline,
+    pub notify: Notifications,
+    /// The API as the `api` function serves it, accepting [`OPERATOR_TOKEN`].
+    pub api: ApiClient,
+    /// The default target of webhook integrations.
+    pub receiver: Receiver,
+}
+
+impl Deref for World {
+    type Target = Pipeline;
+    fn deref(&self) -> &Pipeline {
+        &self.pipeline
+    }
+}
+
+impl World {
+    /// Provisions a stack and wires the world on it. Panics with instructions when the emulator
+    /// is not running: an integration test never skips itself.
+    pub async fn new() -> Self {
+        let pipeline = Pipeline::new().await;
+        let notify = Notifications::new(&pipeline.t, &pipeline.clock).await;
+        let receiver = Receiver::start().await;
+        let api = ApiClient::new(api_state(&pipeline, pipeline.t.config.clone()));
+        World {
+            pipeline,
+            notify,
+            api,
+            receiver,
+        }
+    }
+
+    /// The API's state: this stack, the world's clock, [`OPERATOR_TOKEN`] for [`OPERATOR`], and
+    /// loopback targets allowed (the receivers are on loopback).
+    pub fn api_state(&self) -> ApiState {
+        api_state(&self.pipeline, self.t.config.clone())
+    }
+
+    /// The API with the production SSRF policy: no private targets, HTTPS only.
+    pub fn production_api(&self) -> ApiClient {
+        let mut config = self.t.config.clone();
+        config.allow_private_targets = false;
+        ApiClient::new(api_state(&self.pipeline, config))
+    }
+
+    /// The plain fixture writer (as the demo and the benchmarks use it), at the world's now.
+    pub fn fixtures(&self) -> Fixtures<'_> {
+        Fixtures {
+            clients: &self.t.clients,
+            table: &self.t.config.delivery_table,
+            now: self.now(),
+        }
+    }
+
+    /// An account (see [`AccountBuilder`] for its defaults).
+    pub fn account(&self) -> AccountBuilder<'_> {
+        AccountBuilder {
+            world: self,
+            id: None,
+            name: "Test account".into(),
+            admins: vec!["admin@example.com".into()],
+        }
+    }
+
+    /// An integration of `account_id` (see [`IntegrationBuilder`]).
+    pub fn integration(&self, account_id: &str) -> IntegrationBuilder<'_> {
+        IntegrationBuilder {
+            world: self,
+            account_id: account_id.to_owned(),
+            id: None,
+            name: None,
+            method: DeliveryMethod::Webhook,
+            webhook_url: Some(self.receiver.url(builders::HOOK_PATH)),
+            handler: None,
+        }
+    }
+
+    /// A subscription of `integration` (see [`SubscriptionBuilder`]).
+    pub fn subscribe(&self, integration: &Integration) -> SubscriptionBuilder<'_> {
+        SubscriptionBuilder {
+            world: self,
+            account_id: integration.account_id.clone(),
+            integration_id: integration.integration_id.clone(),
+            id: None,
+            record_types: vec!["catalog_item".into()],
+            filter: None,
+            fields: vec!["sku".into(), "price".into()],
+            policy: RetryPolicy::FixedSchedule,
+            status: SubscriptionStatus::Active,
+        }
+    }
+
+    /// A change of `account_id` the owning application writes (see [`ChangeBuilder`]).
+    pub fn change(&self, account_id: &str) -> ChangeBuilder<'_> {
+        ChangeBuilder {
+            world: self,
+            account_id: account_id.to_owned(),
+            at: None,
+            price: 4.5,
+        }
+    }
+
+    /// Writes an integration as it is now (e.g. with its consent withdrawn).
+    pub async fn save_integration(&self, integration: &Integration) {
+        self.fixtures()
+            .save_integration(integration)
+            .await
+            .expect("write the integration");
+    }
+
+    /// Writes a subscription as it is now (e.g. with a wider filter).
+    pub async fn save_subscription(&self, subscription: &Subscription) {
+        self.fixtures()
+            .save_subscription(subscription)
+            .await
+            .expect("write the subscription");
+    }
+
+    /// A delivery worker with other adapters (a short timeout, a failing built-in handler), on
+    /// the same tables and clock.
+    pub fn worker_with(
+        &self,
+        webhook: WebhookAdapter,
+        internal: InternalRegistry,
+    ) -> DeliveryWorker {
+        DeliveryWorker::with_adapters(
+            self.t.clients.clone(),
+            self.t.config.clone(),
+            Arc::new(self.clock.clone()),
+            webhook,
+            internal,
+        )
+    }
+
+    /// An account token for `account_id`, stored as the API stores tokens.
+    pub async fn account_token(&self, account_id: &str) -> String {
+        let (plaintext, record) = issue_token(TokenKind::Acct, account_id, None, self.now());
+        for item in [record.item().unwrap(), record.reference_item().unwrap()] {
+            self.t
+                .clients
+                .dynamo
+                .put_item()
+                .table_name(&self.t.config.delivery_table)
+                .set_item(Some(item))
+                .send()
+                .await
+                .expect("write the token");
+        }
+        plaintext.expose().to_owned()
+    }
+
+    /// Writes a worker's lease on a delivery as its claim writes it, and nothing else: a worker
+    /// that claimed and died (or holds the delivery right now).
+    pub async fn lease(
+        &self,
+        change: &Change,
+        subscription_id: &str,
+        until: Timestamp,
+        token: &str,
+    ) {
+        self.update(
+            &keys::event_pk(&change.account_id, &change.change_id),
+            &keys::delivery_sk(subscription_id),
+            "SET lease_until = :l, lease_token = :t",
+            &[
+                (":l", AttributeValue::N(until.millis().to_string())),
+                (":t", AttributeValue::S(token.into())),
+            ],
+        )
+        .await;
+    }
+
+    /// A raw update of an item of the delivery table, standing in for a write of another
+    /// component (a worker that died after its claim, a paused subscription, …). `#s` names
+    /// `status` and `#p` names `position`.
+    pub async fn update(
+        &self,
+        pk: &str,
+        sk: &str,
+        expression: &str,
+        values: &[(&str, AttributeValue)],
+    ) {
+        let mut update = self
+            .t
+            .clients
+            .dynamo
+            .update_item()
+            .table_name(&self.t.config.delivery_table)
+            .key("pk", AttributeValue::S(pk.into()))
+            .key("sk", AttributeValue::S(sk.into()))
+            .update_expression(expression);
+        for (placeholder, value) in values {
+            update = update.expression_attribute_values(*placeholder, value.clone());
+        }
+        for (placeholder, name) in [("#s", "status"), ("#p", "position")] {
+            if expression.contains(placeholder) {
+                update = update.expression_attribute_names(placeholder, name);
+            }
+        }
+        update.send().await.expect("update the item");
+    }
+}
+
+fn api_state(pipeline: &Pipeline, config: Config) -> ApiState {
+    ApiState::new(
+        pipeline.t.clients.clone(),
+        config,
+        Arc::new(pipeline.clock.clone()),
+        OperatorAuth::static_token(OPERATOR_TOKEN, OPERATOR),
+    )
 }

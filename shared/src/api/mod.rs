@@ -21,7 +21,7 @@
 //! api/routes.rs                the router's (method, path) table, read back from the router
 //! ```
 //!
-//! Every route is documented in `openapi.yaml`; `local/tests/openapi.rs` compares the two.
+//! Every route is documented in `openapi.yaml`; `local/tests/it/openapi.rs` compares the two.
 //!
 //! Adding a resource: write `api/v1/<resource>.rs` with `pub fn router() -> Router<Arc<ApiState>>`
 //! whose handlers take an auth extractor ([`AccountAuth`], [`IntegrationAuth`] or [`Operator`])

@@ -1,5 +1,5 @@
 //! The router's route table, read back from the router itself: every `(method, path)` it
-//! serves. `local/tests/openapi.rs` compares it with `openapi.yaml` (both ways), so a route added
+//! serves. `local/tests/it/openapi.rs` compares it with `openapi.yaml` (both ways), so a route added
 //! to any `router()` without its documentation — or documented without being served — fails the
 //! tests.
 //!

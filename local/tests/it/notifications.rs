@@ -4,60 +4,40 @@
 //! confirmations, settling and operator requeue. Test names follow the seed's evidence.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use aws_sdk_sqs::types::MessageSystemAttributeName;
-use local::queues::{QueueReport, QueueTap};
+use local::queues::QueueReport;
 use local::receiver::{Receiver, Reply};
-use local::streams::StreamTap;
-use local::testkit::TestStack;
+use local::testkit::notifications::Notifications;
+use local::testkit::{sample, World};
 use serde_json::{json, Value};
-use shared::clock::{Clock, ManualClock};
+use shared::clock::Clock;
 use shared::domain::lifecycle::TransitionError;
 use shared::domain::notice::NoticeStatus;
 use shared::domain::notification_delivery::{
     requeue_condition, FailureReason, NotificationStatus as N, NotificationTrigger as NT,
     RequeueRefused, AMBIGUITY_TIMEOUT, MAX_HISTORY_EVENTS, MAX_RECEIVES, NOTIFICATION_LIFECYCLE,
 };
-use shared::domain::retry::SeededJitter;
 use shared::domain::time::{Timestamp, HOUR, MINUTE, SECOND};
-use shared::notify::channels::Adapters;
 use shared::notify::confirm::{self, ConfirmOutcome, IntakeError, IntakeOutcome};
-use shared::notify::metrics::CapturedMetrics;
-use shared::notify::notice_service::{NewNotice, NoticeService};
+use shared::notify::notice_service::NewNotice;
 use shared::notify::requeue::{requeue, RequeueError};
 use shared::notify::settle::{settle_with, SettleBudget};
 use shared::notify::sns::{self, SnsError};
-use shared::notify::stream::NotificationStream;
-use shared::notify::table::NotificationTable;
-use shared::notify::worker::{NotificationWorker, WorkOutcome};
+use shared::notify::worker::WorkOutcome;
 use shared::store::attrs::{inbox::INDEX as INBOX_INDEX, watch::INDEX as WATCH_INDEX};
 use shared::store::console_inbox::inbox_key;
+use shared::store::from_item;
 use shared::store::notice::{
-    self, notice_item, notice_pk, subscription_paused_notice, Contact, NoticeRecord, Recipient,
+    self, notice_item, subscription_paused_notice, Contact, NoticeRecord, Recipient,
 };
 use shared::store::notice_progress::{Progress, PROGRESS_PREFIX};
 use shared::store::notification_delivery::{
     delivery_sk, Effects, NotificationDelivery, DELIVERY_PREFIX,
 };
 use shared::store::notification_work::{work_sk, NotificationWork, WorkRow};
-use shared::store::{from_item, Item};
-use std::collections::HashMap;
 use std::sync::Arc;
-use tokio::sync::Mutex;
 
 /// The topic the test settings accept SNS messages from.
-const TOPIC: &str = "arn:aws:sns:us-east-1:000000000000:rhythm-notification-events";
-
-struct Notify {
-    t: TestStack,
-    clock: ManualClock,
-    worker: NotificationWorker,
-    stream: NotificationStream,
-    notices: NoticeService,
-    store: NotificationTable,
-    tap: Mutex<StreamTap>,
-    metrics: CapturedMetrics,
-    account: String,
-}
+const TOPIC: &str = local::testkit::TEST_SNS_TOPIC;
 
 fn contact(id: &str, email: Option<&str>, slack: Option<String>) -> Recipient {
     Recipient::Contact(Contact {
@@ -77,146 +57,6 @@ fn new_notice(recipients: Vec<Recipient>, channels: &[&str], subject: &str) -> N
         supersede_key: None,
         idempotency_key: ulid::Ulid::new().to_string(),
         reason: None,
-    }
-}
-
-impl Notify {
-    async fn new() -> Self {
-        let t = TestStack::new().await;
-        let clock = ManualClock::starting_now();
-        let shared_clock: Arc<dyn Clock> = Arc::new(clock.clone());
-        let metrics = CapturedMetrics::default();
-        let adapters = Adapters::standard(&t.clients, &t.config);
-        let worker = NotificationWorker::with_adapters(
-            t.clients.clone(),
-            t.config.clone(),
-            shared_clock.clone(),
-            adapters,
-        )
-        .with_jitter(SeededJitter::new(7))
-        .with_metrics(Arc::new(metrics.clone()));
-        let stream =
-            NotificationStream::new(t.clients.clone(), t.config.clone(), shared_clock.clone());
-        let store = NotificationTable::from_config(&t.clients, &t.config);
-        let notices = NoticeService::new(store.clone(), shared_clock);
-        let tap = Mutex::new(t.stream("NotificationTable"));
-        // The emulator refuses mail from an unverified sender, as SES does.
-        let _ = t
-            .clients
-            .ses
-            .create_email_identity()
-            .email_identity(&t.config.notification_sender)
-            .send()
-            .await;
-        let account = format!("acct{}", t.stack.prefix);
-        Notify {
-            t,
-            clock,
-            worker,
-            stream,
-            notices,
-            store,
-            tap,
-            metrics,
-            account,
-        }
-    }
-
-    fn now(&self) -> Timestamp {
-        self.clock.now()
-    }
-
-    fn queue(&self) -> QueueTap {
-        self.t.queue("NotificationQueue")
-    }
-
-    /// Drains the notification table's stream (fan-out, publishing work) until it is quiet: a
-    /// fan-out's own writes (work rows) are records of the next drain.
-    async fn stream(&self) -> usize {
-        let mut tap = self.tap.lock().await;
-        let mut records = 0;
-        for _ in 0..10 {
-            let report = tap.drain(|e| self.stream.handle(e)).await.unwrap();
-            assert_eq!(report.failures, 0, "stream failures");
-            if report.records == 0 {
-                break;
-            }
-            records += report.records;
-        }
-        records
-    }
-
-    /// Drains the notification queue into the worker.
-    async fn drain(&self) -> QueueReport {
-        self.queue()
-            .drain(|e| self.worker.handle(e), 100)
-            .await
-            .unwrap()
-    }
-
-    /// Stream, then queue, until nothing moves.
-    async fn pump(&self) {
-        for _ in 0..10 {
-            let records = self.stream().await;
-            let queue = self.drain().await;
-            if records == 0 && queue.messages == 0 {
-                return;
-            }
-        }
-    }
-
-    /// Creates a notice and fans it out (the stream), without draining the queue.
-    async fn create(&self, new: NewNotice) -> NoticeRecord {
-        let (n, created) = self.notices.create(&self.account, new).await.unwrap();
-        assert!(created);
-        self.stream().await;
-        self.store.notice(&n.notice_id).await.unwrap().unwrap()
-    }
-
-    async fn delivery(&self, notice_id: &str, key: &str) -> NotificationDelivery {
-        self.store
-            .delivery(notice_id, key)
-            .await
-            .unwrap()
-            .unwrap_or_else(|| panic!("no delivery {notice_id}/{key}"))
-    }
-
-    async fn item(&self, notice_id: &str, sk: &str) -> Option<Item> {
-        self.store.get(&notice_pk(notice_id), sk).await.unwrap()
-    }
-
-    /// Every item of a notice's partition, by sort key.
-    async fn partition(&self, notice_id: &str) -> HashMap<String, Item> {
-        notice::partition(
-            &self.store.dynamo,
-            &self.store.table,
-            notice_id,
-            "",
-            None,
-            None,
-        )
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|i| (i["sk"].as_s().unwrap().clone(), i))
-        .collect()
-    }
-
-    /// The one message on the queue, received (it stays in flight for its visibility timeout).
-    async fn receive_work(&self) -> (NotificationWork, u32) {
-        let messages = self.queue().receive().await.unwrap();
-        assert_eq!(messages.len(), 1, "one message");
-        let m = &messages[0];
-        let count = m
-            .attributes
-            .as_ref()
-            .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1);
-        (
-            serde_json::from_str(m.body.as_deref().unwrap()).unwrap(),
-            count,
-        )
     }
 }
 
@@ -252,15 +92,7 @@ fn unique_email(tag: &str) -> String {
 /// The process's provider-event settings for tests: our topic, the locally generated SNS
 /// certificate (no network), and a secret for the generic signed form.
 fn install_settings() -> &'static confirm::ProviderEventSettings {
-    let secret = shared::domain::signing::SigningSecret::from_bytes(&[9u8; 32])
-        .unwrap()
-        .expose_whsec();
-    confirm::install(confirm::ProviderEventSettings::from_values(
-        Some(TOPIC),
-        Some(&format!("slack={secret}")),
-        Arc::new(sns::local::test_http()),
-    ));
-    confirm::settings()
+    local::testkit::provider_event_settings()
 }
 
 /// A signed SNS notification of an SES event about message `ses_id`.
@@ -286,7 +118,8 @@ fn ses_notification(sns_id: &str, event_type: &str, ses_id: &str, version: &str)
 
 #[tokio::test]
 async fn lets_only_one_of_two_consumers_racing_for_the_send_win_it() {
-    let n = Notify::new().await;
+    let w = World::new().await;
+    let n = &w.notify;
     let slack = Receiver::start().await;
     slack.set_default(Reply::Full {
         status: 200,
@@ -363,7 +196,8 @@ async fn lets_only_one_of_two_consumers_racing_for_the_send_win_it() {
 
 #[tokio::test]
 async fn answers_a_429_as_a_retryable_failure_carrying_retry_after() {
-    let n = Notify::new().await;
+    let w = World::new().await;
+    let n = &w.notify;
     let slack = Receiver::start().await;
     slack.script([Reply::Full {
         status: 429,
@@ -420,7 +254,7 @@ async fn answers_a_429_as_a_retryable_failure_carrying_retry_after() {
 }
 
 /// Runs a Slack delivery that always fails retryably through all eight receives.
-async fn exhaust(n: &Notify, slack: &Receiver, subject: &str) -> (NoticeRecord, String) {
+async fn exhaust(n: &Notifications, slack: &Receiver, subject: &str) -> (NoticeRecord, String) {
     slack.set_default(Reply::Status(500));
     let notice = n
         .create(new_notice(
@@ -463,9 +297,10 @@ async fn exhaust(n: &Notify, slack: &Receiver, subject: &str) -> (NoticeRecord, 
 #[tokio::test]
 async fn fails_the_delivery_attempts_exhausted_on_the_last_receive_and_gives_the_item_back_at_once_to_reach_the_dead_letter_queue(
 ) {
-    let n = Notify::new().await;
+    let w = World::new().await;
+    let n = &w.notify;
     let slack = Receiver::start().await;
-    let (notice, _) = exhaust(&n, &slack, "Exhausted").await;
+    let (notice, _) = exhaust(n, &slack, "Exhausted").await;
     let d = n.delivery(&notice.notice_id, "slack-0").await;
     assert!(d.failed_at.is_some());
     assert!(d.last_error.as_deref().unwrap().contains("500"));
@@ -486,7 +321,7 @@ async fn fails_the_delivery_attempts_exhausted_on_the_last_receive_and_gives_the
     assert_eq!((visible, in_flight), (1, 0), "given back at once");
     // ... so the next receive moves it to the dead-letter queue (maxReceiveCount 8).
     assert!(queue.receive().await.unwrap().is_empty());
-    let dlq = n.t.queue("NotificationDeadLetterQueue");
+    let dlq = w.t.queue("NotificationDeadLetterQueue");
     let dead = dlq.receive().await.unwrap();
     assert_eq!(dead.len(), 1, "the message reached the dead-letter queue");
     let work: NotificationWork = serde_json::from_str(dead[0].body.as_deref().unwrap()).unwrap();
@@ -499,7 +334,8 @@ async fn fails_the_delivery_attempts_exhausted_on_the_last_receive_and_gives_the
 
 #[tokio::test]
 async fn cancels_not_sends_a_delivery_whose_notification_was_superseded_after_it_was_queued() {
-    let n = Notify::new().await;
+    let w = World::new().await;
+    let n = &w.notify;
     let slack = Receiver::start().await;
     let ops = || vec![contact("ops", None, Some(slack.url("/services/T/B/x")))];
 
@@ -561,9 +397,10 @@ async fn cancels_not_sends_a_delivery_whose_notification_was_superseded_after_it
 
 #[tokio::test]
 async fn queues_a_delivery_that_ran_out_of_receives_again_with_its_work_row_and_nothing_else() {
-    let n = Notify::new().await;
+    let w = World::new().await;
+    let n = &w.notify;
     let slack = Receiver::start().await;
-    let (notice, old_dispatch) = exhaust(&n, &slack, "Requeue me").await;
+    let (notice, old_dispatch) = exhaust(n, &slack, "Requeue me").await;
     let before = n.partition(&notice.notice_id).await;
     let failed = n.delivery(&notice.notice_id, "slack-0").await;
     assert!(!before.contains_key(&work_sk("slack-0")));
@@ -660,7 +497,8 @@ async fn queues_a_delivery_that_ran_out_of_receives_again_with_its_work_row_and_
 
 #[tokio::test]
 async fn refuses_an_ambiguous_or_provider_failure_requeue_with_a_clear_error() {
-    let n = Notify::new().await;
+    let w = World::new().await;
+    let n = &w.notify;
     let slack = Receiver::start().await;
     slack.set_default(Reply::Full {
         status: 400,
@@ -751,7 +589,12 @@ async fn refuses_an_ambiguous_or_provider_failure_requeue_with_a_clear_error() {
 
 /// Attempts `current → to` by `trigger` as a conditional write against the emulator and asserts
 /// that storage refuses it and the item is unchanged.
-async fn assert_storage_refuses(n: &Notify, current: &NotificationDelivery, trigger: NT, to: N) {
+async fn assert_storage_refuses(
+    n: &Notifications,
+    current: &NotificationDelivery,
+    trigger: NT,
+    to: N,
+) {
     let before = n
         .item(&current.notice_id, &delivery_sk(&current.delivery_key))
         .await
@@ -795,7 +638,8 @@ fn seed_why(from: N, to: N) -> &'static str {
 
 #[tokio::test]
 async fn refuses_in_storage_a_delivered_delivery_returning_to_the_queue() {
-    let n = Notify::new().await;
+    let w = World::new().await;
+    let n = &w.notify;
     let notice = n
         .create(new_notice(
             vec![Recipient::Address("u1".into())],
@@ -810,13 +654,14 @@ async fn refuses_in_storage_a_delivered_delivery_returning_to_the_queue() {
         "a delivered message never goes back to the queue"
     );
     // Every way the table reaches `queued`: a retry and an operator requeue.
-    assert_storage_refuses(&n, &d, NT::RetryableResult, N::Queued).await;
-    assert_storage_refuses(&n, &d, NT::OperatorRequeue, N::Queued).await;
+    assert_storage_refuses(n, &d, NT::RetryableResult, N::Queued).await;
+    assert_storage_refuses(n, &d, NT::OperatorRequeue, N::Queued).await;
 }
 
 #[tokio::test]
 async fn refuses_in_storage_a_competing_consumer_acquiring_an_existing_sending_claim() {
-    let n = Notify::new().await;
+    let w = World::new().await;
+    let n = &w.notify;
     let slack = Receiver::start().await;
     let notice = n
         .create(new_notice(
@@ -841,9 +686,9 @@ async fn refuses_in_storage_a_competing_consumer_acquiring_an_existing_sending_c
         "a second consumer cannot take a claim that is already held"
     );
     // With the current version, only the status condition stands in the way.
-    assert_storage_refuses(&n, &sending, NT::Claim, N::Sending).await;
+    assert_storage_refuses(n, &sending, NT::Claim, N::Sending).await;
     // And a consumer that read it while it was still queued loses on the version.
-    assert_storage_refuses(&n, &queued, NT::Claim, N::Sending).await;
+    assert_storage_refuses(n, &queued, NT::Claim, N::Sending).await;
     assert_eq!(
         n.delivery(&notice.notice_id, "slack-0")
             .await
@@ -855,7 +700,8 @@ async fn refuses_in_storage_a_competing_consumer_acquiring_an_existing_sending_c
 
 #[tokio::test]
 async fn refuses_in_storage_a_failed_delivery_sending_without_a_requeue() {
-    let n = Notify::new().await;
+    let w = World::new().await;
+    let n = &w.notify;
     let slack = Receiver::start().await;
     slack.set_default(Reply::Status(400));
     let notice = n
@@ -872,12 +718,13 @@ async fn refuses_in_storage_a_failed_delivery_sending_without_a_requeue() {
         seed_why(N::Failed, N::Sending),
         "a retry goes through an operator requeue first, and an ambiguous failure never qualifies"
     );
-    assert_storage_refuses(&n, &failed, NT::Claim, N::Sending).await;
+    assert_storage_refuses(n, &failed, NT::Claim, N::Sending).await;
 }
 
 #[tokio::test]
 async fn refuses_in_storage_a_skipped_delivery_returning_to_the_queue() {
-    let n = Notify::new().await;
+    let w = World::new().await;
+    let n = &w.notify;
     // No Slack webhook for this recipient: the adapter reports it unavailable.
     let notice = n
         .create(new_notice(
@@ -897,15 +744,16 @@ async fn refuses_in_storage_a_skipped_delivery_returning_to_the_queue() {
         seed_why(N::Skipped, N::Queued),
         "a skipped delivery keeps its reason and stays final"
     );
-    assert_storage_refuses(&n, &skipped, NT::RetryableResult, N::Queued).await;
-    assert_storage_refuses(&n, &skipped, NT::OperatorRequeue, N::Queued).await;
+    assert_storage_refuses(n, &skipped, NT::RetryableResult, N::Queued).await;
+    assert_storage_refuses(n, &skipped, NT::OperatorRequeue, N::Queued).await;
 }
 
 // --------------------------------------------------------------------- channels and notices
 
 #[tokio::test]
 async fn starts_console_deliveries_delivered_in_the_console_store() {
-    let n = Notify::new().await;
+    let w = World::new().await;
+    let n = &w.notify;
     let notice = n
         .create(new_notice(
             vec![
@@ -929,10 +777,10 @@ async fn starts_console_deliveries_delivered_in_the_console_store() {
     assert_eq!((progress.count(N::Delivered), progress.total), (2, 2));
     // The recipient's inbox lists it.
     let inbox =
-        n.t.clients
+        w.t.clients
             .dynamo
             .query()
-            .table_name(&n.t.config.notification_table)
+            .table_name(&w.t.config.notification_table)
             .index_name(INBOX_INDEX)
             .key_condition_expression("inbox_key = :k")
             .expression_attribute_values(":k", AttributeValue::S(inbox_key(&n.account, "user-2")))
@@ -947,7 +795,8 @@ async fn starts_console_deliveries_delivered_in_the_console_store() {
 
 #[tokio::test]
 async fn sends_email_through_ses_and_the_emulator_captures_it() {
-    let n = Notify::new().await;
+    let w = World::new().await;
+    let n = &w.notify;
     let to = unique_email("reader");
     let notice = n
         .create(new_notice(
@@ -969,7 +818,7 @@ async fn sends_email_through_ses_and_the_emulator_captures_it() {
     assert_eq!(emails.len(), 1, "{emails:?}");
     assert_eq!(emails[0]["id"], message_id.as_str());
     assert_eq!(emails[0]["subject"], "Your weekly summary");
-    assert_eq!(emails[0]["source"], n.t.config.notification_sender.as_str());
+    assert_eq!(emails[0]["source"], w.t.config.notification_sender.as_str());
     assert_eq!(emails[0]["body"], "Your weekly summary: body");
     // The provider reference leads back to the delivery.
     let found = confirm::delivery_of(&n.store, "ses", &message_id)
@@ -997,7 +846,8 @@ async fn sends_email_through_ses_and_the_emulator_captures_it() {
 
 #[tokio::test]
 async fn posts_slack_to_the_incoming_webhook_and_the_post_confirms_delivery() {
-    let n = Notify::new().await;
+    let w = World::new().await;
+    let n = &w.notify;
     let slack = Receiver::start().await;
     slack.set_default(Reply::Full {
         status: 200,
@@ -1035,7 +885,8 @@ async fn posts_slack_to_the_incoming_webhook_and_the_post_confirms_delivery() {
 
 #[tokio::test]
 async fn refreshes_the_progress_summary_on_every_transition() {
-    let n = Notify::new().await;
+    let w = World::new().await;
+    let n = &w.notify;
     let slack = Receiver::start().await;
     let to = unique_email("progress");
     let notice = n
@@ -1102,7 +953,8 @@ async fn refreshes_the_progress_summary_on_every_transition() {
 
 #[tokio::test]
 async fn expires_queued_work_whose_deadline_passed_before_it_was_claimed() {
-    let n = Notify::new().await;
+    let w = World::new().await;
+    let n = &w.notify;
     let slack = Receiver::start().await;
     let mut late = new_notice(
         vec![contact("ops", None, Some(slack.url("/h")))],
@@ -1120,14 +972,7 @@ async fn expires_queued_work_whose_deadline_passed_before_it_was_claimed() {
     assert!(n.item(&late.notice_id, &work_sk("slack-0")).await.is_none());
 
     // A channel without an adapter: dispatch cannot find it, the queued delivery is skipped.
-    let t = &n.t;
-    let clock: Arc<dyn Clock> = Arc::new(n.clock.clone());
-    let without_slack = NotificationWorker::with_adapters(
-        t.clients.clone(),
-        t.config.clone(),
-        clock,
-        Adapters::standard(&t.clients, &t.config).without("slack"),
-    );
+    let without_slack = n.worker_with(|adapters| adapters.without("slack"));
     let orphan = n
         .create(new_notice(
             vec![contact("ops", None, Some(slack.url("/h")))],
@@ -1153,7 +998,8 @@ async fn expires_queued_work_whose_deadline_passed_before_it_was_claimed() {
 
 #[tokio::test]
 async fn withdraws_a_notice_cancelling_its_queued_deliveries_and_keeps_idempotency() {
-    let n = Notify::new().await;
+    let w = World::new().await;
+    let n = &w.notify;
     let slack = Receiver::start().await;
     let mut new = new_notice(
         vec![
@@ -1218,7 +1064,8 @@ async fn withdraws_a_notice_cancelling_its_queued_deliveries_and_keeps_idempoten
 
 #[tokio::test]
 async fn confirms_a_sent_email_once_per_provider_event_and_keeps_at_most_fifty_events() {
-    let n = Notify::new().await;
+    let w = World::new().await;
+    let n = &w.notify;
     let settings = install_settings();
     let to = unique_email("confirm");
     let notice = n
@@ -1292,7 +1139,8 @@ async fn confirms_a_sent_email_once_per_provider_event_and_keeps_at_most_fifty_e
 
 #[tokio::test]
 async fn accepts_a_signed_sns_message_and_rejects_a_tampered_or_foreign_one() {
-    let n = Notify::new().await;
+    let w = World::new().await;
+    let n = &w.notify;
     let settings = install_settings();
     let to = unique_email("sns");
     let notice = n
@@ -1396,7 +1244,8 @@ async fn accepts_a_signed_sns_message_and_rejects_a_tampered_or_foreign_one() {
 #[tokio::test]
 async fn settles_fifteen_minutes_of_ambiguity_as_failed_and_expires_queued_work_past_its_deadline()
 {
-    let n = Notify::new().await;
+    let w = World::new().await;
+    let n = &w.notify;
     let slack = Receiver::start().await;
     let hook = || vec![contact("ops", None, Some(slack.url("/h")))];
     // One delivery claimed by a consumer that then vanished.
@@ -1452,7 +1301,8 @@ async fn settles_fifteen_minutes_of_ambiguity_as_failed_and_expires_queued_work_
 
 #[tokio::test]
 async fn finishes_a_large_settling_backlog_across_invocations_without_redoing_or_skipping() {
-    let n = Notify::new().await;
+    let w = World::new().await;
+    let n = &w.notify;
     let recipients: Vec<Recipient> = (0..25)
         .map(|i| {
             contact(
@@ -1500,7 +1350,8 @@ async fn finishes_a_large_settling_backlog_across_invocations_without_redoing_or
 
 #[tokio::test]
 async fn delivers_the_auto_pause_notice_the_delivery_worker_writes() {
-    let n = Notify::new().await;
+    let w = World::new().await;
+    let n = &w.notify;
     let admin = unique_email("admin");
     let request = subscription_paused_notice(
         &n.account,
@@ -1510,10 +1361,10 @@ async fn delivers_the_auto_pause_notice_the_delivery_worker_writes() {
         n.now(),
     );
     // Written as the delivery worker writes it (a conditional put inside its pause transaction).
-    n.t.clients
+    w.t.clients
         .dynamo
         .put_item()
-        .table_name(&n.t.config.notification_table)
+        .table_name(&w.t.config.notification_table)
         .set_item(Some(notice_item(&request).unwrap()))
         .condition_expression("attribute_not_exists(pk)")
         .send()
@@ -1543,27 +1394,27 @@ async fn delivers_the_auto_pause_notice_the_delivery_worker_writes() {
 
 #[tokio::test]
 async fn handles_the_sample_events_of_the_notify_function() {
-    let n = Notify::new().await;
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../events");
-    let read = |name: &str| std::fs::read_to_string(root.join(name)).unwrap();
+    let w = World::new().await;
+    let n = &w.notify;
     // The stream sample: a requested notice (no such notice here: nothing to fan out) and an
     // inserted work row, which is published.
     let stream_event: aws_lambda_events::event::dynamodb::Event =
-        serde_json::from_str(&read("notify-notice-stream.json")).unwrap();
+        serde_json::from_str(&sample("notify-notice-stream.json")).unwrap();
     let response = n.stream.handle(stream_event).await;
     assert!(response.batch_item_failures.is_empty());
     let (work, _) = n.receive_work().await;
     assert_eq!(work.dispatch_id, "01JDX0SAMPLE0000000000DSP1");
     // The queue sample: work for a delivery that does not exist is dropped, not retried.
     let sqs_event: aws_lambda_events::event::sqs::SqsEvent =
-        serde_json::from_str(&read("notify-sqs.json")).unwrap();
+        serde_json::from_str(&sample("notify-sqs.json")).unwrap();
     let response = n.worker.handle(sqs_event).await;
     assert!(response.batch_item_failures.is_empty());
 }
 
 #[tokio::test]
 async fn reconciliation_reaches_settling_through_its_hook() {
-    let n = Notify::new().await;
+    let w = World::new().await;
+    let n = &w.notify;
     let mut timed = new_notice(
         vec![contact("ops", None, Some("http://127.0.0.1:9/h".into()))],
         &["slack"],
@@ -1574,7 +1425,7 @@ async fn reconciliation_reaches_settling_through_its_hook() {
     n.clock.advance(2 * MINUTE);
     let clock: Arc<dyn Clock> = Arc::new(n.clock.clone());
     let settler: Arc<dyn shared::reconcile::NotificationSettler> = Arc::new(
-        shared::notify::settle::reconcile_settler(&n.t.clients, &n.t.config, &clock),
+        shared::notify::settle::reconcile_settler(&w.t.clients, &w.t.config, &clock),
     );
     let counts = settler
         .settle(std::time::Instant::now() + std::time::Duration::from_secs(60))
@@ -1614,138 +1465,19 @@ fn the_queue_redrive_is_the_seed_budget() {
 
 mod api {
     use super::*;
-    use axum::body::Body;
-    use axum::http::{header, Method, Request, StatusCode};
-    use axum::Router;
-    use shared::api::{router, ApiState, OperatorAuth};
+    use axum::http::{Method, StatusCode};
+    use local::testkit::api::{ApiAccount, OPERATOR_TOKEN};
     use shared::domain::signing::{SigningSecret, WebhookHeaders};
-    use tower::ServiceExt;
-
-    const OPERATOR_TOKEN: &str = "test-operator-token";
-    const PROBLEM: &str = "https://rhythm-delivery.dev/problems/";
-
-    pub struct Api {
-        app: Router,
-    }
-
-    pub struct Reply {
-        pub status: StatusCode,
-        pub location: Option<String>,
-        pub content_type: Option<String>,
-        pub json: Value,
-    }
-
-    impl Reply {
-        #[track_caller]
-        pub fn ok(&self, status: StatusCode) -> &Value {
-            assert_eq!(self.status, status, "{}", self.json);
-            &self.json
-        }
-        #[track_caller]
-        pub fn problem(&self, status: StatusCode, slug: &str) -> &Value {
-            assert_eq!(self.status, status, "{}", self.json);
-            assert_eq!(
-                self.content_type.as_deref(),
-                Some("application/problem+json")
-            );
-            assert_eq!(self.json["type"], format!("{PROBLEM}{slug}"));
-            &self.json
-        }
-    }
-
-    impl Api {
-        pub fn new(n: &Notify) -> Self {
-            Api {
-                app: router(ApiState::new(
-                    n.t.clients.clone(),
-                    n.t.config.clone(),
-                    Arc::new(n.clock.clone()),
-                    OperatorAuth::static_token(OPERATOR_TOKEN, "ops@example.com"),
-                )),
-            }
-        }
-
-        pub async fn call(
-            &self,
-            method: Method,
-            path: &str,
-            token: Option<&str>,
-            headers: &[(&str, String)],
-            body: Option<Vec<u8>>,
-        ) -> Reply {
-            let mut b = Request::builder().method(method).uri(path);
-            if let Some(token) = token {
-                b = b.header(header::AUTHORIZATION, format!("Bearer {token}"));
-            }
-            for (k, v) in headers {
-                b = b.header(*k, v);
-            }
-            let request = match body {
-                Some(bytes) => b
-                    .header(header::CONTENT_TYPE, "application/json")
-                    .body(Body::from(bytes))
-                    .unwrap(),
-                None => b.body(Body::empty()).unwrap(),
-            };
-            let response = self.app.clone().oneshot(request).await.unwrap();
-            let status = response.status();
-            let header_text = |name| {
-                response
-                    .headers()
-                    .get(name)
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_string)
-            };
-            let location = header_text(header::LOCATION);
-            let content_type = header_text(header::CONTENT_TYPE);
-            let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
-                .await
-                .unwrap();
-            Reply {
-                status,
-                location,
-                content_type,
-                json: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-            }
-        }
-
-        pub async fn post(&self, path: &str, token: &str, body: Value) -> Reply {
-            self.call(
-                Method::POST,
-                path,
-                Some(token),
-                &[],
-                Some(body.to_string().into_bytes()),
-            )
-            .await
-        }
-
-        pub async fn get(&self, path: &str, token: &str) -> Reply {
-            self.call(Method::GET, path, Some(token), &[], None).await
-        }
-
-        /// A new account through the operator route: (account id, account token).
-        pub async fn account(&self) -> (String, String) {
-            let r = self
-                .post(
-                    "/operator/accounts",
-                    OPERATOR_TOKEN,
-                    json!({"name": "Notices", "admin_emails": ["admin@example.com"]}),
-                )
-                .await;
-            let body = r.ok(StatusCode::CREATED);
-            (
-                body["account"]["id"].as_str().unwrap().to_owned(),
-                body["token"].as_str().unwrap().to_owned(),
-            )
-        }
-    }
 
     #[tokio::test]
     async fn notices_api_creates_summarises_lists_and_withdraws_notices_idempotently() {
-        let n = Notify::new().await;
-        let api = Api::new(&n);
-        let (account, token) = api.account().await;
+        let w = World::new().await;
+        let n = &w.notify;
+        let api = &w.api;
+        let ApiAccount {
+            account_id: account,
+            token,
+        } = api.account("Notices").await;
         let slack = Receiver::start().await;
         let request = json!({
             "recipients": ["user-1", {"id": "ops", "slack_webhook_url": slack.url("/services/T/B/x")}],
@@ -1754,20 +1486,14 @@ mod api {
             "body": "Tonight 22:00–23:00 UTC.",
             "deadline": n.now().plus(HOUR).to_rfc3339(),
         });
-        let headers = [("idempotency-key", "maint-1".to_string())];
         let created = api
-            .call(
-                Method::POST,
-                "/v1/notices",
-                Some(&token),
-                &headers,
-                Some(request.to_string().into_bytes()),
-            )
+            .post("/v1/notices", &token, request.clone())
+            .header("idempotency-key", "maint-1")
             .await;
-        let body = created.ok(StatusCode::ACCEPTED).clone();
+        let body = created.accepted().clone();
         let id = body["id"].as_str().unwrap().to_string();
         assert_eq!(
-            created.location.as_deref(),
+            created.header("location"),
             Some(&*format!("/v1/notices/{id}"))
         );
         assert_eq!(body["status"], "requested");
@@ -1778,22 +1504,17 @@ mod api {
         );
         // The same request again: the same notice, 200.
         let again = api
-            .call(
-                Method::POST,
-                "/v1/notices",
-                Some(&token),
-                &headers,
-                Some(request.to_string().into_bytes()),
-            )
+            .post("/v1/notices", &token, request.clone())
+            .header("idempotency-key", "maint-1")
             .await;
-        assert_eq!(again.ok(StatusCode::OK)["id"], id.as_str());
+        assert_eq!(again.ok()["id"], id.as_str());
         // The same key with another request: 409.
         let mut other = request.clone();
         other["subject"] = json!("Something else");
         other["idempotency_key"] = json!("maint-1");
         api.post("/v1/notices", &token, other)
             .await
-            .problem(StatusCode::CONFLICT, "conflict");
+            .problem_of(StatusCode::CONFLICT, "conflict");
         // Every invalid field at once.
         let bad = api
             .post(
@@ -1803,7 +1524,7 @@ mod api {
                        "deadline": "tomorrow", "colour": "red"}),
             )
             .await;
-        let fields: Vec<&str> = bad.problem(StatusCode::UNPROCESSABLE_ENTITY, "validation")
+        let fields: Vec<&str> = bad.problem_of(StatusCode::UNPROCESSABLE_ENTITY, "validation")
             ["errors"]
             .as_array()
             .unwrap()
@@ -1824,7 +1545,7 @@ mod api {
         // The pipeline fans it out; the summary counts by state.
         n.stream().await;
         let view = api.get(&format!("/v1/notices/{id}"), &token).await;
-        let view = view.ok(StatusCode::OK);
+        let view = view.ok();
         assert_eq!(view["status"], "active");
         assert_eq!(view["progress"]["queued"], 2);
         assert_eq!(view["progress"]["delivered"], 2);
@@ -1834,7 +1555,7 @@ mod api {
         let inbox = api
             .get("/v1/console/notices?recipient=user-1", &token)
             .await;
-        let inbox = inbox.ok(StatusCode::OK);
+        let inbox = inbox.ok();
         assert_eq!(inbox["data"][0]["subject"], "Planned maintenance");
         assert_eq!(inbox["data"][0]["status"], "delivered");
 
@@ -1842,7 +1563,7 @@ mod api {
         let w = api
             .post(&format!("/v1/notices/{id}/withdraw"), &token, json!({}))
             .await;
-        let w = w.ok(StatusCode::OK);
+        let w = w.ok();
         assert_eq!(w["cancelled"], 2);
         assert_eq!(w["notice"]["status"], "withdrawn");
         assert_eq!(w["notice"]["progress"]["cancelled"], 2);
@@ -1851,7 +1572,7 @@ mod api {
         let list = api
             .get(&format!("/v1/notices/{id}/deliveries"), &token)
             .await;
-        let statuses: Vec<&str> = list.ok(StatusCode::OK)["data"]
+        let statuses: Vec<&str> = list.ok()["data"]
             .as_array()
             .unwrap()
             .iter()
@@ -1863,18 +1584,21 @@ mod api {
         );
 
         // Another account sees nothing.
-        let (_, stranger) = api.account().await;
+        let ApiAccount {
+            token: stranger, ..
+        } = api.account("Notices").await;
         api.get(&format!("/v1/notices/{id}"), &stranger)
             .await
-            .problem(StatusCode::NOT_FOUND, "not-found");
+            .problem_of(StatusCode::NOT_FOUND, "not-found");
         assert_ne!(account, "");
     }
 
     #[tokio::test]
     async fn provider_event_routes_take_signed_sns_and_signed_webhooks_and_refuse_the_rest() {
-        let n = Notify::new().await;
+        let w = World::new().await;
+        let n = &w.notify;
         install_settings();
-        let api = Api::new(&n);
+        let api = &w.api;
         let to = unique_email("route");
         let notice = n
             .create(new_notice(
@@ -1892,16 +1616,19 @@ mod api {
         let post = |path: &'static str, body: Vec<u8>, headers: Vec<(&'static str, String)>| {
             let api = &api;
             async move {
-                api.call(Method::POST, path, None, &headers, Some(body))
+                let call = api.call(Method::POST, path, None, None).json_bytes(body);
+                headers
+                    .iter()
+                    .fold(call, |call, (name, value)| call.header(name, value))
                     .await
             }
         };
 
         let delivered = ses_notification("sns-route-1", "Delivery", &ses_id, "2");
         let r = post("/v1/provider-events/ses", delivered.clone(), vec![]).await;
-        assert_eq!(r.ok(StatusCode::OK)["outcome"], "delivered");
+        assert_eq!(r.ok()["outcome"], "delivered");
         let r = post("/v1/provider-events/ses", delivered, vec![]).await;
-        assert_eq!(r.ok(StatusCode::OK)["outcome"], "duplicate");
+        assert_eq!(r.ok()["outcome"], "duplicate");
         assert_eq!(
             n.delivery(&notice.notice_id, "email-0").await.status,
             N::Delivered
@@ -1917,7 +1644,7 @@ mod api {
             vec![],
         )
         .await;
-        r.problem(StatusCode::UNAUTHORIZED, "unauthorized");
+        r.problem_of(StatusCode::UNAUTHORIZED, "unauthorized");
         assert!(n
             .delivery(&notice.notice_id, "email-0")
             .await
@@ -1925,7 +1652,7 @@ mod api {
             .is_none());
         post("/v1/provider-events/ses", b"not json".to_vec(), vec![])
             .await
-            .problem(StatusCode::BAD_REQUEST, "malformed-request");
+            .problem_of(StatusCode::BAD_REQUEST, "malformed-request");
 
         // The generic form, Standard Webhooks signed, for a Slack delivery.
         let slack = Receiver::start().await;
@@ -1953,9 +1680,9 @@ mod api {
             .map(|(k, v)| (*k, v.to_string()))
             .collect();
         let r = post("/v1/provider-events/slack", body.clone(), headers.clone()).await;
-        assert_eq!(r.ok(StatusCode::OK)["outcome"], "recorded");
+        assert_eq!(r.ok()["outcome"], "recorded");
         let r = post("/v1/provider-events/slack", body.clone(), headers.clone()).await;
-        assert_eq!(r.ok(StatusCode::OK)["outcome"], "duplicate");
+        assert_eq!(r.ok()["outcome"], "duplicate");
         assert!(n
             .delivery(&chat.notice_id, "slack-0")
             .await
@@ -1969,25 +1696,26 @@ mod api {
             .collect();
         post("/v1/provider-events/slack", body.clone(), bad_headers)
             .await
-            .problem(StatusCode::UNAUTHORIZED, "unauthorized");
+            .problem_of(StatusCode::UNAUTHORIZED, "unauthorized");
         post("/v1/provider-events/pigeon", body, headers)
             .await
-            .problem(StatusCode::NOT_FOUND, "not-found");
+            .problem_of(StatusCode::NOT_FOUND, "not-found");
     }
 
     #[tokio::test]
     async fn operator_requeue_route_requeues_exhausted_work_and_refuses_ambiguous_failures() {
-        let n = Notify::new().await;
-        let api = Api::new(&n);
+        let w = World::new().await;
+        let n = &w.notify;
+        let api = &w.api;
         let slack = Receiver::start().await;
-        let (notice, _) = exhaust(&n, &slack, "Operator").await;
+        let (notice, _) = exhaust(n, &slack, "Operator").await;
         let path = format!(
             "/operator/notifications/{}/deliveries/slack-0/requeue",
             notice.notice_id
         );
         api.post(&path, OPERATOR_TOKEN, json!({}))
             .await
-            .problem(StatusCode::UNPROCESSABLE_ENTITY, "validation");
+            .problem_of(StatusCode::UNPROCESSABLE_ENTITY, "validation");
         let r = api
             .post(
                 &path,
@@ -1995,7 +1723,7 @@ mod api {
                 json!({"reason": "Slack outage is over"}),
             )
             .await;
-        let body = r.ok(StatusCode::OK);
+        let body = r.ok();
         assert_eq!(body["delivery"]["status"], "queued");
         assert!(body["dispatch_id"].is_string());
         let view = api
@@ -2004,7 +1732,7 @@ mod api {
                 OPERATOR_TOKEN,
             )
             .await;
-        let view = view.ok(StatusCode::OK);
+        let view = view.ok();
         assert_eq!(view["notice"]["progress"]["queued"], 1);
         assert_eq!(
             view["deliveries"][0]["history"]
@@ -2052,7 +1780,7 @@ mod api {
                 json!({"reason": "try again"}),
             )
             .await;
-        let problem = r.problem(StatusCode::CONFLICT, "conflict");
+        let problem = r.problem_of(StatusCode::CONFLICT, "conflict");
         assert_eq!(
             problem["detail"],
             "an ambiguous failure does not qualify for requeue: the provider may already have sent it"
@@ -2070,6 +1798,6 @@ mod api {
             json!({"reason": "x"}),
         )
         .await
-        .problem(StatusCode::NOT_FOUND, "not-found");
+        .problem_of(StatusCode::NOT_FOUND, "not-found");
     }
 }

@@ -3,14 +3,11 @@
 //! resume, integration history, cross-account refusals, and the `rhythm` CLI. The pipeline
 //! (ingest, dispatcher, worker) and the API share one manual clock.
 
-use axum::body::Body;
-use axum::http::{header, HeaderMap, Method, Request, StatusCode};
-use axum::Router;
-use local::fixtures::catalog_change;
-use local::pipeline::Pipeline;
-use local::receiver::{Receiver, Reply};
+use axum::http::{Method, StatusCode};
+use local::receiver::Reply;
+use local::testkit::api::{ApiAccount, OPERATOR, OPERATOR_TOKEN};
+use local::testkit::World;
 use serde_json::{json, Value};
-use shared::api::{router, ApiState, OperatorAuth};
 use shared::domain::change::Change;
 use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::pull_cursor::PullCursor;
@@ -24,85 +21,11 @@ use shared::store::delivery::Delivery;
 use shared::store::keys;
 use shared::store::models::DeliveryWork;
 use shared::worker::WorkOutcome;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tower::ServiceExt;
-
-const OPERATOR_TOKEN: &str = "test-operator-token";
-const OPERATOR: &str = "ops@example.com";
-const PROBLEM_JSON: &str = "application/problem+json";
 
 // ------------------------------------------------------------------------------------ harness
 
-struct World {
-    p: Pipeline,
-    r: Receiver,
-    app: Router,
-}
-
-struct Reply2 {
-    status: StatusCode,
-    headers: HeaderMap,
-    text: String,
-    json: Value,
-}
-
-impl Reply2 {
-    #[track_caller]
-    fn ok(&self, status: StatusCode) -> &Value {
-        assert_eq!(self.status, status, "{}", self.text);
-        &self.json
-    }
-
-    /// Asserts a problem+json of `status` and returns it.
-    #[track_caller]
-    fn problem(&self, status: StatusCode) -> &Value {
-        assert_eq!(self.status, status, "{}", self.text);
-        assert_eq!(
-            self.headers
-                .get(header::CONTENT_TYPE)
-                .map(|v| v.to_str().unwrap()),
-            Some(PROBLEM_JSON),
-            "{}",
-            self.text
-        );
-        assert!(self.json["type"]
-            .as_str()
-            .unwrap()
-            .starts_with("https://rhythm-delivery.dev/problems/"));
-        assert_eq!(self.json["status"], status.as_u16());
-        assert!(self.json["detail"].is_string());
-        &self.json
-    }
-
-    /// The fields a 422 names.
-    #[track_caller]
-    fn fields(&self) -> Vec<String> {
-        self.problem(StatusCode::UNPROCESSABLE_ENTITY)["errors"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["field"].as_str().unwrap().to_owned())
-            .collect()
-    }
-}
-
-fn state(p: &Pipeline) -> ApiState {
-    ApiState::new(
-        p.t.clients.clone(),
-        p.t.config.clone(),
-        Arc::new(p.clock.clone()),
-        OperatorAuth::static_token(OPERATOR_TOKEN, OPERATOR),
-    )
-}
-
-/// An account's setup made through the API.
-#[derive(Debug, Clone)]
-struct Tenant {
-    account_id: String,
-    account_token: String,
-}
-
+/// A subscription made through the API, with its adapter's token.
 #[derive(Debug, Clone)]
 struct Sub {
     account_id: String,
@@ -110,174 +33,69 @@ struct Sub {
     subscription_id: String,
 }
 
-impl World {
-    async fn new() -> Self {
-        let p = Pipeline::new().await;
-        let r = Receiver::start().await;
-        let app = router(state(&p));
-        World { p, r, app }
+/// An integration (`poll`, or `webhook` to the world's receiver) and a catalog subscription of
+/// it, made through the API; `extra` adds to the subscription's body.
+async fn subscribe(w: &World, tenant: &ApiAccount, method: &str, extra: Value) -> Sub {
+    let mut integration =
+        json!({"name": "Adapter", "method": method, "event_access_accepted": true});
+    if method == "webhook" {
+        integration["webhook_url"] = json!(w.receiver.url("/hooks/rhythm"));
     }
+    let created = w
+        .api
+        .post("/v1/integrations", &tenant.token, integration)
+        .await;
+    let created = created.created().clone();
+    let mut subscription = json!({
+        "integration_id": created["id"],
+        "record_types": ["catalog_item"],
+        "fields": ["sku", "name", "price"],
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        subscription[k] = v.clone();
+    }
+    let sub = w
+        .api
+        .post("/v1/subscriptions", &tenant.token, subscription)
+        .await;
+    let sub = sub.created().clone();
+    Sub {
+        account_id: tenant.account_id.clone(),
+        integration_token: created["token"].as_str().unwrap().to_owned(),
+        subscription_id: sub["id"].as_str().unwrap().to_owned(),
+    }
+}
 
-    async fn call(
-        &self,
-        method: Method,
-        path: &str,
-        token: Option<&str>,
-        body: Option<Value>,
-    ) -> Reply2 {
-        let mut b = Request::builder().method(method).uri(path);
-        if let Some(t) = token {
-            b = b.header(header::AUTHORIZATION, format!("Bearer {t}"));
-        }
-        let request = match body {
-            Some(v) => b
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(Body::from(v.to_string()))
-                .unwrap(),
-            None => b.body(Body::empty()).unwrap(),
-        };
-        let response = self.app.clone().oneshot(request).await.unwrap();
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = axum::body::to_bytes(response.into_body(), 1 << 22)
-            .await
-            .unwrap();
-        let text = String::from_utf8_lossy(&bytes).into_owned();
-        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        Reply2 {
-            status,
-            headers,
-            text,
-            json,
-        }
+/// Writes changes (occurring at the given times) and runs the pipeline; returns them in change
+/// order.
+async fn write_changes(w: &World, account_id: &str, occurred: &[Timestamp]) -> Vec<Change> {
+    let mut out = Vec::new();
+    for (i, at) in occurred.iter().enumerate() {
+        out.push(w.change(account_id).at(*at).price(1.0 + i as f64).await);
     }
-    async fn get(&self, path: &str, token: &str) -> Reply2 {
-        self.call(Method::GET, path, Some(token), None).await
-    }
-    async fn post(&self, path: &str, token: &str, body: Value) -> Reply2 {
-        self.call(Method::POST, path, Some(token), Some(body)).await
-    }
-    async fn put(&self, path: &str, token: &str, body: Value) -> Reply2 {
-        self.call(Method::PUT, path, Some(token), Some(body)).await
-    }
+    w.pump().await.unwrap();
+    out.sort_by(|a, b| a.change_id.cmp(&b.change_id));
+    out
+}
 
-    async fn tenant(&self) -> Tenant {
-        let r = self
-            .post(
-                "/operator/accounts",
-                OPERATOR_TOKEN,
-                json!({"name": "Tenant", "admin_emails": ["admin@example.com"]}),
-            )
-            .await;
-        let body = r.ok(StatusCode::CREATED);
-        Tenant {
-            account_id: body["account"]["id"].as_str().unwrap().to_owned(),
-            account_token: body["token"].as_str().unwrap().to_owned(),
-        }
-    }
-
-    /// An integration (`poll`, or `webhook` to the receiver) and a catalog subscription of it.
-    async fn subscribe(&self, tenant: &Tenant, method: &str, extra: Value) -> Sub {
-        let mut integration =
-            json!({"name": "Adapter", "method": method, "event_access_accepted": true});
-        if method == "webhook" {
-            integration["webhook_url"] = json!(self.r.url("/hooks/rhythm"));
-        }
-        let created = self
-            .post("/v1/integrations", &tenant.account_token, integration)
-            .await;
-        let created = created.ok(StatusCode::CREATED).clone();
-        let mut subscription = json!({
-            "integration_id": created["id"],
-            "record_types": ["catalog_item"],
-            "fields": ["sku", "name", "price"],
-        });
-        for (k, v) in extra.as_object().unwrap() {
-            subscription[k] = v.clone();
-        }
-        let sub = self
-            .post("/v1/subscriptions", &tenant.account_token, subscription)
-            .await;
-        let sub = sub.ok(StatusCode::CREATED).clone();
-        Sub {
-            account_id: tenant.account_id.clone(),
-            integration_token: created["token"].as_str().unwrap().to_owned(),
-            subscription_id: sub["id"].as_str().unwrap().to_owned(),
-        }
-    }
-
-    /// Writes changes (occurring at the given times) and runs the pipeline; returns them in
-    /// change order.
-    async fn changes(&self, account_id: &str, occurred: &[Timestamp]) -> Vec<Change> {
-        let mut out = Vec::new();
-        for (i, at) in occurred.iter().enumerate() {
-            let change = catalog_change(account_id, *at, 1.0 + i as f64);
-            self.p.write_change(&change).await.unwrap();
-            out.push(change);
-        }
-        self.p.pump().await.unwrap();
-        out.sort_by(|a, b| a.change_id.cmp(&b.change_id));
-        out
-    }
-
-    async fn delivery(&self, sub: &Sub, change: &Change) -> Delivery {
-        let item = self
-            .p
-            .get(
-                &keys::event_pk(&sub.account_id, &change.change_id),
-                &keys::delivery_sk(&sub.subscription_id),
-            )
-            .await
-            .expect("a delivery");
-        Delivery::from_item(item).unwrap()
-    }
-
-    async fn status(&self, sub: &Sub, change: &Change) -> DeliveryStatus {
-        self.delivery(sub, change).await.status
-    }
-
-    /// Lets the pull reads see what was just written (`domain::pull_cursor::SETTLE`).
-    async fn settle(&self) {
-        self.p.clock.advance(3 * SECOND);
-    }
-
-    fn ops(&self) -> (aws_sdk_dynamodb::Client, String, shared::clock::ManualClock) {
-        (
-            self.p.t.clients.dynamo.clone(),
-            self.p.t.config.delivery_table.clone(),
-            self.p.clock.clone(),
+async fn stored(w: &World, sub: &Sub, change: &Change) -> Delivery {
+    let item = w
+        .get(
+            &keys::event_pk(&sub.account_id, &change.change_id),
+            &keys::delivery_sk(&sub.subscription_id),
         )
-    }
+        .await
+        .expect("a delivery");
+    Delivery::from_item(item).unwrap()
+}
 
-    /// A raw update of an item (`#s` is `status`, `#p` is `position`), standing in for a write
-    /// of another component.
-    async fn update(
-        &self,
-        pk: &str,
-        sk: &str,
-        expression: &str,
-        values: &[(&str, aws_sdk_dynamodb::types::AttributeValue)],
-    ) {
-        let mut u = self
-            .p
-            .t
-            .clients
-            .dynamo
-            .update_item()
-            .table_name(&self.p.t.config.delivery_table)
-            .key("pk", shared::store::expr::s(pk))
-            .key("sk", shared::store::expr::s(sk))
-            .update_expression(expression);
-        for (k, v) in values {
-            u = u.expression_attribute_values(*k, v.clone());
-        }
-        for (placeholder, name) in [("#s", "status"), ("#p", "position")] {
-            if expression.contains(placeholder) {
-                u = u.expression_attribute_names(placeholder, name);
-            }
-        }
-        u.send().await.unwrap();
-    }
+async fn status_of(w: &World, sub: &Sub, change: &Change) -> DeliveryStatus {
+    stored(w, sub, change).await.status
+}
+
+/// Lets the pull reads see what was just written (`domain::pull_cursor::SETTLE`).
+fn settle(w: &World) {
+    w.clock.advance(3 * SECOND);
 }
 
 fn pull_path(sub: &Sub, rest: &str) -> String {
@@ -305,30 +123,29 @@ fn ids(page: &Value) -> Vec<String> {
 #[tokio::test]
 async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
     let w = World::new().await;
-    let tenant = w.tenant().await;
-    let sub = w.subscribe(&tenant, "poll", json!({})).await;
-    let now = w.p.now();
-    let changes = w.changes(&sub.account_id, &[now; 5]).await;
+    let tenant = w.api.account("Tenant").await;
+    let sub = subscribe(&w, &tenant, "poll", json!({})).await;
+    let now = w.now();
+    let changes = write_changes(&w, &sub.account_id, &[now; 5]).await;
     for c in &changes {
-        assert_eq!(w.status(&sub, c).await, DeliveryStatus::Pending);
+        assert_eq!(status_of(&w, &sub, c).await, DeliveryStatus::Pending);
     }
-    assert_eq!(w.r.count(), 0, "pull deliveries are never pushed");
+    assert_eq!(w.receiver.count(), 0, "pull deliveries are never pushed");
 
     // Not yet visible to a read: the index is eventually consistent.
     let early = w
+        .api
         .get(&pull_path(&sub, "changes"), &sub.integration_token)
         .await;
-    assert!(early.ok(StatusCode::OK)["data"]
-        .as_array()
-        .unwrap()
-        .is_empty());
-    w.settle().await;
+    assert!(early.ok()["data"].as_array().unwrap().is_empty());
+    settle(&w);
 
     // A page of three, in change order, each with its own cursor.
     let page = w
+        .api
         .get(&pull_path(&sub, "changes?limit=3"), &sub.integration_token)
         .await;
-    let page = page.ok(StatusCode::OK).clone();
+    let page = page.ok().clone();
     let expected: Vec<String> = changes.iter().map(|c| c.change_id.clone()).collect();
     assert_eq!(ids(&page), expected[..3]);
     assert_eq!(page["has_more"], true);
@@ -351,6 +168,7 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
 
     // The next page continues after the first without acknowledging it.
     let next = w
+        .api
         .get(
             &pull_path(
                 &sub,
@@ -359,19 +177,20 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
             &sub.integration_token,
         )
         .await;
-    assert_eq!(ids(next.ok(StatusCode::OK)), expected[3..]);
+    assert_eq!(ids(next.ok()), expected[3..]);
     assert_eq!(next.json["has_more"], false);
 
     // Acknowledge the first two: they are delivered, the other three stay pending.
     let second_cursor = page["data"][1]["cursor"].as_str().unwrap().to_owned();
     let ack = w
+        .api
         .put(
             &pull_path(&sub, "cursor"),
             &sub.integration_token,
             json!({"cursor": second_cursor}),
         )
         .await;
-    let ack = ack.ok(StatusCode::OK).clone();
+    let ack = ack.ok().clone();
     assert_eq!(ack["delivered"], 2);
     assert_eq!(ack["not_covered"], 0);
     assert_eq!(ack["acknowledged_change_id"], expected[1].as_str());
@@ -381,38 +200,39 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
         } else {
             DeliveryStatus::Pending
         };
-        assert_eq!(w.status(&sub, c).await, want, "change {i}");
+        assert_eq!(status_of(&w, &sub, c).await, want, "change {i}");
     }
-    let d = w.delivery(&sub, &changes[0]).await;
+    let d = stored(&w, &sub, &changes[0]).await;
     assert!(d.delivered_at.is_some());
 
     // Unread pending changes are read again from the acknowledged position.
     let again = w
+        .api
         .get(&pull_path(&sub, "changes"), &sub.integration_token)
         .await;
-    assert_eq!(ids(again.ok(StatusCode::OK)), expected[2..]);
+    assert_eq!(ids(again.ok()), expected[2..]);
     assert_eq!(again.json["acknowledged_change_id"], expected[1].as_str());
     let cursor = w
+        .api
         .get(&pull_path(&sub, "cursor"), &sub.integration_token)
         .await;
-    assert_eq!(
-        cursor.ok(StatusCode::OK)["acknowledged_change_id"],
-        expected[1].as_str()
-    );
+    assert_eq!(cursor.ok()["acknowledged_change_id"], expected[1].as_str());
     assert_eq!(cursor.json["epoch"], 0);
 
     // Writing the same cursor again (a retried request) changes nothing.
     let repeat = w
+        .api
         .put(
             &pull_path(&sub, "cursor"),
             &sub.integration_token,
             json!({"cursor": second_cursor}),
         )
         .await;
-    assert_eq!(repeat.ok(StatusCode::OK)["delivered"], 0);
+    assert_eq!(repeat.ok()["delivered"], 0);
 
     // A cursor that goes backwards is a conflict.
     let back = w
+        .api
         .put(
             &pull_path(&sub, "cursor"),
             &sub.integration_token,
@@ -432,6 +252,7 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
         json!({}),
     ] {
         let r = w
+            .api
             .put(
                 &pull_path(&sub, "cursor"),
                 &sub.integration_token,
@@ -442,10 +263,11 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
     }
     let past_end = PullCursor {
         epoch: 0,
-        read_at: w.p.now(),
+        read_at: w.now(),
         change_id: Some("ZZZZZZZZZZZZZZZZZZZZZZZZZZ".into()),
     };
     let r = w
+        .api
         .put(
             &pull_path(&sub, "cursor"),
             &sub.integration_token,
@@ -459,6 +281,7 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
         r.text
     );
     let bad_read = w
+        .api
         .get(
             &pull_path(&sub, &format!("changes?cursor={}", past_end.encode())),
             &sub.integration_token,
@@ -466,6 +289,7 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
         .await;
     assert_eq!(bad_read.fields(), ["cursor"]);
     let garbage_read = w
+        .api
         .get(
             &pull_path(&sub, "changes?cursor=%21%21"),
             &sub.integration_token,
@@ -475,27 +299,27 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
 
     // The whole remaining page acknowledged: everything delivered.
     let ack = w
+        .api
         .put(
             &pull_path(&sub, "cursor"),
             &sub.integration_token,
             json!({"cursor": again.json["next_cursor"]}),
         )
         .await;
-    assert_eq!(ack.ok(StatusCode::OK)["delivered"], 3);
+    assert_eq!(ack.ok()["delivered"], 3);
     for c in &changes {
-        assert_eq!(w.status(&sub, c).await, DeliveryStatus::Delivered);
+        assert_eq!(status_of(&w, &sub, c).await, DeliveryStatus::Delivered);
     }
 
     // Only integration tokens may pull, and only poll integrations' subscriptions are pulled.
-    let with_account_token = w
-        .get(&pull_path(&sub, "changes"), &tenant.account_token)
-        .await;
+    let with_account_token = w.api.get(&pull_path(&sub, "changes"), &tenant.token).await;
     with_account_token.problem(StatusCode::UNAUTHORIZED);
     let anonymous = w
+        .api
         .call(Method::GET, &pull_path(&sub, "changes"), None, None)
         .await;
     anonymous.problem(StatusCode::UNAUTHORIZED);
-    let push = w.subscribe(&tenant, "webhook", json!({})).await;
+    let push = subscribe(&w, &tenant, "webhook", json!({})).await;
     for (method, rest, body) in [
         (Method::GET, "changes", None),
         (Method::GET, "cursor", None),
@@ -506,6 +330,7 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
         ),
     ] {
         let r = w
+            .api
             .call(
                 method,
                 &pull_path(&push, rest),
@@ -521,9 +346,10 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
     }
     // An adapter lists its own subscriptions only.
     let mine = w
+        .api
         .get("/v1/pull/subscriptions", &sub.integration_token)
         .await;
-    let listed: Vec<&str> = mine.ok(StatusCode::OK)["data"]
+    let listed: Vec<&str> = mine.ok()["data"]
         .as_array()
         .unwrap()
         .iter()
@@ -535,88 +361,86 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
 #[tokio::test]
 async fn a_cursor_write_racing_a_worker_never_overwrites_a_moved_delivery() {
     let w = World::new().await;
-    let tenant = w.tenant().await;
-    let sub = w.subscribe(&tenant, "poll", json!({})).await;
-    let now = w.p.now();
-    let changes = w.changes(&sub.account_id, &[now; 3]).await;
-    w.settle().await;
+    let tenant = w.api.account("Tenant").await;
+    let sub = subscribe(&w, &tenant, "poll", json!({})).await;
+    let now = w.now();
+    let changes = write_changes(&w, &sub.account_id, &[now; 3]).await;
+    settle(&w);
     let page = w
+        .api
         .get(&pull_path(&sub, "changes"), &sub.integration_token)
         .await;
-    let page = page.ok(StatusCode::OK).clone();
+    let page = page.ok().clone();
     assert_eq!(page["data"].as_array().unwrap().len(), 3);
 
     // Between the read and the write: a worker leases the first delivery, and the second moves on
     // to `failed` (configuration loss), each as the worker writes it.
-    let lease_until = w.p.now().plus(MINUTE).millis();
-    let (pk0, sk0) = (
-        keys::event_pk(&sub.account_id, &changes[0].change_id),
-        keys::delivery_sk(&sub.subscription_id),
-    );
-    w.update(
-        &pk0,
-        &sk0,
-        "SET lease_until = :l, lease_token = :t",
-        &[
-            (":l", shared::store::expr::n(lease_until)),
-            (":t", shared::store::expr::s("worker-lease")),
-        ],
+    w.lease(
+        &changes[0],
+        &sub.subscription_id,
+        w.now().plus(MINUTE),
+        "worker-lease",
     )
     .await;
-    let pk1 = keys::event_pk(&sub.account_id, &changes[1].change_id);
     w.update(
-        &pk1,
-        &sk0,
+        &keys::event_pk(&sub.account_id, &changes[1].change_id),
+        &keys::delivery_sk(&sub.subscription_id),
         "SET #s = :failed",
         &[(":failed", shared::store::expr::s("failed"))],
     )
     .await;
     // A change minted before the cursor's last change but ingested after the read (a late
     // arrival) was not seen by the read either.
-    let mut late = catalog_change(&sub.account_id, w.p.now(), 9.0);
+    let mut late = w.change(&sub.account_id).price(9.0).build();
     let last_ulid = ulid::Ulid::from_string(&changes[2].change_id).unwrap();
     late.change_id = ulid::Ulid::from_parts(last_ulid.timestamp_ms() - 1, 1).to_string();
-    w.p.write_change(&late).await.unwrap();
-    w.p.pump().await.unwrap();
-    assert_eq!(w.status(&sub, &late).await, DeliveryStatus::Pending);
+    w.write_change(&late).await.unwrap();
+    w.pump().await.unwrap();
+    assert_eq!(status_of(&w, &sub, &late).await, DeliveryStatus::Pending);
 
     let ack = w
+        .api
         .put(
             &pull_path(&sub, "cursor"),
             &sub.integration_token,
             json!({"cursor": page["next_cursor"]}),
         )
         .await;
-    let ack = ack.ok(StatusCode::OK).clone();
+    let ack = ack.ok().clone();
     assert_eq!(ack["delivered"], 1, "{ack}");
     assert_eq!(
         ack["not_covered"], 2,
         "the leased one and the late one: {ack}"
     );
-    let leased = w.delivery(&sub, &changes[0]).await;
+    let leased = stored(&w, &sub, &changes[0]).await;
     assert_eq!(leased.status, DeliveryStatus::Pending, "not overwritten");
     assert_eq!(leased.lease_token.as_deref(), Some("worker-lease"));
     assert_eq!(
-        w.status(&sub, &changes[1]).await,
+        status_of(&w, &sub, &changes[1]).await,
         DeliveryStatus::Failed,
         "not overwritten"
     );
-    assert_eq!(w.status(&sub, &changes[2]).await, DeliveryStatus::Delivered);
     assert_eq!(
-        w.status(&sub, &late).await,
+        status_of(&w, &sub, &changes[2]).await,
+        DeliveryStatus::Delivered
+    );
+    assert_eq!(
+        status_of(&w, &sub, &late).await,
         DeliveryStatus::Pending,
         "never acknowledged unseen"
     );
 
     // The late change is shown by the next read (the look-back behind the acknowledged position)
     // once visible, and a write of the acknowledged position again acknowledges it.
-    w.settle().await;
+    settle(&w);
     let next = w
+        .api
         .get(&pull_path(&sub, "changes"), &sub.integration_token)
         .await;
-    let next = next.ok(StatusCode::OK).clone();
+    let next = next.ok().clone();
     assert!(ids(&next).contains(&late.change_id), "{next}");
     let ack = w
+        .api
         .put(
             &pull_path(&sub, "cursor"),
             &sub.integration_token,
@@ -624,48 +448,53 @@ async fn a_cursor_write_racing_a_worker_never_overwrites_a_moved_delivery() {
         )
         .await;
     assert_eq!(
-        ack.ok(StatusCode::OK)["acknowledged_change_id"],
+        ack.ok()["acknowledged_change_id"],
         changes[2].change_id.as_str()
     );
-    assert_eq!(w.status(&sub, &late).await, DeliveryStatus::Delivered);
+    assert_eq!(status_of(&w, &sub, &late).await, DeliveryStatus::Delivered);
 }
 
 #[tokio::test]
 async fn an_operator_restart_of_a_pull_delivery_rewinds_the_cursor_and_refuses_stale_cursors() {
     let w = World::new().await;
-    let tenant = w.tenant().await;
-    let sub = w.subscribe(&tenant, "poll", json!({})).await;
-    let now = w.p.now();
-    let changes = w.changes(&sub.account_id, &[now; 3]).await;
-    w.settle().await;
+    let tenant = w.api.account("Tenant").await;
+    let sub = subscribe(&w, &tenant, "poll", json!({})).await;
+    let now = w.now();
+    let changes = write_changes(&w, &sub.account_id, &[now; 3]).await;
+    settle(&w);
     let page = w
+        .api
         .get(&pull_path(&sub, "changes"), &sub.integration_token)
         .await;
     let ack = w
+        .api
         .put(
             &pull_path(&sub, "cursor"),
             &sub.integration_token,
             json!({"cursor": page.json["next_cursor"]}),
         )
         .await;
-    assert_eq!(ack.ok(StatusCode::OK)["delivered"], 3);
+    assert_eq!(ack.ok()["delivered"], 3);
     // The adapter reads again (nothing new) and holds a cursor of epoch 0.
     let held = w
+        .api
         .get(&pull_path(&sub, "changes"), &sub.integration_token)
         .await;
-    let held_cursor = held.ok(StatusCode::OK)["next_cursor"].clone();
+    let held_cursor = held.ok()["next_cursor"].clone();
 
     // An operator retries the first (delivered) change.
     let retried = w
+        .api
         .post(
             &op_sub_path(&sub, &format!("/deliveries/{}/retry", changes[0].change_id)),
             OPERATOR_TOKEN,
             json!({"reason": "the adapter lost its copy"}),
         )
         .await;
-    assert_eq!(retried.ok(StatusCode::OK)["previous_status"], "delivered");
+    assert_eq!(retried.ok()["previous_status"], "delivered");
     assert_eq!(retried.json["delivery"]["status"], "pending");
     let cursor = w
+        .api
         .get(&pull_path(&sub, "cursor"), &sub.integration_token)
         .await;
     assert_eq!(cursor.json["epoch"], 1);
@@ -677,6 +506,7 @@ async fn an_operator_restart_of_a_pull_delivery_rewinds_the_cursor_and_refuses_s
 
     // The cursor read before the restart is stale.
     let stale = w
+        .api
         .put(
             &pull_path(&sub, "cursor"),
             &sub.integration_token,
@@ -687,25 +517,33 @@ async fn an_operator_restart_of_a_pull_delivery_rewinds_the_cursor_and_refuses_s
         .as_str()
         .unwrap()
         .contains("read again"));
-    assert_eq!(w.status(&sub, &changes[0]).await, DeliveryStatus::Pending);
+    assert_eq!(
+        status_of(&w, &sub, &changes[0]).await,
+        DeliveryStatus::Pending
+    );
 
     // A fresh read shows the restarted change (flagged as a redelivery) and acknowledges it.
-    w.settle().await;
+    settle(&w);
     let fresh = w
+        .api
         .get(&pull_path(&sub, "changes"), &sub.integration_token)
         .await;
-    let fresh = fresh.ok(StatusCode::OK).clone();
+    let fresh = fresh.ok().clone();
     assert_eq!(ids(&fresh), [changes[0].change_id.clone()]);
     assert_eq!(fresh["data"][0]["redelivery"], true);
     let ack = w
+        .api
         .put(
             &pull_path(&sub, "cursor"),
             &sub.integration_token,
             json!({"cursor": fresh["next_cursor"]}),
         )
         .await;
-    assert_eq!(ack.ok(StatusCode::OK)["delivered"], 1);
-    assert_eq!(w.status(&sub, &changes[0]).await, DeliveryStatus::Delivered);
+    assert_eq!(ack.ok()["delivered"], 1);
+    assert_eq!(
+        status_of(&w, &sub, &changes[0]).await,
+        DeliveryStatus::Delivered
+    );
 }
 
 // ----------------------------------------------------------------------------------- retries
@@ -713,56 +551,59 @@ async fn an_operator_restart_of_a_pull_delivery_rewinds_the_cursor_and_refuses_s
 #[tokio::test]
 async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
     let w = World::new().await;
-    w.r.set_default(Reply::Status(503));
-    let tenant = w.tenant().await;
-    let sub = w
-        .subscribe(
-            &tenant,
-            "webhook",
-            json!({"retry_policy": {"kind": "exponential", "max_retries": 2, "retry_delay_secs": 60}}),
-        )
-        .await;
-    let now = w.p.now();
-    let changes = w.changes(&sub.account_id, &[now]).await;
+    w.receiver.set_default(Reply::Status(503));
+    let tenant = w.api.account("Tenant").await;
+    let sub = subscribe(
+        &w,
+        &tenant,
+        "webhook",
+        json!({"retry_policy": {"kind": "exponential", "max_retries": 2, "retry_delay_secs": 60}}),
+    )
+    .await;
+    let now = w.now();
+    let changes = write_changes(&w, &sub.account_id, &[now]).await;
     let change = &changes[0];
-    w.p.advance(2 * MINUTE).await.unwrap();
-    let dead = w.delivery(&sub, change).await;
+    w.advance(2 * MINUTE).await.unwrap();
+    let dead = stored(&w, &sub, change).await;
     assert_eq!(dead.status, DeliveryStatus::Dead);
     assert_eq!(dead.attempts, 2);
-    assert_eq!(w.r.count(), 2);
-    let s =
-        w.p.subscription(&sub.account_id, &sub.subscription_id)
-            .await
-            .unwrap();
+    assert_eq!(w.receiver.count(), 2);
+    let s = w
+        .subscription(&sub.account_id, &sub.subscription_id)
+        .await
+        .unwrap();
     assert_eq!(s.consecutive_dead, 1);
 
     // It shows in the history of dead deliveries.
     let listed = w
+        .api
         .get(
             &op_sub_path(&sub, "/deliveries?status=dead,failed"),
             OPERATOR_TOKEN,
         )
         .await;
-    assert_eq!(ids(listed.ok(StatusCode::OK)), [change.change_id.as_str()]);
+    assert_eq!(ids(listed.ok()), [change.change_id.as_str()]);
     assert_eq!(listed.json["data"][0]["transmit_status"], "failed");
 
     // The operator asks for a retry; a reason is required.
     let path = op_sub_path(&sub, &format!("/deliveries/{}/retry", change.change_id));
-    let no_reason = w.post(&path, OPERATOR_TOKEN, json!({})).await;
+    let no_reason = w.api.post(&path, OPERATOR_TOKEN, json!({})).await;
     assert_eq!(no_reason.fields(), ["reason"]);
     let unauthenticated = w
-        .post(&path, &tenant.account_token, json!({"reason": "x"}))
+        .api
+        .post(&path, &tenant.token, json!({"reason": "x"}))
         .await;
     unauthenticated.problem(StatusCode::UNAUTHORIZED);
-    w.r.set_default(Reply::Status(200));
+    w.receiver.set_default(Reply::Status(200));
     let retried = w
+        .api
         .post(
             &path,
             OPERATOR_TOKEN,
             json!({"reason": "the receiver was down for maintenance"}),
         )
         .await;
-    let retried = retried.ok(StatusCode::OK).clone();
+    let retried = retried.ok().clone();
     assert_eq!(retried["previous_status"], "dead");
     assert_eq!(retried["delivery"]["status"], "pending");
     assert_eq!(retried["delivery"]["attempts"], 0);
@@ -776,10 +617,10 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
         matches!(retried["event"].as_str(), Some("reopened" | "already_open")),
         "{retried}"
     );
-    let restarted = w.delivery(&sub, change).await;
+    let restarted = stored(&w, &sub, change).await;
     assert_eq!(restarted.attempt_log.len(), 2, "history kept");
-    let item =
-        w.p.get(
+    let item = w
+        .get(
             &keys::event_pk(&sub.account_id, &change.change_id),
             &keys::delivery_sk(&sub.subscription_id),
         )
@@ -792,18 +633,19 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
     assert!(!item.contains_key("list_key"), "no longer needs attention");
 
     // Dispatch is nudged by the status change: the receiver is called again, from attempt 1.
-    w.p.pump().await.unwrap();
-    assert_eq!(w.r.count(), 3);
-    let delivered = w.delivery(&sub, change).await;
+    w.pump().await.unwrap();
+    assert_eq!(w.receiver.count(), 3);
+    let delivered = stored(&w, &sub, change).await;
     assert_eq!(delivered.status, DeliveryStatus::Delivered);
     assert_eq!(delivered.attempts, 1);
     let attempts = w
+        .api
         .get(
             &op_sub_path(&sub, &format!("/deliveries/{}/attempts", change.change_id)),
             OPERATOR_TOKEN,
         )
         .await;
-    let runs: Vec<(u64, u64, String)> = attempts.ok(StatusCode::OK)["data"]
+    let runs: Vec<(u64, u64, String)> = attempts.ok()["data"]
         .as_array()
         .unwrap()
         .iter()
@@ -823,15 +665,18 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
             (2, 1, "success".to_string())
         ]
     );
-    let s =
-        w.p.subscription(&sub.account_id, &sub.subscription_id)
-            .await
-            .unwrap();
+    let s = w
+        .subscription(&sub.account_id, &sub.subscription_id)
+        .await
+        .unwrap();
     assert_eq!(s.consecutive_dead, 0, "a delivery ends the dead run");
 
     // The audit history says who, what, when and why.
-    let audit = w.get(&op_sub_path(&sub, "/audit"), OPERATOR_TOKEN).await;
-    let entry = audit.ok(StatusCode::OK)["data"][0].clone();
+    let audit = w
+        .api
+        .get(&op_sub_path(&sub, "/audit"), OPERATOR_TOKEN)
+        .await;
+    let entry = audit.ok()["data"][0].clone();
     assert_eq!(entry["action"], "retry_delivery");
     assert_eq!(entry["operator"], OPERATOR);
     assert_eq!(entry["reason"], "the receiver was down for maintenance");
@@ -839,20 +684,21 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
     assert_eq!(entry["details"]["from_status"], "dead");
     assert!(entry["at"].is_string());
     let account_audit = w
+        .api
         .get(
             &format!("/operator/accounts/{}/audit", sub.account_id),
             OPERATOR_TOKEN,
         )
         .await;
-    assert_eq!(
-        account_audit.ok(StatusCode::OK)["data"][0]["id"],
-        entry["id"]
-    );
+    assert_eq!(account_audit.ok()["data"][0]["id"], entry["id"]);
 
     // A pending delivery is a conflict; so is a skipped_filter one, with the seed's why.
-    w.r.set_default(Reply::Status(503));
-    let waiting = w.changes(&sub.account_id, &[w.p.now()]).await;
-    assert_eq!(w.status(&sub, &waiting[0]).await, DeliveryStatus::Retrying);
+    w.receiver.set_default(Reply::Status(503));
+    let waiting = write_changes(&w, &sub.account_id, &[w.now()]).await;
+    assert_eq!(
+        status_of(&w, &sub, &waiting[0]).await,
+        DeliveryStatus::Retrying
+    );
     w.update(
         &keys::event_pk(&sub.account_id, &waiting[0].change_id),
         &keys::delivery_sk(&sub.subscription_id),
@@ -861,6 +707,7 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
     )
     .await;
     let pending = w
+        .api
         .post(
             &op_sub_path(&sub, &format!("/deliveries/{}/retry", waiting[0].change_id)),
             OPERATOR_TOKEN,
@@ -871,19 +718,20 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
         .as_str()
         .unwrap()
         .contains("already pending"));
-    let filtered_sub = w
-        .subscribe(
-            &tenant,
-            "webhook",
-            json!({"filter": {"field": "record.price", "gt": 1000}}),
-        )
-        .await;
-    let filtered = w.changes(&sub.account_id, &[w.p.now()]).await;
+    let filtered_sub = subscribe(
+        &w,
+        &tenant,
+        "webhook",
+        json!({"filter": {"field": "record.price", "gt": 1000}}),
+    )
+    .await;
+    let filtered = write_changes(&w, &sub.account_id, &[w.now()]).await;
     assert_eq!(
-        w.status(&filtered_sub, &filtered[0]).await,
+        status_of(&w, &filtered_sub, &filtered[0]).await,
         DeliveryStatus::SkippedFilter
     );
     let skipped = w
+        .api
         .post(
             &op_sub_path(
                 &filtered_sub,
@@ -899,6 +747,7 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
         .to_owned();
     assert!(detail.contains("filtered out"), "{detail}");
     let missing = w
+        .api
         .post(
             &op_sub_path(&sub, "/deliveries/NOPE/retry"),
             OPERATOR_TOKEN,
@@ -911,13 +760,14 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
 #[tokio::test]
 async fn an_operator_retry_racing_a_worker_attempt_wins_and_the_stale_outcome_is_dropped() {
     let w = World::new().await;
-    let tenant = w.tenant().await;
-    let sub = w.subscribe(&tenant, "webhook", json!({})).await;
-    w.r.script([Reply::Status(503), Reply::Hang(Duration::from_millis(1500))]);
-    let changes = w.changes(&sub.account_id, &[w.p.now()]).await;
+    let tenant = w.api.account("Tenant").await;
+    let sub = subscribe(&w, &tenant, "webhook", json!({})).await;
+    w.receiver
+        .script([Reply::Status(503), Reply::Hang(Duration::from_millis(1500))]);
+    let changes = write_changes(&w, &sub.account_id, &[w.now()]).await;
     let change = &changes[0];
-    assert_eq!(w.status(&sub, change).await, DeliveryStatus::Retrying);
-    w.p.clock.advance(MINUTE + SECOND);
+    assert_eq!(status_of(&w, &sub, change).await, DeliveryStatus::Retrying);
+    w.clock.advance(MINUTE + SECOND);
     let work = DeliveryWork {
         account_id: sub.account_id.clone(),
         change_id: change.change_id.clone(),
@@ -927,30 +777,31 @@ async fn an_operator_retry_racing_a_worker_attempt_wins_and_the_stale_outcome_is
     let operator = async {
         // Wait until the worker's second attempt is at the receiver (its lease is held).
         let started = Instant::now();
-        while w.r.count() < 2 {
+        while w.receiver.count() < 2 {
             assert!(
                 started.elapsed() < Duration::from_secs(10),
                 "the worker never called"
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let leased = w.delivery(&sub, change).await;
+        let leased = stored(&w, &sub, change).await;
         assert!(leased.lease_token.is_some());
-        w.post(
-            &path,
-            OPERATOR_TOKEN,
-            json!({"reason": "restart while it hangs"}),
-        )
-        .await
+        w.api
+            .post(
+                &path,
+                OPERATOR_TOKEN,
+                json!({"reason": "restart while it hangs"}),
+            )
+            .await
     };
-    let (outcome, retried) = tokio::join!(w.p.worker.process(&work), operator);
-    assert_eq!(retried.ok(StatusCode::OK)["previous_status"], "retrying");
+    let (outcome, retried) = tokio::join!(w.worker.process(&work), operator);
+    assert_eq!(retried.ok()["previous_status"], "retrying");
     assert_eq!(
         outcome.unwrap(),
         WorkOutcome::Skipped("lease taken over before the outcome was saved"),
         "the worker's outcome write with a stale lease fails"
     );
-    let d = w.delivery(&sub, change).await;
+    let d = stored(&w, &sub, change).await;
     assert_eq!(d.status, DeliveryStatus::Pending, "no double status");
     assert_eq!(d.attempts, 0);
     assert_eq!(
@@ -960,11 +811,11 @@ async fn an_operator_retry_racing_a_worker_attempt_wins_and_the_stale_outcome_is
     );
     assert!(d.lease_token.is_none());
 
-    w.p.pump().await.unwrap();
-    let d = w.delivery(&sub, change).await;
+    w.pump().await.unwrap();
+    let d = stored(&w, &sub, change).await;
     assert_eq!(d.status, DeliveryStatus::Delivered);
     assert_eq!(d.attempts, 1);
-    assert_eq!(w.r.count(), 3);
+    assert_eq!(w.receiver.count(), 3);
 }
 
 // ------------------------------------------------------------------------------------ replay
@@ -972,15 +823,15 @@ async fn an_operator_retry_racing_a_worker_attempt_wins_and_the_stale_outcome_is
 #[tokio::test]
 async fn replays_a_seven_day_window_and_refuses_an_eight_day_one() {
     let w = World::new().await;
-    let tenant = w.tenant().await;
-    let sub = w
-        .subscribe(
-            &tenant,
-            "webhook",
-            json!({"filter": {"field": "record.price", "lt": 100}}),
-        )
-        .await;
-    let now = w.p.now();
+    let tenant = w.api.account("Tenant").await;
+    let sub = subscribe(
+        &w,
+        &tenant,
+        "webhook",
+        json!({"filter": {"field": "record.price", "lt": 100}}),
+    )
+    .await;
+    let now = w.now();
     let occurred = [
         now.minus(DAY),
         now.minus(3 * DAY),
@@ -988,24 +839,28 @@ async fn replays_a_seven_day_window_and_refuses_an_eight_day_one() {
         now.minus(7 * DAY + 12 * HOUR),
         now.minus(9 * DAY),
     ];
-    let changes = w.changes(&sub.account_id, &occurred).await;
+    let changes = write_changes(&w, &sub.account_id, &occurred).await;
     // One more in the window that the filter left out.
-    let expensive = catalog_change(&sub.account_id, now.minus(2 * DAY), 500.0);
-    w.p.write_change(&expensive).await.unwrap();
-    w.p.pump().await.unwrap();
+    let expensive = w
+        .change(&sub.account_id)
+        .at(now.minus(2 * DAY))
+        .price(500.0)
+        .await;
+    w.pump().await.unwrap();
     assert_eq!(
-        w.status(&sub, &expensive).await,
+        status_of(&w, &sub, &expensive).await,
         DeliveryStatus::SkippedFilter
     );
-    assert_eq!(w.r.count(), 5);
+    assert_eq!(w.receiver.count(), 5);
     for c in &changes {
-        assert_eq!(w.status(&sub, c).await, DeliveryStatus::Delivered);
+        assert_eq!(status_of(&w, &sub, c).await, DeliveryStatus::Delivered);
     }
 
     let replays = op_sub_path(&sub, "/replays");
     let iso = |t: Timestamp| t.to_rfc3339();
     // Eight days is too long; reversed, future, unretained and malformed windows are refused.
     let eight = w
+        .api
         .post(
             &replays,
             OPERATOR_TOKEN,
@@ -1043,28 +898,29 @@ async fn replays_a_seven_day_window_and_refuses_an_eight_day_one() {
             vec!["reason"],
         ),
     ] {
-        let r = w.post(&replays, OPERATOR_TOKEN, body.clone()).await;
+        let r = w.api.post(&replays, OPERATOR_TOKEN, body.clone()).await;
         assert_eq!(r.fields(), fields, "{body}");
     }
-    assert_eq!(w.r.count(), 5, "refused windows replay nothing");
+    assert_eq!(w.receiver.count(), 5, "refused windows replay nothing");
 
     // Exactly seven days is accepted: the three delivered records in it go back to pending.
     let job = w
-        .post(
+        .api.post(
             &replays,
             OPERATOR_TOKEN,
             json!({"from": iso(now.minus(7 * DAY)), "to": iso(now), "reason": "the adapter restored a backup"}),
         )
         .await;
-    let job = job.ok(StatusCode::ACCEPTED).clone();
+    let job = job.accepted().clone();
     let job_id = job["id"].as_str().unwrap().to_owned();
     assert_eq!(
-        w.get(
-            &format!("/operator/accounts/{}/replays/{job_id}", sub.account_id),
-            OPERATOR_TOKEN
-        )
-        .await
-        .ok(StatusCode::OK)["status"],
+        w.api
+            .get(
+                &format!("/operator/accounts/{}/replays/{job_id}", sub.account_id),
+                OPERATOR_TOKEN
+            )
+            .await
+            .ok()["status"],
         "completed"
     );
     assert_eq!(job["status"], "completed");
@@ -1080,33 +936,34 @@ async fn replays_a_seven_day_window_and_refuses_an_eight_day_one() {
             DeliveryStatus::Delivered
         };
         assert_eq!(
-            w.status(&sub, c).await,
+            status_of(&w, &sub, c).await,
             want,
             "change {i} at {}",
             occurred[i]
         );
     }
     assert_eq!(
-        w.status(&sub, &expensive).await,
+        status_of(&w, &sub, &expensive).await,
         DeliveryStatus::SkippedFilter,
         "never replayed"
     );
 
     // Dispatch picks the restarted ones up; the adapter gets them again.
-    w.p.pump().await.unwrap();
-    assert_eq!(w.r.count(), 8);
+    w.pump().await.unwrap();
+    assert_eq!(w.receiver.count(), 8);
     for c in &changes[..3] {
-        let d = w.delivery(&sub, c).await;
+        let d = stored(&w, &sub, c).await;
         assert_eq!(d.status, DeliveryStatus::Delivered);
         assert_eq!(d.restarts, 1);
         assert_eq!(d.replay_job.as_deref(), Some(job_id.as_str()));
     }
     for c in &changes[3..] {
-        assert_eq!(w.delivery(&sub, c).await.restarts, 0);
+        assert_eq!(stored(&w, &sub, c).await.restarts, 0);
     }
 
     // The job and its audit entry are listed.
     let jobs = w
+        .api
         .get(
             &format!(
                 "/operator/accounts/{}/replays?subscription_id={}",
@@ -1115,14 +972,18 @@ async fn replays_a_seven_day_window_and_refuses_an_eight_day_one() {
             OPERATOR_TOKEN,
         )
         .await;
-    assert_eq!(jobs.ok(StatusCode::OK)["data"][0]["id"], job_id.as_str());
-    let audit = w.get(&op_sub_path(&sub, "/audit"), OPERATOR_TOKEN).await;
-    let entry = audit.ok(StatusCode::OK)["data"][0].clone();
+    assert_eq!(jobs.ok()["data"][0]["id"], job_id.as_str());
+    let audit = w
+        .api
+        .get(&op_sub_path(&sub, "/audit"), OPERATOR_TOKEN)
+        .await;
+    let entry = audit.ok()["data"][0].clone();
     assert_eq!(entry["action"], "replay_window");
     assert_eq!(entry["job_id"], job_id.as_str());
     assert_eq!(entry["reason"], "the adapter restored a backup");
     // Resuming a completed job is a conflict.
     let again = w
+        .api
         .post(
             &format!(
                 "/operator/accounts/{}/replays/{job_id}/resume",
@@ -1138,14 +999,13 @@ async fn replays_a_seven_day_window_and_refuses_an_eight_day_one() {
 #[tokio::test]
 async fn a_replay_cut_short_resumes_from_its_saved_position_without_restarting_anything_twice() {
     let w = World::new().await;
-    let tenant = w.tenant().await;
-    let sub = w.subscribe(&tenant, "webhook", json!({})).await;
-    let now = w.p.now();
+    let tenant = w.api.account("Tenant").await;
+    let sub = subscribe(&w, &tenant, "webhook", json!({})).await;
+    let now = w.now();
     let occurred: Vec<Timestamp> = (1..=6).map(|h| now.minus(h * HOUR)).collect();
-    let changes = w.changes(&sub.account_id, &occurred).await;
-    assert_eq!(w.r.count(), 6);
-    let (dynamo, table, clock) = w.ops();
-    let ops = Ops::new(&dynamo, &table, &clock);
+    let changes = write_changes(&w, &sub.account_id, &occurred).await;
+    assert_eq!(w.receiver.count(), 6);
+    let ops = Ops::new(&w.t.clients.dynamo, &w.t.config.delivery_table, &w.clock);
     let job = create_job(
         &ops,
         ReplayRequest {
@@ -1175,6 +1035,7 @@ async fn a_replay_cut_short_resumes_from_its_saved_position_without_restarting_a
         Some(changes[1].change_id.as_str())
     );
     let status = w
+        .api
         .get(
             &format!(
                 "/operator/accounts/{}/replays/{}",
@@ -1183,7 +1044,7 @@ async fn a_replay_cut_short_resumes_from_its_saved_position_without_restarting_a
             OPERATOR_TOKEN,
         )
         .await;
-    assert_eq!(status.ok(StatusCode::OK)["status"], "running");
+    assert_eq!(status.ok()["status"], "running");
     assert_eq!(status.json["in_progress"], false, "stopped: resume it");
 
     // The next run dies midway: it restarted the next chunk's deliveries but never saved its
@@ -1202,7 +1063,7 @@ async fn a_replay_cut_short_resumes_from_its_saved_position_without_restarting_a
             (":two", shared::store::expr::n(2)),
             (
                 ":l",
-                shared::store::expr::n(w.p.now().plus(30 * SECOND).millis()),
+                shared::store::expr::n(w.now().plus(30 * SECOND).millis()),
             ),
             (":t", shared::store::expr::s("dead-run")),
         ],
@@ -1215,31 +1076,36 @@ async fn a_replay_cut_short_resumes_from_its_saved_position_without_restarting_a
         sub.account_id, job.job_id
     );
     let busy = w
+        .api
         .post(&resume, OPERATOR_TOKEN, json!({"reason": "it stopped"}))
         .await;
     assert!(busy.problem(StatusCode::CONFLICT)["detail"]
         .as_str()
         .unwrap()
         .contains("being processed"));
-    w.p.clock.advance(31 * SECOND);
+    w.clock.advance(31 * SECOND);
     let done = w
+        .api
         .post(&resume, OPERATOR_TOKEN, json!({"reason": "it stopped"}))
         .await;
-    let done = done.ok(StatusCode::OK).clone();
+    let done = done.ok().clone();
     assert_eq!(done["status"], "completed");
     assert_eq!(done["counts"]["restarted"], 6, "{done}");
     assert_eq!(done["counts"]["in_window"], 6);
     for c in &changes {
         assert_eq!(
-            w.delivery(&sub, c).await.restarts,
+            stored(&w, &sub, c).await.restarts,
             1,
             "restarted exactly once"
         );
     }
-    w.p.pump().await.unwrap();
-    assert_eq!(w.r.count(), 12, "each change pushed once more");
-    let audit = w.get(&op_sub_path(&sub, "/audit"), OPERATOR_TOKEN).await;
-    let actions: Vec<&str> = audit.ok(StatusCode::OK)["data"]
+    w.pump().await.unwrap();
+    assert_eq!(w.receiver.count(), 12, "each change pushed once more");
+    let audit = w
+        .api
+        .get(&op_sub_path(&sub, "/audit"), OPERATOR_TOKEN)
+        .await;
+    let actions: Vec<&str> = audit.ok()["data"]
         .as_array()
         .unwrap()
         .iter()
@@ -1253,8 +1119,8 @@ async fn a_replay_cut_short_resumes_from_its_saved_position_without_restarting_a
 #[tokio::test]
 async fn resuming_a_paused_subscription_resets_its_dead_count_and_skipped_changes_stay_skipped() {
     let w = World::new().await;
-    let tenant = w.tenant().await;
-    let sub = w.subscribe(&tenant, "webhook", json!({})).await;
+    let tenant = w.api.account("Tenant").await;
+    let sub = subscribe(&w, &tenant, "webhook", json!({})).await;
     // Paused after fifty dead deliveries (as the worker leaves it).
     w.update(
         &keys::account_pk(&sub.account_id),
@@ -1263,32 +1129,33 @@ async fn resuming_a_paused_subscription_resets_its_dead_count_and_skipped_change
         &[
             (":paused", shared::store::expr::s("paused")),
             (":fifty", shared::store::expr::n(50)),
-            (":now", shared::store::expr::n(w.p.now().millis())),
+            (":now", shared::store::expr::n(w.now().millis())),
         ],
     )
     .await;
-    let skipped = w.changes(&sub.account_id, &[w.p.now()]).await;
+    let skipped = write_changes(&w, &sub.account_id, &[w.now()]).await;
     assert!(w
-        .p
         .delivery(&sub.account_id, &skipped[0].change_id, &sub.subscription_id)
         .await
         .is_none());
 
     let path = op_sub_path(&sub, "/resume");
     let resumed = w
+        .api
         .post(
             &path,
             OPERATOR_TOKEN,
             json!({"reason": "the receiver is fixed"}),
         )
         .await;
-    let resumed = resumed.ok(StatusCode::OK).clone();
+    let resumed = resumed.ok().clone();
     assert_eq!(resumed["subscription"]["status"], "active");
     assert_eq!(resumed["subscription"]["consecutive_dead"], 0);
     assert_eq!(resumed["dead_count_before"], 50);
     assert_eq!(resumed["subscription"]["resumed_by"], OPERATOR);
     assert!(resumed["subscription"].get("paused_at").is_none());
     let again = w
+        .api
         .post(&path, OPERATOR_TOKEN, json!({"reason": "twice"}))
         .await;
     assert!(again.problem(StatusCode::CONFLICT)["detail"]
@@ -1297,28 +1164,33 @@ async fn resuming_a_paused_subscription_resets_its_dead_count_and_skipped_change
         .contains("only a paused"));
 
     // The skipped change stays skipped, even through a replay of its window.
-    w.p.pump().await.unwrap();
-    assert_eq!(w.r.count(), 0);
+    w.pump().await.unwrap();
+    assert_eq!(w.receiver.count(), 0);
     let job = w
-        .post(
+        .api.post(
             &op_sub_path(&sub, "/replays"),
             OPERATOR_TOKEN,
-            json!({"from": w.p.now().minus(HOUR).to_rfc3339(), "to": w.p.now().to_rfc3339(), "reason": "catch up"}),
+            json!({"from": w.now().minus(HOUR).to_rfc3339(), "to": w.now().to_rfc3339(), "reason": "catch up"}),
         )
         .await;
-    assert_eq!(job.ok(StatusCode::ACCEPTED)["counts"]["in_window"], 0);
+    assert_eq!(job.accepted()["counts"]["in_window"], 0);
     assert!(w
-        .p
         .delivery(&sub.account_id, &skipped[0].change_id, &sub.subscription_id)
         .await
         .is_none());
     // New changes are delivered again.
-    let fresh = w.changes(&sub.account_id, &[w.p.now()]).await;
-    assert_eq!(w.status(&sub, &fresh[0]).await, DeliveryStatus::Delivered);
-    let fetched = w.get(&op_sub_path(&sub, ""), OPERATOR_TOKEN).await;
-    assert_eq!(fetched.ok(StatusCode::OK)["status"], "active");
-    let audit = w.get(&op_sub_path(&sub, "/audit"), OPERATOR_TOKEN).await;
-    let resume_entry = audit.ok(StatusCode::OK)["data"]
+    let fresh = write_changes(&w, &sub.account_id, &[w.now()]).await;
+    assert_eq!(
+        status_of(&w, &sub, &fresh[0]).await,
+        DeliveryStatus::Delivered
+    );
+    let fetched = w.api.get(&op_sub_path(&sub, ""), OPERATOR_TOKEN).await;
+    assert_eq!(fetched.ok()["status"], "active");
+    let audit = w
+        .api
+        .get(&op_sub_path(&sub, "/audit"), OPERATOR_TOKEN)
+        .await;
+    let resume_entry = audit.ok()["data"]
         .as_array()
         .unwrap()
         .iter()
@@ -1334,27 +1206,24 @@ async fn resuming_a_paused_subscription_resets_its_dead_count_and_skipped_change
 #[tokio::test]
 async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
     let w = World::new().await;
-    let a = w.tenant().await;
-    let b = w.tenant().await;
-    let sub_a = w.subscribe(&a, "poll", json!({})).await;
-    let other_integration_a = w.subscribe(&a, "poll", json!({})).await;
-    let sub_b = w.subscribe(&b, "poll", json!({})).await;
-    let changes = w.changes(&sub_a.account_id, &[w.p.now()]).await;
-    w.settle().await;
+    let a = w.api.account("Tenant").await;
+    let b = w.api.account("Tenant").await;
+    let sub_a = subscribe(&w, &a, "poll", json!({})).await;
+    let other_integration_a = subscribe(&w, &a, "poll", json!({})).await;
+    let sub_b = subscribe(&w, &b, "poll", json!({})).await;
+    let changes = write_changes(&w, &sub_a.account_id, &[w.now()]).await;
+    settle(&w);
     let job = w
-        .post(
+        .api.post(
             &op_sub_path(&sub_a, "/replays"),
             OPERATOR_TOKEN,
-            json!({"from": w.p.now().minus(HOUR).to_rfc3339(), "to": w.p.now().to_rfc3339(), "reason": "r"}),
+            json!({"from": w.now().minus(HOUR).to_rfc3339(), "to": w.now().to_rfc3339(), "reason": "r"}),
         )
         .await;
-    let job_id = job.ok(StatusCode::ACCEPTED)["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let job_id = job.accepted()["id"].as_str().unwrap().to_owned();
     let cursor = PullCursor {
         epoch: 0,
-        read_at: w.p.now(),
+        read_at: w.now(),
         change_id: Some(changes[0].change_id.clone()),
     }
     .encode();
@@ -1362,14 +1231,14 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
         match (method.as_str(), path) {
             ("PUT", p) if p.ends_with("/cursor") => Some(json!({"cursor": cursor})),
             ("POST", p) if p.ends_with("/replays") => Some(json!({
-                "from": w.p.now().minus(HOUR).to_rfc3339(), "to": w.p.now().to_rfc3339(), "reason": "r"})),
+                "from": w.now().minus(HOUR).to_rfc3339(), "to": w.now().to_rfc3339(), "reason": "r"})),
             ("POST", _) => Some(json!({"reason": "r"})),
             _ => None,
         }
     };
 
     // Every route of the route table this test covers; a new one must be added here.
-    let table = shared::api::routes::routes(&w.app).unwrap();
+    let table = shared::api::routes::routes(w.api.router()).unwrap();
     let ours: Vec<(Method, String)> = table
         .into_iter()
         .filter(|(_, p)| {
@@ -1388,9 +1257,10 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
             if !expected_not_found {
                 // The listing: B's adapter sees only B's subscriptions.
                 let r = w
+                    .api
                     .call(method.clone(), &path, Some(&sub_b.integration_token), None)
                     .await;
-                let body = r.ok(StatusCode::OK).to_string();
+                let body = r.ok().to_string();
                 assert!(!body.contains(&sub_a.subscription_id), "{body}");
                 checked += 1;
                 continue;
@@ -1399,6 +1269,7 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
             // the same 404 as a subscription that does not exist.
             let missing_path = template.replace("{subscription_id}", "01ABSENTABSENTABSENTABSENT");
             let missing = w
+                .api
                 .call(
                     method.clone(),
                     &missing_path,
@@ -1412,6 +1283,7 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
                 &other_integration_a.integration_token,
             ] {
                 let r = w
+                    .api
                     .call(method.clone(), &path, Some(token), bodies(method, template))
                     .await;
                 assert_eq!(
@@ -1422,10 +1294,11 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
             }
             // Account tokens are not adapters.
             let r = w
+                .api
                 .call(
                     method.clone(),
                     &path,
-                    Some(&a.account_token),
+                    Some(&a.token),
                     bodies(method, template),
                 )
                 .await;
@@ -1440,6 +1313,7 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
             .replace("{change_id}", &changes[0].change_id)
             .replace("{job_id}", &job_id);
         let r = w
+            .api
             .call(
                 method.clone(),
                 &path,
@@ -1451,7 +1325,7 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
             r.problem(StatusCode::NOT_FOUND);
         } else {
             // Account-wide listings of B name nothing of A.
-            let body = r.ok(StatusCode::OK).to_string();
+            let body = r.ok().to_string();
             assert!(
                 !body.contains(&sub_a.subscription_id),
                 "{method} {path}: {body}"
@@ -1459,10 +1333,11 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
         }
         // And the route needs an operator.
         let r = w
+            .api
             .call(
                 method.clone(),
                 &path,
-                Some(&b.account_token),
+                Some(&b.token),
                 bodies(method, template),
             )
             .await;
@@ -1471,14 +1346,15 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
     }
     assert_eq!(checked, ours.len());
     // Nothing of A moved.
-    assert_eq!(w.status(&sub_a, &changes[0]).await, DeliveryStatus::Pending);
+    assert_eq!(
+        status_of(&w, &sub_a, &changes[0]).await,
+        DeliveryStatus::Pending
+    );
     let cursor_a = w
+        .api
         .get(&pull_path(&sub_a, "cursor"), &sub_a.integration_token)
         .await;
-    assert_eq!(
-        cursor_a.ok(StatusCode::OK)["acknowledged_change_id"],
-        Value::Null
-    );
+    assert_eq!(cursor_a.ok()["acknowledged_change_id"], Value::Null);
 }
 
 // --------------------------------------------------------------------------------------- CLI
@@ -1531,13 +1407,13 @@ async fn the_rhythm_cli_parses_its_arguments_and_retries_through_a_local_api_ser
 
     // A dead delivery, retried from the terminal against the API on loopback.
     let w = World::new().await;
-    w.r.set_default(Reply::Status(410));
-    let tenant = w.tenant().await;
-    let sub = w.subscribe(&tenant, "webhook", json!({})).await;
-    let changes = w.changes(&sub.account_id, &[w.p.now()]).await;
-    assert_eq!(w.status(&sub, &changes[0]).await, DeliveryStatus::Dead);
-    w.r.set_default(Reply::Status(200));
-    let (addr, server) = local::api_server::serve_loopback(state(&w.p))
+    w.receiver.set_default(Reply::Status(410));
+    let tenant = w.api.account("Tenant").await;
+    let sub = subscribe(&w, &tenant, "webhook", json!({})).await;
+    let changes = write_changes(&w, &sub.account_id, &[w.now()]).await;
+    assert_eq!(status_of(&w, &sub, &changes[0]).await, DeliveryStatus::Dead);
+    w.receiver.set_default(Reply::Status(200));
+    let (addr, server) = local::api_server::serve_loopback(w.api_state())
         .await
         .unwrap();
     let url = format!("http://{addr}");
@@ -1595,8 +1471,11 @@ async fn the_rhythm_cli_parses_its_arguments_and_retries_through_a_local_api_ser
     );
     let out = String::from_utf8_lossy(&retried.stdout);
     assert!(out.contains("dead → pending"), "{out}");
-    w.p.pump().await.unwrap();
-    assert_eq!(w.status(&sub, &changes[0]).await, DeliveryStatus::Delivered);
+    w.pump().await.unwrap();
+    assert_eq!(
+        status_of(&w, &sub, &changes[0]).await,
+        DeliveryStatus::Delivered
+    );
 
     // An API refusal is printed from its problem document, with a failing exit code.
     let again = run(with(&[

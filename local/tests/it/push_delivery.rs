@@ -2,67 +2,42 @@
 //! receiver on loopback. Test names follow the seeds' evidence.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use local::fixtures::{catalog_change, test_secret, Fixtures};
-use local::pipeline::Pipeline;
-use local::receiver::{Receiver, Reply};
+use local::fixtures::test_secret;
+use local::receiver::Reply;
+use local::testkit::{work, World};
 use serde_json::json;
-use shared::domain::delivery_method::DeliveryMethod;
 use shared::domain::event::InternalStatus;
 use shared::domain::integration_delivery::DeliveryStatus;
-use shared::domain::retry::{RetryPolicy, FIXED_SCHEDULE};
+use shared::domain::retry::FIXED_SCHEDULE;
 use shared::domain::signing::{verify, SigningSecret, DEFAULT_TOLERANCE};
 use shared::domain::subscription::SubscriptionStatus;
 use shared::domain::time::{MINUTE, SECOND};
-use shared::store::models::{DeliveryWork, Integration, Subscription};
+use shared::store::models::{Integration, Subscription};
 use std::time::Duration;
 
-async fn setup() -> (Pipeline, Receiver) {
-    (Pipeline::new().await, Receiver::start().await)
-}
-
-fn fixtures(p: &Pipeline) -> Fixtures<'_> {
-    Fixtures {
-        clients: &p.t.clients,
-        table: &p.t.config.delivery_table,
-        now: p.now(),
-    }
-}
-
-async fn webhook_subscription(
-    p: &Pipeline,
-    r: &Receiver,
-    policy: RetryPolicy,
-) -> (String, Integration, Subscription) {
-    let f = fixtures(p);
-    let account = f.account(&["admin@example.com"]).await.unwrap();
-    let integration = f
-        .webhook(&account.account_id, r.url("/hooks/rhythm"))
-        .await
-        .unwrap();
-    let subscription = f
-        .subscription(
-            &integration,
-            &["catalog_item"],
-            None,
-            &["sku", "name", "price"],
-            policy,
-        )
-        .await
-        .unwrap();
+/// An account with an administrator, a webhook to the world's receiver, and a catalog
+/// subscription of it carrying `sku`, `name` and `price`.
+async fn webhook_subscription(w: &World) -> (String, Integration, Subscription) {
+    let account = w.account().await;
+    let integration = w.integration(&account.account_id).await;
+    let subscription = w
+        .subscribe(&integration)
+        .fields(&["sku", "name", "price"])
+        .await;
     (account.account_id, integration, subscription)
 }
 
 #[tokio::test]
 async fn turns_a_change_event_into_a_queued_delivery_of_the_catalog_projection_never_the_row() {
-    let (p, r) = setup().await;
-    let (account, _, sub) = webhook_subscription(&p, &r, RetryPolicy::FixedSchedule).await;
-    let change = catalog_change(&account, p.now(), 3.5);
-    p.write_change(&change).await.unwrap();
+    let w = World::new().await;
+    let r = &w.receiver;
+    let (account, _, sub) = webhook_subscription(&w).await;
+    let change = w.change(&account).price(3.5).await;
 
     // Ingest alone: the delivery is recorded pending with the projection, before any push.
-    let (records, failures) = p.ingest_pending().await.unwrap();
+    let (records, failures) = w.ingest_pending().await.unwrap();
     assert_eq!((records, failures), (1, 0));
-    let d = p
+    let d = w
         .delivery(&account, &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -77,11 +52,11 @@ async fn turns_a_change_event_into_a_queued_delivery_of_the_catalog_projection_n
         json!(["price"]),
         "hidden field names do not leak"
     );
-    let event = p.event(&account, &change.change_id).await.unwrap();
+    let event = w.event(&account, &change.change_id).await.unwrap();
     assert_eq!(event.subscribers, 1);
 
     // Dispatch and delivery: the receiver gets exactly the projection, signed.
-    p.pump().await.unwrap();
+    w.pump().await.unwrap();
     let got = r.received();
     assert_eq!(got.len(), 1);
     let body = String::from_utf8(got[0].body.clone()).unwrap();
@@ -99,12 +74,12 @@ async fn turns_a_change_event_into_a_queued_delivery_of_the_catalog_projection_n
         got[0].header("webhook-timestamp").unwrap(),
         got[0].header("webhook-signature").unwrap(),
         &got[0].body,
-        p.now(),
+        w.now(),
         DEFAULT_TOLERANCE,
     )
     .expect("the Standard Webhooks signature verifies");
 
-    let d = p
+    let d = w
         .delivery(&account, &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -113,7 +88,7 @@ async fn turns_a_change_event_into_a_queued_delivery_of_the_catalog_projection_n
     assert_eq!(d.attempt_log.len(), 1);
     assert_eq!(d.attempt_log[0].http_status, Some(200));
     assert!(d.lease_until.is_none(), "lease released");
-    let item = p
+    let item = w
         .get(
             &shared::store::keys::event_pk(&account, &change.change_id),
             &shared::store::keys::delivery_sk(&sub.subscription_id),
@@ -129,17 +104,17 @@ async fn turns_a_change_event_into_a_queued_delivery_of_the_catalog_projection_n
 #[tokio::test]
 async fn retries_a_classified_failure_with_the_backoff_and_records_the_delivery_dead_after_six_attempts(
 ) {
-    let (p, r) = setup().await;
+    let w = World::new().await;
+    let r = &w.receiver;
     r.set_default(Reply::Status(503));
-    let (account, _, sub) = webhook_subscription(&p, &r, RetryPolicy::FixedSchedule).await;
-    let change = catalog_change(&account, p.now(), 1.0);
-    p.write_change(&change).await.unwrap();
-    p.pump().await.unwrap();
+    let (account, _, sub) = webhook_subscription(&w).await;
+    let change = w.change(&account).price(1.0).await;
+    w.pump().await.unwrap();
     assert_eq!(r.count(), 1);
 
     let mut expected_attempts = 1;
     for wait in FIXED_SCHEDULE {
-        let d = p
+        let d = w
             .delivery(&account, &change.change_id, &sub.subscription_id)
             .await
             .unwrap();
@@ -152,17 +127,17 @@ async fn retries_a_classified_failure_with_the_backoff_and_records_the_delivery_
             "attempt {expected_attempts} waits {wait:?}"
         );
         // Just before the wait ends nothing happens, even when the sweep runs.
-        p.advance(wait - SECOND).await.unwrap();
+        w.advance(wait - SECOND).await.unwrap();
         assert_eq!(
             r.count() as u32,
             expected_attempts,
             "no attempt before the backoff ends"
         );
-        p.advance(SECOND).await.unwrap();
+        w.advance(SECOND).await.unwrap();
         expected_attempts += 1;
         assert_eq!(r.count() as u32, expected_attempts);
     }
-    let d = p
+    let d = w
         .delivery(&account, &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -174,9 +149,9 @@ async fn retries_a_classified_failure_with_the_backoff_and_records_the_delivery_
         .iter()
         .all(|a| a.class == "transient" && a.http_status == Some(503)));
     // Nothing further: a day later there is no seventh attempt.
-    p.advance(Duration::from_secs(86_400)).await.unwrap();
+    w.advance(Duration::from_secs(86_400)).await.unwrap();
     assert_eq!(r.count(), 6);
-    let s = p
+    let s = w
         .subscription(&account, &sub.subscription_id)
         .await
         .unwrap();
@@ -185,17 +160,17 @@ async fn retries_a_classified_failure_with_the_backoff_and_records_the_delivery_
 
 #[tokio::test]
 async fn honours_a_longer_retry_after_and_recovers_on_a_later_attempt() {
-    let (p, r) = setup().await;
+    let w = World::new().await;
+    let r = &w.receiver;
     r.script([Reply::Full {
         status: 429,
         headers: vec![("retry-after".into(), "600".into())],
         body: "slow down".into(),
     }]);
-    let (account, _, sub) = webhook_subscription(&p, &r, RetryPolicy::FixedSchedule).await;
-    let change = catalog_change(&account, p.now(), 1.0);
-    p.write_change(&change).await.unwrap();
-    p.pump().await.unwrap();
-    let d = p
+    let (account, _, sub) = webhook_subscription(&w).await;
+    let change = w.change(&account).price(1.0).await;
+    w.pump().await.unwrap();
+    let d = w
         .delivery(&account, &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -206,11 +181,11 @@ async fn honours_a_longer_retry_after_and_recovers_on_a_later_attempt() {
         d.not_before,
         Some(d.attempt_log[0].at.plus(Duration::from_secs(600)))
     );
-    p.advance(MINUTE).await.unwrap();
+    w.advance(MINUTE).await.unwrap();
     assert_eq!(r.count(), 1);
-    p.advance(Duration::from_secs(540)).await.unwrap();
+    w.advance(Duration::from_secs(540)).await.unwrap();
     assert_eq!(r.count(), 2);
-    let d = p
+    let d = w
         .delivery(&account, &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -220,14 +195,13 @@ async fn honours_a_longer_retry_after_and_recovers_on_a_later_attempt() {
 
 #[tokio::test]
 async fn a_permanent_refusal_is_dead_at_once_and_configuration_loss_is_failed() {
-    let (p, r) = setup().await;
+    let w = World::new().await;
+    let r = &w.receiver;
     r.set_default(Reply::Status(410));
-    let (account, integration, sub) =
-        webhook_subscription(&p, &r, RetryPolicy::FixedSchedule).await;
-    let first = catalog_change(&account, p.now(), 1.0);
-    p.write_change(&first).await.unwrap();
-    p.pump().await.unwrap();
-    let d = p
+    let (account, integration, sub) = webhook_subscription(&w).await;
+    let first = w.change(&account).price(1.0).await;
+    w.pump().await.unwrap();
+    let d = w
         .delivery(&account, &first.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -238,13 +212,12 @@ async fn a_permanent_refusal_is_dead_at_once_and_configuration_loss_is_failed() 
     // Consent withdrawn: the next change fails without calling the adapter.
     let mut withdrawn = integration.clone();
     withdrawn.event_access_accepted = false;
-    fixtures(&p).save_integration(&withdrawn).await.unwrap();
-    p.worker.forget_config(&account);
-    let second = catalog_change(&account, p.now(), 2.0);
-    p.write_change(&second).await.unwrap();
-    p.pump().await.unwrap();
+    w.save_integration(&withdrawn).await;
+    w.worker.forget_config(&account);
+    let second = w.change(&account).price(2.0).await;
+    w.pump().await.unwrap();
     assert_eq!(r.count(), 1, "no call without consent");
-    let d = p
+    let d = w
         .delivery(&account, &second.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -258,22 +231,21 @@ async fn a_permanent_refusal_is_dead_at_once_and_configuration_loss_is_failed() 
 #[tokio::test]
 async fn pauses_a_subscription_after_fifty_dead_deliveries_in_a_row_and_tells_its_administrators_once(
 ) {
-    let (p, r) = setup().await;
+    let w = World::new().await;
+    let r = &w.receiver;
     r.set_default(Reply::Status(400));
-    let (account, _, sub) = webhook_subscription(&p, &r, RetryPolicy::FixedSchedule).await;
+    let (account, _, sub) = webhook_subscription(&w).await;
     // A success first, then fifty-two permanent failures.
     r.script([Reply::Status(200)]);
-    let ok = catalog_change(&account, p.now(), 0.5);
-    p.write_change(&ok).await.unwrap();
-    p.pump().await.unwrap();
+    w.change(&account).price(0.5).await;
+    w.pump().await.unwrap();
     let mut changes = Vec::new();
     for i in 0..50 {
-        let c = catalog_change(&account, p.now(), i as f64);
-        p.write_change(&c).await.unwrap();
+        let c = w.change(&account).price(i as f64).await;
         changes.push(c);
     }
-    p.pump().await.unwrap();
-    let s = p
+    w.pump().await.unwrap();
+    let s = w
         .subscription(&account, &sub.subscription_id)
         .await
         .unwrap();
@@ -283,10 +255,10 @@ async fn pauses_a_subscription_after_fifty_dead_deliveries_in_a_row_and_tells_it
 
     // Exactly one notice, addressed to the account's administrators.
     let notices =
-        p.t.clients
+        w.t.clients
             .dynamo
             .scan()
-            .table_name(&p.t.config.notification_table)
+            .table_name(&w.t.config.notification_table)
             .send()
             .await
             .unwrap()
@@ -305,17 +277,10 @@ async fn pauses_a_subscription_after_fifty_dead_deliveries_in_a_row_and_tells_it
 
     // Redelivering every message counts nothing twice.
     for c in &changes {
-        p.worker
-            .process(&DeliveryWork {
-                account_id: account.clone(),
-                change_id: c.change_id.clone(),
-                subscription_id: sub.subscription_id.clone(),
-            })
-            .await
-            .unwrap();
+        w.worker.process(&work(c, &sub)).await.unwrap();
     }
     assert_eq!(
-        p.subscription(&account, &sub.subscription_id)
+        w.subscription(&account, &sub.subscription_id)
             .await
             .unwrap()
             .consecutive_dead,
@@ -324,10 +289,9 @@ async fn pauses_a_subscription_after_fifty_dead_deliveries_in_a_row_and_tells_it
 
     // While paused, new changes are skipped: no delivery record, nothing sent.
     let calls = r.count();
-    let skipped = catalog_change(&account, p.now(), 99.0);
-    p.write_change(&skipped).await.unwrap();
-    p.pump().await.unwrap();
-    assert!(p
+    let skipped = w.change(&account).price(99.0).await;
+    w.pump().await.unwrap();
+    assert!(w
         .delivery(&account, &skipped.change_id, &sub.subscription_id)
         .await
         .is_none());
@@ -336,28 +300,29 @@ async fn pauses_a_subscription_after_fifty_dead_deliveries_in_a_row_and_tells_it
 
 #[tokio::test]
 async fn a_success_resets_the_consecutive_dead_count() {
-    let (p, r) = setup().await;
-    let (account, _, sub) = webhook_subscription(&p, &r, RetryPolicy::FixedSchedule).await;
+    let w = World::new().await;
+    let r = &w.receiver;
+    let (account, _, sub) = webhook_subscription(&w).await;
     r.script([Reply::Status(400), Reply::Status(400), Reply::Status(200)]);
     for i in 0..2 {
-        p.write_change(&catalog_change(&account, p.now(), i as f64))
+        w.write_change(&w.change(&account).price(i as f64).build())
             .await
             .unwrap();
-        p.pump().await.unwrap();
+        w.pump().await.unwrap();
     }
     assert_eq!(
-        p.subscription(&account, &sub.subscription_id)
+        w.subscription(&account, &sub.subscription_id)
             .await
             .unwrap()
             .consecutive_dead,
         2
     );
-    p.write_change(&catalog_change(&account, p.now(), 9.0))
+    w.write_change(&w.change(&account).price(9.0).build())
         .await
         .unwrap();
-    p.pump().await.unwrap();
+    w.pump().await.unwrap();
     assert_eq!(
-        p.subscription(&account, &sub.subscription_id)
+        w.subscription(&account, &sub.subscription_id)
             .await
             .unwrap()
             .consecutive_dead,
@@ -367,16 +332,17 @@ async fn a_success_resets_the_consecutive_dead_count() {
 
 #[tokio::test]
 async fn duplicate_stream_records_and_duplicate_messages_deliver_once() {
-    let (p, r) = setup().await;
-    let (account, _, sub) = webhook_subscription(&p, &r, RetryPolicy::FixedSchedule).await;
-    let change = catalog_change(&account, p.now(), 1.0);
+    let w = World::new().await;
+    let r = &w.receiver;
+    let (account, _, sub) = webhook_subscription(&w).await;
+    let change = w.change(&account).price(1.0).build();
     // The owning application writes the same change twice (the stream carries both).
-    p.write_change(&change).await.unwrap();
-    p.write_change(&change).await.unwrap();
-    p.ingest_pending().await.unwrap();
+    w.write_change(&change).await.unwrap();
+    w.write_change(&change).await.unwrap();
+    w.ingest_pending().await.unwrap();
     // The same stream record handled again (a retried batch).
     let mut configs = Default::default();
-    let again = p.ingest.ingest_change(&change, &mut configs).await.unwrap();
+    let again = w.ingest.ingest_change(&change, &mut configs).await.unwrap();
     assert_eq!(again.pending, 1);
     assert_eq!(
         again.already_recorded, 2,
@@ -384,24 +350,20 @@ async fn duplicate_stream_records_and_duplicate_messages_deliver_once() {
     );
 
     // Three copies of the work message.
-    let work = DeliveryWork {
-        account_id: account.clone(),
-        change_id: change.change_id.clone(),
-        subscription_id: sub.subscription_id.clone(),
-    };
+    let job = work(&change, &sub);
     for _ in 0..3 {
-        p.t.clients
+        w.t.clients
             .sqs
             .send_message()
-            .queue_url(&p.t.config.delivery_queue_url)
-            .message_body(serde_json::to_string(&work).unwrap())
+            .queue_url(&w.t.config.delivery_queue_url)
+            .message_body(serde_json::to_string(&job).unwrap())
             .send()
             .await
             .unwrap();
     }
-    p.pump().await.unwrap();
+    w.pump().await.unwrap();
     assert_eq!(r.count(), 1, "one adapter call");
-    let d = p
+    let d = w
         .delivery(&account, &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -411,47 +373,39 @@ async fn duplicate_stream_records_and_duplicate_messages_deliver_once() {
 
 #[tokio::test]
 async fn a_worker_that_dies_after_its_claim_is_taken_over_when_the_lease_lapses() {
-    let (p, r) = setup().await;
-    let (account, _, sub) = webhook_subscription(&p, &r, RetryPolicy::FixedSchedule).await;
-    let change = catalog_change(&account, p.now(), 1.0);
-    p.write_change(&change).await.unwrap();
-    p.ingest_pending().await.unwrap();
-    let pk = shared::store::keys::event_pk(&account, &change.change_id);
-    let sk = shared::store::keys::delivery_sk(&sub.subscription_id);
+    let w = World::new().await;
+    let r = &w.receiver;
+    let (account, _, sub) = webhook_subscription(&w).await;
+    let change = w.change(&account).price(1.0).await;
+    w.ingest_pending().await.unwrap();
     // A worker claims attempt 1 and dies: its lease is written, nothing else (a claim does not
     // touch the `due` index).
-    let lease_until = p.now().plus(Duration::from_secs(60));
-    p.t.clients
-        .dynamo
-        .update_item()
-        .table_name(&p.t.config.delivery_table)
-        .key("pk", AttributeValue::S(pk))
-        .key("sk", AttributeValue::S(sk))
-        .update_expression("SET lease_until = :l, lease_token = :t")
-        .expression_attribute_values(":l", AttributeValue::N(lease_until.millis().to_string()))
-        .expression_attribute_values(":t", AttributeValue::S("dead-worker".into()))
-        .send()
-        .await
-        .unwrap();
+    w.lease(
+        &change,
+        &sub.subscription_id,
+        w.now().plus(Duration::from_secs(60)),
+        "dead-worker",
+    )
+    .await;
     // A copy of its message arrives while the lease holds: nobody else may call the adapter.
-    p.pump().await.unwrap();
+    w.pump().await.unwrap();
     assert_eq!(r.count(), 0, "the live lease keeps other workers out");
     // In AWS the dead worker's own message returns after the queue's visibility timeout (120 s,
     // past the lease). Here that message is lost too: nothing publishes the delivery until its
     // first-dispatch grace has passed; then the roll-up of its open event puts it on the `due`
     // index and the sweep publishes it, and attempt 1 is taken over.
-    p.advance(Duration::from_secs(61)).await.unwrap();
+    w.advance(Duration::from_secs(61)).await.unwrap();
     assert_eq!(r.count(), 0, "not lost yet: the queue may still bring it");
-    p.clock.advance(shared::ingest::FIRST_DISPATCH_GRACE);
-    assert_eq!(p.roll_up_pass().await.unwrap().requeued, 1);
+    w.clock.advance(shared::ingest::FIRST_DISPATCH_GRACE);
+    assert_eq!(w.roll_up_pass().await.unwrap().requeued, 1);
     assert_eq!(
-        p.roll_up_pass().await.unwrap().requeued,
+        w.roll_up_pass().await.unwrap().requeued,
         0,
         "scheduled once"
     );
-    p.advance(Duration::from_secs(1)).await.unwrap();
+    w.advance(Duration::from_secs(1)).await.unwrap();
     assert_eq!(r.count(), 1);
-    let d = p
+    let d = w
         .delivery(&account, &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -461,57 +415,44 @@ async fn a_worker_that_dies_after_its_claim_is_taken_over_when_the_lease_lapses(
 
 #[tokio::test]
 async fn a_lost_acknowledgement_is_retried_with_the_same_delivery_id() {
-    let (p, r) = setup().await;
+    let w = World::new().await;
+    let r = &w.receiver;
     // The receiver applies the change but the answer never arrives in time.
     r.script([Reply::Hang(Duration::from_secs(30))]);
-    let f = fixtures(&p);
-    let account = f.account(&[]).await.unwrap();
-    let integration = f
-        .webhook(&account.account_id, r.url("/hooks"))
-        .await
-        .unwrap();
-    let sub = f
-        .subscription(
-            &integration,
-            &["*"],
-            None,
-            &["sku"],
-            RetryPolicy::FixedSchedule,
-        )
-        .await
-        .unwrap();
-    let worker = shared::worker::DeliveryWorker::with_adapters(
-        p.t.clients.clone(),
-        p.t.config.clone(),
-        std::sync::Arc::new(p.clock.clone()),
+    let account = w.account().admins(&[]).await;
+    let integration = w
+        .integration(&account.account_id)
+        .url(r.url("/hooks"))
+        .await;
+    let sub = w
+        .subscribe(&integration)
+        .record_types(&["*"])
+        .fields(&["sku"])
+        .await;
+    let worker = w.worker_with(
         shared::worker::webhook::WebhookAdapter::new(
             shared::domain::ssrf::TargetPolicy::LOCAL_DEMO,
             Duration::from_millis(300),
         ),
         shared::worker::internal::InternalRegistry::default(),
     );
-    let change = catalog_change(&account.account_id, p.now(), 1.0);
-    p.write_change(&change).await.unwrap();
-    p.ingest_pending().await.unwrap();
-    let work = DeliveryWork {
-        account_id: account.account_id.clone(),
-        change_id: change.change_id.clone(),
-        subscription_id: sub.subscription_id.clone(),
-    };
-    worker.process(&work).await.unwrap();
-    let d = p
+    let change = w.change(&account.account_id).price(1.0).await;
+    w.ingest_pending().await.unwrap();
+    let job = work(&change, &sub);
+    worker.process(&job).await.unwrap();
+    let d = w
         .delivery(&account.account_id, &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
     assert_eq!(d.status, DeliveryStatus::Retrying);
     assert_eq!(d.attempt_log[0].class, "transient");
-    p.clock.advance(MINUTE);
-    worker.process(&work).await.unwrap();
+    w.clock.advance(MINUTE);
+    worker.process(&job).await.unwrap();
     let got = r.received();
     assert_eq!(got.len(), 2);
     assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
     assert_eq!(got[0].body, got[1].body);
-    let d = p
+    let d = w
         .delivery(&account.account_id, &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -521,27 +462,20 @@ async fn a_lost_acknowledgement_is_retried_with_the_same_delivery_id() {
 
 #[tokio::test]
 async fn a_filter_change_does_not_resurrect_a_skipped_filter_record() {
-    let (p, r) = setup().await;
-    let f = fixtures(&p);
-    let account = f.account(&[]).await.unwrap();
-    let integration = f
-        .webhook(&account.account_id, r.url("/hooks"))
-        .await
-        .unwrap();
-    let mut sub = f
-        .subscription(
-            &integration,
-            &["catalog_item"],
-            Some(json!({"field": "record.price", "gt": 10})),
-            &["sku", "price"],
-            RetryPolicy::FixedSchedule,
-        )
-        .await
-        .unwrap();
-    let cheap = catalog_change(&account.account_id, p.now(), 3.0);
-    p.write_change(&cheap).await.unwrap();
-    p.pump().await.unwrap();
-    let d = p
+    let w = World::new().await;
+    let r = &w.receiver;
+    let account = w.account().admins(&[]).await;
+    let integration = w
+        .integration(&account.account_id)
+        .url(r.url("/hooks"))
+        .await;
+    let mut sub = w
+        .subscribe(&integration)
+        .filter(json!({"field": "record.price", "gt": 10}))
+        .await;
+    let cheap = w.change(&account.account_id).price(3.0).await;
+    w.pump().await.unwrap();
+    let d = w
         .delivery(&account.account_id, &cheap.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -554,11 +488,11 @@ async fn a_filter_change_does_not_resurrect_a_skipped_filter_record() {
 
     // The filter is widened and the same change arrives again: still skipped_filter, no delivery.
     sub.filter = None;
-    f.save_subscription(&sub).await.unwrap();
+    w.save_subscription(&sub).await;
     let mut configs = Default::default();
-    p.ingest.ingest_change(&cheap, &mut configs).await.unwrap();
-    p.pump().await.unwrap();
-    let d = p
+    w.ingest.ingest_change(&cheap, &mut configs).await.unwrap();
+    w.pump().await.unwrap();
+    let d = w
         .delivery(&account.account_id, &cheap.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -572,25 +506,23 @@ async fn a_filter_change_does_not_resurrect_a_skipped_filter_record() {
 
 #[tokio::test]
 async fn a_malformed_stream_record_fails_alone_and_the_rest_of_the_batch_is_ingested() {
-    let (p, r) = setup().await;
-    let (account, _, sub) = webhook_subscription(&p, &r, RetryPolicy::FixedSchedule).await;
-    let before = catalog_change(&account, p.now(), 1.0);
-    p.write_change(&before).await.unwrap();
+    let w = World::new().await;
+    let (account, _, sub) = webhook_subscription(&w).await;
+    let before = w.change(&account).price(1.0).await;
     // A change without its event code.
     let mut bad: shared::store::Item =
-        serde_dynamo::to_item(catalog_change(&account, p.now(), 2.0)).unwrap();
+        serde_dynamo::to_item(w.change(&account).price(2.0).build()).unwrap();
     bad.remove("event_code");
-    p.write_raw_change(bad).await.unwrap();
-    let after = catalog_change(&account, p.now(), 3.0);
-    p.write_change(&after).await.unwrap();
-    let (_, failures) = p.ingest_pending().await.unwrap();
+    w.write_raw_change(bad).await.unwrap();
+    let after = w.change(&account).price(3.0).await;
+    let (_, failures) = w.ingest_pending().await.unwrap();
     assert!(failures >= 1, "the malformed record is reported");
     // The record after the bad one is processed too (each retry re-reads from the failure on).
-    assert!(p
+    assert!(w
         .delivery(&account, &before.change_id, &sub.subscription_id)
         .await
         .is_some());
-    assert!(p
+    assert!(w
         .delivery(&account, &after.change_id, &sub.subscription_id)
         .await
         .is_some());
@@ -598,44 +530,30 @@ async fn a_malformed_stream_record_fails_alone_and_the_rest_of_the_batch_is_inge
 
 #[tokio::test]
 async fn an_internal_subscriber_stores_its_result_and_marks_the_event_done() {
-    let p = Pipeline::new().await;
-    let f = fixtures(&p);
-    let account = f.account(&[]).await.unwrap();
-    let integration = f
-        .integration(
-            &account.account_id,
-            DeliveryMethod::Internal,
-            None,
-            Some("record_snapshot"),
-        )
-        .await
-        .unwrap();
-    let sub = f
-        .subscription(
-            &integration,
-            &["catalog_item"],
-            None,
-            &["sku", "price"],
-            RetryPolicy::FixedSchedule,
-        )
-        .await
-        .unwrap();
-    let newer = catalog_change(&account.account_id, p.now().plus(MINUTE), 8.0);
-    let older = catalog_change(&account.account_id, p.now(), 5.0);
-    p.write_change(&newer).await.unwrap();
-    p.write_change(&older).await.unwrap();
-    p.pump().await.unwrap();
+    let w = World::new().await;
+    let account = w.account().admins(&[]).await;
+    let integration = w.integration(&account.account_id).internal().await;
+    let sub = w.subscribe(&integration).await;
+    let newer = w
+        .change(&account.account_id)
+        .at(w.now().plus(MINUTE))
+        .price(8.0)
+        .build();
+    let older = w.change(&account.account_id).price(5.0).build();
+    w.write_change(&newer).await.unwrap();
+    w.write_change(&older).await.unwrap();
+    w.pump().await.unwrap();
     for c in [&newer, &older] {
-        let d = p
+        let d = w
             .delivery(&account.account_id, &c.change_id, &sub.subscription_id)
             .await
             .unwrap();
         assert_eq!(d.status, DeliveryStatus::Delivered);
-        let e = p.event(&account.account_id, &c.change_id).await.unwrap();
+        let e = w.event(&account.account_id, &c.change_id).await.unwrap();
         assert_eq!(e.internal_status, InternalStatus::Done);
     }
     // The late, older change did not overwrite the newer snapshot.
-    let snap = p
+    let snap = w
         .get(
             &shared::worker::internal::snapshot_pk(&account.account_id, "catalog_item"),
             "SKU-1",
@@ -653,28 +571,21 @@ async fn an_internal_subscriber_stores_its_result_and_marks_the_event_done() {
 
 #[tokio::test]
 async fn the_ssrf_guard_refuses_private_targets_in_production() {
-    let (p, r) = setup().await;
-    let (account, _, sub) = webhook_subscription(&p, &r, RetryPolicy::FixedSchedule).await;
-    let mut production = p.t.config.clone();
+    let w = World::new().await;
+    let r = &w.receiver;
+    let (account, _, sub) = webhook_subscription(&w).await;
+    let mut production = w.t.config.clone();
     production.allow_private_targets = false;
     let worker = shared::worker::DeliveryWorker::new(
-        p.t.clients.clone(),
+        w.t.clients.clone(),
         production,
-        std::sync::Arc::new(p.clock.clone()),
+        std::sync::Arc::new(w.clock.clone()),
     );
-    let change = catalog_change(&account, p.now(), 1.0);
-    p.write_change(&change).await.unwrap();
-    p.ingest_pending().await.unwrap();
-    worker
-        .process(&DeliveryWork {
-            account_id: account.clone(),
-            change_id: change.change_id.clone(),
-            subscription_id: sub.subscription_id.clone(),
-        })
-        .await
-        .unwrap();
+    let change = w.change(&account).price(1.0).await;
+    w.ingest_pending().await.unwrap();
+    worker.process(&work(&change, &sub)).await.unwrap();
     assert_eq!(r.count(), 0, "nothing reaches a loopback target");
-    let d = p
+    let d = w
         .delivery(&account, &change.change_id, &sub.subscription_id)
         .await
         .unwrap();

@@ -1,0 +1,259 @@
+//! Fixture builders of the test world: accounts, integrations, subscriptions and changes written
+//! straight into the tables, each with defaults a test overrides only where it matters. `.await`
+//! a builder to write it; a change can also be `.build()` without writing.
+
+use super::World;
+use crate::fixtures::{catalog_change, new_id, test_secret};
+use crate::receiver::Receiver;
+use futures::future::BoxFuture;
+use serde_json::Value;
+use shared::domain::change::Change;
+use shared::domain::delivery_method::DeliveryMethod;
+use shared::domain::retry::RetryPolicy;
+use shared::domain::subscription::SubscriptionStatus;
+use shared::domain::time::Timestamp;
+use shared::store::models::{Account, Integration, Subscription};
+use std::future::IntoFuture;
+
+/// The path webhook integrations post to on their receiver.
+pub const HOOK_PATH: &str = "/hooks/rhythm";
+
+/// An account; by default with a fresh id and `admin@example.com` as its administrator.
+pub struct AccountBuilder<'a> {
+    pub(super) world: &'a World,
+    pub(super) id: Option<String>,
+    pub(super) name: String,
+    pub(super) admins: Vec<String>,
+}
+
+impl AccountBuilder<'_> {
+    pub fn id(mut self, id: &str) -> Self {
+        self.id = Some(id.to_owned());
+        self
+    }
+    pub fn named(mut self, name: &str) -> Self {
+        self.name = name.to_owned();
+        self
+    }
+    pub fn admins(mut self, emails: &[&str]) -> Self {
+        self.admins = emails.iter().map(|e| e.to_string()).collect();
+        self
+    }
+}
+
+impl<'a> IntoFuture for AccountBuilder<'a> {
+    type Output = Account;
+    type IntoFuture = BoxFuture<'a, Account>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let account = Account {
+                account_id: self
+                    .id
+                    .unwrap_or_else(|| format!("acct{}", new_id().to_lowercase())),
+                name: self.name,
+                admin_emails: self.admins,
+                created_at: self.world.now(),
+            };
+            self.world
+                .fixtures()
+                .save_account(&account)
+                .await
+                .expect("write the account");
+            account
+        })
+    }
+}
+
+/// An integration of an account; by default a consented webhook to the world's receiver at
+/// [`HOOK_PATH`], signed with [`test_secret`].
+pub struct IntegrationBuilder<'a> {
+    pub(super) world: &'a World,
+    pub(super) account_id: String,
+    pub(super) id: Option<String>,
+    pub(super) name: Option<String>,
+    pub(super) method: DeliveryMethod,
+    pub(super) webhook_url: Option<String>,
+    pub(super) handler: Option<String>,
+}
+
+impl IntegrationBuilder<'_> {
+    pub fn id(mut self, id: &str) -> Self {
+        self.id = Some(id.to_owned());
+        self
+    }
+    pub fn named(mut self, name: &str) -> Self {
+        self.name = Some(name.to_owned());
+        self
+    }
+    /// A webhook to `receiver` at [`HOOK_PATH`].
+    pub fn to(self, receiver: &Receiver) -> Self {
+        self.url(receiver.url(HOOK_PATH))
+    }
+    /// A webhook to `url`.
+    pub fn url(mut self, url: String) -> Self {
+        self.method = DeliveryMethod::Webhook;
+        self.webhook_url = Some(url);
+        self
+    }
+    /// Any method; a built-in (`internal`) one runs the `record_snapshot` handler.
+    pub fn method(mut self, method: DeliveryMethod) -> Self {
+        if method != DeliveryMethod::Webhook {
+            self.webhook_url = None;
+        }
+        if method == DeliveryMethod::Internal {
+            self.handler.get_or_insert_with(|| "record_snapshot".into());
+        }
+        self.method = method;
+        self
+    }
+    pub fn poll(self) -> Self {
+        self.method(DeliveryMethod::Poll)
+    }
+    pub fn internal(self) -> Self {
+        self.method(DeliveryMethod::Internal)
+    }
+}
+
+impl<'a> IntoFuture for IntegrationBuilder<'a> {
+    type Output = Integration;
+    type IntoFuture = BoxFuture<'a, Integration>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let now = self.world.now();
+            let integration = Integration {
+                account_id: self.account_id,
+                integration_id: self.id.unwrap_or_else(new_id),
+                name: self
+                    .name
+                    .unwrap_or_else(|| format!("{} integration", self.method.as_str())),
+                signing_secret: self.webhook_url.as_ref().map(|_| test_secret()),
+                webhook_url: self.webhook_url,
+                handler: self.handler,
+                method: self.method,
+                event_access_accepted: true,
+                created_at: now,
+                updated_at: now,
+            };
+            self.world.save_integration(&integration).await;
+            integration
+        })
+    }
+}
+
+/// A subscription of an integration; by default active, to `catalog_item` changes, carrying
+/// `sku` and `price`, with the fixed retry schedule.
+pub struct SubscriptionBuilder<'a> {
+    pub(super) world: &'a World,
+    pub(super) account_id: String,
+    pub(super) integration_id: String,
+    pub(super) id: Option<String>,
+    pub(super) record_types: Vec<String>,
+    pub(super) filter: Option<Value>,
+    pub(super) fields: Vec<String>,
+    pub(super) policy: RetryPolicy,
+    pub(super) status: SubscriptionStatus,
+}
+
+impl SubscriptionBuilder<'_> {
+    pub fn id(mut self, id: &str) -> Self {
+        self.id = Some(id.to_owned());
+        self
+    }
+    pub fn record_types(mut self, types: &[&str]) -> Self {
+        self.record_types = types.iter().map(|t| t.to_string()).collect();
+        self
+    }
+    pub fn filter(mut self, filter: Value) -> Self {
+        self.filter = Some(filter);
+        self
+    }
+    pub fn fields(mut self, fields: &[&str]) -> Self {
+        self.fields = fields.iter().map(|f| f.to_string()).collect();
+        self
+    }
+    pub fn policy(mut self, policy: RetryPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+    /// Paused (as an operator or the auto-pause left it).
+    pub fn paused(mut self) -> Self {
+        self.status = SubscriptionStatus::Paused;
+        self
+    }
+}
+
+impl<'a> IntoFuture for SubscriptionBuilder<'a> {
+    type Output = Subscription;
+    type IntoFuture = BoxFuture<'a, Subscription>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let now = self.world.now();
+            let subscription = Subscription {
+                account_id: self.account_id,
+                subscription_id: self.id.unwrap_or_else(new_id),
+                integration_id: self.integration_id,
+                record_types: self.record_types,
+                filter: self.filter.map(|f| f.to_string()),
+                fields: self.fields,
+                retry_policy: self.policy,
+                status: self.status,
+                consecutive_dead: 0,
+                paused_at: None,
+                created_at: now,
+                updated_at: now,
+                pull_cursor: None,
+                pull_cursor_at: None,
+                pull_epoch: 0,
+                pull_rewound_at: None,
+                resumed_at: None,
+                resumed_by: None,
+            };
+            self.world.save_subscription(&subscription).await;
+            subscription
+        })
+    }
+}
+
+/// A catalog item change (see [`catalog_change`]) the owning application writes into its
+/// changes table; by default occurring now at a price of 4.5.
+pub struct ChangeBuilder<'a> {
+    pub(super) world: &'a World,
+    pub(super) account_id: String,
+    pub(super) at: Option<Timestamp>,
+    pub(super) price: f64,
+}
+
+impl ChangeBuilder<'_> {
+    pub fn at(mut self, occurred_at: Timestamp) -> Self {
+        self.at = Some(occurred_at);
+        self
+    }
+    pub fn price(mut self, price: f64) -> Self {
+        self.price = price;
+        self
+    }
+    /// The change, not written.
+    pub fn build(&self) -> Change {
+        let at = self.at.unwrap_or_else(|| self.world.now());
+        catalog_change(&self.account_id, at, self.price)
+    }
+}
+
+impl<'a> IntoFuture for ChangeBuilder<'a> {
+    type Output = Change;
+    type IntoFuture = BoxFuture<'a, Change>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let change = self.build();
+            self.world
+                .write_change(&change)
+                .await
+                .expect("write the change");
+            change
+        })
+    }
+}

@@ -1,0 +1,14 @@
+//! The integration tests against the local emulator, in one binary so the suites share one build
+//! and one test harness run. Each module is one suite; every test builds its own
+//! `local::testkit::World` (its own stack on the emulator).
+
+mod deployment;
+mod event_monitor;
+mod faults;
+mod harness;
+mod management_api;
+mod notifications;
+mod openapi;
+mod pull_and_operator;
+mod push_delivery;
+mod sample_events;
