@@ -12,7 +12,6 @@ use shared::dispatch::Dispatcher;
 use shared::domain::change::Change;
 use shared::domain::time::Timestamp;
 use shared::ingest::Ingest;
-use shared::monitor::items::EventItem;
 use shared::monitor::{RollUp, RollUpReport};
 use shared::notify::settle::reconcile_settler;
 use shared::reconcile::{Budget, ReconcileReport, Reconciler, RunKind};
@@ -181,13 +180,6 @@ impl Pipeline {
             .with_notification_settler(Arc::new(settler))
             .run(kind, Budget::within(Duration::from_secs(3600), max_events))
             .await
-    }
-
-    /// The event item with the monitor's attributes (expiry, reopen counter, …).
-    pub async fn event_item(&self, account_id: &str, change_id: &str) -> Option<EventItem> {
-        self.get(&keys::event_pk(account_id, change_id), keys::EVENT_SK)
-            .await
-            .map(|i| EventItem::from_item(i).expect("an event item"))
     }
 
     pub async fn delivery(

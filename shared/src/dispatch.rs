@@ -12,7 +12,7 @@
 //! A worker that dies leaves its message undeleted, and the queue brings it back after its
 //! visibility timeout, which is longer than the lease. Should a first dispatch be lost all the
 //! same, the event monitor's roll-up of the still-open event finds the delivery after
-//! [`FIRST_DISPATCH_GRACE`](crate::ingest::FIRST_DISPATCH_GRACE) and puts it on the index.
+//! [`FIRST_DISPATCH_GRACE`](crate::domain::integration_delivery::FIRST_DISPATCH_GRACE) and puts it on the index.
 //!
 //! A failed publish leaves `due_at` where it was, so the next pass retries it; a duplicate message
 //! is harmless because the worker claims each numbered attempt conditionally.

@@ -26,12 +26,6 @@ use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventR
 use futures::future::join_all;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// How long a new push delivery (or one an operator restarted) waits for its first worker before
-/// it counts as lost and is published again: the stream path normally publishes it within a
-/// second or two.
-pub const FIRST_DISPATCH_GRACE: Duration = Duration::from_secs(5 * 60);
 
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
@@ -161,6 +155,16 @@ impl Ingest {
             created_at: now,
             subscribers: outcome.pending,
             push_subscribers,
+            expires_at: None,
+            finalized_at: None,
+            status_changed_at: None,
+            status_trigger: None,
+            reopens: None,
+            internal_result: None,
+            rollup_shard: None,
+            rollup_at: None,
+            list_key: None,
+            list_sort: None,
         };
         writes.push(store::event::create(table, &event)?);
 

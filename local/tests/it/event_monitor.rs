@@ -14,13 +14,14 @@ use shared::domain::classify::AttemptClass;
 use shared::domain::delivery_method::DeliveryMethod;
 use shared::domain::event::{EventStatus, EventTrigger, InternalStatus, RETENTION};
 use shared::domain::integration_delivery::{DeliveryStatus, TransmitStatus};
+use shared::domain::retention::ttl_seconds;
 use shared::domain::retry::RetryPolicy;
 use shared::domain::time::{Timestamp, DAY, MINUTE, SECOND};
-use shared::monitor::items::{DeliveryItem, EventItem};
 use shared::monitor::query::{event_with_deliveries, list_events, EventQuery};
-use shared::monitor::retention::ttl_seconds;
 use shared::monitor::{reopen_event, ReopenOutcome, RollUpOutcome};
 use shared::reconcile::{RunKind, SettleReport};
+use shared::store::delivery::Delivery;
+use shared::store::event::EventRecord;
 use shared::store::keys;
 use shared::store::models::Subscription;
 use shared::worker::internal::{InternalCall, InternalHandler, InternalRegistry};
@@ -31,13 +32,13 @@ use std::time::Duration;
 
 // ------------------------------------------------------------------------------------ helpers
 
-async fn event(w: &World, c: &Change) -> EventItem {
-    w.event_item(&c.account_id, &c.change_id)
+async fn event(w: &World, c: &Change) -> EventRecord {
+    w.event(&c.account_id, &c.change_id)
         .await
         .expect("the event exists")
 }
 
-async fn delivery(w: &World, c: &Change, sub: &Subscription) -> DeliveryItem {
+async fn delivery(w: &World, c: &Change, sub: &Subscription) -> Delivery {
     let item = w
         .get(
             &keys::event_pk(&c.account_id, &c.change_id),
@@ -45,7 +46,7 @@ async fn delivery(w: &World, c: &Change, sub: &Subscription) -> DeliveryItem {
         )
         .await
         .expect("the delivery exists");
-    DeliveryItem::from_item(item).unwrap()
+    Delivery::from_item(item).unwrap()
 }
 
 async fn transmit(w: &World, c: &Change, sub: &Subscription) -> Option<TransmitStatus> {
@@ -69,7 +70,10 @@ async fn assert_final(w: &World, c: &Change, status: EventStatus, trigger: Event
     let e = event(w, c).await;
     assert_eq!(e.status(), status);
     assert_eq!(e.status_trigger, Some(trigger));
-    assert!(!e.on_rollup_index, "a final event leaves the roll-up index");
+    assert!(
+        !e.on_rollup_index(),
+        "a final event leaves the roll-up index"
+    );
     let finalized = e.finalized_at.expect("finalized_at");
     let ttl = ttl_seconds(status, finalized).unwrap();
     assert_eq!(e.expires_at, Some(ttl));
@@ -99,7 +103,7 @@ async fn assert_open(w: &World, c: &Change, status: EventStatus) {
     let e = event(w, c).await;
     assert_eq!(e.status(), status);
     assert!(
-        e.on_rollup_index,
+        e.on_rollup_index(),
         "an open event stays on the roll-up index"
     );
     assert_eq!(e.expires_at, None, "new and partial events never expire");
@@ -121,10 +125,7 @@ async fn new_to_skipped_when_no_active_subscriber_exists() {
     let b = w.change(&paused_account).await;
     w.ingest_pending().await.unwrap();
     assert_open(&w, &a, EventStatus::New).await;
-    assert_eq!(
-        event(&w, &a).await.record.internal_status,
-        InternalStatus::New
-    );
+    assert_eq!(event(&w, &a).await.internal_status, InternalStatus::New);
 
     let pass = w.roll_up_pass().await.unwrap();
     assert_eq!((pass.examined, pass.to_skipped), (2, 2));
@@ -163,7 +164,7 @@ async fn new_to_skipped_when_no_active_subscriber_matches_the_event() {
     // The whole pipeline: the prompt roll-up on the event's insert settles it.
     w.pump().await.unwrap();
     let d = delivery(&w, &c, &expensive).await;
-    assert_eq!(d.record.status, DeliveryStatus::SkippedFilter);
+    assert_eq!(d.status, DeliveryStatus::SkippedFilter);
     assert_eq!(
         d.transmit_status(w.now()),
         None,
@@ -217,7 +218,7 @@ async fn new_to_partial_while_a_push_delivery_waits_and_picked_up_again_every_pa
     w.ingest_pending().await.unwrap();
     w.worker.process(&work(&c, &sub)).await.unwrap();
     assert_eq!(
-        delivery(&w, &c, &sub).await.record.status,
+        delivery(&w, &c, &sub).await.status,
         DeliveryStatus::Retrying
     );
     assert_eq!(transmit(&w, &c, &sub).await, Some(TransmitStatus::Pending));
@@ -288,10 +289,7 @@ async fn partial_to_failed_when_the_last_retry_fails_promptly() {
     // The second and last attempt fails: dead, and the prompt roll-up makes the event failed
     // without waiting for a pass.
     w.advance(Duration::from_secs(30)).await.unwrap();
-    assert_eq!(
-        delivery(&w, &c, &sub).await.record.status,
-        DeliveryStatus::Dead
-    );
+    assert_eq!(delivery(&w, &c, &sub).await.status, DeliveryStatus::Dead);
     assert_final(
         &w,
         &c,
@@ -335,7 +333,7 @@ async fn partial_to_sent_when_a_retry_succeeds_promptly() {
     assert_open(&w, &c, EventStatus::Partial).await;
     w.advance(MINUTE).await.unwrap();
     assert_eq!(
-        delivery(&w, &c, &sub).await.record.status,
+        delivery(&w, &c, &sub).await.status,
         DeliveryStatus::Delivered
     );
     assert_final(
@@ -382,7 +380,7 @@ async fn an_event_only_poll_subscribers_wait_for_becomes_sent_while_its_delivery
     let c = w.change(&acct).await;
     w.pump().await.unwrap();
     let d = delivery(&w, &c, &sub).await;
-    assert_eq!(d.record.status, DeliveryStatus::Pending);
+    assert_eq!(d.status, DeliveryStatus::Pending);
     assert_eq!(d.transmit_status(w.now()), Some(TransmitStatus::Pending));
     assert_final(
         &w,
@@ -393,10 +391,7 @@ async fn an_event_only_poll_subscribers_wait_for_becomes_sent_while_its_delivery
     .await;
     // Nobody pushes a poll delivery: it is still pending after a day of sweeps.
     w.advance(DAY).await.unwrap();
-    assert_eq!(
-        delivery(&w, &c, &sub).await.record.status,
-        DeliveryStatus::Pending
-    );
+    assert_eq!(delivery(&w, &c, &sub).await.status, DeliveryStatus::Pending);
 }
 
 #[tokio::test]
@@ -431,13 +426,10 @@ async fn internal_status_is_new_until_a_built_in_subscriber_handles_the_event_th
     let sub = w.subscribe(&w.integration(&acct).internal().await).await;
     let c = w.change(&acct).await;
     w.ingest_pending().await.unwrap();
-    assert_eq!(
-        event(&w, &c).await.record.internal_status,
-        InternalStatus::New
-    );
+    assert_eq!(event(&w, &c).await.internal_status, InternalStatus::New);
     w.pump().await.unwrap();
     let e = event(&w, &c).await;
-    assert_eq!(e.record.internal_status, InternalStatus::Done);
+    assert_eq!(e.internal_status, InternalStatus::Done);
     assert!(
         e.internal_result.is_some(),
         "the handler's result is stored"
@@ -499,15 +491,9 @@ async fn a_failed_in_house_handling_leaves_internal_status_new() {
     let flaky = worker_with(&w, Broken(AttemptClass::Transient { retry_after: None }));
     flaky.process(&work(&c, &sub)).await.unwrap();
     let d = delivery(&w, &c, &sub).await;
-    assert_eq!(d.record.status, DeliveryStatus::Retrying);
-    assert_eq!(
-        d.record.last_error.as_deref(),
-        Some("snapshot store unavailable")
-    );
-    assert_eq!(
-        event(&w, &c).await.record.internal_status,
-        InternalStatus::New
-    );
+    assert_eq!(d.status, DeliveryStatus::Retrying);
+    assert_eq!(d.last_error.as_deref(), Some("snapshot store unavailable"));
+    assert_eq!(event(&w, &c).await.internal_status, InternalStatus::New);
     assert_eq!(
         roll_up(&w, &c).await,
         moved(EventStatus::New, EventStatus::Partial)
@@ -516,14 +502,8 @@ async fn a_failed_in_house_handling_leaves_internal_status_new() {
     w.clock.advance(MINUTE);
     let broken = worker_with(&w, Broken(AttemptClass::Permanent));
     broken.process(&work(&c, &sub)).await.unwrap();
-    assert_eq!(
-        delivery(&w, &c, &sub).await.record.status,
-        DeliveryStatus::Dead
-    );
-    assert_eq!(
-        event(&w, &c).await.record.internal_status,
-        InternalStatus::New
-    );
+    assert_eq!(delivery(&w, &c, &sub).await.status, DeliveryStatus::Dead);
+    assert_eq!(event(&w, &c).await.internal_status, InternalStatus::New);
     assert_eq!(
         roll_up(&w, &c).await,
         moved(EventStatus::Partial, EventStatus::Failed)
@@ -541,10 +521,7 @@ async fn a_new_delivery_row_is_pending() {
     w.ingest_pending().await.unwrap();
     let d = delivery(&w, &c, &sub).await;
     assert_eq!(d.transmit_status(w.now()), Some(TransmitStatus::Pending));
-    assert_eq!(
-        (d.record.attempts, d.record.last_error.as_deref()),
-        (0, None)
-    );
+    assert_eq!((d.attempts, d.last_error.as_deref()), (0, None));
 }
 
 #[tokio::test]
@@ -560,7 +537,7 @@ async fn pending_to_processing_when_a_worker_claims_it_with_a_sixty_second_lease
     let observe = async {
         loop {
             let d = delivery(&w, &c, &sub).await;
-            if d.record.lease_until.is_some() {
+            if d.lease_until.is_some() {
                 // While processing the event waits: partial, not sent.
                 let outcome = roll_up(&w, &c).await;
                 return (d, outcome);
@@ -575,13 +552,10 @@ async fn pending_to_processing_when_a_worker_claims_it_with_a_sixty_second_lease
         Some(TransmitStatus::Processing)
     );
     assert_eq!(
-        seen.record.lease_until,
+        seen.lease_until,
         Some(w.now().plus(Duration::from_secs(60)))
     );
-    assert_eq!(
-        seen.record.attempts, 0,
-        "attempts count when the attempt ends"
-    );
+    assert_eq!(seen.attempts, 0, "attempts count when the attempt ends");
     assert_eq!(rolled, moved(EventStatus::New, EventStatus::Partial));
     assert_eq!(
         outcome.unwrap(),
@@ -611,22 +585,14 @@ async fn processing_to_sent_counts_the_attempt_clears_the_last_error_and_stores_
     w.pump().await.unwrap();
     let d = delivery(&w, &c, &sub).await;
     assert_eq!(
-        (
-            d.record.attempts,
-            d.record.last_error.as_deref(),
-            d.record.last_http_status
-        ),
+        (d.attempts, d.last_error.as_deref(), d.last_http_status),
         (1, Some("busy"), Some(503))
     );
     w.advance(MINUTE).await.unwrap();
     let d = delivery(&w, &c, &sub).await;
     assert_eq!(d.transmit_status(w.now()), Some(TransmitStatus::Sent));
     assert_eq!(
-        (
-            d.record.attempts,
-            d.record.last_error.as_deref(),
-            d.record.last_http_status
-        ),
+        (d.attempts, d.last_error.as_deref(), d.last_http_status),
         (2, None, Some(201))
     );
 }
@@ -650,12 +616,12 @@ async fn per_subscriber_retry_settings_wait_retry_delay_times_two_to_the_n_up_to
     for (n, wait_secs) in [10u64, 20, 40].into_iter().enumerate() {
         let attempts = n as u32 + 1;
         let d = delivery(&w, &c, &sub).await;
-        assert_eq!(d.record.attempts, attempts);
+        assert_eq!(d.attempts, attempts);
         assert_eq!(d.transmit_status(w.now()), Some(TransmitStatus::Pending));
         let wait = Duration::from_secs(wait_secs);
         assert_eq!(
-            d.record.not_before,
-            Some(d.record.attempt_log.last().unwrap().at.plus(wait))
+            d.not_before,
+            Some(d.attempt_log.last().unwrap().at.plus(wait))
         );
         // Not claimed before the wait has passed, even if a stray message arrives (beyond the
         // worker's two seconds of tolerance for early SQS delays) or the sweep runs.
@@ -671,8 +637,8 @@ async fn per_subscriber_retry_settings_wait_retry_delay_times_two_to_the_n_up_to
     }
     // processing → failed: the fourth attempt reached Max Retries.
     let d = delivery(&w, &c, &sub).await;
-    assert_eq!(d.record.attempts, 4);
-    assert_eq!(d.record.status, DeliveryStatus::Dead);
+    assert_eq!(d.attempts, 4);
+    assert_eq!(d.status, DeliveryStatus::Dead);
     assert_eq!(d.transmit_status(w.now()), Some(TransmitStatus::Failed));
     w.advance(DAY).await.unwrap();
     assert_eq!(r.count(), 4, "a failed delivery is not tried again");
@@ -697,10 +663,10 @@ async fn pending_to_failed_when_the_delivery_method_is_unknown() {
     let c = w.change(&acct).await;
     w.pump().await.unwrap();
     let d = delivery(&w, &c, &sub).await;
-    assert_eq!(d.record.status, DeliveryStatus::Failed);
+    assert_eq!(d.status, DeliveryStatus::Failed);
     assert_eq!(d.transmit_status(w.now()), Some(TransmitStatus::Failed));
     assert_eq!(
-        d.record.last_error.as_deref(),
+        d.last_error.as_deref(),
         Some("unknown delivery method queue")
     );
     assert_final(
@@ -756,10 +722,7 @@ async fn a_dead_workers_delivery_is_taken_again_after_its_sixty_second_lease() {
     w.pump().await.unwrap();
     assert_eq!(r.count(), 1);
     let d = delivery(&w, &c, &sub).await;
-    assert_eq!(
-        (d.record.status, d.record.attempts),
-        (DeliveryStatus::Delivered, 1)
-    );
+    assert_eq!((d.status, d.attempts), (DeliveryStatus::Delivered, 1));
     assert_final(
         &w,
         &c,
@@ -893,7 +856,7 @@ async fn terminal_events_expire_thirty_days_after_becoming_final_and_reads_hide_
             let page = list_events(dynamo, table, acct, &q, now).await.unwrap();
             page.items
                 .iter()
-                .map(|e| e.record.change_id.clone())
+                .map(|e| e.change_id.clone())
                 .collect::<Vec<_>>()
         }
     };
@@ -1054,7 +1017,7 @@ async fn reconciliation_republishes_overdue_dispatch_work_and_reports_it() {
     w.ingest_pending().await.unwrap();
     // Within the grace the roll-up leaves it alone: the stream path may still publish it.
     w.clock
-        .advance(shared::ingest::FIRST_DISPATCH_GRACE - SECOND);
+        .advance(shared::domain::integration_delivery::FIRST_DISPATCH_GRACE - SECOND);
     let report = w.reconcile(RunKind::Nightly, 1000).await;
     assert_eq!((report.rollup.requeued, report.dispatch.published), (0, 0));
     w.clock.advance(SECOND);
@@ -1067,7 +1030,7 @@ async fn reconciliation_republishes_overdue_dispatch_work_and_reports_it() {
     assert_eq!(report.rollup.to_partial + report.rollup.unchanged, 1);
     w.work_pending().await.unwrap();
     assert_eq!(
-        delivery(&w, &c, &sub).await.record.status,
+        delivery(&w, &c, &sub).await.status,
         DeliveryStatus::Delivered
     );
     // The roll-up-only run leaves dispatch alone and finishes the event.
@@ -1279,7 +1242,7 @@ async fn the_api_shows_what_needs_attention_paused_subscriptions_and_dead_or_fai
     let second = w.change(&acct).await;
     w.pump().await.unwrap();
     assert_eq!(
-        delivery(&w, &second, &sub).await.record.status,
+        delivery(&w, &second, &sub).await.status,
         DeliveryStatus::Dead
     );
 

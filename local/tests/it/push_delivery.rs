@@ -396,7 +396,8 @@ async fn a_worker_that_dies_after_its_claim_is_taken_over_when_the_lease_lapses(
     // index and the sweep publishes it, and attempt 1 is taken over.
     w.advance(Duration::from_secs(61)).await.unwrap();
     assert_eq!(r.count(), 0, "not lost yet: the queue may still bring it");
-    w.clock.advance(shared::ingest::FIRST_DISPATCH_GRACE);
+    w.clock
+        .advance(shared::domain::integration_delivery::FIRST_DISPATCH_GRACE);
     assert_eq!(w.roll_up_pass().await.unwrap().requeued, 1);
     assert_eq!(
         w.roll_up_pass().await.unwrap().requeued,

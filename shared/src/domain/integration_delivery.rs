@@ -29,6 +29,10 @@ use super::lifecycle::{cannot, row_on, status_enum, term_enum, Actor, Lifecycle,
 use super::time::{Timestamp, SECOND};
 
 /// A worker that takes a delivery holds it this long; after that another worker may take it.
+/// How long a new push delivery (or one an operator restarted) waits for its first worker before
+/// it counts as lost and is published again: the stream path normally publishes it within a
+/// second or two.
+pub const FIRST_DISPATCH_GRACE: Duration = Duration::from_secs(5 * 60);
 pub const PROCESSING_LEASE: Duration = Duration::from_secs(60);
 const _: () = assert!(PROCESSING_LEASE.as_secs() == 60 * SECOND.as_secs());
 

@@ -17,6 +17,7 @@ pub mod notification_delivery;
 pub mod projection;
 pub mod pull_cursor;
 pub mod replay;
+pub mod retention;
 pub mod retry;
 pub mod signing;
 pub mod ssrf;

@@ -5,7 +5,7 @@
 //!   sharded `rollup` index (at most [`ROLLUP_BATCH`](crate::domain::event::ROLLUP_BATCH) events
 //!   that are `new` or `partial`, oldest first, merged across the shards), a resumable walk of the
 //!   whole index for reconciliation, and [`reopen_event`] for operator restarts.
-//! * [`retention`] — the DynamoDB TTL value (epoch seconds) of terminal events and their
+//! * [`retention`](crate::domain::retention) — the DynamoDB TTL value (epoch seconds) of terminal events and their
 //!   deliveries, and the read filter that hides expired items before TTL deletes them.
 //! * [`items`] — events and deliveries as stored, with the monitor's own attributes.
 //! * [`query`] — events by status and time (paged with an opaque cursor), an event with its
@@ -43,7 +43,6 @@
 
 pub mod items;
 pub mod query;
-pub mod retention;
 pub mod rollup;
 
 pub use rollup::{reopen_event, IndexWalk, ReopenOutcome, RollUp, RollUpOutcome, RollUpReport};

@@ -13,18 +13,20 @@
 //! The views ([`EventSummary`], [`DeliveryLogEntry`]) use seed 004's vocabulary next to seed
 //! 000's: a delivery shows its stored `status` and its `transmit_status`.
 
-use super::items::{DeliveryItem, EventItem};
 use super::rollup::read_partition;
 use super::MonitorError;
 use crate::domain::event::{EventStatus, EventTrigger, InternalStatus};
 use crate::domain::integration_delivery::{DeliveryStatus, TransmitStatus};
 use crate::domain::lifecycle::Term;
-use crate::domain::subscription::SubscriptionStatus;
 use crate::domain::time::Timestamp;
-use crate::store::expr::s;
-use crate::store::keys::{self, account_pk, SUBSCRIPTION_PREFIX};
+use crate::store;
+use crate::store::attrs::listing;
+use crate::store::delivery::Delivery;
+use crate::store::event::EventRecord;
+use crate::store::expr::{s, Expr};
+use crate::store::keys;
 use crate::store::models::{AttemptRecord, Subscription};
-use crate::store::{from_item, read, Item, StoreError};
+use crate::store::{read, Item, StoreError};
 use aws_sdk_dynamodb::types::AttributeValue;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -32,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// The per-account listing index (template.yaml).
-pub const LISTING_INDEX: &str = "listing";
+pub const LISTING_INDEX: &str = crate::store::attrs::listing::INDEX;
 /// Index pages read for one listing page before it is returned short, with a cursor to go on.
 pub const MAX_ROUNDS: usize = 10;
 /// Items read per index page.
@@ -143,43 +145,38 @@ async fn listing_page(
     table: &str,
     l: Listing<'_>,
 ) -> Result<Page<Item>, StoreError> {
-    let mut key_condition = "list_key = :lk".to_string();
-    let mut values = HashMap::new();
-    values.insert(":lk".into(), s(&l.list_key));
+    let mut key_condition = format!("{} = :lk", listing::KEY);
+    let mut e = Expr::new().value(":lk", s(&l.list_key));
     match (&l.lower, &l.upper) {
         (Some(lo), Some(hi)) => {
-            key_condition.push_str(" AND list_sort BETWEEN :lo AND :hi");
-            values.insert(":lo".into(), s(lo));
-            values.insert(":hi".into(), s(hi));
+            key_condition.push_str(&format!(" AND {} BETWEEN :lo AND :hi", listing::SORT));
+            e = e.value(":lo", s(lo)).value(":hi", s(hi));
         }
         (Some(lo), None) => {
-            key_condition.push_str(" AND list_sort >= :lo");
-            values.insert(":lo".into(), s(lo));
+            key_condition.push_str(&format!(" AND {} >= :lo", listing::SORT));
+            e = e.value(":lo", s(lo));
         }
         (None, Some(hi)) => {
-            key_condition.push_str(" AND list_sort < :hi");
-            values.insert(":hi".into(), s(hi));
+            key_condition.push_str(&format!(" AND {} < :hi", listing::SORT));
+            e = e.value(":hi", s(hi));
         }
         (None, None) => {}
     }
+    let mut q = read::Query {
+        table: table.into(),
+        index: Some(listing::INDEX.into()),
+        key_condition,
+        expr: e,
+        limit: Some(FETCH),
+        start: l.cursor.as_ref().map(|c| c.start_key(&l.list_key)),
+        backwards: !l.forward,
+        ..Default::default()
+    };
     let limit = l.limit.max(1) as usize;
     let mut out: Vec<Item> = Vec::new();
-    let mut start = l.cursor.as_ref().map(|c| c.start_key(&l.list_key));
     for _ in 0..MAX_ROUNDS {
-        let page = dynamo
-            .query()
-            .table_name(table)
-            .index_name(LISTING_INDEX)
-            .key_condition_expression(&key_condition)
-            .scan_index_forward(l.forward)
-            .limit(FETCH)
-            .set_exclusive_start_key(start.take())
-            .set_expression_attribute_values(Some(values.clone()))
-            .send()
-            .await
-            .map_err(StoreError::dynamo)?;
-        let entries = page.items.unwrap_or_default();
-        for item in read::items_in_order(dynamo, table, &entries).await? {
+        let page = read::query_page(dynamo, &q).await?;
+        for item in read::items_in_order(dynamo, table, &page.items).await? {
             // BETWEEN is inclusive; the upper bound is not (it never equals a stored key).
             let sort = item.get("list_sort").and_then(|v| v.as_s().ok());
             if l.upper.as_ref().is_some_and(|hi| sort >= Some(hi)) || !(l.keep)(&item) {
@@ -197,8 +194,8 @@ async fn listing_page(
                 });
             }
         }
-        match page.last_evaluated_key {
-            Some(k) => start = Some(k),
+        match page.next {
+            Some(k) => q.start = Some(k),
             None => {
                 return Ok(Page {
                     items: out,
@@ -207,7 +204,7 @@ async fn listing_page(
             }
         }
     }
-    let next = start.and_then(|k| {
+    let next = q.start.and_then(|k| {
         let get = |name: &str| k.get(name).and_then(|v| v.as_s().ok()).cloned();
         Some(
             Cursor {
@@ -232,7 +229,7 @@ pub async fn list_events(
     account_id: &str,
     q: &EventQuery,
     now: Timestamp,
-) -> Result<Page<EventItem>, MonitorError> {
+) -> Result<Page<EventRecord>, MonitorError> {
     let cursor = q
         .cursor
         .as_deref()
@@ -243,7 +240,7 @@ pub async fn list_events(
             .and_then(|v| v.as_s().ok())
             .map(String::as_str)
             == Some("event")
-            && EventItem::from_item(item.clone()).is_ok_and(|e| {
+            && EventRecord::from_item(item.clone()).is_ok_and(|e| {
                 e.visible(now) && (q.statuses.is_empty() || q.statuses.contains(&e.status()))
             })
     };
@@ -266,7 +263,7 @@ pub async fn list_events(
         items: page
             .items
             .into_iter()
-            .map(EventItem::from_item)
+            .map(EventRecord::from_item)
             .collect::<Result<_, _>>()?,
         next_cursor: page.next_cursor,
     })
@@ -280,10 +277,10 @@ pub async fn event_with_deliveries(
     account_id: &str,
     change_id: &str,
     now: Timestamp,
-) -> Result<Option<(EventItem, Vec<DeliveryItem>)>, MonitorError> {
+) -> Result<Option<(EventRecord, Vec<Delivery>)>, MonitorError> {
     let partition = read_partition(dynamo, table, &keys::event_pk(account_id, change_id)).await?;
     match partition.event {
-        Some(event) if event.record.account_id == account_id && event.visible(now) => {
+        Some(event) if event.account_id == account_id && event.visible(now) => {
             let deliveries = partition
                 .deliveries
                 .into_iter()
@@ -303,7 +300,7 @@ pub async fn attention_deliveries(
     limit: u32,
     cursor: Option<&str>,
     now: Timestamp,
-) -> Result<Page<DeliveryItem>, MonitorError> {
+) -> Result<Page<Delivery>, MonitorError> {
     let cursor = cursor
         .map(|c| Cursor::decode(c, "attention", account_id))
         .transpose()?;
@@ -312,12 +309,8 @@ pub async fn attention_deliveries(
             .and_then(|v| v.as_s().ok())
             .map(String::as_str)
             == Some("delivery")
-            && DeliveryItem::from_item(item.clone()).is_ok_and(|d| {
-                d.visible(now)
-                    && matches!(
-                        d.record.status,
-                        DeliveryStatus::Dead | DeliveryStatus::Failed
-                    )
+            && Delivery::from_item(item.clone()).is_ok_and(|d| {
+                d.visible(now) && matches!(d.status, DeliveryStatus::Dead | DeliveryStatus::Failed)
             })
     };
     let page = listing_page(
@@ -339,7 +332,7 @@ pub async fn attention_deliveries(
         items: page
             .items
             .into_iter()
-            .map(DeliveryItem::from_item)
+            .map(Delivery::from_item)
             .collect::<Result<_, _>>()?,
         next_cursor: page.next_cursor,
     })
@@ -351,32 +344,7 @@ pub async fn paused_subscriptions(
     table: &str,
     account_id: &str,
 ) -> Result<Vec<Subscription>, MonitorError> {
-    let mut out = Vec::new();
-    let mut start = None;
-    loop {
-        let page = dynamo
-            .query()
-            .table_name(table)
-            .key_condition_expression("pk = :pk AND begins_with(sk, :p)")
-            .filter_expression("#st = :paused")
-            .expression_attribute_names("#st", "status")
-            .expression_attribute_values(":pk", s(account_pk(account_id)))
-            .expression_attribute_values(":p", s(SUBSCRIPTION_PREFIX))
-            .expression_attribute_values(":paused", s(SubscriptionStatus::Paused.to_string()))
-            .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(StoreError::dynamo)?;
-        for item in page.items.unwrap_or_default() {
-            out.push(from_item::<Subscription>(item)?);
-        }
-        match page.last_evaluated_key {
-            Some(k) => start = Some(k),
-            None => break,
-        }
-    }
-    Ok(out)
+    Ok(store::subscription::paused(dynamo, table, account_id).await?)
 }
 
 /// An event as the monitor shows it.
@@ -409,8 +377,8 @@ pub struct EventSummary {
 }
 
 impl EventSummary {
-    pub fn new(e: &EventItem, status_trigger: Option<EventTrigger>) -> Self {
-        let r = &e.record;
+    pub fn new(e: &EventRecord, status_trigger: Option<EventTrigger>) -> Self {
+        let r = e;
         EventSummary {
             id: r.change_id.clone(),
             account_id: r.account_id.clone(),
@@ -428,13 +396,13 @@ impl EventSummary {
             finalized_at: e.finalized_at.map(Timestamp::to_rfc3339),
             expires_at: e
                 .expires_at
-                .map(|secs| super::retention::ttl_instant(secs).to_rfc3339()),
+                .map(|secs| crate::domain::retention::ttl_instant(secs).to_rfc3339()),
         }
     }
 }
 
-impl From<&EventItem> for EventSummary {
-    fn from(e: &EventItem) -> Self {
+impl From<&EventRecord> for EventSummary {
+    fn from(e: &EventRecord) -> Self {
         EventSummary::new(e, e.status_trigger)
     }
 }
@@ -492,8 +460,8 @@ impl From<&AttemptRecord> for AttemptView {
 }
 
 impl DeliveryLogEntry {
-    pub fn new(d: &DeliveryItem, now: Timestamp) -> Self {
-        let r = &d.record;
+    pub fn new(d: &Delivery, now: Timestamp) -> Self {
+        let r = d;
         DeliveryLogEntry {
             delivery_id: r.delivery_id.clone(),
             change_id: r.change_id.clone(),

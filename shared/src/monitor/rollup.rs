@@ -13,20 +13,19 @@
 //!   at most one pass each, within a time and item budget. Final events leave the index, so a
 //!   walk cut short by its budget resumes where the work is on the next invocation.
 
-use super::attrs;
-use super::items::{DeliveryItem, EventItem, EventPartition};
-use super::retention::ttl_seconds;
+pub use super::items::read_partition;
 use super::MonitorError;
 use crate::clock::Clock;
-use crate::domain::event::{
-    roll_up_move, DeliveryFacts, EventStatus, EventTrigger, EVENT_LIFECYCLE, ROLLUP_BATCH,
-};
-use crate::domain::integration_delivery::DeliveryStatus;
-use crate::domain::lifecycle::{Status, StatusCondition};
+use crate::domain::event::{roll_up_move, DeliveryFacts, EventStatus, EventTrigger, ROLLUP_BATCH};
+use crate::domain::retention::ttl_seconds;
 use crate::domain::time::Timestamp;
-use crate::store::expr::{is_condition_failure, n, s, Expr};
+use crate::store;
+use crate::store::attrs::rollup as rollup_attrs;
+use crate::store::delivery::Delivery;
+use crate::store::event::EventRecord;
 use crate::store::keys::{self, SHARDS};
-use crate::store::{Item, StoreError};
+use crate::store::write::{send, Write, Written};
+use crate::store::StoreError;
 use futures::stream::{self, StreamExt};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
@@ -267,7 +266,7 @@ impl RollUp {
             let now = self.clock.now();
             let from = event.status();
             if from.is_final() {
-                if event.on_rollup_index {
+                if event.on_rollup_index() {
                     // Only an outside write can leave a final event on the index; without this
                     // every pass would look at it again forever.
                     self.leave_index(pk, from).await?;
@@ -282,7 +281,7 @@ impl RollUp {
                 .iter()
                 .filter_map(|d| d.facts(now))
                 .collect();
-            if (facts.len() as u64) < u64::from(event.record.subscribers) {
+            if (facts.len() as u64) < u64::from(event.subscribers) {
                 return Ok((RollUpOutcome::Deferred, requeued));
             }
             let Some((trigger, to)) = roll_up_move(from, !facts.is_empty(), &facts) else {
@@ -292,12 +291,11 @@ impl RollUp {
             // crash in between leaves the event open and the next roll-up repeats it), removed
             // again while the event is open (reopened, or a decision that lost a race).
             let ttl = ttl_seconds(to, now);
-            self.set_delivery_expiry(pk, &partition.deliveries, ttl)
-                .await?;
+            set_delivery_expiry(&self.dynamo, &self.table, &partition.deliveries, ttl).await?;
             if to == from {
                 return Ok((RollUpOutcome::Unchanged { status: from }, requeued));
             }
-            if self.write_status(pk, &event, trigger, to, now).await? {
+            if self.write_status(&event, trigger, to, now).await? {
                 tracing::info!(pk, %from, %to, trigger = ?trigger, "event status rolled up");
                 return Ok((RollUpOutcome::Moved { from, to }, requeued));
             }
@@ -306,241 +304,79 @@ impl RollUp {
     }
 
     /// Puts push deliveries whose first dispatch went missing
-    /// ([`DeliveryItem::first_dispatch_lost`]) on the `due` index, due now, for the dispatcher's
+    /// ([`Delivery::first_dispatch_lost`]) on the `due` index, due now, for the dispatcher's
     /// next sweep to publish. New push work is not on that index (publishing it from the stream
     /// costs no write, and an index entry would cost two), so the open event's roll-up, which
     /// reads every delivery of the event anyway, is where lost first dispatches are found.
     async fn requeue_lost_dispatch(
         &self,
         pk: &str,
-        deliveries: &[DeliveryItem],
+        deliveries: &[Delivery],
         now: Timestamp,
     ) -> Result<u32, MonitorError> {
         let mut requeued = 0;
         for d in deliveries.iter().filter(|d| d.first_dispatch_lost(now)) {
-            let e = Expr::new()
-                .name("#status", "status")
-                .value(":pending", s(DeliveryStatus::Pending.to_string()))
-                .value(":zero", n(0))
-                .value(":now", n(now.millis()))
-                .value(":shard", s(keys::shard_of(&d.record.delivery_id)));
-            let result = self
-                .dynamo
-                .update_item()
-                .table_name(&self.table)
-                .key("pk", s(pk))
-                .key("sk", s(keys::delivery_sk(&d.record.subscription_id)))
-                .update_expression("SET due_shard = :shard, due_at = :now")
-                .condition_expression(
-                    "#status = :pending AND attempts = :zero AND attribute_not_exists(due_shard) \
-                     AND (attribute_not_exists(lease_until) OR lease_until <= :now)",
-                )
-                .set_expression_attribute_names(e.names_opt())
-                .set_expression_attribute_values(e.values_opt())
-                .send()
-                .await;
-            match result {
-                Ok(_) => {
-                    tracing::warn!(pk, delivery_id = %d.record.delivery_id, "first dispatch lost; the sweep publishes it again");
-                    requeued += 1;
-                }
-                // A worker or an operator moved it since the read: nothing is lost.
-                Err(err) if is_condition_failure(&err) => {}
-                Err(err) => return Err(StoreError::dynamo(err).into()),
+            let w = store::delivery::requeue_lost_dispatch(&self.table, d, now)?;
+            // Refused: a worker or an operator moved it since the read; nothing is lost.
+            if send(&self.dynamo, w).await?.applied() {
+                tracing::warn!(pk, delivery_id = %d.delivery_id, "first dispatch lost; the sweep publishes it again");
+                requeued += 1;
             }
         }
         Ok(requeued)
     }
 
-    /// The status write: conditional on the stored status still being `from` (the table row of
-    /// `from → to` by `trigger`) and on no operator reopen since the event was read.
+    /// The status write (see [`store::event::roll_up`]); `false` when its condition refused it.
     async fn write_status(
         &self,
-        pk: &str,
-        event: &EventItem,
+        event: &EventRecord,
         trigger: EventTrigger,
         to: EventStatus,
         now: Timestamp,
     ) -> Result<bool, MonitorError> {
-        let condition = EVENT_LIFECYCLE.expect(event.status(), trigger, to)?;
-        let mut e = Expr::new()
-            .value(":to", s(to.as_str()))
-            .value(":now", n(now.millis()))
-            .value(":trigger", s(trigger_name(trigger)));
-        let status_condition = event_status_condition(&mut e, &condition);
-        let mut set = vec![
-            "#es = :to".to_string(),
-            format!("{} = :now", attrs::STATUS_CHANGED_AT),
-            "status_trigger = :trigger".to_string(),
-        ];
-        let mut remove: Vec<&str> = Vec::new();
-        if let Some(ttl) = ttl_seconds(to, now) {
-            e = e.value(":ttl", n(ttl));
-            set.push(format!("{} = :now", attrs::FINALIZED_AT));
-            set.push(format!("{} = :ttl", attrs::EXPIRES_AT));
-            remove.extend([attrs::ROLLUP_SHARD, attrs::ROLLUP_AT]);
-        }
-        let fence = match event.reopens {
-            Some(r) => {
-                e = e.value(":reopens", n(r));
-                format!("{} = :reopens", attrs::REOPENS)
-            }
-            None => format!("attribute_not_exists({})", attrs::REOPENS),
-        };
-        let mut expression = format!("SET {}", set.join(", "));
-        if !remove.is_empty() {
-            expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
-        }
-        let result = self
-            .dynamo
-            .update_item()
-            .table_name(&self.table)
-            .key("pk", s(pk))
-            .key("sk", s(keys::EVENT_SK))
-            .update_expression(expression)
-            .condition_expression(format!("({status_condition}) AND {fence}"))
-            .set_expression_attribute_names(e.names_opt())
-            .set_expression_attribute_values(e.values_opt())
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(err) if is_condition_failure(&err) => Ok(false),
-            Err(err) => Err(StoreError::dynamo(err).into()),
-        }
+        let w = store::event::roll_up(&self.table, event, trigger, to, now)?;
+        Ok(send(&self.dynamo, w).await?.applied())
     }
 
     async fn leave_index(&self, pk: &str, status: EventStatus) -> Result<(), MonitorError> {
-        let result = self
-            .dynamo
-            .update_item()
-            .table_name(&self.table)
-            .key("pk", s(pk))
-            .key("sk", s(keys::EVENT_SK))
-            .update_expression(format!(
-                "REMOVE {}, {}",
-                attrs::ROLLUP_SHARD,
-                attrs::ROLLUP_AT
-            ))
-            .condition_expression("#es = :status")
-            .expression_attribute_names("#es", attrs::EVENT_STATUS)
-            .expression_attribute_values(":status", s(status.as_str()))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(err) if is_condition_failure(&err) => Ok(()),
-            Err(err) => Err(StoreError::dynamo(err).into()),
-        }
-    }
-
-    async fn set_delivery_expiry(
-        &self,
-        pk: &str,
-        deliveries: &[DeliveryItem],
-        ttl: Option<i64>,
-    ) -> Result<(), MonitorError> {
-        set_delivery_expiry(&self.dynamo, &self.table, pk, deliveries, ttl).await
+        // Refused: the event moved since the read; the next roll-up sees it as it is.
+        send(
+            &self.dynamo,
+            store::event::leave_rollup_index(&self.table, pk, status)?,
+        )
+        .await?;
+        Ok(())
     }
 }
 
-/// The trigger's stored name (`status_trigger`, written next to every status move).
-fn trigger_name(trigger: EventTrigger) -> String {
-    serde_json::to_value(trigger)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_else(|| format!("{trigger:?}"))
-}
-
-/// Adds a lifecycle condition to `e`, aimed at the event's `event_status` attribute (the
-/// lifecycle's conditions name the generic `status`), and returns its expression text.
-fn event_status_condition(e: &mut Expr, condition: &StatusCondition) -> String {
-    e.names.insert("#es".into(), attrs::EVENT_STATUS.into());
-    for (placeholder, value) in &condition.values {
-        e.values.insert(placeholder.clone(), s(value));
-    }
-    let mut text = condition.expression.clone();
-    for (placeholder, _) in &condition.names {
-        text = text.replace(placeholder.as_str(), "#es");
-    }
-    text
-}
-
-/// Reads one event partition (consistent): the event and its deliveries.
-pub async fn read_partition(
-    dynamo: &aws_sdk_dynamodb::Client,
-    table: &str,
-    pk: &str,
-) -> Result<EventPartition, StoreError> {
-    let mut items: Vec<Item> = Vec::new();
-    let mut start = None;
-    loop {
-        let page = dynamo
-            .query()
-            .table_name(table)
-            .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", s(pk))
-            .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(StoreError::dynamo)?;
-        items.extend(page.items.unwrap_or_default());
-        match page.last_evaluated_key {
-            Some(k) => start = Some(k),
-            None => break,
-        }
-    }
-    EventPartition::from_items(items)
-}
-
-/// Sets (`Some`) the TTL of every delivery of partition `pk` that would otherwise expire before
-/// its event, or removes (`None`) every delivery's TTL. Deliveries that vanished in the meantime are not recreated.
+/// Sets (`Some`) the TTL of every delivery of an event that would otherwise expire before the
+/// event, or removes (`None`) every delivery's TTL. Deliveries that vanished in the meantime are
+/// not recreated.
 async fn set_delivery_expiry(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    pk: &str,
-    deliveries: &[DeliveryItem],
+    deliveries: &[Delivery],
     ttl: Option<i64>,
 ) -> Result<(), MonitorError> {
     // Owned items only: the futures must be `Send` for any caller (axum handlers included),
     // which closures over borrowed items cannot promise.
     // A push delivery stamped its own (longer) expiry when it ended: only deliveries that would
     // vanish before their event (poll and filtered ones, or none at all) are written.
-    let todo: Vec<String> = deliveries
+    let todo: Vec<Write> = deliveries
         .iter()
         .filter(|d| match ttl {
             Some(ttl) => d.expires_at.is_none_or(|own| own < ttl),
             None => d.expires_at.is_some(),
         })
-        .map(|d| keys::delivery_sk(&d.record.subscription_id))
-        .collect();
-    let results: Vec<Result<(), StoreError>> = stream::iter(todo)
-        .map(|sk| {
-            let mut request = dynamo
-                .update_item()
-                .table_name(table)
-                .key("pk", s(pk))
-                .key("sk", s(sk))
-                .condition_expression("attribute_exists(pk)");
-            request = match ttl {
-                Some(ttl) => request
-                    .update_expression(format!("SET {} = :ttl", attrs::EXPIRES_AT))
-                    .expression_attribute_values(":ttl", n(ttl)),
-                None => request.update_expression(format!("REMOVE {}", attrs::EXPIRES_AT)),
-            };
-            async move {
-                match request.send().await {
-                    Ok(_) => Ok(()),
-                    Err(e) if is_condition_failure(&e) => Ok(()),
-                    Err(e) => Err(StoreError::dynamo(e)),
-                }
-            }
-        })
+        .map(|d| store::delivery::set_expiry(table, d, ttl))
+        .collect::<Result<_, _>>()?;
+    // A delivery gone since the read is not recreated (the write's condition refuses it).
+    let results: Vec<Result<Written, StoreError>> = stream::iter(todo)
+        .map(|w| send(dynamo, w))
         .buffer_unordered(EXPIRY_CONCURRENCY)
         .collect()
         .await;
-    results.into_iter().collect::<Result<(), _>>()?;
+    results.into_iter().collect::<Result<Vec<_>, _>>()?;
     Ok(())
 }
 
@@ -589,75 +425,17 @@ pub async fn reopen_event(
         let written = match status {
             EventStatus::Skipped => return Ok(ReopenOutcome::NotReopenable { status }),
             EventStatus::Sent | EventStatus::Failed => {
-                let trigger = EventTrigger::OperatorRestartReopens;
-                let condition = EVENT_LIFECYCLE.expect(status, trigger, EventStatus::Partial)?;
-                let mut e = Expr::new()
-                    .value(":partial", s(EventStatus::Partial.as_str()))
-                    .value(":now", n(now.millis()))
-                    .value(":trigger", s(trigger_name(trigger)))
-                    .value(":shard", s(keys::shard_of(&pk)))
-                    .value(":at", n(event.record.created_at.millis()))
-                    .value(":one", n(1));
-                let status_condition = event_status_condition(&mut e, &condition);
-                let request = dynamo
-                    .update_item()
-                    .table_name(table)
-                    .key("pk", s(&pk))
-                    .key("sk", s(keys::EVENT_SK))
-                    .update_expression(format!(
-                        "SET #es = :partial, {changed} = :now, status_trigger = :trigger, \
-                         {shard} = :shard, {at} = :at \
-                         REMOVE {expires}, {finalized} ADD {reopens} :one",
-                        changed = attrs::STATUS_CHANGED_AT,
-                        shard = attrs::ROLLUP_SHARD,
-                        at = attrs::ROLLUP_AT,
-                        expires = attrs::EXPIRES_AT,
-                        finalized = attrs::FINALIZED_AT,
-                        reopens = attrs::REOPENS,
-                    ))
-                    .condition_expression(status_condition)
-                    .set_expression_attribute_names(e.names_opt())
-                    .set_expression_attribute_values(e.values_opt());
-                match request.send().await {
-                    Ok(_) => true,
-                    Err(err) if is_condition_failure(&err) => false,
-                    Err(err) => return Err(StoreError::dynamo(err).into()),
-                }
+                let w = store::event::reopen(table, &event, now)?;
+                send(dynamo, w).await?.applied()
             }
             EventStatus::New | EventStatus::Partial => {
                 // Not a status move: a fence against roll-ups decided before the restart.
-                let e = Expr::new()
-                    .name("#es", attrs::EVENT_STATUS)
-                    .value(":status", s(status.as_str()))
-                    .value(":one", n(1))
-                    .value(":shard", s(keys::shard_of(&pk)))
-                    .value(":at", n(event.record.created_at.millis()));
-                let request = dynamo
-                    .update_item()
-                    .table_name(table)
-                    .key("pk", s(&pk))
-                    .key("sk", s(keys::EVENT_SK))
-                    .update_expression(format!(
-                        "SET {shard} = if_not_exists({shard}, :shard), {at} = if_not_exists({at}, :at) \
-                         REMOVE {expires}, {finalized} ADD {reopens} :one",
-                        shard = attrs::ROLLUP_SHARD,
-                        at = attrs::ROLLUP_AT,
-                        expires = attrs::EXPIRES_AT,
-                        finalized = attrs::FINALIZED_AT,
-                        reopens = attrs::REOPENS,
-                    ))
-                    .condition_expression("#es = :status")
-                    .set_expression_attribute_names(e.names_opt())
-                    .set_expression_attribute_values(e.values_opt());
-                match request.send().await {
-                    Ok(_) => true,
-                    Err(err) if is_condition_failure(&err) => false,
-                    Err(err) => return Err(StoreError::dynamo(err).into()),
-                }
+                let w = store::event::fence_open(table, &event)?;
+                send(dynamo, w).await?.applied()
             }
         };
         if written {
-            set_delivery_expiry(dynamo, table, &pk, &partition.deliveries, None).await?;
+            set_delivery_expiry(dynamo, table, &partition.deliveries, None).await?;
             tracing::info!(pk, from = %status, "event reopened by an operator restart");
             return Ok(match status {
                 EventStatus::Sent | EventStatus::Failed => ReopenOutcome::Reopened { from: status },
@@ -686,30 +464,25 @@ struct ShardCursor {
 
 impl ShardCursor {
     async fn fill(&mut self, rollup: &RollUp) -> Result<(), StoreError> {
-        let page = rollup
-            .dynamo
-            .query()
-            .table_name(&rollup.table)
-            .index_name(ROLLUP_INDEX)
-            .key_condition_expression("#shard = :shard")
-            .expression_attribute_names("#shard", attrs::ROLLUP_SHARD)
-            .expression_attribute_values(":shard", s(&self.shard))
-            .limit(ROLLUP_BATCH as i32)
-            .set_exclusive_start_key(self.start.take())
-            .send()
-            .await
-            .map_err(StoreError::dynamo)?;
-        for item in page.items.unwrap_or_default() {
+        let page = store::event::rollup_index_page(
+            &rollup.dynamo,
+            &rollup.table,
+            &self.shard,
+            ROLLUP_BATCH as i32,
+            self.start.take(),
+        )
+        .await?;
+        for item in page.items {
             let pk = item.get("pk").and_then(|v| v.as_s().ok()).cloned();
             let at = item
-                .get(attrs::ROLLUP_AT)
+                .get(rollup_attrs::AT)
                 .and_then(|v| v.as_n().ok())
                 .and_then(|v| v.parse::<i64>().ok());
             if let (Some(pk), Some(rollup_at)) = (pk, at) {
                 self.buffer.push_back(IndexEntry { rollup_at, pk });
             }
         }
-        match page.last_evaluated_key {
+        match page.next {
             Some(k) => self.start = Some(k),
             None => self.exhausted = true,
         }
@@ -789,35 +562,7 @@ impl IndexWalk {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn conditions_aim_at_event_status() {
-        let c = EVENT_LIFECYCLE
-            .expect(
-                EventStatus::Partial,
-                EventTrigger::NothingWaitsNoneFailed,
-                EventStatus::Sent,
-            )
-            .unwrap();
-        let mut e = Expr::new();
-        let text = event_status_condition(&mut e, &c);
-        assert_eq!(text, "#es IN (:status_from_0)");
-        assert_eq!(e.names["#es"], "event_status");
-        assert_eq!(e.values[":status_from_0"], s("partial"));
-        assert!(!e.names.contains_key("#status"));
-        let reopen = EVENT_LIFECYCLE
-            .condition(EventTrigger::OperatorRestartReopens, EventStatus::Partial)
-            .unwrap();
-        assert_eq!(reopen.allowed(), vec!["sent", "failed"]);
-    }
-
-    #[test]
-    fn triggers_are_stored_by_their_serde_name() {
-        assert_eq!(
-            trigger_name(EventTrigger::NothingWaitsSomeFailed),
-            "nothing_waits_some_failed"
-        );
-    }
+    use crate::domain::lifecycle::Status;
 
     #[test]
     fn reports_count_outcomes() {

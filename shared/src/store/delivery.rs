@@ -14,7 +14,12 @@ use super::write::{built, Write};
 use super::{from_item, keys, to_item, Item, StoreError};
 use crate::domain::delivery_method::DeliveryMethod;
 use crate::domain::event::delivery_expires_at;
-use crate::domain::integration_delivery::{DeliveryMove, DeliveryStatus, DELIVERY_LIFECYCLE};
+use crate::domain::event::DeliveryFacts;
+use crate::domain::integration_delivery::{
+    lease_held, transmit_status, DeliveryMove, DeliveryStatus, TransmitStatus, DELIVERY_LIFECYCLE,
+    FIRST_DISPATCH_GRACE,
+};
+use crate::domain::retention::delivery_visible;
 use crate::domain::time::Timestamp;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, Update};
 use serde::{Deserialize, Serialize};
@@ -155,6 +160,41 @@ impl Delivery {
 
     pub fn from_item(item: Item) -> Result<Self, StoreError> {
         from_item(item)
+    }
+
+    /// The Delivery log's word for the delivery at `now` (`None`: `skipped_filter`, which the
+    /// log does not count as a delivery).
+    pub fn transmit_status(&self, now: Timestamp) -> Option<TransmitStatus> {
+        transmit_status(self.status, lease_held(self.lease_until, now))
+    }
+
+    /// What the roll-up counts of this delivery; `None` when the subscriber did not take the
+    /// event (`skipped_filter`).
+    pub fn facts(&self, now: Timestamp) -> Option<DeliveryFacts> {
+        self.transmit_status(now).map(|transmit| DeliveryFacts {
+            method_is_poll: self.method.is_poll(),
+            transmit,
+        })
+    }
+
+    /// The read filter: a delivery past its expiry is treated as gone before TTL deletes it.
+    pub fn visible(&self, now: Timestamp) -> bool {
+        delivery_visible(self.expires_at, now)
+    }
+
+    /// A push delivery whose first dispatch went missing: still `pending` with no attempt made,
+    /// no live lease, nothing scheduled on the `due` index, and ingested more than
+    /// [`FIRST_DISPATCH_GRACE`] ago. New push work is published from the table's stream and
+    /// reaches the worker within seconds; a delivery in this state lost its stream record or its
+    /// message (or the message went to the dead-letter queue), and nothing else would ever
+    /// publish it again.
+    pub fn first_dispatch_lost(&self, now: Timestamp) -> bool {
+        self.status == DeliveryStatus::Pending
+            && !self.method.is_poll()
+            && self.attempts == 0
+            && !self.on_due_index()
+            && !lease_held(self.lease_until, now)
+            && self.created_at.plus(FIRST_DISPATCH_GRACE) <= now
     }
 }
 
@@ -377,6 +417,55 @@ pub fn save_outcome(
     )?))
 }
 
+/// Puts a push delivery whose first dispatch went missing ([`Delivery::first_dispatch_lost`])
+/// on the `due` index, due now, for the dispatcher's next sweep to publish; conditional on it
+/// still being in that state (a worker or an operator may have moved it since the read).
+pub fn requeue_lost_dispatch(
+    table: &str,
+    d: &Delivery,
+    now: Timestamp,
+) -> Result<Write, StoreError> {
+    let (pk, sk) = d.key();
+    let e = Expr::new()
+        .name("#status", "status")
+        .value(":pending", s(DeliveryStatus::Pending.to_string()))
+        .value(":zero", n(0))
+        .value(":now", n(now.millis()))
+        .value(":shard", s(keys::shard_of(&d.delivery_id)));
+    Ok(Write::Update(built(
+        Update::builder()
+            .table_name(table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .update_expression(format!("SET {} = :shard, {} = :now", due::SHARD, due::AT))
+            .condition_expression(format!(
+                "#status = :pending AND attempts = :zero AND attribute_not_exists({}) \
+                 AND (attribute_not_exists(lease_until) OR lease_until <= :now)",
+                due::SHARD
+            ))
+            .set_expression_attribute_names(e.names_opt())
+            .set_expression_attribute_values(e.values_opt())
+            .build(),
+    )?))
+}
+
+/// Sets (`Some`) or removes (`None`) a delivery's expiry (epoch seconds), if it still exists.
+pub fn set_expiry(table: &str, d: &Delivery, ttl: Option<i64>) -> Result<Write, StoreError> {
+    let (pk, sk) = d.key();
+    let update = Update::builder()
+        .table_name(table)
+        .key("pk", s(pk))
+        .key("sk", s(sk))
+        .condition_expression("attribute_exists(pk)");
+    let update = match ttl {
+        Some(ttl) => update
+            .update_expression(format!("SET {EXPIRES_AT} = :ttl"))
+            .expression_attribute_values(":ttl", n(ttl)),
+        None => update.update_expression(format!("REMOVE {EXPIRES_AT}")),
+    };
+    Ok(Write::Update(built(update.build())?))
+}
+
 /// A delivery waiting on the `due` index: its work and when it is due.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Due {
@@ -457,6 +546,7 @@ pub fn postpone(table: &str, due: &Due, next: Timestamp) -> Result<Write, StoreE
 mod tests {
     use super::*;
     use crate::domain::integration_delivery::{after_success, after_transient_failure};
+    use crate::domain::time::SECOND;
     use crate::store::attrs::by_subscription;
 
     fn delivery(status: DeliveryStatus, attempts: u32) -> Delivery {
@@ -509,6 +599,59 @@ mod tests {
         match w {
             Write::Update(u) => u,
             other => panic!("not an update: {other:?}"),
+        }
+    }
+
+    /// A new push delivery ingested at `created`.
+    fn push_delivery(created: Timestamp) -> Delivery {
+        let mut d = delivery(DeliveryStatus::Pending, 0);
+        d.created_at = created;
+        d.updated_at = created;
+        d
+    }
+
+    #[test]
+    fn a_first_dispatch_is_lost_only_when_nothing_else_can_bring_the_delivery_back() {
+        let created = Timestamp(1_700_000_000_000);
+        let due = created.plus(FIRST_DISPATCH_GRACE);
+        let d = push_delivery(created);
+        assert!(d.first_dispatch_lost(due));
+        assert!(
+            !d.first_dispatch_lost(due.minus(SECOND)),
+            "within the grace"
+        );
+
+        let mut scheduled = push_delivery(created);
+        scheduled.due_shard = Some("3".into());
+        assert!(!scheduled.first_dispatch_lost(due), "the sweep has it");
+
+        let mut leased = push_delivery(created);
+        leased.lease_until = Some(due.plus(SECOND));
+        assert!(!leased.first_dispatch_lost(due), "a worker holds it");
+        leased.lease_until = Some(due);
+        assert!(leased.first_dispatch_lost(due), "the lease lapsed");
+
+        let mut attempted = push_delivery(created);
+        attempted.attempts = 1;
+        assert!(!attempted.first_dispatch_lost(due), "not a first dispatch");
+
+        let mut pull = push_delivery(created);
+        pull.method = DeliveryMethod::Poll;
+        assert!(
+            !pull.first_dispatch_lost(due),
+            "pull deliveries wait for a cursor"
+        );
+
+        for status in [
+            DeliveryStatus::Delivered,
+            DeliveryStatus::Retrying,
+            DeliveryStatus::Dead,
+            DeliveryStatus::Failed,
+            DeliveryStatus::SkippedFilter,
+        ] {
+            let mut moved = push_delivery(created);
+            moved.status = status;
+            assert!(!moved.first_dispatch_lost(due), "{status}");
         }
     }
 

@@ -2,11 +2,16 @@
 //! deliveries (one query rolls it up). While it is `new` or `partial` it sits on the sharded
 //! `rollup` index; every event is on its account's time listing.
 
-use super::attrs::{listing, rollup};
+use super::attrs::{rollup, EXPIRES_AT};
 use super::expr::{n, s, Expr};
+use super::read::{self, Query};
 use super::write::{built, Write};
 use super::{keys, Item, StoreError};
-use crate::domain::event::{EventStatus, InternalStatus, InternalTrigger, INTERNAL_LIFECYCLE};
+use crate::domain::event::{
+    EventStatus, EventTrigger, InternalStatus, InternalTrigger, EVENT_LIFECYCLE, INTERNAL_LIFECYCLE,
+};
+use crate::domain::lifecycle::{Status, StatusCondition};
+use crate::domain::retention::{event_visible, ttl_seconds};
 use crate::domain::time::Timestamp;
 use aws_sdk_dynamodb::types::Update;
 use serde::{Deserialize, Serialize};
@@ -36,6 +41,39 @@ pub struct EventRecord {
     /// soon as it is written; the others are rolled up when their push deliveries finish.
     #[serde(default)]
     pub push_subscribers: u32,
+
+    // What the roll-up and operator restarts add.
+    /// TTL, epoch **seconds** (final events only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
+    /// When the event last became final (millis).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finalized_at: Option<Timestamp>,
+    /// When `event_status` last changed (millis).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_changed_at: Option<Timestamp>,
+    /// The trigger of the last status move (its table row explains it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_trigger: Option<EventTrigger>,
+    /// Incremented by every operator reopen; roll-up writes are conditional on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reopens: Option<i64>,
+    /// What a built-in subscriber stored when it handled the event (JSON text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub internal_result: Option<String>,
+
+    // Index attributes.
+    /// `rollup` index: present only while the event is `new` or `partial`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollup_shard: Option<String>,
+    /// `rollup` index: the event's creation time (millis).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollup_at: Option<i64>,
+    /// `listing` index: `EVENTS#{account}` and the creation time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_sort: Option<String>,
 }
 
 /// The key of an event.
@@ -53,6 +91,20 @@ impl EventRecord {
 
     pub fn from_item(item: Item) -> Result<Self, StoreError> {
         super::from_item(item)
+    }
+
+    pub fn status(&self) -> EventStatus {
+        self.event_status
+    }
+
+    /// Whether the event is on the `rollup` index.
+    pub fn on_rollup_index(&self) -> bool {
+        self.rollup_shard.is_some()
+    }
+
+    /// The read filter: a final event past its expiry is treated as gone before TTL deletes it.
+    pub fn visible(&self, now: Timestamp) -> bool {
+        event_visible(self.status(), self.expires_at, now)
     }
 }
 
@@ -97,16 +149,13 @@ pub fn events_list_key(account_id: &str) -> String {
 /// The item ingest writes for a new event: open events sit on the `rollup` index until they are
 /// final; every event is on its account's time listing.
 pub fn new_item(event: &EventRecord) -> Result<Item, StoreError> {
+    let mut event = event.clone();
     let (pk, sk) = event.key();
-    let mut item = super::to_item(event, &pk, &sk, KIND)?;
-    item.insert(rollup::SHARD.into(), s(keys::shard_of(&pk)));
-    item.insert(rollup::AT.into(), n(event.created_at.millis()));
-    item.insert(listing::KEY.into(), s(events_list_key(&event.account_id)));
-    item.insert(
-        listing::SORT.into(),
-        s(keys::time_sort(event.created_at, &event.change_id)),
-    );
-    Ok(item)
+    event.rollup_shard = Some(keys::shard_of(&pk));
+    event.rollup_at = Some(event.created_at.millis());
+    event.list_key = Some(events_list_key(&event.account_id));
+    event.list_sort = Some(keys::time_sort(event.created_at, &event.change_id));
+    super::to_item(&event, &pk, &sk, KIND)
 }
 
 /// Creates an event unless one exists for its change (the change's idempotency key).
@@ -114,9 +163,342 @@ pub fn create(table: &str, event: &EventRecord) -> Result<Write, StoreError> {
     super::delivery::put_new(table, new_item(event)?)
 }
 
+/// The stored name of the event status attribute.
+pub const EVENT_STATUS: &str = "event_status";
+/// When the event last became final (millis).
+pub const FINALIZED_AT: &str = "finalized_at";
+/// When `event_status` last changed (millis).
+pub const STATUS_CHANGED_AT: &str = "status_changed_at";
+/// How many times an operator restart reopened (or touched) the event.
+pub const REOPENS: &str = "reopens";
+
+/// Adds a lifecycle condition to `e`, aimed at the event's `event_status` attribute (the
+/// lifecycle's conditions name the generic `status`), and returns its expression text.
+fn event_status_condition(e: &mut Expr, condition: &StatusCondition) -> String {
+    e.names.insert("#es".into(), EVENT_STATUS.into());
+    for (placeholder, value) in &condition.values {
+        e.values.insert(placeholder.clone(), s(value));
+    }
+    let mut text = condition.expression.clone();
+    for (placeholder, _) in &condition.names {
+        text = text.replace(placeholder.as_str(), "#es");
+    }
+    text
+}
+
+/// The trigger's stored name (`status_trigger`, written next to every status move).
+fn trigger_name(trigger: EventTrigger) -> String {
+    serde_json::to_value(trigger)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| format!("{trigger:?}"))
+}
+
+fn event_update(
+    table: &str,
+    pk: &str,
+    expression: String,
+    condition: String,
+    e: Expr,
+) -> Result<Write, StoreError> {
+    Ok(Write::Update(built(
+        Update::builder()
+            .table_name(table)
+            .key("pk", s(pk))
+            .key("sk", s(keys::EVENT_SK))
+            .update_expression(expression)
+            .condition_expression(condition)
+            .set_expression_attribute_names(e.names_opt())
+            .set_expression_attribute_values(e.values_opt())
+            .build(),
+    )?))
+}
+
+/// A roll-up's status move `event.status() → to` by `trigger`: conditional on the stored status
+/// still being the one the decision was made on (the table's `from` states) and on no operator
+/// reopen since the event was read. A final status carries the retention and leaves the
+/// `rollup` index.
+pub fn roll_up(
+    table: &str,
+    event: &EventRecord,
+    trigger: EventTrigger,
+    to: EventStatus,
+    now: Timestamp,
+) -> Result<Write, StoreError> {
+    let condition = EVENT_LIFECYCLE.expect(event.status(), trigger, to)?;
+    let mut e = Expr::new()
+        .value(":to", s(to.as_str()))
+        .value(":now", n(now.millis()))
+        .value(":trigger", s(trigger_name(trigger)));
+    let status_condition = event_status_condition(&mut e, &condition);
+    let mut set = vec![
+        "#es = :to".to_string(),
+        format!("{STATUS_CHANGED_AT} = :now"),
+        "status_trigger = :trigger".to_string(),
+    ];
+    let mut remove: Vec<&str> = Vec::new();
+    if let Some(ttl) = ttl_seconds(to, now) {
+        e = e.value(":ttl", n(ttl));
+        set.push(format!("{FINALIZED_AT} = :now"));
+        set.push(format!("{EXPIRES_AT} = :ttl"));
+        remove.extend([rollup::SHARD, rollup::AT]);
+    }
+    let fence = match event.reopens {
+        Some(r) => {
+            e = e.value(":reopens", n(r));
+            format!("{REOPENS} = :reopens")
+        }
+        None => format!("attribute_not_exists({REOPENS})"),
+    };
+    let mut expression = format!("SET {}", set.join(", "));
+    if !remove.is_empty() {
+        expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
+    }
+    let (pk, _) = event.key();
+    event_update(
+        table,
+        &pk,
+        expression,
+        format!("({status_condition}) AND {fence}"),
+        e,
+    )
+}
+
+/// Takes a final event (`status`) that is still on the `rollup` index off it.
+pub fn leave_rollup_index(table: &str, pk: &str, status: EventStatus) -> Result<Write, StoreError> {
+    let e = Expr::new()
+        .name("#es", EVENT_STATUS)
+        .value(":status", s(status.as_str()));
+    event_update(
+        table,
+        pk,
+        format!("REMOVE {}, {}", rollup::SHARD, rollup::AT),
+        "#es = :status".into(),
+        e,
+    )
+}
+
+/// An operator restart's reopen of a final event: `sent | failed → partial` with the condition of
+/// the lifecycle's reopen rows; back on the `rollup` index, without its expiry, and the reopen
+/// counter moved on.
+pub fn reopen(table: &str, event: &EventRecord, now: Timestamp) -> Result<Write, StoreError> {
+    let trigger = EventTrigger::OperatorRestartReopens;
+    let condition = EVENT_LIFECYCLE.expect(event.status(), trigger, EventStatus::Partial)?;
+    let (pk, _) = event.key();
+    let mut e = Expr::new()
+        .value(":partial", s(EventStatus::Partial.as_str()))
+        .value(":now", n(now.millis()))
+        .value(":trigger", s(trigger_name(trigger)))
+        .value(":shard", s(keys::shard_of(&pk)))
+        .value(":at", n(event.created_at.millis()))
+        .value(":one", n(1));
+    let status_condition = event_status_condition(&mut e, &condition);
+    event_update(
+        table,
+        &pk,
+        format!(
+            "SET #es = :partial, {STATUS_CHANGED_AT} = :now, status_trigger = :trigger, \
+             {shard} = :shard, {at} = :at \
+             REMOVE {EXPIRES_AT}, {FINALIZED_AT} ADD {REOPENS} :one",
+            shard = rollup::SHARD,
+            at = rollup::AT,
+        ),
+        status_condition,
+        e,
+    )
+}
+
+/// An operator restart of a delivery of a still-open event: not a status move, a fence that
+/// moves the reopen counter on so no roll-up decided before the restart can land (and puts the
+/// event back on the `rollup` index if it had left it).
+pub fn fence_open(table: &str, event: &EventRecord) -> Result<Write, StoreError> {
+    let (pk, _) = event.key();
+    let e = Expr::new()
+        .name("#es", EVENT_STATUS)
+        .value(":status", s(event.status().as_str()))
+        .value(":one", n(1))
+        .value(":shard", s(keys::shard_of(&pk)))
+        .value(":at", n(event.created_at.millis()));
+    event_update(
+        table,
+        &pk,
+        format!(
+            "SET {shard} = if_not_exists({shard}, :shard), {at} = if_not_exists({at}, :at) \
+             REMOVE {EXPIRES_AT}, {FINALIZED_AT} ADD {REOPENS} :one",
+            shard = rollup::SHARD,
+            at = rollup::AT,
+        ),
+        "#es = :status".into(),
+        e,
+    )
+}
+
+/// Every item of an event's partition (the event and its deliveries), consistent.
+pub async fn partition_items(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    pk: &str,
+) -> Result<Vec<Item>, StoreError> {
+    read::query_all(
+        dynamo,
+        &Query {
+            table: table.into(),
+            key_condition: "pk = :pk".into(),
+            expr: Expr::new().value(":pk", s(pk)),
+            ..Default::default()
+        },
+    )
+    .await
+}
+
+/// One page of a shard of the `rollup` index (keys and `rollup_at`), from `start`.
+pub async fn rollup_index_page(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    shard: &str,
+    limit: i32,
+    start: Option<Item>,
+) -> Result<read::Page, StoreError> {
+    read::query_page(
+        dynamo,
+        &Query {
+            table: table.into(),
+            index: Some(rollup::INDEX.into()),
+            key_condition: "#shard = :shard".into(),
+            expr: Expr::new()
+                .name("#shard", rollup::SHARD)
+                .value(":shard", s(shard)),
+            limit: Some(limit),
+            start,
+            ..Default::default()
+        },
+    )
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn event(status: EventStatus, reopens: Option<i64>) -> EventRecord {
+        EventRecord {
+            account_id: "a".into(),
+            change_id: "c".into(),
+            record_type: "catalog_item".into(),
+            record_id: "r".into(),
+            event_code: "catalog_item.updated".into(),
+            warehouse: None,
+            occurred_at: Timestamp(1),
+            event_status: status,
+            internal_status: InternalStatus::New,
+            created_at: Timestamp(1_000),
+            subscribers: 1,
+            push_subscribers: 1,
+            expires_at: None,
+            finalized_at: None,
+            status_changed_at: None,
+            status_trigger: None,
+            reopens,
+            internal_result: None,
+            rollup_shard: None,
+            rollup_at: None,
+            list_key: None,
+            list_sort: None,
+        }
+    }
+
+    fn update(w: Write) -> Update {
+        match w {
+            Write::Update(u) => u,
+            other => panic!("not an update: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn conditions_aim_at_event_status() {
+        let c = EVENT_LIFECYCLE
+            .expect(
+                EventStatus::Partial,
+                EventTrigger::NothingWaitsNoneFailed,
+                EventStatus::Sent,
+            )
+            .unwrap();
+        let mut e = Expr::new();
+        let text = event_status_condition(&mut e, &c);
+        assert_eq!(text, "#es IN (:status_from_0)");
+        assert_eq!(e.names["#es"], "event_status");
+        assert_eq!(e.values[":status_from_0"], s("partial"));
+        assert!(!e.names.contains_key("#status"));
+        let reopen = EVENT_LIFECYCLE
+            .condition(EventTrigger::OperatorRestartReopens, EventStatus::Partial)
+            .unwrap();
+        assert_eq!(reopen.allowed(), vec!["sent", "failed"]);
+    }
+
+    #[test]
+    fn triggers_are_stored_by_their_serde_name() {
+        assert_eq!(
+            trigger_name(EventTrigger::NothingWaitsSomeFailed),
+            "nothing_waits_some_failed"
+        );
+    }
+
+    #[test]
+    fn a_new_event_is_on_the_rollup_index_and_its_accounts_listing() {
+        let item = new_item(&event(EventStatus::New, None)).unwrap();
+        assert!(item.contains_key(rollup::SHARD));
+        assert_eq!(item[rollup::AT].as_n().unwrap(), "1000");
+        assert_eq!(item["list_key"].as_s().unwrap(), "EVENTS#a");
+        let back = EventRecord::from_item(item).unwrap();
+        assert!(back.on_rollup_index());
+    }
+
+    #[test]
+    fn a_final_roll_up_carries_its_retention_leaves_the_index_and_is_fenced_by_reopens() {
+        let e = event(EventStatus::New, Some(2));
+        let move_to = crate::domain::event::roll_up_move(
+            EventStatus::New,
+            true,
+            &[crate::domain::event::DeliveryFacts {
+                method_is_poll: false,
+                transmit: crate::domain::integration_delivery::TransmitStatus::Sent,
+            }],
+        );
+        let (trigger, to) = move_to.expect("all sent is a move");
+        let u = update(roll_up("t", &e, trigger, to, Timestamp(5_000)).unwrap());
+        let expression = u.update_expression();
+        assert!(expression.contains("expires_at = :ttl"));
+        assert!(expression.contains("REMOVE rollup_shard, rollup_at"));
+        let condition = u.condition_expression().unwrap();
+        assert!(condition.contains("#es"));
+        assert!(condition.ends_with("reopens = :reopens"));
+        assert_eq!(u.expression_attribute_names().unwrap()["#es"], EVENT_STATUS);
+    }
+
+    #[test]
+    fn a_roll_up_of_a_never_reopened_event_needs_no_reopen_since() {
+        let e = event(EventStatus::New, None);
+        let w = roll_up(
+            "t",
+            &e,
+            EventTrigger::OperatorRestartReopens,
+            EventStatus::Partial,
+            Timestamp(1),
+        );
+        // `new → partial` is not a reopen row: the table refuses to build it.
+        assert!(matches!(w, Err(StoreError::Transition(_))));
+        let fenced = update(fence_open("t", &e).unwrap());
+        assert!(fenced.update_expression().contains("ADD reopens :one"));
+    }
+
+    #[test]
+    fn a_reopen_puts_a_final_event_back_on_the_index_without_its_expiry() {
+        let u = update(reopen("t", &event(EventStatus::Sent, Some(1)), Timestamp(9)).unwrap());
+        let expression = u.update_expression();
+        assert!(expression.contains("rollup_shard = :shard"));
+        assert!(expression.contains("REMOVE expires_at, finalized_at"));
+        assert!(expression.contains("ADD reopens :one"));
+    }
 
     #[test]
     fn an_internal_result_moves_the_internal_status_by_its_table() {

@@ -21,6 +21,7 @@ pub mod page;
 pub mod provider_ref;
 pub mod read;
 pub mod replay_job;
+pub mod snapshot;
 pub mod subscription;
 pub mod supersede_pointer;
 pub mod token;

@@ -88,6 +88,31 @@ pub async fn get(
         .transpose()
 }
 
+/// The account's paused subscriptions (one partition query, consistent; an account has few
+/// subscriptions).
+pub async fn paused(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    account_id: &str,
+) -> Result<Vec<Subscription>, StoreError> {
+    let items = read::query_all(
+        dynamo,
+        &read::Query {
+            table: table.into(),
+            key_condition: "pk = :pk AND begins_with(sk, :p)".into(),
+            filter: Some("#st = :paused".into()),
+            expr: Expr::new()
+                .name("#st", "status")
+                .value(":pk", s(keys::account_pk(account_id)))
+                .value(":p", s(keys::SUBSCRIPTION_PREFIX))
+                .value(":paused", s(SubscriptionStatus::Paused.to_string())),
+            ..Default::default()
+        },
+    )
+    .await?;
+    items.into_iter().map(Subscription::from_item).collect()
+}
+
 /// The subscription's run of consecutive dead deliveries (an eventually consistent read of
 /// that attribute alone: a success reads it to learn whether there is a run to end).
 pub async fn dead_count(

@@ -3,8 +3,8 @@
 
 use super::adapters::AttemptResult;
 use crate::domain::classify::AttemptClass;
-use crate::store::expr::{is_condition_failure, n, s};
-use crate::store::StoreError;
+use crate::store::snapshot::{self, Snapshot};
+use crate::store::write::{send, Written};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -73,9 +73,7 @@ pub struct RecordSnapshot {
 
 pub const RECORD_SNAPSHOT: &str = "record_snapshot";
 
-pub fn snapshot_pk(account_id: &str, record_type: &str) -> String {
-    format!("SNAP#{account_id}#{record_type}")
-}
+pub use crate::store::snapshot::snapshot_pk;
 
 #[async_trait]
 impl InternalHandler for RecordSnapshot {
@@ -108,32 +106,26 @@ impl InternalHandler for RecordSnapshot {
             .cloned()
             .unwrap_or(Value::Null)
             .to_string();
-        let written = self
-            .dynamo
-            .put_item()
-            .table_name(&self.table)
-            .item("pk", s(snapshot_pk(call.account_id, record_type)))
-            .item("sk", s(record_id))
-            .item("kind", s("snapshot"))
-            .item("change_id", s(change_id))
-            .item("occurred_at", n(occurred_ms))
-            .item("data", s(data))
-            .condition_expression("attribute_not_exists(pk) OR occurred_at < :t OR (occurred_at = :t AND change_id <= :c)")
-            .expression_attribute_values(":t", n(occurred_ms))
-            .expression_attribute_values(":c", s(change_id))
-            .send()
-            .await;
+        let snapshot = Snapshot {
+            account_id: call.account_id,
+            record_type,
+            record_id,
+            change_id,
+            occurred_ms,
+            data,
+        };
+        let written = match snapshot::save_unless_newer(&self.table, &snapshot) {
+            Ok(w) => send(&self.dynamo, w).await,
+            Err(e) => Err(e),
+        };
         match written {
-            Ok(_) => Ok(
+            Ok(Written::Applied(_)) => Ok(
                 json!({"handler": RECORD_SNAPSHOT, "snapshot": "updated", "record_id": record_id}),
             ),
-            Err(e) if is_condition_failure(&e) => Ok(
+            Ok(_) => Ok(
                 json!({"handler": RECORD_SNAPSHOT, "snapshot": "newer_already_stored", "record_id": record_id}),
             ),
-            Err(e) => Err((
-                AttemptClass::Transient { retry_after: None },
-                StoreError::dynamo(e).to_string(),
-            )),
+            Err(e) => Err((AttemptClass::Transient { retry_after: None }, e.to_string())),
         }
     }
 }

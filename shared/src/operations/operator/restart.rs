@@ -3,8 +3,8 @@
 //! deliveries, and the event monitor's reopen that follows it for push deliveries. See the
 //! module docs of [`super`].
 
+use crate::domain::integration_delivery::FIRST_DISPATCH_GRACE;
 use crate::domain::time::Timestamp;
-use crate::ingest::FIRST_DISPATCH_GRACE;
 use crate::operations::{Ops, OpsError};
 use crate::store::delivery::{self, Delivery, Restart};
 use crate::store::subscription;

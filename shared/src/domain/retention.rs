@@ -7,8 +7,8 @@
 //! few days — so every read of the monitor also applies [`event_visible`] / [`delivery_visible`]:
 //! an item whose expiry has passed is treated as gone.
 
-use crate::domain::event::{expires_at, is_expired, EventStatus};
-use crate::domain::time::Timestamp;
+use super::event::{expires_at, is_expired, EventStatus};
+use super::time::Timestamp;
 
 /// The `expires_at` value (epoch seconds) for an event that became `status` at `terminal_at`, and
 /// for its deliveries; `None` for `new` and `partial`.
