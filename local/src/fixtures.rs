@@ -34,13 +34,8 @@ pub fn test_secret() -> String {
 
 impl<'a> Fixtures<'a> {
     async fn put(&self, item: shared::store::Item) -> Result<()> {
-        self.clients
-            .dynamo
-            .put_item()
-            .table_name(self.table)
-            .set_item(Some(item))
-            .send()
-            .await?;
+        let put = shared::store::write::put(self.table, item)?;
+        shared::store::write::send(&self.clients.dynamo, put).await?;
         Ok(())
     }
 

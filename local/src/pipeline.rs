@@ -6,7 +6,6 @@ use crate::queues::QueueReport;
 use crate::streams::StreamTap;
 use crate::testkit::TestStack;
 use anyhow::Result;
-use aws_sdk_dynamodb::types::AttributeValue;
 use shared::clock::{Clock, ManualClock};
 use shared::dispatch::Dispatcher;
 use shared::domain::change::Change;
@@ -17,7 +16,7 @@ use shared::notify::settle::reconcile_settler;
 use shared::reconcile::{Budget, ReconcileReport, Reconciler, RunKind};
 use shared::store::keys;
 use shared::store::models::{DeliveryRecord, EventRecord, Subscription};
-use shared::store::{from_item, Item};
+use shared::store::{from_item, read, write, Item};
 use shared::worker::DeliveryWorker;
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,27 +85,13 @@ impl Pipeline {
     /// The owning application writes a change into its changes table.
     pub async fn write_change(&self, change: &Change) -> Result<()> {
         let item: Item = serde_dynamo::to_item(change)?;
-        self.t
-            .clients
-            .dynamo
-            .put_item()
-            .table_name(&self.t.config.changes_table)
-            .set_item(Some(item))
-            .send()
-            .await?;
-        Ok(())
+        self.write_raw_change(item).await
     }
 
     /// Writes a raw item into the changes table (for malformed-record tests).
     pub async fn write_raw_change(&self, item: Item) -> Result<()> {
-        self.t
-            .clients
-            .dynamo
-            .put_item()
-            .table_name(&self.t.config.changes_table)
-            .set_item(Some(item))
-            .send()
-            .await?;
+        let put = write::put(&self.t.config.changes_table, item)?;
+        write::send(&self.t.clients.dynamo, put).await?;
         Ok(())
     }
 
@@ -217,17 +202,13 @@ impl Pipeline {
 
     /// A raw item of the delivery table.
     pub async fn get(&self, pk: &str, sk: &str) -> Option<Item> {
-        self.t
-            .clients
-            .dynamo
-            .get_item()
-            .table_name(&self.t.config.delivery_table)
-            .key("pk", AttributeValue::S(pk.into()))
-            .key("sk", AttributeValue::S(sk.into()))
-            .consistent_read(true)
-            .send()
-            .await
-            .expect("get_item")
-            .item
+        read::get(
+            &self.t.clients.dynamo,
+            &self.t.config.delivery_table,
+            pk,
+            sk,
+        )
+        .await
+        .expect("get_item")
     }
 }

@@ -32,8 +32,8 @@ use shared::domain::delivery_method::DeliveryMethod;
 use shared::domain::retry::RetryPolicy;
 use shared::domain::subscription::SubscriptionStatus;
 use shared::domain::time::Timestamp;
-use shared::store::keys;
 use shared::store::models::{DeliveryWork, Integration, Subscription};
+use shared::store::{keys, write};
 use shared::worker::internal::InternalRegistry;
 use shared::worker::webhook::WebhookAdapter;
 use shared::worker::DeliveryWorker;
@@ -296,13 +296,8 @@ impl World {
     pub async fn account_token(&self, account_id: &str) -> String {
         let (plaintext, record) = issue_token(TokenKind::Acct, account_id, None, self.now());
         for item in [record.item().unwrap(), record.reference_item().unwrap()] {
-            self.t
-                .clients
-                .dynamo
-                .put_item()
-                .table_name(&self.t.config.delivery_table)
-                .set_item(Some(item))
-                .send()
+            let put = write::put(&self.t.config.delivery_table, item).unwrap();
+            write::send(&self.t.clients.dynamo, put)
                 .await
                 .expect("write the token");
         }
@@ -340,11 +335,7 @@ impl World {
         expression: &str,
         values: &[(&str, AttributeValue)],
     ) {
-        let mut update = self
-            .t
-            .clients
-            .dynamo
-            .update_item()
+        let mut update = aws_sdk_dynamodb::types::Update::builder()
             .table_name(&self.t.config.delivery_table)
             .key("pk", AttributeValue::S(pk.into()))
             .key("sk", AttributeValue::S(sk.into()))
@@ -357,7 +348,10 @@ impl World {
                 update = update.expression_attribute_names(placeholder, name);
             }
         }
-        update.send().await.expect("update the item");
+        let update = write::Write::Update(update.build().expect("a complete update"));
+        write::send(&self.t.clients.dynamo, update)
+            .await
+            .expect("update the item");
     }
 }
 

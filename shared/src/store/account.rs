@@ -1,8 +1,8 @@
 //! The account item: a tenant of the owning application, at the head of its partition (beside
 //! its integrations and subscriptions, so one query loads its configuration).
 
-use super::delivery::put_new;
 use super::read;
+use super::write::put_new;
 use super::write::Write;
 use super::{keys, to_item, Item, StoreError};
 use crate::domain::time::Timestamp;

@@ -8,10 +8,10 @@
 //! subscription's. Entries are never changed or expired.
 
 use super::attrs::listing;
-use super::delivery::put_new;
 use super::expr::{s, Expr};
 use super::keys::time_sort;
 use super::read::{self, Query};
+use super::write::put_new;
 use super::write::Write;
 use super::{from_item, to_item, Item, StoreError};
 use crate::domain::time::Timestamp;

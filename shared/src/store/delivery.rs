@@ -10,7 +10,7 @@
 use super::attrs::{due, listing, EXPIRES_AT};
 use super::expr::{n, s, Expr};
 use super::read::{self, Consistency};
-use super::write::{built, Write};
+use super::write::{built, put_new, Write};
 use super::{from_item, keys, to_item, Item, StoreError};
 use crate::domain::delivery_method::DeliveryMethod;
 use crate::domain::event::delivery_expires_at;
@@ -21,7 +21,7 @@ use crate::domain::integration_delivery::{
 };
 use crate::domain::retention::delivery_visible;
 use crate::domain::time::Timestamp;
-use aws_sdk_dynamodb::types::{AttributeValue, Put, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, Update};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -254,17 +254,6 @@ pub fn new_item(d: &Delivery, now: Timestamp) -> Result<Item, StoreError> {
 /// Creates a delivery unless one exists for its subscription × change (the idempotency key).
 pub fn create(table: &str, d: &Delivery, now: Timestamp) -> Result<Write, StoreError> {
     put_new(table, new_item(d, now)?)
-}
-
-/// A put of `item` that succeeds only when no item has its key yet.
-pub fn put_new(table: &str, item: Item) -> Result<Write, StoreError> {
-    Ok(Write::Put(built(
-        Put::builder()
-            .table_name(table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(pk)")
-            .build(),
-    )?))
 }
 
 /// Claims attempt `attempts + 1` of `d` with a lease: only if nobody moved the delivery since it

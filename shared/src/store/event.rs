@@ -160,7 +160,7 @@ pub fn new_item(event: &EventRecord) -> Result<Item, StoreError> {
 
 /// Creates an event unless one exists for its change (the change's idempotency key).
 pub fn create(table: &str, event: &EventRecord) -> Result<Write, StoreError> {
-    super::delivery::put_new(table, new_item(event)?)
+    super::write::put_new(table, new_item(event)?)
 }
 
 /// The stored name of the event status attribute.

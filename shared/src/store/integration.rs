@@ -1,10 +1,10 @@
 //! The integration item: an installed adapter of an account, in the account's partition. Its
 //! signing secret is stored here and never leaves through the API after creation.
 
-use super::delivery::put_new;
 use super::page::{self, PrefixPage};
 use super::read;
 use super::update::{delete_existing, Edit};
+use super::write::put_new;
 use super::write::Write;
 use super::{keys, to_item, Item, StoreError};
 use crate::domain::delivery_method::DeliveryMethod;

@@ -16,9 +16,9 @@
 //! request a no-op. A notice's own status follows [`NOTICE_LIFECYCLE`]; every status write here
 //! is conditional on the table's `from` states for its move.
 
-use super::delivery::put_new;
 use super::expr::{n, s, Expr};
 use super::read::{self, Query};
+use super::write::put_new;
 use super::write::{built, Write};
 use super::{from_item, to_item, Item, StoreError};
 use crate::domain::lifecycle::Status;

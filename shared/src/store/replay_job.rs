@@ -9,10 +9,10 @@
 //! A run holds the job by a lease (token and expiry); every save of its progress is conditional
 //! on holding it, and on the replay lifecycle's `from` states for the move (docs/lifecycles.md).
 
-use super::delivery::put_new;
 use super::expr::{n, s, Expr};
 use super::read::{self, Query};
 use super::update::conditional_update;
+use super::write::put_new;
 use super::write::Write;
 use super::{from_item, to_item, StoreError};
 use crate::domain::replay::{ReplayStatus, ReplayTrigger, ReplayWindow, REPLAY_LIFECYCLE};

@@ -272,10 +272,10 @@ mod operator_actions {
         ResumeDecision, SubscriptionTrigger, SUBSCRIPTION_LIFECYCLE,
     };
     use crate::domain::time::Timestamp;
-    use crate::store::delivery::put_new;
     use crate::store::expr::{n, s, Expr};
     use crate::store::page::{self, PrefixPage};
     use crate::store::update::{conditional_update, delete_existing, Edit};
+    use crate::store::write::put_new;
     use crate::store::write::Write;
     use crate::store::{keys, to_item, StoreError};
 

@@ -4,11 +4,11 @@
 //! integration's tokens can be listed and revoked together. The token partition is kept out of
 //! the account's configuration partition, so loading a configuration never reads tokens.
 
-use super::delivery::put_new;
 use super::expr::{n, s};
 use super::keys::{token_pk, TOKEN_SK};
 use super::page::{self, PrefixPage};
 use super::read;
+use super::write::put_new;
 use super::write::{built, Write};
 use super::{to_item, Item, StoreError};
 use crate::domain::time::Timestamp;

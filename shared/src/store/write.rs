@@ -110,6 +110,27 @@ impl Write {
     }
 }
 
+/// A put of `item` (replacing any item with its key).
+pub fn put(table: &str, item: Item) -> Result<Write, StoreError> {
+    Ok(Write::Put(built(
+        Put::builder()
+            .table_name(table)
+            .set_item(Some(item))
+            .build(),
+    )?))
+}
+
+/// A put of `item` that succeeds only when no item has its key yet (an idempotency key).
+pub fn put_new(table: &str, item: Item) -> Result<Write, StoreError> {
+    Ok(Write::Put(built(
+        Put::builder()
+            .table_name(table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)")
+            .build(),
+    )?))
+}
+
 /// Turns a request builder's error into a store error (a builder fails only on a missing
 /// required field: a bug in the pure function that built it).
 pub fn built<T, E: std::fmt::Display>(r: Result<T, E>) -> Result<T, StoreError> {

@@ -354,8 +354,7 @@ impl DeliveryWorker {
             sub.consecutive_dead,
             now,
         );
-        let notice =
-            store::delivery::put_new(&self.config.notification_table, notice_item(&notice)?)?;
+        let notice = store::write::put_new(&self.config.notification_table, notice_item(&notice)?)?;
         let pause = store::subscription::auto_pause(table, &sub, notice, now)?;
         // Refused: another worker paused it first (and requested the notice), or a success
         // ended the run.

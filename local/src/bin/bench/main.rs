@@ -16,6 +16,7 @@ use memory::{memory_per_batch, print_memory, serve_receiver, vm_hwm_bytes};
 use serde_json::{json, Value};
 use shared::domain::retry::RetryPolicy;
 use shared::domain::time::MINUTE;
+use shared::store::write;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -385,15 +386,16 @@ async fn check_capacity_accounting() -> Result<()> {
     t.meter.count_capacity(true);
     let s = |v: &str| aws_sdk_dynamodb::types::AttributeValue::S(v.to_string());
     // 2,500 bytes: three started kilobytes, on no index.
-    t.clients
-        .dynamo
-        .put_item()
-        .table_name(&t.config.delivery_table)
-        .item("pk", s("capacity-check"))
-        .item("sk", s("item"))
-        .item("payload", s(&"x".repeat(2500)))
-        .send()
-        .await?;
+    let item = shared::store::Item::from([
+        ("pk".to_string(), s("capacity-check")),
+        ("sk".to_string(), s("item")),
+        ("payload".to_string(), s(&"x".repeat(2500))),
+    ]);
+    write::send(
+        &t.clients.dynamo,
+        write::put(&t.config.delivery_table, item)?,
+    )
+    .await?;
     let units = t.meter.units().get("PutItem").copied().unwrap_or_default();
     anyhow::ensure!(
         units.write == 3.0,
@@ -407,24 +409,16 @@ async fn check_capacity_accounting() -> Result<()> {
 
 async fn emulator_conditional_writes_per_second() -> Result<f64> {
     let t = local::testkit::TestStack::new().await;
+    let s = |v: &str| aws_sdk_dynamodb::types::AttributeValue::S(v.to_string());
     let n = 300;
     let started = Instant::now();
     for i in 0..n {
-        t.clients
-            .dynamo
-            .put_item()
-            .table_name(&t.config.delivery_table)
-            .item(
-                "pk",
-                aws_sdk_dynamodb::types::AttributeValue::S(format!("raw#{i}")),
-            )
-            .item(
-                "sk",
-                aws_sdk_dynamodb::types::AttributeValue::S("raw".into()),
-            )
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await?;
+        let item = shared::store::Item::from([
+            ("pk".to_string(), s(&format!("raw#{i}"))),
+            ("sk".to_string(), s("raw")),
+        ]);
+        let put = write::put_new(&t.config.delivery_table, item)?;
+        write::send(&t.clients.dynamo, put).await?;
     }
     Ok(n as f64 / started.elapsed().as_secs_f64())
 }
