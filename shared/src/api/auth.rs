@@ -23,7 +23,7 @@
 //! request context; locally (demo, tests) a static operator token is compared by its SHA-256.
 
 use super::problem::ApiError;
-use super::ApiState;
+use super::state::ApiState;
 use crate::config::ConfigError;
 use crate::domain::time::Timestamp;
 use crate::store::token;

@@ -41,40 +41,10 @@
 //!   inserted and when one of its push deliveries reaches a terminal state; the reconciliation
 //!   function's schedules walk the index for anything those triggers missed.
 
+pub mod error;
 pub mod items;
 pub mod query;
 pub mod rollup;
 
+pub use error::MonitorError;
 pub use rollup::{reopen_event, IndexWalk, ReopenOutcome, RollUp, RollUpOutcome, RollUpReport};
-
-use crate::domain::lifecycle::TransitionError;
-use crate::store::StoreError;
-
-/// Everything the monitor's storage operations can fail with.
-#[derive(Debug, thiserror::Error)]
-pub enum MonitorError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("invalid move: {0}")]
-    Transition(#[from] TransitionError),
-    #[error("the cursor is not one this listing issued")]
-    BadCursor,
-}
-
-/// Event item attributes the monitor owns (besides `event_status`).
-pub mod attrs {
-    /// The stored event status.
-    pub const EVENT_STATUS: &str = "event_status";
-    /// Partition of the sparse `rollup` index; present only while the event is new or partial.
-    pub const ROLLUP_SHARD: &str = "rollup_shard";
-    /// Sort key of the `rollup` index (the event's creation time, millis).
-    pub const ROLLUP_AT: &str = "rollup_at";
-    /// DynamoDB TTL attribute: epoch **seconds**.
-    pub const EXPIRES_AT: &str = "expires_at";
-    /// When the event last became final (millis).
-    pub const FINALIZED_AT: &str = "finalized_at";
-    /// When `event_status` last changed (millis).
-    pub const STATUS_CHANGED_AT: &str = "status_changed_at";
-    /// How many times an operator restart reopened (or touched) the event.
-    pub const REOPENS: &str = "reopens";
-}

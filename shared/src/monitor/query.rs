@@ -13,8 +13,8 @@
 //! The views ([`EventSummary`], [`DeliveryLogEntry`]) use seed 004's vocabulary next to seed
 //! 000's: a delivery shows its stored `status` and its `transmit_status`.
 
-use super::rollup::read_partition;
-use super::MonitorError;
+use super::error::MonitorError;
+use super::items::read_partition;
 use crate::domain::event::{EventStatus, EventTrigger, InternalStatus};
 use crate::domain::integration_delivery::{DeliveryStatus, TransmitStatus};
 use crate::domain::lifecycle::Term;

@@ -13,8 +13,8 @@
 //!   at most one pass each, within a time and item budget. Final events leave the index, so a
 //!   walk cut short by its budget resumes where the work is on the next invocation.
 
+use super::error::MonitorError;
 pub use super::items::read_partition;
-use super::MonitorError;
 use crate::clock::Clock;
 use crate::domain::event::{roll_up_move, DeliveryFacts, EventStatus, EventTrigger, ROLLUP_BATCH};
 use crate::domain::retention::ttl_seconds;

@@ -1,0 +1,116 @@
+//! What every request handler shares: the clients, the configuration, the clock, the operator
+//! authentication and the known built-in handler names; and the API's two ways of sending a
+//! write (a refusal is a 409 or a 404).
+
+use super::auth::OperatorAuth;
+use super::problem::ApiError;
+use crate::aws::Clients;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::operations::Ops;
+use crate::store::write::{send, Write, Written};
+use std::sync::Arc;
+
+/// Built-in handler names an `internal` integration may name when none are configured.
+pub const DEFAULT_INTERNAL_HANDLERS: &[&str] = &["record_snapshot"];
+
+/// Everything a request handler needs. The router shares it behind an `Arc`.
+#[derive(Clone)]
+pub struct ApiState {
+    pub clients: Clients,
+    pub config: Config,
+    pub clock: Arc<dyn Clock>,
+    pub operator_auth: OperatorAuth,
+    /// Names `internal` integrations may use (the built-in handler registry's names).
+    pub internal_handlers: Arc<[String]>,
+}
+
+impl ApiState {
+    /// A state with the default internal handler names ([`DEFAULT_INTERNAL_HANDLERS`]).
+    pub fn new(
+        clients: Clients,
+        config: Config,
+        clock: Arc<dyn Clock>,
+        operator_auth: OperatorAuth,
+    ) -> Self {
+        ApiState {
+            clients,
+            config,
+            clock,
+            operator_auth,
+            internal_handlers: DEFAULT_INTERNAL_HANDLERS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        }
+    }
+
+    /// Replaces the known internal handler names (e.g. with the registry's `names()`).
+    pub fn with_internal_handlers<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.internal_handlers = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    pub fn set_known_internal_handlers<I, S>(&mut self, names: I)
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.internal_handlers = names.into_iter().map(Into::into).collect();
+    }
+
+    pub fn is_known_internal_handler(&self, name: &str) -> bool {
+        self.internal_handlers.iter().any(|h| h == name)
+    }
+
+    pub fn dynamo(&self) -> &aws_sdk_dynamodb::Client {
+        &self.clients.dynamo
+    }
+
+    /// The delivery table.
+    pub fn table(&self) -> &str {
+        &self.config.delivery_table
+    }
+
+    /// The operator actions and the pull cursor, on this request's table and clock.
+    pub fn ops(&self) -> Ops<'_> {
+        Ops::new(self.dynamo(), self.table(), self.clock.as_ref())
+    }
+
+    /// Sends a write that creates items (and whatever goes with them). A refused condition or a
+    /// concurrent transaction is a `409`: the caller retries the request.
+    pub async fn create(&self, write: Write) -> Result<(), ApiError> {
+        match send(self.dynamo(), write).await? {
+            Written::Applied(_) => Ok(()),
+            Written::Refused | Written::Conflict => Err(ApiError::conflict(
+                "the resource was created or changed concurrently; retry the request",
+            )),
+        }
+    }
+
+    /// Sends a write of an existing `what` (an edit or a delete, conditional on the item's
+    /// existence): a refusal is a `404`. Answers with the item an edit returns.
+    pub async fn change_existing(
+        &self,
+        write: Write,
+        what: &str,
+    ) -> Result<Option<crate::store::Item>, ApiError> {
+        match send(self.dynamo(), write).await? {
+            Written::Applied(item) => Ok(item),
+            Written::Refused | Written::Conflict => Err(ApiError::not_found(what)),
+        }
+    }
+
+    /// The webhook target policy: the SSRF guard, relaxed only where private targets are allowed
+    /// (the local demo and tests).
+    pub fn target_policy(&self) -> crate::domain::ssrf::TargetPolicy {
+        crate::domain::ssrf::TargetPolicy {
+            allow_private: self.config.allow_private_targets,
+            require_https: !self.config.allow_private_targets,
+        }
+    }
+}
