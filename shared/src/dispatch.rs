@@ -36,7 +36,7 @@ use crate::store::models::DeliveryWork;
 use crate::store::write::send;
 use crate::store::StoreError;
 use aws_lambda_events::event::dynamodb::Event as DynamoDbEvent;
-use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use futures::stream::StreamExt;
 use serde_dynamo::AttributeValue as StreamValue;
@@ -131,21 +131,18 @@ impl Dispatcher {
                 })
             })
             .collect();
-        let mut response = DynamoDbEventResponse::default();
+        let mut failed: Vec<Option<String>> = Vec::new();
         for chunk in work.chunks(10) {
             let entries: Vec<(DeliveryWork, Duration)> = chunk
                 .iter()
                 .map(|w| (w.work.clone(), Duration::ZERO))
                 .collect();
-            let failed = self.publish(&entries).await;
-            for i in failed {
+            for i in self.publish(&entries).await {
                 tracing::warn!(delivery = ?chunk[i].work, "publish failed; the stream retries it");
-                let mut f = DynamoDbBatchItemFailure::default();
-                f.item_identifier = chunk[i].sequence.clone();
-                response.batch_item_failures.push(f);
+                failed.push(chunk[i].sequence.clone());
             }
         }
-        let failed: Vec<Option<String>> = futures::stream::iter(rollups)
+        let failed_rollups: Vec<Option<String>> = futures::stream::iter(rollups)
             .map(|(pk, sequence)| async move {
                 match self.rollup.roll_up_pk(&pk).await {
                     Ok(_) => None,
@@ -159,12 +156,8 @@ impl Dispatcher {
             .filter_map(|failed| async move { failed })
             .collect()
             .await;
-        for sequence in failed {
-            let mut f = DynamoDbBatchItemFailure::default();
-            f.item_identifier = sequence;
-            response.batch_item_failures.push(f);
-        }
-        response
+        failed.extend(failed_rollups);
+        crate::batch::stream_response(failed)
     }
 
     /// Sweep path: publish what is due within the horizon on every shard of the `due` index.

@@ -6,6 +6,7 @@
 //! `batchItemFailures` with its reason logged; it never panics the batch.
 
 use crate::aws::Clients;
+use crate::batch;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::domain::change::Change;
@@ -22,7 +23,7 @@ use crate::store::models::{DeliveryRecord, EventRecord};
 use crate::store::write::{send, Written};
 use crate::store::StoreError;
 use aws_lambda_events::event::dynamodb::{Event as DynamoDbEvent, EventRecord as StreamRecord};
-use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use futures::future::join_all;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -65,31 +66,20 @@ impl Ingest {
 
     /// The Lambda handler: every record is processed; failures are reported per record.
     pub async fn handle(&self, event: DynamoDbEvent) -> DynamoDbEventResponse {
-        let mut configs: HashMap<String, Arc<AccountConfig>> = HashMap::new();
-        let mut failures = Vec::new();
-        for record in &event.records {
-            if record.event_name == "REMOVE" {
-                continue;
+        // Each account's configuration is loaded once per batch (records run one at a time).
+        let configs = tokio::sync::Mutex::new(HashMap::new());
+        batch::run_stream(&event, "change ingest", |record| {
+            let configs = &configs;
+            async move {
+                if record.event_name == "REMOVE" {
+                    return Ok(());
+                }
+                let change = parse_change(record)?;
+                let mut configs = configs.lock().await;
+                self.ingest_change(&change, &mut configs).await.map(|_| ())
             }
-            let result = match parse_change(record) {
-                Ok(change) => self.ingest_change(&change, &mut configs).await.map(|_| ()),
-                Err(e) => Err(e),
-            };
-            if let Err(e) = result {
-                tracing::error!(
-                    event_id = %record.event_id,
-                    sequence_number = ?record.change.sequence_number,
-                    error = %e,
-                    "change not ingested; reported for retry"
-                );
-                let mut failure = DynamoDbBatchItemFailure::default();
-                failure.item_identifier = record.change.sequence_number.clone();
-                failures.push(failure);
-            }
-        }
-        let mut response = DynamoDbEventResponse::default();
-        response.batch_item_failures = failures;
-        response
+        })
+        .await
     }
 
     pub async fn ingest_change(

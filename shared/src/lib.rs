@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod aws;
+pub mod batch;
 pub mod clock;
 pub mod config;
 pub mod dispatch;

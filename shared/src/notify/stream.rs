@@ -18,7 +18,7 @@ use crate::config::Config;
 use crate::store::notice::{NOTICE_KIND, REQUESTED};
 use crate::store::notification_work::{NotificationWork, WORK_KIND};
 use aws_lambda_events::event::dynamodb::{Event as DynamoDbEvent, EventRecord};
-use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use serde_dynamo::AttributeValue as StreamValue;
 use std::sync::Arc;
@@ -170,8 +170,8 @@ impl NotificationStream {
 }
 
 fn fail(mut response: DynamoDbEventResponse, sequence: Option<String>) -> DynamoDbEventResponse {
-    let mut failure = DynamoDbBatchItemFailure::default();
-    failure.item_identifier = sequence;
-    response.batch_item_failures.push(failure);
+    response
+        .batch_item_failures
+        .extend(crate::batch::stream_response([sequence]).batch_item_failures);
     response
 }

@@ -27,6 +27,7 @@ use super::metrics::{MetricSink, StdoutEmf, TerminalFailure};
 use super::table::NotificationTable;
 use super::NotifyError;
 use crate::aws::Clients;
+use crate::batch;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::domain::notification_delivery::{
@@ -39,8 +40,7 @@ use crate::store::notice::NoticeRecord;
 use crate::store::notification_delivery::{Effects, NotificationDelivery};
 use crate::store::notification_work::NotificationWork;
 use crate::store::provider_ref::ProviderRef;
-use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
-use futures::future::join_all;
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use rand::SeedableRng;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -175,16 +175,18 @@ impl NotificationWorker {
     /// The Lambda handler: messages are handled concurrently; each is deleted, or reported as a
     /// batch item failure (after its visibility was set, when the outcome says so).
     pub async fn handle(&self, event: SqsEvent) -> SqsBatchResponse {
-        let results = join_all(event.records.iter().map(|m| self.handle_message(m))).await;
-        let mut response = SqsBatchResponse::default();
-        for (message, disposition) in event.records.iter().zip(results) {
-            if disposition != Disposition::Delete {
-                let mut failure = BatchItemFailure::default();
-                failure.item_identifier = message.message_id.clone().unwrap_or_default();
-                response.batch_item_failures.push(failure);
-            }
-        }
-        response
+        batch::run_sqs(
+            &event,
+            event.records.len(),
+            "notification work",
+            |m| async move {
+                match self.handle_message(m).await {
+                    Disposition::Delete => Ok(()),
+                    other => Err(format!("{other:?}")),
+                }
+            },
+        )
+        .await
     }
 
     async fn handle_message(&self, message: &SqsMessage) -> Disposition {
