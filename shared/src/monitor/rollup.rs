@@ -48,7 +48,7 @@ pub const ROLLUP_INDEX: &str = "rollup";
 pub enum RollUpOutcome {
     /// The event moved (`new → partial`, or to a final status).
     Moved { from: EventStatus, to: EventStatus },
-    /// `partial → partial`: some non-polling delivery still waits; picked up again next pass.
+    /// `partial → partial`: a counted (non-poll) delivery still waits; picked up again next pass.
     Unchanged { status: EventStatus },
     /// Final already (another roll-up got there first, or a stale index entry).
     AlreadyFinal { status: EventStatus },
@@ -406,7 +406,7 @@ pub enum ReopenOutcome {
 /// deliveries before the restart then fails on the reopen counter, and one that reads after it
 /// sees the delivery waiting.
 ///
-/// `sent | failed → partial` is written with the condition of [`EVENT_LIFECYCLE`]'s deviation rows
+/// `sent | failed → partial` is written with the condition of [`EVENT_LIFECYCLE`]'s operator rows
 /// (`EventTrigger::OperatorRestartReopens`); the event goes back on the `rollup` index and loses
 /// its expiry, as do its deliveries. Safe to repeat.
 pub async fn reopen_event(

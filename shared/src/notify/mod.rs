@@ -42,7 +42,7 @@
 //!   item's `version` (optimistic concurrency, so a concurrent provider event or settle is never
 //!   overwritten), in one transaction with the notice's progress counters and the work row
 //!   effect. See [`crate::store::notification_delivery`].
-//! * **The receive count is the retry budget.** There is no attempt counter in the table. A
+//! * **The receive count is the retry budget.** The table keeps no count of attempts. A
 //!   retryable result below the eighth receive puts the delivery back to `queued` (with
 //!   `not_before`), changes the message's visibility to the jittered backoff and reports the
 //!   message as a batch item failure; on the eighth receive the delivery fails

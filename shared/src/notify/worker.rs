@@ -674,7 +674,7 @@ mod tests {
             }
             .disposition(),
             Disposition::ReturnAfter(Duration::ZERO),
-            "the last receive gives the item back at once"
+            "on the last receive the message goes back at once"
         );
         assert_eq!(
             WorkOutcome::Failed {

@@ -262,7 +262,8 @@ pub async fn acknowledge(
     })
 }
 
-/// `pending → delivered` by *Advance a pull cursor*, only if the delivery is still the pending,
+/// `pending → delivered` by `AdvancePullCursor` ("the pull cursor passes it",
+/// `docs/lifecycles.md#integration-delivery`), only if the delivery is still the pending,
 /// visible, unleased one the read saw. `Ok(false)` when it is not.
 async fn cover(
     ops: &Ops<'_>,
