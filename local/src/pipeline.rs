@@ -147,7 +147,7 @@ impl Pipeline {
         self.pump().await
     }
 
-    /// One roll-up pass of the event monitor (seed 004's worker pass).
+    /// One roll-up pass of the event monitor (`docs/lifecycles.md#event-status`).
     pub async fn roll_up_pass(&self) -> Result<RollUpReport> {
         Ok(self.rollup.pass().await?)
     }

@@ -399,7 +399,8 @@ mod tests {
         assert!(delivery.global_indexes.iter().any(|i| i.name == "due"));
         let changes = t.table("ChangesTable").expect("ChangesTable declared");
         assert_eq!(changes.stream_view.as_deref(), Some("NEW_IMAGE"));
-        // The notification queue's retry budget is the seed's eight receives.
+        // The notification queue's retry budget is eight receives
+        // (`docs/lifecycles.md#notification-delivery`).
         let notify = t
             .queue("NotificationQueue")
             .expect("NotificationQueue declared");

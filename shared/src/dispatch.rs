@@ -1,4 +1,5 @@
-//! The message work dispatcher (seed 002, hop 3): publishes push deliveries to the delivery queue.
+//! The message work dispatcher (the dispatch step of the pipeline, between ingest and the delivery
+//! worker): publishes push deliveries to the delivery queue.
 //!
 //! Two paths, and nothing is deleted when it is published:
 //! * the **stream** path publishes a push delivery the moment it enters `pending` (created, or
@@ -15,13 +16,15 @@
 //! [`FIRST_DISPATCH_GRACE`](crate::domain::integration_delivery::FIRST_DISPATCH_GRACE) and puts it on the index.
 //!
 //! A failed publish leaves `due_at` where it was, so the next pass retries it; a duplicate message
-//! is harmless because the worker claims each numbered attempt conditionally.
+//! is harmless because a worker must win a conditional claim on an attempt number before it
+//! runs that attempt.
 //!
 //! The stream path also triggers the event monitor's **prompt roll-up** ([`RollUp`]): when an
 //! event is inserted, and when one of its push deliveries moves from `pending`/`retrying` to a
-//! terminal status, the event is rolled up at once (seed 004's statuses are current within
-//! seconds, not only at the next pass). A roll-up that fails is reported for its record, so the
-//! stream delivers it again; the roll-up is idempotent, and so is re-publishing.
+//! terminal status, the event is rolled up at once (so the event status,
+//! `docs/lifecycles.md#event-status`, is current within seconds, not only at the next pass). A
+//! roll-up that fails is reported for its record, so the stream delivers it again; the roll-up is
+//! idempotent, and so is re-publishing.
 
 use crate::aws::Clients;
 use crate::clock::Clock;

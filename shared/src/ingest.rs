@@ -1,5 +1,6 @@
-//! Stream ingest (seed 002, hops 1–2): each source change becomes an event and one delivery record
-//! per eligible active subscription — `pending` with its projected payload, or `skipped_filter`.
+//! Stream ingest (the first step of the pipeline: the source stream's change records come in):
+//! each source change becomes an event and one delivery record per eligible active subscription
+//! — `pending` with its projected payload, or `skipped_filter`.
 //!
 //! Every write is a conditional put on a deterministic key, so a repeated stream record creates
 //! nothing new, and a failed record never rolls back the others. A malformed record is reported in

@@ -3,9 +3,10 @@
 //! One run, in this order:
 //! 1. **Overdue dispatch work** — [`Dispatcher::sweep`] republishes whatever is due on the `due`
 //!    index (retries whose message was lost, deliveries whose worker died).
-//! 2. **Notification settling** — the notification pipeline's nightly settling (seed 001: sends
-//!    ambiguous for too long fail, queued work past its deadline expires), through the
-//!    [`NotificationSettler`] the reconcile function (and the operator route) pass in.
+//! 2. **Notification settling** — the notification pipeline's nightly settling
+//!    (`docs/lifecycles.md#notification-delivery`: sends ambiguous for too long fail, queued work
+//!    past its deadline expires), through the [`NotificationSettler`] the reconcile function (and
+//!    the operator route) pass in.
 //! 3. **Roll-up stragglers** — [`RollUp::walk`] over the `rollup` index, oldest first, one pass
 //!    ([`ROLLUP_BATCH`](crate::domain::event::ROLLUP_BATCH) events) at a time, within the run's
 //!    [`Budget`] (events and wall-clock time).
@@ -13,8 +14,8 @@
 //! **Large backlogs** finish across several invocations without redoing or skipping work: every
 //! event the walk finalizes leaves the index, so the next invocation starts at the oldest event
 //! still open — exactly where the previous one stopped, apart from events that are still
-//! legitimately `partial`, which the seed wants looked at again on every pass. The report says
-//! `more: true` when the budget ran out first.
+//! legitimately `partial`, which every pass looks at again (`docs/lifecycles.md#event-status`).
+//! The report says `more: true` when the budget ran out first.
 //!
 //! The report (counts of what changed) goes to the log and, as CloudWatch embedded metric format,
 //! to standard output ([`emf_document`]).
@@ -99,7 +100,7 @@ pub enum RunKind {
     /// Everything (the nightly schedule, and the operator's default).
     #[default]
     Nightly,
-    /// Only the roll-up walk (the frequent schedule: the seed's regular worker pass).
+    /// Only the roll-up walk (the frequent schedule: the regular roll-up pass).
     Rollup,
 }
 

@@ -354,8 +354,9 @@ async fn main() -> Result<()> {
     Ok(())
 }
 
-/// Notification delivery (seed 001): a notice fans out to one delivery per channel, the worker
-/// sends them, and SES's signed confirmation (through SNS) completes the email.
+/// Notification delivery (`docs/lifecycles.md#notification-delivery`): a notice fans out to one
+/// delivery per channel, the worker sends them, and SES's signed confirmation (through SNS)
+/// completes the email.
 async fn notices(p: &Pipeline, api: &Api, token: &str) -> Result<()> {
     const TOPIC: &str = "arn:aws:sns:us-east-1:000000000000:rhythm-notification-events";
     let clock: Arc<dyn shared::clock::Clock> = Arc::new(p.clock.clone());

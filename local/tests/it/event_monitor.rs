@@ -1,5 +1,6 @@
-//! The event monitor (seed 004) against the emulator: every row of its three tables (event status,
-//! internal status, delivery transmit status), the roll-up pass and its prompt trigger, poll
+//! The event monitor against the emulator: every row of its three tables (event status, internal
+//! status, and the words of the Delivery log: `docs/lifecycles.md#event-status`,
+//! `#internal-status`, `#delivery-log-words`), the roll-up pass and its prompt trigger, poll
 //! deliveries, unknown methods, per-subscriber retry settings, the sixty-second lease, retention,
 //! reconciliation across invocations, and the monitor's API (account-scoped).
 
@@ -64,8 +65,9 @@ fn moved(from: EventStatus, to: EventStatus) -> RollUpOutcome {
     RollUpOutcome::Moved { from, to }
 }
 
-/// Asserts the event is final with the seed's retention: off the roll-up index, `expires_at` (epoch
-/// seconds) thirty days after it became final, and no delivery expiring before it.
+/// Asserts the event is final with its retention (`docs/lifecycles.md#event-status`): off the
+/// roll-up index, `expires_at` (epoch seconds) thirty days after it became final, and no delivery
+/// expiring before it.
 async fn assert_final(w: &World, c: &Change, status: EventStatus, trigger: EventTrigger) {
     let e = event(w, c).await;
     assert_eq!(e.status(), status);
@@ -109,7 +111,7 @@ async fn assert_open(w: &World, c: &Change, status: EventStatus) {
     assert_eq!(e.expires_at, None, "new and partial events never expire");
 }
 
-// ------------------------------------------------------------------ 004: event status moves
+// ----------------------------------------------------------------------- event status moves
 
 #[tokio::test]
 async fn new_to_skipped_when_no_active_subscriber_exists() {
@@ -168,7 +170,7 @@ async fn new_to_skipped_when_no_active_subscriber_matches_the_event() {
     assert_eq!(
         d.transmit_status(w.now()),
         None,
-        "never a delivery in 004's sense"
+        "never a delivery in the Delivery log's sense"
     );
     assert_final(
         &w,
@@ -417,7 +419,7 @@ async fn poll_deliveries_are_left_out_of_a_mixed_event() {
     assert_eq!(transmit(&w, &c, &poll).await, Some(TransmitStatus::Pending));
 }
 
-// ------------------------------------------------------------------------ 004: internal status
+// ----------------------------------------------------------------------------- internal status
 
 #[tokio::test]
 async fn internal_status_is_new_until_a_built_in_subscriber_handles_the_event_then_done() {
@@ -510,7 +512,7 @@ async fn a_failed_in_house_handling_leaves_internal_status_new() {
     );
 }
 
-// ------------------------------------------------------------------ 004: delivery status moves
+// ----------------------------------------------------------------------- delivery status moves
 
 #[tokio::test]
 async fn a_new_delivery_row_is_pending() {
@@ -641,7 +643,7 @@ async fn per_subscriber_retry_settings_wait_retry_delay_times_two_to_the_n_up_to
     assert_eq!(d.status, DeliveryStatus::Dead);
     assert_eq!(d.transmit_status(w.now()), Some(TransmitStatus::Failed));
     w.advance(DAY).await.unwrap();
-    assert_eq!(r.count(), 4, "a failed delivery is not tried again");
+    assert_eq!(r.count(), 4, "no further attempt after the delivery failed");
     assert_final(
         &w,
         &c,
@@ -709,9 +711,9 @@ async fn a_dead_workers_delivery_is_taken_again_after_its_sixty_second_lease() {
     assert_open(&w, &c, EventStatus::New).await;
     w.roll_up_pass().await.unwrap();
     assert_open(&w, &c, EventStatus::Partial).await;
-    // The lease lapses: pending again in 004's words. The dead worker's own message, never
-    // deleted, comes back after the queue's visibility timeout (120 s) and a new worker takes
-    // attempt 1 over.
+    // The lease lapses: pending again in the Delivery log's words. The dead worker's own message,
+    // never deleted, comes back after the queue's visibility timeout (120 s) and a new worker
+    // takes attempt 1 over.
     w.clock.advance(SECOND);
     assert_eq!(transmit(&w, &c, &sub).await, Some(TransmitStatus::Pending));
     w.clock.advance(Duration::from_secs(60));

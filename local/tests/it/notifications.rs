@@ -1,7 +1,8 @@
-//! Notification delivery (seed 001, STATE-PFM-NOT-005) against the emulator: notices fanned out
-//! from the notification table's stream, the channel worker on the notification queue (with its
-//! dead-letter queue), SES v2 captured by the emulator, Slack to a loopback receiver, provider
-//! confirmations, settling and operator requeue. Test names follow the seed's evidence.
+//! Notification delivery (`docs/lifecycles.md#notification-delivery`) against the emulator:
+//! notices fanned out from the notification table's stream, the channel worker on the
+//! notification queue (with its dead-letter queue), SES v2 captured by the emulator, Slack to a
+//! loopback receiver, provider confirmations, settling and operator requeue. Test names say the
+//! behaviour each one checks.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use local::queues::QueueReport;
@@ -114,7 +115,7 @@ fn ses_notification(sns_id: &str, event_type: &str, ses_id: &str, version: &str)
     serde_json::to_vec(&m).unwrap()
 }
 
-// ------------------------------------------------------------------------------ the seed's tests
+// ---------------------------------------- claim race, backoff, exhaustion, cancellation, requeue
 
 #[tokio::test]
 async fn lets_only_one_of_two_consumers_racing_for_the_send_win_it() {
@@ -632,7 +633,7 @@ async fn assert_storage_refuses(
 fn seed_why(from: N, to: N) -> &'static str {
     match NOTIFICATION_LIFECYCLE.check(from, NT::Claim, to) {
         Err(TransitionError::ForbiddenBySeed { why, .. }) => why,
-        other => panic!("{from} → {to} is not a seed-invalid move: {other:?}"),
+        other => panic!("{from} → {to} is not a move the lifecycle rules out: {other:?}"),
     }
 }
 
@@ -1105,7 +1106,7 @@ async fn confirms_a_sent_email_once_per_provider_event_and_keeps_at_most_fifty_e
     let again = n.delivery(&notice.notice_id, "email-0").await;
     assert_eq!(again.version, d.version);
 
-    // A bounce is recorded; the status stays (no row of the seed writes `bounced`).
+    // A bounce is recorded; the status stays (no lifecycle row writes `bounced`).
     let bounce = ses_notification("sns-bounce-1", "Bounce", &ses_id, "1");
     assert_eq!(
         confirm::intake_sns(&n.store, settings, &bounce, n.now())

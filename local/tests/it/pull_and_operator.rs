@@ -1,7 +1,8 @@
-//! Pull delivery and operator actions (seed 002 hops 6 and 7; seed 000's cursor and operator
-//! transitions) against the emulator: the adapters' cursor API, operator retry, window replay,
-//! resume, integration history, cross-account refusals, and the `rhythm` CLI. The pipeline
-//! (ingest, dispatcher, worker) and the API share one manual clock.
+//! Pull delivery and operator actions (the cursor and operator rows of
+//! `docs/lifecycles.md#integration-delivery`, `#subscription` and `#replay-job`) against the
+//! emulator: the adapters' cursor API, operator retry, window replay, resume, integration
+//! history, cross-account refusals, and the `rhythm` CLI. The pipeline (ingest, dispatcher,
+//! worker) and the API share one manual clock.
 
 use axum::http::{Method, StatusCode};
 use local::receiver::Reply;
@@ -692,7 +693,7 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
         .await;
     assert_eq!(account_audit.ok()["data"][0]["id"], entry["id"]);
 
-    // A pending delivery is a conflict; so is a skipped_filter one, with the seed's why.
+    // A pending delivery is a conflict; so is a skipped_filter one, with the lifecycle's why.
     w.receiver.set_default(Reply::Status(503));
     let waiting = write_changes(&w, &sub.account_id, &[w.now()]).await;
     assert_eq!(

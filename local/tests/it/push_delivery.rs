@@ -1,5 +1,6 @@
-//! Integration change delivery (seed 002 hops 1–5, seed 000) against the emulator and a real HTTP
-//! receiver on loopback. Test names follow the seeds' evidence.
+//! Integration change delivery (the pipeline from ingest through dispatch to the delivery worker
+//! and the auto-pause; `docs/lifecycles.md#integration-delivery` and `#subscription`) against the
+//! emulator and a real HTTP receiver on loopback. Test names say the behaviour each one checks.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use local::fixtures::test_secret;

@@ -1,9 +1,10 @@
-//! The event monitor (seed `004_…`) on DynamoDB: the roll-up of an event's deliveries into its
-//! `event_status`, retention of terminal events, and the reads the monitor's API serves.
+//! The event monitor on DynamoDB: the roll-up of an event's deliveries into its `event_status`
+//! (`docs/lifecycles.md#event-status`; `internal_status` is `#internal-status`), retention of
+//! terminal events, and the reads the monitor's API serves.
 //!
-//! * [`rollup`] — the roll-up of one event ([`RollUp::roll_up_event`]), the seed's pass over the
-//!   sharded `rollup` index (at most [`ROLLUP_BATCH`](crate::domain::event::ROLLUP_BATCH) events
-//!   that are `new` or `partial`, oldest first, merged across the shards), a resumable walk of the
+//! * [`rollup`] — the roll-up of one event ([`RollUp::roll_up_event`]), the roll-up pass over the
+//!   sharded `rollup` index (at most [`ROLLUP_BATCH`](crate::domain::event::ROLLUP_BATCH) `new` or
+//!   `partial` events, oldest first, merged across the shards), a resumable walk of the
 //!   whole index for reconciliation, and [`reopen_event`] for operator restarts.
 //! * [`retention`](crate::domain::retention) — the DynamoDB TTL value (epoch seconds) of terminal events and their
 //!   deliveries, and the read filter that hides expired items before TTL deletes them.
@@ -13,12 +14,12 @@
 //!
 //! # Who writes what
 //!
-//! `event_status` and `internal_status` are written only by the system: ingest writes `new`/`new`,
+//! Only the system sets `event_status` and `internal_status`: ingest writes `new`/`new`,
 //! the roll-up writes every later `event_status`, the delivery worker writes `internal_status =
 //! done`, and [`reopen_event`] (called by operator retry) writes `sent | failed → partial`. No API
 //! route sets either field.
 //!
-//! # Decisions (documented here because the seed is silent)
+//! # Decisions (documented here because the lifecycle table leaves them open)
 //!
 //! * **"Took the event".** A subscriber took an event when ingest recorded a delivery for it that
 //!   is not `skipped_filter`. Paused subscriptions get no delivery and subscriptions whose

@@ -10,8 +10,9 @@
 //!   `dead` or `failed` (the worker puts them on `ATTENTION#{account}` of the `listing` index) and
 //!   subscriptions the system paused.
 //!
-//! The views ([`EventSummary`], [`DeliveryLogEntry`]) use seed 004's vocabulary next to seed
-//! 000's: a delivery shows its stored `status` and its `transmit_status`.
+//! The views ([`EventSummary`], [`DeliveryLogEntry`]) show the Delivery log's words next to the
+//! stored statuses: a delivery shows its stored `status` and its `transmit_status`
+//! (`docs/lifecycles.md#delivery-log-words`).
 
 use super::error::MonitorError;
 use super::items::read_partition;
@@ -359,7 +360,8 @@ pub struct EventSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warehouse: Option<String>,
     pub event_status: EventStatus,
-    /// The seed's "When" of the last move (`null` while `new`).
+    /// The trigger of the last move, as worded in `docs/lifecycles.md#event-status` (`null`
+    /// while `new`).
     pub status_reason: Option<&'static str>,
     pub internal_status: InternalStatus,
     /// Subscribers that took the event at ingest.
@@ -407,7 +409,8 @@ impl From<&EventRecord> for EventSummary {
     }
 }
 
-/// One line of the delivery log (seed 004's columns, with seed 000's status beside them).
+/// One line of the delivery log (the monitor's columns, with the stored delivery status beside
+/// them).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct DeliveryLogEntry {
     pub delivery_id: String,
@@ -416,9 +419,10 @@ pub struct DeliveryLogEntry {
     pub integration_id: String,
     /// The subscriber's delivery method (`webhook`, `internal`, `poll`, or an unknown value).
     pub method: String,
-    /// Seed 000's stored status.
+    /// The stored status (`docs/lifecycles.md#integration-delivery`).
     pub status: DeliveryStatus,
-    /// Seed 004's word (`pending`, `processing`, `sent`, `failed`); `null` for `skipped_filter`.
+    /// The Delivery log's word (`pending`, `processing`, `sent`, `failed`;
+    /// `docs/lifecycles.md#delivery-log-words`); `null` for `skipped_filter`.
     pub transmit_status: Option<TransmitStatus>,
     pub attempts: u32,
     pub last_error: Option<String>,

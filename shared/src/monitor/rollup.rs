@@ -1,10 +1,10 @@
-//! The event status roll-up (seed 004, "Moves"): the decision is the pure
+//! The event status roll-up (`docs/lifecycles.md#event-status`): the decision is the pure
 //! [`roll_up_move`](crate::domain::event::roll_up_move); this module reads its facts from the
 //! event's partition and applies it with the storage condition of [`EVENT_LIFECYCLE`].
 //!
 //! Three ways in, one operation ([`RollUp::roll_up_event`]), safe to run concurrently and again:
-//! * **the pass** ([`RollUp::pass`]): the seed's worker pass — the events that are `new` or
-//!   `partial`, at most [`ROLLUP_BATCH`], oldest first, read from the sparse `rollup` index
+//! * **the pass** ([`RollUp::pass`]): the regular roll-up pass — `new` and `partial` events, at
+//!   most [`ROLLUP_BATCH`], oldest first, read from the sparse `rollup` index
 //!   (sixteen shards, merged by creation time);
 //! * **the prompt trigger**: the dispatcher's stream consumer rolls an event up when it is inserted
 //!   and when one of its push deliveries becomes terminal, so the status is current within
@@ -48,7 +48,7 @@ pub const ROLLUP_INDEX: &str = "rollup";
 pub enum RollUpOutcome {
     /// The event moved (`new → partial`, or to a final status).
     Moved { from: EventStatus, to: EventStatus },
-    /// `partial → partial`: some non-polling delivery still waits; picked up again next pass.
+    /// `partial → partial`: a counted (non-poll) delivery still waits; picked up again next pass.
     Unchanged { status: EventStatus },
     /// Final already (another roll-up got there first, or a stale index entry).
     AlreadyFinal { status: EventStatus },
@@ -162,8 +162,8 @@ impl RollUp {
         &self.dynamo
     }
 
-    /// One pass of the seed's worker: the [`ROLLUP_BATCH`] oldest events that are `new` or
-    /// `partial`, each moved per the seed's table.
+    /// One roll-up pass: the [`ROLLUP_BATCH`] oldest `new` or `partial` events, each moved per
+    /// the event status table (`docs/lifecycles.md#event-status`).
     pub async fn pass(&self) -> Result<RollUpReport, MonitorError> {
         let mut walk = IndexWalk::new();
         let batch = walk.next_batch(self, ROLLUP_BATCH).await?;
@@ -400,12 +400,13 @@ pub enum ReopenOutcome {
     Missing,
 }
 
-/// Operator retry and window replay (seed 000; this project's deviation from 004): reopens a final
-/// event so the roll-up settles it again. **Call it after the delivery restart is written**: a
-/// roll-up that read the deliveries before the restart then fails on the reopen counter, and one
-/// that reads after it sees the delivery waiting.
+/// Operator retry and window replay (the operator rows of `docs/lifecycles.md#event-status`, this
+/// project's addition to the event status lifecycle): reopens a final event so the roll-up
+/// settles it again. **Call it after the delivery restart is written**: a roll-up that read the
+/// deliveries before the restart then fails on the reopen counter, and one that reads after it
+/// sees the delivery waiting.
 ///
-/// `sent | failed → partial` is written with the condition of [`EVENT_LIFECYCLE`]'s deviation rows
+/// `sent | failed → partial` is written with the condition of [`EVENT_LIFECYCLE`]'s operator rows
 /// (`EventTrigger::OperatorRestartReopens`); the event goes back on the `rollup` index and loses
 /// its expiry, as do its deliveries. Safe to repeat.
 pub async fn reopen_event(

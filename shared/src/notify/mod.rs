@@ -1,5 +1,6 @@
-//! Notification delivery (seed `001_…`, STATE-PFM-NOT-005): notices, their channel deliveries, the
-//! channel worker, provider confirmations, nightly settling and operator requeue.
+//! Notification delivery (lifecycle: `docs/lifecycles.md#notification-delivery`): notices, their
+//! channel deliveries, the channel worker, provider confirmations, nightly settling and operator
+//! requeue.
 //!
 //! # Shape
 //!
@@ -41,7 +42,7 @@
 //!   item's `version` (optimistic concurrency, so a concurrent provider event or settle is never
 //!   overwritten), in one transaction with the notice's progress counters and the work row
 //!   effect. See [`crate::store::notification_delivery`].
-//! * **The receive count is the retry budget.** There is no attempt counter in the table. A
+//! * **The receive count is the retry budget.** The table keeps no count of attempts. A
 //!   retryable result below the eighth receive puts the delivery back to `queued` (with
 //!   `not_before`), changes the message's visibility to the jittered backoff and reports the
 //!   message as a batch item failure; on the eighth receive the delivery fails
@@ -55,15 +56,15 @@
 //! * **The progress summary is exact.** Counts by state live on eight `PROGRESS#n` items of the
 //!   notice (sharded so a large notice has no single hot item) and change in the same
 //!   transaction as the status they count; the summary is their sum.
-//! * **Bounces are recorded, not a status.** The seed's table has no row into `bounced` ("current
-//!   adapters do not report it"), so a bounce is appended to the delivery's history and kept in
-//!   `bounce` (type, time) without changing the status; storage would refuse a move the table does
-//!   not have. `deferred` has no writer either (quiet hours and digests do not exist yet). Both stay
-//!   in the vocabulary and in the progress summary.
+//! * **Bounces are recorded, not a status.** The lifecycle table has no row into `bounced` (no
+//!   adapter answers with a bounce), so a bounce is appended to the delivery's history and kept
+//!   in `bounce` (type, time) without changing the status; storage would refuse a move the table
+//!   does not have. `deferred` has no writer either (quiet hours and digests do not exist yet).
+//!   Both stay in the vocabulary and in the progress summary.
 //! * **A notice applies** while it is `requested` or `active`; `withdrawn` and `superseded`
 //!   notices do not. Withdrawal and replacement cancel queued deliveries at once; a delivery the
 //!   cancellation has not reached yet is cancelled by the worker's claim guard instead of sent.
-//!   A delivery already `sending` finishes (the seed cancels only queued work).
+//!   A delivery already `sending` finishes (the lifecycle cancels only queued work).
 
 pub mod channels;
 pub mod confirm;

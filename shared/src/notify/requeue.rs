@@ -1,5 +1,6 @@
-//! Operator requeue (seed 001: `failed → queued`, "Only failed deliveries with attempts exhaustion
-//! qualify", "Create fresh dispatch work for a later dispatcher run").
+//! Operator requeue (`docs/lifecycles.md#notification-delivery`, row `failed → queued`): only a
+//! delivery that failed because its receives ran out qualifies, and the requeue writes fresh
+//! dispatch work that the next dispatcher run picks up.
 //!
 //! The delivery goes back to `queued` with a fresh work row (a new dispatch id, whose insertion
 //! publishes a new message; the old message, if it is ever redriven from the dead-letter queue, is
@@ -7,7 +8,7 @@
 //! provider fields or history, which gains only the `requeued` event. The failure reason is
 //! cleared because it describes a failure the delivery is no longer in (the history keeps it).
 //!
-//! The write is the separate conditional update the seed asks for: storage accepts it only while
+//! The write is a conditional update of its own (not the claim's): storage accepts it only while
 //! the delivery is still `failed` *and* still `attempts_exhausted`
 //! ([`requeue_condition`]). An ambiguous failure is refused with the reason: the provider may
 //! already have sent it, and sending again could deliver twice.

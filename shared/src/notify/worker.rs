@@ -5,10 +5,12 @@
 //!
 //! 1. read the delivery, its work row and its notice; a message whose dispatch id is not the work
 //!    row's is stale (the work was cancelled or replaced) and is dropped;
-//! 2. the claim guard, in the seed's order: work is queued (else: another consumer holds it, or it
-//!    ended), the notice applies (else `cancelled`), the deadline has not passed (else `expired`),
-//!    an adapter exists (else `skipped`); then the conditional claim `queued → sending`, which
-//!    decides between racing consumers: exactly one wins, the other leaves the message alone;
+//! 2. the claim guard, in the order of the lifecycle's `queued → sending` row
+//!    (`docs/lifecycles.md#notification-delivery`): work is queued (else: another consumer holds
+//!    it, or it ended), the notice applies (else `cancelled`), the deadline has not passed (else
+//!    `expired`), an adapter exists (else `skipped`); then the conditional claim
+//!    `queued → sending`, which decides between racing consumers: exactly one wins, the other
+//!    leaves the message alone;
 //! 3. the adapter, and its outcome written conditionally on still holding the claim:
 //!    * accepted → `sent` (provider reference saved; an adapter whose acceptance is delivery
 //!      confirms at once → `delivered`); the message is deleted;
@@ -47,7 +49,8 @@ use std::time::{Duration, Instant};
 
 /// A message may arrive this much before its delivery's backoff ends and still run.
 pub const EARLY_TOLERANCE: Duration = Duration::from_secs(2);
-/// At most one "skipped" warning per this interval per process (the seed's process-limited warning).
+/// At most one "skipped" warning per this interval per process (the rate-limited warning of the
+/// `sending → skipped` row, `docs/lifecycles.md#notification-delivery`).
 pub const SKIP_WARNING_INTERVAL: Duration = Duration::from_secs(60);
 /// Writes of an outcome retried when a concurrent record write (a provider event) moved the version.
 const OUTCOME_WRITE_TRIES: usize = 4;
@@ -671,7 +674,7 @@ mod tests {
             }
             .disposition(),
             Disposition::ReturnAfter(Duration::ZERO),
-            "the last receive gives the item back at once"
+            "on the last receive the message goes back at once"
         );
         assert_eq!(
             WorkOutcome::Failed {

@@ -1,5 +1,6 @@
-//! What operators and adapters do to stored deliveries beyond the pipeline (seed 002 hops 6 and
-//! 7; seed 000's cursor and operator transitions). The rules are in the pure core
+//! What operators and adapters do to stored deliveries beyond the pipeline: the adapters' pull
+//! cursor and the operator actions (the cursor and operator rows of
+//! `docs/lifecycles.md#integration-delivery`). The rules are in the pure core
 //! ([`crate::domain::integration_delivery`], [`crate::domain::pull_cursor`],
 //! [`crate::domain::replay`], [`crate::domain::subscription`]); these modules read the facts the
 //! rules need and apply their decisions through the item modules' named writes

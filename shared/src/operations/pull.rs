@@ -1,4 +1,6 @@
-//! The adapters' pull cursor on DynamoDB (seed 002 hop 6; seed 000 *Advance a pull cursor*).
+//! The adapters' pull cursor on DynamoDB (the pull step of the pipeline: an adapter reads its
+//! pending changes and moves its cursor past them; row `pending → delivered` "the pull cursor
+//! passes it" in `docs/lifecycles.md#integration-delivery`).
 //! The rules — what a cursor is, where a read starts, which writes are refused, what a write
 //! covers — are in [`crate::domain::pull_cursor`]; this applies them.
 //!
@@ -260,7 +262,8 @@ pub async fn acknowledge(
     })
 }
 
-/// `pending → delivered` by *Advance a pull cursor*, only if the delivery is still the pending,
+/// `pending → delivered` by `AdvancePullCursor` ("the pull cursor passes it",
+/// `docs/lifecycles.md#integration-delivery`), only if the delivery is still the pending,
 /// visible, unleased one the read saw. `Ok(false)` when it is not.
 async fn cover(
     ops: &Ops<'_>,

@@ -875,9 +875,10 @@ mod operator_actions {
         )
     }
 
-    /// `pending → delivered` by *Advance a pull cursor* of `cursor_change`, only while the
-    /// delivery is the pending, unleased one the read saw, written and restarted no later than
-    /// the read's `horizon`. `None` when the lifecycle has no such move from the status read
+    /// `pending → delivered` by `AdvancePullCursor` for a cursor at `cursor_change` ("the pull
+    /// cursor passes it", `docs/lifecycles.md#integration-delivery`), only while the delivery is
+    /// the pending, unleased one the read saw, written and restarted no later than the read's
+    /// `horizon`. `None` when the lifecycle has no such move from the status read
     /// (the cursor then does not cover it).
     pub fn cover_by_cursor(
         table: &str,

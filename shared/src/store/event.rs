@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 /// The `kind` of an event item.
 pub const KIND: &str = "event";
 
-/// One change as an event of the event monitor (seed 004).
+/// One change as an event of the event monitor (`docs/lifecycles.md#event-status`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct EventRecord {
     pub account_id: String,

@@ -37,7 +37,8 @@ pub fn progress_attribute(status: NotificationStatus) -> String {
 /// A notice's deliveries counted by state (the progress summary).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Progress {
-    /// Every seed state, zero included, in the seed's order.
+    /// Every notification delivery state (`docs/lifecycles.md#notification-delivery`), zero
+    /// included, keyed by its name.
     pub counts: BTreeMap<String, i64>,
     pub total: i64,
 }

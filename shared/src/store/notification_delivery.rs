@@ -53,7 +53,8 @@ pub fn delivery_key(channel: &str, recipient_index: usize) -> String {
     format!("{channel}-{recipient_index}")
 }
 
-/// A notification delivery: one notice × channel × recipient, with its seed status.
+/// A notification delivery: one notice × channel × recipient, with its status
+/// (`docs/lifecycles.md#notification-delivery`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct NotificationDelivery {
     pub notice_id: String,
@@ -409,8 +410,8 @@ pub fn transition(
         }
         None => table_condition,
     };
-    // Every (trigger, to) of seed 001 has exactly one source, so the counter to decrement is
-    // the one the condition admits, whatever the caller believed.
+    // Every (trigger, to) of the notification lifecycle has exactly one source, so the counter
+    // to decrement is the one the condition admits, whatever the caller believed.
     let sources = NOTIFICATION_LIFECYCLE.sources(trigger, to);
     let from = match sources.as_slice() {
         [only] => *only,

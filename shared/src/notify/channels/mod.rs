@@ -1,4 +1,5 @@
-//! Channel adapters. Each answers one of four ways (the seed's outcomes):
+//! Channel adapters. Each answers one of four ways (the outcomes of the notification delivery
+//! lifecycle, `docs/lifecycles.md#notification-delivery`):
 //!
 //! | answer        | meaning                                              | the delivery becomes |
 //! |---------------|------------------------------------------------------|----------------------|
@@ -7,7 +8,7 @@
 //! | `Permanent`   | the provider refuses this message for good            | `failed` (provider reason) |
 //! | `Unavailable` | the recipient is unreachable or the channel is not configured | `skipped` (reason) |
 //!
-//! A channel with no adapter at all is the seed's "dispatch cannot find the named adapter"
+//! A channel with no adapter at all is the lifecycle's "no adapter for the channel" row
 //! (`queued → skipped`), decided before any claim.
 
 pub mod console;

@@ -1,5 +1,6 @@
-//! Integration history for operators (seed 002 hop 7's observer): a subscription's deliveries by
-//! status and time (newest change first, on `by_subscription`), and a delivery's attempts.
+//! Integration history for operators (where they see what their retries and replays did): a
+//! subscription's deliveries by status and time (newest change first, on `by_subscription`), and
+//! a delivery's attempts.
 
 use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::time::Timestamp;

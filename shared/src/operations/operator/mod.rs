@@ -1,4 +1,5 @@
-//! Operator actions (seed 002 hop 7; seed 000's operator transitions), each audited:
+//! Operator actions (the operator rows of `docs/lifecycles.md#integration-delivery`,
+//! `#subscription` and `#replay-job`), each audited:
 //!
 //! * [`retry`] — an operator restarts one delivery: `dead | failed | retrying | delivered →
 //!   pending`, attempts and errors reset, the attempt history kept, dispatch nudged.

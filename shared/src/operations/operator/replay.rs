@@ -1,4 +1,4 @@
-//! Operator window replay as a tracked, resumable job (seed 002 hop 7; rules in
+//! Operator window replay as a tracked, resumable job (`docs/lifecycles.md#replay-job`; rules in
 //! [`crate::domain::replay`]).
 //!
 //! The job item, its lease and its progress writes are [`crate::store::replay_job`].

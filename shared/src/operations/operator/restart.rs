@@ -25,7 +25,7 @@ pub async fn restart_one(ops: &Ops<'_>, r: &Restart<'_>) -> Result<bool, OpsErro
 }
 
 /// After a push delivery's restart: its event, if final, is reopened so the roll-up settles it
-/// again (seed 004's `sent | failed → partial`, this project's documented deviation). Pull
+/// again (`sent | failed → partial`, the operator rows of `docs/lifecycles.md#event-status`). Pull
 /// deliveries are left out of the roll-up, so their events are not touched. Returns what the
 /// monitor did, for the response; a failure is logged and reported, never undoes the restart
 /// (the event is rolled up again when the delivery settles).

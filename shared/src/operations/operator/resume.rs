@@ -1,7 +1,8 @@
-//! Operator resume of a paused subscription (seed 002 hops 5 and 7; `SUBSCRIPTION_LIFECYCLE`
-//! *OperatorResume*): `paused → active` and the consecutive dead count back to zero, in one
-//! transaction with the audit entry. Changes that arrived while it was paused were skipped by
-//! ingest and have no delivery record: they stay skipped (replay cannot recreate them either).
+//! Operator resume of a paused subscription (`docs/lifecycles.md#subscription`, row
+//! *OperatorResume* of `SUBSCRIPTION_LIFECYCLE`; the pause itself is the delivery worker's):
+//! `paused → active` and the consecutive dead count back to zero, in one transaction with the
+//! audit entry. Changes that arrived while it was paused were skipped by ingest and have no
+//! delivery record: they stay skipped (replay cannot recreate them either).
 
 use super::audit::{write_with_audit, AuditAction};
 use crate::domain::subscription::{on_resume, SubscriptionStatus};

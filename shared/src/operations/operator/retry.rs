@@ -1,9 +1,11 @@
-//! Operator retry of one delivery (seed 000: *Restart dead delivery*, *Restart failed delivery*,
-//! *Restart eligible delivery work*; seed 002 hop 7).
+//! Operator retry of one delivery (the operator restart rows of
+//! `docs/lifecycles.md#integration-delivery`: a dead, failed, delivered or retrying delivery back
+//! to `pending`).
 //!
 //! `dead`, `failed`, `retrying` and `delivered` deliveries go back to `pending` from their first
 //! attempt, in one transaction with the audit entry. `pending` is refused as a conflict (it is
-//! already waiting); `skipped_filter` is refused with the seed's why.
+//! already waiting); `skipped_filter` is refused with the why of the lifecycle's "cannot happen"
+//! row.
 
 use super::audit::{write_with_audit, AuditAction};
 use super::restart::{reopen_event, restart_write, rewind_pull_cursor};
