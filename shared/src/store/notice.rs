@@ -131,8 +131,8 @@ pub fn subscription_paused_notice(
         subject: format!("Subscription {subscription_id} was paused"),
         body: format!(
             "Subscription {subscription_id} was paused at {paused_at} after {dead_count} deliveries in a row \
-             ended dead. New changes are not delivered while it is paused and are not recovered on \
-             resume. Fix the integration, then resume the subscription; dead deliveries can be retried \
+             ended dead. Changes made while it is paused are skipped for good: resuming does not \
+             deliver them. Fix the integration, then resume the subscription; dead deliveries can be retried \
              or replayed."
         ),
         reason: "subscription_paused".into(),
