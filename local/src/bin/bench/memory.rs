@@ -510,7 +510,9 @@ pub(crate) async fn hostile_receiver(status: u16) -> Result<()> {
         }
     }
     let mib = |b: usize| b as f64 / (1024.0 * 1024.0);
-    println!("delivery worker, one batch of {n} messages (warm), peak heap above the level before:");
+    println!(
+        "delivery worker, one batch of {n} messages (warm), peak heap above the level before:"
+    );
     println!(
         "  all to a well-behaved receiver:               {:>8.2} MiB",
         mib(well_behaved.peak_heap_bytes)
