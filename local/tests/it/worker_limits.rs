@@ -1,13 +1,18 @@
 //! What one receiver cannot do to the delivery worker: exhaust its memory with an endless
 //! answer, or hold a batch past the invocation's deadline.
 
-use aws_lambda_events::event::sqs::SqsEvent;
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use local::receiver::{Receiver, Reply};
 use local::testkit::World;
 use shared::domain::integration_delivery::DeliveryStatus;
-use shared::store::models::Subscription;
+use shared::domain::ssrf::TargetPolicy;
+use shared::store::models::{DeliveryRecord, DeliveryWork, Subscription};
 use shared::worker::adapters::DETAIL_LIMIT;
-use std::time::Duration;
+use shared::worker::internal::InternalRegistry;
+use shared::worker::webhook::WebhookAdapter;
+use shared::worker::{BATCH_CONCURRENCY, DEADLINE_MARGIN};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 
 /// An account with a webhook integration to `receiver` and a catalog subscription of it.
 async fn subscription_to(w: &World, receiver: &Receiver) -> Subscription {
@@ -115,4 +120,88 @@ async fn a_receiver_streaming_100_mib_gets_its_attempt_classified_with_at_most_t
         );
         assert_eq!(receiver.count(), 4);
     }
+}
+
+/// The delivery a queue message asks for.
+async fn delivery_of(w: &World, message: &SqsMessage) -> DeliveryRecord {
+    let work: DeliveryWork = serde_json::from_str(message.body.as_deref().unwrap()).unwrap();
+    w.delivery(&work.account_id, &work.change_id, &work.subscription_id)
+        .await
+        .unwrap()
+}
+
+/// A receiver that hangs past the attempt timeout on every request, and a deadline that leaves
+/// time for at most two rounds of the batch's concurrent attempts (of three): the worker returns before the
+/// deadline, every message it did not start is handed back as a batch item failure with its
+/// delivery unclaimed (no claim write, no attempt number), every attempted one was claimed once;
+/// handling the whole batch again attempts exactly the handed-back ones, so none counts twice.
+#[tokio::test]
+async fn a_batch_hands_back_unclaimed_what_cannot_finish_before_the_deadline() {
+    const MESSAGES: usize = 3 * BATCH_CONCURRENCY;
+    let w = World::new().await;
+    let hanging = Receiver::start().await;
+    hanging.set_default(Reply::Hang(Duration::from_secs(5)));
+    let sub = subscription_to(&w, &hanging).await;
+    let (event, _) = one_batch(&w, &[&sub], MESSAGES).await;
+    let timeout = Duration::from_secs(1);
+    let worker = w.worker_with(
+        WebhookAdapter::new(TargetPolicy::LOCAL_DEMO, timeout),
+        InternalRegistry::default(),
+    );
+    // Room for at most two rounds of attempts to start (each needs timeout + margin before the
+    // deadline), never for the third.
+    let allowed = timeout * 2 + DEADLINE_MARGIN + timeout / 2;
+    w.t.meter.reset();
+    let started = Instant::now();
+    let response = worker
+        .handle_until(event.clone(), Some(started + allowed))
+        .await;
+    let took = started.elapsed();
+    let updates = w.t.meter.total("DynamoDB", Some(&["UpdateItem"]));
+
+    let handed_back: BTreeSet<String> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone())
+        .collect();
+    let mut attempted = 0;
+    for message in &event.records {
+        let d = delivery_of(&w, message).await;
+        if handed_back.contains(message.message_id.as_deref().unwrap()) {
+            assert_eq!(d.attempts, 0);
+            assert_eq!(d.status, DeliveryStatus::Pending);
+            assert!(
+                d.lease_token.is_none() && d.lease_until.is_none(),
+                "a handed-back delivery was claimed"
+            );
+        } else {
+            attempted += 1;
+            assert_eq!(d.attempts, 1);
+            assert_eq!(d.attempt_log.len(), 1);
+            assert_eq!(d.attempt_log[0].class, "transient", "the attempt timed out");
+            assert_eq!(d.status, DeliveryStatus::Retrying);
+        }
+    }
+    println!(
+        "deadline {allowed:?}, attempt timeout {timeout:?}: {MESSAGES} messages, {attempted} attempted, {} handed back unclaimed, returned after {took:?}",
+        handed_back.len()
+    );
+    assert!(took < allowed, "the batch outran its deadline: {took:?}");
+    assert_eq!(attempted + handed_back.len(), MESSAGES);
+    assert!(attempted >= BATCH_CONCURRENCY, "the first round starts");
+    assert!(!handed_back.is_empty(), "the third round does not");
+    assert_eq!(hanging.count(), attempted, "one request per attempt");
+    // One claim and one outcome per attempted message, nothing for the others.
+    assert_eq!(updates, 2 * attempted as u64);
+
+    // The queue returns the whole batch (a duplicate of every attempted message too): only the
+    // handed-back ones are attempted now (the others are not yet due for their retry).
+    let response = worker.handle(event.clone()).await;
+    assert!(response.batch_item_failures.is_empty());
+    for message in &event.records {
+        let d = delivery_of(&w, message).await;
+        assert_eq!(d.attempts, 1, "every delivery has exactly one attempt");
+        assert_eq!(d.attempt_log.len(), 1);
+    }
+    assert_eq!(hanging.count(), MESSAGES);
 }

@@ -49,6 +49,10 @@ pub const BATCH_CONCURRENCY: usize = 25;
 /// A message may arrive this much before its attempt is due (SQS delays are whole seconds, hosts'
 /// clocks differ slightly) and still run; an earlier one is a stray duplicate and is dropped.
 pub const EARLY_TOLERANCE: Duration = Duration::from_secs(2);
+/// Kept free before the invocation's deadline beyond an attempt's own timeout, for the store calls
+/// around the attempt (read, claim, outcome, dead count): an attempt starts only if its timeout
+/// plus this much fits before the deadline.
+pub const DEADLINE_MARGIN: Duration = Duration::from_secs(2);
 /// Attempts kept on a delivery's history; older ones are summarised by the count.
 pub const ATTEMPT_LOG_LIMIT: usize = 30;
 
@@ -120,22 +124,53 @@ impl DeliveryWorker {
         self.cache.forget(account_id);
     }
 
-    /// The Lambda handler: messages are handled concurrently; a message fails (and comes back)
-    /// only when it is malformed or storage could not be reached.
+    /// The Lambda handler without a deadline (see [`Self::handle_until`]).
     pub async fn handle(&self, event: SqsEvent) -> SqsBatchResponse {
+        self.handle_until(event, None).await
+    }
+
+    /// The Lambda handler: messages are handled concurrently; a message fails (and comes back)
+    /// only when it is malformed or storage could not be reached, or when it was not started:
+    /// with the invocation's `deadline`, a message whose attempt could not finish before it (the
+    /// webhook timeout and [`DEADLINE_MARGIN`] from now) is handed back unread and unclaimed, so
+    /// no attempt number is spent on it and the invocation ends before its timeout.
+    pub async fn handle_until(
+        &self,
+        event: SqsEvent,
+        deadline: Option<Instant>,
+    ) -> SqsBatchResponse {
+        let budget = self.webhook.timeout() + DEADLINE_MARGIN;
         let results: Vec<_> = futures::stream::iter(&event.records)
-            .map(|m| self.handle_message(m))
+            .map(|m| async move {
+                // Checked when the message's turn comes (a free slot), not when the batch starts.
+                if deadline.is_some_and(|d| Instant::now() + budget > d) {
+                    return None;
+                }
+                Some(self.handle_message(m).await)
+            })
             .buffered(BATCH_CONCURRENCY)
             .collect()
             .await;
         let mut response = SqsBatchResponse::default();
+        let mut handed_back = 0;
         for (message, result) in event.records.iter().zip(results) {
-            if let Err(e) = result {
-                tracing::error!(message_id = ?message.message_id, error = %e, "delivery work failed; the queue returns it");
-                let mut f = BatchItemFailure::default();
-                f.item_identifier = message.message_id.clone().unwrap_or_default();
-                response.batch_item_failures.push(f);
+            match result {
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => {
+                    tracing::error!(message_id = ?message.message_id, error = %e, "delivery work failed; the queue returns it");
+                }
+                None => handed_back += 1,
             }
+            let mut f = BatchItemFailure::default();
+            f.item_identifier = message.message_id.clone().unwrap_or_default();
+            response.batch_item_failures.push(f);
+        }
+        if handed_back > 0 {
+            tracing::warn!(
+                handed_back,
+                messages = event.records.len(),
+                "the invocation's deadline left no time for these attempts; the queue returns them unclaimed"
+            );
         }
         response
     }

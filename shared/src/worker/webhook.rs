@@ -24,6 +24,7 @@ const USER_AGENT: &str = concat!("Rhythm-Delivery/", env!("CARGO_PKG_VERSION"));
 pub struct WebhookAdapter {
     client: reqwest::Client,
     policy: TargetPolicy,
+    timeout: Duration,
 }
 
 impl WebhookAdapter {
@@ -31,7 +32,13 @@ impl WebhookAdapter {
         WebhookAdapter {
             client: guarded_http::client(policy, timeout, USER_AGENT),
             policy,
+            timeout,
         }
+    }
+
+    /// The longest an attempt takes, from connecting until the (capped) body is read.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// Posts `payload` to `url`, signed with `secret`, and classifies the answer.
