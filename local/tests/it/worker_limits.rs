@@ -10,7 +10,7 @@ use shared::store::models::{DeliveryRecord, DeliveryWork, Subscription};
 use shared::worker::adapters::DETAIL_LIMIT;
 use shared::worker::internal::InternalRegistry;
 use shared::worker::webhook::WebhookAdapter;
-use shared::worker::{BATCH_CONCURRENCY, DEADLINE_MARGIN};
+use shared::worker::{BATCH_CONCURRENCY, DEADLINE_MARGIN, PER_SUBSCRIPTION_CONCURRENCY};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -141,8 +141,12 @@ async fn a_batch_hands_back_unclaimed_what_cannot_finish_before_the_deadline() {
     let w = World::new().await;
     let hanging = Receiver::start().await;
     hanging.set_default(Reply::Hang(Duration::from_secs(5)));
-    let sub = subscription_to(&w, &hanging).await;
-    let (event, _) = one_batch(&w, &[&sub], MESSAGES).await;
+    // Three subscriptions, so that the batch's slots are not held back per subscription.
+    let mut subs = Vec::new();
+    for _ in 0..3 {
+        subs.push(subscription_to(&w, &hanging).await);
+    }
+    let (event, _) = one_batch(&w, &subs.iter().collect::<Vec<_>>(), MESSAGES / 3).await;
     let timeout = Duration::from_secs(1);
     let worker = w.worker_with(
         WebhookAdapter::new(TargetPolicy::LOCAL_DEMO, timeout),
@@ -204,4 +208,51 @@ async fn a_batch_hands_back_unclaimed_what_cannot_finish_before_the_deadline() {
         assert_eq!(d.attempt_log.len(), 1);
     }
     assert_eq!(hanging.count(), MESSAGES);
+}
+
+/// One batch whose first thirty messages go to an endpoint hanging past the attempt timeout and
+/// the next twenty to a well-behaved one: the hanging endpoint holds at most
+/// PER_SUBSCRIPTION_CONCURRENCY of the batch's slots at once, so every well-behaved delivery is
+/// attempted before the first hanging attempt has even timed out.
+#[tokio::test]
+async fn a_hanging_endpoint_holds_only_its_share_of_a_batchs_slots() {
+    let w = World::new().await;
+    let hanging = Receiver::start().await;
+    hanging.set_default(Reply::Hang(Duration::from_secs(10)));
+    let slow = subscription_to(&w, &hanging).await;
+    let fine = subscription_to(&w, &w.receiver).await;
+    let (slow_batch, _) = one_batch(&w, &[&slow], 30).await;
+    let (fine_batch, _) = one_batch(&w, &[&fine], 20).await;
+    let mut event = slow_batch;
+    event.records.extend(fine_batch.records);
+    let timeout = Duration::from_secs(3);
+    let worker = w.worker_with(
+        WebhookAdapter::new(TargetPolicy::LOCAL_DEMO, timeout),
+        InternalRegistry::default(),
+    );
+    let started = Instant::now();
+    let response = worker.handle(event).await;
+    assert!(response.batch_item_failures.is_empty());
+
+    let first_timeout = started + timeout;
+    let before = |r: &Receiver| {
+        r.received_with_times()
+            .iter()
+            .filter(|(at, _)| *at < first_timeout)
+            .count()
+    };
+    let (hanging_early, fine_early) = (before(&hanging), before(&w.receiver));
+    println!(
+        "before the first timeout ({timeout:?}): {hanging_early} hanging attempts in flight, {fine_early} of 20 well-behaved deliveries made"
+    );
+    assert_eq!(hanging_early, PER_SUBSCRIPTION_CONCURRENCY);
+    assert_eq!(
+        fine_early, 20,
+        "the well-behaved endpoint waited for the hanging one"
+    );
+    assert_eq!(
+        hanging.count(),
+        30,
+        "the hanging endpoint's messages are all attempted"
+    );
 }
