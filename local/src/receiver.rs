@@ -3,7 +3,8 @@
 //! falling back to a default.
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
@@ -29,6 +30,27 @@ pub enum Reply {
     Hang(Duration),
     /// Records the request and closes the connection without answering.
     Drop,
+    /// A hostile receiver: answers `status` at once, then streams a body of `chunks` chunks of
+    /// `chunk_bytes` each, one every `every`, until it is done or the client closes the
+    /// connection. What it managed to hand to the connection is counted ([`Receiver::streamed_bytes`]).
+    Stream {
+        status: u16,
+        chunk_bytes: usize,
+        chunks: usize,
+        every: Duration,
+    },
+}
+
+impl Reply {
+    /// 100 MiB in 64 KiB chunks, one per millisecond (about 1.6 s when read in full).
+    pub fn hostile_stream(status: u16) -> Self {
+        Reply::Stream {
+            status,
+            chunk_bytes: 64 << 10,
+            chunks: 1600,
+            every: Duration::from_millis(1),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -58,6 +80,8 @@ struct State {
     received: Vec<ReceivedRequest>,
     /// When each request arrived (same order as `received`).
     arrived: Vec<std::time::Instant>,
+    /// Body bytes of `Reply::Stream` answers handed to their connections.
+    streamed: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 #[derive(Clone)]
@@ -139,20 +163,27 @@ impl Receiver {
     pub fn count(&self) -> usize {
         self.state.lock().unwrap().received.len()
     }
+
+    /// Body bytes the `Reply::Stream` answers have handed to their connections so far.
+    pub fn streamed_bytes(&self) -> usize {
+        let s = self.state.lock().unwrap();
+        s.streamed.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
+
+type Body = BoxBody<Bytes, std::io::Error>;
 
 async fn handle(
     state: Arc<Mutex<State>>,
     req: Request<hyper::body::Incoming>,
-) -> Result<Response<Full<Bytes>>, std::io::Error> {
-    use http_body_util::BodyExt;
+) -> Result<Response<Body>, std::io::Error> {
     let (parts, body) = req.into_parts();
     let body = body
         .collect()
         .await
         .map(|b| b.to_bytes().to_vec())
         .unwrap_or_default();
-    let reply = {
+    let (reply, streamed) = {
         let mut s = state.lock().unwrap();
         s.arrived.push(std::time::Instant::now());
         s.received.push(ReceivedRequest {
@@ -165,10 +196,12 @@ async fn handle(
                 .collect(),
             body,
         });
-        s.script
+        let reply = s
+            .script
             .pop_front()
             .or_else(|| s.default.clone())
-            .unwrap_or(Reply::Status(200))
+            .unwrap_or(Reply::Status(200));
+        (reply, s.streamed.clone())
     };
     match reply {
         Reply::Status(code) => Ok(response(code, &[], String::new())),
@@ -185,12 +218,41 @@ async fn handle(
             std::io::ErrorKind::ConnectionAborted,
             "scripted connection drop",
         )),
+        Reply::Stream {
+            status,
+            chunk_bytes,
+            chunks,
+            every,
+        } => {
+            let chunk = Bytes::from(vec![b'x'; chunk_bytes]);
+            // Each chunk is counted when hyper asks for it, i.e. once the previous one was
+            // written: a client that closes the connection stops the stream.
+            let body = futures::stream::unfold(0usize, move |sent| {
+                let (chunk, streamed) = (chunk.clone(), streamed.clone());
+                async move {
+                    if sent == chunks {
+                        return None;
+                    }
+                    tokio::time::sleep(every).await;
+                    streamed.fetch_add(chunk.len(), std::sync::atomic::Ordering::Relaxed);
+                    Some((Ok(hyper::body::Frame::data(chunk)), sent + 1))
+                }
+            });
+            let mut r = Response::new(BodyExt::boxed(StreamBody::new(body)));
+            *r.status_mut() = status_code(status);
+            Ok(r)
+        }
     }
 }
 
-fn response(status: u16, headers: &[(String, String)], body: String) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body)));
-    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+fn status_code(status: u16) -> StatusCode {
+    StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+fn response(status: u16, headers: &[(String, String)], body: String) -> Response<Body> {
+    let full = Full::new(Bytes::from(body)).map_err(|never| match never {});
+    let mut r = Response::new(BodyExt::boxed(full));
+    *r.status_mut() = status_code(status);
     for (k, v) in headers {
         if let (Ok(name), Ok(value)) = (
             http::header::HeaderName::from_bytes(k.as_bytes()),

@@ -2,7 +2,7 @@
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{service_fn, LambdaEvent};
-use shared::runtime::Context;
+use shared::runtime::{deadline_of, Context};
 use shared::worker::DeliveryWorker;
 
 #[tokio::main]
@@ -10,7 +10,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let ctx = Context::from_env().await?;
     let worker = &DeliveryWorker::new(ctx.clients, ctx.config, ctx.clock);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        Ok::<_, lambda_runtime::Error>(worker.handle(event.payload).await)
+        // Attempts that could not finish before the invocation's deadline are not started.
+        let deadline = deadline_of(&event.context);
+        Ok::<_, lambda_runtime::Error>(worker.handle_until(event.payload, Some(deadline)).await)
     }))
     .await
 }

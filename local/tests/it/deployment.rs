@@ -1105,6 +1105,57 @@ fn make_test_runs_checkov_with_a_skip_list_that_says_why() {
     assert!(skips > 0 && skips <= 8, "a short skip list: {skips}");
 }
 
+// --------------------------------------------------- 4: a batch within the function's timeout
+
+fn seconds(v: &Value, what: &str) -> u64 {
+    v.as_u64()
+        .unwrap_or_else(|| panic!("{what} is a number of seconds"))
+}
+
+/// The delivery worker's worst batch (every attempt hanging to its timeout, as many at once as the
+/// worker runs) fits the function's timeout with the worker's deadline margin; the queue's
+/// visibility timeout is at least six times the function's plus its batching window (AWS's advice
+/// for SQS event sources) and longer than the processing lease.
+#[test]
+fn the_delivery_workers_worst_batch_fits_its_timeout_and_the_queue_outwaits_it() {
+    use shared::worker::{webhook::DEFAULT_TIMEOUT, BATCH_CONCURRENCY, DEADLINE_MARGIN, LEASE};
+    let function = &resource("DeliverFunction")["Properties"];
+    let timeout = seconds(&function["Timeout"], "DeliverFunction's Timeout");
+    let work = &function["Events"]["Work"]["Properties"];
+    let batch = seconds(&work["BatchSize"], "the Work event's BatchSize");
+    let window = seconds(
+        &work["MaximumBatchingWindowInSeconds"],
+        "the Work event's MaximumBatchingWindowInSeconds",
+    );
+    assert!(
+        work["ScalingConfig"]["MaximumConcurrency"]
+            .as_u64()
+            .is_some(),
+        "the Work event bounds its concurrency"
+    );
+    let rounds = batch.div_ceil(BATCH_CONCURRENCY as u64);
+    // Half a second per round for the store calls around the attempts.
+    let worst =
+        rounds * (DEFAULT_TIMEOUT.as_millis() as u64 + 500) + DEADLINE_MARGIN.as_millis() as u64;
+    assert!(
+        worst <= timeout * 1000,
+        "{rounds} rounds of {DEFAULT_TIMEOUT:?} attempts need {worst} ms; the function has {timeout} s"
+    );
+    let queue = &resource("DeliveryQueue")["Properties"];
+    let visibility = seconds(
+        &queue["VisibilityTimeout"],
+        "DeliveryQueue's VisibilityTimeout",
+    );
+    assert!(
+        visibility >= 6 * timeout + window,
+        "visibility {visibility} s < 6 x {timeout} s + {window} s"
+    );
+    assert!(
+        visibility > LEASE.as_secs(),
+        "visibility {visibility} s <= the lease"
+    );
+}
+
 // ------------------------------- 13, measured: what the handlers call on the emulator
 
 mod measured {

@@ -12,3 +12,4 @@ mod openapi;
 mod pull_and_operator;
 mod push_delivery;
 mod sample_events;
+mod worker_limits;

@@ -49,6 +49,13 @@ pub const BATCH_CONCURRENCY: usize = 25;
 /// A message may arrive this much before its attempt is due (SQS delays are whole seconds, hosts'
 /// clocks differ slightly) and still run; an earlier one is a stray duplicate and is dropped.
 pub const EARLY_TOLERANCE: Duration = Duration::from_secs(2);
+/// Messages of one subscription (one endpoint) worked on at once within a batch: a hanging
+/// endpoint holds at most this many of the [`BATCH_CONCURRENCY`] slots, the others go on.
+pub const PER_SUBSCRIPTION_CONCURRENCY: usize = 10;
+/// Kept free before the invocation's deadline beyond an attempt's own timeout, for the store calls
+/// around the attempt (read, claim, outcome, dead count): an attempt starts only if its timeout
+/// plus this much fits before the deadline.
+pub const DEADLINE_MARGIN: Duration = Duration::from_secs(2);
 /// Attempts kept on a delivery's history; older ones are summarised by the count.
 pub const ATTEMPT_LOG_LIMIT: usize = 30;
 
@@ -60,6 +67,13 @@ pub enum WorkerError {
     Store(#[from] StoreError),
     #[error("invalid move: {0}")]
     Transition(#[from] crate::domain::lifecycle::TransitionError),
+}
+
+/// What became of one message of a batch.
+enum Handled {
+    Done(Result<WorkOutcome, WorkerError>),
+    /// Not started: its attempt could not have finished before the invocation's deadline.
+    HandedBack,
 }
 
 /// What handling one message came to (all of them are successes for the queue).
@@ -120,22 +134,88 @@ impl DeliveryWorker {
         self.cache.forget(account_id);
     }
 
-    /// The Lambda handler: messages are handled concurrently; a message fails (and comes back)
-    /// only when it is malformed or storage could not be reached.
+    /// The Lambda handler without a deadline (see [`Self::handle_until`]).
     pub async fn handle(&self, event: SqsEvent) -> SqsBatchResponse {
-        let results: Vec<_> = futures::stream::iter(&event.records)
-            .map(|m| self.handle_message(m))
-            .buffered(BATCH_CONCURRENCY)
-            .collect()
-            .await;
-        let mut response = SqsBatchResponse::default();
-        for (message, result) in event.records.iter().zip(results) {
-            if let Err(e) = result {
-                tracing::error!(message_id = ?message.message_id, error = %e, "delivery work failed; the queue returns it");
-                let mut f = BatchItemFailure::default();
-                f.item_identifier = message.message_id.clone().unwrap_or_default();
-                response.batch_item_failures.push(f);
+        self.handle_until(event, None).await
+    }
+
+    /// The Lambda handler: messages are handled concurrently, in order as slots free up, at
+    /// most [`PER_SUBSCRIPTION_CONCURRENCY`] of one subscription at once (so one hanging
+    /// endpoint cannot hold every slot of the batch). A message fails (and comes back) only when
+    /// it is malformed or storage could not be reached, or when it was not started: with the
+    /// invocation's `deadline`, a message whose attempt could not finish before it (the webhook
+    /// timeout and [`DEADLINE_MARGIN`] from now) is handed back unread and unclaimed, so no
+    /// attempt number is spent on it and the invocation ends before its timeout.
+    pub async fn handle_until(
+        &self,
+        event: SqsEvent,
+        deadline: Option<Instant>,
+    ) -> SqsBatchResponse {
+        let budget = self.webhook.timeout() + DEADLINE_MARGIN;
+        let records = &event.records;
+        // The subscription each message is for (a malformed body has none and waits for none).
+        let subscriptions: Vec<Option<String>> = records
+            .iter()
+            .map(|m| {
+                serde_json::from_str::<DeliveryWork>(m.body.as_deref().unwrap_or_default())
+                    .ok()
+                    .map(|w| w.subscription_id)
+            })
+            .collect();
+        let mut results: Vec<Option<Handled>> = records.iter().map(|_| None).collect();
+        let mut waiting: std::collections::VecDeque<usize> = (0..records.len()).collect();
+        let mut running: std::collections::HashMap<&str, usize> = Default::default();
+        let mut in_flight = futures::stream::FuturesUnordered::new();
+        loop {
+            while in_flight.len() < BATCH_CONCURRENCY {
+                let free = |i: &usize| {
+                    subscriptions[*i].as_deref().is_none_or(|s| {
+                        running.get(s).copied().unwrap_or(0) < PER_SUBSCRIPTION_CONCURRENCY
+                    })
+                };
+                let Some(next) = waiting.iter().position(free) else {
+                    break;
+                };
+                let i = waiting.remove(next).expect("a waiting message");
+                if let Some(s) = subscriptions[i].as_deref() {
+                    *running.entry(s).or_default() += 1;
+                }
+                in_flight.push(async move {
+                    // Checked when the message's turn comes, not when the batch starts.
+                    if deadline.is_some_and(|d| Instant::now() + budget > d) {
+                        return (i, Handled::HandedBack);
+                    }
+                    (i, Handled::Done(self.handle_message(&records[i]).await))
+                });
             }
+            let Some((i, handled)) = in_flight.next().await else {
+                break;
+            };
+            if let Some(n) = subscriptions[i].as_deref().and_then(|s| running.get_mut(s)) {
+                *n -= 1;
+            }
+            results[i] = Some(handled);
+        }
+        let mut response = SqsBatchResponse::default();
+        let mut handed_back = 0;
+        for (message, result) in records.iter().zip(results) {
+            match result {
+                Some(Handled::Done(Ok(_))) => continue,
+                Some(Handled::Done(Err(e))) => {
+                    tracing::error!(message_id = ?message.message_id, error = %e, "delivery work failed; the queue returns it");
+                }
+                Some(Handled::HandedBack) | None => handed_back += 1,
+            }
+            let mut f = BatchItemFailure::default();
+            f.item_identifier = message.message_id.clone().unwrap_or_default();
+            response.batch_item_failures.push(f);
+        }
+        if handed_back > 0 {
+            tracing::warn!(
+                handed_back,
+                messages = records.len(),
+                "the invocation's deadline left no time for these attempts; the queue returns them unclaimed"
+            );
         }
         response
     }

@@ -4,8 +4,12 @@
 //! SSRF: the URL is checked when the integration is saved and again here, and every address the
 //! host resolves to is checked at connect time by [`crate::guarded_http`]'s client (no
 //! redirects, no proxy).
+//!
+//! A hostile receiver: the attempt as a whole (connect, head, body) is bounded by the timeout,
+//! and at most [`DETAIL_LIMIT`] bytes of the body are read before the connection is closed
+//! (see [`crate::guarded_http`]); the attempt is classified by its status all the same.
 
-use super::adapters::{truncate, AttemptResult};
+use super::adapters::{truncate, AttemptResult, DETAIL_LIMIT};
 use crate::domain::classify::{classify_http_status, classify_transport, TransportFailure};
 use crate::domain::signing::{SigningSecret, WebhookHeaders};
 use crate::domain::ssrf::{check_url, TargetPolicy};
@@ -20,6 +24,7 @@ const USER_AGENT: &str = concat!("Rhythm-Delivery/", env!("CARGO_PKG_VERSION"));
 pub struct WebhookAdapter {
     client: reqwest::Client,
     policy: TargetPolicy,
+    timeout: Duration,
 }
 
 impl WebhookAdapter {
@@ -27,7 +32,13 @@ impl WebhookAdapter {
         WebhookAdapter {
             client: guarded_http::client(policy, timeout, USER_AGENT),
             policy,
+            timeout,
         }
+    }
+
+    /// The longest an attempt takes, from connecting until the (capped) body is read.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// Posts `payload` to `url`, signed with `secret`, and classifies the answer.
@@ -69,7 +80,9 @@ impl WebhookAdapter {
                     .get(reqwest::header::RETRY_AFTER)
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_string);
-                let body = response.text().await.unwrap_or_default();
+                // One byte past the cap tells `truncate` that the body went on.
+                let body = guarded_http::read_capped(response, DETAIL_LIMIT + 1).await;
+                let body = String::from_utf8_lossy(&body).into_owned();
                 AttemptResult::new(
                     classify_http_status(status, retry_after.as_deref(), now),
                     Some(status),

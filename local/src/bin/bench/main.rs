@@ -456,6 +456,10 @@ async fn main() -> Result<()> {
     if args.iter().any(|a| a == "--serve-receiver") {
         return serve_receiver().await;
     }
+    if let Some(i) = args.iter().position(|a| a == "--hostile-receiver") {
+        let status = args.get(i + 1).and_then(|s| s.parse().ok()).unwrap_or(200);
+        return memory::hostile_receiver(status).await;
+    }
     let json_out = args.iter().any(|a| a == "--json");
     // `--json-out PATH`: the JSON is also written there (the table is still printed).
     let json_path = args

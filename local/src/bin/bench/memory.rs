@@ -5,7 +5,7 @@ use crate::{batch_size, call, pull_setup};
 use anyhow::Result;
 use local::fixtures::{catalog_change, Fixtures};
 use local::pipeline::Pipeline;
-use local::receiver::Receiver;
+use local::receiver::{Receiver, Reply};
 use serde_json::{json, Value};
 use shared::domain::retry::RetryPolicy;
 
@@ -152,20 +152,29 @@ async fn queue_batches(
     tap: &local::queues::QueueTap,
     size: usize,
 ) -> Result<Vec<(aws_lambda_events::event::sqs::SqsEvent, usize)>> {
+    receive_at_least(tap, 2 * size)
+        .await?
+        .chunks(size)
+        .take(2)
+        .map(|chunk| Ok((tap.event(chunk)?, chunk.len())))
+        .collect()
+}
+
+/// At least `count` messages of a queue (all that are visible, up to ten more).
+async fn receive_at_least(
+    tap: &local::queues::QueueTap,
+    count: usize,
+) -> Result<Vec<aws_sdk_sqs::types::Message>> {
     let mut messages = Vec::new();
-    while messages.len() < 2 * size {
+    while messages.len() < count {
         let got = tap.receive().await?;
         if got.is_empty() {
             break;
         }
         messages.extend(got);
     }
-    anyhow::ensure!(messages.len() >= 2 * size, "{} messages", messages.len());
-    messages
-        .chunks(size)
-        .take(2)
-        .map(|chunk| Ok((tap.event(chunk)?, chunk.len())))
-        .collect()
+    anyhow::ensure!(messages.len() >= count, "{} messages", messages.len());
+    Ok(messages)
 }
 
 /// A webhook receiver (`Receiver`) in a child process, this binary run with `--serve-receiver`,
@@ -177,9 +186,15 @@ struct ChildReceiver {
 
 impl ChildReceiver {
     fn start() -> Result<Self> {
+        Self::start_with(&[])
+    }
+
+    /// With extra arguments for [`serve_receiver`] (`--stream STATUS`).
+    fn start_with(args: &[&str]) -> Result<Self> {
         use std::io::BufRead;
         let mut child = std::process::Command::new(std::env::current_exe()?)
             .arg("--serve-receiver")
+            .args(args)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()?;
@@ -210,9 +225,19 @@ impl Drop for ChildReceiver {
 }
 
 /// `--serve-receiver`: a receiver answering 200 until standard input closes; prints its URL.
+/// With `--stream STATUS` it is hostile: it answers STATUS and streams 100 MiB slowly
+/// ([`Reply::hostile_stream`]).
 pub(crate) async fn serve_receiver() -> Result<()> {
     use std::io::Write;
     let receiver = Receiver::start().await;
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(status) = args
+        .iter()
+        .position(|a| a == "--stream")
+        .and_then(|i| args.get(i + 1))
+    {
+        receiver.set_default(Reply::hostile_stream(status.parse()?));
+    }
     println!("{}", receiver.url(""));
     std::io::stdout().flush()?;
     tokio::task::spawn_blocking(|| std::io::copy(&mut std::io::stdin(), &mut std::io::sink()))
@@ -408,4 +433,94 @@ pub(crate) fn print_memory(memory: &[HeapPeak], vm_hwm: Option<u64>) {
             b as f64 / (1024.0 * 1024.0)
         );
     }
+}
+
+/// The delivery worker's heap for one full batch in which a few deliveries go to a hostile
+/// receiver (it answers at once, then streams 100 MiB slowly), beside the same worker's heap for
+/// a batch that goes only to a well-behaved receiver (`bench --hostile-receiver [STATUS]`).
+pub(crate) async fn hostile_receiver(status: u16) -> Result<()> {
+    const HOSTILE: usize = 4;
+    let normal = ChildReceiver::start()?;
+    let hostile = ChildReceiver::start_with(&["--stream", &status.to_string()])?;
+    let n = batch_size("DeliverFunction", "Work");
+    let p = Pipeline::new().await;
+    let f = Fixtures {
+        clients: &p.t.clients,
+        table: &p.t.config.delivery_table,
+        now: p.now(),
+    };
+    let mut subscriptions = Vec::new();
+    for receiver in [&normal, &hostile] {
+        let account = f.account(&[]).await?;
+        let integration = f
+            .webhook(&account.account_id, receiver.url("/memory"))
+            .await?;
+        let sub = f
+            .subscription(
+                &integration,
+                &["catalog_item"],
+                None,
+                &["sku", "name", "price"],
+                RetryPolicy::FixedSchedule,
+            )
+            .await?;
+        subscriptions.push((account.account_id, sub.subscription_id));
+    }
+    let queue = p.t.queue("DeliveryQueue");
+    // `n` changes, the first `hostile` of them of the hostile account, through ingest and the
+    // dispatcher onto the delivery queue, to be handed to the worker as one batch; with the
+    // hostile changes' ids.
+    let batch = |hostile: usize| {
+        let (p, subscriptions, queue) = (&p, &subscriptions, &queue);
+        async move {
+            let mut hostile_changes = Vec::new();
+            for i in 0..n {
+                let (account, _) = &subscriptions[usize::from(i < hostile)];
+                let change = catalog_change(account, p.now(), i as f64);
+                p.write_change(&change).await?;
+                if i < hostile {
+                    hostile_changes.push(change.change_id);
+                }
+            }
+            p.ingest_pending().await?;
+            p.dispatch_pending().await?;
+            let messages = receive_at_least(queue, n).await?;
+            anyhow::ensure!(messages.len() == n, "{} messages", messages.len());
+            anyhow::Ok((queue.event(&messages)?, hostile_changes))
+        }
+    };
+    // The first batch warms the worker up (clients, caches); the next two are measured.
+    p.worker.handle(batch(0).await?.0).await;
+    let run = |event| invoke("deliver", event, n, |e| p.worker.handle(e));
+    let well_behaved = run(batch(0).await?.0).await?;
+    let (event, hostile_changes) = batch(HOSTILE).await?;
+    let started = std::time::Instant::now();
+    let against_hostile = run(event).await?;
+    let seconds = started.elapsed().as_secs_f64();
+    let (account, sub) = &subscriptions[1];
+    let mut stored = Vec::new();
+    for change in &hostile_changes {
+        let d = p
+            .delivery(account, change, sub)
+            .await
+            .ok_or_else(|| anyhow::anyhow!("no delivery for {change}"))?;
+        for a in d.attempt_log {
+            let detail = a.detail.map_or(0, |d| d.len());
+            stored.push(format!("{} {:?} {detail} B", a.class, a.http_status));
+        }
+    }
+    let mib = |b: usize| b as f64 / (1024.0 * 1024.0);
+    println!(
+        "delivery worker, one batch of {n} messages (warm), peak heap above the level before:"
+    );
+    println!(
+        "  all to a well-behaved receiver:               {:>8.2} MiB",
+        mib(well_behaved.peak_heap_bytes)
+    );
+    println!(
+        "  {HOSTILE} of them to a receiver streaming 100 MiB: {:>8.2} MiB ({seconds:.1} s for the batch)",
+        mib(against_hostile.peak_heap_bytes)
+    );
+    println!("  the hostile deliveries' attempts (class, status, detail stored): {stored:?}");
+    Ok(())
 }

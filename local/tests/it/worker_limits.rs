@@ -1,0 +1,258 @@
+//! What one receiver cannot do to the delivery worker: exhaust its memory with an endless
+//! answer, or hold a batch past the invocation's deadline.
+
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use local::receiver::{Receiver, Reply};
+use local::testkit::World;
+use shared::domain::integration_delivery::DeliveryStatus;
+use shared::domain::ssrf::TargetPolicy;
+use shared::store::models::{DeliveryRecord, DeliveryWork, Subscription};
+use shared::worker::adapters::DETAIL_LIMIT;
+use shared::worker::internal::InternalRegistry;
+use shared::worker::webhook::WebhookAdapter;
+use shared::worker::{BATCH_CONCURRENCY, DEADLINE_MARGIN, PER_SUBSCRIPTION_CONCURRENCY};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+/// An account with a webhook integration to `receiver` and a catalog subscription of it.
+async fn subscription_to(w: &World, receiver: &Receiver) -> Subscription {
+    let account = w.account().await;
+    let integration = w.integration(&account.account_id).to(receiver).await;
+    w.subscribe(&integration).await
+}
+
+/// `per_subscription` changes of each subscription's account, ingested and dispatched, and the
+/// delivery queue's messages for them received as one event (as the event source mapping hands
+/// a batch over). With the changes' ids, per subscription.
+async fn one_batch(
+    w: &World,
+    subscriptions: &[&Subscription],
+    per_subscription: usize,
+) -> (SqsEvent, Vec<Vec<String>>) {
+    let mut changes = Vec::new();
+    for sub in subscriptions {
+        let mut ids = Vec::new();
+        for _ in 0..per_subscription {
+            ids.push(w.change(&sub.account_id).await.change_id);
+        }
+        changes.push(ids);
+    }
+    w.ingest_pending().await.unwrap();
+    w.dispatch_pending().await.unwrap();
+    let queue = w.t.queue("DeliveryQueue");
+    let expected = subscriptions.len() * per_subscription;
+    let mut messages = Vec::new();
+    while messages.len() < expected {
+        let got = queue.receive().await.unwrap();
+        assert!(!got.is_empty(), "{} of {expected} messages", messages.len());
+        messages.extend(got);
+    }
+    assert_eq!(messages.len(), expected);
+    (queue.event(&messages).unwrap(), changes)
+}
+
+/// Two receivers that answer at once (200 and 500) and then stream 100 MiB slowly, in one batch
+/// with deliveries to a well-behaved one: each hostile attempt is classified by its status with
+/// at most the cap of its body stored, the hostile receivers' connections are closed long before
+/// their 100 MiB, and the rest of the batch is delivered.
+#[tokio::test]
+async fn a_receiver_streaming_100_mib_gets_its_attempt_classified_with_at_most_the_cap_stored() {
+    let w = World::new().await;
+    let hostile_ok = Receiver::start().await;
+    hostile_ok.set_default(Reply::hostile_stream(200));
+    let hostile_err = Receiver::start().await;
+    hostile_err.set_default(Reply::hostile_stream(500));
+    let normal = subscription_to(&w, &w.receiver).await;
+    let ok = subscription_to(&w, &hostile_ok).await;
+    let err = subscription_to(&w, &hostile_err).await;
+    let (event, changes) = one_batch(&w, &[&normal, &ok, &err], 4).await;
+
+    let response = w.worker.handle(event).await;
+    assert!(response.batch_item_failures.is_empty());
+
+    let cap = DETAIL_LIMIT + '…'.len_utf8();
+    for (sub, changes, status, class, settled) in [
+        (&ok, &changes[1], 200, "success", DeliveryStatus::Delivered),
+        (
+            &err,
+            &changes[2],
+            500,
+            "transient",
+            DeliveryStatus::Retrying,
+        ),
+    ] {
+        for change in changes {
+            let d = w
+                .delivery(&sub.account_id, change, &sub.subscription_id)
+                .await
+                .unwrap();
+            assert_eq!(d.status, settled);
+            assert_eq!(d.attempt_log.len(), 1);
+            let attempt = &d.attempt_log[0];
+            assert_eq!(
+                (attempt.class.as_str(), attempt.http_status),
+                (class, Some(status))
+            );
+            let detail = attempt.detail.as_deref().unwrap_or_default();
+            assert_eq!(detail.len(), cap, "the body's start, cut at the cap");
+            assert!(detail.starts_with("xxxx") && detail.ends_with('…'));
+        }
+    }
+    for change in &changes[0] {
+        let d = w
+            .delivery(&normal.account_id, change, &normal.subscription_id)
+            .await
+            .unwrap();
+        assert_eq!(d.status, DeliveryStatus::Delivered);
+    }
+    assert_eq!(w.receiver.count(), 4);
+
+    // The hostile receivers stopped: their connections were closed, not read to the end.
+    let hundred_mib = 100 << 20;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for receiver in [&hostile_ok, &hostile_err] {
+        let streamed = receiver.streamed_bytes();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(receiver.streamed_bytes(), streamed, "the stream goes on");
+        assert!(
+            streamed < hundred_mib / 4,
+            "{streamed} bytes were streamed before the worker closed the connection"
+        );
+        assert_eq!(receiver.count(), 4);
+    }
+}
+
+/// The delivery a queue message asks for.
+async fn delivery_of(w: &World, message: &SqsMessage) -> DeliveryRecord {
+    let work: DeliveryWork = serde_json::from_str(message.body.as_deref().unwrap()).unwrap();
+    w.delivery(&work.account_id, &work.change_id, &work.subscription_id)
+        .await
+        .unwrap()
+}
+
+/// A receiver that hangs past the attempt timeout on every request, and a deadline that leaves
+/// time for at most two rounds of the batch's concurrent attempts (of three): the worker returns before the
+/// deadline, every message it did not start is handed back as a batch item failure with its
+/// delivery unclaimed (no claim write, no attempt number), every attempted one was claimed once;
+/// handling the whole batch again attempts exactly the handed-back ones, so none counts twice.
+#[tokio::test]
+async fn a_batch_hands_back_unclaimed_what_cannot_finish_before_the_deadline() {
+    const MESSAGES: usize = 3 * BATCH_CONCURRENCY;
+    let w = World::new().await;
+    let hanging = Receiver::start().await;
+    hanging.set_default(Reply::Hang(Duration::from_secs(5)));
+    // Three subscriptions, so that the batch's slots are not held back per subscription.
+    let mut subs = Vec::new();
+    for _ in 0..3 {
+        subs.push(subscription_to(&w, &hanging).await);
+    }
+    let (event, _) = one_batch(&w, &subs.iter().collect::<Vec<_>>(), MESSAGES / 3).await;
+    let timeout = Duration::from_secs(1);
+    let worker = w.worker_with(
+        WebhookAdapter::new(TargetPolicy::LOCAL_DEMO, timeout),
+        InternalRegistry::default(),
+    );
+    // Room for at most two rounds of attempts to start (each needs timeout + margin before the
+    // deadline), never for the third.
+    let allowed = timeout * 2 + DEADLINE_MARGIN + timeout / 2;
+    w.t.meter.reset();
+    let started = Instant::now();
+    let response = worker
+        .handle_until(event.clone(), Some(started + allowed))
+        .await;
+    let took = started.elapsed();
+    let updates = w.t.meter.total("DynamoDB", Some(&["UpdateItem"]));
+
+    let handed_back: BTreeSet<String> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone())
+        .collect();
+    let mut attempted = 0;
+    for message in &event.records {
+        let d = delivery_of(&w, message).await;
+        if handed_back.contains(message.message_id.as_deref().unwrap()) {
+            assert_eq!(d.attempts, 0);
+            assert_eq!(d.status, DeliveryStatus::Pending);
+            assert!(
+                d.lease_token.is_none() && d.lease_until.is_none(),
+                "a handed-back delivery was claimed"
+            );
+        } else {
+            attempted += 1;
+            assert_eq!(d.attempts, 1);
+            assert_eq!(d.attempt_log.len(), 1);
+            assert_eq!(d.attempt_log[0].class, "transient", "the attempt timed out");
+            assert_eq!(d.status, DeliveryStatus::Retrying);
+        }
+    }
+    println!(
+        "deadline {allowed:?}, attempt timeout {timeout:?}: {MESSAGES} messages, {attempted} attempted, {} handed back unclaimed, returned after {took:?}",
+        handed_back.len()
+    );
+    assert!(took < allowed, "the batch outran its deadline: {took:?}");
+    assert_eq!(attempted + handed_back.len(), MESSAGES);
+    assert!(attempted >= BATCH_CONCURRENCY, "the first round starts");
+    assert!(!handed_back.is_empty(), "the third round does not");
+    assert_eq!(hanging.count(), attempted, "one request per attempt");
+    // One claim and one outcome per attempted message, nothing for the others.
+    assert_eq!(updates, 2 * attempted as u64);
+
+    // The queue returns the whole batch (a duplicate of every attempted message too): only the
+    // handed-back ones are attempted now (the others are not yet due for their retry).
+    let response = worker.handle(event.clone()).await;
+    assert!(response.batch_item_failures.is_empty());
+    for message in &event.records {
+        let d = delivery_of(&w, message).await;
+        assert_eq!(d.attempts, 1, "every delivery has exactly one attempt");
+        assert_eq!(d.attempt_log.len(), 1);
+    }
+    assert_eq!(hanging.count(), MESSAGES);
+}
+
+/// One batch whose first thirty messages go to an endpoint hanging past the attempt timeout and
+/// the next twenty to a well-behaved one: the hanging endpoint holds at most
+/// PER_SUBSCRIPTION_CONCURRENCY of the batch's slots at once, so every well-behaved delivery is
+/// attempted before the first hanging attempt has even timed out.
+#[tokio::test]
+async fn a_hanging_endpoint_holds_only_its_share_of_a_batchs_slots() {
+    let w = World::new().await;
+    let hanging = Receiver::start().await;
+    hanging.set_default(Reply::Hang(Duration::from_secs(10)));
+    let slow = subscription_to(&w, &hanging).await;
+    let fine = subscription_to(&w, &w.receiver).await;
+    let (slow_batch, _) = one_batch(&w, &[&slow], 30).await;
+    let (fine_batch, _) = one_batch(&w, &[&fine], 20).await;
+    let mut event = slow_batch;
+    event.records.extend(fine_batch.records);
+    let timeout = Duration::from_secs(3);
+    let worker = w.worker_with(
+        WebhookAdapter::new(TargetPolicy::LOCAL_DEMO, timeout),
+        InternalRegistry::default(),
+    );
+    let started = Instant::now();
+    let response = worker.handle(event).await;
+    assert!(response.batch_item_failures.is_empty());
+
+    let first_timeout = started + timeout;
+    let before = |r: &Receiver| {
+        r.received_with_times()
+            .iter()
+            .filter(|(at, _)| *at < first_timeout)
+            .count()
+    };
+    let (hanging_early, fine_early) = (before(&hanging), before(&w.receiver));
+    println!(
+        "before the first timeout ({timeout:?}): {hanging_early} hanging attempts in flight, {fine_early} of 20 well-behaved deliveries made"
+    );
+    assert_eq!(hanging_early, PER_SUBSCRIPTION_CONCURRENCY);
+    assert_eq!(
+        fine_early, 20,
+        "the well-behaved endpoint waited for the hanging one"
+    );
+    assert_eq!(
+        hanging.count(),
+        30,
+        "the hanging endpoint's messages are all attempted"
+    );
+}
