@@ -9,6 +9,7 @@ use shared::domain::delivery_method::DeliveryMethod;
 use shared::domain::retry::RetryPolicy;
 use shared::domain::signing::SigningSecret;
 use shared::domain::subscription::SubscriptionStatus;
+use shared::domain::target::{Target, TargetParts, WebhookSecret};
 use shared::domain::time::Timestamp;
 use shared::store::keys;
 use shared::store::models::{Account, Integration, Subscription};
@@ -71,10 +72,14 @@ impl<'a> Fixtures<'a> {
             account_id: account_id.to_string(),
             integration_id: new_id(),
             name: format!("{} integration", method.as_str()),
-            signing_secret: webhook_url.as_ref().map(|_| test_secret()),
-            webhook_url,
-            handler: handler.map(str::to_string),
-            method,
+            target: Target::from_parts(TargetParts {
+                signing_secret: webhook_url
+                    .as_ref()
+                    .map(|_| WebhookSecret::new(test_secret())),
+                webhook_url,
+                handler: handler.map(str::to_string),
+                method,
+            }),
             event_access_accepted: true,
             created_at: self.now,
             updated_at: self.now,

@@ -205,7 +205,7 @@ pub fn delivery_record(
     let method = config
         .integrations
         .get(&sub.integration_id)
-        .map(|i| i.method.clone())
+        .map(store::integration::Integration::delivery_method)
         .unwrap_or(DeliveryMethod::Webhook);
     let matched = compiled.filter.matches(change);
     DeliveryRecord {

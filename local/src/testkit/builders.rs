@@ -11,6 +11,7 @@ use shared::domain::change::Change;
 use shared::domain::delivery_method::DeliveryMethod;
 use shared::domain::retry::RetryPolicy;
 use shared::domain::subscription::SubscriptionStatus;
+use shared::domain::target::{Target, TargetParts, WebhookSecret};
 use shared::domain::time::Timestamp;
 use shared::store::models::{Account, Integration, Subscription};
 use std::future::IntoFuture;
@@ -128,10 +129,15 @@ impl<'a> IntoFuture for IntegrationBuilder<'a> {
                 name: self
                     .name
                     .unwrap_or_else(|| format!("{} integration", self.method.as_str())),
-                signing_secret: self.webhook_url.as_ref().map(|_| test_secret()),
-                webhook_url: self.webhook_url,
-                handler: self.handler,
-                method: self.method,
+                target: Target::from_parts(TargetParts {
+                    signing_secret: self
+                        .webhook_url
+                        .as_ref()
+                        .map(|_| WebhookSecret::new(test_secret())),
+                    webhook_url: self.webhook_url,
+                    handler: self.handler,
+                    method: self.method,
+                }),
                 event_access_accepted: true,
                 created_at: now,
                 updated_at: now,

@@ -16,6 +16,7 @@ use shared::domain::event::{EventStatus, EventTrigger, InternalStatus, RETENTION
 use shared::domain::integration_delivery::{DeliveryStatus, TransmitStatus};
 use shared::domain::retention::ttl_seconds;
 use shared::domain::retry::RetryPolicy;
+use shared::domain::target::{Incomplete, Target};
 use shared::domain::time::{Timestamp, DAY, MINUTE, SECOND};
 use shared::monitor::query::{event_with_deliveries, list_events, EventQuery};
 use shared::monitor::{reopen_event, ReopenOutcome, RollUpOutcome};
@@ -676,6 +677,31 @@ async fn pending_to_failed_when_the_delivery_method_is_unknown() {
         EventTrigger::NothingWaitsSomeFailed,
     )
     .await;
+}
+
+#[tokio::test]
+async fn pending_to_failed_when_a_stored_webhook_has_no_url() {
+    let w = World::new().await;
+    let acct = w.account().await.account_id;
+    let mut hook = w.integration(&acct).await;
+    let Target::Webhook { secret, .. } = hook.target.clone() else {
+        panic!("the default integration is a webhook")
+    };
+    hook.target = Target::Incomplete(Incomplete::Webhook {
+        url: None,
+        secret: Some(secret),
+    });
+    w.save_integration(&hook).await;
+    let sub = w.subscribe(&hook).await;
+    let c = w.change(&acct).await;
+    w.pump().await.unwrap();
+    let d = delivery(&w, &c, &sub).await;
+    assert_eq!(d.status, DeliveryStatus::Failed);
+    assert_eq!(
+        d.last_error.as_deref(),
+        Some("webhook URL or signing secret missing")
+    );
+    assert_eq!(w.receiver.count(), 0);
 }
 
 #[tokio::test]

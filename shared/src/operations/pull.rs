@@ -59,11 +59,11 @@ pub async fn pull_subscription(
         .integration(account_id, integration_id)
         .await?
         .ok_or(OpsError::NotFound("subscription"))?;
-    if !integration.method.is_poll() {
+    if !integration.delivery_method().is_poll() {
         return Err(OpsError::Conflict(format!(
             "this subscription's integration delivers by {} push, not pull: its changes are sent \
              by the delivery worker and are not read or acknowledged through a cursor",
-            integration.method
+            integration.delivery_method()
         )));
     }
     Ok(sub)
