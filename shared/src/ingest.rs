@@ -143,8 +143,8 @@ impl Ingest {
             writes.push(store::delivery::create(table, &record, now)?);
         }
         let event = EventRecord {
-            account_id: change.account_id.clone(),
-            change_id: change.change_id.clone(),
+            account_id: change.account_id.as_str().into(),
+            change_id: change.change_id.as_str().into(),
             record_type: change.record_type.clone(),
             record_id: change.record_id.clone(),
             event_code: change.event_code.clone(),
@@ -210,8 +210,8 @@ pub fn delivery_record(
     let matched = compiled.filter.matches(change);
     DeliveryRecord {
         delivery_id: keys::delivery_id(&change.change_id, &sub.subscription_id),
-        account_id: change.account_id.clone(),
-        change_id: change.change_id.clone(),
+        account_id: change.account_id.as_str().into(),
+        change_id: change.change_id.as_str().into(),
         subscription_id: sub.subscription_id.clone(),
         integration_id: sub.integration_id.clone(),
         method,

@@ -13,6 +13,7 @@ use shared::domain::retry::RetryPolicy;
 use shared::domain::subscription::SubscriptionStatus;
 use shared::domain::target::{Target, TargetParts, WebhookSecret};
 use shared::domain::time::Timestamp;
+use shared::ids::{IntegrationId, SubscriptionId};
 use shared::store::models::{Account, Integration, Subscription};
 use std::future::IntoFuture;
 
@@ -51,7 +52,8 @@ impl<'a> IntoFuture for AccountBuilder<'a> {
             let account = Account {
                 account_id: self
                     .id
-                    .unwrap_or_else(|| format!("acct{}", new_id().to_lowercase())),
+                    .unwrap_or_else(|| format!("acct{}", new_id().to_lowercase()))
+                    .into(),
                 name: self.name,
                 admin_emails: self.admins,
                 created_at: self.world.now(),
@@ -124,8 +126,8 @@ impl<'a> IntoFuture for IntegrationBuilder<'a> {
         Box::pin(async move {
             let now = self.world.now();
             let integration = Integration {
-                account_id: self.account_id,
-                integration_id: self.id.unwrap_or_else(new_id),
+                account_id: self.account_id.into(),
+                integration_id: self.id.map_or_else(IntegrationId::new, Into::into),
                 name: self
                     .name
                     .unwrap_or_else(|| format!("{} integration", self.method.as_str())),
@@ -198,9 +200,9 @@ impl<'a> IntoFuture for SubscriptionBuilder<'a> {
         Box::pin(async move {
             let now = self.world.now();
             let subscription = Subscription {
-                account_id: self.account_id,
-                subscription_id: self.id.unwrap_or_else(new_id),
-                integration_id: self.integration_id,
+                account_id: self.account_id.into(),
+                subscription_id: self.id.map_or_else(SubscriptionId::new, Into::into),
+                integration_id: self.integration_id.into(),
                 record_types: self.record_types,
                 filter: self.filter.map(|f| f.to_string()),
                 fields: self.fields,

@@ -1304,17 +1304,17 @@ async fn the_api_shows_what_needs_attention_paused_subscriptions_and_dead_or_fai
     let mut expected = vec![
         (
             second.change_id.clone(),
-            sub.subscription_id.clone(),
+            sub.subscription_id.to_string(),
             "dead".to_owned(),
         ),
         (
             second.change_id.clone(),
-            queue.subscription_id.clone(),
+            queue.subscription_id.to_string(),
             "failed".to_owned(),
         ),
         (
             first.change_id.clone(),
-            queue.subscription_id.clone(),
+            queue.subscription_id.to_string(),
             "failed".to_owned(),
         ),
     ];

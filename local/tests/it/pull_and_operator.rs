@@ -769,9 +769,9 @@ async fn an_operator_retry_racing_a_worker_attempt_wins_and_the_stale_outcome_is
     assert_eq!(status_of(&w, &sub, change).await, DeliveryStatus::Retrying);
     w.clock.advance(MINUTE + SECOND);
     let work = DeliveryWork {
-        account_id: sub.account_id.clone(),
-        change_id: change.change_id.clone(),
-        subscription_id: sub.subscription_id.clone(),
+        account_id: sub.account_id.as_str().into(),
+        change_id: change.change_id.as_str().into(),
+        subscription_id: sub.subscription_id.as_str().into(),
     };
     let path = op_sub_path(&sub, &format!("/deliveries/{}/retry", change.change_id));
     let operator = async {

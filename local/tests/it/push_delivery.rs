@@ -24,7 +24,7 @@ async fn webhook_subscription(w: &World) -> (String, Integration, Subscription) 
         .subscribe(&integration)
         .fields(&["sku", "name", "price"])
         .await;
-    (account.account_id, integration, subscription)
+    (account.account_id.into(), integration, subscription)
 }
 
 #[tokio::test]

@@ -103,7 +103,7 @@ async fn target_facts(
 ) -> Result<TargetFacts, OpsError> {
     let work = DeliveryWork {
         account_id: sub.account_id.clone(),
-        change_id: change_id.to_owned(),
+        change_id: change_id.into(),
         subscription_id: sub.subscription_id.clone(),
     };
     let exists = delivery::exists(ops.dynamo, ops.table, &work).await?;
@@ -157,7 +157,7 @@ pub async fn read(
     let truncated = found.len() > limit;
     found.truncate(limit);
     let has_more = truncated || !exhausted;
-    let last_shown = found.last().map(|d| d.change_id.clone());
+    let last_shown = found.last().map(|d| d.change_id.to_string());
     // A page cut at `limit` continues after its last change. A read that stopped early (rounds
     // used up) continues after what it evaluated: nothing there was pending and visible except
     // what it shows.

@@ -10,6 +10,7 @@ use super::{keys, to_item, Item, StoreError};
 use crate::domain::delivery_method::DeliveryMethod;
 use crate::domain::target::{Target, TargetParts, WebhookSecret};
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, IntegrationId};
 use serde::{Deserialize, Serialize};
 
 /// The `kind` of an integration item.
@@ -20,8 +21,8 @@ pub const KIND: &str = "integration";
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(from = "StoredIntegration", into = "StoredIntegration")]
 pub struct Integration {
-    pub account_id: String,
-    pub integration_id: String,
+    pub account_id: AccountId,
+    pub integration_id: IntegrationId,
     pub name: String,
     /// Where deliveries go: the webhook's URL and Standard Webhooks signing secret (never
     /// logged or returned after creation), the built-in handler, or pull.
@@ -43,8 +44,8 @@ impl Integration {
 /// `signing_secret` and `handler`, as they have always been stored.
 #[derive(Serialize, Deserialize)]
 struct StoredIntegration {
-    account_id: String,
-    integration_id: String,
+    account_id: AccountId,
+    integration_id: IntegrationId,
     name: String,
     method: DeliveryMethod,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -19,13 +19,14 @@ use crate::api::auth::{
     RevokeScope, TokenKind,
 };
 use crate::api::extract::{
-    cursor_id, new_id, page_limit, path_id, ApiPath, ApiQuery, Fields, JsonBody, Patch,
+    cursor_id, page_limit, path_id, ApiPath, ApiQuery, Fields, JsonBody, Patch,
 };
 use crate::api::{auth, ApiError, ApiState};
 use crate::domain::delivery_method::DeliveryMethod;
 use crate::domain::signing::SigningSecret;
 use crate::domain::ssrf::check_url;
 use crate::domain::target::{Target, WebhookSecret};
+use crate::ids::{AccountId, IntegrationId};
 use crate::store::integration::{self, Integration};
 use crate::store::token;
 use crate::store::update::Edit;
@@ -61,8 +62,8 @@ pub fn router() -> Router<Arc<ApiState>> {
 /// create or rotate it.
 #[derive(Debug, Serialize)]
 pub struct IntegrationView {
-    pub id: String,
-    pub account_id: String,
+    pub id: IntegrationId,
+    pub account_id: AccountId,
     pub name: String,
     pub method: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -215,8 +216,8 @@ async fn create(
 
     let now = state.clock.now();
     let integration = Integration {
-        account_id: auth.account_id.clone(),
-        integration_id: new_id(),
+        account_id: auth.account_id.clone().into(),
+        integration_id: IntegrationId::new(),
         name,
         target,
         event_access_accepted,

@@ -254,7 +254,7 @@ async fn walk_chunk(
     let position = page.last_sort.clone().or_else(|| {
         deliveries
             .last()
-            .map(|d| d.change_id.clone())
+            .map(|d| d.change_id.to_string())
             .or_else(|| job.position.clone())
     });
     let more = page.next_start.is_some();

@@ -87,7 +87,7 @@ pub async fn retry_delivery(
         .detail("attempts_before", delivery.attempts)
         .detail("trigger", format!("{:?}", movement.0));
         audit.change_id = Some(req.change_id.to_owned());
-        audit.delivery_id = Some(delivery.delivery_id.clone());
+        audit.delivery_id = Some(delivery.delivery_id.to_string());
         if write_with_audit(ops, Some(restart_write(ops, &restart, now)?), &audit).await? {
             tracing::info!(
                 operator = %req.operator,
