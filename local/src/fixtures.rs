@@ -161,8 +161,8 @@ pub fn catalog_change(account_id: &str, occurred_at: Timestamp, price: f64) -> C
     .cloned()
     .unwrap_or_default();
     Change {
-        account_id: account_id.to_string(),
-        change_id: new_id(),
+        account_id: account_id.into(),
+        change_id: new_id().into(),
         record_type: "catalog_item".into(),
         record_id: "SKU-1".into(),
         event_code: "catalog_item.updated".into(),

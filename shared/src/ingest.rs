@@ -15,6 +15,7 @@ use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::projection::PreparedChange;
 use crate::domain::subscription::SubscriptionStatus;
 use crate::domain::time::Timestamp;
+use crate::ids::AccountId;
 use crate::store;
 use crate::store::account_config::{self, AccountConfig, CompiledSubscription};
 use crate::store::keys;
@@ -65,7 +66,7 @@ impl Ingest {
 
     /// The Lambda handler: every record is processed; failures are reported per record.
     pub async fn handle(&self, event: DynamoDbEvent) -> DynamoDbEventResponse {
-        let mut configs: HashMap<String, Arc<AccountConfig>> = HashMap::new();
+        let mut configs: HashMap<AccountId, Arc<AccountConfig>> = HashMap::new();
         let mut failures = Vec::new();
         for record in &event.records {
             if record.event_name == "REMOVE" {
@@ -95,7 +96,7 @@ impl Ingest {
     pub async fn ingest_change(
         &self,
         change: &Change,
-        configs: &mut HashMap<String, Arc<AccountConfig>>,
+        configs: &mut HashMap<AccountId, Arc<AccountConfig>>,
     ) -> Result<IngestOutcome, IngestError> {
         let config = match configs.get(&change.account_id) {
             Some(c) => c.clone(),

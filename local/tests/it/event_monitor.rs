@@ -1099,7 +1099,11 @@ async fn the_api_lists_events_by_status_and_time_a_page_at_a_time() {
         w.pump().await.unwrap();
         w.clock.advance(MINUTE);
     }
-    let all: Vec<String> = changes.iter().rev().map(|c| c.change_id.clone()).collect();
+    let all: Vec<String> = changes
+        .iter()
+        .rev()
+        .map(|c| c.change_id.to_string())
+        .collect();
 
     // Newest first, two at a time, through the opaque cursor.
     let mut seen = Vec::new();
@@ -1303,17 +1307,17 @@ async fn the_api_shows_what_needs_attention_paused_subscriptions_and_dead_or_fai
         .collect();
     let mut expected = vec![
         (
-            second.change_id.clone(),
+            second.change_id.to_string(),
             sub.subscription_id.to_string(),
             "dead".to_owned(),
         ),
         (
-            second.change_id.clone(),
+            second.change_id.to_string(),
             queue.subscription_id.to_string(),
             "failed".to_owned(),
         ),
         (
-            first.change_id.clone(),
+            first.change_id.to_string(),
             queue.subscription_id.to_string(),
             "failed".to_owned(),
         ),

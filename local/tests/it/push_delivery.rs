@@ -563,7 +563,7 @@ async fn an_internal_subscriber_stores_its_result_and_marks_the_event_done() {
         .unwrap();
     assert_eq!(
         snap["change_id"],
-        AttributeValue::S(newer.change_id.clone())
+        AttributeValue::S(newer.change_id.to_string())
     );
     assert!(
         matches!(&snap["data"], AttributeValue::S(d) if d.contains("8.0") || d.contains("\"price\":8"))

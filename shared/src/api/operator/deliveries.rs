@@ -19,7 +19,7 @@ use crate::domain::integration_delivery::{lease_held, transmit_status, DeliveryS
 use crate::domain::lifecycle::Status;
 use crate::domain::pull_cursor::is_change_id;
 use crate::domain::time::Timestamp;
-use crate::ids::{AccountId, ChangeId, DeliveryId, IntegrationId, SubscriptionId};
+use crate::ids::{AccountId, AuditId, ChangeId, DeliveryId, IntegrationId, SubscriptionId};
 use crate::operations::operator::history::{attempt_runs, list_deliveries, DeliveryQuery};
 use crate::operations::operator::retry::{retry_delivery, RetryRequest};
 use crate::store::delivery::Delivery;
@@ -324,7 +324,7 @@ async fn attempts(
 pub struct RetriedView {
     pub delivery: DeliveryView,
     pub previous_status: DeliveryStatus,
-    pub audit_id: String,
+    pub audit_id: AuditId,
     /// What the event monitor did with the change's event (push deliveries): `reopened`,
     /// `already_open`, `not_reopenable`, `missing` or `reopen_failed`.
     #[serde(skip_serializing_if = "Option::is_none")]
