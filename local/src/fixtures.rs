@@ -9,7 +9,9 @@ use shared::domain::delivery_method::DeliveryMethod;
 use shared::domain::retry::RetryPolicy;
 use shared::domain::signing::SigningSecret;
 use shared::domain::subscription::SubscriptionStatus;
+use shared::domain::target::{Target, TargetParts, WebhookSecret};
 use shared::domain::time::Timestamp;
+use shared::ids::{IntegrationId, SubscriptionId};
 use shared::store::keys;
 use shared::store::models::{Account, Integration, Subscription};
 use shared::store::to_item;
@@ -41,7 +43,7 @@ impl<'a> Fixtures<'a> {
 
     pub async fn account(&self, admin_emails: &[&str]) -> Result<Account> {
         let account = Account {
-            account_id: format!("acct{}", new_id().to_lowercase()),
+            account_id: format!("acct{}", new_id().to_lowercase()).into(),
             name: "Test account".into(),
             admin_emails: admin_emails.iter().map(|s| s.to_string()).collect(),
             created_at: self.now,
@@ -68,13 +70,17 @@ impl<'a> Fixtures<'a> {
         handler: Option<&str>,
     ) -> Result<Integration> {
         let integration = Integration {
-            account_id: account_id.to_string(),
-            integration_id: new_id(),
+            account_id: account_id.into(),
+            integration_id: IntegrationId::new(),
             name: format!("{} integration", method.as_str()),
-            signing_secret: webhook_url.as_ref().map(|_| test_secret()),
-            webhook_url,
-            handler: handler.map(str::to_string),
-            method,
+            target: Target::from_parts(TargetParts {
+                signing_secret: webhook_url
+                    .as_ref()
+                    .map(|_| WebhookSecret::new(test_secret())),
+                webhook_url,
+                handler: handler.map(str::to_string),
+                method,
+            }),
             event_access_accepted: true,
             created_at: self.now,
             updated_at: self.now,
@@ -108,7 +114,7 @@ impl<'a> Fixtures<'a> {
     ) -> Result<Subscription> {
         let subscription = Subscription {
             account_id: integration.account_id.clone(),
-            subscription_id: new_id(),
+            subscription_id: SubscriptionId::new(),
             integration_id: integration.integration_id.clone(),
             record_types: record_types.iter().map(|s| s.to_string()).collect(),
             filter: filter.map(|f| f.to_string()),
@@ -155,8 +161,8 @@ pub fn catalog_change(account_id: &str, occurred_at: Timestamp, price: f64) -> C
     .cloned()
     .unwrap_or_default();
     Change {
-        account_id: account_id.to_string(),
-        change_id: new_id(),
+        account_id: account_id.into(),
+        change_id: new_id().into(),
         record_type: "catalog_item".into(),
         record_id: "SKU-1".into(),
         event_code: "catalog_item.updated".into(),

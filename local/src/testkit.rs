@@ -149,8 +149,8 @@ pub fn sample(name: &str) -> String {
 /// The delivery queue's message for a change and a subscription (as the dispatcher publishes it).
 pub fn work(change: &Change, subscription: &Subscription) -> DeliveryWork {
     DeliveryWork {
-        account_id: change.account_id.clone(),
-        change_id: change.change_id.clone(),
+        account_id: change.account_id.as_str().into(),
+        change_id: change.change_id.as_str().into(),
         subscription_id: subscription.subscription_id.clone(),
     }
 }
@@ -239,8 +239,8 @@ impl World {
     pub fn subscribe(&self, integration: &Integration) -> SubscriptionBuilder<'_> {
         SubscriptionBuilder {
             world: self,
-            account_id: integration.account_id.clone(),
-            integration_id: integration.integration_id.clone(),
+            account_id: integration.account_id.to_string(),
+            integration_id: integration.integration_id.to_string(),
             id: None,
             record_types: vec!["catalog_item".into()],
             filter: None,

@@ -27,7 +27,7 @@ fn change(i: usize) -> Change {
     .unwrap();
     Change {
         account_id: "acct".into(),
-        change_id: format!("01JDX{i:021}"),
+        change_id: format!("01JDX{i:021}").into(),
         record_type: "catalog_item".into(),
         record_id: format!("SKU-{i}"),
         event_code: if i % 2 == 0 {

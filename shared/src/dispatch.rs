@@ -124,9 +124,9 @@ impl Dispatcher {
                     return None;
                 }
                 let work = DeliveryWork {
-                    account_id: attr(new, "account_id")?.to_string(),
-                    change_id: attr(new, "change_id")?.to_string(),
-                    subscription_id: attr(new, "subscription_id")?.to_string(),
+                    account_id: attr(new, "account_id")?.into(),
+                    change_id: attr(new, "change_id")?.into(),
+                    subscription_id: attr(new, "subscription_id")?.into(),
                 };
                 Some(StreamWork {
                     sequence: r.change.sequence_number.clone(),

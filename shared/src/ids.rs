@@ -14,3 +14,239 @@ pub fn canonical_id(text: &str) -> Option<String> {
     let canonical = parsed.to_string().to_ascii_lowercase();
     (canonical == lower).then_some(canonical)
 }
+
+/// Longest id accepted from outside (API paths and bodies, stream images, queue bodies).
+pub const MAX_ID_LEN: usize = 64;
+
+/// Why a text is not an id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("an id is 1 to {MAX_ID_LEN} ASCII letters, digits, '-' or '_'")]
+pub struct IdError;
+
+/// Whether `text` has an id's textual form: 1 to [`MAX_ID_LEN`] ASCII letters, digits, `-` or
+/// `_`. Ids this code base issues are lowercase ULIDs; ids written by other tools (fixtures,
+/// migrations, the upstream change feed) are kept exactly as they are.
+pub fn is_id_text(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= MAX_ID_LEN
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// Declares an id newtype: stored and serialized as its bare text (`serde(transparent)`), shown
+/// by `Display`, read as `&str` through `AsRef`/`Deref`/`Borrow` (so maps keyed by it answer
+/// `&str` look-ups), parsed from outside with `FromStr` (the [`is_id_text`] form). `From<String>`
+/// is for text already trusted: items read from storage, keys built here.
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(
+            Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize,
+        )]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+            pub fn into_string(self) -> String {
+                self.0
+            }
+        }
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{}({:?})", stringify!($name), self.0)
+            }
+        }
+        impl std::str::FromStr for $name {
+            type Err = IdError;
+            fn from_str(text: &str) -> Result<Self, IdError> {
+                is_id_text(text).then(|| $name(text.to_owned())).ok_or(IdError)
+            }
+        }
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+        impl std::ops::Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+        impl std::borrow::Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+        impl From<String> for $name {
+            fn from(text: String) -> Self {
+                $name(text)
+            }
+        }
+        impl From<&str> for $name {
+            fn from(text: &str) -> Self {
+                $name(text.to_owned())
+            }
+        }
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
+            }
+        }
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.0 == *other
+            }
+        }
+        impl PartialEq<String> for $name {
+            fn eq(&self, other: &String) -> bool {
+                &self.0 == other
+            }
+        }
+        impl PartialEq<$name> for str {
+            fn eq(&self, other: &$name) -> bool {
+                self == other.0
+            }
+        }
+        impl PartialEq<$name> for &str {
+            fn eq(&self, other: &$name) -> bool {
+                *self == other.0
+            }
+        }
+        impl PartialEq<$name> for String {
+            fn eq(&self, other: &$name) -> bool {
+                *self == other.0
+            }
+        }
+    };
+}
+
+/// Declares ids this code base issues: `new()` is their one generator (a lowercase ULID).
+macro_rules! issued_id_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        id_type!($(#[$doc])* $name);
+        impl $name {
+            /// A new id: a lowercase ULID.
+            pub fn new() -> Self {
+                $name(new_id())
+            }
+        }
+    };
+}
+
+issued_id_type!(
+    /// An account (tenant).
+    AccountId
+);
+issued_id_type!(
+    /// An integration of an account.
+    IntegrationId
+);
+issued_id_type!(
+    /// A subscription of an integration.
+    SubscriptionId
+);
+issued_id_type!(
+    /// An API token (its public half).
+    TokenId
+);
+issued_id_type!(
+    /// A replay job of the operator console.
+    ReplayJobId
+);
+issued_id_type!(
+    /// An audit log entry.
+    AuditId
+);
+id_type!(
+    /// A change of the upstream feed; it arrives with its id (a ULID, time-sortable).
+    ChangeId
+);
+id_type!(
+    /// An administrator notice; the notice's requester names it.
+    NoticeId
+);
+id_type!(
+    /// The stable delivery identifier adapters see (`webhook-id`): one per subscription and
+    /// change, made by [`DeliveryId::of`].
+    DeliveryId
+);
+
+impl DeliveryId {
+    /// The delivery of `change` to `subscription`: `dlv_{change}_{subscription}`.
+    pub fn of(change: &str, subscription: &str) -> Self {
+        DeliveryId(format!("dlv_{change}_{subscription}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn an_issued_id_is_a_canonical_lowercase_ulid_and_parses_back() {
+        let id = AccountId::new();
+        assert_eq!(canonical_id(id.as_str()).as_deref(), Some(id.as_str()));
+        assert_eq!(id.to_string().parse::<AccountId>(), Ok(id.clone()));
+        assert_ne!(AccountId::new(), id);
+    }
+
+    #[test]
+    fn ids_from_outside_must_have_the_id_form() {
+        assert_eq!(
+            "ABC_1-x".parse::<SubscriptionId>().unwrap().as_str(),
+            "ABC_1-x"
+        );
+        for bad in ["", "a/b", "a b", "é", &"a".repeat(65)] {
+            assert_eq!(bad.parse::<IntegrationId>(), Err(IdError), "{bad:?}");
+        }
+        assert!("a".repeat(64).parse::<ChangeId>().is_ok());
+    }
+
+    #[test]
+    fn an_id_serializes_as_its_bare_text() {
+        let id = IntegrationId::from("i1");
+        assert_eq!(serde_json::to_value(&id).unwrap(), serde_json::json!("i1"));
+        assert_eq!(
+            serde_json::from_value::<IntegrationId>(serde_json::json!("i1")).unwrap(),
+            id
+        );
+        let item: std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue> =
+            serde_dynamo::to_item(HashMap::from([("id", id.clone())])).unwrap();
+        assert_eq!(item["id"].as_s().unwrap(), "i1");
+        assert_eq!(format!("{id}"), "i1");
+        assert_eq!(format!("{id:?}"), "IntegrationId(\"i1\")");
+    }
+
+    #[test]
+    fn a_map_keyed_by_ids_answers_text_look_ups() {
+        let map = HashMap::from([(SubscriptionId::from("s1"), 1)]);
+        assert_eq!(map.get("s1"), Some(&1));
+        let id = SubscriptionId::from("s1");
+        let text = String::from("s1");
+        assert_eq!(id, "s1");
+        assert_eq!(id, text);
+        assert_eq!(text, id);
+        assert_ne!(id, "s2");
+    }
+
+    #[test]
+    fn a_delivery_id_is_made_of_its_change_and_subscription() {
+        assert_eq!(DeliveryId::of("01H", "sub1").as_str(), "dlv_01H_sub1");
+    }
+}

@@ -17,6 +17,7 @@ use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::projection::PreparedChange;
 use crate::domain::subscription::SubscriptionStatus;
 use crate::domain::time::Timestamp;
+use crate::ids::AccountId;
 use crate::store;
 use crate::store::account_config::{self, AccountConfig, CompiledSubscription};
 use crate::store::keys;
@@ -68,7 +69,8 @@ impl Ingest {
     /// The Lambda handler: every record is processed; failures are reported per record.
     pub async fn handle(&self, event: DynamoDbEvent) -> DynamoDbEventResponse {
         // Each account's configuration is loaded once per batch (records run one at a time).
-        let configs = tokio::sync::Mutex::new(HashMap::new());
+        let configs: tokio::sync::Mutex<HashMap<AccountId, Arc<AccountConfig>>> =
+            tokio::sync::Mutex::new(HashMap::new());
         batch::run_stream(&event, "change ingest", |record| {
             let configs = &configs;
             async move {
@@ -86,7 +88,7 @@ impl Ingest {
     pub async fn ingest_change(
         &self,
         change: &Change,
-        configs: &mut HashMap<String, Arc<AccountConfig>>,
+        configs: &mut HashMap<AccountId, Arc<AccountConfig>>,
     ) -> Result<IngestOutcome, IngestError> {
         let config = match configs.get(&change.account_id) {
             Some(c) => c.clone(),
@@ -134,8 +136,8 @@ impl Ingest {
             writes.push(store::delivery::create(table, &record, now)?);
         }
         let event = EventRecord {
-            account_id: change.account_id.clone(),
-            change_id: change.change_id.clone(),
+            account_id: change.account_id.as_str().into(),
+            change_id: change.change_id.as_str().into(),
             record_type: change.record_type.clone(),
             record_id: change.record_id.clone(),
             event_code: change.event_code.clone(),
@@ -196,13 +198,13 @@ pub fn delivery_record(
     let method = config
         .integrations
         .get(&sub.integration_id)
-        .map(|i| i.method.clone())
+        .map(store::integration::Integration::delivery_method)
         .unwrap_or(DeliveryMethod::Webhook);
     let matched = compiled.filter.matches(change);
     DeliveryRecord {
         delivery_id: keys::delivery_id(&change.change_id, &sub.subscription_id),
-        account_id: change.account_id.clone(),
-        change_id: change.change_id.clone(),
+        account_id: change.account_id.as_str().into(),
+        change_id: change.change_id.as_str().into(),
         subscription_id: sub.subscription_id.clone(),
         integration_id: sub.integration_id.clone(),
         method,

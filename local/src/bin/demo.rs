@@ -183,7 +183,7 @@ async fn main() -> Result<()> {
     for price in [3.5, 24.0, 12.75] {
         let c = catalog_change(&account_id, p.now(), price);
         p.write_change(&c).await?;
-        changes.push((c.change_id.clone(), price));
+        changes.push((c.change_id.to_string(), price));
     }
     p.t.meter.reset();
     p.pump().await?;

@@ -11,7 +11,9 @@ use shared::domain::change::Change;
 use shared::domain::delivery_method::DeliveryMethod;
 use shared::domain::retry::RetryPolicy;
 use shared::domain::subscription::SubscriptionStatus;
+use shared::domain::target::{Target, TargetParts, WebhookSecret};
 use shared::domain::time::Timestamp;
+use shared::ids::{IntegrationId, SubscriptionId};
 use shared::store::models::{Account, Integration, Subscription};
 use std::future::IntoFuture;
 
@@ -50,7 +52,8 @@ impl<'a> IntoFuture for AccountBuilder<'a> {
             let account = Account {
                 account_id: self
                     .id
-                    .unwrap_or_else(|| format!("acct{}", new_id().to_lowercase())),
+                    .unwrap_or_else(|| format!("acct{}", new_id().to_lowercase()))
+                    .into(),
                 name: self.name,
                 admin_emails: self.admins,
                 created_at: self.world.now(),
@@ -123,15 +126,20 @@ impl<'a> IntoFuture for IntegrationBuilder<'a> {
         Box::pin(async move {
             let now = self.world.now();
             let integration = Integration {
-                account_id: self.account_id,
-                integration_id: self.id.unwrap_or_else(new_id),
+                account_id: self.account_id.into(),
+                integration_id: self.id.map_or_else(IntegrationId::new, Into::into),
                 name: self
                     .name
                     .unwrap_or_else(|| format!("{} integration", self.method.as_str())),
-                signing_secret: self.webhook_url.as_ref().map(|_| test_secret()),
-                webhook_url: self.webhook_url,
-                handler: self.handler,
-                method: self.method,
+                target: Target::from_parts(TargetParts {
+                    signing_secret: self
+                        .webhook_url
+                        .as_ref()
+                        .map(|_| WebhookSecret::new(test_secret())),
+                    webhook_url: self.webhook_url,
+                    handler: self.handler,
+                    method: self.method,
+                }),
                 event_access_accepted: true,
                 created_at: now,
                 updated_at: now,
@@ -192,9 +200,9 @@ impl<'a> IntoFuture for SubscriptionBuilder<'a> {
         Box::pin(async move {
             let now = self.world.now();
             let subscription = Subscription {
-                account_id: self.account_id,
-                subscription_id: self.id.unwrap_or_else(new_id),
-                integration_id: self.integration_id,
+                account_id: self.account_id.into(),
+                subscription_id: self.id.map_or_else(SubscriptionId::new, Into::into),
+                integration_id: self.integration_id.into(),
                 record_types: self.record_types,
                 filter: self.filter.map(|f| f.to_string()),
                 fields: self.fields,

@@ -17,6 +17,7 @@ use shared::domain::event::{EventStatus, EventTrigger, InternalStatus, RETENTION
 use shared::domain::integration_delivery::{DeliveryStatus, TransmitStatus};
 use shared::domain::retention::ttl_seconds;
 use shared::domain::retry::RetryPolicy;
+use shared::domain::target::{Incomplete, Target};
 use shared::domain::time::{Timestamp, DAY, MINUTE, SECOND};
 use shared::monitor::query::{event_with_deliveries, list_events, EventQuery};
 use shared::monitor::{reopen_event, ReopenOutcome, RollUpOutcome};
@@ -681,6 +682,31 @@ async fn pending_to_failed_when_the_delivery_method_is_unknown() {
 }
 
 #[tokio::test]
+async fn pending_to_failed_when_a_stored_webhook_has_no_url() {
+    let w = World::new().await;
+    let acct = w.account().await.account_id;
+    let mut hook = w.integration(&acct).await;
+    let Target::Webhook { secret, .. } = hook.target.clone() else {
+        panic!("the default integration is a webhook")
+    };
+    hook.target = Target::Incomplete(Incomplete::Webhook {
+        url: None,
+        secret: Some(secret),
+    });
+    w.save_integration(&hook).await;
+    let sub = w.subscribe(&hook).await;
+    let c = w.change(&acct).await;
+    w.pump().await.unwrap();
+    let d = delivery(&w, &c, &sub).await;
+    assert_eq!(d.status, DeliveryStatus::Failed);
+    assert_eq!(
+        d.last_error.as_deref(),
+        Some("webhook URL or signing secret missing")
+    );
+    assert_eq!(w.receiver.count(), 0);
+}
+
+#[tokio::test]
 async fn a_dead_workers_delivery_is_taken_again_after_its_sixty_second_lease() {
     let w = World::new().await;
     let r = &w.receiver;
@@ -1075,7 +1101,11 @@ async fn the_api_lists_events_by_status_and_time_a_page_at_a_time() {
         w.pump().await.unwrap();
         w.clock.advance(MINUTE);
     }
-    let all: Vec<String> = changes.iter().rev().map(|c| c.change_id.clone()).collect();
+    let all: Vec<String> = changes
+        .iter()
+        .rev()
+        .map(|c| c.change_id.to_string())
+        .collect();
 
     // Newest first, two at a time, through the opaque cursor.
     let mut seen = Vec::new();
@@ -1279,18 +1309,18 @@ async fn the_api_shows_what_needs_attention_paused_subscriptions_and_dead_or_fai
         .collect();
     let mut expected = vec![
         (
-            second.change_id.clone(),
-            sub.subscription_id.clone(),
+            second.change_id.to_string(),
+            sub.subscription_id.to_string(),
             "dead".to_owned(),
         ),
         (
-            second.change_id.clone(),
-            queue.subscription_id.clone(),
+            second.change_id.to_string(),
+            queue.subscription_id.to_string(),
             "failed".to_owned(),
         ),
         (
-            first.change_id.clone(),
-            queue.subscription_id.clone(),
+            first.change_id.to_string(),
+            queue.subscription_id.to_string(),
             "failed".to_owned(),
         ),
     ];

@@ -32,7 +32,7 @@ async fn webhook_subscription(p: &Pipeline, r: &Receiver) -> (String, Subscripti
         )
         .await
         .unwrap();
-    (account.account_id, subscription)
+    (account.account_id.into(), subscription)
 }
 
 #[tokio::test]
@@ -102,8 +102,8 @@ async fn a_success_ends_only_the_dead_run_it_saw_when_a_dead_outcome_lands_in_be
         1,
     );
     let work = |c: &shared::domain::change::Change| DeliveryWork {
-        account_id: account.clone(),
-        change_id: c.change_id.clone(),
+        account_id: account.as_str().into(),
+        change_id: c.change_id.as_str().into(),
         subscription_id: sub.subscription_id.clone(),
     };
     let (success_work, dead_work) = (work(&success), work(&dead));

@@ -164,7 +164,7 @@ async fn operators_create_accounts_that_manage_integrations_and_subscriptions() 
     let compiled = config.subscription(&id(&sub)).unwrap();
     assert!(!compiled.filter.is_always());
     assert_eq!(
-        config.integrations[&id(&webhook)].method,
+        config.integrations[id(&webhook).as_str()].delivery_method(),
         shared::domain::delivery_method::DeliveryMethod::Webhook
     );
 

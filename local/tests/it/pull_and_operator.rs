@@ -147,7 +147,7 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
         .get(&pull_path(&sub, "changes?limit=3"), &sub.integration_token)
         .await;
     let page = page.ok().clone();
-    let expected: Vec<String> = changes.iter().map(|c| c.change_id.clone()).collect();
+    let expected: Vec<String> = changes.iter().map(|c| c.change_id.to_string()).collect();
     assert_eq!(ids(&page), expected[..3]);
     assert_eq!(page["has_more"], true);
     assert_eq!(page["acknowledged_change_id"], Value::Null);
@@ -394,7 +394,9 @@ async fn a_cursor_write_racing_a_worker_never_overwrites_a_moved_delivery() {
     // arrival) was not seen by the read either.
     let mut late = w.change(&sub.account_id).price(9.0).build();
     let last_ulid = ulid::Ulid::from_string(&changes[2].change_id).unwrap();
-    late.change_id = ulid::Ulid::from_parts(last_ulid.timestamp_ms() - 1, 1).to_string();
+    late.change_id = ulid::Ulid::from_parts(last_ulid.timestamp_ms() - 1, 1)
+        .to_string()
+        .into();
     w.write_change(&late).await.unwrap();
     w.pump().await.unwrap();
     assert_eq!(status_of(&w, &sub, &late).await, DeliveryStatus::Pending);
@@ -439,7 +441,7 @@ async fn a_cursor_write_racing_a_worker_never_overwrites_a_moved_delivery() {
         .get(&pull_path(&sub, "changes"), &sub.integration_token)
         .await;
     let next = next.ok().clone();
-    assert!(ids(&next).contains(&late.change_id), "{next}");
+    assert!(ids(&next).contains(&late.change_id.to_string()), "{next}");
     let ack = w
         .api
         .put(
@@ -770,9 +772,9 @@ async fn an_operator_retry_racing_a_worker_attempt_wins_and_the_stale_outcome_is
     assert_eq!(status_of(&w, &sub, change).await, DeliveryStatus::Retrying);
     w.clock.advance(MINUTE + SECOND);
     let work = DeliveryWork {
-        account_id: sub.account_id.clone(),
-        change_id: change.change_id.clone(),
-        subscription_id: sub.subscription_id.clone(),
+        account_id: sub.account_id.as_str().into(),
+        change_id: change.change_id.as_str().into(),
+        subscription_id: sub.subscription_id.as_str().into(),
     };
     let path = op_sub_path(&sub, &format!("/deliveries/{}/retry", change.change_id));
     let operator = async {
@@ -1060,7 +1062,7 @@ async fn a_replay_cut_short_resumes_from_its_saved_position_without_restarting_a
         &sk,
         "SET #p = :p, restarted = :two, in_window = :two, lease_until = :l, lease_token = :t",
         &[
-            (":p", shared::store::expr::s(&changes[1].change_id)),
+            (":p", shared::store::expr::s(changes[1].change_id.as_str())),
             (":two", shared::store::expr::n(2)),
             (
                 ":l",
@@ -1225,7 +1227,7 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
     let cursor = PullCursor {
         epoch: 0,
         read_at: w.now(),
-        change_id: Some(changes[0].change_id.clone()),
+        change_id: Some(changes[0].change_id.to_string()),
     }
     .encode();
     let bodies = |method: &Method, path: &str| -> Option<Value> {

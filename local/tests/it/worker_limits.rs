@@ -33,7 +33,7 @@ async fn one_batch(
     for sub in subscriptions {
         let mut ids = Vec::new();
         for _ in 0..per_subscription {
-            ids.push(w.change(&sub.account_id).await.change_id);
+            ids.push(w.change(&sub.account_id).await.change_id.to_string());
         }
         changes.push(ids);
     }

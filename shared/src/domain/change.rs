@@ -4,6 +4,7 @@
 //! ([`crate::domain::projection`]). The full `record` row is never delivered as it is.
 
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, ChangeId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use thiserror::Error;
@@ -15,9 +16,9 @@ pub const MAX_ID_LEN: usize = 256;
 /// One change of one record of the owning application.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Change {
-    pub account_id: String,
+    pub account_id: AccountId,
     /// Unique and time-sortable (ULID text).
-    pub change_id: String,
+    pub change_id: ChangeId,
     /// For example `order`, `catalog_item`.
     pub record_type: String,
     pub record_id: String,
@@ -145,8 +146,8 @@ pub(crate) mod tests {
     fn every_identifying_field_must_be_present() {
         type Setter = fn(&mut Change);
         let cases: [(&str, Setter); 5] = [
-            ("account_id", |c| c.account_id.clear()),
-            ("change_id", |c| c.change_id.clear()),
+            ("account_id", |c| c.account_id = AccountId::default()),
+            ("change_id", |c| c.change_id = ChangeId::default()),
             ("record_type", |c| c.record_type.clear()),
             ("record_id", |c| c.record_id.clear()),
             ("event_code", |c| c.event_code.clear()),
@@ -191,7 +192,7 @@ pub(crate) mod tests {
         ));
 
         let mut c = sample_change();
-        c.change_id = "x".repeat(MAX_ID_LEN + 1);
+        c.change_id = "x".repeat(MAX_ID_LEN + 1).into();
         assert_eq!(
             c.validate(),
             Err(ChangeError::TooLong {

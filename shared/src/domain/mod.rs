@@ -22,4 +22,5 @@ pub mod retry;
 pub mod signing;
 pub mod ssrf;
 pub mod subscription;
+pub mod target;
 pub mod time;

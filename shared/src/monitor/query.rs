@@ -20,6 +20,7 @@ use crate::domain::event::{EventStatus, EventTrigger, InternalStatus};
 use crate::domain::integration_delivery::{DeliveryStatus, TransmitStatus};
 use crate::domain::lifecycle::Term;
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, ChangeId, DeliveryId, IntegrationId, SubscriptionId};
 use crate::store;
 use crate::store::attrs::listing;
 use crate::store::delivery::Delivery;
@@ -352,8 +353,8 @@ pub async fn paused_subscriptions(
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct EventSummary {
     /// The change id.
-    pub id: String,
-    pub account_id: String,
+    pub id: ChangeId,
+    pub account_id: AccountId,
     pub record_type: String,
     pub record_id: String,
     pub event_code: String,
@@ -413,10 +414,10 @@ impl From<&EventRecord> for EventSummary {
 /// them).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct DeliveryLogEntry {
-    pub delivery_id: String,
-    pub change_id: String,
-    pub subscription_id: String,
-    pub integration_id: String,
+    pub delivery_id: DeliveryId,
+    pub change_id: ChangeId,
+    pub subscription_id: SubscriptionId,
+    pub integration_id: IntegrationId,
     /// The subscriber's delivery method (`webhook`, `internal`, `poll`, or an unknown value).
     pub method: String,
     /// The stored status (`docs/lifecycles.md#integration-delivery`).

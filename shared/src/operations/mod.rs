@@ -117,9 +117,9 @@ impl<'a> Ops<'a> {
         change_id: &str,
     ) -> Result<Option<Delivery>, OpsError> {
         let work = DeliveryWork {
-            account_id: account_id.to_owned(),
-            change_id: change_id.to_owned(),
-            subscription_id: subscription_id.to_owned(),
+            account_id: account_id.into(),
+            change_id: change_id.into(),
+            subscription_id: subscription_id.into(),
         };
         Ok(delivery::get(self.dynamo, self.table, &work).await?)
     }

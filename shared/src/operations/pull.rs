@@ -61,11 +61,11 @@ pub async fn pull_subscription(
         .integration(account_id, integration_id)
         .await?
         .ok_or(OpsError::NotFound("subscription"))?;
-    if !integration.method.is_poll() {
+    if !integration.delivery_method().is_poll() {
         return Err(OpsError::Conflict(format!(
             "this subscription's integration delivers by {} push, not pull: its changes are sent \
              by the delivery worker and are not read or acknowledged through a cursor",
-            integration.method
+            integration.delivery_method()
         )));
     }
     Ok(sub)
@@ -105,7 +105,7 @@ async fn target_facts(
 ) -> Result<TargetFacts, OpsError> {
     let work = DeliveryWork {
         account_id: sub.account_id.clone(),
-        change_id: change_id.to_owned(),
+        change_id: change_id.into(),
         subscription_id: sub.subscription_id.clone(),
     };
     let exists = delivery::exists(ops.dynamo, ops.table, &work).await?;
@@ -159,7 +159,7 @@ pub async fn read(
     let truncated = found.len() > limit;
     found.truncate(limit);
     let has_more = truncated || !exhausted;
-    let last_shown = found.last().map(|d| d.change_id.clone());
+    let last_shown = found.last().map(|d| d.change_id.to_string());
     // A page cut at `limit` continues after its last change. A read that stopped early (rounds
     // used up) continues after what it evaluated: nothing there was pending and visible except
     // what it shows.

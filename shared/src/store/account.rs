@@ -6,6 +6,7 @@ use super::write::put_new;
 use super::write::Write;
 use super::{keys, to_item, Item, StoreError};
 use crate::domain::time::Timestamp;
+use crate::ids::AccountId;
 use serde::{Deserialize, Serialize};
 
 /// The `kind` of an account item.
@@ -14,7 +15,7 @@ pub const KIND: &str = "account";
 /// A tenant of the owning application.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Account {
-    pub account_id: String,
+    pub account_id: AccountId,
     pub name: String,
     /// Who hears about the account's paused subscriptions.
     #[serde(default)]

@@ -14,6 +14,7 @@ use super::StoreError;
 use crate::domain::filter::Filter;
 use crate::domain::projection::Projection;
 use crate::domain::time::Timestamp;
+use crate::ids::{IntegrationId, SubscriptionId};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -29,10 +30,10 @@ pub struct CompiledSubscription {
 #[derive(Debug, Clone, Default)]
 pub struct AccountConfig {
     pub account: Option<Account>,
-    pub integrations: HashMap<String, Integration>,
+    pub integrations: HashMap<IntegrationId, Integration>,
     pub subscriptions: Vec<CompiledSubscription>,
     /// Subscriptions whose stored filter or fields no longer parse (logged; never matched).
-    pub broken: Vec<(String, String)>,
+    pub broken: Vec<(SubscriptionId, String)>,
 }
 
 impl AccountConfig {

@@ -15,6 +15,7 @@ use super::write::put_new;
 use super::write::Write;
 use super::{from_item, to_item, Item, StoreError};
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, AuditId, ChangeId, DeliveryId, ReplayJobId, SubscriptionId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -60,9 +61,9 @@ impl AuditAction {
 /// One audit entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditRecord {
-    pub audit_id: String,
-    pub account_id: String,
-    pub subscription_id: String,
+    pub audit_id: AuditId,
+    pub account_id: AccountId,
+    pub subscription_id: SubscriptionId,
     pub action: AuditAction,
     /// Who: the operator's identity (the JWT's `sub`, or the local operator id).
     pub operator: String,
@@ -71,11 +72,11 @@ pub struct AuditRecord {
     /// When.
     pub at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub change_id: Option<String>,
+    pub change_id: Option<ChangeId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delivery_id: Option<String>,
+    pub delivery_id: Option<DeliveryId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub job_id: Option<String>,
+    pub job_id: Option<ReplayJobId>,
     /// What exactly: e.g. the status a delivery was restarted from, the window replayed.
     #[serde(default)]
     pub details: BTreeMap<String, String>,
@@ -91,9 +92,9 @@ impl AuditRecord {
         at: Timestamp,
     ) -> Self {
         AuditRecord {
-            audit_id: crate::ids::new_id(),
-            account_id: account_id.to_owned(),
-            subscription_id: subscription_id.to_owned(),
+            audit_id: AuditId::new(),
+            account_id: account_id.into(),
+            subscription_id: subscription_id.into(),
             action,
             operator: operator.to_owned(),
             reason: reason.to_owned(),

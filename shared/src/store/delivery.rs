@@ -21,6 +21,7 @@ use crate::domain::integration_delivery::{
 };
 use crate::domain::retention::delivery_visible;
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, ChangeId, DeliveryId, IntegrationId, SubscriptionId};
 use aws_sdk_dynamodb::types::{AttributeValue, Update};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -47,11 +48,11 @@ pub struct AttemptRecord {
 /// restarts and the pull cursor leave, and its index attributes.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Delivery {
-    pub delivery_id: String,
-    pub account_id: String,
-    pub change_id: String,
-    pub subscription_id: String,
-    pub integration_id: String,
+    pub delivery_id: DeliveryId,
+    pub account_id: AccountId,
+    pub change_id: ChangeId,
+    pub subscription_id: SubscriptionId,
+    pub integration_id: IntegrationId,
     pub method: DeliveryMethod,
     pub status: DeliveryStatus,
     /// Attempts made in the current progression (reset by an operator restart).
@@ -122,9 +123,9 @@ fn is_zero(v: &u32) -> bool {
 /// The SQS message that asks the worker to attempt a delivery.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct DeliveryWork {
-    pub account_id: String,
-    pub change_id: String,
-    pub subscription_id: String,
+    pub account_id: AccountId,
+    pub change_id: ChangeId,
+    pub subscription_id: SubscriptionId,
 }
 
 /// The key of a delivery.
@@ -234,7 +235,7 @@ pub async fn lease_token(
 /// for deliveries the worker never writes again, its retention.
 pub fn new_item(d: &Delivery, now: Timestamp) -> Result<Item, StoreError> {
     let mut d = d.clone();
-    d.sub_key = Some(d.subscription_id.clone());
+    d.sub_key = Some(d.subscription_id.to_string());
     d.sub_sort = Some(keys::subscription_sort(&d.change_id));
     // New push work is not put on the `due` index: the dispatcher publishes it from the table's
     // stream, and an index entry (written now, removed by the outcome) would bill two more
@@ -468,9 +469,9 @@ pub fn work_from_key(pk: &str, sk: &str) -> Option<DeliveryWork> {
     let (account_id, change_id) = rest.split_once('#')?;
     let subscription_id = sk.strip_prefix(keys::DELIVERY_PREFIX)?;
     Some(DeliveryWork {
-        account_id: account_id.to_string(),
-        change_id: change_id.to_string(),
-        subscription_id: subscription_id.to_string(),
+        account_id: account_id.into(),
+        change_id: change_id.into(),
+        subscription_id: subscription_id.into(),
     })
 }
 

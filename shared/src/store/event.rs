@@ -13,6 +13,7 @@ use crate::domain::event::{
 use crate::domain::lifecycle::{Status, StatusCondition};
 use crate::domain::retention::{event_visible, ttl_seconds};
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, ChangeId};
 use aws_sdk_dynamodb::types::Update;
 use serde::{Deserialize, Serialize};
 
@@ -22,8 +23,8 @@ pub const KIND: &str = "event";
 /// One change as an event of the event monitor (`docs/lifecycles.md#event-status`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct EventRecord {
-    pub account_id: String,
-    pub change_id: String,
+    pub account_id: AccountId,
+    pub change_id: ChangeId,
     pub record_type: String,
     pub record_id: String,
     pub event_code: String,

@@ -14,6 +14,7 @@
 //! idempotency key: a conditional put on it can succeed once.
 
 use crate::domain::time::Timestamp;
+use crate::ids::DeliveryId;
 
 pub const ACCOUNT_SK: &str = "ACCOUNT";
 pub const EVENT_SK: &str = "EVENT";
@@ -46,8 +47,8 @@ pub fn delivery_sk(subscription_id: &str) -> String {
 }
 
 /// The stable delivery identifier adapters see (`webhook-id`): subscription × change.
-pub fn delivery_id(change_id: &str, subscription_id: &str) -> String {
-    format!("dlv_{change_id}_{subscription_id}")
+pub fn delivery_id(change_id: &str, subscription_id: &str) -> DeliveryId {
+    DeliveryId::of(change_id, subscription_id)
 }
 
 /// The shard of a key, by FNV-1a: stable across processes and releases.

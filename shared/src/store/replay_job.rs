@@ -17,6 +17,7 @@ use super::write::Write;
 use super::{from_item, to_item, StoreError};
 use crate::domain::replay::{ReplayStatus, ReplayTrigger, ReplayWindow, REPLAY_LIFECYCLE};
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, ReplayJobId, SubscriptionId};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -64,9 +65,9 @@ impl ReplayCounts {
 /// A replay job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReplayJob {
-    pub job_id: String,
-    pub account_id: String,
-    pub subscription_id: String,
+    pub job_id: ReplayJobId,
+    pub account_id: AccountId,
+    pub subscription_id: SubscriptionId,
     pub from: Timestamp,
     pub to: Timestamp,
     pub reason: String,
@@ -191,7 +192,7 @@ pub async fn list(
         }
         if jobs.len() >= limit as usize {
             jobs.truncate(limit as usize);
-            let next = jobs.last().map(|j| j.job_id.clone());
+            let next = jobs.last().map(|j| j.job_id.to_string());
             return Ok((jobs, next));
         }
         match page.next {
@@ -199,7 +200,7 @@ pub async fn list(
             None => return Ok((jobs, None)),
         }
     }
-    let next = jobs.last().map(|j| j.job_id.clone());
+    let next = jobs.last().map(|j| j.job_id.to_string());
     Ok((jobs, next))
 }
 

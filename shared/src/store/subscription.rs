@@ -11,6 +11,7 @@ use crate::domain::subscription::{
     SubscriptionStatus, SubscriptionTrigger, MAX_CONSECUTIVE_DEAD, SUBSCRIPTION_LIFECYCLE,
 };
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, IntegrationId, SubscriptionId};
 use aws_sdk_dynamodb::types::Update;
 use serde::{Deserialize, Serialize};
 
@@ -20,9 +21,9 @@ pub const KIND: &str = "subscription";
 /// What an integration wants delivered, filtered and projected.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Subscription {
-    pub account_id: String,
-    pub subscription_id: String,
-    pub integration_id: String,
+    pub account_id: AccountId,
+    pub subscription_id: SubscriptionId,
+    pub integration_id: IntegrationId,
     pub record_types: Vec<String>,
     /// The change-time filter as the API received it (JSON); absent means every change.
     #[serde(default, skip_serializing_if = "Option::is_none")]

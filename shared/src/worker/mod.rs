@@ -17,13 +17,13 @@ use crate::aws::Clients;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::domain::classify::AttemptClass;
-use crate::domain::delivery_method::DeliveryMethod;
 use crate::domain::integration_delivery::{
     self as lifecycle, lease_held, DeliveryMove, DeliveryStatus, UnknownDeliveryMethod,
 };
 use crate::domain::retry::RetryDecision;
 use crate::domain::ssrf::TargetPolicy;
 use crate::domain::subscription::should_auto_pause;
+use crate::domain::target::Target;
 use crate::domain::time::Timestamp;
 use crate::store;
 use crate::store::account_config::{AccountConfig, ConfigCache};
@@ -159,7 +159,7 @@ impl DeliveryWorker {
             .map(|m| {
                 serde_json::from_str::<DeliveryWork>(m.body.as_deref().unwrap_or_default())
                     .ok()
-                    .map(|w| w.subscription_id)
+                    .map(|w| w.subscription_id.to_string())
             })
             .collect();
         let mut results: Vec<Option<Handled>> = records.iter().map(|_| None).collect();
@@ -328,25 +328,19 @@ impl DeliveryWorker {
             return AttemptResult::configuration_loss("event access is not accepted");
         }
         let payload = d.payload.as_deref().unwrap_or("{}");
-        match &integration.method {
-            DeliveryMethod::Webhook => {
-                let (Some(url), Some(secret)) =
-                    (&integration.webhook_url, &integration.signing_secret)
-                else {
-                    return AttemptResult::configuration_loss(
-                        "webhook URL or signing secret missing",
-                    );
-                };
+        match &integration.target {
+            Target::Webhook { url, secret } => {
                 self.webhook
-                    .deliver(url, secret, &d.delivery_id, payload, self.clock.now())
+                    .deliver(
+                        url,
+                        secret.expose(),
+                        &d.delivery_id,
+                        payload,
+                        self.clock.now(),
+                    )
                     .await
             }
-            DeliveryMethod::Internal => {
-                let Some(handler) = &integration.handler else {
-                    return AttemptResult::configuration_loss(
-                        "internal integration names no handler",
-                    );
-                };
+            Target::Internal { handler } => {
                 let payload: serde_json::Value =
                     serde_json::from_str(payload).unwrap_or(serde_json::Value::Null);
                 self.internal
@@ -360,12 +354,13 @@ impl DeliveryWorker {
                     )
                     .await
             }
-            DeliveryMethod::Poll => {
+            Target::Poll => {
                 AttemptResult::configuration_loss("the integration now pulls; push attempts stop")
             }
-            DeliveryMethod::Unknown(value) => {
+            Target::Unknown(value) => {
                 AttemptResult::configuration_loss(UnknownDeliveryMethod(value.clone()).to_string())
             }
+            Target::Incomplete(gap) => AttemptResult::configuration_loss(gap.to_string()),
         }
     }
 

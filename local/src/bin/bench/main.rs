@@ -338,7 +338,7 @@ async fn latency(changes: usize, per_second: u64) -> Result<Value> {
         let gap = std::time::Duration::from_millis(1000 / per_second.max(1));
         for i in 0..changes {
             let c = catalog_change(&account.account_id, p.now(), i as f64);
-            written.insert(c.change_id.clone(), Instant::now());
+            written.insert(c.change_id.to_string(), Instant::now());
             p.write_change(&c).await?;
             tokio::time::sleep(gap).await;
         }

@@ -7,8 +7,9 @@
 //!   token; with `revoke_existing: true` every other account token of the account is revoked.
 
 use crate::api::auth::{issue_token, IssuedTokenView, Operator, PlaintextToken, TokenKind};
-use crate::api::extract::{new_id, path_id, ApiPath, Fields, JsonBody};
+use crate::api::extract::{path_id, ApiPath, Fields, JsonBody};
 use crate::api::{auth, ApiError, ApiState};
+use crate::ids::AccountId;
 use crate::store::account::{self, Account};
 use crate::store::token;
 use crate::store::write::Write;
@@ -34,7 +35,7 @@ pub fn router() -> Router<Arc<ApiState>> {
 /// An account as the API shows it.
 #[derive(Debug, Serialize)]
 pub struct AccountView {
-    pub id: String,
+    pub id: AccountId,
     pub name: String,
     pub admin_emails: Vec<String>,
     pub created_at: String,
@@ -117,7 +118,7 @@ async fn create(
 
     let now = state.clock.now();
     let account = Account {
-        account_id: new_id(),
+        account_id: AccountId::new(),
         name,
         admin_emails,
         created_at: now,

@@ -19,6 +19,7 @@ use crate::domain::integration_delivery::{lease_held, transmit_status, DeliveryS
 use crate::domain::lifecycle::Status;
 use crate::domain::pull_cursor::is_change_id;
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, AuditId, ChangeId, DeliveryId, IntegrationId, SubscriptionId};
 use crate::operations::operator::history::{attempt_runs, list_deliveries, DeliveryQuery};
 use crate::operations::operator::retry::{retry_delivery, RetryRequest};
 use crate::store::delivery::Delivery;
@@ -42,11 +43,11 @@ pub fn router() -> Router<Arc<ApiState>> {
 /// A delivery as operators see it.
 #[derive(Debug, Serialize)]
 pub struct DeliveryView {
-    pub id: String,
-    pub account_id: String,
-    pub subscription_id: String,
-    pub integration_id: String,
-    pub change_id: String,
+    pub id: DeliveryId,
+    pub account_id: AccountId,
+    pub subscription_id: SubscriptionId,
+    pub integration_id: IntegrationId,
+    pub change_id: ChangeId,
     pub method: String,
     pub status: DeliveryStatus,
     /// Seed 004's word for the status (`pending`, `processing`, `sent`, `failed`); absent for
@@ -296,7 +297,7 @@ async fn fetch(
 
 #[derive(Debug, Serialize)]
 pub struct AttemptsView {
-    pub delivery_id: String,
+    pub delivery_id: DeliveryId,
     pub status: DeliveryStatus,
     /// Attempts of the current run.
     pub attempts: u32,
@@ -323,7 +324,7 @@ async fn attempts(
 pub struct RetriedView {
     pub delivery: DeliveryView,
     pub previous_status: DeliveryStatus,
-    pub audit_id: String,
+    pub audit_id: AuditId,
     /// What the event monitor did with the change's event (push deliveries): `reopened`,
     /// `already_open`, `not_reopenable`, `missing` or `reopen_failed`.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -9,6 +9,7 @@ use crate::api::auth::Operator;
 use crate::api::extract::{page_limit, path_id, ApiPath, ApiQuery};
 use crate::api::v1::ListResponse;
 use crate::api::{ApiError, ApiState};
+use crate::ids::{AccountId, AuditId, ChangeId, DeliveryId, ReplayJobId, SubscriptionId};
 use crate::operations::operator::audit;
 use crate::store::account;
 use crate::store::audit::{AuditAction, AuditRecord, AuditScope};
@@ -34,7 +35,7 @@ pub fn router() -> Router<Arc<ApiState>> {
 /// One audit entry as operators see it.
 #[derive(Debug, Serialize)]
 pub struct AuditView {
-    pub id: String,
+    pub id: AuditId,
     /// What.
     pub action: AuditAction,
     /// Who.
@@ -43,14 +44,14 @@ pub struct AuditView {
     pub at: String,
     /// Why.
     pub reason: String,
-    pub account_id: String,
-    pub subscription_id: String,
+    pub account_id: AccountId,
+    pub subscription_id: SubscriptionId,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub change_id: Option<String>,
+    pub change_id: Option<ChangeId>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub delivery_id: Option<String>,
+    pub delivery_id: Option<DeliveryId>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub job_id: Option<String>,
+    pub job_id: Option<ReplayJobId>,
     pub details: BTreeMap<String, String>,
 }
 

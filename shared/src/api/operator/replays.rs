@@ -20,6 +20,7 @@ use crate::api::v1::ListResponse;
 use crate::api::{ApiError, ApiState, FieldError};
 use crate::domain::replay::{validate_window, ReplayStatus};
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, ReplayJobId, SubscriptionId};
 use crate::operations::operator::replay::{
     create_job, list_jobs, load_job, resume_job, run_job, Budget, ReplayRequest,
 };
@@ -52,9 +53,9 @@ pub fn router() -> Router<Arc<ApiState>> {
 /// A replay job as operators see it.
 #[derive(Debug, Serialize)]
 pub struct ReplayJobView {
-    pub id: String,
-    pub account_id: String,
-    pub subscription_id: String,
+    pub id: ReplayJobId,
+    pub account_id: AccountId,
+    pub subscription_id: SubscriptionId,
     pub from: String,
     pub to: String,
     pub reason: String,

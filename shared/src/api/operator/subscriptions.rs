@@ -13,6 +13,7 @@ use crate::api::auth::Operator;
 use crate::api::extract::{path_id, ApiPath, Fields, JsonBody};
 use crate::api::v1::subscriptions::SubscriptionView;
 use crate::api::{ApiError, ApiState};
+use crate::ids::AuditId;
 use crate::operations::operator::resume::resume_subscription;
 use crate::operations::MAX_REASON_CHARS;
 use crate::store::subscription::Subscription;
@@ -104,7 +105,7 @@ pub struct ResumedView {
     pub subscription: OperatorSubscriptionView,
     /// The consecutive dead count the resume reset.
     pub dead_count_before: u32,
-    pub audit_id: String,
+    pub audit_id: AuditId,
 }
 
 async fn resume(

@@ -19,12 +19,14 @@ use crate::api::auth::{
     RevokeScope, TokenKind,
 };
 use crate::api::extract::{
-    cursor_id, new_id, page_limit, path_id, ApiPath, ApiQuery, Fields, JsonBody, Patch,
+    cursor_id, page_limit, path_id, ApiPath, ApiQuery, Fields, JsonBody, Patch,
 };
 use crate::api::{auth, ApiError, ApiState};
 use crate::domain::delivery_method::DeliveryMethod;
 use crate::domain::signing::SigningSecret;
 use crate::domain::ssrf::check_url;
+use crate::domain::target::{Target, WebhookSecret};
+use crate::ids::{AccountId, IntegrationId};
 use crate::store::integration::{self, Integration};
 use crate::store::token;
 use crate::store::update::Edit;
@@ -60,8 +62,8 @@ pub fn router() -> Router<Arc<ApiState>> {
 /// create or rotate it.
 #[derive(Debug, Serialize)]
 pub struct IntegrationView {
-    pub id: String,
-    pub account_id: String,
+    pub id: IntegrationId,
+    pub account_id: AccountId,
     pub name: String,
     pub method: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -85,9 +87,9 @@ impl From<&Integration> for IntegrationView {
             id: i.integration_id.clone(),
             account_id: i.account_id.clone(),
             name: i.name.clone(),
-            method: i.method.as_str().to_owned(),
-            webhook_url: i.webhook_url.clone(),
-            handler: i.handler.clone(),
+            method: i.delivery_method().as_str().to_owned(),
+            webhook_url: i.target.webhook_url().map(str::to_owned),
+            handler: i.target.handler().map(str::to_owned),
             event_access_accepted: i.event_access_accepted,
             created_at: i.created_at.to_rfc3339(),
             updated_at: i.updated_at.to_rfc3339(),
@@ -157,13 +159,17 @@ async fn create(
     let signing_secret: Option<String> = f.optional("signing_secret");
     let handler: Option<String> = f.optional("handler");
 
-    let (mut url, mut secret, mut checked_handler) = (None, None, None);
+    // The target, when the method's fields are valid; `secret` is shown once in the answer.
+    let (mut target, mut secret) = (None, None);
     match &method {
         Some(DeliveryMethod::Webhook) => {
-            match webhook_url {
-                Some(u) => url = check_webhook_url(&state, &mut f, &u),
-                None => f.error("webhook_url", "is required for webhook integrations"),
-            }
+            let url = match webhook_url {
+                Some(u) => check_webhook_url(&state, &mut f, &u),
+                None => {
+                    f.error("webhook_url", "is required for webhook integrations");
+                    None
+                }
+            };
             secret = match signing_secret {
                 Some(text) => match SigningSecret::parse(&text) {
                     Ok(s) => Some(s),
@@ -174,18 +180,26 @@ async fn create(
                 },
                 None => Some(generate_signing_secret()),
             };
+            target = url.zip(secret.as_ref()).map(|(url, s)| Target::Webhook {
+                url,
+                secret: WebhookSecret::new(s.expose_whsec()),
+            });
             if handler.is_some() {
                 f.error("handler", "only internal integrations have a handler");
             }
         }
         Some(DeliveryMethod::Internal) => {
             match handler {
-                Some(h) => checked_handler = check_handler(&state, &mut f, h),
+                Some(h) => {
+                    target =
+                        check_handler(&state, &mut f, h).map(|handler| Target::Internal { handler })
+                }
                 None => f.error("handler", "is required for internal integrations"),
             }
             no_webhook_fields(&mut f, webhook_url.is_some(), signing_secret.is_some());
         }
         Some(_) => {
+            target = Some(Target::Poll);
             no_webhook_fields(&mut f, webhook_url.is_some(), signing_secret.is_some());
             if handler.is_some() {
                 f.error("handler", "only internal integrations have a handler");
@@ -194,21 +208,18 @@ async fn create(
         None => {}
     }
     f.finish()?;
-    let (Some(name), Some(method), Some(event_access_accepted)) =
-        (name, method, event_access_accepted)
+    let (Some(name), Some(target), Some(event_access_accepted)) =
+        (name, target, event_access_accepted)
     else {
         return Err(ApiError::internal("validated integration fields missing"));
     };
 
     let now = state.clock.now();
     let integration = Integration {
-        account_id: auth.account_id.clone(),
-        integration_id: new_id(),
+        account_id: auth.account_id.clone().into(),
+        integration_id: IntegrationId::new(),
         name,
-        method,
-        webhook_url: url,
-        signing_secret: secret.as_ref().map(SigningSecret::expose_whsec),
-        handler: checked_handler,
+        target,
         event_access_accepted,
         created_at: now,
         updated_at: now,
@@ -229,7 +240,7 @@ async fn create(
     tracing::info!(
         account_id = %auth.account_id,
         integration_id = %integration.integration_id,
-        method = %integration.method,
+        method = %integration.delivery_method(),
         "integration created"
     );
 
@@ -331,8 +342,8 @@ async fn update(
         "signing_secret",
         "cannot be set; use {\"rotate_signing_secret\": true} for a new one",
     );
-    let is_webhook = current.method == DeliveryMethod::Webhook;
-    let is_internal = current.method == DeliveryMethod::Internal;
+    let is_webhook = current.delivery_method() == DeliveryMethod::Webhook;
+    let is_internal = current.delivery_method() == DeliveryMethod::Internal;
 
     let url = match webhook_url {
         Patch::Absent => None,

@@ -23,6 +23,7 @@ use crate::api::auth::IntegrationAuth;
 use crate::api::extract::{cursor_id, page_limit, path_id, ApiPath, ApiQuery, JsonBody};
 use crate::api::{ApiError, ApiState};
 use crate::domain::pull_cursor::PullCursor;
+use crate::ids::{ChangeId, DeliveryId, SubscriptionId};
 use crate::operations::pull::{self, PullPage};
 use crate::store::subscription::{self, Subscription};
 use axum::extract::State;
@@ -100,8 +101,8 @@ pub struct PulledChangeView {
     /// Write this cursor to acknowledge this change and every change before it.
     pub cursor: String,
     /// The stable delivery identifier (the same a webhook would carry as `webhook-id`).
-    pub delivery_id: String,
-    pub change_id: String,
+    pub delivery_id: DeliveryId,
+    pub change_id: ChangeId,
     pub occurred_at: String,
     /// The projected change (the subscription's fields only, never the row).
     pub payload: Value,
@@ -111,7 +112,7 @@ pub struct PulledChangeView {
 
 #[derive(Debug, Serialize)]
 pub struct ChangesPage {
-    pub subscription_id: String,
+    pub subscription_id: SubscriptionId,
     /// The acknowledged position (a change id), `null` before the first acknowledgement.
     pub acknowledged_change_id: Option<String>,
     pub data: Vec<PulledChangeView>,
@@ -165,7 +166,7 @@ async fn changes(
 
 #[derive(Debug, Serialize)]
 pub struct CursorView {
-    pub subscription_id: String,
+    pub subscription_id: SubscriptionId,
     /// The last change id acknowledged, `null` before the first acknowledgement.
     pub acknowledged_change_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -191,7 +192,7 @@ async fn fetch_cursor(
 
 #[derive(Debug, Serialize)]
 pub struct AcknowledgementView {
-    pub subscription_id: String,
+    pub subscription_id: SubscriptionId,
     pub previous_change_id: Option<String>,
     pub acknowledged_change_id: Option<String>,
     /// Pending deliveries the cursor covered: now `delivered`.

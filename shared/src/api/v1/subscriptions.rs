@@ -15,13 +15,14 @@
 use super::ListResponse;
 use crate::api::auth::AccountAuth;
 use crate::api::extract::{
-    cursor_id, new_id, page_limit, path_id, resource_id, ApiPath, ApiQuery, Fields, JsonBody, Patch,
+    cursor_id, page_limit, path_id, resource_id, ApiPath, ApiQuery, Fields, JsonBody, Patch,
 };
 use crate::api::{ApiError, ApiState};
 use crate::domain::filter::Filter;
 use crate::domain::projection::{Projection, ProjectionError};
 use crate::domain::retry::{RetryPolicy, RetryPolicyError};
 use crate::domain::subscription::SubscriptionStatus;
+use crate::ids::{AccountId, IntegrationId, SubscriptionId};
 use crate::store::integration;
 use crate::store::subscription::{self, Subscription};
 use crate::store::update::Edit;
@@ -53,9 +54,9 @@ pub fn router() -> Router<Arc<ApiState>> {
 /// A subscription as the API shows it.
 #[derive(Debug, Serialize)]
 pub struct SubscriptionView {
-    pub id: String,
-    pub account_id: String,
-    pub integration_id: String,
+    pub id: SubscriptionId,
+    pub account_id: AccountId,
+    pub integration_id: IntegrationId,
     pub record_types: Vec<String>,
     /// The filter's canonical JSON; `null` when every change matches.
     pub filter: Value,
@@ -234,8 +235,8 @@ async fn create(
 
     let now = state.clock.now();
     let subscription = Subscription {
-        account_id: auth.account_id.clone(),
-        subscription_id: new_id(),
+        account_id: auth.account_id.clone().into(),
+        subscription_id: SubscriptionId::new(),
         integration_id,
         record_types,
         filter,

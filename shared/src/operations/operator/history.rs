@@ -69,7 +69,7 @@ pub async fn list_deliveries(
     let truncated = found.len() > limit;
     found.truncate(limit);
     let next = if truncated || (!exhausted && found.len() == limit) {
-        found.last().map(|d| d.change_id.clone())
+        found.last().map(|d| d.change_id.to_string())
     } else if exhausted {
         None
     } else {

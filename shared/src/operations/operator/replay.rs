@@ -22,6 +22,7 @@ use crate::domain::replay::{
     after_chunk, replay_item, validate_window, ReplayItem, ReplayStatus, ReplayWindow,
 };
 use crate::domain::time::Timestamp;
+use crate::ids::ReplayJobId;
 use crate::operations::{Ops, OpsError, WRITE_CONCURRENCY};
 use crate::store::audit::AuditRecord;
 use crate::store::cursor;
@@ -76,9 +77,9 @@ pub async fn create_job(ops: &Ops<'_>, req: ReplayRequest<'_>) -> Result<ReplayJ
     ops.subscription(req.account_id, req.subscription_id)
         .await?;
     let job = ReplayJob {
-        job_id: crate::ids::new_id(),
-        account_id: req.account_id.to_owned(),
-        subscription_id: req.subscription_id.to_owned(),
+        job_id: ReplayJobId::new(),
+        account_id: req.account_id.into(),
+        subscription_id: req.subscription_id.into(),
         from: window.from,
         to: window.to,
         reason: req.reason.to_owned(),
@@ -254,7 +255,7 @@ async fn walk_chunk(
     let position = page.last_sort.clone().or_else(|| {
         deliveries
             .last()
-            .map(|d| d.change_id.clone())
+            .map(|d| d.change_id.to_string())
             .or_else(|| job.position.clone())
     });
     let more = page.next_start.is_some();

@@ -6,6 +6,7 @@
 
 use super::audit::{write_with_audit, AuditAction};
 use crate::domain::subscription::{on_resume, SubscriptionStatus};
+use crate::ids::AuditId;
 use crate::operations::{Ops, OpsError};
 use crate::store::audit::AuditRecord;
 use crate::store::subscription::{self, Subscription};
@@ -15,7 +16,7 @@ use crate::store::subscription::{self, Subscription};
 pub struct ResumeOutcome {
     pub subscription: Subscription,
     pub dead_count_before: u32,
-    pub audit_id: String,
+    pub audit_id: AuditId,
 }
 
 pub async fn resume_subscription(

@@ -11,6 +11,7 @@ use super::audit::{write_with_audit, AuditAction};
 use super::restart::{reopen_event, restart_write, rewind_pull_cursor};
 use crate::domain::integration_delivery::{operator_restart, DeliveryStatus};
 use crate::domain::lifecycle::TransitionError;
+use crate::ids::AuditId;
 use crate::operations::{Ops, OpsError};
 use crate::store::audit::AuditRecord;
 use crate::store::delivery::{Delivery, Restart};
@@ -31,7 +32,7 @@ pub struct RetryOutcome {
     /// The delivery as it is after the restart.
     pub delivery: Delivery,
     pub previous_status: DeliveryStatus,
-    pub audit_id: String,
+    pub audit_id: AuditId,
     /// What the event monitor did with the change's event (push deliveries).
     pub event: Option<String>,
 }
@@ -88,7 +89,7 @@ pub async fn retry_delivery(
         .detail("from_status", previous_status)
         .detail("attempts_before", delivery.attempts)
         .detail("trigger", format!("{:?}", movement.0));
-        audit.change_id = Some(req.change_id.to_owned());
+        audit.change_id = Some(req.change_id.into());
         audit.delivery_id = Some(delivery.delivery_id.clone());
         if write_with_audit(ops, Some(restart_write(ops, &restart, now)?), &audit).await? {
             tracing::info!(
