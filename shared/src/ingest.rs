@@ -22,7 +22,7 @@ use crate::store::models::{DeliveryRecord, EventRecord};
 use crate::store::write::{send, Written};
 use crate::store::StoreError;
 use aws_lambda_events::event::dynamodb::{Event as DynamoDbEvent, EventRecord as StreamRecord};
-use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use futures::future::join_all;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -76,15 +76,14 @@ impl Ingest {
                 Err(e) => Err(e),
             };
             if let Err(e) = result {
+                let id = crate::runtime::stream_record_id(record);
                 tracing::error!(
                     event_id = %record.event_id,
-                    sequence_number = ?record.change.sequence_number,
+                    record = %id,
                     error = %e,
                     "change not ingested; reported for retry"
                 );
-                let mut failure = DynamoDbBatchItemFailure::default();
-                failure.item_identifier = record.change.sequence_number.clone();
-                failures.push(failure);
+                failures.push(crate::runtime::stream_failure(id));
             }
         }
         let mut response = DynamoDbEventResponse::default();

@@ -867,3 +867,105 @@ async fn the_local_server_serves_the_api_over_http() {
     );
     handle.abort();
 }
+
+/// An HTTP API event for `/operator/…` on stage `prod`, as API Gateway sends it after its JWT
+/// authorizer accepted the token: `claims` and `scopes` are the authorizer's.
+fn operator_event(
+    method: &str,
+    path: &str,
+    claims: Value,
+    scopes: Value,
+    body: Option<Value>,
+) -> Value {
+    json!({
+        "version": "2.0",
+        "routeKey": "ANY /operator/{proxy+}",
+        "rawPath": format!("/prod{path}"),
+        "rawQueryString": "",
+        "headers": {"authorization": "Bearer eyJ.jwt.sig", "content-type": "application/json"},
+        "requestContext": {
+            "routeKey": "ANY /operator/{proxy+}",
+            "accountId": "123456789012",
+            "stage": "prod",
+            "requestId": "req-1",
+            "authorizer": {"jwt": {"claims": claims, "scopes": scopes}},
+            "apiId": "api-id",
+            "domainName": "id.execute-api.us-east-1.amazonaws.com",
+            "domainPrefix": "id",
+            "time": "01/Dec/2026:10:00:00 +0000",
+            "timeEpoch": 1_796_119_200_000_i64,
+            "http": {"method": method, "path": format!("/prod{path}"), "protocol": "HTTP/1.1",
+                     "sourceIp": "192.0.2.1", "userAgent": "agent"}
+        },
+        "body": body.map(|b| b.to_string()),
+        "isBase64Encoded": false
+    })
+}
+
+#[tokio::test]
+async fn an_operator_jwt_without_the_operator_scope_is_forbidden_and_with_it_is_served() {
+    let w = World::new().await;
+    let api = w.gateway_api("rhythm/operator");
+    let account = w.api.account("Scoped").await;
+    let path = format!("/operator/accounts/{}", account.account_id);
+
+    // A valid token of the identity provider, but not an operator's: 403 on every operator route.
+    for (claims, scopes) in [
+        (json!({"sub": "someone"}), Value::Null),
+        (
+            json!({"sub": "someone"}),
+            json!(["openid", "rhythm/reader"]),
+        ),
+        (
+            json!({"sub": "someone", "scope": "openid rhythm/operators"}),
+            Value::Null,
+        ),
+    ] {
+        let r = api
+            .gateway_event(&operator_event(
+                "GET",
+                &path,
+                claims.clone(),
+                scopes.clone(),
+                None,
+            ))
+            .await;
+        let problem = r.problem_of(StatusCode::FORBIDDEN, "forbidden");
+        assert!(
+            problem["detail"]
+                .as_str()
+                .unwrap()
+                .contains("rhythm/operator"),
+            "{problem}"
+        );
+        let r = api
+            .gateway_event(&operator_event(
+                "POST",
+                "/operator/accounts",
+                claims,
+                scopes,
+                Some(json!({"name": "Nope", "admin_emails": ["a@example.com"]})),
+            ))
+            .await;
+        r.problem_of(StatusCode::FORBIDDEN, "forbidden");
+    }
+
+    // With the scope (in the authorizer's list or the token's `scope` claim): served.
+    for (claims, scopes) in [
+        (json!({"sub": "op-1"}), json!(["rhythm/operator"])),
+        (
+            json!({"sub": "op-1", "scope": "openid rhythm/operator"}),
+            Value::Null,
+        ),
+    ] {
+        let r = api
+            .gateway_event(&operator_event("GET", &path, claims, scopes, None))
+            .await;
+        assert_eq!(r.ok()["id"], account.account_id.as_str(), "{}", r.text);
+    }
+
+    // No JWT context at all (not from the gateway's authorizer): 401, as before.
+    api.get(&path, "eyJ.jwt.sig")
+        .await
+        .problem_of(StatusCode::UNAUTHORIZED, "unauthorized");
+}

@@ -9,6 +9,7 @@
 //! |------------------------|--------|---------------------------------|
 //! | `MalformedRequest`     | 400    | `malformed-request`             |
 //! | `Unauthorized`         | 401    | `unauthorized`                  |
+//! | `Forbidden`            | 403    | `forbidden`                     |
 //! | `NotFound`             | 404    | `not-found`                     |
 //! | `MethodNotAllowed`     | 405    | `method-not-allowed`            |
 //! | `Conflict`             | 409    | `conflict`                      |
@@ -63,6 +64,10 @@ pub enum ApiError {
     /// No credentials, or credentials that are unknown, revoked or of the wrong kind.
     #[error("{detail}")]
     Unauthorized { detail: String },
+    /// Authenticated, but without the right this route needs (an operator token without the
+    /// operator scope).
+    #[error("{detail}")]
+    Forbidden { detail: String },
     /// No such resource *for this caller*: another account's resource is not found, too.
     #[error("{detail}")]
     NotFound { detail: String },
@@ -103,6 +108,11 @@ impl ApiError {
             detail: detail.into(),
         }
     }
+    pub fn forbidden(detail: impl Into<String>) -> Self {
+        ApiError::Forbidden {
+            detail: detail.into(),
+        }
+    }
     /// `what` names the resource kind, e.g. `integration`.
     pub fn not_found(what: &str) -> Self {
         ApiError::NotFound {
@@ -129,6 +139,7 @@ impl ApiError {
             ApiError::MalformedRequest { .. } => StatusCode::BAD_REQUEST,
             ApiError::Validation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
             ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
@@ -143,6 +154,7 @@ impl ApiError {
             ApiError::MalformedRequest { .. } => "malformed-request",
             ApiError::Validation { .. } => "validation",
             ApiError::Unauthorized { .. } => "unauthorized",
+            ApiError::Forbidden { .. } => "forbidden",
             ApiError::NotFound { .. } => "not-found",
             ApiError::MethodNotAllowed { .. } => "method-not-allowed",
             ApiError::Conflict { .. } => "conflict",
@@ -162,6 +174,7 @@ impl ApiError {
             ApiError::MalformedRequest { .. } => "Malformed request",
             ApiError::Validation { .. } => "Validation failed",
             ApiError::Unauthorized { .. } => "Unauthorized",
+            ApiError::Forbidden { .. } => "Forbidden",
             ApiError::NotFound { .. } => "Not found",
             ApiError::MethodNotAllowed { .. } => "Method not allowed",
             ApiError::Conflict { .. } => "Conflict",
