@@ -969,3 +969,118 @@ async fn an_operator_jwt_without_the_operator_scope_is_forbidden_and_with_it_is_
         .await
         .problem_of(StatusCode::UNAUTHORIZED, "unauthorized");
 }
+
+#[tokio::test]
+async fn account_creation_and_token_issuance_are_written_to_the_audit_history() {
+    use std::time::Duration;
+    let w = World::new().await;
+    let created_at = w.now();
+    let created = w
+        .api
+        .post(
+            "/operator/accounts",
+            OPERATOR_TOKEN,
+            json!({"name": "Audited", "admin_emails": ["a@example.com"], "reason": "onboarding ticket 42"}),
+        )
+        .await;
+    let account_id = created.created()["account"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let first_token_id = created.json["token"]
+        .as_str()
+        .unwrap()
+        .split('_')
+        .nth(2)
+        .unwrap()
+        .to_owned();
+
+    w.clock.advance(Duration::from_secs(60));
+    let issued_at = w.now();
+    let issued = w
+        .api
+        .post(
+            &format!("/operator/accounts/{account_id}/tokens"),
+            OPERATOR_TOKEN,
+            json!({"revoke_existing": true, "reason": "token leaked in a log"}),
+        )
+        .await;
+    let second_token_id = issued.created()["token_id"].as_str().unwrap().to_owned();
+
+    // An operator behind the gateway, without a reason: its `sub` is who.
+    w.clock.advance(Duration::from_secs(60));
+    let third_at = w.now();
+    let gateway = w.gateway_api("rhythm/operator");
+    let path = format!("/operator/accounts/{account_id}/tokens");
+    let third = gateway
+        .gateway_event(&operator_event(
+            "POST",
+            &path,
+            json!({"sub": "op-9"}),
+            json!(["rhythm/operator"]),
+            Some(json!({})),
+        ))
+        .await;
+    let third_token_id = third.created()["token_id"].as_str().unwrap().to_owned();
+
+    // A refused request (a reason that is not text) writes neither a token nor an entry.
+    w.api
+        .post(&path, OPERATOR_TOKEN, json!({"reason": 7}))
+        .await
+        .problem(StatusCode::UNPROCESSABLE_ENTITY);
+
+    let audit = w
+        .api
+        .get(
+            &format!("/operator/accounts/{account_id}/audit"),
+            OPERATOR_TOKEN,
+        )
+        .await;
+    let entries = audit.ok()["data"].as_array().unwrap().clone();
+    let summary: Vec<(String, String, String, String, String)> = entries
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap().to_owned(),
+                e["operator"].as_str().unwrap().to_owned(),
+                e["at"].as_str().unwrap().to_owned(),
+                e["reason"].as_str().unwrap().to_owned(),
+                e["details"]["token_id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let s = |v: &str| v.to_owned();
+    assert_eq!(
+        summary,
+        vec![
+            (
+                s("issue_account_token"),
+                s("op-9"),
+                third_at.to_rfc3339(),
+                s(""),
+                third_token_id
+            ),
+            (
+                s("issue_account_token"),
+                s(local::testkit::api::OPERATOR),
+                issued_at.to_rfc3339(),
+                s("token leaked in a log"),
+                second_token_id
+            ),
+            (
+                s("create_account"),
+                s(local::testkit::api::OPERATOR),
+                created_at.to_rfc3339(),
+                s("onboarding ticket 42"),
+                first_token_id
+            ),
+        ]
+    );
+    assert_eq!(entries[1]["details"]["revoke_existing"], "true");
+    assert_eq!(entries[0]["details"]["revoke_existing"], "false");
+    assert_eq!(entries[2]["details"]["name"], "Audited");
+    for e in &entries {
+        assert_eq!(e["account_id"], account_id.as_str());
+        assert!(e.get("subscription_id").is_none(), "{e}");
+    }
+}

@@ -34,8 +34,9 @@ use super::problem::ApiError;
 use super::ApiState;
 use crate::config::ConfigError;
 use crate::domain::time::Timestamp;
+use crate::store::audit::AuditRecord;
 use crate::store::token;
-use crate::store::write::send;
+use crate::store::write::{send, Write};
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
@@ -502,22 +503,30 @@ pub struct RevokeScope<'a> {
     pub except: Option<&'a str>,
 }
 
-/// Revokes every token in `scope`: marks the token item revoked (so it fails verification), then
-/// drops its reference. Safe to repeat. Returns how many tokens were revoked now.
 /// Issues a new token of `kind` for the account (or one integration of it), stores it, and with
 /// `revoke_existing` revokes the others of the same scope: the rotation both the account and the
-/// integration token routes offer. Returns the token (shown once), its record and how many
-/// tokens were revoked.
+/// integration token routes offer. `audit` (an operator's issuance) is the audit entry, written
+/// in one transaction with the token; it learns the token's id. Returns the token (shown once),
+/// its record and how many tokens were revoked.
 pub async fn issue_rotated(
     state: &ApiState,
     kind: TokenKind,
     account_id: &str,
     integration_id: Option<&str>,
     revoke_existing: bool,
+    audit: Option<AuditRecord>,
 ) -> Result<(PlaintextToken, TokenRecord, u32), ApiError> {
     let now = state.clock.now();
     let (token, record) = issue_token(kind, account_id, integration_id, now);
-    state.create(token::create(state.table(), &record)?).await?;
+    let table = state.table();
+    let mut writes = vec![token::create(table, &record)?];
+    if let Some(audit) = audit {
+        let audit = AuditRecord { at: now, ..audit }
+            .detail("token_id", &record.token_id)
+            .detail("revoke_existing", revoke_existing);
+        writes.push(crate::store::audit::create(table, &audit)?);
+    }
+    state.create(Write::all(writes)?).await?;
     let revoked = if revoke_existing {
         revoke_tokens(
             state,
@@ -536,6 +545,8 @@ pub async fn issue_rotated(
     Ok((token, record, revoked))
 }
 
+/// Revokes every token in `scope`: marks the token item revoked (so it fails verification), then
+/// drops its reference. Safe to repeat. Returns how many tokens were revoked now.
 pub async fn revoke_tokens(
     state: &ApiState,
     scope: RevokeScope<'_>,

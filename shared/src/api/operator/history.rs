@@ -44,7 +44,9 @@ pub struct AuditView {
     /// Why.
     pub reason: String,
     pub account_id: String,
-    pub subscription_id: String,
+    /// `None` for account-level actions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subscription_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
