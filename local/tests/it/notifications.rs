@@ -1800,4 +1800,64 @@ mod api {
         .await
         .problem_of(StatusCode::NOT_FOUND, "not-found");
     }
+
+    #[tokio::test]
+    async fn a_notices_slack_url_is_checked_at_the_api_https_on_hooks_slack_com() {
+        let w = World::new().await;
+        let ApiAccount { token, .. } = w.api.account("Slack URLs").await;
+        let production = w.production_api();
+        let notice = |url: &str| {
+            json!({
+                "recipients": ["user-1", {"id": "ops", "slack_webhook_url": url}],
+                "channels": ["slack"],
+                "subject": "Planned maintenance",
+                "body": "Tonight.",
+            })
+        };
+        for (i, bad) in [
+            "http://hooks.slack.com/services/T/B/x",
+            "https://example.com/services/T/B/x",
+            "https://hooks.slack.com.evil.example/services/T/B/x",
+            "https://127.0.0.1/services/T/B/x",
+            "https://[::ffff:0:a9fe:a9fe]/x",
+            "not a url",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let r = production
+                .post("/v1/notices", &token, notice(bad))
+                .header("idempotency-key", &format!("bad-{i}"))
+                .await;
+            r.problem_of(StatusCode::UNPROCESSABLE_ENTITY, "validation");
+            assert_eq!(r.fields(), ["recipients[1].slack_webhook_url"], "{bad}");
+        }
+        production
+            .post(
+                "/v1/notices",
+                &token,
+                notice("https://hooks.slack.com/services/T/B/x"),
+            )
+            .header("idempotency-key", "good")
+            .await
+            .accepted();
+        // Where private targets are allowed (the local demo, these tests), a loopback receiver
+        // is a Slack webhook, over http too; the metadata address never is.
+        let slack = Receiver::start().await;
+        w.api
+            .post("/v1/notices", &token, notice(&slack.url("/services/T/B/x")))
+            .header("idempotency-key", "loopback")
+            .await
+            .accepted();
+        let r = w
+            .api
+            .post(
+                "/v1/notices",
+                &token,
+                notice("http://169.254.169.254/latest"),
+            )
+            .header("idempotency-key", "metadata")
+            .await;
+        assert_eq!(r.fields(), ["recipients[1].slack_webhook_url"]);
+    }
 }
