@@ -17,6 +17,7 @@
 //! | `UnsupportedMediaType` | 415    | `unsupported-media-type`        |
 //! | `Validation`           | 422    | `validation`                    |
 //! | `Internal`             | 500    | `internal`                      |
+//! | `Unavailable`          | 503    | `unavailable`                   |
 //!
 //! Details never carry secrets: a token or signing secret is never part of an error. An internal
 //! error's cause is logged, and the response only says that it was.
@@ -32,6 +33,8 @@ use serde::{Deserialize, Serialize};
 pub const PROBLEM_BASE: &str = "https://rhythm-delivery.dev/problems/";
 /// The media type of every error response.
 pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
+/// The `Retry-After` of every 503, in seconds.
+pub const RETRY_AFTER_SECS: &str = "5";
 /// The `WWW-Authenticate` challenge of every 401.
 pub const BEARER_CHALLENGE: &str = "Bearer realm=\"rhythm-delivery\"";
 
@@ -83,6 +86,10 @@ pub enum ApiError {
     /// A fault of ours (storage, a bug). The cause is logged, never returned.
     #[error("internal error: {0}")]
     Internal(String),
+    /// Not yet: the request is fine but must be sent again later (`Retry-After`), e.g. a provider
+    /// event about a delivery not recorded yet, for a sender (SNS) that retries only 5xx.
+    #[error("{detail}")]
+    Unavailable { detail: String },
 }
 
 /// The JSON body of a problem response.
@@ -146,6 +153,7 @@ impl ApiError {
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -161,6 +169,7 @@ impl ApiError {
             ApiError::PayloadTooLarge { .. } => "payload-too-large",
             ApiError::UnsupportedMediaType { .. } => "unsupported-media-type",
             ApiError::Internal(_) => "internal",
+            ApiError::Unavailable { .. } => "unavailable",
         }
     }
 
@@ -181,6 +190,7 @@ impl ApiError {
             ApiError::PayloadTooLarge { .. } => "Payload too large",
             ApiError::UnsupportedMediaType { .. } => "Unsupported media type",
             ApiError::Internal(_) => "Internal error",
+            ApiError::Unavailable { .. } => "Try again later",
         }
     }
 
@@ -224,6 +234,12 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static(PROBLEM_CONTENT_TYPE),
         );
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(RETRY_AFTER_SECS),
+            );
+        }
         if status == StatusCode::UNAUTHORIZED {
             headers.insert(
                 header::WWW_AUTHENTICATE,

@@ -348,10 +348,11 @@ pub async fn intake_sns(
 ) -> Result<IntakeOutcome, IntakeError> {
     let message: SnsMessage =
         serde_json::from_slice(body).map_err(|e| IntakeError::Malformed(e.to_string()))?;
-    sns::verify(&message, settings.sns_http.as_ref(), now).await?;
+    // The topic first: a foreign topic's message never makes us fetch a certificate.
     if !settings.sns_topic_arns.contains(&message.topic_arn) {
         return Err(IntakeError::ForeignTopic(message.topic_arn));
     }
+    sns::verify(&message, settings.sns_http.as_ref(), now).await?;
     match message.kind.as_str() {
         "SubscriptionConfirmation" => {
             let url = sns::check_sns_url(message.subscribe_url.as_deref().unwrap_or_default())?;
@@ -484,6 +485,7 @@ mod tests {
             "sns-1",
             &payload.to_string(),
             "2",
+            Timestamp(0),
         )
     }
 
