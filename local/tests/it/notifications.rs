@@ -1650,6 +1650,103 @@ mod api {
     }
 
     #[tokio::test]
+    async fn the_api_reads_provider_secrets_from_secrets_manager_once_at_start() {
+        use local::testkit::api::ApiClient;
+        let w = World::new().await;
+        let n = &w.notify;
+        let secrets_manager = aws_sdk_secretsmanager::Client::new(&w.t.sdk);
+        let current = SigningSecret::from_bytes(&[21u8; 32]).unwrap();
+        let env_only = SigningSecret::from_bytes(&[22u8; 32]).unwrap();
+        let create = |name: String, value: String| {
+            let client = secrets_manager.clone();
+            async move {
+                client
+                    .create_secret()
+                    .name(name)
+                    .secret_string(value)
+                    .send()
+                    .await
+                    .expect("the emulator creates the secret")
+                    .arn
+                    .expect("an ARN")
+            }
+        };
+        let suffix = ulid::Ulid::new().to_string().to_ascii_lowercase();
+        let arn = create(
+            format!("rhythm-test/{suffix}/provider-event-secrets"),
+            json!({"acme": current.expose_whsec()}).to_string(),
+        )
+        .await;
+        let empty = create(format!("rhythm-test/{suffix}/empty"), "{}".into()).await;
+        // The api function's start: the ARN is set, so the plain variable is not read.
+        let load = |arn: String| {
+            let client = secrets_manager.clone();
+            let env_secret = format!("acme={}", env_only.expose_whsec());
+            async move {
+                confirm::ProviderEventSettings::load(
+                    &client,
+                    |name| match name {
+                        confirm::SECRETS_ARN_VAR => Some(arn.clone()),
+                        confirm::SECRETS_VAR => Some(env_secret.clone()),
+                        confirm::TOPICS_VAR => Some(TOPIC.to_string()),
+                        _ => None,
+                    },
+                    Arc::new(sns::local::test_http()),
+                )
+                .await
+                .unwrap()
+            }
+        };
+        let api = ApiClient::new(
+            w.api_state()
+                .with_provider_events(Arc::new(load(arn).await)),
+        );
+        let event = |secret: &SigningSecret, id: &str| {
+            let body = json!({"provider_ref": "ref-unknown", "type": "delivered"}).to_string();
+            let headers =
+                WebhookHeaders::sign(std::slice::from_ref(secret), id, n.now(), body.as_bytes());
+            let mut call = api
+                .call(Method::POST, "/v1/provider-events/acme", None, None)
+                .json_bytes(body.into_bytes());
+            for (name, value) in headers.pairs() {
+                call = call.header(name, value);
+            }
+            call
+        };
+        // Signed with the secret from Secrets Manager: accepted (and applied: no such reference).
+        assert_eq!(
+            event(&current, "evt-sm-1").await.ok()["outcome"],
+            "unknown_reference"
+        );
+        // The plain variable's secret is not a key when the ARN is set.
+        event(&env_only, "evt-sm-2")
+            .await
+            .problem_of(StatusCode::UNAUTHORIZED, "unauthorized");
+        // `{}`: no provider at all.
+        let none = ApiClient::new(
+            w.api_state()
+                .with_provider_events(Arc::new(load(empty).await)),
+        );
+        let body = json!({"provider_ref": "r", "type": "delivered"}).to_string();
+        none.call(Method::POST, "/v1/provider-events/acme", None, None)
+            .json_bytes(body.into_bytes())
+            .await
+            .problem_of(StatusCode::NOT_FOUND, "not-found");
+        // An unreadable ARN fails the start, naming the secret.
+        let missing =
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:rhythm-test/none-AbCdEf";
+        let e = confirm::ProviderEventSettings::load(
+            &secrets_manager,
+            |name| (name == confirm::SECRETS_ARN_VAR).then(|| missing.to_string()),
+            Arc::new(sns::local::test_http()),
+        )
+        .await
+        .err()
+        .expect("a missing secret fails the start");
+        assert!(e.contains(missing), "{e}");
+    }
+
+    #[tokio::test]
     async fn an_ses_event_about_a_delivery_not_recorded_yet_is_a_503_so_that_sns_retries_it() {
         let w = World::new().await;
         let n = &w.notify;

@@ -6,7 +6,9 @@
 //!   topic must be the deployment's (`SES_EVENTS_TOPIC_ARN`); subscription confirmations are
 //!   confirmed.
 //! * `POST /v1/provider-events/{provider}` — the generic form, signed as Standard Webhooks
-//!   (`webhook-id` is the event id) with the provider's secret (`NOTIFICATION_PROVIDER_SECRETS`):
+//!   (`webhook-id` is the event id) with the provider's secret (in AWS from the Secrets Manager
+//!   secret `NOTIFICATION_PROVIDER_SECRETS_ARN` names, read once per container; locally
+//!   `NOTIFICATION_PROVIDER_SECRETS`):
 //!   `{"provider_ref", "type", "at"?, "detail"?, "bounce_type"?}`.
 //!
 //! Answers `200 {"outcome": "delivered" | "recorded" | "duplicate" | "unknown_reference" |
@@ -19,9 +21,7 @@
 
 use crate::api::extract::{path_id, ApiPath};
 use crate::api::{ApiError, ApiState};
-use crate::notify::confirm::{
-    self, ConfirmOutcome, IntakeError, IntakeOutcome, ProviderEventSettings,
-};
+use crate::notify::confirm::{self, ConfirmOutcome, IntakeError, IntakeOutcome};
 use crate::notify::table::NotificationTable;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request, State};
@@ -40,10 +40,6 @@ pub fn router() -> Router<Arc<ApiState>> {
 #[derive(Debug, Serialize)]
 pub struct IntakeView {
     pub outcome: &'static str,
-}
-
-fn settings() -> &'static ProviderEventSettings {
-    confirm::settings()
 }
 
 /// Who sent the event: SNS retries only 5xx answers, a generic provider also 409.
@@ -110,7 +106,13 @@ async fn ses(
     let body = body_of(&state, request).await?;
     let store = NotificationTable::from_config(&state.clients, &state.config);
     answer(
-        confirm::intake_sns(&store, settings(), &body, state.clock.now()).await,
+        confirm::intake_sns(
+            &store,
+            state.provider_event_settings(),
+            &body,
+            state.clock.now(),
+        )
+        .await,
         Sender::Sns,
     )
 }
@@ -133,7 +135,7 @@ async fn signed(
     answer(
         confirm::intake_signed(
             &store,
-            settings(),
+            state.provider_event_settings(),
             &provider,
             header,
             &body,
