@@ -203,6 +203,16 @@ impl World {
         ApiClient::new(api_state(&self.pipeline, config))
     }
 
+    /// The API as it runs in AWS behind the HTTP API's JWT authorizer: operators are the `sub`
+    /// of the request context's JWT, which must carry `scope` (see [`ApiClient::gateway_event`]).
+    pub fn gateway_api(&self, scope: &str) -> ApiClient {
+        let mut state = self.api_state();
+        state.operator_auth = OperatorAuth::GatewayJwt {
+            scope: scope.into(),
+        };
+        ApiClient::new(state)
+    }
+
     /// The plain fixture writer (as the demo and the benchmarks use it), at the world's now.
     pub fn fixtures(&self) -> Fixtures<'_> {
         Fixtures {

@@ -4,11 +4,12 @@
 //!
 //! A queue record is named by its message id; a stream record by its sequence number, or (a
 //! record that lacks one, which the event source never sends but a hand-made event might) by its
-//! event id, so every failure names something an operator can find.
+//! event id ([`crate::runtime::stream_record_id`]), so every failure names something an operator
+//! can find.
 
 use aws_lambda_events::event::dynamodb::{Event as DynamoDbEvent, EventRecord as StreamRecord};
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
-use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use futures::StreamExt;
 use std::fmt::Display;
 use std::future::Future;
@@ -27,10 +28,7 @@ impl BatchRecord for SqsMessage {
 
 impl BatchRecord for StreamRecord {
     fn failure_id(&self) -> Option<String> {
-        self.change
-            .sequence_number
-            .clone()
-            .or_else(|| (!self.event_id.is_empty()).then(|| self.event_id.clone()))
+        Some(crate::runtime::stream_record_id(self))
     }
 }
 
@@ -80,13 +78,12 @@ pub fn sqs_response<'a>(failed: impl IntoIterator<Item = &'a SqsMessage>) -> Sqs
 }
 
 /// The stream's partial-batch response naming the records `failed` (by identifier).
-pub fn stream_response(failed: impl IntoIterator<Item = Option<String>>) -> DynamoDbEventResponse {
+pub fn stream_response(failed: impl IntoIterator<Item = String>) -> DynamoDbEventResponse {
     let mut response = DynamoDbEventResponse::default();
-    for id in failed {
-        let mut f = DynamoDbBatchItemFailure::default();
-        f.item_identifier = id;
-        response.batch_item_failures.push(f);
-    }
+    response.batch_item_failures = failed
+        .into_iter()
+        .map(crate::runtime::stream_failure)
+        .collect();
     response
 }
 
@@ -119,7 +116,7 @@ where
     E: Display,
 {
     let failed = failures(&event.records, 1, what, handle).await;
-    stream_response(failed.into_iter().map(|(r, _)| r.failure_id()))
+    stream_response(failed.into_iter().filter_map(|(r, _)| r.failure_id()))
 }
 
 #[cfg(test)]
@@ -166,7 +163,10 @@ mod tests {
             .iter()
             .map(|f| f.item_identifier.clone())
             .collect();
-        assert_eq!(ids, [Some("100".to_string()), Some("evt-7".to_string())]);
+        assert_eq!(
+            ids,
+            [Some("100".to_string()), Some("event:evt-7".to_string())]
+        );
     }
 
     #[tokio::test]

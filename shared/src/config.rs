@@ -29,6 +29,9 @@ pub struct Config {
     /// the local demo and tests turn it on to reach receivers on loopback.
     pub allow_private_targets: bool,
     pub notification_sender: String,
+    /// CloudWatch namespace of the embedded metrics (`METRICS_NAMESPACE`, default
+    /// [`crate::metrics::DEFAULT_NAMESPACE`]).
+    pub metrics_namespace: String,
 }
 
 impl Config {
@@ -63,6 +66,9 @@ impl Config {
             allow_private_targets,
             notification_sender: lookup("NOTIFICATION_SENDER")
                 .unwrap_or_else(|| "notifications@example.com".into()),
+            metrics_namespace: lookup("METRICS_NAMESPACE")
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| crate::metrics::DEFAULT_NAMESPACE.into()),
         })
     }
 }
@@ -89,6 +95,13 @@ mod tests {
         let c = Config::from_map(&full()).unwrap();
         assert_eq!(c.delivery_table, "d");
         assert!(!c.allow_private_targets);
+        assert_eq!(c.metrics_namespace, "RhythmDelivery");
+        let mut m = full();
+        m.insert("METRICS_NAMESPACE".into(), "Rhythm/staging".into());
+        assert_eq!(
+            Config::from_map(&m).unwrap().metrics_namespace,
+            "Rhythm/staging"
+        );
     }
 
     #[test]

@@ -32,6 +32,7 @@ use crate::config::Config;
 use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::lifecycle::Status;
 use crate::domain::time::Timestamp;
+use crate::metrics::{self, EmfSink, Metric};
 use crate::monitor::RollUp;
 use crate::store;
 use crate::store::keys::{self, SHARDS};
@@ -58,6 +59,27 @@ pub const SWEEP_LIMIT_PER_SHARD: i32 = 500;
 /// Prompt roll-ups run at once by one stream batch.
 pub const PROMPT_ROLLUP_CONCURRENCY: usize = 8;
 
+/// The payload of the sweep schedule (template.yaml's `Input`): the only one that sweeps.
+pub const SWEEP_PAYLOAD: &str = r#"{"sweep":"due"}"#;
+/// The metric each scheduled sweep writes once (the dispatcher-silence alarm's).
+pub const SWEEP_RUNS: &str = "DispatcherSweepRuns";
+
+/// Why an invocation of the dispatch function failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    #[error("refused payload: {0}")]
+    Payload(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn truncate(text: &str, max: usize) -> &str {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => &text[..i],
+        None => text,
+    }
+}
+
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct SweepReport {
     pub published: u32,
@@ -72,9 +94,9 @@ pub struct Dispatcher {
     rollup: RollUp,
 }
 
-/// Work parsed from a stream record, with the record's sequence number for failure reporting.
+/// Work parsed from a stream record, with the record's identifier for failure reporting.
 struct StreamWork {
-    sequence: Option<String>,
+    record: String,
     work: DeliveryWork,
 }
 
@@ -105,14 +127,14 @@ impl Dispatcher {
     /// the events that were inserted or whose push delivery just became terminal.
     pub async fn handle_stream(&self, event: DynamoDbEvent) -> DynamoDbEventResponse {
         // Each event once per batch, reported (on failure) at its first record.
-        let mut rollups: BTreeMap<String, Option<String>> = BTreeMap::new();
+        let mut rollups: BTreeMap<String, String> = BTreeMap::new();
         for r in &event.records {
             if let Some(pk) =
                 rollup_trigger(&r.event_name, &r.change.new_image, &r.change.old_image)
             {
                 rollups
                     .entry(pk)
-                    .or_insert_with(|| r.change.sequence_number.clone());
+                    .or_insert_with(|| crate::runtime::stream_record_id(r));
             }
         }
         let work: Vec<StreamWork> = event
@@ -129,29 +151,29 @@ impl Dispatcher {
                     subscription_id: attr(new, "subscription_id")?.into(),
                 };
                 Some(StreamWork {
-                    sequence: r.change.sequence_number.clone(),
+                    record: crate::runtime::stream_record_id(r),
                     work,
                 })
             })
             .collect();
-        let mut failed: Vec<Option<String>> = Vec::new();
+        let mut failed: Vec<String> = Vec::new();
         for chunk in work.chunks(10) {
             let entries: Vec<(DeliveryWork, Duration)> = chunk
                 .iter()
                 .map(|w| (w.work.clone(), Duration::ZERO))
                 .collect();
             for i in self.publish(&entries).await {
-                tracing::warn!(delivery = ?chunk[i].work, "publish failed; the stream retries it");
-                failed.push(chunk[i].sequence.clone());
+                tracing::warn!(delivery = ?chunk[i].work, record = %chunk[i].record, "publish failed; the stream retries it");
+                failed.push(chunk[i].record.clone());
             }
         }
-        let failed_rollups: Vec<Option<String>> = futures::stream::iter(rollups)
-            .map(|(pk, sequence)| async move {
+        let failed_rollups: Vec<String> = futures::stream::iter(rollups)
+            .map(|(pk, record)| async move {
                 match self.rollup.roll_up_pk(&pk).await {
                     Ok(_) => None,
                     Err(e) => {
-                        tracing::warn!(%pk, error = %e, "prompt roll-up failed; the stream retries it");
-                        Some(sequence)
+                        tracing::warn!(%pk, %record, error = %e, "prompt roll-up failed; the stream retries it");
+                        Some(record)
                     }
                 }
             })
@@ -161,6 +183,47 @@ impl Dispatcher {
             .await;
         failed.extend(failed_rollups);
         crate::batch::stream_response(failed)
+    }
+
+    /// One invocation of the dispatch function: a delivery-stream batch (`{"Records": [...]}`) or
+    /// the sweep schedule's exact payload ([`SWEEP_PAYLOAD`]); anything else is refused, so a
+    /// stray invocation neither sweeps nor looks like the schedule to the silence alarm. A
+    /// scheduled sweep writes one `DispatcherSweepRuns` EMF document to `sink` (also when it
+    /// published nothing): the dispatcher-silence alarm watches it.
+    pub async fn handle_payload(
+        &self,
+        payload: serde_json::Value,
+        sink: &dyn EmfSink,
+    ) -> Result<serde_json::Value, DispatchError> {
+        if payload.get("Records").is_some() {
+            let records: DynamoDbEvent = serde_json::from_value(payload)
+                .map_err(|e| DispatchError::Payload(e.to_string()))?;
+            let response = self.handle_stream(records).await;
+            return serde_json::to_value(response)
+                .map_err(|e| DispatchError::Payload(e.to_string()));
+        }
+        if serde_json::from_str::<serde_json::Value>(SWEEP_PAYLOAD).ok() != Some(payload.clone()) {
+            return Err(DispatchError::Payload(format!(
+                "the dispatcher takes a delivery-stream batch or its schedule's payload \
+                 {SWEEP_PAYLOAD}; got {}",
+                truncate(&payload.to_string(), 200)
+            )));
+        }
+        let result = self.sweep().await;
+        let mut props = serde_json::Map::new();
+        if let Ok(r) = &result {
+            props.insert("published".into(), r.published.into());
+            props.insert("failed".into(), r.failed.into());
+        }
+        sink.emit(&metrics::document(
+            &self.config.metrics_namespace,
+            &self.config.stage,
+            self.clock.now(),
+            &[Metric::count(SWEEP_RUNS, 1)],
+            props,
+        ));
+        let report = result?;
+        Ok(serde_json::json!({ "published": report.published, "failed": report.failed }))
     }
 
     /// Sweep path: publish what is due within the horizon on every shard of the `due` index.

@@ -11,6 +11,7 @@ pub mod domain;
 pub mod guarded_http;
 pub mod ids;
 pub mod ingest;
+pub mod metrics;
 pub mod monitor;
 pub mod notify;
 pub mod operations;

@@ -18,7 +18,7 @@
 //! The report says `more: true` when the budget ran out first.
 //!
 //! The report (counts of what changed) goes to the log and, as CloudWatch embedded metric format,
-//! to standard output ([`emf_document`]).
+//! to standard output ([`emf_document`], written with [`crate::metrics::write_line`]).
 //!
 //! Budgets are wall-clock (`Instant`), not the injected [`Clock`]: they bound the Lambda's own
 //! execution time, whereas the clock is the domain's notion of "now".
@@ -28,12 +28,12 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
 use crate::domain::time::Timestamp;
+use crate::metrics::{self, Metric};
 use crate::monitor::{RollUp, RollUpReport};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,8 +41,6 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_MAX_EVENTS: usize = 50_000;
 /// Time kept back from the Lambda's deadline for reporting.
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(15);
-/// CloudWatch namespace of the embedded metrics.
-pub const METRIC_NAMESPACE: &str = "RhythmDelivery";
 
 /// What one invocation may spend.
 #[derive(Debug, Clone, Copy)]
@@ -104,8 +102,10 @@ pub enum RunKind {
     Rollup,
 }
 
-/// The invocation payload: `{"run": "nightly" | "rollup", "max_events": n}` (both optional).
+/// The invocation payload: `{"run": "nightly" | "rollup", "max_events": n}` (both optional;
+/// `{}` is a nightly run). Nothing else: an unknown field or run kind is refused.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ReconcileRequest {
     #[serde(default)]
     pub run: RunKind,
@@ -114,9 +114,14 @@ pub struct ReconcileRequest {
 }
 
 impl ReconcileRequest {
-    /// Reads a payload; anything unreadable is a nightly run with the defaults.
-    pub fn from_payload(payload: &Value) -> Self {
-        serde_json::from_value(payload.clone()).unwrap_or_default()
+    /// Reads a payload, refusing one it does not understand (a mistyped run kind must not start
+    /// a full nightly run).
+    pub fn from_payload(payload: &Value) -> Result<Self, String> {
+        serde_json::from_value(payload.clone()).map_err(|e| {
+            format!(
+                "the reconcile function takes {{\"run\": \"nightly\" | \"rollup\", \"max_events\": n}}: {e}"
+            )
+        })
     }
 }
 
@@ -204,9 +209,14 @@ impl ReconcileReport {
 /// The report as one CloudWatch embedded-metric-format document (dimension `Stage`; the run kind
 /// is a property). The notification settling's counts become `ReconcileNotifications{Count}`
 /// metrics, one per count it reports (e.g. `expired` → `ReconcileNotificationsExpired`).
-pub fn emf_document(report: &ReconcileReport, stage: &str, at: Timestamp) -> Value {
+pub fn emf_document(
+    report: &ReconcileReport,
+    namespace: &str,
+    stage: &str,
+    at: Timestamp,
+) -> Value {
     let r = &report.rollup;
-    let mut metrics: Vec<(String, u64)> = [
+    let mut metrics: Vec<Metric> = [
         ("ReconcileRollUpExamined", r.examined.into()),
         ("ReconcileRollUpToPartial", r.to_partial.into()),
         ("ReconcileRollUpToSent", r.to_sent.into()),
@@ -220,37 +230,26 @@ pub fn emf_document(report: &ReconcileReport, stage: &str, at: Timestamp) -> Val
         ("ReconcileRepublished", report.dispatch.published.into()),
         ("ReconcileRepublishFailed", report.dispatch.failed.into()),
         ("ReconcileErrors", report.errors.len() as u64),
-        ("ReconcileDuration", report.elapsed_ms),
     ]
     .into_iter()
-    .map(|(name, value)| (name.to_string(), value))
+    .map(|(name, value)| Metric::count(name, value))
     .collect();
+    metrics.push(Metric {
+        name: "ReconcileDuration".into(),
+        unit: "Milliseconds",
+        value: report.elapsed_ms,
+    });
     if let SettleReport::Settled { counts } = &report.notifications {
         for (count, value) in counts {
-            metrics.push((format!("ReconcileNotifications{}", camel(count)), *value));
+            metrics.push(Metric::count(
+                format!("ReconcileNotifications{}", camel(count)),
+                *value,
+            ));
         }
     }
-    let mut doc = Map::new();
-    doc.insert(
-        "_aws".into(),
-        json!({
-            "Timestamp": at.millis(),
-            "CloudWatchMetrics": [{
-                "Namespace": METRIC_NAMESPACE,
-                "Dimensions": [["Stage"]],
-                "Metrics": metrics.iter().map(|(name, _)| json!({
-                    "Name": name,
-                    "Unit": if name == "ReconcileDuration" { "Milliseconds" } else { "Count" },
-                })).collect::<Vec<_>>(),
-            }],
-        }),
-    );
-    doc.insert("Stage".into(), json!(stage));
-    for (name, value) in metrics {
-        doc.insert(name, json!(value));
-    }
-    doc.insert("run".into(), json!(report.run));
-    Value::Object(doc)
+    let mut props = Map::new();
+    props.insert("run".into(), json!(report.run));
+    metrics::document(namespace, stage, at, &metrics, props)
 }
 
 /// `failed_ambiguous` → `FailedAmbiguous`.
@@ -266,14 +265,6 @@ fn camel(snake: &str) -> String {
                 .unwrap_or_default()
         })
         .collect()
-}
-
-/// Writes an EMF document as one line on standard output (not through `tracing`, whose JSON
-/// would wrap it), where CloudWatch Logs extracts the metrics.
-pub fn write_emf(doc: &Value) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{doc}");
-    let _ = out.flush();
 }
 
 /// The reconciliation service.
@@ -409,7 +400,12 @@ mod tests {
 
     #[test]
     fn the_emf_document_declares_every_metric_it_carries() {
-        let doc = emf_document(&report(), "prod", Timestamp(1_700_000_000_000));
+        let doc = emf_document(
+            &report(),
+            crate::metrics::DEFAULT_NAMESPACE,
+            "prod",
+            Timestamp(1_700_000_000_000),
+        );
         let aws = &doc["_aws"];
         assert_eq!(aws["Timestamp"], 1_700_000_000_000i64);
         let directive = &aws["CloudWatchMetrics"][0];
@@ -436,20 +432,37 @@ mod tests {
     fn requests_default_to_a_nightly_run() {
         assert_eq!(
             ReconcileRequest::from_payload(&json!({"run": "nightly"})),
-            ReconcileRequest::default()
+            Ok(ReconcileRequest::default())
+        );
+        assert_eq!(
+            ReconcileRequest::from_payload(&json!({})),
+            Ok(ReconcileRequest::default())
         );
         assert_eq!(
             ReconcileRequest::from_payload(&json!({"run": "rollup", "max_events": 5})),
-            ReconcileRequest {
+            Ok(ReconcileRequest {
                 run: RunKind::Rollup,
                 max_events: Some(5)
-            }
+            })
         );
-        // An EventBridge envelope or anything else: the nightly defaults.
-        assert_eq!(
-            ReconcileRequest::from_payload(&json!({"detail-type": "Scheduled Event"})),
-            ReconcileRequest::default()
-        );
+    }
+
+    #[test]
+    fn the_reconcile_function_refuses_a_payload_it_does_not_understand() {
+        for payload in [
+            json!({"run": "Rollup"}),
+            json!({"run": "full"}),
+            json!({"detail-type": "Scheduled Event"}),
+            json!({"run": "rollup", "max_events": -1}),
+            json!("nightly"),
+            Value::Null,
+        ] {
+            let e = ReconcileRequest::from_payload(&payload).unwrap_err();
+            assert!(
+                e.contains("\"run\": \"nightly\" | \"rollup\""),
+                "{payload}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -50,9 +50,36 @@ impl Context {
     }
 }
 
+/// How a stream record is named in `batchItemFailures` and logs: its `SequenceNumber`, or when a
+/// record has none (Lambda's contract wants it; a record without it cannot be checkpointed), its
+/// `eventID` so the failure is still traceable. An identifier that is not a sequence number of
+/// the batch makes Lambda retry the whole batch, which is the safe reading of such a record.
+pub fn stream_record_id(record: &aws_lambda_events::event::dynamodb::EventRecord) -> String {
+    match record.change.sequence_number.as_deref() {
+        Some(seq) if !seq.is_empty() => seq.to_owned(),
+        _ => {
+            let id = if record.event_id.is_empty() {
+                "unknown".to_owned()
+            } else {
+                format!("event:{}", record.event_id)
+            };
+            tracing::warn!(record = %id, "stream record without a SequenceNumber");
+            id
+        }
+    }
+}
+
+/// A batch-item failure for the stream record named `id` ([`stream_record_id`]).
+pub fn stream_failure(id: String) -> aws_lambda_events::event::streams::DynamoDbBatchItemFailure {
+    let mut f = aws_lambda_events::event::streams::DynamoDbBatchItemFailure::default();
+    f.item_identifier = Some(id);
+    f
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aws_lambda_events::event::dynamodb::EventRecord;
     use std::time::{Duration, UNIX_EPOCH};
 
     fn context_ending_at(at: SystemTime) -> lambda_runtime::Context {
@@ -75,5 +102,20 @@ mod tests {
             SystemTime::now() - Duration::from_secs(5),
         ));
         assert!(passed <= Instant::now());
+    }
+
+    #[test]
+    fn a_stream_record_without_a_sequence_number_is_named_by_its_event_id() {
+        let mut r = EventRecord::default();
+        r.event_id = "e-1".into();
+        assert_eq!(stream_record_id(&r), "event:e-1");
+        r.change.sequence_number = Some(String::new());
+        assert_eq!(stream_record_id(&r), "event:e-1");
+        r.change.sequence_number = Some("42".into());
+        assert_eq!(stream_record_id(&r), "42");
+        assert_eq!(
+            stream_failure("42".into()).item_identifier.as_deref(),
+            Some("42")
+        );
     }
 }

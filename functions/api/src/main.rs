@@ -2,6 +2,8 @@
 //! behind API Gateway's HTTP API. Everything lives in `shared::api`; this only wires it up.
 
 use shared::api::{self, ApiState, OperatorAuth};
+use shared::notify::{confirm, sns};
+use std::sync::Arc;
 use tower::ServiceExt;
 
 #[tokio::main]
@@ -10,7 +12,17 @@ async fn main() -> Result<(), lambda_http::Error> {
     // OPERATOR_TOKEN_SHA256 selects a static operator token; otherwise the gateway's JWT
     // authorizer identifies operators on /operator/*.
     let operator_auth = OperatorAuth::from_env()?;
-    let state = ApiState::new(ctx.clients, ctx.config, ctx.clock, operator_auth);
+    // Provider-event secrets: read once per container, from Secrets Manager when
+    // NOTIFICATION_PROVIDER_SECRETS_ARN is set (AWS), else from NOTIFICATION_PROVIDER_SECRETS.
+    let secrets_manager = aws_sdk_secretsmanager::Client::new(&shared::aws::sdk_config().await);
+    let provider_events = confirm::ProviderEventSettings::load(
+        &secrets_manager,
+        |name| std::env::var(name).ok(),
+        Arc::new(sns::HttpsSns::default()),
+    )
+    .await?;
+    let state = ApiState::new(ctx.clients, ctx.config, ctx.clock, operator_auth)
+        .with_provider_events(Arc::new(provider_events));
     // Routes are declared without the API Gateway stage prefix.
     let app = api::router(state).map_request(api::lambda::strip_stage::<lambda_http::Body>);
     lambda_http::run(app).await

@@ -446,6 +446,7 @@ async fn notices(p: &Pipeline, api: &Api, token: &str) -> Result<()> {
                 "delivery": {"timestamp": p.now().to_rfc3339(), "smtpResponse": "250 OK"}})
         .to_string(),
         "2",
+        p.now(),
     );
     api.post("/v1/provider-events/ses", "", serde_json::to_value(&event)?)
         .await?;

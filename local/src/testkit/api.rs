@@ -55,10 +55,29 @@ impl ApiClient {
             app: self.app.clone(),
             request,
             body: Body::empty(),
+            extensions: http::Extensions::new(),
         };
         match body {
             Some(v) => call.body(Some("application/json"), v.to_string()),
             None => call,
+        }
+    }
+
+    /// An API Gateway HTTP API event (payload 2.0, as the `api` function receives it): its
+    /// request with the request context (the JWT authorizer's claims and scopes) and without
+    /// its stage prefix, as `lambda_http` and the function hand it to the router.
+    pub fn gateway_event(&self, event: &Value) -> Call {
+        let request = lambda_http::request::from_str(&event.to_string()).expect("a gateway event");
+        let (parts, body) = shared::api::lambda::strip_stage(request).into_parts();
+        let mut builder = Request::builder().method(parts.method).uri(parts.uri);
+        for (name, value) in &parts.headers {
+            builder = builder.header(name, value);
+        }
+        Call {
+            app: self.app.clone(),
+            request: builder,
+            body: Body::from(body.to_vec()),
+            extensions: parts.extensions,
         }
     }
 
@@ -100,6 +119,8 @@ pub struct Call {
     app: Router,
     request: axum::http::request::Builder,
     body: Body,
+    /// The request's extensions (a gateway event's request context).
+    extensions: http::Extensions,
 }
 
 impl Call {
@@ -129,7 +150,8 @@ impl IntoFuture for Call {
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
-            let request = self.request.body(self.body).expect("a valid request");
+            let mut request = self.request.body(self.body).expect("a valid request");
+            request.extensions_mut().extend(self.extensions);
             let response = self.app.oneshot(request).await.expect("the router answers");
             let status = response.status();
             let headers = response.headers().clone();

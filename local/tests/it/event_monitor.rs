@@ -1066,7 +1066,7 @@ async fn reconciliation_republishes_overdue_dispatch_work_and_reports_it() {
     assert!(!report.dispatch.ran);
     assert_eq!(report.notifications, SettleReport::NotRun);
     assert_eq!(report.rollup.to_sent, 1);
-    let doc = shared::reconcile::emf_document(&report, "test", w.now());
+    let doc = shared::reconcile::emf_document(&report, "Ns", "test", w.now());
     assert_eq!(doc["ReconcileRollUpToSent"], 1);
     assert_eq!(doc["ReconcileLostDispatchRequeued"], 0);
 }
@@ -1458,7 +1458,7 @@ async fn the_reconcile_schedules_payloads_select_their_runs() {
             template.contains(&format!("Input: '{payload}'")),
             "{file} is what template.yaml's schedule sends"
         );
-        let request = ReconcileRequest::from_payload(&payload);
+        let request = ReconcileRequest::from_payload(&payload).unwrap();
         assert_eq!(request.run, kind);
         let report = w.reconcile(request.run, 1000).await;
         assert!(report.ok(), "{report:?}");

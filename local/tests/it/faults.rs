@@ -91,14 +91,15 @@ async fn a_success_ends_only_the_dead_run_it_saw_when_a_dead_outcome_lands_in_be
     p.write_change(&dead).await.unwrap();
     p.ingest_pending().await.unwrap();
     r.script([Reply::Status(200), Reply::Status(400)]);
-    // The success reads the run (3) and then ends it; its write is held long enough for the
-    // other worker's dead outcome (a transaction: not held) to land in between.
+    // The success reads the run (3) and then ends it; that write is held by the fault layer, and
+    // only once it is held does the other worker's dead delivery start (its count is a
+    // transaction, not held), so the dead outcome lands between the read and the write.
     p.t.faults.inject_matching(
         Matcher {
             operation: "UpdateItem".into(),
             body_contains: Some("consecutive_dead".into()),
         },
-        Fault::Latency(Duration::from_millis(700)),
+        Fault::Latency(Duration::from_secs(3)),
         1,
     );
     let work = |c: &shared::domain::change::Change| DeliveryWork {
@@ -107,8 +108,16 @@ async fn a_success_ends_only_the_dead_run_it_saw_when_a_dead_outcome_lands_in_be
         subscription_id: sub.subscription_id.clone(),
     };
     let (success_work, dead_work) = (work(&success), work(&dead));
+    let faults = p.t.faults.clone();
     let (first, second) = tokio::join!(p.worker.process(&success_work), async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let waiting = std::time::Instant::now();
+        while faults.injected().is_empty() {
+            assert!(
+                waiting.elapsed() < Duration::from_secs(30),
+                "the success never ended its dead run"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         p.worker.process(&dead_work).await
     });
     assert!(matches!(

@@ -705,7 +705,9 @@ async fn secrets_appear_only_in_the_response_that_creates_them() {
             .unwrap_or_default();
     let dump = format!("{items:?}");
     for t in [&token, &intg_token, &new_token] {
-        let (_, token_secret) = t.rsplit_once('_').unwrap();
+        // `rhy_{kind}_{id}_{secret}`: the secret is base64url and may itself contain `_`.
+        let token_secret = t.splitn(4, '_').nth(3).unwrap();
+        assert!(token_secret.len() >= 40, "{t}");
         assert!(!dump.contains(token_secret), "a token secret is stored");
     }
     let token_id = new_token.split('_').nth(2).unwrap();
@@ -866,4 +868,221 @@ async fn the_local_server_serves_the_api_over_http() {
             .is_err()
     );
     handle.abort();
+}
+
+/// An HTTP API event for `/operator/…` on stage `prod`, as API Gateway sends it after its JWT
+/// authorizer accepted the token: `claims` and `scopes` are the authorizer's.
+fn operator_event(
+    method: &str,
+    path: &str,
+    claims: Value,
+    scopes: Value,
+    body: Option<Value>,
+) -> Value {
+    json!({
+        "version": "2.0",
+        "routeKey": "ANY /operator/{proxy+}",
+        "rawPath": format!("/prod{path}"),
+        "rawQueryString": "",
+        "headers": {"authorization": "Bearer eyJ.jwt.sig", "content-type": "application/json"},
+        "requestContext": {
+            "routeKey": "ANY /operator/{proxy+}",
+            "accountId": "123456789012",
+            "stage": "prod",
+            "requestId": "req-1",
+            "authorizer": {"jwt": {"claims": claims, "scopes": scopes}},
+            "apiId": "api-id",
+            "domainName": "id.execute-api.us-east-1.amazonaws.com",
+            "domainPrefix": "id",
+            "time": "01/Dec/2026:10:00:00 +0000",
+            "timeEpoch": 1_796_119_200_000_i64,
+            "http": {"method": method, "path": format!("/prod{path}"), "protocol": "HTTP/1.1",
+                     "sourceIp": "192.0.2.1", "userAgent": "agent"}
+        },
+        "body": body.map(|b| b.to_string()),
+        "isBase64Encoded": false
+    })
+}
+
+#[tokio::test]
+async fn an_operator_jwt_without_the_operator_scope_is_forbidden_and_with_it_is_served() {
+    let w = World::new().await;
+    let api = w.gateway_api("rhythm/operator");
+    let account = w.api.account("Scoped").await;
+    let path = format!("/operator/accounts/{}", account.account_id);
+
+    // A valid token of the identity provider, but not an operator's: 403 on every operator route.
+    for (claims, scopes) in [
+        (json!({"sub": "someone"}), Value::Null),
+        (
+            json!({"sub": "someone"}),
+            json!(["openid", "rhythm/reader"]),
+        ),
+        (
+            json!({"sub": "someone", "scope": "openid rhythm/operators"}),
+            Value::Null,
+        ),
+    ] {
+        let r = api
+            .gateway_event(&operator_event(
+                "GET",
+                &path,
+                claims.clone(),
+                scopes.clone(),
+                None,
+            ))
+            .await;
+        let problem = r.problem_of(StatusCode::FORBIDDEN, "forbidden");
+        assert!(
+            problem["detail"]
+                .as_str()
+                .unwrap()
+                .contains("rhythm/operator"),
+            "{problem}"
+        );
+        let r = api
+            .gateway_event(&operator_event(
+                "POST",
+                "/operator/accounts",
+                claims,
+                scopes,
+                Some(json!({"name": "Nope", "admin_emails": ["a@example.com"]})),
+            ))
+            .await;
+        r.problem_of(StatusCode::FORBIDDEN, "forbidden");
+    }
+
+    // With the scope (in the authorizer's list or the token's `scope` claim): served.
+    for (claims, scopes) in [
+        (json!({"sub": "op-1"}), json!(["rhythm/operator"])),
+        (
+            json!({"sub": "op-1", "scope": "openid rhythm/operator"}),
+            Value::Null,
+        ),
+    ] {
+        let r = api
+            .gateway_event(&operator_event("GET", &path, claims, scopes, None))
+            .await;
+        assert_eq!(r.ok()["id"], account.account_id.as_str(), "{}", r.text);
+    }
+
+    // No JWT context at all (not from the gateway's authorizer): 401, as before.
+    api.get(&path, "eyJ.jwt.sig")
+        .await
+        .problem_of(StatusCode::UNAUTHORIZED, "unauthorized");
+}
+
+#[tokio::test]
+async fn account_creation_and_token_issuance_are_written_to_the_audit_history() {
+    use std::time::Duration;
+    let w = World::new().await;
+    let created_at = w.now();
+    let created = w
+        .api
+        .post(
+            "/operator/accounts",
+            OPERATOR_TOKEN,
+            json!({"name": "Audited", "admin_emails": ["a@example.com"], "reason": "onboarding ticket 42"}),
+        )
+        .await;
+    let account_id = created.created()["account"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let first_token_id = created.json["token"]
+        .as_str()
+        .unwrap()
+        .split('_')
+        .nth(2)
+        .unwrap()
+        .to_owned();
+
+    w.clock.advance(Duration::from_secs(60));
+    let issued_at = w.now();
+    let issued = w
+        .api
+        .post(
+            &format!("/operator/accounts/{account_id}/tokens"),
+            OPERATOR_TOKEN,
+            json!({"revoke_existing": true, "reason": "token leaked in a log"}),
+        )
+        .await;
+    let second_token_id = issued.created()["token_id"].as_str().unwrap().to_owned();
+
+    // An operator behind the gateway, without a reason: its `sub` is who.
+    w.clock.advance(Duration::from_secs(60));
+    let third_at = w.now();
+    let gateway = w.gateway_api("rhythm/operator");
+    let path = format!("/operator/accounts/{account_id}/tokens");
+    let third = gateway
+        .gateway_event(&operator_event(
+            "POST",
+            &path,
+            json!({"sub": "op-9"}),
+            json!(["rhythm/operator"]),
+            Some(json!({})),
+        ))
+        .await;
+    let third_token_id = third.created()["token_id"].as_str().unwrap().to_owned();
+
+    // A refused request (a reason that is not text) writes neither a token nor an entry.
+    w.api
+        .post(&path, OPERATOR_TOKEN, json!({"reason": 7}))
+        .await
+        .problem(StatusCode::UNPROCESSABLE_ENTITY);
+
+    let audit = w
+        .api
+        .get(
+            &format!("/operator/accounts/{account_id}/audit"),
+            OPERATOR_TOKEN,
+        )
+        .await;
+    let entries = audit.ok()["data"].as_array().unwrap().clone();
+    let summary: Vec<(String, String, String, String, String)> = entries
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap().to_owned(),
+                e["operator"].as_str().unwrap().to_owned(),
+                e["at"].as_str().unwrap().to_owned(),
+                e["reason"].as_str().unwrap().to_owned(),
+                e["details"]["token_id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let s = |v: &str| v.to_owned();
+    assert_eq!(
+        summary,
+        vec![
+            (
+                s("issue_account_token"),
+                s("op-9"),
+                third_at.to_rfc3339(),
+                s(""),
+                third_token_id
+            ),
+            (
+                s("issue_account_token"),
+                s(local::testkit::api::OPERATOR),
+                issued_at.to_rfc3339(),
+                s("token leaked in a log"),
+                second_token_id
+            ),
+            (
+                s("create_account"),
+                s(local::testkit::api::OPERATOR),
+                created_at.to_rfc3339(),
+                s("onboarding ticket 42"),
+                first_token_id
+            ),
+        ]
+    );
+    assert_eq!(entries[1]["details"]["revoke_existing"], "true");
+    assert_eq!(entries[0]["details"]["revoke_existing"], "false");
+    assert_eq!(entries[2]["details"]["name"], "Audited");
+    for e in &entries {
+        assert_eq!(e["account_id"], account_id.as_str());
+        assert!(e.get("subscription_id").is_none(), "{e}");
+    }
 }

@@ -97,7 +97,13 @@ fn install_settings() -> &'static confirm::ProviderEventSettings {
 }
 
 /// A signed SNS notification of an SES event about message `ses_id`.
-fn ses_notification(sns_id: &str, event_type: &str, ses_id: &str, version: &str) -> Vec<u8> {
+fn ses_notification(
+    sns_id: &str,
+    event_type: &str,
+    ses_id: &str,
+    version: &str,
+    at: Timestamp,
+) -> Vec<u8> {
     let payload = match event_type {
         "Bounce" => json!({
             "eventType": "Bounce",
@@ -111,11 +117,54 @@ fn ses_notification(sns_id: &str, event_type: &str, ses_id: &str, version: &str)
             "delivery": {"timestamp": "2026-01-01T00:00:05.000Z", "smtpResponse": "250 2.0.0 OK"}
         }),
     };
-    let m = sns::local::notification(TOPIC, sns_id, &payload.to_string(), version);
+    let m = sns::local::notification(TOPIC, sns_id, &payload.to_string(), version, at);
     serde_json::to_vec(&m).unwrap()
 }
 
 // ---------------------------------------- claim race, backoff, exhaustion, cancellation, requeue
+
+#[tokio::test]
+async fn a_foreign_topic_or_a_stale_sns_message_is_refused_before_any_certificate_is_fetched() {
+    let w = World::new().await;
+    let n = &w.notify;
+    let http = Arc::new(sns::local::test_http());
+    let settings = confirm::ProviderEventSettings::from_values(Some(TOPIC), None, http.clone());
+    let fetched = || http.fetched.lock().unwrap().len();
+    let foreign = sns::local::notification(
+        "arn:aws:sns:us-east-1:999999999999:someone-else",
+        "sns-foreign",
+        &json!({"eventType": "Delivery", "mail": {"messageId": "ses-x"}}).to_string(),
+        "2",
+        n.now(),
+    );
+    let body = serde_json::to_vec(&foreign).unwrap();
+    assert!(matches!(
+        confirm::intake_sns(&n.store, &settings, &body, n.now()).await,
+        Err(IntakeError::ForeignTopic(_))
+    ));
+    let two_hours_ago = Timestamp(n.now().millis() - 2 * HOUR.as_millis() as i64);
+    let stale = ses_notification("sns-stale", "Delivery", "ses-x", "2", two_hours_ago);
+    assert!(matches!(
+        confirm::intake_sns(&n.store, &settings, &stale, n.now()).await,
+        Err(IntakeError::Signature(SnsError::Stale(_)))
+    ));
+    assert_eq!(fetched(), 0, "no certificate fetched for either");
+    // A fresh message of our topic is verified (its certificate fetched) and handled.
+    let mut bye = sns::local::notification(TOPIC, "sns-bye", "unsubscribed", "2", n.now());
+    bye.kind = "UnsubscribeConfirmation".into();
+    bye.token = Some("tok".into());
+    bye.subscribe_url =
+        Some("https://sns.us-east-1.amazonaws.com/?Action=ConfirmSubscription".into());
+    sns::local::sign(&mut bye, sns::local::TEST_KEY_PEM).unwrap();
+    let body = serde_json::to_vec(&bye).unwrap();
+    assert_eq!(
+        confirm::intake_sns(&n.store, &settings, &body, n.now())
+            .await
+            .unwrap(),
+        IntakeOutcome::SubscriptionConfirmed
+    );
+    assert_eq!(fetched(), 1);
+}
 
 #[tokio::test]
 async fn lets_only_one_of_two_consumers_racing_for_the_send_win_it() {
@@ -1083,7 +1132,7 @@ async fn confirms_a_sent_email_once_per_provider_event_and_keeps_at_most_fifty_e
         .provider_ref
         .unwrap();
 
-    let delivered = ses_notification("sns-delivery-1", "Delivery", &ses_id, "2");
+    let delivered = ses_notification("sns-delivery-1", "Delivery", &ses_id, "2", n.now());
     assert_eq!(
         confirm::intake_sns(&n.store, settings, &delivered, n.now())
             .await
@@ -1107,7 +1156,7 @@ async fn confirms_a_sent_email_once_per_provider_event_and_keeps_at_most_fifty_e
     assert_eq!(again.version, d.version);
 
     // A bounce is recorded; the status stays (no lifecycle row writes `bounced`).
-    let bounce = ses_notification("sns-bounce-1", "Bounce", &ses_id, "1");
+    let bounce = ses_notification("sns-bounce-1", "Bounce", &ses_id, "1", n.now());
     assert_eq!(
         confirm::intake_sns(&n.store, settings, &bounce, n.now())
             .await
@@ -1121,7 +1170,7 @@ async fn confirms_a_sent_email_once_per_provider_event_and_keeps_at_most_fifty_e
 
     // Sixty more events: the history keeps the newest fifty, each event once.
     for i in 0..60 {
-        let open = ses_notification(&format!("sns-open-{i:02}"), "Open", &ses_id, "2");
+        let open = ses_notification(&format!("sns-open-{i:02}"), "Open", &ses_id, "2", n.now());
         confirm::intake_sns(&n.store, settings, &open, n.now())
             .await
             .unwrap();
@@ -1159,7 +1208,7 @@ async fn accepts_a_signed_sns_message_and_rejects_a_tampered_or_foreign_one() {
         .unwrap();
 
     // Tampered: the signature no longer matches; nothing changes.
-    let body = ses_notification("sns-t-1", "Delivery", &ses_id, "2");
+    let body = ses_notification("sns-t-1", "Delivery", &ses_id, "2", n.now());
     let mut m: sns::SnsMessage = serde_json::from_slice(&body).unwrap();
     m.message = m.message.replace("250 2.0.0 OK", "250 forged");
     let tampered = serde_json::to_vec(&m).unwrap();
@@ -1186,6 +1235,7 @@ async fn accepts_a_signed_sns_message_and_rejects_a_tampered_or_foreign_one() {
         "sns-f-1",
         &json!({"eventType": "Delivery", "mail": {"messageId": ses_id}}).to_string(),
         "2",
+        n.now(),
     );
     assert!(matches!(
         confirm::intake_sns(
@@ -1204,7 +1254,7 @@ async fn accepts_a_signed_sns_message_and_rejects_a_tampered_or_foreign_one() {
 
     // Both signature versions are accepted.
     for (id, version) in [("sns-v1", "1"), ("sns-v2", "2")] {
-        let ok = ses_notification(id, "Open", &ses_id, version);
+        let ok = ses_notification(id, "Open", &ses_id, version, n.now());
         assert_eq!(
             confirm::intake_sns(&n.store, settings, &ok, n.now())
                 .await
@@ -1212,7 +1262,7 @@ async fn accepts_a_signed_sns_message_and_rejects_a_tampered_or_foreign_one() {
             IntakeOutcome::Applied(ConfirmOutcome::Recorded)
         );
     }
-    let ok = ses_notification("sns-ok", "Delivery", &ses_id, "1");
+    let ok = ses_notification("sns-ok", "Delivery", &ses_id, "1", n.now());
     assert_eq!(
         confirm::intake_sns(&n.store, settings, &ok, n.now())
             .await
@@ -1220,7 +1270,13 @@ async fn accepts_a_signed_sns_message_and_rejects_a_tampered_or_foreign_one() {
         IntakeOutcome::Applied(ConfirmOutcome::Delivered)
     );
     // A subscription confirmation is confirmed (through the injected HTTP, no network).
-    let mut sub = sns::local::notification(TOPIC, "sns-sub", "You have chosen to subscribe", "2");
+    let mut sub = sns::local::notification(
+        TOPIC,
+        "sns-sub",
+        "You have chosen to subscribe",
+        "2",
+        n.now(),
+    );
     sub.kind = "SubscriptionConfirmation".into();
     sub.token = Some("tok".into());
     sub.subscribe_url =
@@ -1595,6 +1651,152 @@ mod api {
     }
 
     #[tokio::test]
+    async fn the_api_reads_provider_secrets_from_secrets_manager_once_at_start() {
+        use local::testkit::api::ApiClient;
+        let w = World::new().await;
+        let n = &w.notify;
+        let secrets_manager = aws_sdk_secretsmanager::Client::new(&w.t.sdk);
+        let current = SigningSecret::from_bytes(&[21u8; 32]).unwrap();
+        let env_only = SigningSecret::from_bytes(&[22u8; 32]).unwrap();
+        let create = |name: String, value: String| {
+            let client = secrets_manager.clone();
+            async move {
+                client
+                    .create_secret()
+                    .name(name)
+                    .secret_string(value)
+                    .send()
+                    .await
+                    .expect("the emulator creates the secret")
+                    .arn
+                    .expect("an ARN")
+            }
+        };
+        let suffix = ulid::Ulid::new().to_string().to_ascii_lowercase();
+        let arn = create(
+            format!("rhythm-test/{suffix}/provider-event-secrets"),
+            json!({"acme": current.expose_whsec()}).to_string(),
+        )
+        .await;
+        let empty = create(format!("rhythm-test/{suffix}/empty"), "{}".into()).await;
+        // The api function's start: the ARN is set, so the plain variable is not read.
+        let load = |arn: String| {
+            let client = secrets_manager.clone();
+            let env_secret = format!("acme={}", env_only.expose_whsec());
+            async move {
+                confirm::ProviderEventSettings::load(
+                    &client,
+                    |name| match name {
+                        confirm::SECRETS_ARN_VAR => Some(arn.clone()),
+                        confirm::SECRETS_VAR => Some(env_secret.clone()),
+                        confirm::TOPICS_VAR => Some(TOPIC.to_string()),
+                        _ => None,
+                    },
+                    Arc::new(sns::local::test_http()),
+                )
+                .await
+                .unwrap()
+            }
+        };
+        let api = ApiClient::new(
+            w.api_state()
+                .with_provider_events(Arc::new(load(arn).await)),
+        );
+        let event = |secret: &SigningSecret, id: &str| {
+            let body = json!({"provider_ref": "ref-unknown", "type": "delivered"}).to_string();
+            let headers =
+                WebhookHeaders::sign(std::slice::from_ref(secret), id, n.now(), body.as_bytes());
+            let mut call = api
+                .call(Method::POST, "/v1/provider-events/acme", None, None)
+                .json_bytes(body.into_bytes());
+            for (name, value) in headers.pairs() {
+                call = call.header(name, value);
+            }
+            call
+        };
+        // Signed with the secret from Secrets Manager: accepted (and applied: no such reference).
+        assert_eq!(
+            event(&current, "evt-sm-1").await.ok()["outcome"],
+            "unknown_reference"
+        );
+        // The plain variable's secret is not a key when the ARN is set.
+        event(&env_only, "evt-sm-2")
+            .await
+            .problem_of(StatusCode::UNAUTHORIZED, "unauthorized");
+        // `{}`: no provider at all.
+        let none = ApiClient::new(
+            w.api_state()
+                .with_provider_events(Arc::new(load(empty).await)),
+        );
+        let body = json!({"provider_ref": "r", "type": "delivered"}).to_string();
+        none.call(Method::POST, "/v1/provider-events/acme", None, None)
+            .json_bytes(body.into_bytes())
+            .await
+            .problem_of(StatusCode::NOT_FOUND, "not-found");
+        // An unreadable ARN fails the start, naming the secret.
+        let missing =
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:rhythm-test/none-AbCdEf";
+        let e = confirm::ProviderEventSettings::load(
+            &secrets_manager,
+            |name| (name == confirm::SECRETS_ARN_VAR).then(|| missing.to_string()),
+            Arc::new(sns::local::test_http()),
+        )
+        .await
+        .err()
+        .expect("a missing secret fails the start");
+        assert!(e.contains(missing), "{e}");
+    }
+
+    #[tokio::test]
+    async fn an_ses_event_about_a_delivery_not_recorded_yet_is_a_503_so_that_sns_retries_it() {
+        let w = World::new().await;
+        let n = &w.notify;
+        install_settings();
+        let post = |body: Vec<u8>| {
+            w.api
+                .call(Method::POST, "/v1/provider-events/ses", None, None)
+                .json_bytes(body)
+        };
+        // SES can publish before the worker has saved the message id: no delivery has it yet.
+        let early = ses_notification("sns-early-1", "Delivery", "ses-not-saved-yet", "2", n.now());
+        let r = post(early.clone()).await;
+        r.problem_of(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+        assert_eq!(r.header("retry-after"), Some("5"));
+        // Once the delivery is recorded, SNS's retry of the same kind of event is applied.
+        let notice = n
+            .create(new_notice(
+                vec![Recipient::Address(unique_email("early"))],
+                &["email"],
+                "Early",
+            ))
+            .await;
+        n.drain().await;
+        let ses_id = n
+            .delivery(&notice.notice_id, "email-0")
+            .await
+            .provider_ref
+            .unwrap();
+        let retried = ses_notification("sns-early-2", "Delivery", &ses_id, "2", n.now());
+        assert_eq!(post(retried).await.ok()["outcome"], "delivered");
+        assert_eq!(
+            n.delivery(&notice.notice_id, "email-0").await.status,
+            N::Delivered
+        );
+        // The signed generic form keeps answering 200 `unknown_reference` (it is not SNS).
+        let secret = SigningSecret::from_bytes(&[9u8; 32]).unwrap();
+        let body = json!({"provider_ref": "nobody", "type": "delivered"}).to_string();
+        let headers = WebhookHeaders::sign(&[secret], "evt-unknown-1", n.now(), body.as_bytes());
+        let mut call = w
+            .api
+            .call(Method::POST, "/v1/provider-events/slack", None, None)
+            .json_bytes(body.into_bytes());
+        for (name, value) in headers.pairs() {
+            call = call.header(name, value);
+        }
+        assert_eq!(call.await.ok()["outcome"], "unknown_reference");
+    }
+
+    #[tokio::test]
     async fn provider_event_routes_take_signed_sns_and_signed_webhooks_and_refuse_the_rest() {
         let w = World::new().await;
         let n = &w.notify;
@@ -1625,7 +1827,7 @@ mod api {
             }
         };
 
-        let delivered = ses_notification("sns-route-1", "Delivery", &ses_id, "2");
+        let delivered = ses_notification("sns-route-1", "Delivery", &ses_id, "2", n.now());
         let r = post("/v1/provider-events/ses", delivered.clone(), vec![]).await;
         assert_eq!(r.ok()["outcome"], "delivered");
         let r = post("/v1/provider-events/ses", delivered, vec![]).await;
@@ -1635,9 +1837,14 @@ mod api {
             N::Delivered
         );
 
-        let mut forged: sns::SnsMessage =
-            serde_json::from_slice(&ses_notification("sns-route-2", "Bounce", &ses_id, "1"))
-                .unwrap();
+        let mut forged: sns::SnsMessage = serde_json::from_slice(&ses_notification(
+            "sns-route-2",
+            "Bounce",
+            &ses_id,
+            "1",
+            n.now(),
+        ))
+        .unwrap();
         forged.message = forged.message.replace("Permanent", "Transient");
         let r = post(
             "/v1/provider-events/ses",
@@ -1800,5 +2007,65 @@ mod api {
         )
         .await
         .problem_of(StatusCode::NOT_FOUND, "not-found");
+    }
+
+    #[tokio::test]
+    async fn a_notices_slack_url_is_checked_at_the_api_https_on_hooks_slack_com() {
+        let w = World::new().await;
+        let ApiAccount { token, .. } = w.api.account("Slack URLs").await;
+        let production = w.production_api();
+        let notice = |url: &str| {
+            json!({
+                "recipients": ["user-1", {"id": "ops", "slack_webhook_url": url}],
+                "channels": ["slack"],
+                "subject": "Planned maintenance",
+                "body": "Tonight.",
+            })
+        };
+        for (i, bad) in [
+            "http://hooks.slack.com/services/T/B/x",
+            "https://example.com/services/T/B/x",
+            "https://hooks.slack.com.evil.example/services/T/B/x",
+            "https://127.0.0.1/services/T/B/x",
+            "https://[::ffff:0:a9fe:a9fe]/x",
+            "not a url",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let r = production
+                .post("/v1/notices", &token, notice(bad))
+                .header("idempotency-key", &format!("bad-{i}"))
+                .await;
+            r.problem_of(StatusCode::UNPROCESSABLE_ENTITY, "validation");
+            assert_eq!(r.fields(), ["recipients[1].slack_webhook_url"], "{bad}");
+        }
+        production
+            .post(
+                "/v1/notices",
+                &token,
+                notice("https://hooks.slack.com/services/T/B/x"),
+            )
+            .header("idempotency-key", "good")
+            .await
+            .accepted();
+        // Where private targets are allowed (the local demo, these tests), a loopback receiver
+        // is a Slack webhook, over http too; the metadata address never is.
+        let slack = Receiver::start().await;
+        w.api
+            .post("/v1/notices", &token, notice(&slack.url("/services/T/B/x")))
+            .header("idempotency-key", "loopback")
+            .await
+            .accepted();
+        let r = w
+            .api
+            .post(
+                "/v1/notices",
+                &token,
+                notice("http://169.254.169.254/latest"),
+            )
+            .header("idempotency-key", "metadata")
+            .await;
+        assert_eq!(r.fields(), ["recipients[1].slack_webhook_url"]);
     }
 }

@@ -213,6 +213,11 @@ fn every_operation_documents_its_auth_errors_and_parameters() {
                         schemes.iter().all(|s| s.starts_with("operator")),
                         "{name}: {schemes:?}"
                     );
+                    // A token without the operator scope.
+                    assert!(
+                        codes.iter().any(|c| c == "403"),
+                        "{name}: operator route without its 403"
+                    );
                 }
                 if path.starts_with("/v1/pull/") {
                     assert_eq!(schemes, ["integrationToken"], "{name}");

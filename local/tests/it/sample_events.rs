@@ -101,3 +101,89 @@ fn the_schedule_payloads_are_what_the_template_sends() {
         assert!(template.contains(&format!("Input: '{expected}'")), "{file}");
     }
 }
+
+#[tokio::test]
+async fn the_dispatcher_sweeps_only_on_its_schedules_payload_and_writes_one_sweep_metric_each_time()
+{
+    use shared::dispatch::{DispatchError, Dispatcher};
+    use shared::metrics::CapturedEmf;
+    use std::sync::Arc;
+    let w = World::new().await;
+    let mut config = w.t.config.clone();
+    config.metrics_namespace = "RhythmTest".into();
+    config.stage = "qa".into();
+    let dispatcher = Dispatcher::new(w.t.clients.clone(), config, Arc::new(w.clock.clone()));
+    let emf = CapturedEmf::default();
+
+    // The schedule's sample payload sweeps (nothing is due: it publishes nothing) and still
+    // writes exactly one DispatcherSweepRuns document.
+    let payload: Value = serde_json::from_str(&sample("dispatch-sweep.json")).unwrap();
+    let out = dispatcher.handle_payload(payload, &emf).await.unwrap();
+    assert_eq!(out, serde_json::json!({"published": 0, "failed": 0}));
+    let docs = emf.documents();
+    assert_eq!(docs.len(), 1, "{docs:?}");
+    let doc = &docs[0];
+    let directive = &doc["_aws"]["CloudWatchMetrics"][0];
+    assert_eq!(directive["Namespace"], "RhythmTest");
+    assert_eq!(directive["Dimensions"], serde_json::json!([["Stage"]]));
+    assert_eq!(
+        directive["Metrics"],
+        serde_json::json!([{"Name": "DispatcherSweepRuns", "Unit": "Count"}])
+    );
+    assert_eq!(doc["Stage"], "qa");
+    assert_eq!(doc["DispatcherSweepRuns"], 1);
+    assert_eq!(doc["_aws"]["Timestamp"], w.now().millis());
+    // A second run: a second line (the alarm counts runs).
+    dispatcher
+        .handle_payload(serde_json::json!({"sweep": "due"}), &emf)
+        .await
+        .unwrap();
+    assert_eq!(emf.documents().len(), 2);
+
+    // Anything that is neither the schedule's payload nor a stream batch is refused, without a
+    // sweep metric.
+    for payload in [
+        serde_json::json!({"sweep": "Due"}),
+        serde_json::json!({"sweep": "due", "extra": 1}),
+        serde_json::json!({}),
+        serde_json::json!({"detail-type": "Scheduled Event"}),
+        Value::Null,
+    ] {
+        let e = dispatcher
+            .handle_payload(payload.clone(), &emf)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, DispatchError::Payload(_)), "{payload}: {e}");
+        assert!(e.to_string().contains(r#"{"sweep":"due"}"#), "{e}");
+    }
+    assert_eq!(emf.documents().len(), 2);
+
+    // The stream sample still goes to the stream path (no sweep metric).
+    let stream: Value = serde_json::from_str(&sample("dispatch-delivery-stream.json")).unwrap();
+    let out = dispatcher.handle_payload(stream, &emf).await.unwrap();
+    assert!(out["batchItemFailures"].is_array(), "{out}");
+    assert_eq!(emf.documents().len(), 2);
+}
+
+#[tokio::test]
+async fn a_stream_record_without_a_sequence_number_is_reported_by_its_event_id() {
+    let w = World::new().await;
+    let mut event: Value = serde_json::from_str(&sample("ingest-change-stream.json")).unwrap();
+    let record = &mut event["Records"][0];
+    record["dynamodb"]
+        .as_object_mut()
+        .unwrap()
+        .remove("SequenceNumber");
+    // A change the ingest cannot read, so the record fails.
+    record["dynamodb"]["NewImage"] = serde_json::json!({"pk": {"S": "x"}});
+    let event_id = record["eventID"].as_str().unwrap().to_owned();
+    let event: DynamoDbEvent = serde_json::from_value(event).unwrap();
+    let response = w.ingest.handle(event).await;
+    let failed: Vec<Option<&str>> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_deref())
+        .collect();
+    let expected = format!("event:{event_id}");
+    assert_eq!(failed, vec![Some(expected.as_str())]);
+}

@@ -19,15 +19,24 @@
 //! ## Operators
 //!
 //! `/operator/*` routes take the operator identity from [`OperatorAuth`]: in AWS the HTTP API's
-//! JWT authorizer has already checked the token, and the function reads its `sub` claim from the
-//! request context; locally (demo, tests) a static operator token is compared by its SHA-256.
+//! JWT authorizer has already checked the token (issuer, audience, expiry and the operator
+//! scope), and the function reads its `sub` claim from the request context and checks the
+//! operator scope (`OPERATOR_SCOPE`) again: a valid token of the identity provider without the
+//! scope is not an operator (403). Locally (demo, tests) a static operator token is compared by
+//! its SHA-256; its holder is the operator and so has the scope.
+//!
+//! The request context is trusted because only API Gateway can hand one to the function: the
+//! template grants `lambda:InvokeFunction` to this HTTP API alone (one permission per route,
+//! `SourceArn` the API's routes), with no function URL; direct invocation by IAM principals of
+//! the account is an administrator's right that IAM governs.
 
 use super::problem::ApiError;
 use super::state::ApiState;
 use crate::config::ConfigError;
 use crate::domain::time::Timestamp;
+use crate::store::audit::AuditRecord;
 use crate::store::token;
-use crate::store::write::send;
+use crate::store::write::{send, Write};
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
@@ -337,8 +346,9 @@ impl FromRequestParts<Arc<ApiState>> for IntegrationAuth {
 #[derive(Clone, PartialEq, Eq)]
 pub enum OperatorAuth {
     /// In AWS: the HTTP API's JWT authorizer validated the caller's token before the function
-    /// ran; the operator is the token's `sub` claim, read from the request context.
-    GatewayJwt,
+    /// ran; the operator is the token's `sub` claim, read from the request context, and the
+    /// token must carry `scope` (the authorizer's scopes, or the space-separated `scope` claim).
+    GatewayJwt { scope: String },
     /// Locally (demo, tests): one static operator token, compared by its SHA-256.
     StaticToken {
         sha256_hex: String,
@@ -349,7 +359,9 @@ pub enum OperatorAuth {
 impl fmt::Debug for OperatorAuth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            OperatorAuth::GatewayJwt => f.write_str("GatewayJwt"),
+            OperatorAuth::GatewayJwt { scope } => {
+                f.debug_struct("GatewayJwt").field("scope", scope).finish()
+            }
             OperatorAuth::StaticToken { operator_id, .. } => f
                 .debug_struct("StaticToken")
                 .field("operator_id", operator_id)
@@ -360,14 +372,20 @@ impl fmt::Debug for OperatorAuth {
 
 impl OperatorAuth {
     /// `OPERATOR_TOKEN_SHA256` (hex SHA-256 of the operator token; `OPERATOR_ID` names the
-    /// operator, default `operator`) selects a static token; otherwise the gateway's JWT.
+    /// operator, default `operator`) selects a static token; otherwise the gateway's JWT, which
+    /// must carry the scope `OPERATOR_SCOPE` (default [`DEFAULT_OPERATOR_SCOPE`]).
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
 
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         match lookup("OPERATOR_TOKEN_SHA256") {
-            None => Ok(OperatorAuth::GatewayJwt),
+            None => Ok(OperatorAuth::GatewayJwt {
+                scope: lookup("OPERATOR_SCOPE")
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| DEFAULT_OPERATOR_SCOPE.into()),
+            }),
             Some(hash) => {
                 let hash = hash.trim().to_ascii_lowercase();
                 if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -409,26 +427,52 @@ impl OperatorAuth {
                     Err(ApiError::unauthorized("this route needs an operator token"))
                 }
             }
-            OperatorAuth::GatewayJwt => {
+            OperatorAuth::GatewayJwt { scope } => {
                 use lambda_http::request::RequestContext;
-                let sub = match parts.extensions.get::<RequestContext>() {
-                    Some(RequestContext::ApiGatewayV2(ctx)) => ctx
-                        .authorizer
-                        .as_ref()
-                        .and_then(|a| a.jwt.as_ref())
-                        .and_then(|jwt| jwt.claims.get("sub"))
-                        .filter(|sub| !sub.is_empty())
-                        .cloned(),
+                let jwt = match parts.extensions.get::<RequestContext>() {
+                    Some(RequestContext::ApiGatewayV2(ctx)) => {
+                        ctx.authorizer.as_ref().and_then(|a| a.jwt.as_ref())
+                    }
                     _ => None,
                 };
-                sub.map(|id| Operator { id }).ok_or_else(|| {
-                    ApiError::unauthorized(
+                let sub = jwt
+                    .and_then(|jwt| jwt.claims.get("sub"))
+                    .filter(|sub| !sub.is_empty());
+                let (Some(jwt), Some(sub)) = (jwt, sub) else {
+                    return Err(ApiError::unauthorized(
                         "this route needs an operator token checked by the gateway's JWT authorizer",
-                    )
-                })
+                    ));
+                };
+                if !jwt_has_scope(jwt, scope) {
+                    return Err(ApiError::forbidden(format!(
+                        "this route needs a token with the operator scope `{scope}`"
+                    )));
+                }
+                Ok(Operator { id: sub.clone() })
             }
         }
     }
+}
+
+/// The operator scope when `OPERATOR_SCOPE` is not set (the template's default too).
+pub const DEFAULT_OPERATOR_SCOPE: &str = "rhythm/operator";
+
+/// Whether the authorizer's JWT carries `scope`: among the scopes API Gateway lists, or in the
+/// token's space-separated `scope` claim.
+fn jwt_has_scope(
+    jwt: &aws_lambda_events::apigw::ApiGatewayRequestAuthorizerJwtDescription,
+    scope: &str,
+) -> bool {
+    let listed = jwt
+        .scopes
+        .iter()
+        .flatten()
+        .any(|s| s.split(' ').any(|s| s == scope));
+    let claimed = jwt
+        .claims
+        .get("scope")
+        .is_some_and(|c| c.split(' ').any(|s| s == scope));
+    listed || claimed
 }
 
 /// An authenticated operator.
@@ -459,22 +503,30 @@ pub struct RevokeScope<'a> {
     pub except: Option<&'a str>,
 }
 
-/// Revokes every token in `scope`: marks the token item revoked (so it fails verification), then
-/// drops its reference. Safe to repeat. Returns how many tokens were revoked now.
 /// Issues a new token of `kind` for the account (or one integration of it), stores it, and with
 /// `revoke_existing` revokes the others of the same scope: the rotation both the account and the
-/// integration token routes offer. Returns the token (shown once), its record and how many
-/// tokens were revoked.
+/// integration token routes offer. `audit` (an operator's issuance) is the audit entry, written
+/// in one transaction with the token; it learns the token's id. Returns the token (shown once),
+/// its record and how many tokens were revoked.
 pub async fn issue_rotated(
     state: &ApiState,
     kind: TokenKind,
     account_id: &str,
     integration_id: Option<&str>,
     revoke_existing: bool,
+    audit: Option<AuditRecord>,
 ) -> Result<(PlaintextToken, TokenRecord, u32), ApiError> {
     let now = state.clock.now();
     let (token, record) = issue_token(kind, account_id, integration_id, now);
-    state.create(token::create(state.table(), &record)?).await?;
+    let table = state.table();
+    let mut writes = vec![token::create(table, &record)?];
+    if let Some(audit) = audit {
+        let audit = AuditRecord { at: now, ..audit }
+            .detail("token_id", &record.token_id)
+            .detail("revoke_existing", revoke_existing);
+        writes.push(crate::store::audit::create(table, &audit)?);
+    }
+    state.create(Write::all(writes)?).await?;
     let revoked = if revoke_existing {
         revoke_tokens(
             state,
@@ -493,6 +545,8 @@ pub async fn issue_rotated(
     Ok((token, record, revoked))
 }
 
+/// Revokes every token in `scope`: marks the token item revoked (so it fails verification), then
+/// drops its reference. Safe to repeat. Returns how many tokens were revoked now.
 pub async fn revoke_tokens(
     state: &ApiState,
     scope: RevokeScope<'_>,
@@ -670,32 +724,84 @@ mod tests {
         assert!(!format!("{auth:?}").contains(&sha256_hex("op-secret")));
     }
 
-    #[test]
-    fn gateway_jwt_reads_the_sub_claim_of_the_request_context() {
+    fn gateway_parts(claims: &[(&str, &str)], scopes: Option<Vec<&str>>) -> Parts {
         use aws_lambda_events::apigw::{
             ApiGatewayRequestAuthorizer, ApiGatewayRequestAuthorizerJwtDescription,
             ApiGatewayV2httpRequestContext,
         };
         use lambda_http::request::RequestContext;
-        let auth = OperatorAuth::GatewayJwt;
         let mut p = parts(Some("Bearer whatever"));
-        assert!(auth.identify(&p).is_err(), "no context, no operator");
         let mut jwt = ApiGatewayRequestAuthorizerJwtDescription::default();
-        jwt.claims.insert("sub".into(), "op-7".into());
+        for (k, v) in claims {
+            jwt.claims.insert((*k).into(), (*v).into());
+        }
+        jwt.scopes = scopes.map(|s| s.into_iter().map(str::to_owned).collect());
         let mut authorizer = ApiGatewayRequestAuthorizer::default();
         authorizer.jwt = Some(jwt);
         let mut ctx = ApiGatewayV2httpRequestContext::default();
         ctx.authorizer = Some(authorizer);
         p.extensions.insert(RequestContext::ApiGatewayV2(ctx));
+        p
+    }
+
+    fn gateway() -> OperatorAuth {
+        OperatorAuth::GatewayJwt {
+            scope: "rhythm/operator".into(),
+        }
+    }
+
+    #[test]
+    fn gateway_jwt_reads_the_sub_claim_of_the_request_context() {
+        let auth = gateway();
+        assert!(
+            auth.identify(&parts(Some("Bearer whatever"))).is_err(),
+            "no context, no operator"
+        );
+        let p = gateway_parts(&[("sub", "op-7")], Some(vec!["rhythm/operator"]));
+        assert_eq!(auth.identify(&p).unwrap().id, "op-7");
+        let p = gateway_parts(&[("sub", "")], Some(vec!["rhythm/operator"]));
+        assert!(matches!(
+            auth.identify(&p),
+            Err(ApiError::Unauthorized { .. })
+        ));
+    }
+
+    #[test]
+    fn a_gateway_jwt_without_the_operator_scope_is_forbidden() {
+        let auth = gateway();
+        for p in [
+            gateway_parts(&[("sub", "op-7")], None),
+            gateway_parts(&[("sub", "op-7")], Some(vec!["rhythm/reader", "openid"])),
+            gateway_parts(
+                &[("sub", "op-7"), ("scope", "openid rhythm/operatorx")],
+                None,
+            ),
+        ] {
+            let e = auth.identify(&p).unwrap_err();
+            assert!(matches!(e, ApiError::Forbidden { .. }), "{e:?}");
+            assert_eq!(
+                e.problem_type(),
+                format!("{}forbidden", super::super::problem::PROBLEM_BASE)
+            );
+        }
+        // The scope claim (space-separated) counts as well as the authorizer's list.
+        let p = gateway_parts(
+            &[("sub", "op-7"), ("scope", "openid rhythm/operator")],
+            None,
+        );
         assert_eq!(auth.identify(&p).unwrap().id, "op-7");
     }
 
     #[test]
     fn operator_auth_from_the_environment() {
         let none = |_: &str| None;
+        assert_eq!(OperatorAuth::from_lookup(none).unwrap(), gateway());
+        let scoped = |name: &str| (name == "OPERATOR_SCOPE").then(|| "ops/admin".to_string());
         assert_eq!(
-            OperatorAuth::from_lookup(none).unwrap(),
-            OperatorAuth::GatewayJwt
+            OperatorAuth::from_lookup(scoped).unwrap(),
+            OperatorAuth::GatewayJwt {
+                scope: "ops/admin".into()
+            }
         );
         let hash = sha256_hex("t");
         let with = |name: &str| (name == "OPERATOR_TOKEN_SHA256").then(|| hash.to_uppercase());

@@ -72,7 +72,7 @@ mod tests {
 
     /// An HTTP API (payload 2.0) event with a JWT authorizer, as API Gateway sends it on a named
     /// stage: after `lambda_http` converts it, the route path has no stage and the operator is the
-    /// token's `sub`.
+    /// token's `sub` (it carries the operator scope).
     #[test]
     fn a_gateway_event_routes_without_its_stage_and_names_its_operator() {
         // The repository's sample event for the api function (events/), as the template routes it.
@@ -82,9 +82,11 @@ mod tests {
         assert_eq!(request.uri().path(), "/operator/accounts/01hx");
         assert_eq!(request.uri().query(), Some("a=1"));
         let (parts, _) = request.into_parts();
-        let operator = crate::api::OperatorAuth::GatewayJwt
-            .identify(&parts)
-            .unwrap();
+        let operator = crate::api::OperatorAuth::GatewayJwt {
+            scope: crate::api::auth::DEFAULT_OPERATOR_SCOPE.into(),
+        }
+        .identify(&parts)
+        .unwrap();
         assert_eq!(operator.id, "operator-42");
     }
 }

@@ -9,6 +9,7 @@
 //! |------------------------|--------|---------------------------------|
 //! | `MalformedRequest`     | 400    | `malformed-request`             |
 //! | `Unauthorized`         | 401    | `unauthorized`                  |
+//! | `Forbidden`            | 403    | `forbidden`                     |
 //! | `NotFound`             | 404    | `not-found`                     |
 //! | `MethodNotAllowed`     | 405    | `method-not-allowed`            |
 //! | `Conflict`             | 409    | `conflict`                      |
@@ -16,6 +17,7 @@
 //! | `UnsupportedMediaType` | 415    | `unsupported-media-type`        |
 //! | `Validation`           | 422    | `validation`                    |
 //! | `Internal`             | 500    | `internal`                      |
+//! | `Unavailable`          | 503    | `unavailable`                   |
 //!
 //! Details never carry secrets: a token or signing secret is never part of an error. An internal
 //! error's cause is logged, and the response only says that it was.
@@ -31,6 +33,8 @@ use serde::{Deserialize, Serialize};
 pub const PROBLEM_BASE: &str = "https://rhythm-delivery.dev/problems/";
 /// The media type of every error response.
 pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
+/// The `Retry-After` of every 503, in seconds.
+pub const RETRY_AFTER_SECS: &str = "5";
 /// The `WWW-Authenticate` challenge of every 401.
 pub const BEARER_CHALLENGE: &str = "Bearer realm=\"rhythm-delivery\"";
 
@@ -63,6 +67,10 @@ pub enum ApiError {
     /// No credentials, or credentials that are unknown, revoked or of the wrong kind.
     #[error("{detail}")]
     Unauthorized { detail: String },
+    /// Authenticated, but without the right this route needs (an operator token without the
+    /// operator scope).
+    #[error("{detail}")]
+    Forbidden { detail: String },
     /// No such resource *for this caller*: another account's resource is not found, too.
     #[error("{detail}")]
     NotFound { detail: String },
@@ -78,6 +86,10 @@ pub enum ApiError {
     /// A fault of ours (storage, a bug). The cause is logged, never returned.
     #[error("internal error: {0}")]
     Internal(String),
+    /// Not yet: the request is fine but must be sent again later (`Retry-After`), e.g. a provider
+    /// event about a delivery not recorded yet, for a sender (SNS) that retries only 5xx.
+    #[error("{detail}")]
+    Unavailable { detail: String },
 }
 
 /// The JSON body of a problem response.
@@ -100,6 +112,11 @@ impl ApiError {
     }
     pub fn unauthorized(detail: impl Into<String>) -> Self {
         ApiError::Unauthorized {
+            detail: detail.into(),
+        }
+    }
+    pub fn forbidden(detail: impl Into<String>) -> Self {
+        ApiError::Forbidden {
             detail: detail.into(),
         }
     }
@@ -129,12 +146,14 @@ impl ApiError {
             ApiError::MalformedRequest { .. } => StatusCode::BAD_REQUEST,
             ApiError::Validation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
             ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -143,12 +162,14 @@ impl ApiError {
             ApiError::MalformedRequest { .. } => "malformed-request",
             ApiError::Validation { .. } => "validation",
             ApiError::Unauthorized { .. } => "unauthorized",
+            ApiError::Forbidden { .. } => "forbidden",
             ApiError::NotFound { .. } => "not-found",
             ApiError::MethodNotAllowed { .. } => "method-not-allowed",
             ApiError::Conflict { .. } => "conflict",
             ApiError::PayloadTooLarge { .. } => "payload-too-large",
             ApiError::UnsupportedMediaType { .. } => "unsupported-media-type",
             ApiError::Internal(_) => "internal",
+            ApiError::Unavailable { .. } => "unavailable",
         }
     }
 
@@ -162,12 +183,14 @@ impl ApiError {
             ApiError::MalformedRequest { .. } => "Malformed request",
             ApiError::Validation { .. } => "Validation failed",
             ApiError::Unauthorized { .. } => "Unauthorized",
+            ApiError::Forbidden { .. } => "Forbidden",
             ApiError::NotFound { .. } => "Not found",
             ApiError::MethodNotAllowed { .. } => "Method not allowed",
             ApiError::Conflict { .. } => "Conflict",
             ApiError::PayloadTooLarge { .. } => "Payload too large",
             ApiError::UnsupportedMediaType { .. } => "Unsupported media type",
             ApiError::Internal(_) => "Internal error",
+            ApiError::Unavailable { .. } => "Try again later",
         }
     }
 
@@ -211,6 +234,12 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static(PROBLEM_CONTENT_TYPE),
         );
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(RETRY_AFTER_SECS),
+            );
+        }
         if status == StatusCode::UNAUTHORIZED {
             headers.insert(
                 header::WWW_AUTHENTICATE,

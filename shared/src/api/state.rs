@@ -23,6 +23,9 @@ pub struct ApiState {
     pub operator_auth: OperatorAuth,
     /// Names `internal` integrations may use (the built-in handler registry's names).
     pub internal_handlers: Arc<[String]>,
+    /// How provider events are authenticated; `None`: this process's
+    /// [`crate::notify::confirm::settings`].
+    pub provider_events: Option<Arc<crate::notify::confirm::ProviderEventSettings>>,
 }
 
 impl ApiState {
@@ -42,6 +45,24 @@ impl ApiState {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
+            provider_events: None,
+        }
+    }
+
+    /// Authenticates provider events with `settings` (the api function's, loaded at start).
+    pub fn with_provider_events(
+        mut self,
+        settings: Arc<crate::notify::confirm::ProviderEventSettings>,
+    ) -> Self {
+        self.provider_events = Some(settings);
+        self
+    }
+
+    /// The provider-event settings requests are checked against.
+    pub fn provider_event_settings(&self) -> &crate::notify::confirm::ProviderEventSettings {
+        match &self.provider_events {
+            Some(settings) => settings,
+            None => crate::notify::confirm::settings(),
         }
     }
 

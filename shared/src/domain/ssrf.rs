@@ -19,8 +19,10 @@
 //! broadcast, documentation, benchmarking or reserved ranges.
 //!
 //! IPv6 forms that embed an IPv4 address are judged by the embedded address: IPv4-mapped
-//! (`::ffff:a.b.c.d`), IPv4-compatible (`::a.b.c.d`), NAT64 well-known prefix (`64:ff9b::/96`) and
-//! 6to4 (`2002:AABB:CCDD::/48`). Teredo (`2001::/32`, whose embedded addresses are obfuscated) and
+//! (`::ffff:a.b.c.d`), SIIT IPv4-translated (`::ffff:0:a.b.c.d`), IPv4-compatible (`::a.b.c.d`),
+//! NAT64 well-known prefix (`64:ff9b::/96`) and 6to4 (`2002:AABB:CCDD::/48`). An ISATAP address
+//! (any /64 with the interface id `0:5efe:a.b.c.d` or `200:5efe:a.b.c.d`) is judged by its
+//! prefix and then by its embedded address: either refusing refuses it. Teredo (`2001::/32`, whose embedded addresses are obfuscated) and
 //! local-use NAT64 (`64:ff9b:1::/48`) are refused outright.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -189,6 +191,9 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     if in_v6(addr, 0xffff << 32, 96) {
         return Some(low32); // ::ffff:a.b.c.d, IPv4-mapped
     }
+    if in_v6(addr, 0xffff << 48, 96) {
+        return Some(low32); // ::ffff:0:a.b.c.d, SIIT IPv4-translated
+    }
     if in_v6(addr, 0, 96) && addr > 1 {
         return Some(low32); // ::a.b.c.d, IPv4-compatible (deprecated); :: and ::1 are in the table
     }
@@ -201,6 +206,13 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     None
 }
 
+/// The IPv4 address of an ISATAP interface id (`0:5efe:a.b.c.d`, or `200:5efe:a.b.c.d` with the
+/// universal/local bit set) under any /64 prefix.
+fn isatap_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let addr = u128::from(ip);
+    ((addr >> 32) as u32 & 0xfdff_ffff == 0x0000_5efe).then(|| Ipv4Addr::from(addr as u32))
+}
+
 fn v6_range(ip: Ipv6Addr) -> Option<ForbiddenRange> {
     if let Some(v4) = embedded_v4(ip) {
         return v4_range(v4);
@@ -210,6 +222,7 @@ fn v6_range(ip: Ipv6Addr) -> Option<ForbiddenRange> {
         .iter()
         .find(|(net, prefix, _)| in_v6(addr, *net, *prefix))
         .map(|(_, _, range)| *range)
+        .or_else(|| isatap_v4(ip).and_then(v4_range))
 }
 
 /// The refused range `ip` lies in, if any (regardless of policy).
@@ -491,6 +504,64 @@ mod tests {
                 check_resolved(ip(s), &TargetPolicy::PRODUCTION),
                 Ok(()),
                 "{s}"
+            );
+        }
+    }
+
+    #[test]
+    fn siit_and_isatap_forms_that_embed_a_private_ipv4_are_refused() {
+        for s in [
+            "::ffff:0:169.254.169.254",
+            "::ffff:0:a9fe:a9fe",
+            "::5efe:169.254.169.254",
+            "2001:470:1:2:0:5efe:a9fe:a9fe",
+            "2001:470:1:2:200:5efe:169.254.169.254",
+            // A link-local ISATAP address with a public IPv4 is still link-local.
+            "fe80::5efe:8.8.8.8",
+        ] {
+            assert!(
+                check_resolved(ip(s), &TargetPolicy::LOCAL_DEMO).is_err(),
+                "{s} under the local policy too"
+            );
+        }
+        for s in [
+            "::ffff:0:127.0.0.1",
+            "::ffff:0:10.1.2.3",
+            "::5efe:127.0.0.1",
+            "::5efe:10.0.0.1",
+            "2600:1f18::5efe:192.168.1.1",
+            "2600:1f18::200:5efe:172.16.0.1",
+            "2600:1f18:1:2:200:5efe:a00:1",
+        ] {
+            let e = check_resolved(ip(s), &TargetPolicy::PRODUCTION).unwrap_err();
+            assert!(matches!(e, TargetError::ForbiddenAddress { .. }), "{s}");
+            assert_eq!(
+                check_resolved(ip(s), &TargetPolicy::LOCAL_DEMO),
+                Ok(()),
+                "{s}"
+            );
+        }
+        // The same forms around a public address, and near misses of the interface id, pass.
+        for s in [
+            "::ffff:0:8.8.8.8",
+            "2600:1f18::5efe:8.8.8.8",
+            "2600:1f18::200:5efe:8.8.8.8",
+            "2600:1f18::100:5efe:a00:1",
+            "2600:1f18::5eff:a00:1",
+        ] {
+            assert_eq!(
+                check_resolved(ip(s), &TargetPolicy::PRODUCTION),
+                Ok(()),
+                "{s}"
+            );
+        }
+        for bad in ["https://[::ffff:0:7f00:1]/", "https://[::5efe:a9fe:a9fe]/"] {
+            assert!(
+                matches!(
+                    check_url(bad, &TargetPolicy::PRODUCTION),
+                    Err(TargetError::ForbiddenAddress { .. })
+                ),
+                "{bad}"
             );
         }
     }

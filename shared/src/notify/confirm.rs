@@ -37,6 +37,9 @@ const APPLY_TRIES: usize = 5;
 pub const TOPICS_VAR: &str = "SES_EVENTS_TOPIC_ARN";
 /// The environment variable with the generic providers' secrets: `name=whsec_…,other=whsec_…`.
 pub const SECRETS_VAR: &str = "NOTIFICATION_PROVIDER_SECRETS";
+/// The environment variable naming the Secrets Manager secret that holds the providers' secrets
+/// (in AWS; [`SECRETS_VAR`] is then not read).
+pub const SECRETS_ARN_VAR: &str = "NOTIFICATION_PROVIDER_SECRETS_ARN";
 /// The provider name SES events are recorded under (the email adapter's).
 pub const SES: &str = "ses";
 
@@ -261,18 +264,45 @@ impl ProviderEventSettings {
         )
     }
 
+    /// In AWS: the topics from `SES_EVENTS_TOPIC_ARN` and the providers' secrets from the
+    /// Secrets Manager secret `NOTIFICATION_PROVIDER_SECRETS_ARN` names, read once (call this
+    /// once per container). Without that ARN (local, dev): [`Self::from_env`].
+    pub async fn load(
+        secrets_manager: &aws_sdk_secretsmanager::Client,
+        lookup: impl Fn(&str) -> Option<String>,
+        sns_http: Arc<dyn SnsHttp>,
+    ) -> Result<Self, String> {
+        let topics = lookup(TOPICS_VAR);
+        let Some(arn) = lookup(SECRETS_ARN_VAR).filter(|a| !a.is_empty()) else {
+            return Ok(Self::from_values(
+                topics.as_deref(),
+                lookup(SECRETS_VAR).as_deref(),
+                sns_http,
+            ));
+        };
+        let value = secrets_manager
+            .get_secret_value()
+            .secret_id(&arn)
+            .send()
+            .await
+            .map_err(|e| {
+                format!(
+                    "reading the provider secrets {arn}: {}",
+                    aws_sdk_secretsmanager::error::DisplayErrorContext(&e)
+                )
+            })?;
+        let text = value
+            .secret_string()
+            .ok_or_else(|| format!("the provider secrets {arn} have no SecretString"))?;
+        let secrets = parse_secret_json(text).map_err(|e| format!("{arn}: {e}"))?;
+        Ok(Self::from_parts(topics.as_deref(), secrets, sns_http))
+    }
+
     pub fn from_values(
         topics: Option<&str>,
         secrets: Option<&str>,
         sns_http: Arc<dyn SnsHttp>,
     ) -> Self {
-        let sns_topic_arns = topics
-            .unwrap_or_default()
-            .split(',')
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .map(str::to_string)
-            .collect();
         let mut map: HashMap<String, Vec<SigningSecret>> = HashMap::new();
         for pair in secrets.unwrap_or_default().split(',') {
             let Some((name, secret)) = pair.trim().split_once('=') else {
@@ -285,12 +315,56 @@ impl ProviderEventSettings {
                 }
             }
         }
+        Self::from_parts(topics, map, sns_http)
+    }
+
+    fn from_parts(
+        topics: Option<&str>,
+        secrets: HashMap<String, Vec<SigningSecret>>,
+        sns_http: Arc<dyn SnsHttp>,
+    ) -> Self {
+        let sns_topic_arns = topics
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect();
         ProviderEventSettings {
             sns_topic_arns,
-            secrets: map,
+            secrets,
             sns_http,
         }
     }
+}
+
+/// The secret's value: a JSON object `{"<provider>": "whsec_…"}` (a list of secrets during
+/// rotation); `{}` means none. Anything else is refused as a whole (a typo must not silently
+/// drop a provider).
+pub fn parse_secret_json(text: &str) -> Result<HashMap<String, Vec<SigningSecret>>, String> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    let map: HashMap<String, OneOrMany> = serde_json::from_str(text).map_err(|_| {
+        "the value is not a JSON object of provider names to whsec_ secrets".to_string()
+    })?;
+    let mut out = HashMap::new();
+    for (provider, secrets) in map {
+        let list = match secrets {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v,
+        };
+        let parsed = list
+            .iter()
+            .map(|s| SigningSecret::parse(s.trim()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("the secret of provider {provider:?} is unreadable: {e}"))?;
+        out.insert(provider, parsed);
+    }
+    Ok(out)
 }
 
 static SETTINGS: OnceLock<ProviderEventSettings> = OnceLock::new();
@@ -348,10 +422,11 @@ pub async fn intake_sns(
 ) -> Result<IntakeOutcome, IntakeError> {
     let message: SnsMessage =
         serde_json::from_slice(body).map_err(|e| IntakeError::Malformed(e.to_string()))?;
-    sns::verify(&message, settings.sns_http.as_ref(), now).await?;
+    // The topic first: a foreign topic's message never makes us fetch a certificate.
     if !settings.sns_topic_arns.contains(&message.topic_arn) {
         return Err(IntakeError::ForeignTopic(message.topic_arn));
     }
+    sns::verify(&message, settings.sns_http.as_ref(), now).await?;
     match message.kind.as_str() {
         "SubscriptionConfirmation" => {
             let url = sns::check_sns_url(message.subscribe_url.as_deref().unwrap_or_default())?;
@@ -484,6 +559,7 @@ mod tests {
             "sns-1",
             &payload.to_string(),
             "2",
+            Timestamp(0),
         )
     }
 
@@ -524,6 +600,30 @@ mod tests {
             ProviderEventKind::Other("open".into())
         );
         assert!(ses_event(&sns_with(serde_json::json!({"hello": 1}))).is_none());
+    }
+
+    #[test]
+    fn the_secret_manager_value_is_a_json_object_of_provider_secrets() {
+        let a = SigningSecret::from_bytes(&[1u8; 32])
+            .unwrap()
+            .expose_whsec();
+        let b = SigningSecret::from_bytes(&[2u8; 32])
+            .unwrap()
+            .expose_whsec();
+        assert!(parse_secret_json("{}").unwrap().is_empty());
+        let map =
+            parse_secret_json(&format!(r#"{{"acme": "{a}", "zeta": ["{a}", "{b}"]}}"#)).unwrap();
+        assert_eq!(map["acme"].len(), 1);
+        assert_eq!(map["zeta"].len(), 2);
+        for bad in [
+            "",
+            "[]",
+            r#"{"acme": 1}"#,
+            r#"{"acme": "not-a-secret"}"#,
+            "acme=whsec_x",
+        ] {
+            assert!(parse_secret_json(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

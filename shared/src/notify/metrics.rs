@@ -1,15 +1,13 @@
-//! The terminal-failure metric, in CloudWatch embedded metric format: one JSON object per line on
-//! standard output, which CloudWatch Logs turns into the `RhythmDelivery/NotificationTerminalFailures`
-//! metric (dimension `Stage`) the template's `NotificationTerminalFailureAlarm` watches. Written
-//! directly to stdout (not through `tracing`, whose JSON wraps fields) so the line is exactly the
-//! EMF document.
+//! The terminal-failure metric: one EMF document ([`crate::metrics`]) per terminal failure, which
+//! CloudWatch Logs turns into the `NotificationTerminalFailures` metric (namespace
+//! `METRICS_NAMESPACE`, dimension `Stage`) the template's `NotificationTerminalFailureAlarm`
+//! watches.
 
 use crate::domain::time::Timestamp;
-use serde_json::{json, Value};
-use std::io::Write;
+use crate::metrics::{document, write_line, Metric};
+use serde_json::{json, Map, Value};
 use std::sync::{Arc, Mutex};
 
-pub const NAMESPACE: &str = "RhythmDelivery";
 pub const TERMINAL_FAILURES: &str = "NotificationTerminalFailures";
 
 /// One terminal failure of a delivery.
@@ -26,23 +24,19 @@ pub struct TerminalFailure {
 
 /// The EMF document of one terminal failure. `Stage` is the only dimension (the alarm's); the
 /// channel, reason and ids are properties, searchable in Logs Insights.
-pub fn emf_document(f: &TerminalFailure) -> Value {
-    json!({
-        "_aws": {
-            "Timestamp": f.at.millis(),
-            "CloudWatchMetrics": [{
-                "Namespace": NAMESPACE,
-                "Dimensions": [["Stage"]],
-                "Metrics": [{"Name": TERMINAL_FAILURES, "Unit": "Count"}],
-            }],
-        },
-        "Stage": f.stage,
-        TERMINAL_FAILURES: 1,
-        "channel": f.channel,
-        "reason": f.reason,
-        "notice_id": f.notice_id,
-        "delivery_key": f.delivery_key,
-    })
+pub fn emf_document(f: &TerminalFailure, namespace: &str) -> Value {
+    let mut props = Map::new();
+    props.insert("channel".into(), json!(f.channel));
+    props.insert("reason".into(), json!(f.reason));
+    props.insert("notice_id".into(), json!(f.notice_id));
+    props.insert("delivery_key".into(), json!(f.delivery_key));
+    document(
+        namespace,
+        &f.stage,
+        f.at,
+        &[Metric::count(TERMINAL_FAILURES, 1)],
+        props,
+    )
 }
 
 /// Where metrics go: standard output in Lambda, a buffer in tests.
@@ -50,16 +44,23 @@ pub trait MetricSink: Send + Sync {
     fn terminal_failure(&self, failure: &TerminalFailure);
 }
 
-/// Writes EMF lines to standard output.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct StdoutEmf;
+/// Writes EMF lines to standard output, in the deployment's metric namespace.
+#[derive(Debug, Clone)]
+pub struct StdoutEmf {
+    pub namespace: String,
+}
+
+impl StdoutEmf {
+    pub fn new(namespace: &str) -> Self {
+        StdoutEmf {
+            namespace: namespace.to_owned(),
+        }
+    }
+}
 
 impl MetricSink for StdoutEmf {
     fn terminal_failure(&self, failure: &TerminalFailure) {
-        let line = emf_document(failure).to_string();
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{line}");
-        let _ = out.flush();
+        write_line(&emf_document(failure, &self.namespace));
     }
 }
 
@@ -88,14 +89,17 @@ mod tests {
 
     #[test]
     fn the_document_matches_the_alarm() {
-        let doc = emf_document(&TerminalFailure {
-            stage: "prod".into(),
-            channel: "email".into(),
-            reason: "attempts_exhausted".into(),
-            notice_id: "n".into(),
-            delivery_key: "email-0".into(),
-            at: Timestamp(1_700_000_000_000),
-        });
+        let doc = emf_document(
+            &TerminalFailure {
+                stage: "prod".into(),
+                channel: "email".into(),
+                reason: "attempts_exhausted".into(),
+                notice_id: "n".into(),
+                delivery_key: "email-0".into(),
+                at: Timestamp(1_700_000_000_000),
+            },
+            crate::metrics::DEFAULT_NAMESPACE,
+        );
         let m = &doc["_aws"]["CloudWatchMetrics"][0];
         assert_eq!(m["Namespace"], "RhythmDelivery");
         assert_eq!(m["Dimensions"], json!([["Stage"]]));

@@ -16,12 +16,14 @@
 //!   rows deleted). Deliveries already `sending` finish; ones the cancellation does not reach are
 //!   cancelled by the worker's claim guard.
 
+use super::channels::slack::check_slack_url;
 use super::channels::Channel;
 use super::table::NotificationTable;
 use super::NotifyError;
 use crate::clock::Clock;
 use crate::domain::notice::NoticeStatus;
 use crate::domain::notification_delivery::{NotificationStatus as N, NotificationTrigger as NT};
+use crate::domain::ssrf::TargetPolicy;
 use crate::domain::time::Timestamp;
 use crate::store::console_inbox::{console_ref, inbox_key};
 use crate::store::notice::{self, NoticeRecord, NoticeRequest, Recipient};
@@ -58,8 +60,13 @@ pub struct NewNotice {
     pub reason: Option<String>,
 }
 
-/// Every problem with a new notice, as `(field, message)`.
-pub fn validate(notice: &NewNotice, now: Timestamp) -> Vec<(String, String)> {
+/// Every problem with a new notice, as `(field, message)`. Slack webhook URLs are checked as the
+/// Slack adapter will check them under `policy` (the deployment's target policy).
+pub fn validate(
+    notice: &NewNotice,
+    now: Timestamp,
+    policy: &TargetPolicy,
+) -> Vec<(String, String)> {
     let mut errors = Vec::new();
     let mut err = |f: String, m: String| errors.push((f, m));
     if notice.recipients.is_empty() {
@@ -92,11 +99,8 @@ pub fn validate(notice: &NewNotice, now: Timestamp) -> Vec<(String, String)> {
                 }
             }
             if let Some(url) = &c.slack_webhook_url {
-                if !url.starts_with("https://") && !url.starts_with("http://") {
-                    err(
-                        format!("recipients[{i}].slack_webhook_url"),
-                        "must be an https URL".into(),
-                    );
+                if let Err(message) = check_slack_url(url, policy) {
+                    err(format!("recipients[{i}].slack_webhook_url"), message);
                 }
             }
         }
@@ -569,7 +573,7 @@ mod tests {
     #[test]
     fn validation_names_every_bad_field() {
         let now = Timestamp(1_000);
-        assert!(validate(&new_notice(), now).is_empty());
+        assert!(validate(&new_notice(), now, &TargetPolicy::PRODUCTION).is_empty());
         let bad = NewNotice {
             recipients: vec![],
             channels: vec!["pigeon".into()],
@@ -580,7 +584,10 @@ mod tests {
             idempotency_key: String::new(),
             reason: None,
         };
-        let fields: Vec<String> = validate(&bad, now).into_iter().map(|(f, _)| f).collect();
+        let fields: Vec<String> = validate(&bad, now, &TargetPolicy::PRODUCTION)
+            .into_iter()
+            .map(|(f, _)| f)
+            .collect();
         assert_eq!(
             fields,
             [

@@ -158,7 +158,7 @@ pub async fn settle(
 ) -> Result<SettleReport, NotifyError> {
     settle_with(
         &NotificationTable::from_config(clients, config),
-        &StdoutEmf,
+        &StdoutEmf::new(&config.metrics_namespace),
         &config.stage,
         now,
         budget,

@@ -10,8 +10,13 @@
 //!   `MessageId`, `Subject` (notifications, when present), `SubscribeURL`, `Timestamp`, `Token`
 //!   (confirmations), `TopicArn`, `Type`, each as `name\nvalue\n`, in that order.
 //!
-//! The topic must also be one the deployment expects (checked by the caller, [`super::confirm`]):
-//! a valid signature only proves that *some* SNS topic sent it.
+//! * its `Timestamp` is fresh: at most [`FRESHNESS`] old (longer than the subscription's delivery
+//!   policy keeps retrying, about 40 minutes) and at most [`FUTURE_SKEW`] ahead (a replayed or
+//!   forged-date message is refused), checked before any certificate is fetched.
+//!
+//! The topic must also be one the deployment expects, checked by the caller ([`super::confirm`])
+//! before [`verify`], so that a foreign topic's message never makes us fetch a certificate: a
+//! valid signature only proves that *some* SNS topic sent it.
 
 use crate::domain::time::Timestamp;
 use base64::engine::general_purpose::STANDARD;
@@ -87,6 +92,30 @@ pub enum SnsError {
     SignatureMismatch,
     #[error("the subscription could not be confirmed: {0}")]
     Confirm(String),
+    #[error("the Timestamp {0:?} is not RFC 3339")]
+    Timestamp(String),
+    #[error("the message is not fresh: Timestamp {0}")]
+    Stale(String),
+}
+
+/// How old an SNS message may be.
+pub const FRESHNESS: Duration = Duration::from_secs(60 * 60);
+/// How far ahead of our clock an SNS message's Timestamp may be.
+pub const FUTURE_SKEW: Duration = Duration::from_secs(5 * 60);
+
+/// Refuses a message whose `Timestamp` is older than [`FRESHNESS`] or further than
+/// [`FUTURE_SKEW`] in the future.
+pub fn check_freshness(message: &SnsMessage, now: Timestamp) -> Result<(), SnsError> {
+    let at = Timestamp::parse_rfc3339(&message.timestamp)
+        .ok_or_else(|| SnsError::Timestamp(message.timestamp.clone()))?;
+    let (oldest, newest) = (
+        now.millis() - FRESHNESS.as_millis() as i64,
+        now.millis() + FUTURE_SKEW.as_millis() as i64,
+    );
+    if at.millis() < oldest || at.millis() > newest {
+        return Err(SnsError::Stale(message.timestamp.clone()));
+    }
+    Ok(())
 }
 
 /// Only AWS's SNS hosts: `sns.<region>.amazonaws.com` (or `.amazonaws.com.cn`).
@@ -266,6 +295,8 @@ impl SnsHttp for HttpsSns {
 pub struct StaticSns {
     pub certificates: HashMap<String, String>,
     pub confirmed: Mutex<Vec<String>>,
+    /// Every certificate URL asked for, in order.
+    pub fetched: Mutex<Vec<String>>,
 }
 
 impl StaticSns {
@@ -284,6 +315,10 @@ impl StaticSns {
 #[async_trait::async_trait]
 impl SnsHttp for StaticSns {
     async fn certificate_pem(&self, url: &Url) -> Result<String, SnsError> {
+        self.fetched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(url.to_string());
         self.certificates
             .get(url.as_str())
             .cloned()
@@ -316,7 +351,8 @@ fn public_key(pem: &str, now: Timestamp) -> Result<RsaPublicKey, SnsError> {
     RsaPublicKey::from_public_key_der(&spki).map_err(|e| SnsError::Certificate(e.to_string()))
 }
 
-/// Verifies a message's signature (see the module docs). `now` is for the certificate's validity.
+/// Verifies a message's signature and freshness (see the module docs). `now` is for the
+/// freshness and the certificate's validity.
 pub async fn verify(
     message: &SnsMessage,
     http: &dyn SnsHttp,
@@ -327,6 +363,7 @@ pub async fn verify(
         return Err(SnsError::SignatureVersion(version.to_string()));
     }
     let canonical = canonical_string(message)?;
+    check_freshness(message, now)?;
     let url = check_certificate_url(&message.signing_cert_url)?;
     let pem = http.certificate_pem(&url).await?;
     let key = public_key(&pem, now)?;
@@ -391,12 +428,13 @@ pub mod local {
         Ok(())
     }
 
-    /// A signed SNS notification carrying `payload` from `topic_arn`.
+    /// A signed SNS notification carrying `payload` from `topic_arn`, published `at`.
     pub fn notification(
         topic_arn: &str,
         message_id: &str,
         payload: &str,
         version: &str,
+        at: Timestamp,
     ) -> SnsMessage {
         let mut m = SnsMessage {
             kind: "Notification".into(),
@@ -404,7 +442,7 @@ pub mod local {
             topic_arn: topic_arn.into(),
             subject: None,
             message: payload.into(),
-            timestamp: "2026-01-01T00:00:00.000Z".into(),
+            timestamp: at.to_rfc3339(),
             signature_version: version.into(),
             signature: String::new(),
             signing_cert_url: TEST_CERT_URL.into(),
@@ -431,7 +469,13 @@ mod tests {
     async fn accepts_both_signature_versions_and_refuses_tampering() {
         let http = local::test_http();
         for version in ["1", "2"] {
-            let m = local::notification("arn:aws:sns:us-east-1:1:ses", "m-1", "{\"a\":1}", version);
+            let m = local::notification(
+                "arn:aws:sns:us-east-1:1:ses",
+                "m-1",
+                "{\"a\":1}",
+                version,
+                now(),
+            );
             verify(&m, &http, now()).await.unwrap();
             let mut tampered = m.clone();
             tampered.message = "{\"a\":2}".into();
@@ -446,13 +490,13 @@ mod tests {
                 Err(SnsError::SignatureMismatch)
             );
         }
-        let mut v3 = local::notification("arn:t", "m", "x", "2");
+        let mut v3 = local::notification("arn:t", "m", "x", "2", now());
         v3.signature_version = "3".into();
         assert!(matches!(
             verify(&v3, &http, now()).await,
             Err(SnsError::SignatureVersion(_))
         ));
-        let mut garbage = local::notification("arn:t", "m", "x", "2");
+        let mut garbage = local::notification("arn:t", "m", "x", "2", now());
         garbage.signature = "not base64!".into();
         assert_eq!(
             verify(&garbage, &http, now()).await,
@@ -460,7 +504,12 @@ mod tests {
         );
         let old = Timestamp::parse_rfc3339("2019-01-01T00:00:00Z").unwrap();
         assert!(matches!(
-            verify(&local::notification("arn:t", "m", "x", "2"), &http, old).await,
+            verify(
+                &local::notification("arn:t", "m", "x", "2", old),
+                &http,
+                old
+            )
+            .await,
             Err(SnsError::CertificateExpired(_))
         ));
     }
@@ -477,7 +526,7 @@ mod tests {
             "https://sns.us-east-1.amazonaws.com/c.txt",
             "https://s3.us-east-1.amazonaws.com/c.pem",
         ] {
-            let mut m = local::notification("arn:t", "m", "x", "2");
+            let mut m = local::notification("arn:t", "m", "x", "2", now());
             m.signing_cert_url = url.into();
             assert!(
                 matches!(
@@ -491,9 +540,37 @@ mod tests {
         assert!(check_certificate_url("https://sns.cn-north-1.amazonaws.com.cn/x.pem").is_ok());
     }
 
+    #[tokio::test]
+    async fn a_stale_or_future_sns_message_is_refused_before_any_certificate_is_fetched() {
+        let http = local::test_http();
+        let at = |offset_secs: i64| Timestamp(now().millis() + offset_secs * 1000);
+        for offset in [-3601, -86_400, 301, 3600] {
+            let m = local::notification("arn:t", "m", "x", "2", at(offset));
+            assert!(
+                matches!(verify(&m, &http, now()).await, Err(SnsError::Stale(_))),
+                "{offset}"
+            );
+        }
+        let mut garbled = local::notification("arn:t", "m", "x", "2", now());
+        garbled.timestamp = "yesterday".into();
+        assert!(matches!(
+            verify(&garbled, &http, now()).await,
+            Err(SnsError::Timestamp(_))
+        ));
+        assert!(
+            http.fetched.lock().unwrap().is_empty(),
+            "no certificate fetched"
+        );
+        for offset in [-3599, -60, 0, 299] {
+            let m = local::notification("arn:t", "m", "x", "2", at(offset));
+            verify(&m, &http, now()).await.unwrap();
+        }
+        assert_eq!(http.fetched.lock().unwrap().len(), 4);
+    }
+
     #[test]
     fn canonical_strings_follow_the_documented_order() {
-        let mut m = local::notification("arn:t", "id", "body", "1");
+        let mut m = local::notification("arn:t", "id", "body", "1", now());
         m.subject = Some("subj".into());
         assert_eq!(
             canonical_string(&m).unwrap(),

@@ -85,9 +85,9 @@ impl NotificationStream {
 
     pub async fn handle(&self, event: DynamoDbEvent) -> DynamoDbEventResponse {
         let mut response = DynamoDbEventResponse::default();
-        let mut pending: Vec<(Option<String>, NotificationWork)> = Vec::new();
+        let mut pending: Vec<(String, NotificationWork)> = Vec::new();
         for record in &event.records {
-            let sequence = record.change.sequence_number.clone();
+            let sequence = crate::runtime::stream_record_id(record);
             match action(record) {
                 Action::Nothing => {}
                 Action::Publish(work) => {
@@ -118,15 +118,12 @@ impl NotificationStream {
         response
     }
 
-    /// Publishes the pending messages; the sequence number of the first one that failed.
-    async fn flush(
-        &self,
-        pending: &mut Vec<(Option<String>, NotificationWork)>,
-    ) -> Option<Option<String>> {
+    /// Publishes the pending messages; the record id of the first one that failed.
+    async fn flush(&self, pending: &mut Vec<(String, NotificationWork)>) -> Option<String> {
         if pending.is_empty() {
             return None;
         }
-        let batch: Vec<(Option<String>, NotificationWork)> = std::mem::take(pending);
+        let batch: Vec<(String, NotificationWork)> = std::mem::take(pending);
         match self.publish(&batch).await {
             Ok(failed) => failed.into_iter().min().map(|i| batch[i].0.clone()),
             Err(e) => {
@@ -139,7 +136,7 @@ impl NotificationStream {
     /// Sends up to ten messages; the indexes that failed.
     async fn publish(
         &self,
-        batch: &[(Option<String>, NotificationWork)],
+        batch: &[(String, NotificationWork)],
     ) -> Result<Vec<usize>, NotifyError> {
         let mut entries = Vec::with_capacity(batch.len());
         for (i, (_, work)) in batch.iter().enumerate() {
@@ -169,9 +166,9 @@ impl NotificationStream {
     }
 }
 
-fn fail(mut response: DynamoDbEventResponse, sequence: Option<String>) -> DynamoDbEventResponse {
+fn fail(mut response: DynamoDbEventResponse, record: String) -> DynamoDbEventResponse {
     response
         .batch_item_failures
-        .extend(crate::batch::stream_response([sequence]).batch_item_failures);
+        .push(crate::runtime::stream_failure(record));
     response
 }

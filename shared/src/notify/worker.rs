@@ -154,7 +154,7 @@ impl NotificationWorker {
             clock,
             adapters,
             jitter: Mutex::new(Box::new(RandJitter(rand::rngs::StdRng::from_entropy()))),
-            metrics: Arc::new(StdoutEmf),
+            metrics: Arc::new(StdoutEmf::new(&config.metrics_namespace)),
             last_skip_warning: Mutex::new(None),
         }
     }

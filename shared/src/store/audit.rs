@@ -45,6 +45,10 @@ pub enum AuditAction {
     ResumeReplay,
     /// Resumed a paused subscription.
     ResumeSubscription,
+    /// Created an account (and its first account token).
+    CreateAccount,
+    /// Issued an account token (and, when asked, revoked the others).
+    IssueAccountToken,
 }
 
 impl AuditAction {
@@ -54,6 +58,8 @@ impl AuditAction {
             AuditAction::ReplayWindow => "replay_window",
             AuditAction::ResumeReplay => "resume_replay",
             AuditAction::ResumeSubscription => "resume_subscription",
+            AuditAction::CreateAccount => "create_account",
+            AuditAction::IssueAccountToken => "issue_account_token",
         }
     }
 }
@@ -63,7 +69,10 @@ impl AuditAction {
 pub struct AuditRecord {
     pub audit_id: AuditId,
     pub account_id: AccountId,
-    pub subscription_id: SubscriptionId,
+    /// The subscription acted on; `None` for account-level actions (account creation, token
+    /// issuance), which are in the account's history only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subscription_id: Option<SubscriptionId>,
     pub action: AuditAction,
     /// Who: the operator's identity (the JWT's `sub`, or the local operator id).
     pub operator: String,
@@ -94,7 +103,7 @@ impl AuditRecord {
         AuditRecord {
             audit_id: AuditId::new(),
             account_id: account_id.into(),
-            subscription_id: subscription_id.into(),
+            subscription_id: Some(subscription_id.into()),
             action,
             operator: operator.to_owned(),
             reason: reason.to_owned(),
@@ -106,12 +115,27 @@ impl AuditRecord {
         }
     }
 
+    /// An account-level entry (no subscription).
+    pub fn for_account(
+        action: AuditAction,
+        account_id: &str,
+        operator: &str,
+        reason: &str,
+        at: Timestamp,
+    ) -> Self {
+        AuditRecord {
+            subscription_id: None,
+            ..Self::new(action, account_id, "", operator, reason, at)
+        }
+    }
+
     pub fn detail(mut self, key: &str, value: impl ToString) -> Self {
         self.details.insert(key.to_owned(), value.to_string());
         self
     }
 
-    /// The item, on the subscription's `listing` as well as in the account's partition.
+    /// The item, in the account's partition and, for a subscription's entry, on the
+    /// subscription's `listing`.
     pub fn item(&self) -> Result<Item, StoreError> {
         let mut item = to_item(
             self,
@@ -119,11 +143,13 @@ impl AuditRecord {
             &audit_sk(self.at, &self.audit_id),
             KIND,
         )?;
-        item.insert(
-            listing::KEY.into(),
-            s(audit_list_key(&self.account_id, &self.subscription_id)),
-        );
-        item.insert(listing::SORT.into(), s(self.position()));
+        if let Some(subscription_id) = &self.subscription_id {
+            item.insert(
+                listing::KEY.into(),
+                s(audit_list_key(&self.account_id, subscription_id)),
+            );
+            item.insert(listing::SORT.into(), s(self.position()));
+        }
         Ok(item)
     }
 

@@ -1,16 +1,23 @@
 //! Accounts, managed by operators:
 //!
-//! * `POST /operator/accounts` `{name, admin_emails?}` → 201 `{account, token}`: the account and
-//!   its first account token (plaintext, shown once).
+//! * `POST /operator/accounts` `{name, admin_emails?, reason?}` → 201 `{account, token}`: the
+//!   account and its first account token (plaintext, shown once).
 //! * `GET /operator/accounts/{account_id}` → the account.
-//! * `POST /operator/accounts/{account_id}/tokens` `{revoke_existing?}` → 201: another account
-//!   token; with `revoke_existing: true` every other account token of the account is revoked.
+//! * `POST /operator/accounts/{account_id}/tokens` `{revoke_existing?, reason?}` → 201: another
+//!   account token; with `revoke_existing: true` every other account token of the account is
+//!   revoked.
+//!
+//! Both writes are audited like retry and replay (who, what, when and why; `reason` is optional
+//! here): the entry is in the account's audit history, written in one transaction with the
+//! account or the token.
 
 use crate::api::auth::{issue_token, IssuedTokenView, Operator, PlaintextToken, TokenKind};
 use crate::api::extract::{path_id, ApiPath, Fields, JsonBody};
 use crate::api::{auth, ApiError, ApiState};
 use crate::ids::AccountId;
+use crate::operations::MAX_REASON_CHARS;
 use crate::store::account::{self, Account};
+use crate::store::audit::{self, AuditAction, AuditRecord};
 use crate::store::token;
 use crate::store::write::Write;
 use axum::extract::State;
@@ -113,6 +120,7 @@ async fn create(
 ) -> Result<impl IntoResponse, ApiError> {
     let name = f.required_text("name", MAX_NAME_CHARS);
     let admin_emails = read_admin_emails(&mut f);
+    let reason = optional_reason(&mut f);
     f.finish()?;
     let name = name.ok_or_else(|| ApiError::internal("validated name missing"))?;
 
@@ -124,11 +132,21 @@ async fn create(
         created_at: now,
     };
     let (token, record) = issue_token(TokenKind::Acct, &account.account_id, None, now);
+    let audit = AuditRecord::for_account(
+        AuditAction::CreateAccount,
+        &account.account_id,
+        &operator.id,
+        &reason,
+        now,
+    )
+    .detail("name", &account.name)
+    .detail("token_id", &record.token_id);
     let table = state.table();
     state
         .create(Write::all([
             account::create(table, &account)?,
             token::create(table, &record)?,
+            audit::create(table, &audit)?,
         ])?)
         .await?;
     tracing::info!(operator = %operator.id, account_id = %account.account_id, "account created");
@@ -142,6 +160,16 @@ async fn create(
             token,
         }),
     ))
+}
+
+/// The optional `reason` of an audited account action (`""` when the operator gave none).
+fn optional_reason(f: &mut Fields) -> String {
+    if f.has("reason") {
+        f.required_text("reason", MAX_REASON_CHARS)
+            .unwrap_or_default()
+    } else {
+        String::new()
+    }
 }
 
 async fn load(state: &ApiState, account_id: &str) -> Result<Account, ApiError> {
@@ -167,14 +195,23 @@ async fn issue(
     JsonBody(mut f): JsonBody,
 ) -> Result<impl IntoResponse, ApiError> {
     let revoke_existing: bool = f.optional("revoke_existing").unwrap_or(false);
+    let reason = optional_reason(&mut f);
     f.finish()?;
     let account = load(&state, &account_id).await?;
+    let audit = AuditRecord::for_account(
+        AuditAction::IssueAccountToken,
+        &account.account_id,
+        &operator.id,
+        &reason,
+        state.clock.now(),
+    );
     let (token, record, revoked) = auth::issue_rotated(
         &state,
         TokenKind::Acct,
         &account.account_id,
         None,
         revoke_existing,
+        Some(audit),
     )
     .await?;
     tracing::info!(

@@ -45,7 +45,9 @@ pub struct AuditView {
     /// Why.
     pub reason: String,
     pub account_id: AccountId,
-    pub subscription_id: SubscriptionId,
+    /// `None` for account-level actions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subscription_id: Option<SubscriptionId>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change_id: Option<ChangeId>,
     #[serde(skip_serializing_if = "Option::is_none")]

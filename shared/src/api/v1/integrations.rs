@@ -466,6 +466,7 @@ async fn rotate_token(
         &auth.account_id,
         Some(&integration.integration_id),
         revoke_existing,
+        None,
     )
     .await?;
     tracing::info!(

@@ -278,7 +278,7 @@ async fn create(
                 idempotency_key: idempotency_key.unwrap_or_else(|| "-".into()),
                 reason,
             };
-            for (field, message) in validate(&n, now) {
+            for (field, message) in validate(&n, now, &state.target_policy()) {
                 let reported = (field == "idempotency_key" && !key_ok)
                     || (field == "deadline" && !deadline_ok);
                 if !reported {

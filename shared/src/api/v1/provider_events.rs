@@ -6,19 +6,22 @@
 //!   topic must be the deployment's (`SES_EVENTS_TOPIC_ARN`); subscription confirmations are
 //!   confirmed.
 //! * `POST /v1/provider-events/{provider}` — the generic form, signed as Standard Webhooks
-//!   (`webhook-id` is the event id) with the provider's secret (`NOTIFICATION_PROVIDER_SECRETS`):
+//!   (`webhook-id` is the event id) with the provider's secret (in AWS from the Secrets Manager
+//!   secret `NOTIFICATION_PROVIDER_SECRETS_ARN` names, read once per container; locally
+//!   `NOTIFICATION_PROVIDER_SECRETS`):
 //!   `{"provider_ref", "type", "at"?, "detail"?, "bounce_type"?}`.
 //!
 //! Answers `200 {"outcome": "delivered" | "recorded" | "duplicate" | "unknown_reference" |
 //! "ignored" | "subscription_confirmed"}`; a refused signature or foreign topic is `401`, an
 //! unknown provider `404`, an unreadable body `400`; a confirmation for a delivery that is not
-//! `sent` yet is `409` (the provider may send it again).
+//! `sent` yet is `409` (the provider may send it again). On the SES route an event whose
+//! delivery is not recorded yet (no delivery has its reference, or it is not `sent` yet: SES can
+//! be faster than the worker's write) is `503` with `Retry-After`: SNS retries only server
+//! errors, so this is what makes its delivery policy send the event again.
 
 use crate::api::extract::{path_id, ApiPath};
 use crate::api::{ApiError, ApiState};
-use crate::notify::confirm::{
-    self, ConfirmOutcome, IntakeError, IntakeOutcome, ProviderEventSettings,
-};
+use crate::notify::confirm::{self, ConfirmOutcome, IntakeError, IntakeOutcome};
 use crate::notify::table::NotificationTable;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request, State};
@@ -39,12 +42,32 @@ pub struct IntakeView {
     pub outcome: &'static str,
 }
 
-fn settings() -> &'static ProviderEventSettings {
-    confirm::settings()
+/// Who sent the event: SNS retries only 5xx answers, a generic provider also 409.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sender {
+    Sns,
+    Signed,
 }
 
-fn answer(result: Result<IntakeOutcome, IntakeError>) -> Result<Json<IntakeView>, ApiError> {
+fn answer(
+    result: Result<IntakeOutcome, IntakeError>,
+    sender: Sender,
+) -> Result<Json<IntakeView>, ApiError> {
     match result {
+        Ok(IntakeOutcome::Applied(
+            outcome @ (ConfirmOutcome::NotYetSent | ConfirmOutcome::UnknownReference),
+        )) if sender == Sender::Sns => {
+            tracing::info!(
+                outcome = outcome.as_str(),
+                "SES event before its delivery is recorded; SNS retries it"
+            );
+            Err(ApiError::Unavailable {
+                detail: format!(
+                    "the delivery this event names is not recorded yet ({}); send it again later",
+                    outcome.as_str()
+                ),
+            })
+        }
         Ok(IntakeOutcome::SubscriptionConfirmed) => Ok(Json(IntakeView {
             outcome: "subscription_confirmed",
         })),
@@ -82,7 +105,16 @@ async fn ses(
 ) -> Result<Json<IntakeView>, ApiError> {
     let body = body_of(&state, request).await?;
     let store = NotificationTable::from_config(&state.clients, &state.config);
-    answer(confirm::intake_sns(&store, settings(), &body, state.clock.now()).await)
+    answer(
+        confirm::intake_sns(
+            &store,
+            state.provider_event_settings(),
+            &body,
+            state.clock.now(),
+        )
+        .await,
+        Sender::Sns,
+    )
 }
 
 async fn signed(
@@ -103,12 +135,13 @@ async fn signed(
     answer(
         confirm::intake_signed(
             &store,
-            settings(),
+            state.provider_event_settings(),
             &provider,
             header,
             &body,
             state.clock.now(),
         )
         .await,
+        Sender::Signed,
     )
 }

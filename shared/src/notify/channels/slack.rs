@@ -26,6 +26,20 @@ pub const SLACK_WEBHOOK_HOST: &str = "hooks.slack.com";
 const USER_AGENT: &str = concat!("Rhythm-Delivery-Notifications/", env!("CARGO_PKG_VERSION"));
 const BODY_LIMIT: usize = 300;
 
+/// Whether `address` may be a Slack incoming webhook under `policy`: the SSRF guard's URL check
+/// and, unless private targets are allowed (the local demo and tests, whose receivers are on
+/// loopback), https on [`SLACK_WEBHOOK_HOST`]. The API checks a notice's URLs with it, and the
+/// adapter again before each call.
+pub fn check_slack_url(address: &str, policy: &TargetPolicy) -> Result<url::Url, String> {
+    let url = check_url(address, policy).map_err(|e| e.to_string())?;
+    if !policy.allow_private
+        && (url.scheme() != "https" || url.host_str() != Some(SLACK_WEBHOOK_HOST))
+    {
+        return Err(format!("must be an https URL on {SLACK_WEBHOOK_HOST}"));
+    }
+    Ok(url)
+}
+
 #[derive(Clone)]
 pub struct SlackAdapter {
     client: reqwest::Client,
@@ -91,15 +105,10 @@ impl ChannelAdapter for SlackAdapter {
                 message.recipient
             ));
         };
-        let url = match check_url(address, &self.policy) {
+        let url = match check_slack_url(address, &self.policy) {
             Ok(u) => u,
             Err(e) => return ChannelAnswer::unavailable(format!("Slack webhook URL: {e}")),
         };
-        if !self.policy.allow_private && url.host_str() != Some(SLACK_WEBHOOK_HOST) {
-            return ChannelAnswer::unavailable(format!(
-                "Slack webhook URL must be on {SLACK_WEBHOOK_HOST}"
-            ));
-        }
         let request = self
             .client
             .post(url)
