@@ -12,8 +12,10 @@ use shared::domain::subscription::SubscriptionStatus;
 use shared::domain::target::{Target, TargetParts, WebhookSecret};
 use shared::domain::time::Timestamp;
 use shared::ids::{IntegrationId, SubscriptionId};
+use shared::store::account::Account;
+use shared::store::integration::Integration;
 use shared::store::keys;
-use shared::store::models::{Account, Integration, Subscription};
+use shared::store::subscription::Subscription;
 use shared::store::to_item;
 
 pub struct Fixtures<'a> {

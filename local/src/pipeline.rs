@@ -14,8 +14,10 @@ use shared::ingest::Ingest;
 use shared::monitor::{RollUp, RollUpReport};
 use shared::notify::settle::reconcile_settler;
 use shared::reconcile::{Budget, ReconcileReport, Reconciler, RunKind};
+use shared::store::delivery::Delivery;
+use shared::store::event::EventRecord;
 use shared::store::keys;
-use shared::store::models::{DeliveryRecord, EventRecord, Subscription};
+use shared::store::subscription::Subscription;
 use shared::store::{from_item, read, write, Item};
 use shared::worker::DeliveryWorker;
 use std::sync::Arc;
@@ -172,7 +174,7 @@ impl Pipeline {
         account_id: &str,
         change_id: &str,
         subscription_id: &str,
-    ) -> Option<DeliveryRecord> {
+    ) -> Option<Delivery> {
         self.get(
             &keys::event_pk(account_id, change_id),
             &keys::delivery_sk(subscription_id),

@@ -20,8 +20,9 @@ use crate::domain::time::Timestamp;
 use crate::ids::AccountId;
 use crate::store;
 use crate::store::account_config::{self, AccountConfig, CompiledSubscription};
+use crate::store::delivery::Delivery;
+use crate::store::event::EventRecord;
 use crate::store::keys;
-use crate::store::models::{DeliveryRecord, EventRecord};
 use crate::store::write::{send, Written};
 use crate::store::StoreError;
 use aws_lambda_events::event::dynamodb::{Event as DynamoDbEvent, EventRecord as StreamRecord};
@@ -192,7 +193,7 @@ pub fn delivery_record(
     compiled: &CompiledSubscription,
     config: &AccountConfig,
     now: Timestamp,
-) -> DeliveryRecord {
+) -> Delivery {
     let change = prepared.change();
     let sub = &compiled.subscription;
     let method = config
@@ -201,7 +202,7 @@ pub fn delivery_record(
         .map(store::integration::Integration::delivery_method)
         .unwrap_or(DeliveryMethod::Webhook);
     let matched = compiled.filter.matches(change);
-    DeliveryRecord {
+    Delivery {
         delivery_id: keys::delivery_id(&change.change_id, &sub.subscription_id),
         account_id: change.account_id.as_str().into(),
         change_id: change.change_id.as_str().into(),

@@ -18,7 +18,7 @@ use shared::notify::confirm::{self, ProviderEventSettings};
 use shared::notify::sns;
 use shared::notify::stream::NotificationStream;
 use shared::notify::worker::NotificationWorker;
-use shared::store::models::DeliveryRecord;
+use shared::store::delivery::Delivery;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -513,7 +513,7 @@ async fn show(
     }
 }
 
-fn cell(d: &DeliveryRecord) -> String {
+fn cell(d: &Delivery) -> String {
     match d.attempts {
         0 => d.status.to_string(),
         n => format!("{} ({n})", d.status),

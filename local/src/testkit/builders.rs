@@ -14,7 +14,9 @@ use shared::domain::subscription::SubscriptionStatus;
 use shared::domain::target::{Target, TargetParts, WebhookSecret};
 use shared::domain::time::Timestamp;
 use shared::ids::{IntegrationId, SubscriptionId};
-use shared::store::models::{Account, Integration, Subscription};
+use shared::store::account::Account;
+use shared::store::integration::Integration;
+use shared::store::subscription::Subscription;
 use std::future::IntoFuture;
 
 /// The path webhook integrations post to on their receiver.

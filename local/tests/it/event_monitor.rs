@@ -25,7 +25,7 @@ use shared::reconcile::{RunKind, SettleReport};
 use shared::store::delivery::Delivery;
 use shared::store::event::EventRecord;
 use shared::store::keys;
-use shared::store::models::Subscription;
+use shared::store::subscription::Subscription;
 use shared::worker::internal::{InternalCall, InternalHandler, InternalRegistry};
 use shared::worker::webhook::WebhookAdapter;
 use shared::worker::{DeliveryWorker, WorkOutcome};

@@ -7,7 +7,8 @@ use local::pipeline::Pipeline;
 use local::receiver::{Receiver, Reply};
 use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::retry::RetryPolicy;
-use shared::store::models::{DeliveryWork, Subscription};
+use shared::store::delivery::DeliveryWork;
+use shared::store::subscription::Subscription;
 use shared::worker::WorkOutcome;
 use std::time::Duration;
 

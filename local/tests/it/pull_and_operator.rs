@@ -19,8 +19,8 @@ use shared::operations::operator::replay::{
 };
 use shared::operations::Ops;
 use shared::store::delivery::Delivery;
+use shared::store::delivery::DeliveryWork;
 use shared::store::keys;
-use shared::store::models::DeliveryWork;
 use shared::worker::WorkOutcome;
 use std::time::{Duration, Instant};
 

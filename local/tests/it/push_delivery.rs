@@ -13,7 +13,8 @@ use shared::domain::retry::FIXED_SCHEDULE;
 use shared::domain::signing::{verify, SigningSecret, DEFAULT_TOLERANCE};
 use shared::domain::subscription::SubscriptionStatus;
 use shared::domain::time::{MINUTE, SECOND};
-use shared::store::models::{Integration, Subscription};
+use shared::store::integration::Integration;
+use shared::store::subscription::Subscription;
 use std::time::Duration;
 
 /// An account with an administrator, a webhook to the world's receiver, and a catalog

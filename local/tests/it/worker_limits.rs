@@ -6,7 +6,8 @@ use local::receiver::{Receiver, Reply};
 use local::testkit::World;
 use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::ssrf::TargetPolicy;
-use shared::store::models::{DeliveryRecord, DeliveryWork, Subscription};
+use shared::store::delivery::{Delivery, DeliveryWork};
+use shared::store::subscription::Subscription;
 use shared::worker::adapters::DETAIL_LIMIT;
 use shared::worker::internal::InternalRegistry;
 use shared::worker::webhook::WebhookAdapter;
@@ -123,7 +124,7 @@ async fn a_receiver_streaming_100_mib_gets_its_attempt_classified_with_at_most_t
 }
 
 /// The delivery a queue message asks for.
-async fn delivery_of(w: &World, message: &SqsMessage) -> DeliveryRecord {
+async fn delivery_of(w: &World, message: &SqsMessage) -> Delivery {
     let work: DeliveryWork = serde_json::from_str(message.body.as_deref().unwrap()).unwrap();
     w.delivery(&work.account_id, &work.change_id, &work.subscription_id)
         .await

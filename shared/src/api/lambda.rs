@@ -82,7 +82,7 @@ mod tests {
         assert_eq!(request.uri().path(), "/operator/accounts/01hx");
         assert_eq!(request.uri().query(), Some("a=1"));
         let (parts, _) = request.into_parts();
-        let operator = crate::api::OperatorAuth::GatewayJwt {
+        let operator = crate::api::auth::OperatorAuth::GatewayJwt {
             scope: crate::api::auth::DEFAULT_OPERATOR_SCOPE.into(),
         }
         .identify(&parts)

@@ -51,7 +51,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Largest request body accepted (filters and field lists are small).
-pub const MAX_BODY_BYTES: usize = 256 * 1024;
+pub use state::MAX_BODY_BYTES;
 
 /// The whole API.
 pub fn router(state: ApiState) -> Router {

@@ -11,6 +11,9 @@ use crate::operations::Ops;
 use crate::store::write::{send, Write, Written};
 use std::sync::Arc;
 
+/// Largest request body accepted (filters and field lists are small).
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
+
 /// Built-in handler names an `internal` integration may name when none are configured.
 pub const DEFAULT_INTERNAL_HANDLERS: &[&str] = &["record_snapshot"];
 

@@ -12,7 +12,6 @@ pub mod event;
 pub mod expr;
 pub mod integration;
 pub mod keys;
-pub mod models;
 pub mod notice;
 pub mod notice_progress;
 pub mod notification_delivery;

@@ -11,9 +11,11 @@
 //! here): the entry is in the account's audit history, written in one transaction with the
 //! account or the token.
 
+use crate::api::auth;
 use crate::api::auth::{issue_token, IssuedTokenView, Operator, PlaintextToken, TokenKind};
 use crate::api::extract::{path_id, ApiPath, Fields, JsonBody};
-use crate::api::{auth, ApiError, ApiState};
+use crate::api::problem::ApiError;
+use crate::api::state::ApiState;
 use crate::ids::AccountId;
 use crate::operations::MAX_REASON_CHARS;
 use crate::store::account::{self, Account};

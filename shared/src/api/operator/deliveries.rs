@@ -13,8 +13,9 @@
 use super::subscriptions::{reason, subscription_path};
 use crate::api::auth::Operator;
 use crate::api::extract::{page_limit, ApiPath, ApiQuery, JsonBody};
+use crate::api::problem::{ApiError, FieldError};
+use crate::api::state::ApiState;
 use crate::api::v1::ListResponse;
-use crate::api::{ApiError, ApiState, FieldError};
 use crate::domain::integration_delivery::{lease_held, transmit_status, DeliveryStatus};
 use crate::domain::lifecycle::Status;
 use crate::domain::pull_cursor::is_change_id;

@@ -7,8 +7,9 @@
 use super::subscriptions::subscription_path;
 use crate::api::auth::Operator;
 use crate::api::extract::{page_limit, path_id, ApiPath, ApiQuery};
+use crate::api::problem::ApiError;
+use crate::api::state::ApiState;
 use crate::api::v1::ListResponse;
-use crate::api::{ApiError, ApiState};
 use crate::ids::{AccountId, AuditId, ChangeId, DeliveryId, ReplayJobId, SubscriptionId};
 use crate::operations::operator::audit;
 use crate::store::account;

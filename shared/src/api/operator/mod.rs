@@ -8,7 +8,7 @@ pub mod reconcile;
 pub mod replays;
 pub mod subscriptions;
 
-use super::ApiState;
+use super::state::ApiState;
 use axum::Router;
 use std::sync::Arc;
 

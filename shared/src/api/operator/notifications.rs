@@ -10,8 +10,9 @@
 use super::subscriptions::reason;
 use crate::api::auth::Operator;
 use crate::api::extract::{path_id, ApiPath, JsonBody};
+use crate::api::problem::ApiError;
+use crate::api::state::ApiState;
 use crate::api::v1::notices::{fault, service, NoticeDeliveryView, NoticeView};
-use crate::api::{ApiError, ApiState};
 use crate::notify::requeue::{requeue as requeue_delivery, RequeueError};
 use crate::notify::table::NotificationTable;
 use axum::extract::State;

@@ -9,7 +9,8 @@
 
 use crate::api::auth::Operator;
 use crate::api::extract::{Fields, JsonBody};
-use crate::api::{ApiError, ApiState};
+use crate::api::problem::ApiError;
+use crate::api::state::ApiState;
 use crate::notify::settle::reconcile_settler;
 use crate::reconcile::{Budget, ReconcileReport, Reconciler, RunKind, DEFAULT_MAX_EVENTS};
 use axum::extract::State;

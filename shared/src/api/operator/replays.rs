@@ -16,8 +16,9 @@
 use super::subscriptions::{reason, subscription_path};
 use crate::api::auth::Operator;
 use crate::api::extract::{page_limit, path_id, ApiPath, ApiQuery, JsonBody};
+use crate::api::problem::{ApiError, FieldError};
+use crate::api::state::ApiState;
 use crate::api::v1::ListResponse;
-use crate::api::{ApiError, ApiState, FieldError};
 use crate::domain::replay::{validate_window, ReplayStatus};
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, ReplayJobId, SubscriptionId};

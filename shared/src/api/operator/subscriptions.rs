@@ -11,8 +11,9 @@
 
 use crate::api::auth::Operator;
 use crate::api::extract::{path_id, ApiPath, Fields, JsonBody};
+use crate::api::problem::ApiError;
+use crate::api::state::ApiState;
 use crate::api::v1::subscriptions::SubscriptionView;
-use crate::api::{ApiError, ApiState};
 use crate::ids::AuditId;
 use crate::operations::operator::resume::resume_subscription;
 use crate::operations::MAX_REASON_CHARS;

@@ -16,7 +16,8 @@
 use super::ListResponse;
 use crate::api::auth::AccountAuth;
 use crate::api::extract::{page_limit, ApiPath, ApiQuery};
-use crate::api::{ApiError, ApiState};
+use crate::api::problem::ApiError;
+use crate::api::state::ApiState;
 use crate::domain::event::EventStatus;
 use crate::domain::lifecycle::Status;
 use crate::domain::pull_cursor::is_change_id;
@@ -65,7 +66,7 @@ fn read_params(params: ListParams) -> Result<EventQuery, ApiError> {
             match EventStatus::parse(word) {
                 Some(s) if !statuses.contains(&s) => statuses.push(s),
                 Some(_) => {}
-                None => errors.push(crate::api::FieldError::new(
+                None => errors.push(crate::api::problem::FieldError::new(
                     "status",
                     format!(
                         "{word:?} is not an event status; expected new, partial, sent, failed or skipped"
@@ -78,7 +79,7 @@ fn read_params(params: ListParams) -> Result<EventQuery, ApiError> {
         let text = value.as_deref()?;
         let t = Timestamp::parse_rfc3339(text);
         if t.is_none() {
-            errors.push(crate::api::FieldError::new(
+            errors.push(crate::api::problem::FieldError::new(
                 name,
                 "must be an RFC 3339 time, e.g. 2024-05-01T00:00:00Z",
             ));
@@ -89,14 +90,17 @@ fn read_params(params: ListParams) -> Result<EventQuery, ApiError> {
     let to = time("to", &params.to);
     if let (Some(f), Some(t)) = (from, to) {
         if f > t {
-            errors.push(crate::api::FieldError::new("to", "must not be before from"));
+            errors.push(crate::api::problem::FieldError::new(
+                "to",
+                "must not be before from",
+            ));
         }
     }
     let oldest_first = match params.order.as_deref() {
         None | Some("desc") => false,
         Some("asc") => true,
         Some(_) => {
-            errors.push(crate::api::FieldError::new(
+            errors.push(crate::api::problem::FieldError::new(
                 "order",
                 "must be asc (oldest first) or desc (newest first)",
             ));

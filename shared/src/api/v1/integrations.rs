@@ -14,6 +14,7 @@
 //! Another account's integration is "not found", exactly like one that does not exist.
 
 use super::ListResponse;
+use crate::api::auth;
 use crate::api::auth::{
     issue_token, revoke_tokens, AccountAuth, IssuedTokenView, OneTimeSecret, PlaintextToken,
     RevokeScope, TokenKind,
@@ -21,7 +22,8 @@ use crate::api::auth::{
 use crate::api::extract::{
     cursor_id, page_limit, path_id, ApiPath, ApiQuery, Fields, JsonBody, Patch,
 };
-use crate::api::{auth, ApiError, ApiState};
+use crate::api::problem::ApiError;
+use crate::api::state::ApiState;
 use crate::domain::delivery_method::DeliveryMethod;
 use crate::domain::signing::SigningSecret;
 use crate::domain::ssrf::check_url;

@@ -17,7 +17,8 @@
 
 use crate::api::auth::AccountAuth;
 use crate::api::extract::{page_limit, path_id, ApiPath, ApiQuery, JsonBody};
-use crate::api::{ApiError, ApiState};
+use crate::api::problem::ApiError;
+use crate::api::state::ApiState;
 use crate::domain::time::Timestamp;
 use crate::notify::notice_service::{
     validate, CreateError, NewNotice, NoticeService, WithdrawError,

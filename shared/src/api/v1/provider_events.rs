@@ -20,7 +20,8 @@
 //! errors, so this is what makes its delivery policy send the event again.
 
 use crate::api::extract::{path_id, ApiPath};
-use crate::api::{ApiError, ApiState};
+use crate::api::problem::ApiError;
+use crate::api::state::ApiState;
 use crate::notify::confirm::{self, ConfirmOutcome, IntakeError, IntakeOutcome};
 use crate::notify::table::NotificationTable;
 use axum::body::Bytes;

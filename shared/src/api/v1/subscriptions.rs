@@ -17,7 +17,8 @@ use crate::api::auth::AccountAuth;
 use crate::api::extract::{
     cursor_id, page_limit, path_id, resource_id, ApiPath, ApiQuery, Fields, JsonBody, Patch,
 };
-use crate::api::{ApiError, ApiState};
+use crate::api::problem::ApiError;
+use crate::api::state::ApiState;
 use crate::domain::filter::Filter;
 use crate::domain::projection::{Projection, ProjectionError};
 use crate::domain::retry::{RetryPolicy, RetryPolicyError};

@@ -2,7 +2,8 @@
 //! integration) may call it, so an adapter can check its credentials.
 
 use crate::api::auth::Principal;
-use crate::api::{ApiError, ApiState};
+use crate::api::problem::ApiError;
+use crate::api::state::ApiState;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
