@@ -126,11 +126,7 @@ pub async fn get(
     account_id: &str,
     integration_id: &str,
 ) -> Result<Option<Integration>, StoreError> {
-    let (pk, sk) = key(account_id, integration_id);
-    read::get(dynamo, table, &pk, &sk)
-        .await?
-        .map(Integration::from_item)
-        .transpose()
+    read::get_as(dynamo, table, key(account_id, integration_id)).await
 }
 
 /// One page of the account's integrations in id order, and the id to continue after.

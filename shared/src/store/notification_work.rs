@@ -10,7 +10,7 @@ use super::read;
 use super::write::{built, Write};
 use super::{from_item, to_item, StoreError};
 use crate::domain::time::Timestamp;
-use aws_sdk_dynamodb::types::{Delete, Put};
+use aws_sdk_dynamodb::types::Delete;
 use serde::{Deserialize, Serialize};
 
 /// The `kind` of a work row.
@@ -87,12 +87,7 @@ pub fn put(table: &str, row: &WorkRow) -> Result<Write, StoreError> {
         &work_sk(&row.delivery_key),
         WORK_KIND,
     )?;
-    Ok(Write::Put(built(
-        Put::builder()
-            .table_name(table)
-            .set_item(Some(item))
-            .build(),
-    )?))
+    super::write::put(table, item)
 }
 
 /// Deletes a delivery's work row (it left the queue for good).

@@ -4,9 +4,8 @@
 //! ([`super::notification_delivery::Effects`]).
 
 use super::read;
-use super::write::{built, Write};
+use super::write::Write;
 use super::{from_item, to_item, StoreError};
-use aws_sdk_dynamodb::types::Put;
 use serde::{Deserialize, Serialize};
 
 /// The `kind` of a provider reference.
@@ -52,12 +51,7 @@ pub fn put(table: &str, reference: &ProviderRef) -> Result<Write, StoreError> {
         PROVIDER_REF_SK,
         PROVIDER_REF_KIND,
     )?;
-    Ok(Write::Put(built(
-        Put::builder()
-            .table_name(table)
-            .set_item(Some(item))
-            .build(),
-    )?))
+    super::write::put(table, item)
 }
 
 #[cfg(test)]

@@ -17,6 +17,18 @@ pub async fn get(
     get_with(dynamo, table, pk, sk, Consistency::Strong, None).await
 }
 
+/// A consistent read of one item as `T`.
+pub async fn get_as<T: serde::de::DeserializeOwned>(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    (pk, sk): (String, String),
+) -> Result<Option<T>, StoreError> {
+    get(dynamo, table, &pk, &sk)
+        .await?
+        .map(super::from_item)
+        .transpose()
+}
+
 /// How fresh a read must be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Consistency {

@@ -82,11 +82,7 @@ pub async fn get(
     account_id: &str,
     subscription_id: &str,
 ) -> Result<Option<Subscription>, StoreError> {
-    let (pk, sk) = key(account_id, subscription_id);
-    read::get(dynamo, table, &pk, &sk)
-        .await?
-        .map(Subscription::from_item)
-        .transpose()
+    read::get_as(dynamo, table, key(account_id, subscription_id)).await
 }
 
 /// The account's paused subscriptions (one partition query, consistent; an account has few
