@@ -30,21 +30,21 @@
 //! `SourceArn` the API's routes), with no function URL; direct invocation by IAM principals of
 //! the account is an administrator's right that IAM governs.
 
+use super::credentials::INVALID_TOKEN;
+pub use super::credentials::{bearer, constant_time_eq, sha256_hex};
+pub use super::operator_auth::{Operator, OperatorAuth, DEFAULT_OPERATOR_SCOPE};
 use super::problem::ApiError;
 use super::state::ApiState;
-use crate::config::ConfigError;
 use crate::domain::time::Timestamp;
 use crate::store::audit::AuditRecord;
 use crate::store::token;
 use crate::store::write::{send, Write};
 use axum::extract::FromRequestParts;
-use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use rand::RngCore;
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use std::fmt;
 use std::sync::Arc;
 
@@ -143,26 +143,6 @@ pub fn parse_token(text: &str) -> Result<ParsedToken<'_>, TokenFormatError> {
     })
 }
 
-/// Hex SHA-256 of `text`.
-pub fn sha256_hex(text: &str) -> String {
-    let digest = Sha256::digest(text.as_bytes());
-    let mut out = String::with_capacity(64);
-    for b in digest {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
-}
-
-/// Equality whose time does not depend on where the inputs differ (only on their lengths, which
-/// are public: both sides are hex SHA-256 digests).
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
-    std::hint::black_box(diff) == 0
-}
-
 /// A new token of `kind` for an account (and, for `intg`, an integration): the plaintext to show
 /// once and the record to store.
 pub fn issue_token(
@@ -213,30 +193,6 @@ impl Principal {
             }
         }
     }
-}
-
-const INVALID_TOKEN: &str = "the bearer token is not valid";
-
-/// The bearer token of a request (scheme case-insensitive), or a 401.
-pub fn bearer(parts: &Parts) -> Result<&str, ApiError> {
-    let mut values = parts.headers.get_all(AUTHORIZATION).iter();
-    let (Some(value), None) = (values.next(), values.next()) else {
-        return Err(ApiError::unauthorized(
-            "this route needs `Authorization: Bearer <token>`",
-        ));
-    };
-    let text = value
-        .to_str()
-        .map_err(|_| ApiError::unauthorized(INVALID_TOKEN))?;
-    let (scheme, token) = text.trim().split_once(' ').ok_or_else(|| {
-        ApiError::unauthorized("the Authorization header must be `Bearer <token>`")
-    })?;
-    if !scheme.eq_ignore_ascii_case("bearer") {
-        return Err(ApiError::unauthorized(
-            "the Authorization header must be `Bearer <token>`",
-        ));
-    }
-    Ok(token.trim())
 }
 
 /// Verifies a presented token against its stored hash.
@@ -340,145 +296,6 @@ impl FromRequestParts<Arc<ApiState>> for IntegrationAuth {
             )),
         }
     }
-}
-
-/// How `/operator/*` callers are identified.
-#[derive(Clone, PartialEq, Eq)]
-pub enum OperatorAuth {
-    /// In AWS: the HTTP API's JWT authorizer validated the caller's token before the function
-    /// ran; the operator is the token's `sub` claim, read from the request context, and the
-    /// token must carry `scope` (the authorizer's scopes, or the space-separated `scope` claim).
-    GatewayJwt { scope: String },
-    /// Locally (demo, tests): one static operator token, compared by its SHA-256.
-    StaticToken {
-        sha256_hex: String,
-        operator_id: String,
-    },
-}
-
-impl fmt::Debug for OperatorAuth {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            OperatorAuth::GatewayJwt { scope } => {
-                f.debug_struct("GatewayJwt").field("scope", scope).finish()
-            }
-            OperatorAuth::StaticToken { operator_id, .. } => f
-                .debug_struct("StaticToken")
-                .field("operator_id", operator_id)
-                .finish_non_exhaustive(),
-        }
-    }
-}
-
-impl OperatorAuth {
-    /// `OPERATOR_TOKEN_SHA256` (hex SHA-256 of the operator token; `OPERATOR_ID` names the
-    /// operator, default `operator`) selects a static token; otherwise the gateway's JWT, which
-    /// must carry the scope `OPERATOR_SCOPE` (default [`DEFAULT_OPERATOR_SCOPE`]).
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(|name| std::env::var(name).ok())
-    }
-
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        match lookup("OPERATOR_TOKEN_SHA256") {
-            None => Ok(OperatorAuth::GatewayJwt {
-                scope: lookup("OPERATOR_SCOPE")
-                    .map(|s| s.trim().to_owned())
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or_else(|| DEFAULT_OPERATOR_SCOPE.into()),
-            }),
-            Some(hash) => {
-                let hash = hash.trim().to_ascii_lowercase();
-                if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return Err(ConfigError::Invalid {
-                        name: "OPERATOR_TOKEN_SHA256",
-                        value: "<redacted>".into(),
-                        expected: "64 hex digits (the SHA-256 of the operator token)",
-                    });
-                }
-                Ok(OperatorAuth::StaticToken {
-                    sha256_hex: hash,
-                    operator_id: lookup("OPERATOR_ID").unwrap_or_else(|| "operator".into()),
-                })
-            }
-        }
-    }
-
-    /// A static operator token given as plaintext (tests and the demo).
-    pub fn static_token(token: &str, operator_id: &str) -> Self {
-        OperatorAuth::StaticToken {
-            sha256_hex: sha256_hex(token),
-            operator_id: operator_id.to_owned(),
-        }
-    }
-
-    /// The operator behind a request, or a 401.
-    pub fn identify(&self, parts: &Parts) -> Result<Operator, ApiError> {
-        match self {
-            OperatorAuth::StaticToken {
-                sha256_hex: expected,
-                operator_id,
-            } => {
-                let token = bearer(parts)?;
-                if constant_time_eq(sha256_hex(token).as_bytes(), expected.as_bytes()) {
-                    Ok(Operator {
-                        id: operator_id.clone(),
-                    })
-                } else {
-                    Err(ApiError::unauthorized("this route needs an operator token"))
-                }
-            }
-            OperatorAuth::GatewayJwt { scope } => {
-                use lambda_http::request::RequestContext;
-                let jwt = match parts.extensions.get::<RequestContext>() {
-                    Some(RequestContext::ApiGatewayV2(ctx)) => {
-                        ctx.authorizer.as_ref().and_then(|a| a.jwt.as_ref())
-                    }
-                    _ => None,
-                };
-                let sub = jwt
-                    .and_then(|jwt| jwt.claims.get("sub"))
-                    .filter(|sub| !sub.is_empty());
-                let (Some(jwt), Some(sub)) = (jwt, sub) else {
-                    return Err(ApiError::unauthorized(
-                        "this route needs an operator token checked by the gateway's JWT authorizer",
-                    ));
-                };
-                if !jwt_has_scope(jwt, scope) {
-                    return Err(ApiError::forbidden(format!(
-                        "this route needs a token with the operator scope `{scope}`"
-                    )));
-                }
-                Ok(Operator { id: sub.clone() })
-            }
-        }
-    }
-}
-
-/// The operator scope when `OPERATOR_SCOPE` is not set (the template's default too).
-pub const DEFAULT_OPERATOR_SCOPE: &str = "rhythm/operator";
-
-/// Whether the authorizer's JWT carries `scope`: among the scopes API Gateway lists, or in the
-/// token's space-separated `scope` claim.
-fn jwt_has_scope(
-    jwt: &aws_lambda_events::apigw::ApiGatewayRequestAuthorizerJwtDescription,
-    scope: &str,
-) -> bool {
-    let listed = jwt
-        .scopes
-        .iter()
-        .flatten()
-        .any(|s| s.split(' ').any(|s| s == scope));
-    let claimed = jwt
-        .claims
-        .get("scope")
-        .is_some_and(|c| c.split(' ').any(|s| s == scope));
-    listed || claimed
-}
-
-/// An authenticated operator.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Operator {
-    pub id: String,
 }
 
 impl FromRequestParts<Arc<ApiState>> for Operator {
@@ -621,6 +438,7 @@ mod tests {
     use super::*;
     use crate::store::expr::s;
     use crate::store::keys::token_pk;
+    use axum::http::header::AUTHORIZATION;
     use axum::http::Request;
 
     #[test]

@@ -29,9 +29,12 @@
 //! `operator::router()`). Scope every read and write by the caller's account id.
 
 pub mod auth;
+pub mod credentials;
 pub mod extract;
 pub mod lambda;
+pub mod limits;
 pub mod operator;
+pub mod operator_auth;
 pub mod problem;
 pub mod routes;
 pub mod state;
@@ -51,7 +54,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Largest request body accepted (filters and field lists are small).
-pub use state::MAX_BODY_BYTES;
+pub use limits::MAX_BODY_BYTES;
 
 /// The whole API.
 pub fn router(state: ApiState) -> Router {

@@ -289,7 +289,7 @@ impl From<BytesRejection> for ApiError {
             ApiError::PayloadTooLarge {
                 detail: format!(
                     "the request body is larger than the {} bytes accepted",
-                    super::state::MAX_BODY_BYTES
+                    super::limits::MAX_BODY_BYTES
                 ),
             }
         } else {

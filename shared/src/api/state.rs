@@ -2,7 +2,7 @@
 //! authentication and the known built-in handler names; and the API's two ways of sending a
 //! write (a refusal is a 409 or a 404).
 
-use super::auth::OperatorAuth;
+use super::operator_auth::OperatorAuth;
 use super::problem::ApiError;
 use crate::aws::Clients;
 use crate::clock::Clock;
@@ -10,9 +10,6 @@ use crate::config::Config;
 use crate::operations::Ops;
 use crate::store::write::{send, Write, Written};
 use std::sync::Arc;
-
-/// Largest request body accepted (filters and field lists are small).
-pub const MAX_BODY_BYTES: usize = 256 * 1024;
 
 /// Built-in handler names an `internal` integration may name when none are configured.
 pub const DEFAULT_INTERNAL_HANDLERS: &[&str] = &["record_snapshot"];
