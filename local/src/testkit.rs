@@ -7,6 +7,7 @@
 pub mod api;
 pub mod builders;
 pub mod notifications;
+pub mod through_api;
 
 use crate::faults::Faults;
 use crate::fixtures::Fixtures;

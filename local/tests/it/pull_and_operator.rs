@@ -6,10 +6,10 @@
 
 use axum::http::{Method, StatusCode};
 use local::receiver::Reply;
-use local::testkit::api::{ApiAccount, OPERATOR, OPERATOR_TOKEN};
+use local::testkit::api::{OPERATOR, OPERATOR_TOKEN};
+use local::testkit::through_api::{change_ids, ApiSubscription};
 use local::testkit::World;
 use serde_json::{json, Value};
-use shared::domain::change::Change;
 use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::pull_cursor::PullCursor;
 use shared::domain::replay::ReplayStatus;
@@ -18,7 +18,6 @@ use shared::operations::operator::replay::{
     create_job, job_pk, job_sk, run_job, Budget, ReplayRequest,
 };
 use shared::operations::Ops;
-use shared::store::delivery::Delivery;
 use shared::store::delivery::DeliveryWork;
 use shared::store::keys;
 use shared::worker::WorkOutcome;
@@ -26,97 +25,20 @@ use std::time::{Duration, Instant};
 
 // ------------------------------------------------------------------------------------ harness
 
-/// A subscription made through the API, with its adapter's token.
-#[derive(Debug, Clone)]
-struct Sub {
-    account_id: String,
-    integration_token: String,
-    subscription_id: String,
-}
-
-/// An integration (`poll`, or `webhook` to the world's receiver) and a catalog subscription of
-/// it, made through the API; `extra` adds to the subscription's body.
-async fn subscribe(w: &World, tenant: &ApiAccount, method: &str, extra: Value) -> Sub {
-    let mut integration =
-        json!({"name": "Adapter", "method": method, "event_access_accepted": true});
-    if method == "webhook" {
-        integration["webhook_url"] = json!(w.receiver.url("/hooks/rhythm"));
-    }
-    let created = w
-        .api
-        .post("/v1/integrations", &tenant.token, integration)
-        .await;
-    let created = created.created().clone();
-    let mut subscription = json!({
-        "integration_id": created["id"],
-        "record_types": ["catalog_item"],
-        "fields": ["sku", "name", "price"],
-    });
-    for (k, v) in extra.as_object().unwrap() {
-        subscription[k] = v.clone();
-    }
-    let sub = w
-        .api
-        .post("/v1/subscriptions", &tenant.token, subscription)
-        .await;
-    let sub = sub.created().clone();
-    Sub {
-        account_id: tenant.account_id.clone(),
-        integration_token: created["token"].as_str().unwrap().to_owned(),
-        subscription_id: sub["id"].as_str().unwrap().to_owned(),
-    }
-}
-
-/// Writes changes (occurring at the given times) and runs the pipeline; returns them in change
-/// order.
-async fn write_changes(w: &World, account_id: &str, occurred: &[Timestamp]) -> Vec<Change> {
-    let mut out = Vec::new();
-    for (i, at) in occurred.iter().enumerate() {
-        out.push(w.change(account_id).at(*at).price(1.0 + i as f64).await);
-    }
-    w.pump().await.unwrap();
-    out.sort_by(|a, b| a.change_id.cmp(&b.change_id));
-    out
-}
-
-async fn stored(w: &World, sub: &Sub, change: &Change) -> Delivery {
-    let item = w
-        .get(
-            &keys::event_pk(&sub.account_id, &change.change_id),
-            &keys::delivery_sk(&sub.subscription_id),
-        )
-        .await
-        .expect("a delivery");
-    Delivery::from_item(item).unwrap()
-}
-
-async fn status_of(w: &World, sub: &Sub, change: &Change) -> DeliveryStatus {
-    stored(w, sub, change).await.status
-}
-
 /// Lets the pull reads see what was just written (`domain::pull_cursor::SETTLE`).
 fn settle(w: &World) {
     w.clock.advance(3 * SECOND);
 }
 
-fn pull_path(sub: &Sub, rest: &str) -> String {
+fn pull_path(sub: &ApiSubscription, rest: &str) -> String {
     format!("/v1/pull/subscriptions/{}/{rest}", sub.subscription_id)
 }
 
-fn op_sub_path(sub: &Sub, rest: &str) -> String {
+fn op_sub_path(sub: &ApiSubscription, rest: &str) -> String {
     format!(
         "/operator/accounts/{}/subscriptions/{}{rest}",
         sub.account_id, sub.subscription_id
     )
-}
-
-fn ids(page: &Value) -> Vec<String> {
-    page["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["change_id"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 // --------------------------------------------------------------------------------- pull cursor
@@ -125,11 +47,11 @@ fn ids(page: &Value) -> Vec<String> {
 async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
     let w = World::new().await;
     let tenant = w.api.account("Tenant").await;
-    let sub = subscribe(&w, &tenant, "poll", json!({})).await;
+    let sub = w.subscribe_through_api(&tenant, "poll", json!({})).await;
     let now = w.now();
-    let changes = write_changes(&w, &sub.account_id, &[now; 5]).await;
+    let changes = w.write_changes(&sub.account_id, &[now; 5]).await;
     for c in &changes {
-        assert_eq!(status_of(&w, &sub, c).await, DeliveryStatus::Pending);
+        assert_eq!(w.delivery_status(&sub, c).await, DeliveryStatus::Pending);
     }
     assert_eq!(w.receiver.count(), 0, "pull deliveries are never pushed");
 
@@ -148,7 +70,7 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
         .await;
     let page = page.ok().clone();
     let expected: Vec<String> = changes.iter().map(|c| c.change_id.to_string()).collect();
-    assert_eq!(ids(&page), expected[..3]);
+    assert_eq!(change_ids(&page), expected[..3]);
     assert_eq!(page["has_more"], true);
     assert_eq!(page["acknowledged_change_id"], Value::Null);
     let first = &page["data"][0];
@@ -178,7 +100,7 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
             &sub.integration_token,
         )
         .await;
-    assert_eq!(ids(next.ok()), expected[3..]);
+    assert_eq!(change_ids(next.ok()), expected[3..]);
     assert_eq!(next.json["has_more"], false);
 
     // Acknowledge the first two: they are delivered, the other three stay pending.
@@ -201,9 +123,9 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
         } else {
             DeliveryStatus::Pending
         };
-        assert_eq!(status_of(&w, &sub, c).await, want, "change {i}");
+        assert_eq!(w.delivery_status(&sub, c).await, want, "change {i}");
     }
-    let d = stored(&w, &sub, &changes[0]).await;
+    let d = w.stored_delivery(&sub, &changes[0]).await;
     assert!(d.delivered_at.is_some());
 
     // Unread pending changes are read again from the acknowledged position.
@@ -211,7 +133,7 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
         .api
         .get(&pull_path(&sub, "changes"), &sub.integration_token)
         .await;
-    assert_eq!(ids(again.ok()), expected[2..]);
+    assert_eq!(change_ids(again.ok()), expected[2..]);
     assert_eq!(again.json["acknowledged_change_id"], expected[1].as_str());
     let cursor = w
         .api
@@ -309,7 +231,7 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
         .await;
     assert_eq!(ack.ok()["delivered"], 3);
     for c in &changes {
-        assert_eq!(status_of(&w, &sub, c).await, DeliveryStatus::Delivered);
+        assert_eq!(w.delivery_status(&sub, c).await, DeliveryStatus::Delivered);
     }
 
     // Only integration tokens may pull, and only poll integrations' subscriptions are pulled.
@@ -320,7 +242,7 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
         .call(Method::GET, &pull_path(&sub, "changes"), None, None)
         .await;
     anonymous.problem(StatusCode::UNAUTHORIZED);
-    let push = subscribe(&w, &tenant, "webhook", json!({})).await;
+    let push = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
     for (method, rest, body) in [
         (Method::GET, "changes", None),
         (Method::GET, "cursor", None),
@@ -363,9 +285,9 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
 async fn a_cursor_write_racing_a_worker_never_overwrites_a_moved_delivery() {
     let w = World::new().await;
     let tenant = w.api.account("Tenant").await;
-    let sub = subscribe(&w, &tenant, "poll", json!({})).await;
+    let sub = w.subscribe_through_api(&tenant, "poll", json!({})).await;
     let now = w.now();
-    let changes = write_changes(&w, &sub.account_id, &[now; 3]).await;
+    let changes = w.write_changes(&sub.account_id, &[now; 3]).await;
     settle(&w);
     let page = w
         .api
@@ -399,7 +321,10 @@ async fn a_cursor_write_racing_a_worker_never_overwrites_a_moved_delivery() {
         .into();
     w.write_change(&late).await.unwrap();
     w.pump().await.unwrap();
-    assert_eq!(status_of(&w, &sub, &late).await, DeliveryStatus::Pending);
+    assert_eq!(
+        w.delivery_status(&sub, &late).await,
+        DeliveryStatus::Pending
+    );
 
     let ack = w
         .api
@@ -415,20 +340,20 @@ async fn a_cursor_write_racing_a_worker_never_overwrites_a_moved_delivery() {
         ack["not_covered"], 2,
         "the leased one and the late one: {ack}"
     );
-    let leased = stored(&w, &sub, &changes[0]).await;
+    let leased = w.stored_delivery(&sub, &changes[0]).await;
     assert_eq!(leased.status, DeliveryStatus::Pending, "not overwritten");
     assert_eq!(leased.lease_token.as_deref(), Some("worker-lease"));
     assert_eq!(
-        status_of(&w, &sub, &changes[1]).await,
+        w.delivery_status(&sub, &changes[1]).await,
         DeliveryStatus::Failed,
         "not overwritten"
     );
     assert_eq!(
-        status_of(&w, &sub, &changes[2]).await,
+        w.delivery_status(&sub, &changes[2]).await,
         DeliveryStatus::Delivered
     );
     assert_eq!(
-        status_of(&w, &sub, &late).await,
+        w.delivery_status(&sub, &late).await,
         DeliveryStatus::Pending,
         "never acknowledged unseen"
     );
@@ -441,7 +366,10 @@ async fn a_cursor_write_racing_a_worker_never_overwrites_a_moved_delivery() {
         .get(&pull_path(&sub, "changes"), &sub.integration_token)
         .await;
     let next = next.ok().clone();
-    assert!(ids(&next).contains(&late.change_id.to_string()), "{next}");
+    assert!(
+        change_ids(&next).contains(&late.change_id.to_string()),
+        "{next}"
+    );
     let ack = w
         .api
         .put(
@@ -454,16 +382,19 @@ async fn a_cursor_write_racing_a_worker_never_overwrites_a_moved_delivery() {
         ack.ok()["acknowledged_change_id"],
         changes[2].change_id.as_str()
     );
-    assert_eq!(status_of(&w, &sub, &late).await, DeliveryStatus::Delivered);
+    assert_eq!(
+        w.delivery_status(&sub, &late).await,
+        DeliveryStatus::Delivered
+    );
 }
 
 #[tokio::test]
 async fn an_operator_restart_of_a_pull_delivery_rewinds_the_cursor_and_refuses_stale_cursors() {
     let w = World::new().await;
     let tenant = w.api.account("Tenant").await;
-    let sub = subscribe(&w, &tenant, "poll", json!({})).await;
+    let sub = w.subscribe_through_api(&tenant, "poll", json!({})).await;
     let now = w.now();
-    let changes = write_changes(&w, &sub.account_id, &[now; 3]).await;
+    let changes = w.write_changes(&sub.account_id, &[now; 3]).await;
     settle(&w);
     let page = w
         .api
@@ -521,7 +452,7 @@ async fn an_operator_restart_of_a_pull_delivery_rewinds_the_cursor_and_refuses_s
         .unwrap()
         .contains("read again"));
     assert_eq!(
-        status_of(&w, &sub, &changes[0]).await,
+        w.delivery_status(&sub, &changes[0]).await,
         DeliveryStatus::Pending
     );
 
@@ -532,7 +463,7 @@ async fn an_operator_restart_of_a_pull_delivery_rewinds_the_cursor_and_refuses_s
         .get(&pull_path(&sub, "changes"), &sub.integration_token)
         .await;
     let fresh = fresh.ok().clone();
-    assert_eq!(ids(&fresh), [changes[0].change_id.clone()]);
+    assert_eq!(change_ids(&fresh), [changes[0].change_id.clone()]);
     assert_eq!(fresh["data"][0]["redelivery"], true);
     let ack = w
         .api
@@ -544,7 +475,7 @@ async fn an_operator_restart_of_a_pull_delivery_rewinds_the_cursor_and_refuses_s
         .await;
     assert_eq!(ack.ok()["delivered"], 1);
     assert_eq!(
-        status_of(&w, &sub, &changes[0]).await,
+        w.delivery_status(&sub, &changes[0]).await,
         DeliveryStatus::Delivered
     );
 }
@@ -556,18 +487,16 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
     let w = World::new().await;
     w.receiver.set_default(Reply::Status(503));
     let tenant = w.api.account("Tenant").await;
-    let sub = subscribe(
-        &w,
-        &tenant,
+    let sub = w.subscribe_through_api(&tenant,
         "webhook",
         json!({"retry_policy": {"kind": "exponential", "max_retries": 2, "retry_delay_secs": 60}}),
     )
     .await;
     let now = w.now();
-    let changes = write_changes(&w, &sub.account_id, &[now]).await;
+    let changes = w.write_changes(&sub.account_id, &[now]).await;
     let change = &changes[0];
     w.advance(2 * MINUTE).await.unwrap();
-    let dead = stored(&w, &sub, change).await;
+    let dead = w.stored_delivery(&sub, change).await;
     assert_eq!(dead.status, DeliveryStatus::Dead);
     assert_eq!(dead.attempts, 2);
     assert_eq!(w.receiver.count(), 2);
@@ -585,7 +514,7 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
             OPERATOR_TOKEN,
         )
         .await;
-    assert_eq!(ids(listed.ok()), [change.change_id.as_str()]);
+    assert_eq!(change_ids(listed.ok()), [change.change_id.as_str()]);
     assert_eq!(listed.json["data"][0]["transmit_status"], "failed");
 
     // The operator asks for a retry; a reason is required.
@@ -620,7 +549,7 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
         matches!(retried["event"].as_str(), Some("reopened" | "already_open")),
         "{retried}"
     );
-    let restarted = stored(&w, &sub, change).await;
+    let restarted = w.stored_delivery(&sub, change).await;
     assert_eq!(restarted.attempt_log.len(), 2, "history kept");
     let item = w
         .get(
@@ -638,7 +567,7 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
     // Dispatch is nudged by the status change: the receiver is called again, from attempt 1.
     w.pump().await.unwrap();
     assert_eq!(w.receiver.count(), 3);
-    let delivered = stored(&w, &sub, change).await;
+    let delivered = w.stored_delivery(&sub, change).await;
     assert_eq!(delivered.status, DeliveryStatus::Delivered);
     assert_eq!(delivered.attempts, 1);
     let attempts = w
@@ -697,9 +626,9 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
 
     // A pending delivery is a conflict; so is a skipped_filter one, with the lifecycle's why.
     w.receiver.set_default(Reply::Status(503));
-    let waiting = write_changes(&w, &sub.account_id, &[w.now()]).await;
+    let waiting = w.write_changes(&sub.account_id, &[w.now()]).await;
     assert_eq!(
-        status_of(&w, &sub, &waiting[0]).await,
+        w.delivery_status(&sub, &waiting[0]).await,
         DeliveryStatus::Retrying
     );
     w.update(
@@ -721,16 +650,16 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
         .as_str()
         .unwrap()
         .contains("already pending"));
-    let filtered_sub = subscribe(
-        &w,
-        &tenant,
-        "webhook",
-        json!({"filter": {"field": "record.price", "gt": 1000}}),
-    )
-    .await;
-    let filtered = write_changes(&w, &sub.account_id, &[w.now()]).await;
+    let filtered_sub = w
+        .subscribe_through_api(
+            &tenant,
+            "webhook",
+            json!({"filter": {"field": "record.price", "gt": 1000}}),
+        )
+        .await;
+    let filtered = w.write_changes(&sub.account_id, &[w.now()]).await;
     assert_eq!(
-        status_of(&w, &filtered_sub, &filtered[0]).await,
+        w.delivery_status(&filtered_sub, &filtered[0]).await,
         DeliveryStatus::SkippedFilter
     );
     let skipped = w
@@ -764,12 +693,15 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
 async fn an_operator_retry_racing_a_worker_attempt_wins_and_the_stale_outcome_is_dropped() {
     let w = World::new().await;
     let tenant = w.api.account("Tenant").await;
-    let sub = subscribe(&w, &tenant, "webhook", json!({})).await;
+    let sub = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
     w.receiver
         .script([Reply::Status(503), Reply::Hang(Duration::from_millis(1500))]);
-    let changes = write_changes(&w, &sub.account_id, &[w.now()]).await;
+    let changes = w.write_changes(&sub.account_id, &[w.now()]).await;
     let change = &changes[0];
-    assert_eq!(status_of(&w, &sub, change).await, DeliveryStatus::Retrying);
+    assert_eq!(
+        w.delivery_status(&sub, change).await,
+        DeliveryStatus::Retrying
+    );
     w.clock.advance(MINUTE + SECOND);
     let work = DeliveryWork {
         account_id: sub.account_id.as_str().into(),
@@ -787,7 +719,7 @@ async fn an_operator_retry_racing_a_worker_attempt_wins_and_the_stale_outcome_is
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let leased = stored(&w, &sub, change).await;
+        let leased = w.stored_delivery(&sub, change).await;
         assert!(leased.lease_token.is_some());
         w.api
             .post(
@@ -804,7 +736,7 @@ async fn an_operator_retry_racing_a_worker_attempt_wins_and_the_stale_outcome_is
         WorkOutcome::Skipped("lease taken over before the outcome was saved"),
         "the worker's outcome write with a stale lease fails"
     );
-    let d = stored(&w, &sub, change).await;
+    let d = w.stored_delivery(&sub, change).await;
     assert_eq!(d.status, DeliveryStatus::Pending, "no double status");
     assert_eq!(d.attempts, 0);
     assert_eq!(
@@ -815,7 +747,7 @@ async fn an_operator_retry_racing_a_worker_attempt_wins_and_the_stale_outcome_is
     assert!(d.lease_token.is_none());
 
     w.pump().await.unwrap();
-    let d = stored(&w, &sub, change).await;
+    let d = w.stored_delivery(&sub, change).await;
     assert_eq!(d.status, DeliveryStatus::Delivered);
     assert_eq!(d.attempts, 1);
     assert_eq!(w.receiver.count(), 3);
@@ -827,13 +759,13 @@ async fn an_operator_retry_racing_a_worker_attempt_wins_and_the_stale_outcome_is
 async fn replays_a_seven_day_window_and_refuses_an_eight_day_one() {
     let w = World::new().await;
     let tenant = w.api.account("Tenant").await;
-    let sub = subscribe(
-        &w,
-        &tenant,
-        "webhook",
-        json!({"filter": {"field": "record.price", "lt": 100}}),
-    )
-    .await;
+    let sub = w
+        .subscribe_through_api(
+            &tenant,
+            "webhook",
+            json!({"filter": {"field": "record.price", "lt": 100}}),
+        )
+        .await;
     let now = w.now();
     let occurred = [
         now.minus(DAY),
@@ -842,7 +774,7 @@ async fn replays_a_seven_day_window_and_refuses_an_eight_day_one() {
         now.minus(7 * DAY + 12 * HOUR),
         now.minus(9 * DAY),
     ];
-    let changes = write_changes(&w, &sub.account_id, &occurred).await;
+    let changes = w.write_changes(&sub.account_id, &occurred).await;
     // One more in the window that the filter left out.
     let expensive = w
         .change(&sub.account_id)
@@ -851,12 +783,12 @@ async fn replays_a_seven_day_window_and_refuses_an_eight_day_one() {
         .await;
     w.pump().await.unwrap();
     assert_eq!(
-        status_of(&w, &sub, &expensive).await,
+        w.delivery_status(&sub, &expensive).await,
         DeliveryStatus::SkippedFilter
     );
     assert_eq!(w.receiver.count(), 5);
     for c in &changes {
-        assert_eq!(status_of(&w, &sub, c).await, DeliveryStatus::Delivered);
+        assert_eq!(w.delivery_status(&sub, c).await, DeliveryStatus::Delivered);
     }
 
     let replays = op_sub_path(&sub, "/replays");
@@ -939,14 +871,14 @@ async fn replays_a_seven_day_window_and_refuses_an_eight_day_one() {
             DeliveryStatus::Delivered
         };
         assert_eq!(
-            status_of(&w, &sub, c).await,
+            w.delivery_status(&sub, c).await,
             want,
             "change {i} at {}",
             occurred[i]
         );
     }
     assert_eq!(
-        status_of(&w, &sub, &expensive).await,
+        w.delivery_status(&sub, &expensive).await,
         DeliveryStatus::SkippedFilter,
         "never replayed"
     );
@@ -955,13 +887,13 @@ async fn replays_a_seven_day_window_and_refuses_an_eight_day_one() {
     w.pump().await.unwrap();
     assert_eq!(w.receiver.count(), 8);
     for c in &changes[..3] {
-        let d = stored(&w, &sub, c).await;
+        let d = w.stored_delivery(&sub, c).await;
         assert_eq!(d.status, DeliveryStatus::Delivered);
         assert_eq!(d.restarts, 1);
         assert_eq!(d.replay_job.as_deref(), Some(job_id.as_str()));
     }
     for c in &changes[3..] {
-        assert_eq!(stored(&w, &sub, c).await.restarts, 0);
+        assert_eq!(w.stored_delivery(&sub, c).await.restarts, 0);
     }
 
     // The job and its audit entry are listed.
@@ -1003,10 +935,10 @@ async fn replays_a_seven_day_window_and_refuses_an_eight_day_one() {
 async fn a_replay_cut_short_resumes_from_its_saved_position_without_restarting_anything_twice() {
     let w = World::new().await;
     let tenant = w.api.account("Tenant").await;
-    let sub = subscribe(&w, &tenant, "webhook", json!({})).await;
+    let sub = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
     let now = w.now();
     let occurred: Vec<Timestamp> = (1..=6).map(|h| now.minus(h * HOUR)).collect();
-    let changes = write_changes(&w, &sub.account_id, &occurred).await;
+    let changes = w.write_changes(&sub.account_id, &occurred).await;
     assert_eq!(w.receiver.count(), 6);
     let ops = Ops::new(&w.t.clients.dynamo, &w.t.config.delivery_table, &w.clock);
     let job = create_job(
@@ -1097,7 +1029,7 @@ async fn a_replay_cut_short_resumes_from_its_saved_position_without_restarting_a
     assert_eq!(done["counts"]["in_window"], 6);
     for c in &changes {
         assert_eq!(
-            stored(&w, &sub, c).await.restarts,
+            w.stored_delivery(&sub, c).await.restarts,
             1,
             "restarted exactly once"
         );
@@ -1123,7 +1055,7 @@ async fn a_replay_cut_short_resumes_from_its_saved_position_without_restarting_a
 async fn resuming_a_paused_subscription_resets_its_dead_count_and_skipped_changes_stay_skipped() {
     let w = World::new().await;
     let tenant = w.api.account("Tenant").await;
-    let sub = subscribe(&w, &tenant, "webhook", json!({})).await;
+    let sub = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
     // Paused after fifty dead deliveries (as the worker leaves it).
     w.update(
         &keys::account_pk(&sub.account_id),
@@ -1136,7 +1068,7 @@ async fn resuming_a_paused_subscription_resets_its_dead_count_and_skipped_change
         ],
     )
     .await;
-    let skipped = write_changes(&w, &sub.account_id, &[w.now()]).await;
+    let skipped = w.write_changes(&sub.account_id, &[w.now()]).await;
     assert!(w
         .delivery(&sub.account_id, &skipped[0].change_id, &sub.subscription_id)
         .await
@@ -1182,9 +1114,9 @@ async fn resuming_a_paused_subscription_resets_its_dead_count_and_skipped_change
         .await
         .is_none());
     // New changes are delivered again.
-    let fresh = write_changes(&w, &sub.account_id, &[w.now()]).await;
+    let fresh = w.write_changes(&sub.account_id, &[w.now()]).await;
     assert_eq!(
-        status_of(&w, &sub, &fresh[0]).await,
+        w.delivery_status(&sub, &fresh[0]).await,
         DeliveryStatus::Delivered
     );
     let fetched = w.api.get(&op_sub_path(&sub, ""), OPERATOR_TOKEN).await;
@@ -1211,10 +1143,10 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
     let w = World::new().await;
     let a = w.api.account("Tenant").await;
     let b = w.api.account("Tenant").await;
-    let sub_a = subscribe(&w, &a, "poll", json!({})).await;
-    let other_integration_a = subscribe(&w, &a, "poll", json!({})).await;
-    let sub_b = subscribe(&w, &b, "poll", json!({})).await;
-    let changes = write_changes(&w, &sub_a.account_id, &[w.now()]).await;
+    let sub_a = w.subscribe_through_api(&a, "poll", json!({})).await;
+    let other_integration_a = w.subscribe_through_api(&a, "poll", json!({})).await;
+    let sub_b = w.subscribe_through_api(&b, "poll", json!({})).await;
+    let changes = w.write_changes(&sub_a.account_id, &[w.now()]).await;
     settle(&w);
     let job = w
         .api.post(
@@ -1350,7 +1282,7 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
     assert_eq!(checked, ours.len());
     // Nothing of A moved.
     assert_eq!(
-        status_of(&w, &sub_a, &changes[0]).await,
+        w.delivery_status(&sub_a, &changes[0]).await,
         DeliveryStatus::Pending
     );
     let cursor_a = w
@@ -1361,147 +1293,3 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
 }
 
 // --------------------------------------------------------------------------------------- CLI
-
-fn rhythm(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_rhythm"))
-        .args(args)
-        .env_remove("RHYTHM_API_URL")
-        .env_remove("RHYTHM_OPERATOR_TOKEN")
-        .output()
-        .expect("run rhythm")
-}
-
-#[tokio::test]
-async fn the_rhythm_cli_parses_its_arguments_and_retries_through_a_local_api_server() {
-    // Argument parsing: help, and refusals with clap's usage errors (exit 2).
-    let help = rhythm(&["--help"]);
-    assert!(help.status.success());
-    let text = String::from_utf8_lossy(&help.stdout);
-    for command in ["retry", "replay", "resume", "history"] {
-        assert!(text.contains(command), "{text}");
-    }
-    let missing = rhythm(&[
-        "--api-url",
-        "http://127.0.0.1:1",
-        "--token",
-        "t",
-        "replay",
-        "start",
-        "--account",
-        "a",
-        "--subscription",
-        "s",
-    ]);
-    assert_eq!(missing.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&missing.stderr).contains("--from"));
-    let no_token = rhythm(&[
-        "--api-url",
-        "http://127.0.0.1:1",
-        "resume",
-        "--account",
-        "a",
-        "--subscription",
-        "s",
-        "--reason",
-        "r",
-    ]);
-    assert_eq!(no_token.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&no_token.stderr).contains("token"));
-
-    // A dead delivery, retried from the terminal against the API on loopback.
-    let w = World::new().await;
-    w.receiver.set_default(Reply::Status(410));
-    let tenant = w.api.account("Tenant").await;
-    let sub = subscribe(&w, &tenant, "webhook", json!({})).await;
-    let changes = write_changes(&w, &sub.account_id, &[w.now()]).await;
-    assert_eq!(status_of(&w, &sub, &changes[0]).await, DeliveryStatus::Dead);
-    w.receiver.set_default(Reply::Status(200));
-    let (addr, server) = local::api_server::serve_loopback(w.api_state())
-        .await
-        .unwrap();
-    let url = format!("http://{addr}");
-    let base = ["--api-url", url.as_str(), "--token", OPERATOR_TOKEN];
-    let run = |args: Vec<String>| async move {
-        tokio::task::spawn_blocking(move || {
-            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-            rhythm(&refs)
-        })
-        .await
-        .unwrap()
-    };
-    let with = |rest: &[&str]| -> Vec<String> {
-        base.iter()
-            .chain(rest.iter())
-            .map(|s| s.to_string())
-            .collect()
-    };
-    let listed = run(with(&[
-        "--json",
-        "history",
-        "deliveries",
-        "--account",
-        &sub.account_id,
-        "--subscription",
-        &sub.subscription_id,
-        "--status",
-        "dead",
-    ]))
-    .await;
-    assert!(
-        listed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&listed.stderr)
-    );
-    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
-    assert_eq!(ids(&listed), [changes[0].change_id.clone()]);
-
-    let retried = run(with(&[
-        "retry",
-        "--account",
-        &sub.account_id,
-        "--subscription",
-        &sub.subscription_id,
-        "--change",
-        &changes[0].change_id,
-        "--reason",
-        "fixed the receiver",
-    ]))
-    .await;
-    assert!(
-        retried.status.success(),
-        "{}",
-        String::from_utf8_lossy(&retried.stderr)
-    );
-    let out = String::from_utf8_lossy(&retried.stdout);
-    assert!(out.contains("dead → pending"), "{out}");
-    w.pump().await.unwrap();
-    assert_eq!(
-        status_of(&w, &sub, &changes[0]).await,
-        DeliveryStatus::Delivered
-    );
-
-    // An API refusal is printed from its problem document, with a failing exit code.
-    let again = run(with(&[
-        "resume",
-        "--account",
-        &sub.account_id,
-        "--subscription",
-        &sub.subscription_id,
-        "--reason",
-        "r",
-    ]))
-    .await;
-    assert_eq!(again.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&again.stderr).contains("only a paused subscription"));
-    let audit = run(with(&[
-        "history",
-        "audit",
-        "--account",
-        &sub.account_id,
-        "--subscription",
-        &sub.subscription_id,
-    ]))
-    .await;
-    assert!(String::from_utf8_lossy(&audit.stdout).contains("fixed the receiver"));
-    server.abort();
-}

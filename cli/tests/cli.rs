@@ -1,0 +1,155 @@
+//! The `rhythm` command line against a real API on loopback (the local emulator behind it): its
+//! argument parsing (clap's usage errors exit 2) and an operator retry made from the terminal.
+
+use local::receiver::Reply;
+use local::testkit::api::OPERATOR_TOKEN;
+use local::testkit::through_api::change_ids;
+use local::testkit::World;
+use serde_json::{json, Value};
+use shared::domain::integration_delivery::DeliveryStatus;
+fn rhythm(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_rhythm"))
+        .args(args)
+        .env_remove("RHYTHM_API_URL")
+        .env_remove("RHYTHM_OPERATOR_TOKEN")
+        .output()
+        .expect("run rhythm")
+}
+
+#[tokio::test]
+async fn the_rhythm_cli_parses_its_arguments_and_retries_through_a_local_api_server() {
+    // Argument parsing: help, and refusals with clap's usage errors (exit 2).
+    let help = rhythm(&["--help"]);
+    assert!(help.status.success());
+    let text = String::from_utf8_lossy(&help.stdout);
+    for command in ["retry", "replay", "resume", "history"] {
+        assert!(text.contains(command), "{text}");
+    }
+    let missing = rhythm(&[
+        "--api-url",
+        "http://127.0.0.1:1",
+        "--token",
+        "t",
+        "replay",
+        "start",
+        "--account",
+        "a",
+        "--subscription",
+        "s",
+    ]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("--from"));
+    let no_token = rhythm(&[
+        "--api-url",
+        "http://127.0.0.1:1",
+        "resume",
+        "--account",
+        "a",
+        "--subscription",
+        "s",
+        "--reason",
+        "r",
+    ]);
+    assert_eq!(no_token.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&no_token.stderr).contains("token"));
+
+    // A dead delivery, retried from the terminal against the API on loopback.
+    let w = World::new().await;
+    w.receiver.set_default(Reply::Status(410));
+    let tenant = w.api.account("Tenant").await;
+    let sub = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
+    let changes = w.write_changes(&sub.account_id, &[w.now()]).await;
+    assert_eq!(
+        w.delivery_status(&sub, &changes[0]).await,
+        DeliveryStatus::Dead
+    );
+    w.receiver.set_default(Reply::Status(200));
+    let (addr, server) = local::api_server::serve_loopback(w.api_state())
+        .await
+        .unwrap();
+    let url = format!("http://{addr}");
+    let base = ["--api-url", url.as_str(), "--token", OPERATOR_TOKEN];
+    let run = |args: Vec<String>| async move {
+        tokio::task::spawn_blocking(move || {
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            rhythm(&refs)
+        })
+        .await
+        .unwrap()
+    };
+    let with = |rest: &[&str]| -> Vec<String> {
+        base.iter()
+            .chain(rest.iter())
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let listed = run(with(&[
+        "--json",
+        "history",
+        "deliveries",
+        "--account",
+        &sub.account_id,
+        "--subscription",
+        &sub.subscription_id,
+        "--status",
+        "dead",
+    ]))
+    .await;
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(change_ids(&listed), [changes[0].change_id.clone()]);
+
+    let retried = run(with(&[
+        "retry",
+        "--account",
+        &sub.account_id,
+        "--subscription",
+        &sub.subscription_id,
+        "--change",
+        &changes[0].change_id,
+        "--reason",
+        "fixed the receiver",
+    ]))
+    .await;
+    assert!(
+        retried.status.success(),
+        "{}",
+        String::from_utf8_lossy(&retried.stderr)
+    );
+    let out = String::from_utf8_lossy(&retried.stdout);
+    assert!(out.contains("dead → pending"), "{out}");
+    w.pump().await.unwrap();
+    assert_eq!(
+        w.delivery_status(&sub, &changes[0]).await,
+        DeliveryStatus::Delivered
+    );
+
+    // An API refusal is printed from its problem document, with a failing exit code.
+    let again = run(with(&[
+        "resume",
+        "--account",
+        &sub.account_id,
+        "--subscription",
+        &sub.subscription_id,
+        "--reason",
+        "r",
+    ]))
+    .await;
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("only a paused subscription"));
+    let audit = run(with(&[
+        "history",
+        "audit",
+        "--account",
+        &sub.account_id,
+        "--subscription",
+        &sub.subscription_id,
+    ]))
+    .await;
+    assert!(String::from_utf8_lossy(&audit.stdout).contains("fixed the receiver"));
+    server.abort();
+}
