@@ -51,6 +51,18 @@ async fn seed(w: &World) -> Seeded {
         .as_str()
         .unwrap()
         .to_owned();
+    let spare_integration = w
+        .api
+        .post(
+            "/v1/integrations",
+            &tenant.token,
+            json!({"name": "Spare", "method": "poll", "event_access_accepted": true}),
+        )
+        .await;
+    let spare_integration_id = spare_integration.created()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let now = w.now();
     let changes = w
         .write_changes(&tenant.account_id, &[now.minus(MINUTE)])
@@ -90,6 +102,7 @@ async fn seed(w: &World) -> Seeded {
             ("RHYTHM_SPARE_ACCOUNT_ID", spare.account_id),
             ("RHYTHM_WEBHOOK_INTEGRATION_ID", webhook_integration_id),
             ("RHYTHM_SPARE_SUBSCRIPTION_ID", webhook.subscription_id),
+            ("RHYTHM_SPARE_INTEGRATION_ID", spare_integration_id),
         ],
     }
 }
