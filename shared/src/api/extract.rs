@@ -88,9 +88,9 @@ fn integral(value: &Value) -> Option<Value> {
     if f.fract() != 0.0 || !f.is_finite() {
         return None;
     }
-    if f >= 0.0 && f <= u64::MAX as f64 {
+    if (0.0..=u64::MAX as f64).contains(&f) {
         Some(Value::from(f as u64))
-    } else if f < 0.0 && f >= i64::MIN as f64 {
+    } else if (i64::MIN as f64..0.0).contains(&f) {
         Some(Value::from(f as i64))
     } else {
         None
