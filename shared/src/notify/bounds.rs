@@ -72,7 +72,7 @@ pub fn admits_email(address: &str, admins: &[String], allow: &NoticeAllowlist) -
 
 /// Whether the account may post to the Slack webhook `url`.
 pub fn admits_slack(url: &str, allow: &NoticeAllowlist) -> bool {
-    slack_workspace(url).is_some_and(|team| allow.slack_workspaces.iter().any(|w| *w == team))
+    slack_workspace(url).is_some_and(|team| allow.slack_workspaces.iter().any(|w| same(w, &team)))
 }
 
 /// The recipients (with the channel) a notice on `channels` may not reach, in request order.
