@@ -17,8 +17,9 @@ use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 
 /// A JSON object body. An empty body reads as `{}` (so bodies whose fields are all optional may be
-/// left out, and a POST without one names every required field in its 422), except on a PATCH,
-/// whose body says what to change: there it is a 400. Any other body must be declared JSON
+/// left out, and a POST without one names every required field in its 422), except on a PATCH or
+/// a PUT, whose body is what changes (a PUT without one would replace the resource with nothing):
+/// there it is a 400. Any other body must be declared JSON
 /// (`application/json` or `…+json`, else 415) and be a JSON object (else 400).
 pub struct JsonBody(pub Fields);
 
@@ -31,12 +32,17 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let is_patch = req.method() == axum::http::Method::PATCH;
+        let method = req.method().clone();
         let bytes = Bytes::from_request(req, state).await?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
-            if is_patch {
+            if method == axum::http::Method::PATCH {
                 return Err(ApiError::malformed(
                     "a PATCH needs a JSON object body naming the fields to change ({} changes nothing)",
+                ));
+            }
+            if method == axum::http::Method::PUT {
+                return Err(ApiError::malformed(
+                    "a PUT needs a JSON object body: what the resource becomes",
                 ));
             }
             return Ok(JsonBody(Fields::new(Map::new())));
