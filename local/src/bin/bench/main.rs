@@ -108,6 +108,7 @@ async fn run(name: &'static str, changes: usize, setup: Setup) -> Result<Scenari
     let f = Fixtures {
         clients: &p.t.clients,
         table: &p.t.config.delivery_table,
+        signing_key_id: &p.t.config.signing_key_id,
         now: p.now(),
     };
     let account = f.account(&[]).await?;
@@ -302,6 +303,7 @@ async fn latency(changes: usize, per_second: u64) -> Result<Value> {
     let f = Fixtures {
         clients: &p.t.clients,
         table: &p.t.config.delivery_table,
+        signing_key_id: &p.t.config.signing_key_id,
         now: p.now(),
     };
     let account = f.account(&[]).await?;
