@@ -14,4 +14,5 @@ mod openapi;
 mod pull_and_operator;
 mod push_delivery;
 mod sample_events;
+mod signing_secrets;
 mod worker_limits;
