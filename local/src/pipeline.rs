@@ -165,6 +165,11 @@ impl Pipeline {
         let settler = reconcile_settler(&self.t.clients, &self.t.config, &clock);
         Reconciler::from_parts(self.rollup.clone(), dispatcher)
             .with_notification_settler(Arc::new(settler))
+            .with_replays(
+                self.t.clients.dynamo.clone(),
+                self.t.config.delivery_table.clone(),
+                clock.clone(),
+            )
             .run(kind, Budget::within(Duration::from_secs(3600), max_events))
             .await
     }
