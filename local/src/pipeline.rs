@@ -108,11 +108,17 @@ impl Pipeline {
     /// `FilterCriteria` pass, in full batches of those, as the event source mapping hands them
     /// over. Returns how many records the dispatcher received.
     pub async fn dispatch_pending(&self) -> Result<usize> {
+        Ok(self.dispatch_pending_with_failures().await?.0)
+    }
+
+    /// [`Self::dispatch_pending`], also answering how many records the dispatcher reported as
+    /// failed (each hand-over counts again).
+    pub async fn dispatch_pending_with_failures(&self) -> Result<(usize, usize)> {
         let mut tap = self.deliveries.lock().await;
         let r = tap
             .drain(|event| self.dispatcher.handle_stream(event))
             .await?;
-        Ok(r.records)
+        Ok((r.records, r.failures))
     }
 
     /// Drains the delivery queue into the worker.

@@ -2,8 +2,10 @@
 //! and one test harness run. Each module is one suite; every test builds its own
 //! `local::testkit::World` (its own stack on the emulator).
 
+mod concurrency;
 mod deployment;
 mod event_monitor;
+mod fault_matrix;
 mod faults;
 mod harness;
 mod management_api;
@@ -11,5 +13,7 @@ mod notifications;
 mod openapi;
 mod pull_and_operator;
 mod push_delivery;
+mod recovery;
 mod sample_events;
+mod sim;
 mod worker_limits;
