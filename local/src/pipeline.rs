@@ -64,10 +64,8 @@ impl Pipeline {
         );
         let worker = DeliveryWorker::new(t.clients.clone(), t.config.clone(), shared_clock);
         let changes = Mutex::new(t.stream("ChangesTable"));
-        // The dispatcher's event source mapping filters as template.yaml's FilterCriteria do.
-        let mut deliveries = t.stream("DeliveryTable");
-        deliveries.filter = Some(shared::dispatch::wanted);
-        let deliveries = Mutex::new(deliveries);
+        // The dispatcher's event source mapping filters with template.yaml's FilterCriteria.
+        let deliveries = Mutex::new(t.mapped_stream("DeliveryTable", "DispatchFunction"));
         Pipeline {
             t,
             clock,
