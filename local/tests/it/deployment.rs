@@ -861,8 +861,9 @@ const CODE_NEEDS: &[(&str, Needs)] = &[
             ("DeliveryTable/index/listing", &["dynamodb:Query"]),
             ("DeliveryTable/index/rollup", &["dynamodb:Query"]),
             ("DeliveryTable/index/due", &["dynamodb:Query"]),
-            // notices (create, withdraw, supersede), provider events (confirm), requeue, the
-            // console inbox, and settling in the operator's reconcile run.
+            // notices (create with the daily quota counter's conditional ADD, withdraw,
+            // supersede), provider events (confirm), requeue, the console inbox, and settling in
+            // the operator's reconcile run.
             ("NotificationTable", NOTIFY_STORE),
             ("NotificationTable/index/inbox", &["dynamodb:Query"]),
             ("NotificationTable/index/watch", &["dynamodb:Query"]),

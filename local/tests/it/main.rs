@@ -9,6 +9,7 @@ mod fault_matrix;
 mod faults;
 mod harness;
 mod management_api;
+mod notice_bounds;
 mod notifications;
 mod openapi;
 mod pull_and_operator;
