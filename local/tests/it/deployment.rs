@@ -885,10 +885,22 @@ const CODE_NEEDS: &[(&str, Needs)] = &[
     (
         "ReconcileFunction",
         &[
-            // monitor::rollup (walk, partitions, writes), dispatch sweep (postpone).
-            ("DeliveryTable", &["dynamodb:Query", "dynamodb:UpdateItem"]),
+            // monitor::rollup (walk, partitions, writes), dispatch sweep (postpone), stopped
+            // replay jobs (replay_job::stalled, the job by key, by_subscription_page behind the
+            // keys-only index, restarts).
+            (
+                "DeliveryTable",
+                &[
+                    "dynamodb:GetItem",
+                    "dynamodb:BatchGetItem",
+                    "dynamodb:Query",
+                    "dynamodb:UpdateItem",
+                ],
+            ),
             ("DeliveryTable/index/rollup", &["dynamodb:Query"]),
             ("DeliveryTable/index/due", &["dynamodb:Query"]),
+            ("DeliveryTable/index/by_subscription", &["dynamodb:Query"]),
+            ("DeliveryTable/index/listing", &["dynamodb:Query"]),
             // notify::settle (watch index, get, transition transactions, record).
             (
                 "NotificationTable",

@@ -2,9 +2,11 @@
 //! and one test harness run. Each module is one suite; every test builds its own
 //! `local::testkit::World` (its own stack on the emulator).
 
+mod concurrency;
 mod contract;
 mod deployment;
 mod event_monitor;
+mod fault_matrix;
 mod faults;
 mod harness;
 mod management_api;
@@ -13,6 +15,8 @@ mod notifications;
 mod openapi;
 mod pull_and_operator;
 mod push_delivery;
+mod recovery;
 mod sample_events;
 mod signing_secrets;
+mod sim;
 mod worker_limits;

@@ -255,7 +255,14 @@ impl DeliveryWorker {
         }
         let token = uuid::Uuid::new_v4().to_string();
         let claim = store::delivery::claim(table, &delivery, &token, now, LEASE)?;
-        if !send(dynamo, claim).await?.applied() {
+        // Refused can also be our own claim: applied, its answer lost, and the SDK's retry of it
+        // refused by the lease it had just written. The token tells.
+        if !send(dynamo, claim).await?.applied()
+            && store::delivery::lease_token(dynamo, table, &delivery)
+                .await?
+                .as_deref()
+                != Some(token.as_str())
+        {
             return Ok(WorkOutcome::Skipped("another worker claimed the attempt"));
         }
         let number = delivery.attempts + 1;
@@ -289,7 +296,7 @@ impl DeliveryWorker {
             _ => {
                 let w =
                     store::delivery::save_outcome(table, &delivery, &token, &outcome, finished)?;
-                send(dynamo, w).await?.applied()
+                send(dynamo, w).await?.applied() || self.outcome_landed(&delivery, &attempt).await?
             }
         };
         if !saved {
@@ -401,13 +408,32 @@ impl DeliveryWorker {
                     .as_deref()
                     != Some(token)
                 {
+                    // Lost, or ours already (applied, its answer lost): then it still counts
+                    // toward the pause.
+                    if !self.outcome_landed(d, outcome.attempt).await? {
+                        return Ok(false);
+                    }
+                } else if !send(dynamo, save).await?.applied() {
                     return Ok(false);
                 }
-                return Ok(send(dynamo, save).await?.applied());
             }
         }
         self.pause_if_due(d, config, now).await?;
         Ok(true)
+    }
+
+    /// Whether a refused outcome write is in fact ours: applied, its answer lost, and the SDK's
+    /// retry of it refused because the first try had released the lease. The attempt record
+    /// (number, claim time, duration, result) on the delivery tells ours from a takeover's.
+    async fn outcome_landed(
+        &self,
+        d: &Delivery,
+        attempt: &AttemptRecord,
+    ) -> Result<bool, WorkerError> {
+        let stored =
+            store::delivery::get(&self.clients.dynamo, &self.config.delivery_table, &d.work())
+                .await?;
+        Ok(stored.is_some_and(|s| s.attempt_log.iter().any(|a| a == attempt)))
     }
 
     /// Pauses the subscription once its dead count reaches fifty, together with the one
