@@ -411,8 +411,10 @@ async fn every_console_page_answers_html_with_the_csp_for_its_audience_only() {
         &format!("/console/op/attention?account={a}"),
     )
     .await;
-    assert!(attention.text.contains(&format!("data-delivery-id=\"")));
-    assert!(attention.text.contains(&change));
+    assert!(attention.text.contains(&format!(
+        "data-delivery-id=\"{}\"",
+        shared::store::keys::delivery_id(&change, s)
+    )));
 
     // The assets the pages name: hashed names, cached for a year, with the CSP too.
     let page = get(&w, Some(&op.cookie), "/console/op").await;

@@ -184,6 +184,13 @@ pub struct Health {
     pub last_failure: Option<(Timestamp, String)>,
 }
 
+impl Health {
+    /// Delivered among the finished (delivered, dead or failed) deliveries, in percent.
+    pub fn success_percent(&self) -> Option<usize> {
+        (self.delivered * 100).checked_div(self.delivered + self.ended_badly)
+    }
+}
+
 /// Deliveries the health of an endpoint is computed over.
 pub const HEALTH_WINDOW: u32 = 100;
 
@@ -242,13 +249,12 @@ fn health_table(rows: &[Health]) -> Markup {
                 thead { tr { th { "Subscription" } th { "Status" } th { "Success rate" } th { "Last failure" } th { "Dead in a row" } } }
                 tbody {
                     @for h in rows {
-                        @let finished = h.delivered + h.ended_badly;
                         tr data-testid="health-row" data-subscription-id=(h.subscription.id) {
                             td data-label="Subscription" class="mono" { (h.subscription.id) }
                             td data-label="Status" { (badge(h.subscription.status.as_str())) }
                             td data-label="Success rate" data-testid="success-rate" {
-                                @if finished == 0 { span class="muted" { "no finished delivery yet" } }
-                                @else { (h.delivered * 100 / finished) "% " span class="muted" { "(" (h.delivered) " of " (finished) " finished, newest " (h.seen) ")" } }
+                                @if let Some(percent) = h.success_percent() { (percent) "% " span class="muted" { "(" (h.delivered) " of " (h.delivered + h.ended_badly) " finished, newest " (h.seen) ")" } }
+                                @else { span class="muted" { "no finished delivery yet" } }
                             }
                             td data-label="Last failure" data-testid="last-failure" {
                                 @if let Some((at, what)) = &h.last_failure { (super::page::when(Some(*at))) " " (what) } @else { "—" }

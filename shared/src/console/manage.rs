@@ -6,7 +6,7 @@
 //! here too (the page is `no-store`).
 
 use super::account::{integrations_and_subscriptions, Admin};
-use super::operator::check_csrf;
+use super::operator::refuse_without_csrf;
 use super::page::{
     csrf_field, encode, error_page, field, form_fields, html_response, problem, shell, Nav,
 };
@@ -267,7 +267,7 @@ where
 
 async fn create_integration(admin: Admin, State(state): S, body: Bytes) -> Response {
     let fields = form_fields(&body);
-    if let Err(r) = check_csrf(&admin.ctx, &fields) {
+    if let Some(r) = refuse_without_csrf(&admin.ctx, &fields) {
         return r;
     }
     let mut map = Map::new();
@@ -293,7 +293,7 @@ async fn create_integration(admin: Admin, State(state): S, body: Bytes) -> Respo
 
 async fn create_subscription(admin: Admin, State(state): S, body: Bytes) -> Response {
     let fields = form_fields(&body);
-    if let Err(r) = check_csrf(&admin.ctx, &fields) {
+    if let Some(r) = refuse_without_csrf(&admin.ctx, &fields) {
         return r;
     }
     let mut map = Map::new();
@@ -316,7 +316,7 @@ async fn edit_subscription(
     body: Bytes,
 ) -> Response {
     let fields = form_fields(&body);
-    if let Err(r) = check_csrf(&admin.ctx, &fields) {
+    if let Some(r) = refuse_without_csrf(&admin.ctx, &fields) {
         return r;
     }
     let mut map = Map::new();
@@ -337,7 +337,7 @@ async fn rotate_secret(
     body: Bytes,
 ) -> Response {
     let fields = form_fields(&body);
-    if let Err(r) = check_csrf(&admin.ctx, &fields) {
+    if let Some(r) = refuse_without_csrf(&admin.ctx, &fields) {
         return r;
     }
     let map = Map::from_iter([("rotate_signing_secret".to_string(), Value::Bool(true))]);
@@ -357,7 +357,7 @@ async fn issue_token(
     body: Bytes,
 ) -> Response {
     let fields = form_fields(&body);
-    if let Err(r) = check_csrf(&admin.ctx, &fields) {
+    if let Some(r) = refuse_without_csrf(&admin.ctx, &fields) {
         return r;
     }
     let revoke = field(&fields, "revoke_existing") == Some("on");

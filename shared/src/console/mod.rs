@@ -298,7 +298,7 @@ async fn audience_of_token(state: &ApiState, token: &str) -> Result<Audience, St
 
 /// `POST /console/logout` (CSRF-checked): clears the cookie.
 async fn logout(ctx: Ctx, body: axum::body::Bytes) -> Response {
-    if let Err(r) = operator::check_csrf(&ctx, &form_fields(&body)) {
+    if let Some(r) = operator::refuse_without_csrf(&ctx, &form_fields(&body)) {
         return r;
     }
     let mut response = redirect(&ctx.url("/console/login"));

@@ -161,10 +161,10 @@ fn scope(account_id: &str) -> Scope {
     }
 }
 
-/// Refuses a POST whose `csrf` field is not the session's (403).
-pub fn check_csrf(ctx: &Ctx, fields: &[(String, String)]) -> Result<(), Response> {
+/// The 403 page of a POST whose `csrf` field is not the session's; `None` when it is.
+pub fn refuse_without_csrf(ctx: &Ctx, fields: &[(String, String)]) -> Option<Response> {
     match field(fields, "csrf") {
-        Some(token) if ctx.session.csrf_matches(token) => Ok(()),
+        Some(token) if ctx.session.csrf_matches(token) => None,
         _ => {
             let e = ApiError::forbidden(
                 "the form's CSRF token is missing or not this session's; reload the page and try again",
@@ -174,7 +174,7 @@ pub fn check_csrf(ctx: &Ctx, fields: &[(String, String)]) -> Result<(), Response
             } else {
                 super::account::nav()
             };
-            Err(error_page(ctx, &nav, &e))
+            Some(error_page(ctx, &nav, &e))
         }
     }
 }
@@ -305,7 +305,7 @@ async fn retry(
     body: Bytes,
 ) -> Response {
     let fields = form_fields(&body);
-    if let Err(r) = check_csrf(&op.ctx, &fields) {
+    if let Some(r) = refuse_without_csrf(&op.ctx, &fields) {
         return r;
     }
     let sc = scope(&a);
@@ -354,7 +354,7 @@ async fn resume(
     body: Bytes,
 ) -> Response {
     let fields = form_fields(&body);
-    if let Err(r) = check_csrf(&op.ctx, &fields) {
+    if let Some(r) = refuse_without_csrf(&op.ctx, &fields) {
         return r;
     }
     let back = format!("{}/subscriptions/{}", scope(&a).base, encode(&s));
@@ -409,7 +409,7 @@ async fn replay_create(
     body: Bytes,
 ) -> Response {
     let fields = form_fields(&body);
-    if let Err(r) = check_csrf(&op.ctx, &fields) {
+    if let Some(r) = refuse_without_csrf(&op.ctx, &fields) {
         return r;
     }
     let from_text = field(&fields, "from").unwrap_or_default().to_owned();
@@ -539,15 +539,9 @@ async fn replay_job(op: Op, State(state): S, Path((a, j)): Path<(String, String)
     let here = ctx.url(&format!("{}/replays/{}", scope(&a).base, encode(&job.id)));
     let c = &job.counts;
     let done = (c.restarted + c.already_pending + c.skipped_filter + c.conflicts).min(c.in_window);
-    let tenth = if c.in_window == 0 {
-        if live {
-            0
-        } else {
-            10
-        }
-    } else {
-        (done * 10 / c.in_window).min(10)
-    };
+    let tenth = (done * 10)
+        .checked_div(c.in_window)
+        .map_or(if live { 0 } else { 10 }, |t| t.min(10));
     let fragment = html! {
         div id="replay-job" data-live=(live) hx-get=[live.then(|| here.clone())] hx-trigger=[live.then_some(views::POLL)] hx-swap=[live.then_some("outerHTML")] {
             section class="panel" {
@@ -1038,7 +1032,7 @@ async fn requeue(
     body: Bytes,
 ) -> Response {
     let fields = form_fields(&body);
-    if let Err(r) = check_csrf(&op.ctx, &fields) {
+    if let Some(r) = refuse_without_csrf(&op.ctx, &fields) {
         return r;
     }
     let back = format!("/console/op/notifications/{}", encode(&n));
