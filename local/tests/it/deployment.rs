@@ -318,7 +318,9 @@ fn every_operator_route_requires_the_operator_scope_and_only_this_api_may_invoke
     }
     // What SAM generates: one permission per route, API Gateway only, this API only.
     let permissions = translated_of_type("AWS::Lambda::Permission");
-    assert_eq!(permissions.len(), 2, "{permissions:?}");
+    // The token routes, the operator routes, and the console's two (its pages check their own
+    // signed cookie).
+    assert_eq!(permissions.len(), 4, "{permissions:?}");
     for (id, p) in permissions {
         let p = &p["Properties"];
         assert_eq!(p["Principal"], "apigateway.amazonaws.com", "{id}");
@@ -465,13 +467,22 @@ fn provider_secrets_live_in_secrets_manager_and_functions_get_only_their_arn() {
     for (name, spec) in template()["Parameters"].as_mapping().unwrap() {
         assert!(spec["NoEcho"].is_null(), "{name:?} is a secret parameter");
     }
+    // The provider-event secrets and the web console's signing key, each named to the one
+    // function that reads it by an `…_ARN` variable.
     let secrets = of_type("AWS::SecretsManager::Secret");
-    assert_eq!(secrets.len(), 1);
-    let (secret, spec) = secrets[0];
-    assert!(
-        target(&spec["Properties"]["KmsKeyId"]).is_some(),
-        "the secret is on a CMK"
-    );
+    let mut names: Vec<&str> = secrets.iter().map(|(name, _)| *name).collect();
+    names.sort();
+    assert_eq!(names, ["ConsoleSigningKey", "ProviderEventSecrets"]);
+    for (_, spec) in &secrets {
+        assert!(
+            target(&spec["Properties"]["KmsKeyId"]).is_some(),
+            "the secret is on a CMK"
+        );
+    }
+    let expected_vars = [
+        ("NOTIFICATION_PROVIDER_SECRETS_ARN", "ProviderEventSecrets"),
+        ("CONSOLE_SIGNING_KEY_ARN", "ConsoleSigningKey"),
+    ];
     let mut readers = Vec::new();
     let globals = &template()["Globals"]["Function"]["Environment"]["Variables"];
     for function in functions() {
@@ -479,19 +490,23 @@ fn provider_secrets_live_in_secrets_manager_and_functions_get_only_their_arn() {
         for vars in [globals, env] {
             for (name, value) in vars.as_mapping().into_iter().flatten() {
                 let name = name.as_str().unwrap_or_default();
-                if name.contains("SECRET") {
+                if name.contains("SECRET") || name.contains("SIGNING_KEY") {
                     assert!(
                         name.ends_with("_ARN"),
                         "{function}: {name} must carry an ARN"
                     );
+                    let (_, secret) = expected_vars
+                        .iter()
+                        .find(|(var, _)| *var == name)
+                        .unwrap_or_else(|| panic!("{function}: {name} is not a known secret"));
                     assert!(is_ref(value, secret), "{function}: {name} names {secret}");
                     readers.push(function);
                 }
             }
         }
     }
-    assert_eq!(readers, ["ApiFunction"]);
-    // Exactly that reader may read exactly that secret (and decrypt through Secrets Manager).
+    assert_eq!(readers, ["ApiFunction", "ApiFunction"]);
+    // Exactly that reader may read exactly those secrets (and decrypt through Secrets Manager).
     for function in functions() {
         let reads: Vec<_> = granted(role_of(function))
             .into_iter()
@@ -500,7 +515,16 @@ fn provider_secrets_live_in_secrets_manager_and_functions_get_only_their_arn() {
         if function == "ApiFunction" {
             assert_eq!(
                 reads,
-                [(secret.to_string(), "secretsmanager:GetSecretValue".into())]
+                [
+                    (
+                        "ConsoleSigningKey".to_string(),
+                        "secretsmanager:GetSecretValue".into()
+                    ),
+                    (
+                        "ProviderEventSecrets".to_string(),
+                        "secretsmanager:GetSecretValue".into()
+                    )
+                ]
             );
         } else {
             assert!(reads.is_empty(), "{function}: {reads:?}");
@@ -945,6 +969,8 @@ const CODE_NEEDS: &[(&str, Needs)] = &[
             ("DeliveryQueue", &["sqs:SendMessage"]),
             // The provider-event secrets, read once per container.
             ("ProviderEventSecrets", &["secretsmanager:GetSecretValue"]),
+            // The web console's signing key, read once per container.
+            ("ConsoleSigningKey", &["secretsmanager:GetSecretValue"]),
             ("OperationsKey", &["kms:Decrypt"]),
             // envelope::SecretSealer: data keys for sealing webhook signing secrets.
             ("SigningSecretsKey", &["kms:GenerateDataKey"]),

@@ -3,6 +3,7 @@
 //! `local::testkit::World` (its own stack on the emulator).
 
 mod concurrency;
+mod console;
 mod contract;
 mod deployment;
 mod event_monitor;

@@ -172,7 +172,7 @@ fn shown_once(secret: &SigningSecret) -> OneTimeSecret {
     OneTimeSecret::new(secret.expose_whsec())
 }
 
-async fn create(
+pub async fn create(
     auth: AccountAuth,
     State(state): State<Arc<ApiState>>,
     JsonBody(mut f): JsonBody,
@@ -356,7 +356,7 @@ async fn fetch(
     Ok(Json(IntegrationView::from(&integration)))
 }
 
-async fn update(
+pub async fn update(
     auth: AccountAuth,
     State(state): State<Arc<ApiState>>,
     ApiPath(id): ApiPath<String>,
@@ -525,7 +525,7 @@ async fn remove(
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn rotate_token(
+pub async fn rotate_token(
     auth: AccountAuth,
     State(state): State<Arc<ApiState>>,
     ApiPath(id): ApiPath<String>,
