@@ -49,6 +49,8 @@ pub enum AuditAction {
     CreateAccount,
     /// Issued an account token (and, when asked, revoked the others).
     IssueAccountToken,
+    /// Issued a web console login link for the account's administrator.
+    IssueConsoleLink,
 }
 
 impl AuditAction {
@@ -60,6 +62,7 @@ impl AuditAction {
             AuditAction::ResumeSubscription => "resume_subscription",
             AuditAction::CreateAccount => "create_account",
             AuditAction::IssueAccountToken => "issue_account_token",
+            AuditAction::IssueConsoleLink => "issue_console_link",
         }
     }
 }
