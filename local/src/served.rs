@@ -16,10 +16,10 @@ use shared::api::ApiState;
 use shared::clock::{Clock, ManualClock, SystemClock};
 use shared::notify::stream::NotificationStream;
 use shared::notify::worker::NotificationWorker;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use std::future::Future;
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
@@ -45,7 +45,8 @@ impl NotificationPump {
     /// On `p`'s stack and clock, with the standard channel adapters.
     pub async fn new(p: &Pipeline) -> Self {
         let clock: Arc<dyn Clock> = Arc::new(p.clock.clone());
-        let stream = NotificationStream::new(p.t.clients.clone(), p.t.config.clone(), clock.clone());
+        let stream =
+            NotificationStream::new(p.t.clients.clone(), p.t.config.clone(), clock.clone());
         let worker = NotificationWorker::new(p.t.clients.clone(), p.t.config.clone(), clock);
         // SES (and the emulator) refuse mail from an unverified sender.
         let _ =
@@ -164,7 +165,11 @@ impl ServedStack {
 /// Sets `clock` to `story` (and ten minutes more) before the wall clock: a story that walks the
 /// clock through `story` ends about now, and the console served afterwards shows real times.
 pub fn back_date(clock: &ManualClock, story: Duration) {
-    clock.set(SystemClock.now().minus(story + Duration::from_secs(10 * 60)));
+    clock.set(
+        SystemClock
+            .now()
+            .minus(story + Duration::from_secs(10 * 60)),
+    );
 }
 
 /// Moves `clock` up to the wall clock when it is behind (never back).

@@ -325,9 +325,7 @@ async fn main() -> Result<()> {
     }
     println!("   (each link signs in once within 15 minutes; the receivers keep answering)");
     // The pipeline keeps running: a retry or replay made in the console is delivered.
-    let signal = served
-        .pump_until(Some(&notifications), stop)
-        .await;
+    let signal = served.pump_until(Some(&notifications), stop).await;
     served.stop();
     println!("\n   {signal}: stopped serving");
     Ok(())
