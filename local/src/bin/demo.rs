@@ -323,7 +323,7 @@ async fn main() -> Result<()> {
         let path = link["url"].as_str().context("a login link's url")?;
         println!("{label}: {}", served.url(path));
     }
-    println!("   (each link signs in once within 15 minutes; the receivers keep answering)");
+    println!("   (each link signs in for 15 minutes; the receivers keep answering)");
     // The pipeline keeps running: a retry or replay made in the console is delivered.
     let signal = served.pump_until(Some(&notifications), stop).await;
     served.stop();
