@@ -688,3 +688,92 @@ async fn the_event_monitor_of_a_thousand_events_stays_a_light_page() {
     );
     assert!(bytes < 64 * 1024, "{bytes} bytes");
 }
+
+#[tokio::test]
+async fn an_administrator_manages_subscriptions_through_the_apis_own_checks() {
+    let w = World::new().await;
+    let tenant = w.api.account("Tenant").await;
+    let sub = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
+    let admin = sign_in_with_token(&w, &tenant.token).await;
+    let manage = get(&w, Some(&admin.cookie), "/console/acct/manage").await;
+    assert_page(&manage, "/console/acct/manage");
+    assert!(manage.text.contains(&sub.subscription_id));
+
+    // A filter the API refuses: its problem, on the page.
+    let integration = w
+        .api
+        .get(
+            &format!("/v1/subscriptions/{}", sub.subscription_id),
+            &tenant.token,
+        )
+        .await
+        .ok()["integration_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let bad = post(
+        &w,
+        Some(&admin.cookie),
+        "/console/acct/manage/subscriptions",
+        &[
+            ("csrf", &admin.csrf),
+            ("integration_id", &integration),
+            ("record_types", "catalog_item"),
+            ("fields", "price"),
+            ("filter", "{\"field\": \"record.price\", \"between\": 1}"),
+        ],
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.text);
+    assert!(bad.text.contains("data-testid=\"problem\""));
+    assert!(bad.text.contains("filter"), "{}", bad.text);
+
+    // An edit of the projected fields lands through the API's PATCH.
+    let edit = post(
+        &w,
+        Some(&admin.cookie),
+        &format!("/console/acct/manage/subscriptions/{}", sub.subscription_id),
+        &[("csrf", &admin.csrf), ("fields", "price, name")],
+    )
+    .await;
+    assert_eq!(edit.status, StatusCode::OK, "{}", edit.text);
+    let stored = w
+        .api
+        .get(
+            &format!("/v1/subscriptions/{}", sub.subscription_id),
+            &tenant.token,
+        )
+        .await;
+    assert_eq!(stored.ok()["fields"], json!(["price", "name"]));
+
+    // A rotated signing secret is shown once.
+    let rotated = post(
+        &w,
+        Some(&admin.cookie),
+        &format!("/console/acct/manage/integrations/{integration}/rotate-secret"),
+        &[("csrf", &admin.csrf)],
+    )
+    .await;
+    assert_eq!(rotated.status, StatusCode::OK, "{}", rotated.text);
+    assert!(
+        rotated
+            .text
+            .contains("data-testid=\"shown-signing_secret\">whsec_"),
+        "{}",
+        rotated.text
+    );
+    let again = get(&w, Some(&admin.cookie), "/console/acct/manage").await;
+    assert!(!again.text.contains("whsec_"), "shown only once");
+
+    // Another account's subscription is not found.
+    let other = w.api.account("Other").await;
+    let intruder = sign_in_with_token(&w, &other.token).await;
+    let foreign = post(
+        &w,
+        Some(&intruder.cookie),
+        &format!("/console/acct/manage/subscriptions/{}", sub.subscription_id),
+        &[("csrf", &intruder.csrf), ("fields", "price")],
+    )
+    .await;
+    assert_eq!(foreign.status, StatusCode::NOT_FOUND, "{}", foreign.text);
+}

@@ -15,6 +15,7 @@
 //!                       (shared by both audiences)
 //! console/operator.rs   /console/op/…   operator pages and actions
 //! console/account.rs    /console/acct/… account administrator pages
+//! console/manage.rs     /console/acct/manage… integrations, subscriptions, secrets, tokens
 //! console/assets.rs     embedded, content-hashed static files
 //! ```
 //!
@@ -54,11 +55,20 @@
 //!   runs), `[data-testid=replay-status]`, `[data-testid=replay-counts]`.
 //! * Notification (`/console/op/notifications/{n}`): `#progress`, `#channel-deliveries`
 //!   (`[data-testid=requeue-link]`), `#provider-events`.
-//! * Account overview (`/console/acct`): `#integrations`, `#subscriptions`, `#endpoint-health`.
+//! * Account overview (`/console/acct`): `#integrations`, `#subscriptions`, `#endpoint-health`
+//!   (rows `tr[data-testid=health-row]`: `success-rate`, `last-failure`, `dead-run`).
+//! * Manage (`/console/acct/manage`, `nav-manage`): `#manage-integrations` with
+//!   `[data-testid=rotate-secret]` and `[data-testid=issue-token]`; new integration `#new-name`,
+//!   `#new-method`, `#new-url`, `[data-testid=create-integration]`; new subscription
+//!   `#new-integration`, `#new-types`, `#new-fields`, `#new-filter`, `#new-retry`,
+//!   `[data-testid=create-subscription]`; `form[data-testid=edit-subscription]` per
+//!   subscription; secrets shown once in `[data-testid=shown-signing_secret]` and
+//!   `[data-testid=shown-token]`.
 
 pub mod account;
 pub mod assets;
 pub mod links;
+pub mod manage;
 pub mod operator;
 pub mod page;
 pub mod session;
@@ -93,6 +103,7 @@ pub fn router() -> Router<Arc<ApiState>> {
         .route("/console/assets/{name}", get(assets::serve))
         .merge(operator::router())
         .merge(account::router())
+        .merge(manage::router())
         .layer(axum::middleware::from_fn(secure))
 }
 

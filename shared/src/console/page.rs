@@ -357,6 +357,7 @@ mod tests {
             status: 404,
             detail: "\"><script>alert(1)</script>".into(),
             errors: vec![],
+            refused_recipients: vec![],
         };
         let html = problem(&p).into_string();
         assert!(!html.contains("<script>"));

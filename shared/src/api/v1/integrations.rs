@@ -139,7 +139,7 @@ fn shown_once(secret: &SigningSecret) -> OneTimeSecret {
     OneTimeSecret::new(secret.expose_whsec())
 }
 
-async fn create(
+pub async fn create(
     auth: AccountAuth,
     State(state): State<Arc<ApiState>>,
     JsonBody(mut f): JsonBody,
@@ -317,7 +317,7 @@ async fn fetch(
     Ok(Json(IntegrationView::from(&integration)))
 }
 
-async fn update(
+pub async fn update(
     auth: AccountAuth,
     State(state): State<Arc<ApiState>>,
     ApiPath(id): ApiPath<String>,
@@ -453,7 +453,7 @@ async fn remove(
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn rotate_token(
+pub async fn rotate_token(
     auth: AccountAuth,
     State(state): State<Arc<ApiState>>,
     ApiPath(id): ApiPath<String>,
