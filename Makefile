@@ -8,8 +8,8 @@ VENV := .venv/bin
 .PHONY: help demo test venv emulator-start emulator-stop lint-template lint build bench fmt
 
 help:
-	@echo "make demo   - run the delivery pipeline end to end on the local emulator"
-	@echo "make test   - formatting, template lint, unit and integration tests (starts the emulator)"
+	@echo "make demo   - run the delivery pipeline end to end on the local emulator, then serve the console (DEMO_EXIT=1: end after the story)"
+	@echo "make test   - formatting, template lint, unit, integration and browser tests (starts the emulator)"
 	@echo "make lint   - clippy with warnings as errors"
 	@echo "make build  - cargo lambda build --release --arm64 of every function"
 	@echo "make bench  - pipeline benchmark on the local emulator"

@@ -14,6 +14,7 @@ pub mod pipeline;
 pub mod provision;
 pub mod queues;
 pub mod receiver;
+pub mod served;
 pub mod streams;
 pub mod template;
 pub mod testkit;
