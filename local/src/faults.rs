@@ -24,6 +24,20 @@ use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// The SDK's sleeps (its retry backoff), shortened `factor` times: the retry policy is the
+/// production one (which errors are retried, how many attempts, the backoff sequence); only the
+/// real time it waits is compressed, as the virtual clock compresses the delivery schedule. For
+/// runs that inject thousands of throttles (the chaos run); tests that time retries leave it.
+#[derive(Debug, Clone, Copy)]
+pub struct CompressedSleep(pub u32);
+
+impl aws_smithy_async::rt::sleep::AsyncSleep for CompressedSleep {
+    fn sleep(&self, duration: Duration) -> aws_smithy_async::rt::sleep::Sleep {
+        let factor = self.0.max(1);
+        aws_smithy_async::rt::sleep::Sleep::new(tokio::time::sleep(duration / factor))
+    }
+}
+
 /// What a matching request meets.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fault {
