@@ -8,9 +8,10 @@ scripts/venv.sh
 changes=${CHANGES:-5000}
 seed=${SEED:-1}
 wave=${WAVE:-500}
+round=${ROUND:-50}
 # A debug build: the emulator, not the handlers, sets the pace (and the test build is reused).
 cargo build --quiet -p local --bin chaos
 target_dir="${CARGO_TARGET_DIR:-target}"
 RUST_LOG="${RUST_LOG:-error,local=info}" scripts/with-emulator.sh "$target_dir/debug/chaos" \
-  --changes "$changes" --seed "$seed" --wave "$wave" \
+  --changes "$changes" --seed "$seed" --wave "$wave" --round "$round" \
   --report "target/chaos/chaos-$changes-$seed.json" "$@"

@@ -18,6 +18,9 @@ struct Args {
     /// Changes per wave, each on a fresh stack.
     #[arg(long, default_value_t = 500)]
     wave: usize,
+    /// Changes written between two pumps.
+    #[arg(long, default_value_t = 50)]
+    round: usize,
     #[arg(long, default_value = "target/chaos-report.json")]
     report: std::path::PathBuf,
 }
@@ -26,8 +29,12 @@ struct Args {
 async fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error,local=info")),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                // A lost response has no connection to poison; the SDK says so at error level.
+                tracing_subscriber::EnvFilter::new(
+                    "error,local=info,aws_smithy_runtime::client::http::connection_poisoning=off",
+                )
+            }),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -35,11 +42,17 @@ async fn main() -> Result<()> {
     let mut config = ChaosConfig::new(args.changes, args.seed);
     config.subscriptions = args.subscriptions;
     config.wave_changes = args.wave;
-    let report = run(&config).await?;
+    config.round_changes = args.round;
     if let Some(dir) = args.report.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    std::fs::write(&args.report, serde_json::to_string_pretty(&report)?)?;
+    // The report is rewritten after every wave: a run stopped early keeps its completed waves.
+    let write = |report: &local::chaos::ChaosReport| {
+        if let Ok(text) = serde_json::to_string_pretty(report) {
+            let _ = std::fs::write(&args.report, text);
+        }
+    };
+    let report = run(&config, write).await?;
     println!("{}", report.summary());
     for example in &report.figures.examples {
         println!("  {example}");

@@ -225,40 +225,44 @@ impl ChaosReport {
     }
 }
 
-/// Runs the scenario, wave by wave, then verifies every signature the endpoints received with
-/// the Standard Webhooks reference package (`scripts/verify_signatures.py`).
-pub async fn run(config: &ChaosConfig) -> Result<ChaosReport> {
+/// Runs the scenario, wave by wave, verifying every signature the endpoints received with the
+/// Standard Webhooks reference package (`scripts/verify_signatures.py`) after each wave.
+/// `progress` sees the report so far after every wave (a long run that is stopped still has
+/// its completed waves).
+pub async fn run(
+    config: &ChaosConfig,
+    mut progress: impl FnMut(&ChaosReport),
+) -> Result<ChaosReport> {
     let started = Instant::now();
-    let mut figures = WaveFigures::default();
-    let mut harness = HarnessFaults::default();
-    let mut sdk_faults = std::collections::BTreeMap::new();
-    let mut signed = Vec::new();
-    let mut waves = 0;
+    let mut report = ChaosReport {
+        config: config.clone(),
+        waves: 0,
+        figures: WaveFigures::default(),
+        harness: HarnessFaults::default(),
+        sdk_faults: Default::default(),
+        signatures_checked: 0,
+        signature_failures: 0,
+        elapsed_secs: 0.0,
+    };
     let mut left = config.changes;
     while left > 0 {
         let n = left.min(config.wave_changes.max(1));
-        let wave = run_wave(config, waves, n).await?;
-        tracing::info!(wave = waves, changes = n, "chaos wave done");
-        figures.add(&wave.figures);
-        harness.add(&wave.harness);
+        let wave = run_wave(config, report.waves, n).await?;
+        let verified = check::verify_signatures(&wave.signed)?;
+        report.signatures_checked += verified.checked;
+        report.signature_failures += verified.failed;
+        report.figures.add(&wave.figures);
+        report.harness.add(&wave.harness);
         for (kind, count) in wave.sdk_faults {
-            *sdk_faults.entry(kind.to_string()).or_insert(0) += count;
+            *report.sdk_faults.entry(kind.to_string()).or_insert(0) += count;
         }
-        signed.extend(wave.signed);
-        waves += 1;
+        report.waves += 1;
+        report.elapsed_secs = started.elapsed().as_secs_f64();
         left -= n;
+        tracing::info!(wave = report.waves, "{}", report.summary());
+        progress(&report);
     }
-    let verified = check::verify_signatures(&signed)?;
-    Ok(ChaosReport {
-        config: config.clone(),
-        waves,
-        figures,
-        harness,
-        sdk_faults,
-        signatures_checked: verified.checked,
-        signature_failures: verified.failed,
-        elapsed_secs: started.elapsed().as_secs_f64(),
-    })
+    Ok(report)
 }
 
 impl HarnessFaults {
