@@ -6,6 +6,7 @@
 pub mod api_server;
 pub mod chaos;
 pub mod emulator;
+pub mod event_filter;
 pub mod faults;
 pub mod fixtures;
 pub mod metering;
