@@ -669,3 +669,137 @@ pub fn verify_signatures(requests: &[SignedRequest]) -> Result<Verified> {
     }
     Ok(verified)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receiver::ReceivedRequest;
+    use shared::store::delivery::AttemptRecord;
+
+    const T0: i64 = 1_800_000_000_000;
+
+    fn delivery(status: &str, attempts: &[(&str, Option<u16>, i64)]) -> Delivery {
+        let mut d: Delivery = serde_json::from_value(serde_json::json!({
+            "delivery_id": "dlv1", "account_id": "acct1", "change_id": "chg1",
+            "subscription_id": "sub1", "integration_id": "int1", "method": "webhook",
+            "status": status, "created_at": T0, "updated_at": T0, "occurred_at": T0,
+        }))
+        .expect("a delivery");
+        d.attempt_log = attempts
+            .iter()
+            .enumerate()
+            .map(|(i, (class, http_status, at))| AttemptRecord {
+                number: i as u32 + 1,
+                at: Timestamp::from_millis(*at),
+                class: class.to_string(),
+                http_status: *http_status,
+                duration_ms: 1,
+                detail: None,
+            })
+            .collect();
+        d.attempts = attempts.len() as u32;
+        d
+    }
+
+    fn logged(answer: Answer, nth: u32, at: i64) -> Logged {
+        Logged {
+            webhook_id: "dlv1".into(),
+            nth,
+            at: Timestamp::from_millis(at),
+            answer,
+            request: ReceivedRequest {
+                method: "POST".into(),
+                path: "/".into(),
+                headers: BTreeMap::new(),
+                body: Vec::new(),
+            },
+        }
+    }
+
+    fn checked(d: &Delivery, log: &[Logged]) -> Defects {
+        let mut f = WaveFigures::default();
+        let reqs: Vec<(usize, &Logged)> = log.iter().enumerate().collect();
+        check_delivery(&mut f, d, &reqs, &RetryPolicy::FixedSchedule);
+        f.defects
+    }
+
+    #[test]
+    fn a_retried_then_acknowledged_delivery_on_schedule_has_no_defect() {
+        let minute = 60_000;
+        let d = delivery(
+            "delivered",
+            &[
+                ("transient", Some(503), T0),
+                ("success", Some(200), T0 + minute),
+            ],
+        );
+        let log = [
+            logged(Answer::ServerError { status: 503 }, 0, T0),
+            logged(Answer::Ok, 1, T0 + minute),
+        ];
+        assert_eq!(checked(&d, &log).total(), 0);
+    }
+
+    #[test]
+    fn a_retry_earlier_than_the_schedule_or_its_retry_after_is_off_schedule() {
+        let d = delivery(
+            "delivered",
+            &[
+                ("transient", Some(429), T0),
+                ("success", Some(200), T0 + 60_000),
+            ],
+        );
+        // The endpoint asked for 900 s; the worker came back after the schedule's 60 s.
+        let log = [
+            logged(
+                Answer::TooMany {
+                    retry_after: Some(900),
+                },
+                0,
+                T0,
+            ),
+            logged(Answer::Ok, 1, T0 + 60_000),
+        ];
+        assert_eq!(checked(&d, &log).off_schedule, 1);
+    }
+
+    #[test]
+    fn a_delivery_recorded_delivered_that_was_never_acknowledged_is_lost() {
+        let d = delivery("delivered", &[("success", Some(200), T0)]);
+        let defects = checked(&d, &[logged(Answer::LostAck, 0, T0)]);
+        assert_eq!(defects.lost, 1);
+        assert_eq!(
+            defects.history, 1,
+            "the attempt records a 200 the endpoint never sent"
+        );
+    }
+
+    #[test]
+    fn a_request_after_the_acknowledgement_is_a_duplicate() {
+        let d = delivery("delivered", &[("success", Some(200), T0)]);
+        let log = [logged(Answer::Ok, 0, T0), logged(Answer::Ok, 1, T0 + 1)];
+        assert_eq!(checked(&d, &log).duplicated, 1);
+    }
+
+    #[test]
+    fn a_history_that_ends_elsewhere_than_the_stored_status_breaks_the_lifecycle() {
+        // One transient failure leaves it retrying, not dead.
+        let d = delivery("dead", &[("transient", Some(500), T0)]);
+        let defects = checked(&d, &[logged(Answer::ServerError { status: 500 }, 0, T0)]);
+        assert_eq!(defects.lifecycle, 1);
+        // An attempt after delivery has no row at all.
+        let d = delivery(
+            "delivered",
+            &[("success", Some(200), T0), ("success", Some(200), T0)],
+        );
+        let log = [logged(Answer::Ok, 0, T0), logged(Answer::Ok, 1, T0)];
+        assert!(checked(&d, &log).lifecycle >= 1);
+    }
+
+    #[test]
+    fn an_open_delivery_is_stuck() {
+        let d = delivery("retrying", &[("transient", Some(500), T0)]);
+        let defects = checked(&d, &[logged(Answer::ServerError { status: 500 }, 0, T0)]);
+        assert_eq!(defects.stuck, 1);
+    }
+}
