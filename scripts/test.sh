@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: formatting, the template linters, then every unit and integration test of the
-# workspace against the local emulator (started here, stopped at the end).
+# workspace against the local emulator (started here, stopped at the end). The integration tests
+# include the API contract test (local/tests/it/contract.rs: schemathesis, from .venv-contract,
+# which scripts/venv.sh installs, generates requests from openapi.yaml and checks every answer).
 set -euo pipefail
 export SAM_CLI_TELEMETRY=0
 cd "$(dirname "$0")/.."

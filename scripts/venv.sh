@@ -2,7 +2,8 @@
 # Creates the project-local Python virtualenvs with the pinned tools: .venv from
 # scripts/requirements.txt (the moto emulator, cfn-lint, the SAM CLI, cargo-lambda and zig) and
 # .venv-checkov from scripts/requirements-checkov.txt (checkov, whose boto3 pin conflicts with the
-# SAM CLI's). Each is re-created only when its requirements change.
+# SAM CLI's) and .venv-contract from scripts/requirements-contract.txt (schemathesis, for the API
+# contract test). Each is re-created only when its requirements change.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
@@ -24,3 +25,4 @@ ensure() {
 
 ensure .venv scripts/requirements.txt
 ensure .venv-checkov scripts/requirements-checkov.txt
+ensure .venv-contract scripts/requirements-contract.txt

@@ -248,6 +248,7 @@ impl World {
         Fixtures {
             clients: &self.t.clients,
             table: &self.t.config.delivery_table,
+            signing_key_id: &self.t.config.signing_key_id,
             now: self.now(),
         }
     }

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod config;
 pub mod dispatch;
 pub mod domain;
+pub mod envelope;
 pub mod guarded_http;
 pub mod ids;
 pub mod ingest;

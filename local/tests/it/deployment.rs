@@ -516,6 +516,79 @@ fn provider_secrets_live_in_secrets_manager_and_functions_get_only_their_arn() {
     );
 }
 
+// ------------------------------------------------ 6: webhook signing secrets under KMS
+
+/// The KMS actions a role allows on the signing-secrets key, each with its statement.
+fn signing_key_grants(role: &str) -> Vec<(String, &'static Value)> {
+    statements(role)
+        .into_iter()
+        .filter(|s| {
+            list(&s["Resource"])
+                .iter()
+                .any(|r| canonical(r) == "SigningSecretsKey")
+        })
+        .flat_map(|s| strings(&s["Action"]).into_iter().map(move |a| (a, s)))
+        .collect()
+}
+
+#[test]
+fn signing_secrets_are_sealed_under_a_rotating_key_only_the_api_and_the_worker_may_use() {
+    let key = resource("SigningSecretsKey");
+    assert_eq!(key["Type"], "AWS::KMS::Key");
+    assert_eq!(key["Properties"]["EnableKeyRotation"], true);
+    assert_eq!(
+        key["DeletionPolicy"], "Retain",
+        "losing the key loses every secret"
+    );
+    let context = |s: &Value| {
+        s["Condition"]["StringEquals"]["kms:EncryptionContext:purpose"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    // The key policy: administration without use, and use only with the secrets' context.
+    for s in list(&key["Properties"]["KeyPolicy"]["Statement"]) {
+        assert_eq!(s["Effect"], "Allow");
+        assert_ne!(s["Principal"], Value::from("*"), "{s:?}");
+        for action in strings(&s["Action"]) {
+            assert!(
+                action != "kms:*" && action != "*",
+                "kms:* on the signing key"
+            );
+            if ["kms:Decrypt", "kms:GenerateDataKey"].contains(&action.as_str())
+                || action.starts_with("kms:Encrypt")
+                || action.starts_with("kms:ReEncrypt")
+            {
+                assert_eq!(
+                    context(s).as_deref(),
+                    Some(shared::envelope::CONTEXT_VALUE),
+                    "{action} without the signing-secret context"
+                );
+            }
+        }
+    }
+    // The functions get its id (not a secret), the API may only generate data keys, the worker
+    // may only decrypt them, and nobody else may do anything with it.
+    let globals = &template()["Globals"]["Function"]["Environment"]["Variables"];
+    assert!(is_ref(&globals["SIGNING_KEY_ID"], "SigningSecretsKey"));
+    for function in functions() {
+        let grants = signing_key_grants(role_of(function));
+        let actions: Vec<&str> = grants.iter().map(|(a, _)| a.as_str()).collect();
+        let expected: &[&str] = match function {
+            "ApiFunction" => &["kms:GenerateDataKey"],
+            "DeliverFunction" => &["kms:Decrypt"],
+            _ => &[],
+        };
+        assert_eq!(actions, expected, "{function}");
+        for (action, s) in grants {
+            assert_eq!(
+                context(s).as_deref(),
+                Some(shared::envelope::CONTEXT_VALUE),
+                "{function}: {action} without the signing-secret context"
+            );
+        }
+    }
+}
+
 // ------------------------------------------------------------------------ 11: alarms
 
 fn alarms() -> Vec<(&'static str, &'static Value)> {
@@ -773,6 +846,8 @@ const CODE_NEEDS: &[(&str, Needs)] = &[
             // worker: the auto-pause transaction puts the administrator notice.
             ("NotificationTable", &["dynamodb:PutItem"]),
             ("DeliveryQueue", QUEUE_READ),
+            // envelope::SecretOpener: unwraps the signing secrets' data keys.
+            ("SigningSecretsKey", &["kms:Decrypt"]),
         ],
     ),
     (
@@ -859,6 +934,8 @@ const CODE_NEEDS: &[(&str, Needs)] = &[
             // The provider-event secrets, read once per container.
             ("ProviderEventSecrets", &["secretsmanager:GetSecretValue"]),
             ("OperationsKey", &["kms:Decrypt"]),
+            // envelope::SecretSealer: data keys for sealing webhook signing secrets.
+            ("SigningSecretsKey", &["kms:GenerateDataKey"]),
         ],
     ),
 ];
@@ -1193,6 +1270,7 @@ mod measured {
     use tower::ServiceExt;
 
     use aws_sdk_dynamodb::operation as ddb;
+    use aws_sdk_kms::operation as kms;
     use aws_sdk_sesv2::operation as ses;
     use aws_sdk_sqs::operation as sqs;
 
@@ -1202,6 +1280,8 @@ mod measured {
     struct Recorder {
         tables: BTreeMap<String, String>,
         queues: BTreeMap<String, String>,
+        /// KMS key id and ARN → logical id.
+        keys: BTreeMap<String, String>,
         sender: String,
         seen: Arc<Mutex<BTreeSet<(String, String)>>>,
     }
@@ -1218,6 +1298,11 @@ mod measured {
                     .queues
                     .iter()
                     .map(|(id, q)| (q.url.clone(), id.clone()))
+                    .collect(),
+                keys: stack
+                    .keys
+                    .iter()
+                    .flat_map(|(id, k)| [(k.id.clone(), id.clone()), (k.arn.clone(), id.clone())])
                     .collect(),
                 sender: sender.to_string(),
                 seen: Arc::default(),
@@ -1239,6 +1324,11 @@ mod measured {
                 Some(i) => format!("{id}/index/{i}"),
                 None => id,
             }
+        }
+
+        fn key(&self, key_id: Option<&str>) -> String {
+            let key_id = key_id.unwrap_or_default();
+            self.keys.get(key_id).cloned().unwrap_or(key_id.to_string())
         }
 
         fn queue(&self, url: Option<&str>) -> String {
@@ -1316,6 +1406,13 @@ mod measured {
                 input.downcast_ref::<sqs::delete_message_batch::DeleteMessageBatchInput>()
             {
                 found.push((self.queue(i.queue_url()), "sqs:DeleteMessage"));
+            } else if let Some(i) =
+                input.downcast_ref::<kms::generate_data_key::GenerateDataKeyInput>()
+            {
+                found.push((self.key(i.key_id()), "kms:GenerateDataKey"));
+            } else if let Some(i) = input.downcast_ref::<kms::decrypt::DecryptInput>() {
+                // A Decrypt without a key id would need the grant on whichever key KMS finds.
+                found.push((self.key(i.key_id().or(Some("?"))), "kms:Decrypt"));
             } else if let Some(i) = input.downcast_ref::<ses::send_email::SendEmailInput>() {
                 assert_eq!(i.from_email_address(), Some(self.sender.as_str()));
                 found.push((
@@ -1383,6 +1480,7 @@ mod measured {
         let fixtures = Fixtures {
             clients: &t.clients,
             table: &t.config.delivery_table,
+            signing_key_id: &t.config.signing_key_id,
             now: clock.now(),
         };
         let account = fixtures.account(&["admin@example.com"]).await.unwrap();
@@ -1540,6 +1638,7 @@ mod measured {
             "dynamodb:Query",
         );
         saw("DeliverFunction", "DeliveryTable", "dynamodb:UpdateItem");
+        saw("DeliverFunction", "SigningSecretsKey", "kms:Decrypt");
         saw(
             "ReconcileFunction",
             "DeliveryTable/index/rollup",
@@ -1753,6 +1852,8 @@ mod measured {
             // The operator's reconcile run.
             ("DeliveryTable/index/rollup", "dynamodb:Query"),
             ("NotificationTable/index/watch", "dynamodb:Query"),
+            // Sealing the webhook's signing secret.
+            ("SigningSecretsKey", "kms:GenerateDataKey"),
         ] {
             assert!(
                 seen.contains(&(resource.to_string(), action.to_string())),

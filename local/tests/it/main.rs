@@ -3,6 +3,7 @@
 //! `local::testkit::World` (its own stack on the emulator).
 
 mod chaos;
+mod contract;
 mod deployment;
 mod event_monitor;
 mod faults;
@@ -14,4 +15,5 @@ mod openapi;
 mod pull_and_operator;
 mod push_delivery;
 mod sample_events;
+mod signing_secrets;
 mod worker_limits;

@@ -26,6 +26,8 @@ pub struct ApiState {
     /// How provider events are authenticated; `None`: this process's
     /// [`crate::notify::confirm::settings`].
     pub provider_events: Option<Arc<crate::notify::confirm::ProviderEventSettings>>,
+    /// Seals webhook signing secrets (one KMS data key per container; the API never decrypts).
+    pub sealer: Arc<crate::envelope::SecretSealer>,
 }
 
 impl ApiState {
@@ -37,6 +39,10 @@ impl ApiState {
         operator_auth: OperatorAuth,
     ) -> Self {
         ApiState {
+            sealer: Arc::new(crate::envelope::SecretSealer::new(
+                clients.kms.clone(),
+                config.signing_key_id.clone(),
+            )),
             clients,
             config,
             clock,

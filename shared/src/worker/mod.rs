@@ -25,6 +25,7 @@ use crate::domain::ssrf::TargetPolicy;
 use crate::domain::subscription::should_auto_pause;
 use crate::domain::target::Target;
 use crate::domain::time::Timestamp;
+use crate::envelope::SecretOpener;
 use crate::store;
 use crate::store::account_config::{AccountConfig, ConfigCache};
 use crate::store::delivery::{AttemptRecord, Delivery, DeliveryWork, Outcome};
@@ -93,6 +94,8 @@ pub struct DeliveryWorker {
     webhook: WebhookAdapter,
     internal: InternalRegistry,
     cache: ConfigCache,
+    /// Unwraps the signing secrets' data keys: one KMS `Decrypt` per key per container.
+    opener: SecretOpener,
 }
 
 impl DeliveryWorker {
@@ -120,12 +123,13 @@ impl DeliveryWorker {
         internal: InternalRegistry,
     ) -> Self {
         DeliveryWorker {
-            clients,
             config,
             clock,
             webhook,
             internal,
             cache: ConfigCache::new(CONFIG_LEASE),
+            opener: SecretOpener::new(clients.kms.clone()),
+            clients,
         }
     }
 
@@ -330,14 +334,21 @@ impl DeliveryWorker {
         let payload = d.payload.as_deref().unwrap_or("{}");
         match &integration.target {
             Target::Webhook { url, secret } => {
+                let now = self.clock.now();
+                // The current secret, then the previous one while its rotation grace lasts.
+                let mut secrets = Vec::with_capacity(2);
+                for sealed in secret.signing_at(now) {
+                    let opened = self
+                        .opener
+                        .open(&integration.account_id, &integration.integration_id, sealed)
+                        .await;
+                    match opened {
+                        Ok(s) => secrets.push(s),
+                        Err(e) => return unsealed_failure(&e),
+                    }
+                }
                 self.webhook
-                    .deliver(
-                        url,
-                        secret.expose(),
-                        &d.delivery_id,
-                        payload,
-                        self.clock.now(),
-                    )
+                    .deliver(url, &secrets, &d.delivery_id, payload, now)
                     .await
             }
             Target::Internal { handler } => {
@@ -516,4 +527,21 @@ fn decide(
         }
     };
     Ok(Decision { movement, retry_in })
+}
+
+/// The attempt a signing secret that cannot be used comes to: a KMS outage is retried; a sealed
+/// secret that does not open (altered, moved from another integration, its data key refused)
+/// fails the delivery as configuration loss until the secret is rotated. Nothing secret is in
+/// the detail.
+fn unsealed_failure(e: &crate::envelope::UnsealError) -> AttemptResult {
+    let detail = format!("signing secret: {e}");
+    if e.is_transient() {
+        AttemptResult::new(
+            AttemptClass::Transient { retry_after: None },
+            None,
+            Some(detail),
+        )
+    } else {
+        AttemptResult::configuration_loss(detail)
+    }
 }
