@@ -318,6 +318,7 @@ async fn run_wave(config: &ChaosConfig, index: usize, changes: usize) -> Result<
     let f = Fixtures {
         clients: &p.t.clients,
         table: &p.t.config.delivery_table,
+        signing_key_id: &p.t.config.signing_key_id,
         now: p.now(),
     };
     let account = f.account(&["admin@example.com"]).await?;
