@@ -4,6 +4,7 @@
 //! [`testkit::World`].
 
 pub mod api_server;
+pub mod chaos;
 pub mod emulator;
 pub mod event_filter;
 pub mod faults;
