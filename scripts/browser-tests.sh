@@ -3,7 +3,8 @@
 # (scripts/chromium.sh) and the pinned Playwright and pytest (.venv-browser), builds the stack
 # they drive (local/src/bin/console_stack.rs) and runs them against the local emulator. The
 # stack serves only while pytest runs: it stops when pytest closes its standard input.
-# Screenshots land in docs/console-*.png; the Event monitor's figures are printed at the end.
+# Screenshots land in target/browser/console-*.png (UPDATE_SCREENSHOTS=1: the README's
+# docs/console-*.png); the Event monitor's figures are printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/chromium.sh

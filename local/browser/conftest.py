@@ -182,8 +182,11 @@ def sign_in(page, stack: Stack, link: str):
 
 
 def screenshot(page, name: str):
-    """A screenshot for the README (docs/console-NAME.png), of the viewport."""
-    page.screenshot(path=str(DOCS / f"console-{name}.png"))
+    """A screenshot of the viewport: target/browser/console-NAME.png on every run, and the README's
+    docs/console-NAME.png when UPDATE_SCREENSHOTS=1 (so a test run leaves the tree clean)."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    to = DOCS if os.environ.get("UPDATE_SCREENSHOTS") == "1" else OUT
+    page.screenshot(path=str(to / f"console-{name}.png"))
 
 
 def record_figure(figure: dict):
