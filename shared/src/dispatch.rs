@@ -47,6 +47,7 @@ use serde_dynamo::AttributeValue as StreamValue;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+use crate::ids::{AccountId, ChangeId, SubscriptionId};
 
 /// How far ahead the sweep publishes (as SQS delays): one sweep interval.
 pub const SWEEP_HORIZON: Duration = Duration::from_secs(60);
@@ -146,9 +147,9 @@ impl Dispatcher {
                     return None;
                 }
                 let work = DeliveryWork {
-                    account_id: attr(new, "account_id")?.into(),
-                    change_id: attr(new, "change_id")?.into(),
-                    subscription_id: attr(new, "subscription_id")?.into(),
+                    account_id: AccountId::from_stored(attr(new, "account_id")?),
+                    change_id: ChangeId::from_stored(attr(new, "change_id")?),
+                    subscription_id: SubscriptionId::from_stored(attr(new, "subscription_id")?),
                 };
                 Some(StreamWork {
                     record: crate::runtime::stream_record_id(r),
@@ -365,8 +366,8 @@ pub fn rollup_trigger(
 ) -> Option<String> {
     let event_pk = || {
         Some(keys::event_pk(
-            attr(new, "account_id")?,
-            attr(new, "change_id")?,
+            &AccountId::from_stored(attr(new, "account_id")?),
+            &ChangeId::from_stored(attr(new, "change_id")?),
         ))
     };
     match attr(new, "kind")? {

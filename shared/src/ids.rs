@@ -35,9 +35,11 @@ pub fn is_id_text(text: &str) -> bool {
 }
 
 /// Declares an id newtype: stored and serialized as its bare text (`serde(transparent)`), shown
-/// by `Display`, read as `&str` through `AsRef`/`Deref`/`Borrow` (so maps keyed by it answer
-/// `&str` look-ups), parsed from outside with `FromStr` (the [`is_id_text`] form). `From<String>`
-/// is for text already trusted: items read from storage, keys built here.
+/// by `Display`, read as text only through `as_str()`, parsed from outside with `FromStr` (the
+/// [`is_id_text`] form) and rebuilt from storage with `from_stored`. There is deliberately no
+/// `Deref<Target = str>`, no `From<&str>` and no comparison with text: an id of one kind is not
+/// accepted where another kind (or any text) is expected, so the compiler refuses a subscription
+/// id passed as an account id.
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
@@ -48,6 +50,12 @@ macro_rules! id_type {
         pub struct $name(String);
 
         impl $name {
+            /// An id read back from storage (a key attribute, a stored reference) or made by
+            /// this code base: text that was an id of this kind when it was written, so it is
+            /// not checked again. Text from outside goes through `FromStr`.
+            pub fn from_stored(text: impl Into<String>) -> Self {
+                $name(text.into())
+            }
             pub fn as_str(&self) -> &str {
                 &self.0
             }
@@ -71,65 +79,14 @@ macro_rules! id_type {
                 is_id_text(text).then(|| $name(text.to_owned())).ok_or(IdError)
             }
         }
-        impl AsRef<str> for $name {
-            fn as_ref(&self) -> &str {
-                &self.0
-            }
-        }
-        impl std::ops::Deref for $name {
-            type Target = str;
-            fn deref(&self) -> &str {
-                &self.0
-            }
-        }
-        impl std::borrow::Borrow<str> for $name {
-            fn borrow(&self) -> &str {
-                &self.0
-            }
-        }
-        impl From<String> for $name {
-            fn from(text: String) -> Self {
-                $name(text)
-            }
-        }
-        impl From<&str> for $name {
-            fn from(text: &str) -> Self {
-                $name(text.to_owned())
-            }
-        }
         impl From<$name> for String {
             fn from(id: $name) -> String {
                 id.0
             }
         }
-        impl PartialEq<str> for $name {
-            fn eq(&self, other: &str) -> bool {
-                self.0 == other
-            }
-        }
-        impl PartialEq<&str> for $name {
-            fn eq(&self, other: &&str) -> bool {
-                self.0 == *other
-            }
-        }
-        impl PartialEq<String> for $name {
-            fn eq(&self, other: &String) -> bool {
-                &self.0 == other
-            }
-        }
-        impl PartialEq<$name> for str {
-            fn eq(&self, other: &$name) -> bool {
-                self == other.0
-            }
-        }
-        impl PartialEq<$name> for &str {
-            fn eq(&self, other: &$name) -> bool {
-                *self == other.0
-            }
-        }
-        impl PartialEq<$name> for String {
-            fn eq(&self, other: &$name) -> bool {
-                *self == other.0
+        impl From<&$name> for String {
+            fn from(id: &$name) -> String {
+                id.0.clone()
             }
         }
     };
@@ -188,7 +145,7 @@ id_type!(
 
 impl DeliveryId {
     /// The delivery of `change` to `subscription`: `dlv_{change}_{subscription}`.
-    pub fn of(change: &str, subscription: &str) -> Self {
+    pub fn of(change: &ChangeId, subscription: &SubscriptionId) -> Self {
         DeliveryId(format!("dlv_{change}_{subscription}"))
     }
 }

@@ -57,8 +57,8 @@ impl Change {
     /// Checks what the rest of the pipeline relies on: the identifying fields are present, short
     /// enough, printable, and free of `#` (the separator of composite DynamoDB keys).
     pub fn validate(&self) -> Result<(), ChangeError> {
-        check_key_part("account_id", &self.account_id)?;
-        check_key_part("change_id", &self.change_id)?;
+        check_key_part("account_id", self.account_id.as_str())?;
+        check_key_part("change_id", self.change_id.as_str())?;
         check_key_part("record_type", &self.record_type)?;
         check_key_part("record_id", &self.record_id)?;
         check_key_part("event_code", &self.event_code)?;

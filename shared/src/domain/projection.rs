@@ -482,7 +482,7 @@ impl<'a> PreparedChange<'a> {
             let c = self.change;
             let mut head = String::with_capacity(
                 128 + c.event_code.len()
-                    + c.change_id.len()
+                    + c.change_id.as_str().len()
                     + c.record_type.len()
                     + c.record_id.len()
                     + c.warehouse.as_ref().map_or(0, String::len),
@@ -490,7 +490,7 @@ impl<'a> PreparedChange<'a> {
             head.push_str("{\"type\":");
             push_json_str(&mut head, &c.event_code);
             head.push_str(",\"change_id\":");
-            push_json_str(&mut head, &c.change_id);
+            push_json_str(&mut head, c.change_id.as_str());
             head.push_str(",\"record_type\":");
             push_json_str(&mut head, &c.record_type);
             head.push_str(",\"record_id\":");

@@ -43,6 +43,7 @@ use super::time::{Timestamp, MINUTE, SECOND};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use std::cmp::Ordering;
+use crate::ids::ChangeId;
 use std::time::Duration;
 
 /// The version tag of the cursor format.
@@ -67,14 +68,14 @@ pub struct PullCursor {
     pub epoch: u32,
     pub read_at: Timestamp,
     /// `None`: before the subscription's first change.
-    pub change_id: Option<String>,
+    pub change_id: Option<ChangeId>,
 }
 
 /// What the subscription stores: the acknowledged position and the pull epoch.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Acknowledged {
     pub epoch: u32,
-    pub change_id: Option<String>,
+    pub change_id: Option<ChangeId>,
 }
 
 /// Why a cursor is refused. Every message is written for the adapter's developer.
@@ -96,8 +97,8 @@ pub enum CursorError {
         "goes backwards: the subscription has already acknowledged changes up to {acknowledged}"
     )]
     Backwards { acknowledged: String },
-    #[error("points past the end: the subscription's last change is {}", last.as_deref().unwrap_or("(none yet)"))]
-    PastEnd { last: Option<String> },
+    #[error("points past the end: the subscription's last change is {}", last.as_ref().map_or("(none yet)", ChangeId::as_str))]
+    PastEnd { last: Option<ChangeId> },
     #[error("names a change this subscription does not have")]
     UnknownChange,
 }
@@ -121,13 +122,20 @@ pub fn is_change_id(text: &str) -> bool {
         && !text.chars().any(char::is_control)
 }
 
+/// `text` as a change id, when it can be one ([`is_change_id`]). Change ids come from the
+/// upstream feed under its key-part rules, wider than the id form `ChangeId`'s `FromStr` checks,
+/// so text naming a change (a cursor, a path) is read with these rules.
+pub fn change_id(text: &str) -> Option<ChangeId> {
+    is_change_id(text).then(|| ChangeId::from_stored(text))
+}
+
 impl PullCursor {
     pub fn encode(&self) -> String {
         let text = format!(
             "{CURSOR_VERSION}#{}#{}#{}",
             self.epoch,
             self.read_at.millis(),
-            self.change_id.as_deref().unwrap_or("")
+            self.change_id.as_ref().map_or("", ChangeId::as_str)
         );
         URL_SAFE_NO_PAD.encode(text.as_bytes())
     }
@@ -160,8 +168,7 @@ impl PullCursor {
             .ok_or(CursorError::Malformed("bad read time"))?;
         let change_id = match change {
             "" => None,
-            c if is_change_id(c) => Some(c.to_owned()),
-            _ => return Err(CursorError::Malformed("bad change id")),
+            c => Some(change_id(c).ok_or(CursorError::Malformed("bad change id"))?),
         };
         Ok(PullCursor {
             epoch,
@@ -178,17 +185,17 @@ impl PullCursor {
 
 /// Orders positions: `None` (before the first change) sorts first; ids compare as DynamoDB
 /// compares string sort keys (by UTF-8 bytes, as `str`'s `Ord` does).
-pub fn compare_positions(a: Option<&str>, b: Option<&str>) -> Ordering {
+pub fn compare_positions(a: Option<&ChangeId>, b: Option<&ChangeId>) -> Ordering {
     a.cmp(&b)
 }
 
 /// The exclusive lower bound of a read or write that starts at `position` and looks back
 /// [`LATE_WINDOW`] of change time. Change ids that are ULIDs give the lookback; other ids start
 /// exactly at the position. `None`: from the first change.
-pub fn lookback_floor(position: Option<&str>) -> Option<String> {
+pub fn lookback_floor(position: Option<&ChangeId>) -> Option<ChangeId> {
     let position = position?;
-    let Ok(ulid) = ulid::Ulid::from_string(position) else {
-        return Some(position.to_owned());
+    let Ok(ulid) = ulid::Ulid::from_string(position.as_str()) else {
+        return Some(position.clone());
     };
     let floor_ms = ulid
         .timestamp_ms()
@@ -196,10 +203,10 @@ pub fn lookback_floor(position: Option<&str>) -> Option<String> {
     let floor = ulid::Ulid::from_parts(floor_ms, 0).to_string();
     // Keep the id's case: ids compare bytewise, and lowercase letters sort after digits and
     // uppercase ones.
-    if position.bytes().any(|b| b.is_ascii_lowercase()) {
-        Some(floor.to_ascii_lowercase())
+    if position.as_str().bytes().any(|b| b.is_ascii_lowercase()) {
+        Some(ChangeId::from_stored(floor.to_ascii_lowercase()))
     } else {
-        Some(floor)
+        Some(ChangeId::from_stored(floor))
     }
 }
 
@@ -210,22 +217,22 @@ pub struct ReadPlan {
     /// The read chain's start: the `read_at` of every cursor this read issues.
     pub read_at: Timestamp,
     /// Exclusive lower bound of the changes read (`None`: from the first).
-    pub lower: Option<String>,
+    pub lower: Option<ChangeId>,
     /// The position the read continues from: item cursors are `max(position, change)`.
-    pub position: Option<String>,
+    pub position: Option<ChangeId>,
 }
 
 impl ReadPlan {
     /// The cursor acknowledging everything up to `change_id` (and the read's position).
-    pub fn cursor_at(&self, change_id: Option<&str>) -> PullCursor {
-        let position = match compare_positions(change_id, self.position.as_deref()) {
+    pub fn cursor_at(&self, change_id: Option<&ChangeId>) -> PullCursor {
+        let position = match compare_positions(change_id, self.position.as_ref()) {
             Ordering::Greater => change_id,
-            _ => self.position.as_deref(),
+            _ => self.position.as_ref(),
         };
         PullCursor {
             epoch: self.epoch,
             read_at: self.read_at,
-            change_id: position.map(str::to_owned),
+            change_id: position.cloned(),
         }
     }
 
@@ -247,15 +254,15 @@ pub fn plan_read(
         return Ok(ReadPlan {
             epoch: acknowledged.epoch,
             read_at: now,
-            lower: lookback_floor(acknowledged.change_id.as_deref()),
+            lower: lookback_floor(acknowledged.change_id.as_ref()),
             position: acknowledged.change_id.clone(),
         });
     };
     check_epoch_and_time(acknowledged, cursor, now)?;
     let read_at = cursor.read_at.min(now);
     match compare_positions(
-        cursor.change_id.as_deref(),
-        acknowledged.change_id.as_deref(),
+        cursor.change_id.as_ref(),
+        acknowledged.change_id.as_ref(),
     ) {
         Ordering::Greater => Ok(ReadPlan {
             epoch: acknowledged.epoch,
@@ -266,7 +273,7 @@ pub fn plan_read(
         _ => Ok(ReadPlan {
             epoch: acknowledged.epoch,
             read_at,
-            lower: lookback_floor(acknowledged.change_id.as_deref()),
+            lower: lookback_floor(acknowledged.change_id.as_ref()),
             position: acknowledged.change_id.clone(),
         }),
     }
@@ -295,16 +302,16 @@ pub struct TargetFacts {
     /// The subscription has a delivery for the change.
     pub exists: bool,
     /// The subscription's last change id (in change order), if it has any.
-    pub last: Option<String>,
+    pub last: Option<ChangeId>,
 }
 
 /// A cursor's change must be one of the subscription's: past the last one is "past the end".
-pub fn check_target(change_id: &str, facts: &TargetFacts) -> Result<(), CursorError> {
+pub fn check_target(change_id: &ChangeId, facts: &TargetFacts) -> Result<(), CursorError> {
     if facts.exists {
         return Ok(());
     }
     match &facts.last {
-        Some(last) if change_id < last.as_str() => Err(CursorError::UnknownChange),
+        Some(last) if change_id < last => Err(CursorError::UnknownChange),
         last => Err(CursorError::PastEnd { last: last.clone() }),
     }
 }
@@ -314,11 +321,11 @@ pub fn check_target(change_id: &str, facts: &TargetFacts) -> Result<(), CursorEr
 pub struct Advance {
     /// The new acknowledged position (`None` only when nothing was ever acknowledged and the
     /// cursor is the empty position).
-    pub to: Option<String>,
+    pub to: Option<ChangeId>,
     /// `false` when the cursor is the acknowledged position again (a repeated write).
     pub forward: bool,
     /// Exclusive lower bound of the pending deliveries the write covers.
-    pub lower: Option<String>,
+    pub lower: Option<ChangeId>,
     /// Covered deliveries were written (or restarted) at or before this instant.
     pub horizon: Timestamp,
 }
@@ -333,12 +340,12 @@ pub fn check_write(
 ) -> Result<Advance, CursorError> {
     check_epoch_and_time(acknowledged, cursor, now)?;
     let ordering = compare_positions(
-        cursor.change_id.as_deref(),
-        acknowledged.change_id.as_deref(),
+        cursor.change_id.as_ref(),
+        acknowledged.change_id.as_ref(),
     );
     if ordering == Ordering::Less {
         return Err(CursorError::Backwards {
-            acknowledged: acknowledged.change_id.clone().unwrap_or_default(),
+            acknowledged: acknowledged.change_id.clone().map(String::from).unwrap_or_default(),
         });
     }
     if let Some(change) = &cursor.change_id {
@@ -348,7 +355,7 @@ pub fn check_write(
     Ok(Advance {
         to: cursor.change_id.clone(),
         forward: ordering == Ordering::Greater,
-        lower: lookback_floor(acknowledged.change_id.as_deref()),
+        lower: lookback_floor(acknowledged.change_id.as_ref()),
         horizon: cursor.horizon(),
     })
 }

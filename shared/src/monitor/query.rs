@@ -43,11 +43,11 @@ pub const MAX_ROUNDS: usize = 10;
 /// Items read per index page.
 const FETCH: i32 = 100;
 
-pub fn events_list_key(account_id: &str) -> String {
+pub fn events_list_key(account_id: &AccountId) -> String {
     format!("EVENTS#{account_id}")
 }
 
-pub fn attention_list_key(account_id: &str) -> String {
+pub fn attention_list_key(account_id: &AccountId) -> String {
     format!("ATTENTION#{account_id}")
 }
 
@@ -71,7 +71,7 @@ impl Cursor {
     }
 
     /// Decodes a cursor of listing `list` for `account_id`; anything else is [`MonitorError::BadCursor`].
-    pub fn decode(text: &str, list: &str, account_id: &str) -> Result<Cursor, MonitorError> {
+    pub fn decode(text: &str, list: &str, account_id: &AccountId) -> Result<Cursor, MonitorError> {
         let bytes = URL_SAFE_NO_PAD
             .decode(text.trim())
             .map_err(|_| MonitorError::BadCursor)?;
@@ -229,7 +229,7 @@ async fn listing_page(
 pub async fn list_events(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
     q: &EventQuery,
     now: Timestamp,
 ) -> Result<Page<EventRecord>, MonitorError> {
@@ -277,13 +277,13 @@ pub async fn list_events(
 pub async fn event_with_deliveries(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
-    change_id: &str,
+    account_id: &AccountId,
+    change_id: &ChangeId,
     now: Timestamp,
 ) -> Result<Option<(EventRecord, Vec<Delivery>)>, MonitorError> {
     let partition = read_partition(dynamo, table, &keys::event_pk(account_id, change_id)).await?;
     match partition.event {
-        Some(event) if event.account_id == account_id && event.visible(now) => {
+        Some(event) if &event.account_id == account_id && event.visible(now) => {
             let deliveries = partition
                 .deliveries
                 .into_iter()
@@ -299,7 +299,7 @@ pub async fn event_with_deliveries(
 pub async fn attention_deliveries(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
     limit: u32,
     cursor: Option<&str>,
     now: Timestamp,
@@ -345,7 +345,7 @@ pub async fn attention_deliveries(
 pub async fn paused_subscriptions(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
 ) -> Result<Vec<Subscription>, MonitorError> {
     Ok(store::subscription::paused(dynamo, table, account_id).await?)
 }

@@ -31,6 +31,7 @@ use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
+use crate::ids::{AccountId, ChangeId};
 
 /// How often one roll-up re-reads and re-decides after losing a race before it leaves the event
 /// to the next trigger or pass.
@@ -242,8 +243,8 @@ impl RollUp {
     /// Rolls up one event.
     pub async fn roll_up_event(
         &self,
-        account_id: &str,
-        change_id: &str,
+        account_id: &AccountId,
+        change_id: &ChangeId,
     ) -> Result<RollUpOutcome, MonitorError> {
         self.roll_up_pk(&keys::event_pk(account_id, change_id))
             .await
@@ -412,8 +413,8 @@ pub enum ReopenOutcome {
 pub async fn reopen_event(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
-    change_id: &str,
+    account_id: &AccountId,
+    change_id: &ChangeId,
     now: Timestamp,
 ) -> Result<ReopenOutcome, MonitorError> {
     let pk = keys::event_pk(account_id, change_id);

@@ -7,6 +7,7 @@ use crate::domain::time::Timestamp;
 use crate::metrics::{document, write_line, Metric};
 use serde_json::{json, Map, Value};
 use std::sync::{Arc, Mutex};
+use crate::ids::NoticeId;
 
 pub const TERMINAL_FAILURES: &str = "NotificationTerminalFailures";
 
@@ -17,7 +18,7 @@ pub struct TerminalFailure {
     pub channel: String,
     /// `provider`, `attempts_exhausted` or `ambiguous`.
     pub reason: String,
-    pub notice_id: String,
+    pub notice_id: NoticeId,
     pub delivery_key: String,
     pub at: Timestamp,
 }

@@ -35,6 +35,7 @@ use crate::store::StoreError;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
+use crate::ids::{AccountId, NoticeId};
 
 /// Deliveries written concurrently by one fan-out.
 pub const FAN_OUT_CONCURRENCY: usize = 16;
@@ -151,10 +152,10 @@ pub fn validate(
 }
 
 /// The notice id of an account's idempotency key.
-pub fn notice_id_for(account_id: &str, idempotency_key: &str) -> String {
+pub fn notice_id_for(account_id: &AccountId, idempotency_key: &str) -> NoticeId {
     let digest = Sha256::digest(format!("{account_id}\n{idempotency_key}").as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("ntc_{}", &hex[..26])
+    NoticeId::from_stored(format!("ntc_{}", &hex[..26]))
 }
 
 fn request_hash(n: &NewNotice) -> String {
@@ -233,7 +234,7 @@ impl NoticeService {
     /// `(notice, created)`.
     pub async fn create(
         &self,
-        account_id: &str,
+        account_id: &AccountId,
         new: NewNotice,
     ) -> Result<(NoticeRecord, bool), CreateError> {
         let now = self.clock.now();
@@ -241,7 +242,7 @@ impl NoticeService {
         let hash = request_hash(&new);
         let mut record = NoticeRecord::requested(NoticeRequest {
             notice_id: notice_id.clone(),
-            account_id: account_id.to_string(),
+            account_id: account_id.clone(),
             recipients: new.recipients,
             channels: new.channels,
             subject: new.subject,
@@ -263,7 +264,7 @@ impl NoticeService {
             .notice(&notice_id)
             .await?
             .ok_or(CreateError::IdempotencyConflict)?;
-        if existing.account_id == account_id
+        if &existing.request.account_id == account_id
             && existing.request_hash.as_deref() == Some(hash.as_str())
         {
             Ok((existing, false))
@@ -275,23 +276,23 @@ impl NoticeService {
     /// The notice, if it belongs to `account_id`.
     pub async fn notice_of(
         &self,
-        account_id: &str,
-        notice_id: &str,
+        account_id: &AccountId,
+        notice_id: &NoticeId,
     ) -> Result<Option<NoticeRecord>, StoreError> {
         Ok(self
             .store
             .notice(notice_id)
             .await?
-            .filter(|n| n.account_id == account_id))
+            .filter(|n| &n.request.account_id == account_id))
     }
 
     /// The progress summary (counts by state).
-    pub async fn summary(&self, notice_id: &str) -> Result<Progress, StoreError> {
+    pub async fn summary(&self, notice_id: &NoticeId) -> Result<Progress, StoreError> {
         self.store.progress(notice_id).await
     }
 
     /// Fans a requested notice out. Safe to repeat: every delivery is written once.
-    pub async fn fan_out(&self, notice_id: &str) -> Result<FanOutReport, NotifyError> {
+    pub async fn fan_out(&self, notice_id: &NoticeId) -> Result<FanOutReport, NotifyError> {
         let mut report = FanOutReport::default();
         let Some(notice) = self.store.notice(notice_id).await? else {
             report.not_fanned_out = Some("no such notice");
@@ -301,7 +302,7 @@ impl NoticeService {
             report.not_fanned_out = Some("the notice is no longer requested");
             return Ok(report);
         }
-        if notice.supersede_key.is_some() {
+        if notice.request.supersede_key.is_some() {
             match self.resolve_replacement(&notice).await? {
                 Replacement::Current { cancelled } => report.cancelled_replaced = cancelled,
                 Replacement::SupersededAtOnce => {
@@ -335,18 +336,18 @@ impl NoticeService {
     }
 
     async fn resolve_replacement(&self, notice: &NoticeRecord) -> Result<Replacement, NotifyError> {
-        let Some(key) = notice.supersede_key.as_deref() else {
+        let Some(key) = notice.request.supersede_key.as_deref() else {
             return Ok(Replacement::Current { cancelled: 0 });
         };
-        let (table, account) = (&self.store.table, notice.account_id.as_str());
+        let (table, account) = (&self.store.table, &notice.request.account_id);
         let mine = SupersedePointer {
-            notice_id: notice.notice_id.clone(),
-            created_at: notice.created_at,
+            notice_id: notice.request.notice_id.clone(),
+            created_at: notice.request.created_at,
         };
         for _ in 0..5 {
             let pointer = supersede_pointer::get(&self.store.dynamo, table, account, key).await?;
             match pointer {
-                Some(p) if p.notice_id == notice.notice_id => {
+                Some(p) if p.notice_id == notice.request.notice_id => {
                     return Ok(Replacement::Current { cancelled: 0 })
                 }
                 None => {
@@ -356,17 +357,17 @@ impl NoticeService {
                     }
                 }
                 Some(p) => {
-                    let earlier = (p.created_at, p.notice_id.as_str())
-                        < (notice.created_at, notice.notice_id.as_str());
+                    let earlier = (p.created_at, &p.notice_id)
+                        < (notice.request.created_at, &notice.request.notice_id);
                     if !earlier {
                         // A later notice already holds the key: this one is replaced at once.
-                        self.supersede(&notice.notice_id, &p.notice_id).await?;
+                        self.supersede(&notice.request.notice_id, &p.notice_id).await?;
                         return Ok(Replacement::SupersededAtOnce);
                     }
                     let take =
                         supersede_pointer::take_over(table, account, key, &mine, &p.notice_id)?;
                     if self.store.send(take).await?.applied() {
-                        let cancelled = self.supersede(&p.notice_id, &notice.notice_id).await?;
+                        let cancelled = self.supersede(&p.notice_id, &notice.request.notice_id).await?;
                         return Ok(Replacement::Current { cancelled });
                     }
                 }
@@ -376,7 +377,7 @@ impl NoticeService {
     }
 
     /// Marks `replaced` superseded by `by` and cancels its queued deliveries.
-    pub async fn supersede(&self, replaced: &str, by: &str) -> Result<u32, NotifyError> {
+    pub async fn supersede(&self, replaced: &NoticeId, by: &NoticeId) -> Result<u32, NotifyError> {
         let now = self.clock.now();
         self.store
             .send(notice::supersede(&self.store.table, replaced, by, now)?)
@@ -388,8 +389,8 @@ impl NoticeService {
     /// Withdraws an account's notice and cancels its queued deliveries. Repeating it is harmless.
     pub async fn withdraw(
         &self,
-        account_id: &str,
-        notice_id: &str,
+        account_id: &AccountId,
+        notice_id: &NoticeId,
     ) -> Result<(NoticeRecord, u32), WithdrawError> {
         let Some(notice) = self.notice_of(account_id, notice_id).await? else {
             return Err(WithdrawError::NotFound);
@@ -397,7 +398,7 @@ impl NoticeService {
         let now = self.clock.now();
         if notice.status == NoticeStatus::Superseded {
             return Err(WithdrawError::Superseded(
-                notice.superseded_by.unwrap_or_default(),
+                notice.superseded_by.map(String::from).unwrap_or_default(),
             ));
         }
         if notice.status != NoticeStatus::Withdrawn {
@@ -414,7 +415,7 @@ impl NoticeService {
                     .ok_or(WithdrawError::NotFound)?;
                 if current.status == NoticeStatus::Superseded {
                     return Err(WithdrawError::Superseded(
-                        current.superseded_by.unwrap_or_default(),
+                        current.superseded_by.map(String::from).unwrap_or_default(),
                     ));
                 }
             }
@@ -433,7 +434,7 @@ impl NoticeService {
     /// moved meanwhile (claimed by a consumer) are left to finish.
     pub async fn cancel_queued(
         &self,
-        notice_id: &str,
+        notice_id: &NoticeId,
         why: &str,
         limit: usize,
     ) -> Result<u32, NotifyError> {
@@ -473,13 +474,13 @@ enum Replacement {
 /// `{channel}-{recipient index}`, in channel then recipient order.
 pub fn planned_deliveries(notice: &NoticeRecord) -> Vec<PlannedDelivery<'_>> {
     let mut channels: Vec<&str> = Vec::new();
-    for c in &notice.channels {
+    for c in &notice.request.channels {
         if !channels.contains(&c.as_str()) {
             channels.push(c);
         }
     }
     let mut recipients: Vec<&Recipient> = Vec::new();
-    for r in &notice.recipients {
+    for r in &notice.request.recipients {
         if !recipients.iter().any(|seen| seen.id() == r.id()) {
             recipients.push(r);
         }
@@ -514,9 +515,9 @@ fn new_delivery(
     let console = planned.channel == Channel::Console.as_str();
     let recipient = planned.recipient.id().to_string();
     let mut d = NotificationDelivery::new(
-        &notice.notice_id,
+        &notice.request.notice_id,
         &planned.key,
-        &notice.account_id,
+        &notice.request.account_id,
         planned.channel,
         &recipient,
         if console { N::Delivered } else { N::Queued },
@@ -526,21 +527,21 @@ fn new_delivery(
         .recipient
         .address(planned.channel)
         .map(str::to_string);
-    d.deadline = notice.deadline;
+    d.deadline = notice.request.deadline;
     if console {
         // The console store: the delivery is the in-app message, listed by the `inbox` index.
         d.provider = Some("console".into());
-        d.provider_ref = Some(console_ref(&notice.notice_id, &planned.key));
+        d.provider_ref = Some(console_ref(&notice.request.notice_id, &planned.key));
         d.delivered_at = Some(now);
-        d.subject = Some(notice.subject.clone());
-        d.body = Some(notice.body.clone());
-        d.inbox_key = Some(inbox_key(&notice.account_id, &recipient));
+        d.subject = Some(notice.request.subject.clone());
+        d.body = Some(notice.request.body.clone());
+        d.inbox_key = Some(inbox_key(&notice.request.account_id, &recipient));
         d.inbox_at = Some(now);
         d.push_history("delivered", "delivered", now);
         (d, None)
     } else {
         d.push_history("queued", "queued", now);
-        let work = WorkRow::fresh(&notice.notice_id, &planned.key, now);
+        let work = WorkRow::fresh(&notice.request.notice_id, &planned.key, now);
         (d, Some(work))
     }
 }

@@ -24,7 +24,7 @@ pub struct Account {
 }
 
 /// The key of an account.
-pub fn key(account_id: &str) -> (String, String) {
+pub fn key(account_id: &AccountId) -> (String, String) {
     (keys::account_pk(account_id), keys::ACCOUNT_SK.to_string())
 }
 
@@ -47,7 +47,7 @@ impl Account {
 pub async fn get(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
 ) -> Result<Option<Account>, StoreError> {
     raw(dynamo, table, account_id)
         .await?
@@ -59,7 +59,7 @@ pub async fn get(
 pub async fn exists(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
 ) -> Result<bool, StoreError> {
     Ok(raw(dynamo, table, account_id).await?.is_some())
 }
@@ -67,7 +67,7 @@ pub async fn exists(
 async fn raw(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
 ) -> Result<Option<Item>, StoreError> {
     let (pk, sk) = key(account_id);
     read::get(dynamo, table, &pk, &sk).await

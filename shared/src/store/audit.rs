@@ -23,13 +23,13 @@ use std::collections::BTreeMap;
 pub const KIND: &str = "audit";
 const SK_PREFIX: &str = "AT#";
 
-pub fn audit_pk(account_id: &str) -> String {
+pub fn audit_pk(account_id: &AccountId) -> String {
     format!("AUDIT#{account_id}")
 }
-pub fn audit_sk(at: Timestamp, audit_id: &str) -> String {
-    format!("{SK_PREFIX}{}", time_sort(at, audit_id))
+pub fn audit_sk(at: Timestamp, audit_id: &AuditId) -> String {
+    format!("{SK_PREFIX}{}", time_sort(at, audit_id.as_str()))
 }
-pub fn audit_list_key(account_id: &str, subscription_id: &str) -> String {
+pub fn audit_list_key(account_id: &AccountId, subscription_id: &SubscriptionId) -> String {
     format!("AUDIT#{account_id}#{subscription_id}")
 }
 
@@ -94,16 +94,38 @@ pub struct AuditRecord {
 impl AuditRecord {
     pub fn new(
         action: AuditAction,
-        account_id: &str,
-        subscription_id: &str,
+        account_id: &AccountId,
+        subscription_id: &SubscriptionId,
+        operator: &str,
+        reason: &str,
+        at: Timestamp,
+    ) -> Self {
+        Self::entry(action, account_id, Some(subscription_id), operator, reason, at)
+    }
+
+    /// An account-level entry (no subscription).
+    pub fn for_account(
+        action: AuditAction,
+        account_id: &AccountId,
+        operator: &str,
+        reason: &str,
+        at: Timestamp,
+    ) -> Self {
+        Self::entry(action, account_id, None, operator, reason, at)
+    }
+
+    fn entry(
+        action: AuditAction,
+        account_id: &AccountId,
+        subscription_id: Option<&SubscriptionId>,
         operator: &str,
         reason: &str,
         at: Timestamp,
     ) -> Self {
         AuditRecord {
             audit_id: AuditId::new(),
-            account_id: account_id.into(),
-            subscription_id: Some(subscription_id.into()),
+            account_id: account_id.clone(),
+            subscription_id: subscription_id.cloned(),
             action,
             operator: operator.to_owned(),
             reason: reason.to_owned(),
@@ -112,20 +134,6 @@ impl AuditRecord {
             delivery_id: None,
             job_id: None,
             details: BTreeMap::new(),
-        }
-    }
-
-    /// An account-level entry (no subscription).
-    pub fn for_account(
-        action: AuditAction,
-        account_id: &str,
-        operator: &str,
-        reason: &str,
-        at: Timestamp,
-    ) -> Self {
-        AuditRecord {
-            subscription_id: None,
-            ..Self::new(action, account_id, "", operator, reason, at)
         }
     }
 
@@ -155,7 +163,7 @@ impl AuditRecord {
 
     /// Where the entry sits in its history (newest last): what a list continues before.
     pub fn position(&self) -> String {
-        time_sort(self.at, &self.audit_id)
+        time_sort(self.at, self.audit_id.as_str())
     }
 }
 
@@ -169,10 +177,10 @@ pub fn create(table: &str, record: &AuditRecord) -> Result<Write, StoreError> {
 /// Whose history to list.
 #[derive(Debug, Clone, Copy)]
 pub enum AuditScope<'a> {
-    Account(&'a str),
+    Account(&'a AccountId),
     Subscription {
-        account_id: &'a str,
-        subscription_id: &'a str,
+        account_id: &'a AccountId,
+        subscription_id: &'a SubscriptionId,
     },
 }
 

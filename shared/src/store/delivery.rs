@@ -21,7 +21,7 @@ use crate::domain::integration_delivery::{
 };
 use crate::domain::retention::delivery_visible;
 use crate::domain::time::Timestamp;
-use crate::ids::{AccountId, ChangeId, DeliveryId, IntegrationId, SubscriptionId};
+use crate::ids::{AccountId, ChangeId, DeliveryId, IntegrationId, ReplayJobId, SubscriptionId};
 use aws_sdk_dynamodb::types::{AttributeValue, Update};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -89,7 +89,7 @@ pub struct Delivery {
     pub restarted_by: Option<String>,
     /// The replay job that last restarted it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replay_job: Option<String>,
+    pub replay_job: Option<ReplayJobId>,
     /// When it was last delivered (a push acknowledgement or a cursor).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivered_at: Option<Timestamp>,
@@ -129,7 +129,7 @@ pub struct DeliveryWork {
 }
 
 /// The key of a delivery.
-pub fn key(account_id: &str, change_id: &str, subscription_id: &str) -> (String, String) {
+pub fn key(account_id: &AccountId, change_id: &ChangeId, subscription_id: &SubscriptionId) -> (String, String) {
     (
         keys::event_pk(account_id, change_id),
         keys::delivery_sk(subscription_id),
@@ -137,7 +137,7 @@ pub fn key(account_id: &str, change_id: &str, subscription_id: &str) -> (String,
 }
 
 /// The `listing` key of an account's needs-attention entries.
-pub fn attention_list_key(account_id: &str) -> String {
+pub fn attention_list_key(account_id: &AccountId) -> String {
     format!("ATTENTION#{account_id}")
 }
 
@@ -371,7 +371,7 @@ pub fn save_outcome(
             let next = now.plus(outcome.retry_in.unwrap_or_default());
             e = e
                 .value(":next", n(next.millis()))
-                .value(":shard", s(keys::shard_of(&d.delivery_id)));
+                .value(":shard", s(keys::shard_of(d.delivery_id.as_str())));
             set.push("not_before = :next".into());
             // Onto the `due` index (a first attempt is not on it): the sweep publishes it.
             set.push(format!("{} = :shard", due::SHARD));
@@ -387,7 +387,7 @@ pub fn save_outcome(
             // Dead or failed: off the due index, onto the account's needs-attention listing.
             e = e
                 .value(":attn", s(attention_list_key(&d.account_id)))
-                .value(":attn_sort", s(keys::time_sort(now, &d.delivery_id)));
+                .value(":attn_sort", s(keys::time_sort(now, d.delivery_id.as_str())));
             set.push(format!("{} = :attn", listing::KEY));
             set.push(format!("{} = :attn_sort", listing::SORT));
             remove.extend(off_due);
@@ -421,7 +421,7 @@ pub fn requeue_lost_dispatch(
         .value(":pending", s(DeliveryStatus::Pending.to_string()))
         .value(":zero", n(0))
         .value(":now", n(now.millis()))
-        .value(":shard", s(keys::shard_of(&d.delivery_id)));
+        .value(":shard", s(keys::shard_of(d.delivery_id.as_str())));
     Ok(Write::Update(built(
         Update::builder()
             .table_name(table)
@@ -469,9 +469,9 @@ pub fn work_from_key(pk: &str, sk: &str) -> Option<DeliveryWork> {
     let (account_id, change_id) = rest.split_once('#')?;
     let subscription_id = sk.strip_prefix(keys::DELIVERY_PREFIX)?;
     Some(DeliveryWork {
-        account_id: account_id.into(),
-        change_id: change_id.into(),
-        subscription_id: subscription_id.into(),
+        account_id: AccountId::from_stored(account_id),
+        change_id: ChangeId::from_stored(change_id),
+        subscription_id: SubscriptionId::from_stored(subscription_id),
     })
 }
 
@@ -773,6 +773,7 @@ pub use self::operator_actions::*;
 
 mod operator_actions {
     use super::{key, Delivery};
+    use crate::ids::{AccountId, ChangeId, ReplayJobId, SubscriptionId};
     use crate::domain::integration_delivery::{
         DeliveryMove, DeliveryStatus, DeliveryTrigger, DELIVERY_LIFECYCLE,
     };
@@ -805,7 +806,7 @@ mod operator_actions {
         pub movement: DeliveryMove,
         pub operator: &'a str,
         /// The replay job restarting it: the write is then refused if that job already did.
-        pub replay_job: Option<&'a str>,
+        pub replay_job: Option<&'a ReplayJobId>,
     }
 
     /// Restarts a delivery from its first attempt: `pending`, `attempts = 0`, `not_before =
@@ -855,7 +856,7 @@ mod operator_actions {
             remove.extend([due::SHARD.to_string(), due::AT.into()]);
         } else {
             e = e
-                .value(":shard", s(keys::shard_of(&d.delivery_id)))
+                .value(":shard", s(keys::shard_of(d.delivery_id.as_str())))
                 .value(":due", n(now.plus(grace).millis()));
             set.push(format!("{} = :shard", due::SHARD));
             set.push(format!("{} = :due", due::AT));
@@ -885,7 +886,7 @@ mod operator_actions {
         table: &str,
         d: &Delivery,
         horizon: Timestamp,
-        cursor_change: &str,
+        cursor_change: &ChangeId,
         now: Timestamp,
     ) -> Result<Option<Write>, StoreError> {
         let Ok(condition) = DELIVERY_LIFECYCLE.expect(
@@ -924,17 +925,17 @@ mod operator_actions {
     #[derive(Debug, Clone, Copy)]
     pub enum Upper<'a> {
         /// `sub_sort <= bound`.
-        Through(&'a str),
+        Through(&'a ChangeId),
         /// `sub_sort < bound`.
-        Before(&'a str),
+        Before(&'a ChangeId),
     }
 
     /// A range of one subscription's deliveries on the `by_subscription` index.
     #[derive(Debug, Clone)]
     pub struct SubscriptionRange<'a> {
-        pub subscription_id: &'a str,
+        pub subscription_id: &'a SubscriptionId,
         /// Exclusive lower bound of `sub_sort` (the change id).
-        pub after: Option<&'a str>,
+        pub after: Option<&'a ChangeId>,
         pub upper: Option<Upper<'a>>,
         /// Change order (`true`) or newest first.
         pub forward: bool,
@@ -995,8 +996,8 @@ mod operator_actions {
     /// Whether an index entry sits on one of `range`'s exclusive bounds.
     pub fn excluded(range: &SubscriptionRange<'_>, entry: &Item) -> bool {
         let sort = sort_of(entry);
-        let below = range.after.is_some_and(|lo| sort == Some(lo));
-        let above = matches!(range.upper, Some(Upper::Before(hi)) if sort == Some(hi));
+        let below = range.after.is_some_and(|lo| sort == Some(lo.as_str()));
+        let above = matches!(range.upper, Some(Upper::Before(hi)) if sort == Some(hi.as_str()));
         below || above
     }
 
@@ -1021,7 +1022,7 @@ mod operator_actions {
     #[derive(Debug, Clone, PartialEq)]
     pub struct Filter {
         /// The account the caller acts for: another account's item is never returned.
-        pub account_id: String,
+        pub account_id: AccountId,
         /// Any of these statuses (empty: any status).
         pub statuses: Vec<DeliveryStatus>,
         /// `occurred_at` at or after this.
@@ -1033,9 +1034,9 @@ mod operator_actions {
     }
 
     impl Filter {
-        pub fn account(account_id: &str) -> Self {
+        pub fn account(account_id: &AccountId) -> Self {
             Filter {
-                account_id: account_id.to_string(),
+                account_id: account_id.clone(),
                 statuses: Vec::new(),
                 occurred_from: None,
                 occurred_before: None,
@@ -1078,7 +1079,7 @@ mod operator_actions {
         /// The deliveries the filter kept, in index order.
         pub deliveries: Vec<Delivery>,
         /// The `sub_sort` of the last entry evaluated, when the range has more to read.
-        pub last_sort: Option<String>,
+        pub last_sort: Option<ChangeId>,
         /// Where the next page starts (`None`: the range is done).
         pub next_start: Option<Item>,
     }
@@ -1104,7 +1105,7 @@ mod operator_actions {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(DeliveryPage {
             deliveries,
-            last_sort: next.as_ref().and_then(sort_of).map(str::to_owned),
+            last_sort: next.as_ref().and_then(sort_of).map(ChangeId::from_stored),
             next_start: next,
         })
     }
@@ -1115,7 +1116,7 @@ mod operator_actions {
         /// The deliveries kept, in index order (possibly more than wanted).
         pub deliveries: Vec<Delivery>,
         /// The `sub_sort` of the last entry evaluated, when the range has more to read.
-        pub evaluated_to: Option<String>,
+        pub evaluated_to: Option<ChangeId>,
         /// The range has nothing more to read.
         pub exhausted: bool,
     }
@@ -1164,8 +1165,8 @@ mod operator_actions {
     pub async fn last_change(
         dynamo: &aws_sdk_dynamodb::Client,
         table: &str,
-        subscription_id: &str,
-    ) -> Result<Option<String>, StoreError> {
+        subscription_id: &SubscriptionId,
+    ) -> Result<Option<ChangeId>, StoreError> {
         neighbour(dynamo, table, subscription_id, None).await
     }
 
@@ -1173,18 +1174,18 @@ mod operator_actions {
     pub async fn change_before(
         dynamo: &aws_sdk_dynamodb::Client,
         table: &str,
-        subscription_id: &str,
-        change_id: &str,
-    ) -> Result<Option<String>, StoreError> {
+        subscription_id: &SubscriptionId,
+        change_id: &ChangeId,
+    ) -> Result<Option<ChangeId>, StoreError> {
         neighbour(dynamo, table, subscription_id, Some(change_id)).await
     }
 
     async fn neighbour(
         dynamo: &aws_sdk_dynamodb::Client,
         table: &str,
-        subscription_id: &str,
-        before: Option<&str>,
-    ) -> Result<Option<String>, StoreError> {
+        subscription_id: &SubscriptionId,
+        before: Option<&ChangeId>,
+    ) -> Result<Option<ChangeId>, StoreError> {
         let range = SubscriptionRange {
             subscription_id,
             after: None,
@@ -1192,7 +1193,7 @@ mod operator_actions {
             forward: false,
         };
         let (entries, _) = entries(dynamo, table, &range, None, 1).await?;
-        Ok(entries.first().and_then(sort_of).map(str::to_owned))
+        Ok(entries.first().and_then(sort_of).map(ChangeId::from_stored))
     }
 
     #[cfg(test)]

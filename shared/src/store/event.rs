@@ -78,7 +78,7 @@ pub struct EventRecord {
 }
 
 /// The key of an event.
-pub fn key(account_id: &str, change_id: &str) -> (String, String) {
+pub fn key(account_id: &AccountId, change_id: &ChangeId) -> (String, String) {
     (
         keys::event_pk(account_id, change_id),
         keys::EVENT_SK.to_string(),
@@ -114,8 +114,8 @@ impl EventRecord {
 /// internal status existed has none) together with the result.
 pub fn record_internal_result(
     table: &str,
-    account_id: &str,
-    change_id: &str,
+    account_id: &AccountId,
+    change_id: &ChangeId,
     result: &str,
 ) -> Result<Write, StoreError> {
     let condition = INTERNAL_LIFECYCLE
@@ -143,7 +143,7 @@ pub fn record_internal_result(
 }
 
 /// The `listing` key of an account's events.
-pub fn events_list_key(account_id: &str) -> String {
+pub fn events_list_key(account_id: &AccountId) -> String {
     format!("EVENTS#{account_id}")
 }
 
@@ -155,7 +155,7 @@ pub fn new_item(event: &EventRecord) -> Result<Item, StoreError> {
     event.rollup_shard = Some(keys::shard_of(&pk));
     event.rollup_at = Some(event.created_at.millis());
     event.list_key = Some(events_list_key(&event.account_id));
-    event.list_sort = Some(keys::time_sort(event.created_at, &event.change_id));
+    event.list_sort = Some(keys::time_sort(event.created_at, event.change_id.as_str()));
     super::to_item(&event, &pk, &sk, KIND)
 }
 

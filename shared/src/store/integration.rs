@@ -97,7 +97,7 @@ impl From<Integration> for StoredIntegration {
 }
 
 /// The key of an integration.
-pub fn key(account_id: &str, integration_id: &str) -> (String, String) {
+pub fn key(account_id: &AccountId, integration_id: &IntegrationId) -> (String, String) {
     (
         keys::account_pk(account_id),
         keys::integration_sk(integration_id),
@@ -123,8 +123,8 @@ impl Integration {
 pub async fn get(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
-    integration_id: &str,
+    account_id: &AccountId,
+    integration_id: &IntegrationId,
 ) -> Result<Option<Integration>, StoreError> {
     read::get_as(dynamo, table, key(account_id, integration_id)).await
 }
@@ -133,23 +133,24 @@ pub async fn get(
 pub async fn list(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
     limit: u32,
-    after_id: Option<&str>,
-) -> Result<(Vec<Integration>, Option<String>), StoreError> {
+    after_id: Option<&IntegrationId>,
+) -> Result<(Vec<Integration>, Option<IntegrationId>), StoreError> {
     let pk = keys::account_pk(account_id);
-    page::read(
+    let (items, next) = page::read(
         dynamo,
         &PrefixPage {
             table,
             pk: &pk,
             prefix: keys::INTEGRATION_PREFIX,
             limit,
-            after_id,
+            after_id: after_id.map(IntegrationId::as_str),
             filter: None,
         },
     )
-    .await
+    .await?;
+    Ok((items, next.map(IntegrationId::from_stored)))
 }
 
 /// Creates the integration unless its id is taken.
@@ -160,8 +161,8 @@ pub fn create(table: &str, integration: &Integration) -> Result<Write, StoreErro
 /// Applies `edit` to the integration if it exists, answering with the integration as it is now.
 pub fn edit(
     table: &str,
-    account_id: &str,
-    integration_id: &str,
+    account_id: &AccountId,
+    integration_id: &IntegrationId,
     edit: Edit,
 ) -> Result<Write, StoreError> {
     let (pk, sk) = key(account_id, integration_id);
@@ -169,7 +170,7 @@ pub fn edit(
 }
 
 /// Deletes the integration; refused when there is none.
-pub fn delete(table: &str, account_id: &str, integration_id: &str) -> Result<Write, StoreError> {
+pub fn delete(table: &str, account_id: &AccountId, integration_id: &IntegrationId) -> Result<Write, StoreError> {
     let (pk, sk) = key(account_id, integration_id);
     delete_existing(table, &pk, &sk)
 }

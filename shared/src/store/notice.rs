@@ -26,6 +26,7 @@ use crate::domain::notice::{NoticeStatus, NoticeTrigger, NOTICE_LIFECYCLE};
 use crate::domain::notification_delivery::NotificationStatus;
 use crate::domain::time::Timestamp;
 use aws_sdk_dynamodb::types::{AttributeValue, Update};
+use crate::ids::{AccountId, NoticeId, SubscriptionId};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 pub const NOTICE_SK: &str = "NOTICE";
@@ -34,12 +35,12 @@ pub const NOTICE_KIND: &str = "notice";
 /// The status a notice is requested in; the fan-out picks up notices in this status.
 pub const REQUESTED: &str = "requested";
 
-pub fn notice_pk(notice_id: &str) -> String {
+pub fn notice_pk(notice_id: &NoticeId) -> String {
     format!("NOTICE#{notice_id}")
 }
 
 /// The key of a notice.
-pub fn key(notice_id: &str) -> (String, String) {
+pub fn key(notice_id: &NoticeId) -> (String, String) {
     (notice_pk(notice_id), NOTICE_SK.to_string())
 }
 
@@ -93,8 +94,8 @@ impl Recipient {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct NoticeRequest {
-    pub notice_id: String,
-    pub account_id: String,
+    pub notice_id: NoticeId,
+    pub account_id: AccountId,
     /// Email addresses (email channel) and account ids (console channel), or contacts.
     pub recipients: Vec<Recipient>,
     /// `email`, `slack`, `console`.
@@ -114,15 +115,15 @@ pub struct NoticeRequest {
 
 /// The one notice that a subscription's pause at `paused_at` requests.
 pub fn subscription_paused_notice(
-    account_id: &str,
-    subscription_id: &str,
+    account_id: &AccountId,
+    subscription_id: &SubscriptionId,
     admin_emails: &[String],
     dead_count: u32,
     paused_at: Timestamp,
 ) -> NoticeRequest {
     NoticeRequest {
-        notice_id: format!("pause_{subscription_id}_{}", paused_at.millis()),
-        account_id: account_id.to_string(),
+        notice_id: NoticeId::from_stored(format!("pause_{subscription_id}_{}", paused_at.millis())),
+        account_id: account_id.clone(),
         recipients: admin_emails
             .iter()
             .map(|e| Recipient::Address(e.clone()))
@@ -142,22 +143,13 @@ pub fn subscription_paused_notice(
     }
 }
 
-/// A notice as stored: the request plus its status and bookkeeping. Reads a bare
-/// [`NoticeRequest`] item (the auto-pause notice) as well.
+/// A notice as stored: the request (flattened: the stored attribute names are the request's)
+/// plus its status and bookkeeping. Reads a bare [`NoticeRequest`] item (the auto-pause notice)
+/// as well.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct NoticeRecord {
-    pub notice_id: String,
-    pub account_id: String,
-    pub recipients: Vec<Recipient>,
-    pub channels: Vec<String>,
-    pub subject: String,
-    pub body: String,
-    pub reason: String,
-    pub created_at: Timestamp,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deadline: Option<Timestamp>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub supersede_key: Option<String>,
+    #[serde(flatten)]
+    pub request: NoticeRequest,
     pub status: NoticeStatus,
     /// The caller's idempotency key (the notice id is derived from it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -173,7 +165,7 @@ pub struct NoticeRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub withdrawn_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub superseded_by: Option<String>,
+    pub superseded_by: Option<NoticeId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded_at: Option<Timestamp>,
 }
@@ -182,16 +174,7 @@ impl NoticeRecord {
     /// A new notice in `requested`.
     pub fn requested(request: NoticeRequest) -> Self {
         NoticeRecord {
-            notice_id: request.notice_id,
-            account_id: request.account_id,
-            recipients: request.recipients,
-            channels: request.channels,
-            subject: request.subject,
-            body: request.body,
-            reason: request.reason,
-            created_at: request.created_at,
-            deadline: request.deadline,
-            supersede_key: request.supersede_key,
+            request,
             status: NoticeStatus::Requested,
             idempotency_key: None,
             request_hash: None,
@@ -228,7 +211,7 @@ pub fn create(table: &str, notice: &NoticeRecord) -> Result<Write, StoreError> {
         table,
         to_item(
             notice,
-            &notice_pk(&notice.notice_id),
+            &notice_pk(&notice.request.notice_id),
             NOTICE_SK,
             NOTICE_KIND,
         )?,
@@ -239,7 +222,7 @@ pub fn create(table: &str, notice: &NoticeRecord) -> Result<Write, StoreError> {
 pub async fn get(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
 ) -> Result<Option<NoticeRecord>, StoreError> {
     let (pk, sk) = key(notice_id);
     read::get(dynamo, table, &pk, &sk)
@@ -251,7 +234,7 @@ pub async fn get(
 /// `requested → active`: the notice was fanned out to `deliveries` deliveries at `at`.
 pub fn activate(
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
     at: Timestamp,
     deliveries: u32,
 ) -> Result<Write, StoreError> {
@@ -268,7 +251,7 @@ pub fn activate(
 }
 
 /// `requested | active → withdrawn` at `at`.
-pub fn withdraw(table: &str, notice_id: &str, at: Timestamp) -> Result<Write, StoreError> {
+pub fn withdraw(table: &str, notice_id: &NoticeId, at: Timestamp) -> Result<Write, StoreError> {
     moved(
         table,
         notice_id,
@@ -281,8 +264,8 @@ pub fn withdraw(table: &str, notice_id: &str, at: Timestamp) -> Result<Write, St
 /// `requested | active → superseded` by the later notice `by`, at `at`.
 pub fn supersede(
     table: &str,
-    notice_id: &str,
-    by: &str,
+    notice_id: &NoticeId,
+    by: &NoticeId,
     at: Timestamp,
 ) -> Result<Write, StoreError> {
     moved(
@@ -298,7 +281,7 @@ pub fn supersede(
 /// when the notice is not in a source state of the move (or is gone).
 fn moved(
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
     trigger: NoticeTrigger,
     to: NoticeStatus,
     sets: &[(&str, AttributeValue)],
@@ -333,7 +316,7 @@ fn moved(
 pub async fn partition(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
     prefix: &str,
     status: Option<NotificationStatus>,
     limit: Option<usize>,
@@ -358,7 +341,7 @@ pub async fn partition(
 pub async fn partition_of<T: DeserializeOwned>(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
     prefix: &str,
     status: Option<NotificationStatus>,
     limit: Option<usize>,
@@ -372,7 +355,7 @@ pub async fn partition_of<T: DeserializeOwned>(
 
 fn partition_query(
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
     prefix: &str,
     status: Option<NotificationStatus>,
 ) -> Query {

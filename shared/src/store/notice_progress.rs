@@ -15,6 +15,7 @@ use crate::domain::time::Timestamp;
 use aws_sdk_dynamodb::types::Update;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use crate::ids::NoticeId;
 
 /// The `kind` of a progress shard.
 pub const PROGRESS_KIND: &str = "notice_progress";
@@ -65,7 +66,7 @@ impl Progress {
 /// Counts a delivery in `to` (and no longer in `from`, unless it is new) on its shard.
 pub fn count(
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
     delivery_key: &str,
     from: Option<NotificationStatus>,
     to: NotificationStatus,
@@ -104,7 +105,7 @@ pub fn count(
 pub async fn summary(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
 ) -> Result<Progress, StoreError> {
     let mut progress = Progress::empty();
     for item in partition(dynamo, table, notice_id, PROGRESS_PREFIX, None, None).await? {

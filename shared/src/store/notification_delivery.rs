@@ -39,6 +39,7 @@ use crate::domain::notification_delivery::{
 use crate::domain::time::Timestamp;
 use aws_sdk_dynamodb::types::Put;
 use serde::{Deserialize, Serialize};
+use crate::ids::{AccountId, NoticeId};
 
 /// The `kind` of a notification delivery item.
 pub const DELIVERY_KIND: &str = "notification_delivery";
@@ -57,10 +58,10 @@ pub fn delivery_key(channel: &str, recipient_index: usize) -> String {
 /// (`docs/lifecycles.md#notification-delivery`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct NotificationDelivery {
-    pub notice_id: String,
+    pub notice_id: NoticeId,
     /// `{channel}-{recipient index}`, unique within the notice.
     pub delivery_key: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     pub channel: String,
     /// The recipient's identity.
     pub recipient: String,
@@ -135,18 +136,18 @@ impl NotificationDelivery {
     /// A new delivery of a notice to `recipient` on `channel`, in `status`, with nothing else
     /// known yet (no address, no deadline, no history).
     pub fn new(
-        notice_id: &str,
+        notice_id: &NoticeId,
         delivery_key: &str,
-        account_id: &str,
+        account_id: &AccountId,
         channel: &str,
         recipient: &str,
         status: NotificationStatus,
         now: Timestamp,
     ) -> Self {
         NotificationDelivery {
-            notice_id: notice_id.to_string(),
+            notice_id: notice_id.clone(),
             delivery_key: delivery_key.to_string(),
-            account_id: account_id.to_string(),
+            account_id: account_id.clone(),
             channel: channel.to_string(),
             recipient: recipient.to_string(),
             address: None,
@@ -269,7 +270,7 @@ impl Effects {
 pub async fn get(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
     delivery_key: &str,
 ) -> Result<Option<NotificationDelivery>, StoreError> {
     at(
@@ -298,7 +299,7 @@ pub async fn at(
 pub async fn of_notice(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
 ) -> Result<Vec<NotificationDelivery>, StoreError> {
     partition_of(dynamo, table, notice_id, DELIVERY_PREFIX, None, None).await
 }
@@ -307,7 +308,7 @@ pub async fn of_notice(
 pub async fn of_notice_in(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
     status: NotificationStatus,
     limit: usize,
 ) -> Result<Vec<NotificationDelivery>, StoreError> {

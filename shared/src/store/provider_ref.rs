@@ -7,6 +7,7 @@ use super::read;
 use super::write::Write;
 use super::{from_item, to_item, StoreError};
 use serde::{Deserialize, Serialize};
+use crate::ids::NoticeId;
 
 /// The `kind` of a provider reference.
 pub const PROVIDER_REF_KIND: &str = "provider_ref";
@@ -21,7 +22,7 @@ pub fn provider_ref_pk(provider: &str, reference: &str) -> String {
 pub struct ProviderRef {
     pub provider: String,
     pub provider_ref: String,
-    pub notice_id: String,
+    pub notice_id: NoticeId,
     pub delivery_key: String,
 }
 

@@ -17,7 +17,7 @@ use super::write::Write;
 use super::{from_item, to_item, StoreError};
 use crate::domain::replay::{ReplayStatus, ReplayTrigger, ReplayWindow, REPLAY_LIFECYCLE};
 use crate::domain::time::Timestamp;
-use crate::ids::{AccountId, ReplayJobId, SubscriptionId};
+use crate::ids::{AccountId, ChangeId, ReplayJobId, SubscriptionId};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -30,10 +30,10 @@ pub const JOB_LEASE: Duration = Duration::from_secs(30);
 const LIST_PAGE: i32 = 100;
 const LIST_ROUNDS: usize = 10;
 
-pub fn job_pk(account_id: &str) -> String {
+pub fn job_pk(account_id: &AccountId) -> String {
     format!("REPLAY#{account_id}")
 }
-pub fn job_sk(job_id: &str) -> String {
+pub fn job_sk(job_id: &ReplayJobId) -> String {
     format!("{JOB_SK_PREFIX}{job_id}")
 }
 
@@ -75,7 +75,7 @@ pub struct ReplayJob {
     pub status: ReplayStatus,
     /// The last change id walked (`None`: not started).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub position: Option<String>,
+    pub position: Option<ChangeId>,
     #[serde(default)]
     pub chunks: u32,
     #[serde(default)]
@@ -129,8 +129,8 @@ impl ReplayJob {
 pub async fn get(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
-    job_id: &str,
+    account_id: &AccountId,
+    job_id: &ReplayJobId,
 ) -> Result<Option<ReplayJob>, StoreError> {
     read::get(dynamo, table, &job_pk(account_id), &job_sk(job_id))
         .await?
@@ -142,9 +142,9 @@ pub async fn get(
 /// subscription if given.
 pub fn list_query(
     table: &str,
-    account_id: &str,
-    subscription_id: Option<&str>,
-    before: Option<&str>,
+    account_id: &AccountId,
+    subscription_id: Option<&SubscriptionId>,
+    before: Option<&ReplayJobId>,
 ) -> Query {
     let mut expr = Expr::new().value(":pk", s(job_pk(account_id)));
     let key_condition = match before {
@@ -178,11 +178,11 @@ pub fn list_query(
 pub async fn list(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
-    subscription_id: Option<&str>,
+    account_id: &AccountId,
+    subscription_id: Option<&SubscriptionId>,
     limit: u32,
-    before: Option<&str>,
-) -> Result<(Vec<ReplayJob>, Option<String>), StoreError> {
+    before: Option<&ReplayJobId>,
+) -> Result<(Vec<ReplayJob>, Option<ReplayJobId>), StoreError> {
     let mut q = list_query(table, account_id, subscription_id, before);
     let mut jobs = Vec::new();
     for _ in 0..LIST_ROUNDS {
@@ -192,7 +192,7 @@ pub async fn list(
         }
         if jobs.len() >= limit as usize {
             jobs.truncate(limit as usize);
-            let next = jobs.last().map(|j| j.job_id.to_string());
+            let next = jobs.last().map(|j| j.job_id.clone());
             return Ok((jobs, next));
         }
         match page.next {
@@ -200,7 +200,7 @@ pub async fn list(
             None => return Ok((jobs, None)),
         }
     }
-    let next = jobs.last().map(|j| j.job_id.to_string());
+    let next = jobs.last().map(|j| j.job_id.clone());
     Ok((jobs, next))
 }
 
@@ -255,7 +255,7 @@ pub struct Chunk<'a> {
     /// The job's counts with this chunk's added.
     pub total: ReplayCounts,
     /// The last change id walked, when the chunk walked any.
-    pub position: Option<&'a str>,
+    pub position: Option<&'a ChangeId>,
 }
 
 /// Saves a chunk's progress holding the lease `token`: counts, position, one more chunk; the

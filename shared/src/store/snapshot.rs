@@ -5,22 +5,23 @@ use super::expr::{n, s, Expr};
 use super::write::{built, Write};
 use super::StoreError;
 use aws_sdk_dynamodb::types::Put;
+use crate::ids::{AccountId, ChangeId};
 
 /// The `kind` of a snapshot item.
 pub const KIND: &str = "snapshot";
 
 /// The partition of an account's snapshots of one record type.
-pub fn snapshot_pk(account_id: &str, record_type: &str) -> String {
+pub fn snapshot_pk(account_id: &AccountId, record_type: &str) -> String {
     format!("SNAP#{account_id}#{record_type}")
 }
 
 /// One record's version: the change it came from and its data (JSON text).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot<'a> {
-    pub account_id: &'a str,
+    pub account_id: &'a AccountId,
     pub record_type: &'a str,
     pub record_id: &'a str,
-    pub change_id: &'a str,
+    pub change_id: &'a ChangeId,
     /// When the change occurred (millis).
     pub occurred_ms: i64,
     pub data: String,

@@ -11,7 +11,7 @@ use crate::domain::subscription::{
     SubscriptionStatus, SubscriptionTrigger, MAX_CONSECUTIVE_DEAD, SUBSCRIPTION_LIFECYCLE,
 };
 use crate::domain::time::Timestamp;
-use crate::ids::{AccountId, IntegrationId, SubscriptionId};
+use crate::ids::{AccountId, ChangeId, IntegrationId, SubscriptionId};
 use aws_sdk_dynamodb::types::Update;
 use serde::{Deserialize, Serialize};
 
@@ -43,7 +43,7 @@ pub struct Subscription {
     // Marks of the pull cursor and operator resumes.
     /// The acknowledged position: the last change id the adapter's cursor covered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pull_cursor: Option<String>,
+    pub pull_cursor: Option<ChangeId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull_cursor_at: Option<Timestamp>,
     /// Incremented by every operator restart of a pull delivery (see `domain::pull_cursor`).
@@ -58,7 +58,7 @@ pub struct Subscription {
 }
 
 /// The key of a subscription.
-pub fn key(account_id: &str, subscription_id: &str) -> (String, String) {
+pub fn key(account_id: &AccountId, subscription_id: &SubscriptionId) -> (String, String) {
     (
         keys::account_pk(account_id),
         keys::subscription_sk(subscription_id),
@@ -79,8 +79,8 @@ impl Subscription {
 pub async fn get(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
-    subscription_id: &str,
+    account_id: &AccountId,
+    subscription_id: &SubscriptionId,
 ) -> Result<Option<Subscription>, StoreError> {
     read::get_as(dynamo, table, key(account_id, subscription_id)).await
 }
@@ -90,7 +90,7 @@ pub async fn get(
 pub async fn paused(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
 ) -> Result<Vec<Subscription>, StoreError> {
     let items = read::query_all(
         dynamo,
@@ -115,8 +115,8 @@ pub async fn paused(
 pub async fn dead_count(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
-    subscription_id: &str,
+    account_id: &AccountId,
+    subscription_id: &SubscriptionId,
 ) -> Result<u32, StoreError> {
     let (pk, sk) = key(account_id, subscription_id);
     Ok(read::get_with(
@@ -141,8 +141,8 @@ pub async fn dead_count(
 /// dead outcome, so a redelivered message can never count twice.
 pub fn count_dead(
     table: &str,
-    account_id: &str,
-    subscription_id: &str,
+    account_id: &AccountId,
+    subscription_id: &SubscriptionId,
     now: Timestamp,
 ) -> Result<Write, StoreError> {
     let (pk, sk) = key(account_id, subscription_id);
@@ -165,8 +165,8 @@ pub fn count_dead(
 /// or another success ended it) the condition refuses the write and the run is left alone.
 pub fn end_dead_run(
     table: &str,
-    account_id: &str,
-    subscription_id: &str,
+    account_id: &AccountId,
+    subscription_id: &SubscriptionId,
     seen: u32,
 ) -> Result<Write, StoreError> {
     let (pk, sk) = key(account_id, subscription_id);
@@ -264,6 +264,7 @@ pub use self::operator_actions::*;
 
 mod operator_actions {
     use super::{key, Subscription, KIND};
+    use crate::ids::{AccountId, ChangeId, IntegrationId, SubscriptionId};
     use crate::domain::pull_cursor::Acknowledged;
     use crate::domain::subscription::{
         ResumeDecision, SubscriptionTrigger, SUBSCRIPTION_LIFECYCLE,
@@ -295,20 +296,20 @@ mod operator_actions {
     pub async fn list(
         dynamo: &aws_sdk_dynamodb::Client,
         table: &str,
-        account_id: &str,
-        integration_id: Option<&str>,
+        account_id: &AccountId,
+        integration_id: Option<&IntegrationId>,
         limit: u32,
-        after_id: Option<&str>,
-    ) -> Result<(Vec<Subscription>, Option<String>), StoreError> {
+        after_id: Option<&SubscriptionId>,
+    ) -> Result<(Vec<Subscription>, Option<SubscriptionId>), StoreError> {
         let pk = keys::account_pk(account_id);
-        page::read(
+        let (items, next) = page::read(
             dynamo,
             &PrefixPage {
                 table,
                 pk: &pk,
                 prefix: keys::SUBSCRIPTION_PREFIX,
                 limit,
-                after_id,
+                after_id: after_id.map(SubscriptionId::as_str),
                 filter: integration_id.map(|id| {
                     (
                         "integration_id = :iid".to_string(),
@@ -317,7 +318,8 @@ mod operator_actions {
                 }),
             },
         )
-        .await
+        .await?;
+    Ok((items, next.map(SubscriptionId::from_stored)))
     }
 
     /// Creates the subscription unless its id is taken.
@@ -330,8 +332,8 @@ mod operator_actions {
     /// edit names only the fields the caller changes, never the status or the dead count.
     pub fn edit(
         table: &str,
-        account_id: &str,
-        subscription_id: &str,
+        account_id: &AccountId,
+        subscription_id: &SubscriptionId,
         edit: Edit,
     ) -> Result<Write, StoreError> {
         let (pk, sk) = key(account_id, subscription_id);
@@ -341,8 +343,8 @@ mod operator_actions {
     /// Deletes the subscription; refused when there is none.
     pub fn delete(
         table: &str,
-        account_id: &str,
-        subscription_id: &str,
+        account_id: &AccountId,
+        subscription_id: &SubscriptionId,
     ) -> Result<Write, StoreError> {
         let (pk, sk) = key(account_id, subscription_id);
         delete_existing(table, &pk, &sk)
@@ -406,8 +408,8 @@ mod operator_actions {
     pub fn rewind_pull_cursor(
         table: &str,
         sub: &Subscription,
-        earliest: &str,
-        before: Option<&str>,
+        earliest: &ChangeId,
+        before: Option<&ChangeId>,
         now: Timestamp,
     ) -> Result<Write, StoreError> {
         let epoch = sub.pull_epoch;
@@ -425,7 +427,7 @@ mod operator_actions {
             Some(c) => {
                 e = e.value(":seen", s(c));
                 condition.push("pull_cursor = :seen".to_string());
-                if c.as_str() >= earliest {
+                if c >= earliest {
                     match before {
                         Some(b) => {
                             e = e.value(":back", s(b));
@@ -450,7 +452,7 @@ mod operator_actions {
         table: &str,
         sub: &Subscription,
         epoch: u32,
-        to: &str,
+        to: &ChangeId,
         now: Timestamp,
     ) -> Result<Write, StoreError> {
         let e = Expr::new()

@@ -9,19 +9,20 @@ use super::{from_item, to_item, StoreError};
 use crate::domain::time::Timestamp;
 use aws_sdk_dynamodb::types::Put;
 use serde::{Deserialize, Serialize};
+use crate::ids::{AccountId, NoticeId};
 
 /// The `kind` of a supersede pointer.
 pub const SUPERSEDE_KIND: &str = "notice_supersede";
 pub const SUPERSEDE_SK: &str = "CURRENT";
 
-pub fn supersede_pk(account_id: &str, key: &str) -> String {
+pub fn supersede_pk(account_id: &AccountId, key: &str) -> String {
     format!("SUPERSEDE#{account_id}#{key}")
 }
 
 /// The current notice of a supersede key.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct SupersedePointer {
-    pub notice_id: String,
+    pub notice_id: NoticeId,
     pub created_at: Timestamp,
 }
 
@@ -29,7 +30,7 @@ pub struct SupersedePointer {
 pub async fn get(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
     key: &str,
 ) -> Result<Option<SupersedePointer>, StoreError> {
     read::get(dynamo, table, &supersede_pk(account_id, key), SUPERSEDE_SK)
@@ -41,7 +42,7 @@ pub async fn get(
 /// Points a key nobody holds yet at `current`.
 pub fn claim(
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
     key: &str,
     current: &SupersedePointer,
 ) -> Result<Write, StoreError> {
@@ -58,10 +59,10 @@ pub fn claim(
 /// Points a key at `current` if it still points at `seen`.
 pub fn take_over(
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
     key: &str,
     current: &SupersedePointer,
-    seen: &str,
+    seen: &NoticeId,
 ) -> Result<Write, StoreError> {
     pointer_put(
         table,
@@ -75,7 +76,7 @@ pub fn take_over(
 
 fn pointer_put(
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
     key: &str,
     current: &SupersedePointer,
     condition: &str,

@@ -39,6 +39,7 @@ use internal::{InternalCall, InternalRegistry};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use webhook::WebhookAdapter;
+use crate::ids::AccountId;
 
 /// The processing lease (seed 004: sixty seconds).
 pub const LEASE: Duration = crate::domain::integration_delivery::PROCESSING_LEASE;
@@ -130,7 +131,7 @@ impl DeliveryWorker {
     }
 
     /// Drops cached account configuration (tests change it and want the change seen at once).
-    pub fn forget_config(&self, account_id: &str) {
+    pub fn forget_config(&self, account_id: &AccountId) {
         self.cache.forget(account_id);
     }
 

@@ -285,13 +285,13 @@ async fn list(
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<ListResponse<IntegrationView>>, ApiError> {
     let limit = page_limit(params.limit)?;
-    let after_id = cursor_id(params.cursor.as_deref())?;
+    let after_id: Option<IntegrationId> = cursor_id(params.cursor.as_deref())?;
     let (items, next) = integration::list(
         state.dynamo(),
         state.table(),
         &auth.account_id,
         limit,
-        after_id.as_deref(),
+        after_id.as_ref(),
     )
     .await?;
     Ok(Json(ListResponse::new(
@@ -301,7 +301,11 @@ async fn list(
 }
 
 /// The caller's integration `id`, or 404 (for another account's, too).
-pub async fn load(state: &ApiState, account_id: &str, id: &str) -> Result<Integration, ApiError> {
+pub async fn load(
+    state: &ApiState,
+    account_id: &AccountId,
+    id: &str,
+) -> Result<Integration, ApiError> {
     let id = path_id(id, "integration")?;
     integration::get(state.dynamo(), state.table(), account_id, &id)
         .await?

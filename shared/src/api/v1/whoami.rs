@@ -8,6 +8,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
 use std::sync::Arc;
+use crate::ids::{AccountId, IntegrationId, TokenId};
 
 pub fn router() -> Router<Arc<ApiState>> {
     Router::new().route("/v1/whoami", get(whoami))
@@ -16,10 +17,10 @@ pub fn router() -> Router<Arc<ApiState>> {
 #[derive(Debug, Serialize)]
 pub struct WhoAmI {
     pub kind: &'static str,
-    pub account_id: String,
+    pub account_id: AccountId,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub integration_id: Option<String>,
-    pub token_id: String,
+    pub integration_id: Option<IntegrationId>,
+    pub token_id: TokenId,
 }
 
 async fn whoami(principal: Principal) -> Result<Json<WhoAmI>, ApiError> {

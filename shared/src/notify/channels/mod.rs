@@ -24,6 +24,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
+use crate::ids::NoticeId;
 
 /// The channels this system has adapters for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -57,7 +58,7 @@ impl fmt::Display for Channel {
 /// One message for one recipient on one channel.
 #[derive(Debug, Clone, Copy)]
 pub struct OutgoingMessage<'a> {
-    pub notice_id: &'a str,
+    pub notice_id: &'a NoticeId,
     pub delivery_key: &'a str,
     /// The dispatch this attempt belongs to (stable across retries of one dispatch).
     pub dispatch_id: &'a str,
