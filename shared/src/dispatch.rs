@@ -397,6 +397,7 @@ pub fn work_from_keys(pk: &str, sk: &str) -> Option<DeliveryWork> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     #[test]
     fn delays_round_up_and_stop_at_fifteen_minutes() {
@@ -437,7 +438,7 @@ mod tests {
         // An event nobody pushes to is settled when written; one with push work waits for it.
         assert_eq!(
             rollup_trigger("INSERT", &event("#0"), &empty),
-            Some(keys::event_pk("a", "c"))
+            Some(keys::event_pk(&id("a"), &id("c")))
         );
         assert_eq!(rollup_trigger("INSERT", &event("#2"), &empty), None);
         let delivery = |status: &str, method: &str| {
@@ -471,13 +472,13 @@ mod tests {
 
     #[test]
     fn keys_name_their_work() {
-        let w = work_from_keys(&keys::event_pk("a1", "c1"), &keys::delivery_sk("s1")).unwrap();
+        let w = work_from_keys(&keys::event_pk(&id("a1"), &id("c1")), &keys::delivery_sk(&id("s1"))).unwrap();
         assert_eq!(
             w,
             DeliveryWork {
-                account_id: "a1".into(),
-                change_id: "c1".into(),
-                subscription_id: "s1".into()
+                account_id: "a1".parse().unwrap(),
+                change_id: "c1".parse().unwrap(),
+                subscription_id: "s1".parse().unwrap()
             }
         );
         assert!(work_from_keys("ACCT#a", "DLV#s").is_none());

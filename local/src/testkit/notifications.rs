@@ -147,7 +147,7 @@ impl Notifications {
         let (n, created) = self.notices.create(&self.account, new).await.unwrap();
         assert!(created);
         self.stream().await;
-        self.store.notice(&n.notice_id).await.unwrap().unwrap()
+        self.store.notice(&n.request.notice_id).await.unwrap().unwrap()
     }
 
     pub async fn delivery(&self, notice_id: &str, key: &str) -> NotificationDelivery {

@@ -437,6 +437,7 @@ impl IssuedTokenView {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
     use crate::store::expr::s;
     use crate::store::keys::token_pk;
     use axum::http::header::AUTHORIZATION;
@@ -444,7 +445,7 @@ mod tests {
 
     #[test]
     fn issued_tokens_parse_back_and_store_only_the_hash() {
-        let (plain, record) = issue_token(TokenKind::Intg, "acc", Some("int"), Timestamp(5));
+        let (plain, record) = issue_token(TokenKind::Intg, &id("acc"), Some(&id("int")), Timestamp(5));
         let text = plain.expose().to_owned();
         assert!(text.starts_with("rhy_intg_"));
         let parsed = parse_token(&text).unwrap();

@@ -111,8 +111,8 @@ pub(crate) mod tests {
     /// A valid order change used by tests across the domain.
     pub(crate) fn sample_change() -> Change {
         Change {
-            account_id: "acct-1".into(),
-            change_id: "01HZX3Q4J8K9M0N1P2Q3R4S5T6".into(),
+            account_id: "acct-1".parse().unwrap(),
+            change_id: "01HZX3Q4J8K9M0N1P2Q3R4S5T6".parse().unwrap(),
             record_type: "order".into(),
             record_id: "ord-42".into(),
             event_code: "order.updated".into(),
@@ -182,7 +182,7 @@ pub(crate) mod tests {
         assert!(err.to_string().contains("'#'"), "{err}");
 
         let mut c = sample_change();
-        c.account_id = "acct\n1".into();
+        c.account_id = "acct\n1".parse().unwrap();
         assert!(matches!(
             c.validate(),
             Err(ChangeError::ControlCharacter {
@@ -192,7 +192,7 @@ pub(crate) mod tests {
         ));
 
         let mut c = sample_change();
-        c.change_id = "x".repeat(MAX_ID_LEN + 1).into();
+        c.change_id = "x".repeat(MAX_ID_LEN + 1).parse().unwrap();
         assert_eq!(
             c.validate(),
             Err(ChangeError::TooLong {

@@ -648,7 +648,7 @@ mod tests {
         }
         serde_json::to_string(&Envelope {
             event_code: &change.event_code,
-            change_id: &change.change_id,
+            change_id: change.change_id.as_str(),
             record_type: &change.record_type,
             record_id: &change.record_id,
             occurred_at: change.occurred_at.to_rfc3339(),
@@ -950,7 +950,7 @@ mod tests {
             let mut change = sample_change();
             change.record = record;
             change.event_code = ids[0].clone();
-            change.change_id = ids[1].clone().into();
+            change.change_id = ids[1].clone().parse().unwrap();
             change.record_type = ids[2].clone();
             change.record_id = ids[3].clone();
             change.warehouse = warehouse;

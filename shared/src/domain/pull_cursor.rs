@@ -373,6 +373,7 @@ pub fn visible_at(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
     use proptest::prelude::*;
 
     const NOW: Timestamp = Timestamp(1_700_000_000_000);
@@ -380,7 +381,7 @@ mod tests {
     fn ack(epoch: u32, change: Option<&str>) -> Acknowledged {
         Acknowledged {
             epoch,
-            change_id: change.map(str::to_owned),
+            change_id: change.map(ChangeId::from_stored),
         }
     }
 
@@ -388,7 +389,7 @@ mod tests {
         PullCursor {
             epoch,
             read_at,
-            change_id: change.map(str::to_owned),
+            change_id: change.map(ChangeId::from_stored),
         }
     }
 
@@ -437,8 +438,8 @@ mod tests {
         let plan = plan_read(&ack(2, Some(&acked)), None, NOW).unwrap();
         assert_eq!(plan.epoch, 2);
         assert_eq!(plan.read_at, NOW);
-        assert_eq!(plan.position.as_deref(), Some(acked.as_str()));
-        let floor = plan.lower.unwrap();
+        assert_eq!(plan.position.as_ref().map(ChangeId::as_str), Some(acked.as_str()));
+        let floor = plan.lower.unwrap().into_string();
         assert_eq!(floor, ulid_at(t - LATE_WINDOW.as_millis() as u64, 0));
         assert!(floor < acked);
         // A late change (minted a minute before the acknowledged one) is above the floor.
@@ -446,11 +447,11 @@ mod tests {
         // Lowercase ids get a lowercase floor.
         let lower = plan_read(&ack(0, Some(&acked.to_ascii_lowercase())), None, NOW).unwrap();
         assert_eq!(
-            lower.lower.unwrap(),
+            lower.lower.unwrap().as_str(),
             ulid_at(t - 300_000, 0).to_ascii_lowercase()
         );
         // Other ids: no lookback. Nothing acknowledged: from the first change.
-        assert_eq!(lookback_floor(Some("chg-9")).as_deref(), Some("chg-9"));
+        assert_eq!(lookback_floor(Some(&id("chg-9"))).as_ref().map(ChangeId::as_str), Some("chg-9"));
         assert_eq!(plan_read(&ack(0, None), None, NOW).unwrap().lower, None);
     }
 
@@ -463,9 +464,9 @@ mod tests {
             NOW,
         )
         .unwrap();
-        assert_eq!(plan.lower.as_deref(), Some("D"));
+        assert_eq!(plan.lower.as_ref().map(ChangeId::as_str), Some("D"));
         assert_eq!(plan.read_at, earlier);
-        assert_eq!(plan.cursor_at(Some("E")).change_id.as_deref(), Some("E"));
+        assert_eq!(plan.cursor_at(Some(&id("E"))).change_id.as_ref().map(ChangeId::as_str), Some("E"));
         // A cursor behind the acknowledged position reads from the acknowledged position.
         let plan = plan_read(
             &ack(1, Some("D")),
@@ -473,9 +474,9 @@ mod tests {
             NOW,
         )
         .unwrap();
-        assert_eq!(plan.position.as_deref(), Some("D"));
+        assert_eq!(plan.position.as_ref().map(ChangeId::as_str), Some("D"));
         // Item cursors never go below the position (a late change acknowledges the position).
-        assert_eq!(plan.cursor_at(Some("C")).change_id.as_deref(), Some("D"));
+        assert_eq!(plan.cursor_at(Some(&id("C"))).change_id.as_ref().map(ChangeId::as_str), Some("D"));
         assert!(matches!(
             plan_read(
                 &ack(2, Some("D")),
@@ -501,7 +502,7 @@ mod tests {
     fn writes_move_forward_only_to_a_change_of_the_subscription() {
         let facts = |exists: bool, last: Option<&str>| TargetFacts {
             exists,
-            last: last.map(str::to_owned),
+            last: last.map(ChangeId::from_stored),
         };
         let read = NOW.minus(Duration::from_secs(10));
         let acked = ack(4, Some("C"));
@@ -513,9 +514,9 @@ mod tests {
         )
         .unwrap();
         assert!(forward.forward);
-        assert_eq!(forward.to.as_deref(), Some("E"));
+        assert_eq!(forward.to.as_ref().map(ChangeId::as_str), Some("E"));
         assert_eq!(forward.horizon, read.minus(SETTLE));
-        assert_eq!(forward.lower.as_deref(), Some("C"));
+        assert_eq!(forward.lower.as_ref().map(ChangeId::as_str), Some("C"));
         let same = check_write(
             &acked,
             &cursor(4, read, Some("C")),
@@ -549,7 +550,7 @@ mod tests {
                 NOW
             ),
             Err(CursorError::PastEnd {
-                last: Some("Z".into())
+                last: Some("Z".parse().unwrap())
             })
         );
         assert_eq!(
@@ -592,7 +593,7 @@ mod tests {
         fn floors_bound_the_late_window(ms in 400_000u64..(1u64 << 47), r in any::<u128>(), back in 0u64..300_000) {
             let r = r >> 48;
             let pos = ulid_at(ms, r);
-            let floor = lookback_floor(Some(&pos)).unwrap();
+            let floor = lookback_floor(Some(&ChangeId::from_stored(pos.as_str()))).unwrap().into_string();
             prop_assert!(floor <= pos);
             let late = ulid_at(ms - back, r.saturating_add(1) >> 1);
             prop_assert!(late >= floor);

@@ -496,33 +496,34 @@ impl DeliveryLogEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     #[test]
     fn cursors_round_trip_and_stay_in_their_account_and_listing() {
         let c = Cursor {
             list: "events".into(),
             list_sort: keys::time_sort(Timestamp(5), "c1"),
-            pk: keys::event_pk("a1", "c1"),
+            pk: keys::event_pk(&id("a1"), &id("c1")),
             sk: keys::EVENT_SK.into(),
         };
         let text = c.encode();
-        assert_eq!(Cursor::decode(&text, "events", "a1").unwrap(), c);
+        assert_eq!(Cursor::decode(&text, "events", &id("a1")).unwrap(), c);
         assert!(matches!(
-            Cursor::decode(&text, "events", "a2"),
+            Cursor::decode(&text, "events", &id("a2")),
             Err(MonitorError::BadCursor)
         ));
         assert!(matches!(
-            Cursor::decode(&text, "attention", "a1"),
+            Cursor::decode(&text, "attention", &id("a1")),
             Err(MonitorError::BadCursor)
         ));
         for bad in ["", "!!!", "e30", &URL_SAFE_NO_PAD.encode("[1]")] {
-            assert!(Cursor::decode(bad, "events", "a1").is_err(), "{bad}");
+            assert!(Cursor::decode(bad, "events", &id("a1")).is_err(), "{bad}");
         }
         // `a1` must not reach into `a10`'s partitions either.
         let other = Cursor {
-            pk: keys::event_pk("a10", "c1"),
+            pk: keys::event_pk(&id("a10"), &id("c1")),
             ..c
         };
-        assert!(Cursor::decode(&other.encode(), "events", "a1").is_err());
+        assert!(Cursor::decode(&other.encode(), "events", &id("a1")).is_err());
     }
 }

@@ -95,7 +95,7 @@ mod tests {
                 stage: "prod".into(),
                 channel: "email".into(),
                 reason: "attempts_exhausted".into(),
-                notice_id: "n".into(),
+                notice_id: "n".parse().unwrap(),
                 delivery_key: "email-0".into(),
                 at: Timestamp(1_700_000_000_000),
             },
@@ -113,7 +113,7 @@ mod tests {
             stage: "s".into(),
             channel: "c".into(),
             reason: "r".into(),
-            notice_id: "n".into(),
+            notice_id: "n".parse().unwrap(),
             delivery_key: "k".into(),
             at: Timestamp(0),
         });

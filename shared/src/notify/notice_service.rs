@@ -549,6 +549,7 @@ fn new_delivery(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
     use crate::store::notice::Contact;
 
     fn new_notice() -> NewNotice {
@@ -605,10 +606,10 @@ mod tests {
 
     #[test]
     fn idempotency_keys_are_per_account() {
-        assert_eq!(notice_id_for("a", "k"), notice_id_for("a", "k"));
-        assert_ne!(notice_id_for("a", "k"), notice_id_for("b", "k"));
-        assert!(notice_id_for("a", "k").starts_with("ntc_"));
-        assert_eq!(notice_id_for("a", "k").len(), 30);
+        assert_eq!(notice_id_for(&id("a"), "k"), notice_id_for(&id("a"), "k"));
+        assert_ne!(notice_id_for(&id("a"), "k"), notice_id_for(&id("b"), "k"));
+        assert!(notice_id_for(&id("a"), "k").as_str().starts_with("ntc_"));
+        assert_eq!(notice_id_for(&id("a"), "k").as_str().len(), 30);
         let mut other = new_notice();
         assert_eq!(request_hash(&other), request_hash(&new_notice()));
         other.subject = "Other".into();
@@ -619,8 +620,8 @@ mod tests {
     fn console_deliveries_begin_delivered_and_others_queued_with_work() {
         let n = new_notice();
         let mut record = NoticeRecord::requested(NoticeRequest {
-            notice_id: "n1".into(),
-            account_id: "acct".into(),
+            notice_id: "n1".parse().unwrap(),
+            account_id: "acct".parse().unwrap(),
             recipients: n.recipients,
             channels: n.channels,
             subject: n.subject,
@@ -643,7 +644,7 @@ mod tests {
                 assert!(w.is_none());
                 assert_eq!(
                     d.inbox_key.as_deref(),
-                    Some(&*inbox_key("acct", &d.recipient))
+                    Some(&*inbox_key(&id("acct"), &d.recipient))
                 );
             } else {
                 assert_eq!(d.status, N::Queued);
@@ -668,8 +669,8 @@ mod tests {
     #[test]
     fn fan_out_plans_one_delivery_per_recipient_and_channel_without_duplicates() {
         let n = NoticeRecord::requested(NoticeRequest {
-            notice_id: "n1".into(),
-            account_id: "a".into(),
+            notice_id: "n1".parse().unwrap(),
+            account_id: "a".parse().unwrap(),
             recipients: vec![
                 Recipient::Address("a@example.com".into()),
                 Recipient::Address("b@example.com".into()),
@@ -693,8 +694,8 @@ mod tests {
     #[test]
     fn the_administrator_notice_plans_an_email_and_a_console_delivery() {
         let req = crate::store::notice::subscription_paused_notice(
-            "acct",
-            "sub",
+            &id("acct"),
+            &id("sub"),
             &["admin@example.com".into()],
             50,
             Timestamp(9),

@@ -85,7 +85,7 @@ mod tests {
     #[test]
     fn an_account_is_created_once_at_the_head_of_its_partition() {
         let account = Account {
-            account_id: "a1".into(),
+            account_id: "a1".parse().unwrap(),
             name: "Acme".into(),
             admin_emails: vec!["ops@acme.test".into()],
             created_at: Timestamp(5),

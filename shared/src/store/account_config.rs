@@ -148,10 +148,11 @@ impl ConfigCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     #[test]
     fn a_configuration_is_one_consistent_query_of_the_account_partition() {
-        let q = partition_query("t", "a1");
+        let q = partition_query("t", &id("a1"));
         assert_eq!(q.key_condition, "pk = :pk");
         assert_eq!(q.expr.values[":pk"], s("ACCT#a1"));
         assert!(q.index.is_none() && !q.eventual && q.filter.is_none());

@@ -261,18 +261,19 @@ pub async fn list(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     fn record() -> AuditRecord {
         let mut r = AuditRecord::new(
             AuditAction::RetryDelivery,
-            "a1",
-            "s1",
+            &id("a1"),
+            &id("s1"),
             "ops",
             "customer asked",
             Timestamp(1_700),
         )
         .detail("from_status", "dead");
-        r.audit_id = "01aud".into();
+        r.audit_id = "01aud".parse().unwrap();
         r
     }
 
@@ -296,7 +297,7 @@ mod tests {
     fn an_account_history_reads_its_partition_newest_first_before_a_position() {
         let q = list_query(
             "t",
-            AuditScope::Account("a1"),
+            AuditScope::Account(&id("a1")),
             10,
             Some("000000000001700#01aud"),
         );
@@ -305,15 +306,15 @@ mod tests {
         assert_eq!(q.key_condition, "#k = :k AND #s < :before");
         assert_eq!(q.expr.names["#s"], "sk");
         assert_eq!(q.expr.values[":before"], s("AT#000000000001700#01aud"));
-        let first = list_query("t", AuditScope::Account("a1"), 10, None);
+        let first = list_query("t", AuditScope::Account(&id("a1")), 10, None);
         assert_eq!(first.key_condition, "#k = :k AND begins_with(#s, :p)");
     }
 
     #[test]
     fn a_subscription_history_reads_the_listing_index() {
         let scope = AuditScope::Subscription {
-            account_id: "a1",
-            subscription_id: "s1",
+            account_id: &id("a1"),
+            subscription_id: &id("s1"),
         };
         let q = list_query("t", scope, 5, None);
         assert_eq!(q.index.as_deref(), Some(listing::INDEX));

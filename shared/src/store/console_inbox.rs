@@ -51,10 +51,11 @@ pub async fn newest(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     #[test]
     fn the_inbox_is_read_newest_first_on_its_index() {
-        let q = newest_query("t", "acct", "ops", 20);
+        let q = newest_query("t", &id("acct"), "ops", 20);
         assert_eq!(q.index.as_deref(), Some("inbox"));
         assert_eq!(q.key_condition, "inbox_key = :k");
         assert_eq!(q.expr.values[":k"].as_s().unwrap(), "INBOX#acct#ops");

@@ -535,17 +535,18 @@ pub fn postpone(table: &str, due: &Due, next: Timestamp) -> Result<Write, StoreE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
     use crate::domain::integration_delivery::{after_success, after_transient_failure};
     use crate::domain::time::SECOND;
     use crate::store::attrs::by_subscription;
 
     fn delivery(status: DeliveryStatus, attempts: u32) -> Delivery {
         Delivery {
-            delivery_id: keys::delivery_id("01C", "sub1"),
-            account_id: "acct".into(),
-            change_id: "01C".into(),
-            subscription_id: "sub1".into(),
-            integration_id: "int1".into(),
+            delivery_id: keys::delivery_id(&id("01C"), &id("sub1")),
+            account_id: "acct".parse().unwrap(),
+            change_id: "01C".parse().unwrap(),
+            subscription_id: "sub1".parse().unwrap(),
+            integration_id: "int1".parse().unwrap(),
             method: DeliveryMethod::Webhook,
             status,
             attempts,
@@ -725,10 +726,10 @@ mod tests {
 
     #[test]
     fn a_delivery_key_names_its_work_and_nothing_else_does() {
-        let (pk, sk) = key("acct", "01C", "sub1");
+        let (pk, sk) = key(&id("acct"), &id("01C"), &id("sub1"));
         let work = work_from_key(&pk, &sk).unwrap();
-        assert_eq!(work.subscription_id, "sub1");
-        assert_eq!(work.change_id, "01C");
+        assert_eq!(work.subscription_id.as_str(), "sub1");
+        assert_eq!(work.change_id.as_str(), "01C");
         assert!(work_from_key(&pk, "EVENT").is_none());
         assert!(work_from_key("ACCT#a", &sk).is_none());
     }
@@ -1199,17 +1200,18 @@ mod operator_actions {
     #[cfg(test)]
     mod tests {
         use super::*;
+        use crate::ids::id;
         use crate::domain::delivery_method::DeliveryMethod;
         use crate::domain::integration_delivery::operator_restart;
         use std::collections::HashMap;
 
         fn delivery(status: DeliveryStatus, method: DeliveryMethod) -> Delivery {
             Delivery {
-                delivery_id: keys::delivery_id("01C", "sub1"),
-                account_id: "acct".into(),
-                change_id: "01C".into(),
-                subscription_id: "sub1".into(),
-                integration_id: "int1".into(),
+                delivery_id: keys::delivery_id(&id("01C"), &id("sub1")),
+                account_id: "acct".parse().unwrap(),
+                change_id: "01C".parse().unwrap(),
+                subscription_id: "sub1".parse().unwrap(),
+                integration_id: "int1".parse().unwrap(),
                 method,
                 status,
                 attempts: 3,
@@ -1241,7 +1243,7 @@ mod operator_actions {
         use crate::store::update::expect_update as updated;
         use aws_sdk_dynamodb::types::Update;
 
-        fn restart_of(d: &Delivery, job: Option<&str>) -> Update {
+        fn restart_of(d: &Delivery, job: Option<&ReplayJobId>) -> Update {
             let r = Restart {
                 delivery: d,
                 movement: operator_restart(d.status).unwrap(),
@@ -1278,7 +1280,7 @@ mod operator_actions {
         #[test]
         fn a_restart_of_a_pull_delivery_leaves_the_due_index_and_a_replay_restarts_once() {
             let d = delivery(DeliveryStatus::Delivered, DeliveryMethod::Poll);
-            let u = restart_of(&d, Some("job1"));
+            let u = restart_of(&d, Some(&id("job1")));
             let expression = u.update_expression();
             assert!(expression.ends_with("expires_at, due_shard, due_at"));
             assert!(expression.contains("replay_job = :job"));
@@ -1294,7 +1296,7 @@ mod operator_actions {
         fn a_cursor_covers_only_a_pending_unleased_delivery_visible_at_its_horizon() {
             let d = delivery(DeliveryStatus::Pending, DeliveryMethod::Poll);
             let u = updated(
-                cover_by_cursor("t", &d, Timestamp(5_000), "01D", Timestamp(6_000))
+                cover_by_cursor("t", &d, Timestamp(5_000), &id("01D"), Timestamp(6_000))
                     .unwrap()
                     .unwrap(),
             );
@@ -1313,7 +1315,7 @@ mod operator_actions {
             assert_eq!(v[":cursor"], s("01D"));
             let dead = delivery(DeliveryStatus::Dead, DeliveryMethod::Poll);
             assert!(
-                cover_by_cursor("t", &dead, Timestamp(5_000), "01D", Timestamp(6_000))
+                cover_by_cursor("t", &dead, Timestamp(5_000), &id("01D"), Timestamp(6_000))
                     .unwrap()
                     .is_none()
             );
@@ -1321,15 +1323,17 @@ mod operator_actions {
 
         #[test]
         fn a_range_query_names_its_bounds_on_the_index() {
+            let (sub, lo, hi): (SubscriptionId, ChangeId, ChangeId) =
+                (id("sub1"), id("01A"), id("01F"));
             let range = |after, upper, forward| SubscriptionRange {
-                subscription_id: "sub1",
+                subscription_id: &sub,
                 after,
                 upper,
                 forward,
             };
             let q = range_query(
                 "t",
-                &range(Some("01A"), Some(Upper::Before("01F")), true),
+                &range(Some(&lo), Some(Upper::Before(&hi)), true),
                 None,
                 10,
             );
@@ -1343,22 +1347,22 @@ mod operator_actions {
             assert_eq!(q.limit, Some(10));
             let q = range_query(
                 "t",
-                &range(None, Some(Upper::Through("01F")), false),
+                &range(None, Some(Upper::Through(&hi)), false),
                 None,
                 1,
             );
             assert_eq!(q.key_condition, "#sk_sub = :sub AND #sort <= :hi");
             assert!(q.backwards);
-            let q = range_query("t", &range(Some("01A"), None, true), None, 1);
+            let q = range_query("t", &range(Some(&lo), None, true), None, 1);
             assert_eq!(q.key_condition, "#sk_sub = :sub AND #sort > :lo");
             let q = range_query("t", &range(None, None, true), None, 1);
             assert_eq!(q.key_condition, "#sk_sub = :sub");
             assert!(!q.expr.names.contains_key("#sort"));
             let entry = |sort: &str| Item::from([(by_subscription::SORT.to_string(), s(sort))]);
-            let r = range(Some("01A"), Some(Upper::Before("01F")), true);
+            let r = range(Some(&lo), Some(Upper::Before(&hi)), true);
             assert!(excluded(&r, &entry("01A")) && excluded(&r, &entry("01F")));
             assert!(!excluded(&r, &entry("01C")));
-            let through = range(None, Some(Upper::Through("01F")), true);
+            let through = range(None, Some(Upper::Through(&hi)), true);
             assert!(!excluded(&through, &entry("01F")), "Through is inclusive");
         }
 
@@ -1379,21 +1383,21 @@ mod operator_actions {
         #[test]
         fn a_filter_keeps_only_its_account_statuses_window_and_horizon() {
             let item = stored("pending", 100, 200, None);
-            assert!(Filter::account("acc_1").admits(&item));
+            assert!(Filter::account(&id("acc_1")).admits(&item));
             assert!(
-                !Filter::account("acc_2").admits(&item),
+                !Filter::account(&id("acc_2")).admits(&item),
                 "another account's item"
             );
             let statuses = |st: Vec<DeliveryStatus>| Filter {
                 statuses: st,
-                ..Filter::account("acc_1")
+                ..Filter::account(&id("acc_1"))
             };
             assert!(statuses(vec![DeliveryStatus::Dead, DeliveryStatus::Pending]).admits(&item));
             assert!(!statuses(vec![DeliveryStatus::Delivered]).admits(&item));
             let window = |from, before| Filter {
                 occurred_from: from,
                 occurred_before: before,
-                ..Filter::account("acc_1")
+                ..Filter::account(&id("acc_1"))
             };
             assert!(window(Some(Timestamp(100)), Some(Timestamp(101))).admits(&item));
             assert!(
@@ -1406,7 +1410,7 @@ mod operator_actions {
             );
             let horizon = |h| Filter {
                 written_through: Some(Timestamp(h)),
-                ..Filter::account("acc_1")
+                ..Filter::account(&id("acc_1"))
             };
             assert!(horizon(200).admits(&item));
             assert!(!horizon(199).admits(&item), "created after the horizon");
@@ -1418,7 +1422,7 @@ mod operator_actions {
             );
             let mut no_account = item.clone();
             no_account.remove("account_id");
-            assert!(!Filter::account("acc_1").admits(&no_account));
+            assert!(!Filter::account(&id("acc_1")).admits(&no_account));
         }
 
         #[test]

@@ -380,11 +380,12 @@ pub async fn rollup_index_page(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     fn event(status: EventStatus, reopens: Option<i64>) -> EventRecord {
         EventRecord {
-            account_id: "a".into(),
-            change_id: "c".into(),
+            account_id: "a".parse().unwrap(),
+            change_id: "c".parse().unwrap(),
             record_type: "catalog_item".into(),
             record_id: "r".into(),
             event_code: "catalog_item.updated".into(),
@@ -503,7 +504,7 @@ mod tests {
 
     #[test]
     fn an_internal_result_moves_the_internal_status_by_its_table() {
-        let w = record_internal_result("t", "a", "c", "{\"ok\":true}").unwrap();
+        let w = record_internal_result("t", &id("a"), &id("c"), "{\"ok\":true}").unwrap();
         let Write::Update(u) = w else {
             panic!("not an update")
         };

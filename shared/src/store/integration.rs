@@ -178,11 +178,12 @@ pub fn delete(table: &str, account_id: &AccountId, integration_id: &IntegrationI
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     fn integration() -> Integration {
         Integration {
-            account_id: "a1".into(),
-            integration_id: "i1".into(),
+            account_id: "a1".parse().unwrap(),
+            integration_id: "i1".parse().unwrap(),
             name: "Hook".into(),
             target: Target::Webhook {
                 url: "https://example.test/h".into(),
@@ -209,13 +210,13 @@ mod tests {
     #[test]
     fn an_edit_or_a_delete_needs_the_integration_to_exist() {
         let Write::UpdateReturningNew(u) =
-            edit("t", "a1", "i1", Edit::new().set("name", &"n").unwrap()).unwrap()
+            edit("t", &id("a1"), &id("i1"), Edit::new().set("name", &"n").unwrap()).unwrap()
         else {
             panic!("not an update returning the item")
         };
         assert_eq!(u.key()["sk"].as_s().unwrap(), "INTEG#i1");
         assert_eq!(u.condition_expression(), Some("attribute_exists(pk)"));
-        let Write::Delete(d) = delete("t", "a1", "i1").unwrap() else {
+        let Write::Delete(d) = delete("t", &id("a1"), &id("i1")).unwrap() else {
             panic!("not a delete")
         };
         assert_eq!(d.key()["pk"].as_s().unwrap(), "ACCT#a1");

@@ -384,13 +384,14 @@ fn partition_query(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
     use aws_sdk_dynamodb::types::AttributeValue;
 
     #[test]
     fn the_administrator_notice_stores_plain_addresses() {
         let n = subscription_paused_notice(
-            "a",
-            "s",
+            &id("a"),
+            &id("s"),
             &["admin@example.com".to_string()],
             50,
             Timestamp(1),
@@ -435,7 +436,7 @@ mod tests {
 
     #[test]
     fn a_withdrawal_is_conditional_on_the_lifecycle_sources_and_the_notice_existing() {
-        let u = update(withdraw("t", "n1", Timestamp(7)).unwrap());
+        let u = update(withdraw("t", &id("n1"), Timestamp(7)).unwrap());
         assert_eq!(u.table_name(), "t");
         assert_eq!(u.key()["pk"].as_s().unwrap(), "NOTICE#n1");
         assert_eq!(u.key()["sk"].as_s().unwrap(), NOTICE_SK);
@@ -459,7 +460,7 @@ mod tests {
 
     #[test]
     fn a_fan_out_activates_only_a_requested_notice_and_records_its_deliveries() {
-        let u = update(activate("t", "n1", Timestamp(9), 4).unwrap());
+        let u = update(activate("t", &id("n1"), Timestamp(9), 4).unwrap());
         assert_eq!(
             u.update_expression(),
             "SET #status = :to, #a0 = :v0, #a1 = :v1"
@@ -482,7 +483,7 @@ mod tests {
 
     #[test]
     fn a_replacement_names_the_later_notice() {
-        let u = update(supersede("t", "old", "new", Timestamp(3)).unwrap());
+        let u = update(supersede("t", &id("old"), &id("new"), Timestamp(3)).unwrap());
         let values = u.expression_attribute_values().unwrap();
         assert_eq!(values[":to"].as_s().unwrap(), "superseded");
         assert_eq!(values[":v0"].as_s().unwrap(), "new");
@@ -491,7 +492,7 @@ mod tests {
 
     #[test]
     fn requests_and_creations_write_a_notice_once() {
-        let req = subscription_paused_notice("a", "s", &[], 3, Timestamp(1));
+        let req = subscription_paused_notice(&id("a"), &id("s"), &[], 3, Timestamp(1));
         let Write::Put(p) = request("t", &req).unwrap() else {
             panic!("not a put")
         };
@@ -511,13 +512,13 @@ mod tests {
 
     #[test]
     fn a_partition_query_reads_one_prefix_consistently_and_filters_by_status() {
-        let q = partition_query("t", "n1", "DLV#", Some(NotificationStatus::Queued));
+        let q = partition_query("t", &id("n1"), "DLV#", Some(NotificationStatus::Queued));
         assert_eq!(q.key_condition, "pk = :pk AND begins_with(sk, :prefix)");
         assert_eq!(q.filter.as_deref(), Some("#status = :status"));
         assert_eq!(q.expr.values[":pk"].as_s().unwrap(), "NOTICE#n1");
         assert_eq!(q.expr.values[":status"].as_s().unwrap(), "queued");
         assert!(q.index.is_none() && !q.eventual && q.limit.is_none());
-        let all = partition_query("t", "n1", "", None);
+        let all = partition_query("t", &id("n1"), "", None);
         assert_eq!(all.key_condition, "pk = :pk");
         assert!(all.filter.is_none() && all.expr.names.is_empty());
     }
@@ -525,15 +526,15 @@ mod tests {
     #[test]
     fn a_bare_notice_request_item_reads_as_a_requested_notice() {
         let req = subscription_paused_notice(
-            "acct",
-            "sub",
+            &id("acct"),
+            &id("sub"),
             &["admin@example.com".into()],
             50,
             Timestamp(9),
         );
         let n: NoticeRecord = crate::store::from_item(notice_item(&req).unwrap()).unwrap();
         assert_eq!(n.status, NoticeStatus::Requested);
-        assert_eq!(n.recipients.len(), 1);
-        assert_eq!(n.channels, ["email", "console"]);
+        assert_eq!(n.request.recipients.len(), 1);
+        assert_eq!(n.request.channels, ["email", "console"]);
     }
 }

@@ -124,6 +124,7 @@ pub async fn summary(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
     use NotificationStatus as N;
 
     fn update(w: Write) -> Update {
@@ -151,7 +152,7 @@ mod tests {
         let u = update(
             count(
                 "t",
-                "n1",
+                &id("n1"),
                 "email-0",
                 Some(N::Queued),
                 N::Sending,
@@ -176,7 +177,7 @@ mod tests {
 
     #[test]
     fn a_new_delivery_is_only_counted_in() {
-        let u = update(count("t", "n1", "email-0", None, N::Queued, Timestamp(5)).unwrap());
+        let u = update(count("t", &id("n1"), "email-0", None, N::Queued, Timestamp(5)).unwrap());
         assert_eq!(
             u.update_expression(),
             "ADD #to :one SET #kind = :kind, #updated = :now"

@@ -495,13 +495,14 @@ pub fn record(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
     use crate::domain::notification_delivery::requeue_condition;
     use aws_sdk_dynamodb::types::TransactWriteItem;
     use NotificationStatus as N;
     use NotificationTrigger as NT;
 
     fn delivery(status: N) -> NotificationDelivery {
-        NotificationDelivery::new("n", "email-0", "a", "email", "r", status, Timestamp(0))
+        NotificationDelivery::new(&id("n"), "email-0", &id("a"), "email", "r", status, Timestamp(0))
     }
 
     fn items(w: Write) -> Vec<TransactWriteItem> {
@@ -556,7 +557,7 @@ mod tests {
     fn a_new_delivery_is_written_once_with_its_count_and_its_work() {
         let mut d = delivery(N::Queued);
         d.deadline = Some(Timestamp(9_000));
-        let work = WorkRow::fresh("n", "email-0", Timestamp(0));
+        let work = WorkRow::fresh(&id("n"), "email-0", Timestamp(0));
         let all = items(create("t", &d, Some(&work)).unwrap());
         assert_eq!(
             sort_keys(&all),
@@ -667,7 +668,7 @@ mod tests {
             provider_ref: Some(ProviderRef {
                 provider: "ses".into(),
                 provider_ref: "m-1".into(),
-                notice_id: "n".into(),
+                notice_id: "n".parse().unwrap(),
                 delivery_key: "email-0".into(),
             }),
         };
@@ -695,7 +696,7 @@ mod tests {
         let mut next = current.clone();
         next.status = N::Queued;
         next.failure_reason = None;
-        let work = WorkRow::fresh("n", "email-0", Timestamp(1));
+        let work = WorkRow::fresh(&id("n"), "email-0", Timestamp(1));
         let effects = Effects {
             work: WorkEffect::Put(work.clone()),
             provider_ref: None,

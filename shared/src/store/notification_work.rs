@@ -105,10 +105,11 @@ pub fn delete(table: &str, notice_id: &NoticeId, delivery_key: &str) -> Result<W
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     #[test]
     fn a_work_row_is_put_unconditionally_in_its_notice_partition() {
-        let row = WorkRow::fresh("n1", "email-0", Timestamp(4));
+        let row = WorkRow::fresh(&id("n1"), "email-0", Timestamp(4));
         let Write::Put(p) = put("t", &row).unwrap() else {
             panic!("not a put")
         };
@@ -124,7 +125,7 @@ mod tests {
 
     #[test]
     fn a_work_row_is_deleted_by_its_key() {
-        let Write::Delete(d) = delete("t", "n1", "slack-2").unwrap() else {
+        let Write::Delete(d) = delete("t", &id("n1"), "slack-2").unwrap() else {
             panic!("not a delete")
         };
         assert_eq!(d.key()["pk"].as_s().unwrap(), "NOTICE#n1");
@@ -134,8 +135,8 @@ mod tests {
 
     #[test]
     fn fresh_rows_have_fresh_dispatch_ids() {
-        let a = WorkRow::fresh("n", "k", Timestamp(1));
-        let b = WorkRow::fresh("n", "k", Timestamp(1));
+        let a = WorkRow::fresh(&id("n"), "k", Timestamp(1));
+        let b = WorkRow::fresh(&id("n"), "k", Timestamp(1));
         assert_ne!(a.dispatch_id, b.dispatch_id);
     }
 }

@@ -64,7 +64,7 @@ mod tests {
         let r = ProviderRef {
             provider: "ses".into(),
             provider_ref: "m-1".into(),
-            notice_id: "n1".into(),
+            notice_id: "n1".parse().unwrap(),
             delivery_key: "email-0".into(),
         };
         let Write::Put(p) = put("t", &r).unwrap() else {

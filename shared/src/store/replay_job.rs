@@ -330,13 +330,14 @@ pub fn release(table: &str, job: &ReplayJob, token: &str) -> Result<Write, Store
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
     use crate::domain::replay::after_chunk;
 
     fn job(status: ReplayStatus) -> ReplayJob {
         ReplayJob {
-            job_id: "01job".into(),
-            account_id: "a1".into(),
-            subscription_id: "s1".into(),
+            job_id: "01job".parse().unwrap(),
+            account_id: "a1".parse().unwrap(),
+            subscription_id: "s1".parse().unwrap(),
             from: Timestamp(0),
             to: Timestamp(10),
             reason: "why".into(),
@@ -400,7 +401,7 @@ mod tests {
         let middle = Chunk {
             movement: after_chunk(true),
             total,
-            position: Some("01c"),
+            position: Some(&id("01c")),
         };
         let u = updated(save_chunk("t", &running, "tok", &middle, Timestamp(5)).unwrap());
         assert!(u.update_expression().contains("lease_until = :lease"));
@@ -459,12 +460,12 @@ mod tests {
 
     #[test]
     fn a_listing_reads_newest_first_and_filters_by_subscription() {
-        let q = list_query("t", "a1", Some("s1"), Some("01job"));
+        let q = list_query("t", &id("a1"), Some(&id("s1")), Some(&id("01job")));
         assert_eq!(q.key_condition, "pk = :pk AND sk < :before");
         assert_eq!(q.expr.values[":before"], s("JOB#01job"));
         assert_eq!(q.filter.as_deref(), Some("subscription_id = :sub"));
         assert!(q.backwards && q.eventual);
-        let first = list_query("t", "a1", None, None);
+        let first = list_query("t", &id("a1"), None, None);
         assert_eq!(first.key_condition, "pk = :pk AND begins_with(sk, :p)");
         assert!(first.filter.is_none());
     }

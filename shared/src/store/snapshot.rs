@@ -53,14 +53,15 @@ pub fn save_unless_newer(table: &str, snap: &Snapshot<'_>) -> Result<Write, Stor
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     #[test]
     fn a_snapshot_never_replaces_a_newer_one() {
         let snap = Snapshot {
-            account_id: "a",
+            account_id: &id("a"),
             record_type: "catalog_item",
             record_id: "r1",
-            change_id: "01C",
+            change_id: &id("01C"),
             occurred_ms: 42,
             data: "{}".into(),
         };

@@ -223,6 +223,7 @@ pub fn auto_pause(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     fn update(w: Write) -> Update {
         match w {
@@ -233,7 +234,7 @@ mod tests {
 
     #[test]
     fn a_dead_delivery_adds_one_to_the_run_of_an_existing_subscription() {
-        let u = update(count_dead("t", "a", "s", Timestamp(7)).unwrap());
+        let u = update(count_dead("t", &id("a"), &id("s"), Timestamp(7)).unwrap());
         assert_eq!(u.key()["sk"].as_s().unwrap(), "SUB#s");
         assert!(u
             .update_expression()
@@ -243,7 +244,7 @@ mod tests {
 
     #[test]
     fn a_success_takes_off_only_the_run_it_saw() {
-        let u = update(end_dead_run("t", "a", "s", 3).unwrap());
+        let u = update(end_dead_run("t", &id("a"), &id("s"), 3).unwrap());
         let values = u.expression_attribute_values().unwrap();
         assert_eq!(values[":minus"].as_n().unwrap(), "-3");
         assert_eq!(values[":seen"].as_n().unwrap(), "3");
@@ -475,14 +476,15 @@ mod operator_actions {
     #[cfg(test)]
     mod tests {
         use super::*;
+        use crate::ids::id;
         use crate::domain::retry::RetryPolicy;
         use crate::domain::subscription::{on_resume, SubscriptionStatus};
 
         fn sub(status: SubscriptionStatus) -> Subscription {
             Subscription {
-                account_id: "a1".into(),
-                subscription_id: "s1".into(),
-                integration_id: "i1".into(),
+                account_id: "a1".parse().unwrap(),
+                subscription_id: "s1".parse().unwrap(),
+                integration_id: "i1".parse().unwrap(),
                 record_types: vec!["order".into()],
                 filter: None,
                 fields: vec!["id".into()],
@@ -521,13 +523,13 @@ mod operator_actions {
 
         #[test]
         fn an_edit_or_a_delete_needs_the_subscription_to_exist() {
-            let Write::Delete(d) = delete("t", "a1", "s1").unwrap() else {
+            let Write::Delete(d) = delete("t", &id("a1"), &id("s1")).unwrap() else {
                 panic!("not a delete")
             };
             assert_eq!(d.key()["sk"].as_s().unwrap(), "SUB#s1");
             assert_eq!(d.condition_expression(), Some("attribute_exists(pk)"));
             let Write::UpdateReturningNew(u) =
-                edit("t", "a1", "s1", Edit::new().remove("filter")).unwrap()
+                edit("t", &id("a1"), &id("s1"), Edit::new().remove("filter")).unwrap()
             else {
                 panic!("not an update returning the item")
             };
@@ -555,10 +557,10 @@ mod operator_actions {
         #[test]
         fn a_rewind_moves_a_cursor_at_or_past_the_restart_back_and_bumps_the_epoch() {
             let mut read = sub(SubscriptionStatus::Active);
-            read.pull_cursor = Some("01d".into());
+            read.pull_cursor = Some("01d".parse().unwrap());
             read.pull_epoch = 2;
             let u =
-                updated(rewind_pull_cursor("t", &read, "01c", Some("01b"), Timestamp(9)).unwrap());
+                updated(rewind_pull_cursor("t", &read, &id("01c"), Some(&id("01b")), Timestamp(9)).unwrap());
             assert_eq!(
                 u.update_expression(),
                 "SET pull_epoch = :new_epoch, pull_rewound_at = :now, pull_cursor = :back"
@@ -571,11 +573,11 @@ mod operator_actions {
             assert_eq!(v[":new_epoch"], n(3));
             assert_eq!(v[":back"], s("01b"));
             // Nothing before the earliest restarted change: the cursor goes.
-            let u = updated(rewind_pull_cursor("t", &read, "01a", None, Timestamp(9)).unwrap());
+            let u = updated(rewind_pull_cursor("t", &read, &id("01a"), None, Timestamp(9)).unwrap());
             assert!(u.update_expression().ends_with("REMOVE pull_cursor"));
             // A cursor before the restart stays where it is.
             let u =
-                updated(rewind_pull_cursor("t", &read, "01e", Some("01d"), Timestamp(9)).unwrap());
+                updated(rewind_pull_cursor("t", &read, &id("01e"), Some(&id("01d")), Timestamp(9)).unwrap());
             assert_eq!(
                 u.update_expression(),
                 "SET pull_epoch = :new_epoch, pull_rewound_at = :now"
@@ -585,7 +587,7 @@ mod operator_actions {
         #[test]
         fn a_rewind_of_a_subscription_never_acknowledged_needs_it_still_so() {
             let read = sub(SubscriptionStatus::Active);
-            let u = updated(rewind_pull_cursor("t", &read, "01c", None, Timestamp(9)).unwrap());
+            let u = updated(rewind_pull_cursor("t", &read, &id("01c"), None, Timestamp(9)).unwrap());
             assert_eq!(
                 u.condition_expression(),
                 Some(
@@ -598,7 +600,7 @@ mod operator_actions {
         #[test]
         fn a_cursor_moves_only_forward_in_its_epoch() {
             let read = sub(SubscriptionStatus::Active);
-            let u = updated(move_pull_cursor("t", &read, 1, "01f", Timestamp(9)).unwrap());
+            let u = updated(move_pull_cursor("t", &read, 1, &id("01f"), Timestamp(9)).unwrap());
             assert_eq!(
                 u.update_expression(),
                 "SET pull_cursor = :to, pull_cursor_at = :now"
@@ -610,7 +612,7 @@ mod operator_actions {
                      AND (attribute_not_exists(pull_cursor) OR pull_cursor <= :to)"
                 )
             );
-            let u = updated(move_pull_cursor("t", &read, 0, "01f", Timestamp(9)).unwrap());
+            let u = updated(move_pull_cursor("t", &read, 0, &id("01f"), Timestamp(9)).unwrap());
             assert!(u
                 .condition_expression()
                 .unwrap()

@@ -101,10 +101,11 @@ fn pointer_put(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     fn pointer() -> SupersedePointer {
         SupersedePointer {
-            notice_id: "n2".into(),
+            notice_id: "n2".parse().unwrap(),
             created_at: Timestamp(8),
         }
     }
@@ -118,7 +119,7 @@ mod tests {
 
     #[test]
     fn a_free_key_is_claimed_only_if_nobody_holds_it() {
-        let p = put(claim("t", "acct", "weekly", &pointer()).unwrap());
+        let p = put(claim("t", &id("acct"), "weekly", &pointer()).unwrap());
         assert_eq!(p.condition_expression(), Some("attribute_not_exists(pk)"));
         assert_eq!(p.expression_attribute_values(), None);
         assert_eq!(p.item()["pk"].as_s().unwrap(), "SUPERSEDE#acct#weekly");
@@ -129,7 +130,7 @@ mod tests {
 
     #[test]
     fn a_held_key_is_taken_over_only_from_the_notice_seen_there() {
-        let p = put(take_over("t", "acct", "weekly", &pointer(), "n1").unwrap());
+        let p = put(take_over("t", &id("acct"), "weekly", &pointer(), &id("n1")).unwrap());
         assert_eq!(p.condition_expression(), Some("notice_id = :seen"));
         assert_eq!(
             p.expression_attribute_values().unwrap()[":seen"]

@@ -191,14 +191,15 @@ pub async fn references(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
     use aws_sdk_dynamodb::types::TransactWriteItem;
 
     fn record() -> TokenRecord {
         TokenRecord {
-            token_id: "01tok".into(),
+            token_id: "01tok".parse().unwrap(),
             token_kind: TokenKind::Intg,
-            account_id: "a1".into(),
-            integration_id: Some("i1".into()),
+            account_id: "a1".parse().unwrap(),
+            integration_id: Some("i1".parse().unwrap()),
             secret_sha256: "ab".repeat(32),
             created_at: Timestamp(9),
             revoked_at: None,
@@ -238,7 +239,7 @@ mod tests {
 
     #[test]
     fn a_revocation_marks_a_live_token_once_and_drops_its_reference() {
-        let Write::Update(u) = revoke("t", "01tok", Timestamp(42)).unwrap() else {
+        let Write::Update(u) = revoke("t", &id("01tok"), Timestamp(42)).unwrap() else {
             panic!("not an update")
         };
         assert_eq!(u.key()["pk"].as_s().unwrap(), "TOKEN#01tok");
@@ -248,7 +249,7 @@ mod tests {
             Some("attribute_exists(pk) AND attribute_not_exists(revoked_at)")
         );
         assert_eq!(u.expression_attribute_values().unwrap()[":now"], n(42));
-        let Write::Delete(d) = drop_reference("t", "a1", "01tok").unwrap() else {
+        let Write::Delete(d) = drop_reference("t", &id("a1"), &id("01tok")).unwrap() else {
             panic!("not a delete")
         };
         assert_eq!(d.key()["pk"].as_s().unwrap(), "TOKENS#a1");
