@@ -11,7 +11,7 @@ use shared::domain::signing::SigningSecret;
 use shared::domain::subscription::SubscriptionStatus;
 use shared::domain::target::{Target, TargetParts, WebhookSecret};
 use shared::domain::time::Timestamp;
-use shared::ids::{IntegrationId, SubscriptionId};
+use shared::ids::{AccountId, IntegrationId, SubscriptionId};
 use shared::store::account::Account;
 use shared::store::integration::Integration;
 use shared::store::keys;
@@ -45,7 +45,7 @@ impl<'a> Fixtures<'a> {
 
     pub async fn account(&self, admin_emails: &[&str]) -> Result<Account> {
         let account = Account {
-            account_id: format!("acct{}", new_id().to_lowercase()).into(),
+            account_id: format!("acct{}", new_id().to_lowercase()).parse().unwrap(),
             name: "Test account".into(),
             admin_emails: admin_emails.iter().map(|s| s.to_string()).collect(),
             created_at: self.now,
@@ -66,13 +66,13 @@ impl<'a> Fixtures<'a> {
 
     pub async fn integration(
         &self,
-        account_id: &str,
+        account_id: &AccountId,
         method: DeliveryMethod,
         webhook_url: Option<String>,
         handler: Option<&str>,
     ) -> Result<Integration> {
         let integration = Integration {
-            account_id: account_id.into(),
+            account_id: account_id.clone(),
             integration_id: IntegrationId::new(),
             name: format!("{} integration", method.as_str()),
             target: Target::from_parts(TargetParts {
@@ -101,7 +101,7 @@ impl<'a> Fixtures<'a> {
         .await
     }
 
-    pub async fn webhook(&self, account_id: &str, url: String) -> Result<Integration> {
+    pub async fn webhook(&self, account_id: &AccountId, url: String) -> Result<Integration> {
         self.integration(account_id, DeliveryMethod::Webhook, Some(url), None)
             .await
     }
@@ -150,7 +150,7 @@ impl<'a> Fixtures<'a> {
 }
 
 /// A catalog item change with fields worth hiding (cost, supplier) next to public ones.
-pub fn catalog_change(account_id: &str, occurred_at: Timestamp, price: f64) -> Change {
+pub fn catalog_change(account_id: &AccountId, occurred_at: Timestamp, price: f64) -> Change {
     let record: Map<String, Value> = json!({
         "sku": "SKU-1",
         "name": "Espresso cup",
@@ -163,8 +163,8 @@ pub fn catalog_change(account_id: &str, occurred_at: Timestamp, price: f64) -> C
     .cloned()
     .unwrap_or_default();
     Change {
-        account_id: account_id.into(),
-        change_id: new_id().into(),
+        account_id: account_id.clone(),
+        change_id: new_id().parse().unwrap(),
         record_type: "catalog_item".into(),
         record_id: "SKU-1".into(),
         event_code: "catalog_item.updated".into(),

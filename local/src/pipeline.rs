@@ -23,6 +23,7 @@ use shared::worker::DeliveryWorker;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Mutex;
+use crate::testkit::id;
 
 pub struct Pipeline {
     pub t: TestStack,
@@ -176,15 +177,15 @@ impl Pipeline {
         subscription_id: &str,
     ) -> Option<Delivery> {
         self.get(
-            &keys::event_pk(account_id, change_id),
-            &keys::delivery_sk(subscription_id),
+            &keys::event_pk(&id(account_id), &id(change_id)),
+            &keys::delivery_sk(&id(subscription_id)),
         )
         .await
         .map(|i| from_item(i).expect("a delivery item"))
     }
 
     pub async fn event(&self, account_id: &str, change_id: &str) -> Option<EventRecord> {
-        self.get(&keys::event_pk(account_id, change_id), keys::EVENT_SK)
+        self.get(&keys::event_pk(&id(account_id), &id(change_id)), keys::EVENT_SK)
             .await
             .map(|i| from_item(i).expect("an event item"))
     }
@@ -195,8 +196,8 @@ impl Pipeline {
         subscription_id: &str,
     ) -> Option<Subscription> {
         self.get(
-            &keys::account_pk(account_id),
-            &keys::subscription_sk(subscription_id),
+            &keys::account_pk(&id(account_id)),
+            &keys::subscription_sk(&id(subscription_id)),
         )
         .await
         .map(|i| from_item(i).expect("a subscription item"))

@@ -149,11 +149,20 @@ pub fn sample(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// Tests' shorthand for a typed id of fixture text: `id("s1")` (panics when it is not an id).
+pub fn id<T: std::str::FromStr>(text: &str) -> T
+where
+    T::Err: std::fmt::Debug,
+{
+    text.parse()
+        .unwrap_or_else(|e| panic!("{text:?} is not a fixture id: {e:?}"))
+}
+
 /// The delivery queue's message for a change and a subscription (as the dispatcher publishes it).
 pub fn work(change: &Change, subscription: &Subscription) -> DeliveryWork {
     DeliveryWork {
-        account_id: change.account_id.as_str().into(),
-        change_id: change.change_id.as_str().into(),
+        account_id: change.account_id.clone(),
+        change_id: change.change_id.clone(),
         subscription_id: subscription.subscription_id.clone(),
     }
 }
@@ -307,7 +316,7 @@ impl World {
 
     /// An account token for `account_id`, stored as the API stores tokens.
     pub async fn account_token(&self, account_id: &str) -> String {
-        let (plaintext, record) = issue_token(TokenKind::Acct, account_id, None, self.now());
+        let (plaintext, record) = issue_token(TokenKind::Acct, &id(account_id), None, self.now());
         for item in [record.item().unwrap(), record.reference_item().unwrap()] {
             let put = write::put(&self.t.config.delivery_table, item).unwrap();
             write::send(&self.t.clients.dynamo, put)
@@ -328,7 +337,7 @@ impl World {
     ) {
         self.update(
             &keys::event_pk(&change.account_id, &change.change_id),
-            &keys::delivery_sk(subscription_id),
+            &keys::delivery_sk(&id(subscription_id)),
             "SET lease_until = :l, lease_token = :t",
             &[
                 (":l", AttributeValue::N(until.millis().to_string())),

@@ -18,6 +18,7 @@ use shared::store::account::Account;
 use shared::store::integration::Integration;
 use shared::store::subscription::Subscription;
 use std::future::IntoFuture;
+use crate::testkit::id;
 
 /// The path webhook integrations post to on their receiver.
 pub const HOOK_PATH: &str = "/hooks/rhythm";
@@ -55,7 +56,7 @@ impl<'a> IntoFuture for AccountBuilder<'a> {
                 account_id: self
                     .id
                     .unwrap_or_else(|| format!("acct{}", new_id().to_lowercase()))
-                    .into(),
+                    .parse().unwrap(),
                 name: self.name,
                 admin_emails: self.admins,
                 created_at: self.world.now(),
@@ -128,8 +129,8 @@ impl<'a> IntoFuture for IntegrationBuilder<'a> {
         Box::pin(async move {
             let now = self.world.now();
             let integration = Integration {
-                account_id: self.account_id.into(),
-                integration_id: self.id.map_or_else(IntegrationId::new, Into::into),
+                account_id: self.account_id.parse().unwrap(),
+                integration_id: self.id.map_or_else(IntegrationId::new, |t| id(&t)),
                 name: self
                     .name
                     .unwrap_or_else(|| format!("{} integration", self.method.as_str())),
@@ -202,9 +203,9 @@ impl<'a> IntoFuture for SubscriptionBuilder<'a> {
         Box::pin(async move {
             let now = self.world.now();
             let subscription = Subscription {
-                account_id: self.account_id.into(),
-                subscription_id: self.id.map_or_else(SubscriptionId::new, Into::into),
-                integration_id: self.integration_id.into(),
+                account_id: self.account_id.parse().unwrap(),
+                subscription_id: self.id.map_or_else(SubscriptionId::new, |t| id(&t)),
+                integration_id: self.integration_id.parse().unwrap(),
                 record_types: self.record_types,
                 filter: self.filter.map(|f| f.to_string()),
                 fields: self.fields,
@@ -248,7 +249,7 @@ impl ChangeBuilder<'_> {
     /// The change, not written.
     pub fn build(&self) -> Change {
         let at = self.at.unwrap_or_else(|| self.world.now());
-        catalog_change(&self.account_id, at, self.price)
+        catalog_change(&id(&self.account_id), at, self.price)
     }
 }
 

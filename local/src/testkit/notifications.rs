@@ -25,6 +25,7 @@ use shared::store::Item;
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::Mutex;
+use crate::testkit::id;
 
 pub struct Notifications {
     pub clock: ManualClock,
@@ -144,7 +145,7 @@ impl Notifications {
     /// Creates a notice of the test's account and fans it out (the stream), without draining
     /// the queue.
     pub async fn create(&self, new: NewNotice) -> NoticeRecord {
-        let (n, created) = self.notices.create(&self.account, new).await.unwrap();
+        let (n, created) = self.notices.create(&id(&self.account), new).await.unwrap();
         assert!(created);
         self.stream().await;
         self.store.notice(&n.request.notice_id).await.unwrap().unwrap()
@@ -152,14 +153,14 @@ impl Notifications {
 
     pub async fn delivery(&self, notice_id: &str, key: &str) -> NotificationDelivery {
         self.store
-            .delivery(notice_id, key)
+            .delivery(&id(notice_id), key)
             .await
             .unwrap()
             .unwrap_or_else(|| panic!("no delivery {notice_id}/{key}"))
     }
 
     pub async fn item(&self, notice_id: &str, sk: &str) -> Option<Item> {
-        self.store.get(&notice_pk(notice_id), sk).await.unwrap()
+        self.store.get(&notice_pk(&id(notice_id)), sk).await.unwrap()
     }
 
     /// Every item of a notice's partition, by sort key.
@@ -167,7 +168,7 @@ impl Notifications {
         notice::partition(
             &self.store.dynamo,
             &self.store.table,
-            notice_id,
+            &id(notice_id),
             "",
             None,
             None,

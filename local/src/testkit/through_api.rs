@@ -10,6 +10,7 @@ use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::time::Timestamp;
 use shared::store::delivery::Delivery;
 use shared::store::keys;
+use crate::testkit::id;
 
 /// A subscription made through the API, with its adapter's token.
 #[derive(Debug, Clone)]
@@ -74,8 +75,8 @@ impl World {
     pub async fn stored_delivery(&self, sub: &ApiSubscription, change: &Change) -> Delivery {
         let item = self
             .get(
-                &keys::event_pk(&sub.account_id, &change.change_id),
-                &keys::delivery_sk(&sub.subscription_id),
+                &keys::event_pk(&id(&sub.account_id), &change.change_id),
+                &keys::delivery_sk(&id(&sub.subscription_id)),
             )
             .await
             .expect("a delivery");
