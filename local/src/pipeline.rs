@@ -23,7 +23,7 @@ use shared::worker::DeliveryWorker;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Mutex;
-use crate::testkit::id;
+use shared::ids::{AccountId, ChangeId, SubscriptionId};
 
 pub struct Pipeline {
     pub t: TestStack,
@@ -172,32 +172,32 @@ impl Pipeline {
 
     pub async fn delivery(
         &self,
-        account_id: &str,
-        change_id: &str,
-        subscription_id: &str,
+        account_id: &AccountId,
+        change_id: &ChangeId,
+        subscription_id: &SubscriptionId,
     ) -> Option<Delivery> {
         self.get(
-            &keys::event_pk(&id(account_id), &id(change_id)),
-            &keys::delivery_sk(&id(subscription_id)),
+            &keys::event_pk(account_id, change_id),
+            &keys::delivery_sk(subscription_id),
         )
         .await
         .map(|i| from_item(i).expect("a delivery item"))
     }
 
-    pub async fn event(&self, account_id: &str, change_id: &str) -> Option<EventRecord> {
-        self.get(&keys::event_pk(&id(account_id), &id(change_id)), keys::EVENT_SK)
+    pub async fn event(&self, account_id: &AccountId, change_id: &ChangeId) -> Option<EventRecord> {
+        self.get(&keys::event_pk(account_id, change_id), keys::EVENT_SK)
             .await
             .map(|i| from_item(i).expect("an event item"))
     }
 
     pub async fn subscription(
         &self,
-        account_id: &str,
-        subscription_id: &str,
+        account_id: &AccountId,
+        subscription_id: &SubscriptionId,
     ) -> Option<Subscription> {
         self.get(
-            &keys::account_pk(&id(account_id)),
-            &keys::subscription_sk(&id(subscription_id)),
+            &keys::account_pk(account_id),
+            &keys::subscription_sk(subscription_id),
         )
         .await
         .map(|i| from_item(i).expect("a subscription item"))

@@ -43,6 +43,7 @@ use shared::worker::DeliveryWorker;
 use std::collections::BTreeMap;
 use std::ops::Deref;
 use std::sync::Arc;
+use shared::ids::{AccountId, SubscriptionId};
 
 /// The SNS topic the tests' provider-event settings accept messages from.
 pub const TEST_SNS_TOPIC: &str = "arn:aws:sns:us-east-1:000000000000:rhythm-notification-events";
@@ -245,7 +246,7 @@ impl World {
     }
 
     /// An integration of `account_id` (see [`IntegrationBuilder`]).
-    pub fn integration(&self, account_id: &str) -> IntegrationBuilder<'_> {
+    pub fn integration(&self, account_id: &AccountId) -> IntegrationBuilder<'_> {
         IntegrationBuilder {
             world: self,
             account_id: account_id.to_owned(),
@@ -261,8 +262,8 @@ impl World {
     pub fn subscribe(&self, integration: &Integration) -> SubscriptionBuilder<'_> {
         SubscriptionBuilder {
             world: self,
-            account_id: integration.account_id.to_string(),
-            integration_id: integration.integration_id.to_string(),
+            account_id: integration.account_id.clone(),
+            integration_id: integration.integration_id.clone(),
             id: None,
             record_types: vec!["catalog_item".into()],
             filter: None,
@@ -273,7 +274,7 @@ impl World {
     }
 
     /// A change of `account_id` the owning application writes (see [`ChangeBuilder`]).
-    pub fn change(&self, account_id: &str) -> ChangeBuilder<'_> {
+    pub fn change(&self, account_id: &AccountId) -> ChangeBuilder<'_> {
         ChangeBuilder {
             world: self,
             account_id: account_id.to_owned(),
@@ -315,8 +316,8 @@ impl World {
     }
 
     /// An account token for `account_id`, stored as the API stores tokens.
-    pub async fn account_token(&self, account_id: &str) -> String {
-        let (plaintext, record) = issue_token(TokenKind::Acct, &id(account_id), None, self.now());
+    pub async fn account_token(&self, account_id: &AccountId) -> String {
+        let (plaintext, record) = issue_token(TokenKind::Acct, account_id, None, self.now());
         for item in [record.item().unwrap(), record.reference_item().unwrap()] {
             let put = write::put(&self.t.config.delivery_table, item).unwrap();
             write::send(&self.t.clients.dynamo, put)
@@ -331,13 +332,13 @@ impl World {
     pub async fn lease(
         &self,
         change: &Change,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
         until: Timestamp,
         token: &str,
     ) {
         self.update(
             &keys::event_pk(&change.account_id, &change.change_id),
-            &keys::delivery_sk(&id(subscription_id)),
+            &keys::delivery_sk(subscription_id),
             "SET lease_until = :l, lease_token = :t",
             &[
                 (":l", AttributeValue::N(until.millis().to_string())),

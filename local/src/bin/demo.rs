@@ -21,6 +21,7 @@ use shared::notify::worker::NotificationWorker;
 use shared::store::delivery::Delivery;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use shared::ids::{AccountId, ChangeId, SubscriptionId};
 
 const OPERATOR_TOKEN: &str = "demo-operator-token";
 
@@ -72,7 +73,7 @@ impl Api {
 /// One configured subscription, as the demo shows it.
 struct Column {
     title: &'static str,
-    subscription_id: String,
+    subscription_id: SubscriptionId,
 }
 
 #[tokio::main]
@@ -120,10 +121,10 @@ async fn main() -> Result<()> {
             json!({"name": "Northwind Traders", "admin_emails": ["ops@northwind.example"]}),
         )
         .await?;
-    let account_id = created["account"]["id"]
+    let account_id: AccountId = created["account"]["id"]
         .as_str()
         .context("account id")?
-        .to_string();
+        .parse()?;
     let token = created["token"]
         .as_str()
         .context("account token")?
@@ -170,7 +171,7 @@ async fn main() -> Result<()> {
             body["filter"] = f;
         }
         let sub = api.post("/v1/subscriptions", &token, body).await?;
-        let subscription_id = sub["id"].as_str().context("subscription id")?.to_string();
+        let subscription_id = sub["id"].as_str().context("subscription id")?.parse()?;
         columns.push(Column {
             title,
             subscription_id,
@@ -183,7 +184,7 @@ async fn main() -> Result<()> {
     for price in [3.5, 24.0, 12.75] {
         let c = catalog_change(&account_id, p.now(), price);
         p.write_change(&c).await?;
-        changes.push((c.change_id.to_string(), price));
+        changes.push((c.change_id.clone(), price));
     }
     p.t.meter.reset();
     p.pump().await?;
@@ -268,10 +269,10 @@ async fn main() -> Result<()> {
             json!({"integration_id": pull["id"], "record_types": ["catalog_item"], "fields": ["sku", "price"]}),
         )
         .await?;
-    let pull_sub_id = pull_sub["id"]
+    let pull_sub_id: SubscriptionId = pull_sub["id"]
         .as_str()
         .context("subscription id")?
-        .to_string();
+        .parse()?;
     let mut pulled_changes = Vec::new();
     for price in [5.0, 6.0, 7.0] {
         let c = catalog_change(&account_id, p.now(), price);
@@ -490,9 +491,9 @@ fn summarize_attention(view: &Value) -> String {
 
 async fn show(
     p: &Pipeline,
-    account: &str,
+    account: &AccountId,
     columns: &[Column],
-    changes: &[(String, f64)],
+    changes: &[(ChangeId, f64)],
     at: &str,
 ) {
     print!("\n   {at:<8} {:<10}", "price");

@@ -9,6 +9,8 @@ use serde_json::{json, Value};
 use shared::api::{router, ApiState};
 use std::future::IntoFuture;
 use tower::ServiceExt;
+use crate::testkit::id;
+use shared::ids::AccountId;
 
 /// The operator token the test world's API accepts, and the operator it names.
 pub const OPERATOR_TOKEN: &str = "test-operator-token";
@@ -25,7 +27,7 @@ pub struct ApiClient {
 /// An account made through the operator route.
 #[derive(Debug, Clone)]
 pub struct ApiAccount {
-    pub account_id: String,
+    pub account_id: AccountId,
     pub token: String,
 }
 
@@ -108,7 +110,7 @@ impl ApiClient {
             .await;
         let body = r.created();
         ApiAccount {
-            account_id: body["account"]["id"].as_str().unwrap().to_owned(),
+            account_id: id(body["account"]["id"].as_str().unwrap()),
             token: body["token"].as_str().unwrap().to_owned(),
         }
     }

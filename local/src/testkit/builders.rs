@@ -13,7 +13,7 @@ use shared::domain::retry::RetryPolicy;
 use shared::domain::subscription::SubscriptionStatus;
 use shared::domain::target::{Target, TargetParts, WebhookSecret};
 use shared::domain::time::Timestamp;
-use shared::ids::{IntegrationId, SubscriptionId};
+use shared::ids::{AccountId, IntegrationId, SubscriptionId};
 use shared::store::account::Account;
 use shared::store::integration::Integration;
 use shared::store::subscription::Subscription;
@@ -53,10 +53,10 @@ impl<'a> IntoFuture for AccountBuilder<'a> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let account = Account {
-                account_id: self
+                account_id: id(&self
                     .id
                     .unwrap_or_else(|| format!("acct{}", new_id().to_lowercase()))
-                    .parse().unwrap(),
+                    ),
                 name: self.name,
                 admin_emails: self.admins,
                 created_at: self.world.now(),
@@ -75,7 +75,7 @@ impl<'a> IntoFuture for AccountBuilder<'a> {
 /// [`HOOK_PATH`], signed with [`test_secret`].
 pub struct IntegrationBuilder<'a> {
     pub(super) world: &'a World,
-    pub(super) account_id: String,
+    pub(super) account_id: AccountId,
     pub(super) id: Option<String>,
     pub(super) name: Option<String>,
     pub(super) method: DeliveryMethod,
@@ -129,7 +129,7 @@ impl<'a> IntoFuture for IntegrationBuilder<'a> {
         Box::pin(async move {
             let now = self.world.now();
             let integration = Integration {
-                account_id: self.account_id.parse().unwrap(),
+                account_id: self.account_id.clone(),
                 integration_id: self.id.map_or_else(IntegrationId::new, |t| id(&t)),
                 name: self
                     .name
@@ -157,8 +157,8 @@ impl<'a> IntoFuture for IntegrationBuilder<'a> {
 /// `sku` and `price`, with the fixed retry schedule.
 pub struct SubscriptionBuilder<'a> {
     pub(super) world: &'a World,
-    pub(super) account_id: String,
-    pub(super) integration_id: String,
+    pub(super) account_id: AccountId,
+    pub(super) integration_id: IntegrationId,
     pub(super) id: Option<String>,
     pub(super) record_types: Vec<String>,
     pub(super) filter: Option<Value>,
@@ -203,9 +203,9 @@ impl<'a> IntoFuture for SubscriptionBuilder<'a> {
         Box::pin(async move {
             let now = self.world.now();
             let subscription = Subscription {
-                account_id: self.account_id.parse().unwrap(),
+                account_id: self.account_id.clone(),
                 subscription_id: self.id.map_or_else(SubscriptionId::new, |t| id(&t)),
-                integration_id: self.integration_id.parse().unwrap(),
+                integration_id: self.integration_id.clone(),
                 record_types: self.record_types,
                 filter: self.filter.map(|f| f.to_string()),
                 fields: self.fields,
@@ -232,7 +232,7 @@ impl<'a> IntoFuture for SubscriptionBuilder<'a> {
 /// changes table; by default occurring now at a price of 4.5.
 pub struct ChangeBuilder<'a> {
     pub(super) world: &'a World,
-    pub(super) account_id: String,
+    pub(super) account_id: AccountId,
     pub(super) at: Option<Timestamp>,
     pub(super) price: f64,
 }
@@ -249,7 +249,7 @@ impl ChangeBuilder<'_> {
     /// The change, not written.
     pub fn build(&self) -> Change {
         let at = self.at.unwrap_or_else(|| self.world.now());
-        catalog_change(&id(&self.account_id), at, self.price)
+        catalog_change(&self.account_id, at, self.price)
     }
 }
 

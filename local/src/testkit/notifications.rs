@@ -25,7 +25,7 @@ use shared::store::Item;
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::Mutex;
-use crate::testkit::id;
+use shared::ids::{AccountId, NoticeId};
 
 pub struct Notifications {
     pub clock: ManualClock,
@@ -37,7 +37,7 @@ pub struct Notifications {
     pub store: NotificationTable,
     pub metrics: CapturedMetrics,
     /// The account the notices of a test belong to.
-    pub account: String,
+    pub account: AccountId,
     clients: Clients,
     config: Config,
     sdk: SdkConfig,
@@ -78,7 +78,7 @@ impl Notifications {
             notices,
             store,
             metrics,
-            account: format!("acct{}", t.stack.prefix),
+            account: AccountId::from_stored(format!("acct{}", t.stack.prefix)),
             clients: t.clients.clone(),
             config: t.config.clone(),
             sdk: t.sdk.clone(),
@@ -145,30 +145,30 @@ impl Notifications {
     /// Creates a notice of the test's account and fans it out (the stream), without draining
     /// the queue.
     pub async fn create(&self, new: NewNotice) -> NoticeRecord {
-        let (n, created) = self.notices.create(&id(&self.account), new).await.unwrap();
+        let (n, created) = self.notices.create(&self.account, new).await.unwrap();
         assert!(created);
         self.stream().await;
         self.store.notice(&n.request.notice_id).await.unwrap().unwrap()
     }
 
-    pub async fn delivery(&self, notice_id: &str, key: &str) -> NotificationDelivery {
+    pub async fn delivery(&self, notice_id: &NoticeId, key: &str) -> NotificationDelivery {
         self.store
-            .delivery(&id(notice_id), key)
+            .delivery(notice_id, key)
             .await
             .unwrap()
             .unwrap_or_else(|| panic!("no delivery {notice_id}/{key}"))
     }
 
-    pub async fn item(&self, notice_id: &str, sk: &str) -> Option<Item> {
-        self.store.get(&notice_pk(&id(notice_id)), sk).await.unwrap()
+    pub async fn item(&self, notice_id: &NoticeId, sk: &str) -> Option<Item> {
+        self.store.get(&notice_pk(notice_id), sk).await.unwrap()
     }
 
     /// Every item of a notice's partition, by sort key.
-    pub async fn partition(&self, notice_id: &str) -> HashMap<String, Item> {
+    pub async fn partition(&self, notice_id: &NoticeId) -> HashMap<String, Item> {
         notice::partition(
             &self.store.dynamo,
             &self.store.table,
-            &id(notice_id),
+            notice_id,
             "",
             None,
             None,

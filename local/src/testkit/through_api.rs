@@ -11,13 +11,14 @@ use shared::domain::time::Timestamp;
 use shared::store::delivery::Delivery;
 use shared::store::keys;
 use crate::testkit::id;
+use shared::ids::{AccountId, SubscriptionId};
 
 /// A subscription made through the API, with its adapter's token.
 #[derive(Debug, Clone)]
 pub struct ApiSubscription {
-    pub account_id: String,
+    pub account_id: AccountId,
     pub integration_token: String,
-    pub subscription_id: String,
+    pub subscription_id: SubscriptionId,
 }
 
 impl World {
@@ -55,13 +56,13 @@ impl World {
         ApiSubscription {
             account_id: tenant.account_id.clone(),
             integration_token: created["token"].as_str().unwrap().to_owned(),
-            subscription_id: sub["id"].as_str().unwrap().to_owned(),
+            subscription_id: id(sub["id"].as_str().unwrap()),
         }
     }
 
     /// Writes changes (occurring at the given times) and runs the pipeline; returns them in
     /// change order.
-    pub async fn write_changes(&self, account_id: &str, occurred: &[Timestamp]) -> Vec<Change> {
+    pub async fn write_changes(&self, account_id: &AccountId, occurred: &[Timestamp]) -> Vec<Change> {
         let mut out = Vec::new();
         for (i, at) in occurred.iter().enumerate() {
             out.push(self.change(account_id).at(*at).price(1.0 + i as f64).await);
@@ -75,8 +76,8 @@ impl World {
     pub async fn stored_delivery(&self, sub: &ApiSubscription, change: &Change) -> Delivery {
         let item = self
             .get(
-                &keys::event_pk(&id(&sub.account_id), &change.change_id),
-                &keys::delivery_sk(&id(&sub.subscription_id)),
+                &keys::event_pk(&sub.account_id, &change.change_id),
+                &keys::delivery_sk(&sub.subscription_id),
             )
             .await
             .expect("a delivery");

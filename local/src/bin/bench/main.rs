@@ -19,6 +19,7 @@ use shared::domain::time::MINUTE;
 use shared::store::write;
 use std::collections::BTreeMap;
 use std::time::Instant;
+use shared::ids::AccountId;
 
 /// CPU time this process has used (user + system), from /proc (Linux).
 fn cpu_time() -> std::time::Duration {
@@ -195,7 +196,7 @@ async fn call(
 /// the api function serves), the account, the adapter's token and the subscription.
 pub(crate) struct PullSetup {
     pub app: axum::Router,
-    pub account_id: String,
+    pub account_id: AccountId,
     pub adapter: String,
     pub sub_id: String,
 }
@@ -220,7 +221,7 @@ pub(crate) async fn pull_setup(p: &Pipeline) -> Result<PullSetup> {
     let body = json!({"integration_id": integration["id"], "record_types": ["catalog_item"], "fields": ["sku", "price"]});
     let sub = call(&app, "POST", "/v1/subscriptions", &token, Some(body)).await?;
     Ok(PullSetup {
-        account_id: text(&account["account"]["id"]),
+        account_id: text(&account["account"]["id"]).parse()?,
         adapter: text(&integration["token"]),
         sub_id: text(&sub["id"]),
         app,
