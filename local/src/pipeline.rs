@@ -10,6 +10,7 @@ use shared::clock::{Clock, ManualClock};
 use shared::dispatch::Dispatcher;
 use shared::domain::change::Change;
 use shared::domain::time::Timestamp;
+use shared::ids::{AccountId, ChangeId, SubscriptionId};
 use shared::ingest::Ingest;
 use shared::monitor::{RollUp, RollUpReport};
 use shared::notify::settle::reconcile_settler;
@@ -23,7 +24,6 @@ use shared::worker::DeliveryWorker;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Mutex;
-use shared::ids::{AccountId, ChangeId, SubscriptionId};
 
 pub struct Pipeline {
     pub t: TestStack,

@@ -33,6 +33,7 @@ use shared::domain::delivery_method::DeliveryMethod;
 use shared::domain::retry::RetryPolicy;
 use shared::domain::subscription::SubscriptionStatus;
 use shared::domain::time::Timestamp;
+use shared::ids::{AccountId, SubscriptionId};
 use shared::store::delivery::DeliveryWork;
 use shared::store::integration::Integration;
 use shared::store::subscription::Subscription;
@@ -43,7 +44,6 @@ use shared::worker::DeliveryWorker;
 use std::collections::BTreeMap;
 use std::ops::Deref;
 use std::sync::Arc;
-use shared::ids::{AccountId, SubscriptionId};
 
 /// The SNS topic the tests' provider-event settings accept messages from.
 pub const TEST_SNS_TOPIC: &str = "arn:aws:sns:us-east-1:000000000000:rhythm-notification-events";

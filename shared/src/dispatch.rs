@@ -32,6 +32,7 @@ use crate::config::Config;
 use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::lifecycle::Status;
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, ChangeId, SubscriptionId};
 use crate::metrics::{self, EmfSink, Metric};
 use crate::monitor::RollUp;
 use crate::store;
@@ -47,7 +48,6 @@ use serde_dynamo::AttributeValue as StreamValue;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use crate::ids::{AccountId, ChangeId, SubscriptionId};
 
 /// How far ahead the sweep publishes (as SQS delays): one sweep interval.
 pub const SWEEP_HORIZON: Duration = Duration::from_secs(60);
@@ -472,7 +472,11 @@ mod tests {
 
     #[test]
     fn keys_name_their_work() {
-        let w = work_from_keys(&keys::event_pk(&id("a1"), &id("c1")), &keys::delivery_sk(&id("s1"))).unwrap();
+        let w = work_from_keys(
+            &keys::event_pk(&id("a1"), &id("c1")),
+            &keys::delivery_sk(&id("s1")),
+        )
+        .unwrap();
         assert_eq!(
             w,
             DeliveryWork {

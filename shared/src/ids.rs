@@ -259,7 +259,15 @@ mod tests {
     fn text_becomes_an_id_only_through_a_checked_parse_and_keys_keep_their_form() {
         use crate::store::{account, audit, delivery, event, integration, keys, notice};
         use crate::store::{replay_job, subscription, token};
-        for bad in ["", "a#b", "a/b", "a b", "é", "\n", &"a".repeat(MAX_ID_LEN + 1)] {
+        for bad in [
+            "",
+            "a#b",
+            "a/b",
+            "a b",
+            "é",
+            "\n",
+            &"a".repeat(MAX_ID_LEN + 1),
+        ] {
             assert_eq!(bad.parse::<AccountId>(), Err(IdError), "{bad:?}");
             assert_eq!(bad.parse::<SubscriptionId>(), Err(IdError), "{bad:?}");
             assert_eq!(bad.parse::<NoticeId>(), Err(IdError), "{bad:?}");

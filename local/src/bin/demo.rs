@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use shared::api::auth::sha256_hex;
 use shared::api::{ApiState, OperatorAuth};
 use shared::domain::retry::FIXED_SCHEDULE;
+use shared::ids::{AccountId, ChangeId, SubscriptionId};
 use shared::notify::confirm::{self, ProviderEventSettings};
 use shared::notify::sns;
 use shared::notify::stream::NotificationStream;
@@ -21,7 +22,6 @@ use shared::notify::worker::NotificationWorker;
 use shared::store::delivery::Delivery;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use shared::ids::{AccountId, ChangeId, SubscriptionId};
 
 const OPERATOR_TOKEN: &str = "demo-operator-token";
 

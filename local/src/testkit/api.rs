@@ -1,16 +1,16 @@
 //! The test world's API client: the `api` Lambda's router, called in process with `oneshot`, and
 //! its replies with the checks every test makes (a success status, a problem+json document).
 
+use crate::testkit::id;
 use axum::body::Body;
 use axum::http::{header, HeaderMap, Method, Request, StatusCode};
 use axum::Router;
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use shared::api::{router, ApiState};
+use shared::ids::AccountId;
 use std::future::IntoFuture;
 use tower::ServiceExt;
-use crate::testkit::id;
-use shared::ids::AccountId;
 
 /// The operator token the test world's API accepts, and the operator it names.
 pub const OPERATOR_TOKEN: &str = "test-operator-token";

@@ -5,6 +5,7 @@
 use super::World;
 use crate::fixtures::{catalog_change, new_id, test_secret};
 use crate::receiver::Receiver;
+use crate::testkit::id;
 use futures::future::BoxFuture;
 use serde_json::Value;
 use shared::domain::change::Change;
@@ -18,7 +19,6 @@ use shared::store::account::Account;
 use shared::store::integration::Integration;
 use shared::store::subscription::Subscription;
 use std::future::IntoFuture;
-use crate::testkit::id;
 
 /// The path webhook integrations post to on their receiver.
 pub const HOOK_PATH: &str = "/hooks/rhythm";
@@ -55,8 +55,7 @@ impl<'a> IntoFuture for AccountBuilder<'a> {
             let account = Account {
                 account_id: id(&self
                     .id
-                    .unwrap_or_else(|| format!("acct{}", new_id().to_lowercase()))
-                    ),
+                    .unwrap_or_else(|| format!("acct{}", new_id().to_lowercase()))),
                 name: self.name,
                 admin_emails: self.admins,
                 created_at: self.world.now(),

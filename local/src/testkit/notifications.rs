@@ -12,6 +12,7 @@ use shared::clock::{Clock, ManualClock};
 use shared::config::Config;
 use shared::domain::retry::SeededJitter;
 use shared::domain::time::Timestamp;
+use shared::ids::{AccountId, NoticeId};
 use shared::notify::channels::Adapters;
 use shared::notify::metrics::CapturedMetrics;
 use shared::notify::notice_service::{NewNotice, NoticeService};
@@ -25,7 +26,6 @@ use shared::store::Item;
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::Mutex;
-use shared::ids::{AccountId, NoticeId};
 
 pub struct Notifications {
     pub clock: ManualClock,
@@ -148,7 +148,11 @@ impl Notifications {
         let (n, created) = self.notices.create(&self.account, new).await.unwrap();
         assert!(created);
         self.stream().await;
-        self.store.notice(&n.request.notice_id).await.unwrap().unwrap()
+        self.store
+            .notice(&n.request.notice_id)
+            .await
+            .unwrap()
+            .unwrap()
     }
 
     pub async fn delivery(&self, notice_id: &NoticeId, key: &str) -> NotificationDelivery {

@@ -4,14 +4,14 @@
 
 use super::api::ApiAccount;
 use super::World;
+use crate::testkit::id;
 use serde_json::{json, Value};
 use shared::domain::change::Change;
 use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::time::Timestamp;
+use shared::ids::{AccountId, SubscriptionId};
 use shared::store::delivery::Delivery;
 use shared::store::keys;
-use crate::testkit::id;
-use shared::ids::{AccountId, SubscriptionId};
 
 /// A subscription made through the API, with its adapter's token.
 #[derive(Debug, Clone)]
@@ -62,7 +62,11 @@ impl World {
 
     /// Writes changes (occurring at the given times) and runs the pipeline; returns them in
     /// change order.
-    pub async fn write_changes(&self, account_id: &AccountId, occurred: &[Timestamp]) -> Vec<Change> {
+    pub async fn write_changes(
+        &self,
+        account_id: &AccountId,
+        occurred: &[Timestamp],
+    ) -> Vec<Change> {
         let mut out = Vec::new();
         for (i, at) in occurred.iter().enumerate() {
             out.push(self.change(account_id).at(*at).price(1.0 + i as f64).await);

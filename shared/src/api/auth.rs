@@ -36,6 +36,7 @@ pub use super::operator_auth::{Operator, OperatorAuth, DEFAULT_OPERATOR_SCOPE};
 use super::problem::ApiError;
 use super::state::ApiState;
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, IntegrationId, TokenId};
 use crate::store::audit::AuditRecord;
 use crate::store::token;
 use crate::store::write::{send, Write};
@@ -47,7 +48,6 @@ use rand::RngCore;
 use serde::Serialize;
 use std::fmt;
 use std::sync::Arc;
-use crate::ids::{AccountId, IntegrationId, TokenId};
 
 pub use crate::store::token::{
     token_ref_pk, token_ref_sk, TokenKind, TokenRecord, TokenRef, TOKEN_KIND, TOKEN_REF_KIND,
@@ -445,7 +445,8 @@ mod tests {
 
     #[test]
     fn issued_tokens_parse_back_and_store_only_the_hash() {
-        let (plain, record) = issue_token(TokenKind::Intg, &id("acc"), Some(&id("int")), Timestamp(5));
+        let (plain, record) =
+            issue_token(TokenKind::Intg, &id("acc"), Some(&id("int")), Timestamp(5));
         let text = plain.expose().to_owned();
         assert!(text.starts_with("rhy_intg_"));
         let parsed = parse_token(&text).unwrap();

@@ -377,7 +377,9 @@ mod tests {
         );
         assert_eq!(canonical_id(&"0".repeat(2000)), None);
         assert_eq!(
-            resource_id::<IntegrationId>("ABC_1-x").as_ref().map(IntegrationId::as_str),
+            resource_id::<IntegrationId>("ABC_1-x")
+                .as_ref()
+                .map(IntegrationId::as_str),
             Some("ABC_1-x")
         );
         for bad in ["", "a/b", "a b", "é", &"a".repeat(65)] {

@@ -40,10 +40,10 @@
 //! moves forward (a conditional write), except by an operator restart as above.
 
 use super::time::{Timestamp, MINUTE, SECOND};
+use crate::ids::ChangeId;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use std::cmp::Ordering;
-use crate::ids::ChangeId;
 use std::time::Duration;
 
 /// The version tag of the cursor format.
@@ -260,10 +260,7 @@ pub fn plan_read(
     };
     check_epoch_and_time(acknowledged, cursor, now)?;
     let read_at = cursor.read_at.min(now);
-    match compare_positions(
-        cursor.change_id.as_ref(),
-        acknowledged.change_id.as_ref(),
-    ) {
+    match compare_positions(cursor.change_id.as_ref(), acknowledged.change_id.as_ref()) {
         Ordering::Greater => Ok(ReadPlan {
             epoch: acknowledged.epoch,
             read_at,
@@ -339,13 +336,14 @@ pub fn check_write(
     now: Timestamp,
 ) -> Result<Advance, CursorError> {
     check_epoch_and_time(acknowledged, cursor, now)?;
-    let ordering = compare_positions(
-        cursor.change_id.as_ref(),
-        acknowledged.change_id.as_ref(),
-    );
+    let ordering = compare_positions(cursor.change_id.as_ref(), acknowledged.change_id.as_ref());
     if ordering == Ordering::Less {
         return Err(CursorError::Backwards {
-            acknowledged: acknowledged.change_id.clone().map(String::from).unwrap_or_default(),
+            acknowledged: acknowledged
+                .change_id
+                .clone()
+                .map(String::from)
+                .unwrap_or_default(),
         });
     }
     if let Some(change) = &cursor.change_id {
@@ -438,7 +436,10 @@ mod tests {
         let plan = plan_read(&ack(2, Some(&acked)), None, NOW).unwrap();
         assert_eq!(plan.epoch, 2);
         assert_eq!(plan.read_at, NOW);
-        assert_eq!(plan.position.as_ref().map(ChangeId::as_str), Some(acked.as_str()));
+        assert_eq!(
+            plan.position.as_ref().map(ChangeId::as_str),
+            Some(acked.as_str())
+        );
         let floor = plan.lower.unwrap().into_string();
         assert_eq!(floor, ulid_at(t - LATE_WINDOW.as_millis() as u64, 0));
         assert!(floor < acked);
@@ -451,7 +452,12 @@ mod tests {
             ulid_at(t - 300_000, 0).to_ascii_lowercase()
         );
         // Other ids: no lookback. Nothing acknowledged: from the first change.
-        assert_eq!(lookback_floor(Some(&id("chg-9"))).as_ref().map(ChangeId::as_str), Some("chg-9"));
+        assert_eq!(
+            lookback_floor(Some(&id("chg-9")))
+                .as_ref()
+                .map(ChangeId::as_str),
+            Some("chg-9")
+        );
         assert_eq!(plan_read(&ack(0, None), None, NOW).unwrap().lower, None);
     }
 
@@ -466,7 +472,13 @@ mod tests {
         .unwrap();
         assert_eq!(plan.lower.as_ref().map(ChangeId::as_str), Some("D"));
         assert_eq!(plan.read_at, earlier);
-        assert_eq!(plan.cursor_at(Some(&id("E"))).change_id.as_ref().map(ChangeId::as_str), Some("E"));
+        assert_eq!(
+            plan.cursor_at(Some(&id("E")))
+                .change_id
+                .as_ref()
+                .map(ChangeId::as_str),
+            Some("E")
+        );
         // A cursor behind the acknowledged position reads from the acknowledged position.
         let plan = plan_read(
             &ack(1, Some("D")),
@@ -476,7 +488,13 @@ mod tests {
         .unwrap();
         assert_eq!(plan.position.as_ref().map(ChangeId::as_str), Some("D"));
         // Item cursors never go below the position (a late change acknowledges the position).
-        assert_eq!(plan.cursor_at(Some(&id("C"))).change_id.as_ref().map(ChangeId::as_str), Some("D"));
+        assert_eq!(
+            plan.cursor_at(Some(&id("C")))
+                .change_id
+                .as_ref()
+                .map(ChangeId::as_str),
+            Some("D")
+        );
         assert!(matches!(
             plan_read(
                 &ack(2, Some("D")),

@@ -19,6 +19,7 @@ use crate::clock::Clock;
 use crate::domain::event::{roll_up_move, DeliveryFacts, EventStatus, EventTrigger, ROLLUP_BATCH};
 use crate::domain::retention::ttl_seconds;
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, ChangeId};
 use crate::store;
 use crate::store::attrs::rollup as rollup_attrs;
 use crate::store::delivery::Delivery;
@@ -31,7 +32,6 @@ use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
-use crate::ids::{AccountId, ChangeId};
 
 /// How often one roll-up re-reads and re-decides after losing a race before it leaves the event
 /// to the next trigger or pass.

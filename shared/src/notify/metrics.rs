@@ -4,10 +4,10 @@
 //! watches.
 
 use crate::domain::time::Timestamp;
+use crate::ids::NoticeId;
 use crate::metrics::{document, write_line, Metric};
 use serde_json::{json, Map, Value};
 use std::sync::{Arc, Mutex};
-use crate::ids::NoticeId;
 
 pub const TERMINAL_FAILURES: &str = "NotificationTerminalFailures";
 

@@ -25,6 +25,7 @@ use crate::domain::notice::NoticeStatus;
 use crate::domain::notification_delivery::{NotificationStatus as N, NotificationTrigger as NT};
 use crate::domain::ssrf::TargetPolicy;
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, NoticeId};
 use crate::store::console_inbox::{console_ref, inbox_key};
 use crate::store::notice::{self, NoticeRecord, NoticeRequest, Recipient};
 use crate::store::notice_progress::Progress;
@@ -35,7 +36,6 @@ use crate::store::StoreError;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
-use crate::ids::{AccountId, NoticeId};
 
 /// Deliveries written concurrently by one fan-out.
 pub const FAN_OUT_CONCURRENCY: usize = 16;
@@ -361,13 +361,16 @@ impl NoticeService {
                         < (notice.request.created_at, &notice.request.notice_id);
                     if !earlier {
                         // A later notice already holds the key: this one is replaced at once.
-                        self.supersede(&notice.request.notice_id, &p.notice_id).await?;
+                        self.supersede(&notice.request.notice_id, &p.notice_id)
+                            .await?;
                         return Ok(Replacement::SupersededAtOnce);
                     }
                     let take =
                         supersede_pointer::take_over(table, account, key, &mine, &p.notice_id)?;
                     if self.store.send(take).await?.applied() {
-                        let cancelled = self.supersede(&p.notice_id, &notice.request.notice_id).await?;
+                        let cancelled = self
+                            .supersede(&p.notice_id, &notice.request.notice_id)
+                            .await?;
                         return Ok(Replacement::Current { cancelled });
                     }
                 }

@@ -20,9 +20,9 @@ use crate::domain::notification_delivery::{
     RequeueRefused,
 };
 use crate::domain::time::Timestamp;
+use crate::ids::NoticeId;
 use crate::store::notification_delivery::{Effects, NotificationDelivery, WorkEffect};
 use crate::store::notification_work::WorkRow;
-use crate::ids::NoticeId;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RequeueError {

@@ -15,6 +15,7 @@ use super::NotifyError;
 use crate::aws::Clients;
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::ids::NoticeId;
 use crate::store::notice::{NOTICE_KIND, REQUESTED};
 use crate::store::notification_work::{NotificationWork, WORK_KIND};
 use aws_lambda_events::event::dynamodb::{Event as DynamoDbEvent, EventRecord};
@@ -22,7 +23,6 @@ use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use serde_dynamo::AttributeValue as StreamValue;
 use std::sync::Arc;
-use crate::ids::NoticeId;
 
 pub struct NotificationStream {
     notices: NoticeService,

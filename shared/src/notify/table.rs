@@ -10,6 +10,7 @@ use crate::aws::Clients;
 use crate::config::Config;
 use crate::domain::lifecycle::StatusCondition;
 use crate::domain::notification_delivery::{NotificationStatus, NotificationTrigger};
+use crate::ids::NoticeId;
 use crate::store::notice::{self, NoticeRecord};
 use crate::store::notice_progress::{self, Progress};
 use crate::store::notification_delivery::{self as delivery, Effects, NotificationDelivery};
@@ -17,7 +18,6 @@ use crate::store::notification_work::{self, WorkRow};
 use crate::store::provider_ref::{self, ProviderRef};
 use crate::store::write::{self, Write, Written};
 use crate::store::{read, Item, StoreError};
-use crate::ids::NoticeId;
 
 /// The notification table.
 #[derive(Clone, Debug)]

@@ -16,12 +16,12 @@ pub mod pull;
 use crate::clock::Clock;
 use crate::domain::lifecycle::TransitionError;
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, ChangeId, IntegrationId, SubscriptionId};
 use crate::store::delivery::{self, Delivery, DeliveryWork};
 use crate::store::integration::{self, Integration};
 use crate::store::subscription::{self, Subscription};
 use crate::store::write::{send_resolving_conflicts, Write};
 use crate::store::StoreError;
-use crate::ids::{AccountId, ChangeId, IntegrationId, SubscriptionId};
 
 /// Longest `reason` an operator gives.
 pub const MAX_REASON_CHARS: usize = 1000;

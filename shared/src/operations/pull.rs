@@ -23,12 +23,12 @@ use crate::domain::pull_cursor::{
     check_target, check_write, plan_read, CursorError, PullCursor, TargetFacts,
 };
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, ChangeId, IntegrationId, SubscriptionId};
 use crate::store::delivery::{
     self, by_subscription_page, gather_by_subscription, Delivery, DeliveryWork, Filter, Gathered,
     SubscriptionRange, Upper,
 };
 use crate::store::subscription::{self, Subscription};
-use crate::ids::{AccountId, ChangeId, IntegrationId, SubscriptionId};
 use futures::stream::{self, StreamExt};
 
 /// Index pages one read or write evaluates at most per call of the loop.
@@ -128,8 +128,7 @@ pub async fn read(
     let acknowledged = sub.acknowledged();
     let plan = plan_read(&acknowledged, cursor, ops.now())?;
     if let Some(change) = cursor.and_then(|c| c.change_id.as_ref()) {
-        if plan.position.as_ref() == Some(change)
-            && acknowledged.change_id.as_ref() != Some(change)
+        if plan.position.as_ref() == Some(change) && acknowledged.change_id.as_ref() != Some(change)
         {
             check_target(change, &target_facts(ops, sub, change).await?)?;
         }

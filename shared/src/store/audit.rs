@@ -100,7 +100,14 @@ impl AuditRecord {
         reason: &str,
         at: Timestamp,
     ) -> Self {
-        Self::entry(action, account_id, Some(subscription_id), operator, reason, at)
+        Self::entry(
+            action,
+            account_id,
+            Some(subscription_id),
+            operator,
+            reason,
+            at,
+        )
     }
 
     /// An account-level entry (no subscription).

@@ -129,7 +129,11 @@ pub struct DeliveryWork {
 }
 
 /// The key of a delivery.
-pub fn key(account_id: &AccountId, change_id: &ChangeId, subscription_id: &SubscriptionId) -> (String, String) {
+pub fn key(
+    account_id: &AccountId,
+    change_id: &ChangeId,
+    subscription_id: &SubscriptionId,
+) -> (String, String) {
     (
         keys::event_pk(account_id, change_id),
         keys::delivery_sk(subscription_id),
@@ -387,7 +391,10 @@ pub fn save_outcome(
             // Dead or failed: off the due index, onto the account's needs-attention listing.
             e = e
                 .value(":attn", s(attention_list_key(&d.account_id)))
-                .value(":attn_sort", s(keys::time_sort(now, d.delivery_id.as_str())));
+                .value(
+                    ":attn_sort",
+                    s(keys::time_sort(now, d.delivery_id.as_str())),
+                );
             set.push(format!("{} = :attn", listing::KEY));
             set.push(format!("{} = :attn_sort", listing::SORT));
             remove.extend(off_due);
@@ -535,9 +542,9 @@ pub fn postpone(table: &str, due: &Due, next: Timestamp) -> Result<Write, StoreE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::id;
     use crate::domain::integration_delivery::{after_success, after_transient_failure};
     use crate::domain::time::SECOND;
+    use crate::ids::id;
     use crate::store::attrs::by_subscription;
 
     fn delivery(status: DeliveryStatus, attempts: u32) -> Delivery {
@@ -774,11 +781,11 @@ pub use self::operator_actions::*;
 
 mod operator_actions {
     use super::{key, Delivery};
-    use crate::ids::{AccountId, ChangeId, ReplayJobId, SubscriptionId};
     use crate::domain::integration_delivery::{
         DeliveryMove, DeliveryStatus, DeliveryTrigger, DELIVERY_LIFECYCLE,
     };
     use crate::domain::time::Timestamp;
+    use crate::ids::{AccountId, ChangeId, ReplayJobId, SubscriptionId};
     use crate::store::attrs::{by_subscription, due, listing, EXPIRES_AT, STATUS};
     use crate::store::expr::{n, s, Expr};
     use crate::store::read::{self, Query};
@@ -1200,9 +1207,9 @@ mod operator_actions {
     #[cfg(test)]
     mod tests {
         use super::*;
-        use crate::ids::id;
         use crate::domain::delivery_method::DeliveryMethod;
         use crate::domain::integration_delivery::operator_restart;
+        use crate::ids::id;
         use std::collections::HashMap;
 
         fn delivery(status: DeliveryStatus, method: DeliveryMethod) -> Delivery {
@@ -1345,12 +1352,7 @@ mod operator_actions {
             assert_eq!(q.expr.names["#sort"], by_subscription::SORT);
             assert!(!q.backwards);
             assert_eq!(q.limit, Some(10));
-            let q = range_query(
-                "t",
-                &range(None, Some(Upper::Through(&hi)), false),
-                None,
-                1,
-            );
+            let q = range_query("t", &range(None, Some(Upper::Through(&hi)), false), None, 1);
             assert_eq!(q.key_condition, "#sk_sub = :sub AND #sort <= :hi");
             assert!(q.backwards);
             let q = range_query("t", &range(Some(&lo), None, true), None, 1);

@@ -170,7 +170,11 @@ pub fn edit(
 }
 
 /// Deletes the integration; refused when there is none.
-pub fn delete(table: &str, account_id: &AccountId, integration_id: &IntegrationId) -> Result<Write, StoreError> {
+pub fn delete(
+    table: &str,
+    account_id: &AccountId,
+    integration_id: &IntegrationId,
+) -> Result<Write, StoreError> {
     let (pk, sk) = key(account_id, integration_id);
     delete_existing(table, &pk, &sk)
 }
@@ -209,9 +213,13 @@ mod tests {
 
     #[test]
     fn an_edit_or_a_delete_needs_the_integration_to_exist() {
-        let Write::UpdateReturningNew(u) =
-            edit("t", &id("a1"), &id("i1"), Edit::new().set("name", &"n").unwrap()).unwrap()
-        else {
+        let Write::UpdateReturningNew(u) = edit(
+            "t",
+            &id("a1"),
+            &id("i1"),
+            Edit::new().set("name", &"n").unwrap(),
+        )
+        .unwrap() else {
             panic!("not an update returning the item")
         };
         assert_eq!(u.key()["sk"].as_s().unwrap(), "INTEG#i1");

@@ -79,7 +79,10 @@ mod tests {
     #[test]
     fn keys_are_stable_and_shards_spread() {
         assert_eq!(event_pk(&id("a"), &id("c")), "EVT#a#c");
-        assert_eq!(delivery_id(&id("01H"), &id("sub1")).as_str(), "dlv_01H_sub1");
+        assert_eq!(
+            delivery_id(&id("01H"), &id("sub1")).as_str(),
+            "dlv_01H_sub1"
+        );
         assert_eq!(shard_of("x"), shard_of("x"));
         let shards: std::collections::HashSet<String> =
             (0..1000).map(|i| shard_of(&format!("k{i}"))).collect();

@@ -25,8 +25,8 @@ use crate::domain::lifecycle::Status;
 use crate::domain::notice::{NoticeStatus, NoticeTrigger, NOTICE_LIFECYCLE};
 use crate::domain::notification_delivery::NotificationStatus;
 use crate::domain::time::Timestamp;
-use aws_sdk_dynamodb::types::{AttributeValue, Update};
 use crate::ids::{AccountId, NoticeId, SubscriptionId};
+use aws_sdk_dynamodb::types::{AttributeValue, Update};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 pub const NOTICE_SK: &str = "NOTICE";

@@ -12,10 +12,10 @@ use super::StoreError;
 use crate::domain::lifecycle::Status;
 use crate::domain::notification_delivery::NotificationStatus;
 use crate::domain::time::Timestamp;
+use crate::ids::NoticeId;
 use aws_sdk_dynamodb::types::Update;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use crate::ids::NoticeId;
 
 /// The `kind` of a progress shard.
 pub const PROGRESS_KIND: &str = "notice_progress";

@@ -37,9 +37,9 @@ use crate::domain::notification_delivery::{
     NOTIFICATION_LIFECYCLE,
 };
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, NoticeId};
 use aws_sdk_dynamodb::types::Put;
 use serde::{Deserialize, Serialize};
-use crate::ids::{AccountId, NoticeId};
 
 /// The `kind` of a notification delivery item.
 pub const DELIVERY_KIND: &str = "notification_delivery";
@@ -495,14 +495,22 @@ pub fn record(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::id;
     use crate::domain::notification_delivery::requeue_condition;
+    use crate::ids::id;
     use aws_sdk_dynamodb::types::TransactWriteItem;
     use NotificationStatus as N;
     use NotificationTrigger as NT;
 
     fn delivery(status: N) -> NotificationDelivery {
-        NotificationDelivery::new(&id("n"), "email-0", &id("a"), "email", "r", status, Timestamp(0))
+        NotificationDelivery::new(
+            &id("n"),
+            "email-0",
+            &id("a"),
+            "email",
+            "r",
+            status,
+            Timestamp(0),
+        )
     }
 
     fn items(w: Write) -> Vec<TransactWriteItem> {

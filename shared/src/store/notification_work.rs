@@ -10,9 +10,9 @@ use super::read;
 use super::write::{built, Write};
 use super::{from_item, to_item, StoreError};
 use crate::domain::time::Timestamp;
+use crate::ids::NoticeId;
 use aws_sdk_dynamodb::types::Delete;
 use serde::{Deserialize, Serialize};
-use crate::ids::NoticeId;
 
 /// The `kind` of a work row.
 pub const WORK_KIND: &str = "notification_work";

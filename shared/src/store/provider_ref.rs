@@ -6,8 +6,8 @@
 use super::read;
 use super::write::Write;
 use super::{from_item, to_item, StoreError};
-use serde::{Deserialize, Serialize};
 use crate::ids::NoticeId;
+use serde::{Deserialize, Serialize};
 
 /// The `kind` of a provider reference.
 pub const PROVIDER_REF_KIND: &str = "provider_ref";

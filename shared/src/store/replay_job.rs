@@ -330,8 +330,8 @@ pub fn release(table: &str, job: &ReplayJob, token: &str) -> Result<Write, Store
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::id;
     use crate::domain::replay::after_chunk;
+    use crate::ids::id;
 
     fn job(status: ReplayStatus) -> ReplayJob {
         ReplayJob {

@@ -4,8 +4,8 @@
 use super::expr::{n, s, Expr};
 use super::write::{built, Write};
 use super::StoreError;
-use aws_sdk_dynamodb::types::Put;
 use crate::ids::{AccountId, ChangeId};
+use aws_sdk_dynamodb::types::Put;
 
 /// The `kind` of a snapshot item.
 pub const KIND: &str = "snapshot";

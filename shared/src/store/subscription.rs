@@ -265,12 +265,12 @@ pub use self::operator_actions::*;
 
 mod operator_actions {
     use super::{key, Subscription, KIND};
-    use crate::ids::{AccountId, ChangeId, IntegrationId, SubscriptionId};
     use crate::domain::pull_cursor::Acknowledged;
     use crate::domain::subscription::{
         ResumeDecision, SubscriptionTrigger, SUBSCRIPTION_LIFECYCLE,
     };
     use crate::domain::time::Timestamp;
+    use crate::ids::{AccountId, ChangeId, IntegrationId, SubscriptionId};
     use crate::store::expr::{n, s, Expr};
     use crate::store::page::{self, PrefixPage};
     use crate::store::update::{conditional_update, delete_existing, Edit};
@@ -320,7 +320,7 @@ mod operator_actions {
             },
         )
         .await?;
-    Ok((items, next.map(SubscriptionId::from_stored)))
+        Ok((items, next.map(SubscriptionId::from_stored)))
     }
 
     /// Creates the subscription unless its id is taken.
@@ -476,9 +476,9 @@ mod operator_actions {
     #[cfg(test)]
     mod tests {
         use super::*;
-        use crate::ids::id;
         use crate::domain::retry::RetryPolicy;
         use crate::domain::subscription::{on_resume, SubscriptionStatus};
+        use crate::ids::id;
 
         fn sub(status: SubscriptionStatus) -> Subscription {
             Subscription {
@@ -559,8 +559,9 @@ mod operator_actions {
             let mut read = sub(SubscriptionStatus::Active);
             read.pull_cursor = Some("01d".parse().unwrap());
             read.pull_epoch = 2;
-            let u =
-                updated(rewind_pull_cursor("t", &read, &id("01c"), Some(&id("01b")), Timestamp(9)).unwrap());
+            let u = updated(
+                rewind_pull_cursor("t", &read, &id("01c"), Some(&id("01b")), Timestamp(9)).unwrap(),
+            );
             assert_eq!(
                 u.update_expression(),
                 "SET pull_epoch = :new_epoch, pull_rewound_at = :now, pull_cursor = :back"
@@ -573,11 +574,13 @@ mod operator_actions {
             assert_eq!(v[":new_epoch"], n(3));
             assert_eq!(v[":back"], s("01b"));
             // Nothing before the earliest restarted change: the cursor goes.
-            let u = updated(rewind_pull_cursor("t", &read, &id("01a"), None, Timestamp(9)).unwrap());
+            let u =
+                updated(rewind_pull_cursor("t", &read, &id("01a"), None, Timestamp(9)).unwrap());
             assert!(u.update_expression().ends_with("REMOVE pull_cursor"));
             // A cursor before the restart stays where it is.
-            let u =
-                updated(rewind_pull_cursor("t", &read, &id("01e"), Some(&id("01d")), Timestamp(9)).unwrap());
+            let u = updated(
+                rewind_pull_cursor("t", &read, &id("01e"), Some(&id("01d")), Timestamp(9)).unwrap(),
+            );
             assert_eq!(
                 u.update_expression(),
                 "SET pull_epoch = :new_epoch, pull_rewound_at = :now"
@@ -587,7 +590,8 @@ mod operator_actions {
         #[test]
         fn a_rewind_of_a_subscription_never_acknowledged_needs_it_still_so() {
             let read = sub(SubscriptionStatus::Active);
-            let u = updated(rewind_pull_cursor("t", &read, &id("01c"), None, Timestamp(9)).unwrap());
+            let u =
+                updated(rewind_pull_cursor("t", &read, &id("01c"), None, Timestamp(9)).unwrap());
             assert_eq!(
                 u.condition_expression(),
                 Some(

@@ -7,9 +7,9 @@ use super::read;
 use super::write::{built, Write};
 use super::{from_item, to_item, StoreError};
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, NoticeId};
 use aws_sdk_dynamodb::types::Put;
 use serde::{Deserialize, Serialize};
-use crate::ids::{AccountId, NoticeId};
 
 /// The `kind` of a supersede pointer.
 pub const SUPERSEDE_KIND: &str = "notice_supersede";

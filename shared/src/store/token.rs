@@ -12,10 +12,10 @@ use super::write::put_new;
 use super::write::{built, Write};
 use super::{to_item, Item, StoreError};
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, IntegrationId, TokenId};
 use aws_sdk_dynamodb::types::{Delete, Update};
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use crate::ids::{AccountId, IntegrationId, TokenId};
 
 /// The `kind` of token items and of their reference items.
 pub const TOKEN_KIND: &str = "token";
@@ -152,7 +152,11 @@ pub fn revoke(table: &str, token_id: &TokenId, now: Timestamp) -> Result<Write, 
 
 /// Drops a token's reference from its account's token partition (unconditional: repeating it
 /// is harmless).
-pub fn drop_reference(table: &str, account_id: &AccountId, token_id: &TokenId) -> Result<Write, StoreError> {
+pub fn drop_reference(
+    table: &str,
+    account_id: &AccountId,
+    token_id: &TokenId,
+) -> Result<Write, StoreError> {
     Ok(Write::Delete(built(
         Delete::builder()
             .table_name(table)

@@ -3,13 +3,13 @@
 
 use super::adapters::AttemptResult;
 use crate::domain::classify::AttemptClass;
+use crate::ids::{AccountId, ChangeId, DeliveryId};
 use crate::store::snapshot::{self, Snapshot};
 use crate::store::write::{send, Written};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use crate::ids::{AccountId, ChangeId, DeliveryId};
 
 /// What a built-in handler is given: the delivery's stable id and its projected payload.
 pub struct InternalCall<'a> {

@@ -25,6 +25,7 @@ use crate::domain::ssrf::TargetPolicy;
 use crate::domain::subscription::should_auto_pause;
 use crate::domain::target::Target;
 use crate::domain::time::Timestamp;
+use crate::ids::AccountId;
 use crate::store;
 use crate::store::account_config::{AccountConfig, ConfigCache};
 use crate::store::delivery::{AttemptRecord, Delivery, DeliveryWork, Outcome};
@@ -39,7 +40,6 @@ use internal::{InternalCall, InternalRegistry};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use webhook::WebhookAdapter;
-use crate::ids::AccountId;
 
 /// The processing lease (seed 004: sixty seconds).
 pub const LEASE: Duration = crate::domain::integration_delivery::PROCESSING_LEASE;

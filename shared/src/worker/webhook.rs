@@ -15,8 +15,8 @@ use crate::domain::signing::{SigningSecret, WebhookHeaders};
 use crate::domain::ssrf::{check_url, TargetPolicy};
 use crate::domain::time::Timestamp;
 use crate::guarded_http;
-use std::time::Duration;
 use crate::ids::DeliveryId;
+use std::time::Duration;
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 const USER_AGENT: &str = concat!("Rhythm-Delivery/", env!("CARGO_PKG_VERSION"));
@@ -65,7 +65,8 @@ impl WebhookAdapter {
             Ok(s) => s,
             Err(e) => return AttemptResult::configuration_loss(format!("signing secret: {e}")),
         };
-        let headers = WebhookHeaders::sign(&[secret], delivery_id.as_str(), now, payload.as_bytes());
+        let headers =
+            WebhookHeaders::sign(&[secret], delivery_id.as_str(), now, payload.as_bytes());
         let mut request = self
             .client
             .post(url)

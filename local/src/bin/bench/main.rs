@@ -16,10 +16,10 @@ use memory::{memory_per_batch, print_memory, serve_receiver, vm_hwm_bytes};
 use serde_json::{json, Value};
 use shared::domain::retry::RetryPolicy;
 use shared::domain::time::MINUTE;
+use shared::ids::AccountId;
 use shared::store::write;
 use std::collections::BTreeMap;
 use std::time::Instant;
-use shared::ids::AccountId;
 
 /// CPU time this process has used (user + system), from /proc (Linux).
 fn cpu_time() -> std::time::Duration {

@@ -20,7 +20,9 @@ use crate::domain::integration_delivery::{lease_held, transmit_status, DeliveryS
 use crate::domain::lifecycle::Status;
 use crate::domain::pull_cursor::change_id as change_id_text;
 use crate::domain::time::Timestamp;
-use crate::ids::{AccountId, AuditId, ChangeId, DeliveryId, IntegrationId, ReplayJobId, SubscriptionId};
+use crate::ids::{
+    AccountId, AuditId, ChangeId, DeliveryId, IntegrationId, ReplayJobId, SubscriptionId,
+};
 use crate::operations::operator::history::{attempt_runs, list_deliveries, DeliveryQuery};
 use crate::operations::operator::retry::{retry_delivery, RetryRequest};
 use crate::store::delivery::Delivery;

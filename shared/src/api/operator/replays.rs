@@ -189,16 +189,16 @@ async fn list(
     let limit = page_limit(params.limit)?;
     let subscription_id = match params.subscription_id {
         None => None,
-        Some(id) => {
-            Some(
-                crate::api::extract::resource_id::<SubscriptionId>(&id).ok_or_else(|| ApiError::Validation {
+        Some(id) => Some(
+            crate::api::extract::resource_id::<SubscriptionId>(&id).ok_or_else(|| {
+                ApiError::Validation {
                     errors: vec![FieldError::new(
                         "subscription_id",
                         "is not a subscription id",
                     )],
-                })?,
-            )
-        }
+                }
+            })?,
+        ),
     };
     let ops = state.ops();
     let (jobs, next_cursor) = list_jobs(

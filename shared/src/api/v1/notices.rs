@@ -20,6 +20,7 @@ use crate::api::extract::{page_limit, path_id, ApiPath, ApiQuery, JsonBody};
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, NoticeId};
 use crate::notify::notice_service::{
     validate, CreateError, NewNotice, NoticeService, WithdrawError,
 };
@@ -37,7 +38,6 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
-use crate::ids::{AccountId, NoticeId};
 
 pub const IDEMPOTENCY_HEADER: &str = "idempotency-key";
 
@@ -122,7 +122,12 @@ impl NoticeView {
             subject: n.request.subject.clone(),
             body: n.request.body.clone(),
             channels: n.request.channels.clone(),
-            recipients: n.request.recipients.iter().map(|r| r.id().to_string()).collect(),
+            recipients: n
+                .request
+                .recipients
+                .iter()
+                .map(|r| r.id().to_string())
+                .collect(),
             deadline: rfc(n.request.deadline),
             supersede_key: n.request.supersede_key.clone(),
             superseded_by: n.superseded_by.clone(),

@@ -4,11 +4,11 @@
 use crate::api::auth::Principal;
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
+use crate::ids::{AccountId, IntegrationId, TokenId};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
 use std::sync::Arc;
-use crate::ids::{AccountId, IntegrationId, TokenId};
 
 pub fn router() -> Router<Arc<ApiState>> {
     Router::new().route("/v1/whoami", get(whoami))

@@ -19,12 +19,12 @@ use crate::aws::Clients;
 use crate::config::Config;
 use crate::domain::ssrf::TargetPolicy;
 use crate::domain::time::Timestamp;
+use crate::ids::NoticeId;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
-use crate::ids::NoticeId;
 
 /// The channels this system has adapters for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

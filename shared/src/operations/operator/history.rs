@@ -4,12 +4,12 @@
 
 use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, SubscriptionId};
 use crate::operations::{Ops, OpsError};
 use crate::store::cursor;
 use crate::store::delivery::{
     gather_by_subscription, AttemptRecord, Delivery, Filter, Gathered, SubscriptionRange, Upper,
 };
-use crate::ids::{AccountId, SubscriptionId};
 
 /// Index pages one listing evaluates before it answers with what it has.
 const MAX_ROUNDS: usize = 10;

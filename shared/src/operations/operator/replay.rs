@@ -447,7 +447,10 @@ pub async fn resume_job(
         reason,
         now,
     )
-    .detail("position", job.position.clone().map(String::from).unwrap_or_default())
+    .detail(
+        "position",
+        job.position.clone().map(String::from).unwrap_or_default(),
+    )
     .detail("restarted_so_far", job.restarted);
     audit.job_id = Some(job.job_id.clone());
     write_with_audit(ops, None, &audit).await?;

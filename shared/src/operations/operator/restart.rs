@@ -5,11 +5,11 @@
 
 use crate::domain::integration_delivery::FIRST_DISPATCH_GRACE;
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, ChangeId, SubscriptionId};
 use crate::operations::{Ops, OpsError};
 use crate::store::delivery::{self, Delivery, Restart};
 use crate::store::subscription;
 use crate::store::write::Write;
-use crate::ids::{AccountId, ChangeId, SubscriptionId};
 
 /// Tries of a rewind that keeps meeting concurrent cursor writes.
 const REWIND_TRIES: usize = 8;
