@@ -49,6 +49,7 @@ impl<'a> Fixtures<'a> {
             name: "Test account".into(),
             admin_emails: admin_emails.iter().map(|s| s.to_string()).collect(),
             created_at: self.now,
+            notice_allowlist: Default::default(),
         };
         self.save_account(&account).await?;
         Ok(account)

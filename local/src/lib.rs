@@ -5,6 +5,7 @@
 
 pub mod api_server;
 pub mod emulator;
+pub mod event_filter;
 pub mod faults;
 pub mod fixtures;
 pub mod metering;

@@ -35,6 +35,45 @@ pub struct Pipeline {
     pub rollup: RollUp,
     changes: Mutex<StreamTap>,
     deliveries: Mutex<StreamTap>,
+    /// The wall time of every handler invocation, per function, as Lambda bills it.
+    pub billed: Billed,
+}
+
+/// Handler invocations and their billed duration (each rounded up to the millisecond, as Lambda
+/// bills it) per function: what the bench turns into dollars of Lambda duration.
+#[derive(Debug, Default)]
+pub struct Billed {
+    pub ingest: BilledTime,
+    pub dispatch: BilledTime,
+    pub deliver: BilledTime,
+}
+
+impl Billed {
+    pub fn reset(&self) {
+        for f in [&self.ingest, &self.dispatch, &self.deliver] {
+            *f.0.lock().expect("billed time") = (0, 0);
+        }
+    }
+}
+
+/// Invocations and billed milliseconds of one function.
+#[derive(Debug, Default)]
+pub struct BilledTime(std::sync::Mutex<(u64, u64)>);
+
+impl BilledTime {
+    /// Runs one invocation's future and bills its wall time.
+    pub async fn time<F: std::future::Future>(&self, invocation: F) -> F::Output {
+        let started = std::time::Instant::now();
+        let out = invocation.await;
+        let ms = started.elapsed().as_micros().div_ceil(1000) as u64;
+        let mut t = self.0.lock().expect("billed time");
+        *t = (t.0 + 1, t.1 + ms.max(1));
+        out
+    }
+    /// (invocations, billed milliseconds) so far.
+    pub fn get(&self) -> (u64, u64) {
+        *self.0.lock().expect("billed time")
+    }
 }
 
 /// What one `pump` moved.
@@ -65,10 +104,8 @@ impl Pipeline {
         );
         let worker = DeliveryWorker::new(t.clients.clone(), t.config.clone(), shared_clock);
         let changes = Mutex::new(t.stream("ChangesTable"));
-        // The dispatcher's event source mapping filters as template.yaml's FilterCriteria do.
-        let mut deliveries = t.stream("DeliveryTable");
-        deliveries.filter = Some(shared::dispatch::wanted);
-        let deliveries = Mutex::new(deliveries);
+        // The dispatcher's event source mapping filters with template.yaml's FilterCriteria.
+        let deliveries = Mutex::new(t.mapped_stream("DeliveryTable", "DispatchFunction"));
         Pipeline {
             t,
             clock,
@@ -78,6 +115,7 @@ impl Pipeline {
             rollup,
             changes,
             deliveries,
+            billed: Billed::default(),
         }
     }
 
@@ -101,7 +139,9 @@ impl Pipeline {
     /// Drains the changes stream into ingest.
     pub async fn ingest_pending(&self) -> Result<(usize, usize)> {
         let mut tap = self.changes.lock().await;
-        let r = tap.drain(|event| self.ingest.handle(event)).await?;
+        let r = tap
+            .drain(|event| self.billed.ingest.time(self.ingest.handle(event)))
+            .await?;
         Ok((r.records, r.failures))
     }
 
@@ -111,7 +151,11 @@ impl Pipeline {
     pub async fn dispatch_pending(&self) -> Result<usize> {
         let mut tap = self.deliveries.lock().await;
         let r = tap
-            .drain(|event| self.dispatcher.handle_stream(event))
+            .drain(|event| {
+                self.billed
+                    .dispatch
+                    .time(self.dispatcher.handle_stream(event))
+            })
             .await?;
         Ok(r.records)
     }
@@ -119,7 +163,11 @@ impl Pipeline {
     /// Drains the delivery queue into the worker.
     pub async fn work_pending(&self) -> Result<QueueReport> {
         let tap = self.t.queue("DeliveryQueue");
-        tap.drain(|event| self.worker.handle(event), 1000).await
+        tap.drain(
+            |event| self.billed.deliver.time(self.worker.handle(event)),
+            1000,
+        )
+        .await
     }
 
     /// Runs every stage until nothing moves.
@@ -146,7 +194,7 @@ impl Pipeline {
     /// Moves the clock on, runs the dispatcher's sweep (as its schedule would) and pumps.
     pub async fn advance(&self, by: Duration) -> Result<PumpReport> {
         self.clock.advance(by);
-        self.dispatcher.sweep().await?;
+        self.billed.dispatch.time(self.dispatcher.sweep()).await?;
         self.pump().await
     }
 

@@ -30,6 +30,9 @@ pub struct StreamTap {
     /// The event source mapping's `FilterCriteria`: records it refuses never reach the handler
     /// and take no place in a batch (they are checkpointed past once the drain gets beyond them).
     pub filter: Option<fn(&aws_lambda_events::event::dynamodb::EventRecord) -> bool>,
+    /// The mapping's `FilterCriteria` patterns as template.yaml states them, applied to the
+    /// record's JSON as Lambda does (with `filter`, a record must pass both).
+    pub patterns: Option<Vec<Value>>,
     /// Retries of a batch with failures before the drain gives up on it for now (the records are
     /// delivered again by the next drain, as the event source mapping would).
     pub max_retries_per_drain: usize,
@@ -47,6 +50,7 @@ impl StreamTap {
             checkpoints: BTreeMap::new(),
             batch_size: 100,
             filter: None,
+            patterns: None,
             max_retries_per_drain: 2,
         }
     }
@@ -105,16 +109,15 @@ impl StreamTap {
     {
         let mut report = DrainReport::default();
         let all = self.pending_records().await?;
-        let records = match self.filter {
-            None => all.clone(),
-            Some(keep) => {
-                let converted = self.event(&all)?.records;
-                all.iter()
-                    .zip(&converted)
-                    .filter(|(_, r)| keep(r))
-                    .map(|(raw, _)| raw.clone())
-                    .collect()
-            }
+        let records = if self.filter.is_none() && self.patterns.is_none() {
+            all.clone()
+        } else {
+            let converted = self.event(&all)?.records;
+            all.iter()
+                .zip(&converted)
+                .filter(|((_, raw), r)| self.admits(raw, r))
+                .map(|(raw, _)| raw.clone())
+                .collect()
         };
         let mut start = 0;
         let mut retries = 0;
@@ -170,6 +173,33 @@ impl StreamTap {
             }
         }
         Ok(report)
+    }
+
+    /// Whether the mapping hands this record to the handler.
+    fn admits(
+        &self,
+        raw: &Record,
+        record: &aws_lambda_events::event::dynamodb::EventRecord,
+    ) -> bool {
+        self.filter.is_none_or(|keep| keep(record))
+            && self
+                .patterns
+                .as_ref()
+                .is_none_or(|p| crate::event_filter::passes(p, &self.record_json(raw)))
+    }
+
+    /// Every record not yet checkpointed, unfiltered and without checkpointing: its JSON as
+    /// Lambda's filters see it, and what the handler's deserializer makes of it.
+    pub async fn peek(
+        &self,
+    ) -> Result<Vec<(Value, aws_lambda_events::event::dynamodb::EventRecord)>> {
+        let all = self.pending_records().await?;
+        let converted = self.event(&all)?.records;
+        Ok(all
+            .iter()
+            .map(|(_, raw)| self.record_json(raw))
+            .zip(converted)
+            .collect())
     }
 
     /// Builds the Lambda event for a batch through its JSON form, so the handler receives exactly

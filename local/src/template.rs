@@ -71,6 +71,9 @@ pub struct Template {
     pub function_env: BTreeMap<String, EnvValue>,
     /// Parameter defaults.
     pub parameters: BTreeMap<String, String>,
+    /// Function logical id → the `FilterCriteria` patterns of its DynamoDB stream event, parsed
+    /// from their JSON text (see [`crate::event_filter`]).
+    pub stream_filters: BTreeMap<String, Vec<serde_json::Value>>,
 }
 
 impl Template {
@@ -107,6 +110,7 @@ impl Template {
         };
         let mut tables = Vec::new();
         let mut queues = Vec::new();
+        let mut stream_filters = BTreeMap::new();
         if let Some(resources) = doc.get("Resources").and_then(Value::as_mapping) {
             for (id, resource) in resources {
                 let id = id.as_str().unwrap_or_default().to_string();
@@ -121,6 +125,11 @@ impl Template {
                 match resource.get("Type").and_then(Value::as_str) {
                     Some("AWS::DynamoDB::Table") => tables.push(table_spec(&id, &props)?),
                     Some("AWS::SQS::Queue") => queues.push(queue_spec(&id, &props)?),
+                    Some("AWS::Serverless::Function") => {
+                        if let Some(patterns) = stream_filter_patterns(&id, &props)? {
+                            stream_filters.insert(id.clone(), patterns);
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -149,7 +158,14 @@ impl Template {
             queues,
             function_env,
             parameters,
+            stream_filters,
         })
+    }
+
+    /// The `FilterCriteria` patterns of `function`'s DynamoDB stream event (none: it has no
+    /// filtered stream event).
+    pub fn stream_filter(&self, function: &str) -> Option<&[serde_json::Value]> {
+        self.stream_filters.get(function).map(Vec::as_slice)
     }
 
     pub fn table(&self, logical_id: &str) -> Option<&TableSpec> {
@@ -159,6 +175,41 @@ impl Template {
     pub fn queue(&self, logical_id: &str) -> Option<&QueueSpec> {
         self.queues.iter().find(|q| q.logical_id == logical_id)
     }
+}
+
+/// The filter patterns of a function's DynamoDB event, if it has one with `FilterCriteria`.
+fn stream_filter_patterns(
+    id: &str,
+    props: &Value,
+) -> Result<Option<Vec<serde_json::Value>>, TemplateError> {
+    let events = props.get("Events").and_then(Value::as_mapping);
+    let Some(stream) = events.into_iter().flatten().map(|(_, e)| e).find(|e| {
+        e.get("Type").and_then(Value::as_str) == Some("DynamoDB")
+            && e.get("Properties")
+                .and_then(|p| p.get("FilterCriteria"))
+                .is_some()
+    }) else {
+        return Ok(None);
+    };
+    let filters = stream["Properties"]["FilterCriteria"]["Filters"]
+        .as_sequence()
+        .cloned()
+        .unwrap_or_default();
+    let bad = |message: String| TemplateError::Resource {
+        resource: id.to_string(),
+        message,
+    };
+    filters
+        .iter()
+        .map(|f| {
+            let text = f
+                .get("Pattern")
+                .and_then(Value::as_str)
+                .ok_or_else(|| bad("a filter without a Pattern string".into()))?;
+            serde_json::from_str(text).map_err(|e| bad(format!("filter pattern {text}: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
 }
 
 fn env_value(value: &Value) -> EnvValue {

@@ -136,6 +136,21 @@ impl TestStack {
         StreamTap::new(&self.sdk, &arn)
     }
 
+    /// The stream of `table_logical_id` as `function`'s event source mapping hands it over: with
+    /// the `FilterCriteria` patterns template.yaml gives that function.
+    pub fn mapped_stream(&self, table_logical_id: &str, function: &str) -> StreamTap {
+        static TEMPLATE: std::sync::OnceLock<Template> = std::sync::OnceLock::new();
+        let template = TEMPLATE.get_or_init(|| Template::load_project().expect("template.yaml"));
+        let mut tap = self.stream(table_logical_id);
+        tap.patterns = Some(
+            template
+                .stream_filter(function)
+                .unwrap_or_else(|| panic!("{function} has no filtered stream event"))
+                .to_vec(),
+        );
+        tap
+    }
+
     pub fn queue(&self, queue_logical_id: &str) -> QueueTap {
         let q = self.stack.queue(queue_logical_id);
         QueueTap::new(&self.sdk, &q.url, &q.arn)

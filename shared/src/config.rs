@@ -32,7 +32,14 @@ pub struct Config {
     /// CloudWatch namespace of the embedded metrics (`METRICS_NAMESPACE`, default
     /// [`crate::metrics::DEFAULT_NAMESPACE`]).
     pub metrics_namespace: String,
+    /// Outbound recipients an account's notices may name per UTC day
+    /// (`NOTICE_DAILY_RECIPIENT_QUOTA`, default [`DEFAULT_NOTICE_DAILY_RECIPIENT_QUOTA`]; the
+    /// template's `NoticeDailyRecipientQuota`). See [`crate::notify::bounds`].
+    pub notice_daily_recipient_quota: u32,
 }
+
+/// The daily recipient quota of a deployment that does not set one.
+pub const DEFAULT_NOTICE_DAILY_RECIPIENT_QUOTA: u32 = 200;
 
 impl Config {
     pub fn from_env() -> Result<Self, ConfigError> {
@@ -56,6 +63,14 @@ impl Config {
                 })
             }
         };
+        let notice_daily_recipient_quota = match lookup("NOTICE_DAILY_RECIPIENT_QUOTA") {
+            None => DEFAULT_NOTICE_DAILY_RECIPIENT_QUOTA,
+            Some(v) => v.trim().parse().map_err(|_| ConfigError::Invalid {
+                name: "NOTICE_DAILY_RECIPIENT_QUOTA",
+                value: v.clone(),
+                expected: "a whole number of recipients",
+            })?,
+        };
         Ok(Config {
             stage: lookup("RHYTHM_STAGE").unwrap_or_else(|| "local".into()),
             changes_table: required("CHANGES_TABLE")?,
@@ -69,6 +84,7 @@ impl Config {
             metrics_namespace: lookup("METRICS_NAMESPACE")
                 .filter(|n| !n.is_empty())
                 .unwrap_or_else(|| crate::metrics::DEFAULT_NAMESPACE.into()),
+            notice_daily_recipient_quota,
         })
     }
 }
@@ -112,6 +128,30 @@ mod tests {
             Config::from_map(&m),
             Err(ConfigError::Missing("DELIVERY_TABLE"))
         );
+    }
+
+    #[test]
+    fn reads_the_daily_recipient_quota_and_defaults_it_modestly() {
+        assert_eq!(
+            Config::from_map(&full())
+                .unwrap()
+                .notice_daily_recipient_quota,
+            DEFAULT_NOTICE_DAILY_RECIPIENT_QUOTA
+        );
+        let mut m = full();
+        m.insert("NOTICE_DAILY_RECIPIENT_QUOTA".into(), "25".into());
+        assert_eq!(
+            Config::from_map(&m).unwrap().notice_daily_recipient_quota,
+            25
+        );
+        m.insert("NOTICE_DAILY_RECIPIENT_QUOTA".into(), "-1".into());
+        assert!(matches!(
+            Config::from_map(&m),
+            Err(ConfigError::Invalid {
+                name: "NOTICE_DAILY_RECIPIENT_QUOTA",
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -341,7 +341,8 @@ fn entered_pending(new: &serde_dynamo::Item, old: &serde_dynamo::Item) -> bool {
 
 /// Whether the dispatcher acts on a stream record at all: new work or a prompt roll-up. The
 /// template's `FilterCriteria` pass exactly these records, so in AWS no other record invokes it
-/// (the harness's stream tap filters with this before it batches, as the mapping does).
+/// (the harness applies those patterns themselves, and a test holds them against this function
+/// on every kind of delivery-table write).
 pub fn wanted(record: &aws_lambda_events::event::dynamodb::EventRecord) -> bool {
     let (new, old) = (&record.change.new_image, &record.change.old_image);
     entered_pending(new, old) || rollup_trigger(&record.event_name, new, old).is_some()

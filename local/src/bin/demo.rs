@@ -129,6 +129,15 @@ async fn main() -> Result<()> {
         .as_str()
         .context("account token")?
         .to_string();
+    // The account's notices may post to its own Slack workspace (its email goes to its
+    // administrator, which needs no allowlist).
+    api.call(
+        reqwest::Method::PUT,
+        &format!("/operator/accounts/{account_id}/notice-allowlist"),
+        OPERATOR_TOKEN,
+        Some(json!({"slack_workspaces": ["T0"], "reason": "the demo's workspace"})),
+    )
+    .await?;
 
     println!("\n2. The account installs integrations and subscribes them to catalog changes");
     let mut columns = Vec::new();

@@ -114,6 +114,19 @@ impl ApiClient {
             token: body["token"].as_str().unwrap().to_owned(),
         }
     }
+
+    /// Sets the account's notice allowlist through the operator route (`allowlist`: its
+    /// `addresses`, `domains`, `slack_workspaces`) and gives the allowlist answered.
+    pub async fn allow_recipients(&self, account_id: &str, allowlist: Value) -> Value {
+        self.put(
+            &format!("/operator/accounts/{account_id}/notice-allowlist"),
+            OPERATOR_TOKEN,
+            allowlist,
+        )
+        .await
+        .ok()
+        .clone()
+    }
 }
 
 /// One request to the router; `.await` it for the [`Reply`].

@@ -59,6 +59,7 @@ impl<'a> IntoFuture for AccountBuilder<'a> {
                 name: self.name,
                 admin_emails: self.admins,
                 created_at: self.world.now(),
+                notice_allowlist: Default::default(),
             };
             self.world
                 .fixtures()

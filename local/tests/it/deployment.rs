@@ -850,8 +850,9 @@ const CODE_NEEDS: &[(&str, Needs)] = &[
             ("DeliveryTable/index/listing", &["dynamodb:Query"]),
             ("DeliveryTable/index/rollup", &["dynamodb:Query"]),
             ("DeliveryTable/index/due", &["dynamodb:Query"]),
-            // notices (create, withdraw, supersede), provider events (confirm), requeue, the
-            // console inbox, and settling in the operator's reconcile run.
+            // notices (create with the daily quota counter's conditional ADD, withdraw,
+            // supersede), provider events (confirm), requeue, the console inbox, and settling in
+            // the operator's reconcile run.
             ("NotificationTable", NOTIFY_STORE),
             ("NotificationTable/index/inbox", &["dynamodb:Query"]),
             ("NotificationTable/index/watch", &["dynamodb:Query"]),
@@ -1759,5 +1760,114 @@ mod measured {
                 "the routes never called {action} on {resource}: {seen:#?}"
             );
         }
+    }
+}
+
+// ---------------------------------------------------------------- the dispatcher's filter
+
+/// `old→new` status of a delivery-table stream record, with its event name, kind and method (for
+/// an event: its push subscriber count): the kind of write it is.
+fn write_kind(record: &Json) -> String {
+    let image = |side: &str, attr: &str| {
+        record["dynamodb"][side][attr]
+            .as_object()
+            .and_then(|v| v.values().next())
+            .and_then(Json::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    format!(
+        "{} {} {}→{} {}",
+        record["eventName"].as_str().unwrap_or(""),
+        image("NewImage", "kind"),
+        image("OldImage", "status"),
+        image("NewImage", "status"),
+        image("NewImage", "method") + &image("NewImage", "push_subscribers"),
+    )
+}
+
+#[tokio::test]
+async fn the_dispatchers_stream_filter_passes_exactly_the_records_its_code_acts_on() {
+    use local::receiver::Reply;
+    use local::testkit::api::OPERATOR_TOKEN;
+    use local::testkit::World;
+    use serde_json::json;
+    use shared::domain::time::{MINUTE, SECOND};
+
+    let w = World::new().await;
+    w.receiver.set_default(Reply::Status(503));
+    let tenant = w.api.account("Tenant").await;
+    let push = w
+        .subscribe_through_api(
+            &tenant,
+            "webhook",
+            json!({"retry_policy": {"kind": "exponential", "max_retries": 2, "retry_delay_secs": 60}}),
+        )
+        .await;
+    let pull = w.subscribe_through_api(&tenant, "poll", json!({})).await;
+    let nobody = w.api.account("Nobody subscribes").await;
+    // Claims, a first failure, a retry's claim, death; an event nobody pushes to.
+    let changes = w.write_changes(&tenant.account_id, &[w.now()]).await;
+    w.write_changes(&nobody.account_id, &[w.now()]).await;
+    w.advance(2 * MINUTE).await.unwrap();
+    // An operator's restart, then success.
+    w.receiver.set_default(Reply::Status(200));
+    let retry = format!(
+        "/operator/accounts/{}/subscriptions/{}/deliveries/{}/retry",
+        push.account_id, push.subscription_id, changes[0].change_id
+    );
+    w.api
+        .post(&retry, OPERATOR_TOKEN, json!({"reason": "receiver back"}))
+        .await
+        .ok();
+    w.pump().await.unwrap();
+    // The pull delivery is read and acknowledged through the cursor.
+    w.clock.advance(3 * SECOND);
+    let pull_path = |rest: &str| format!("/v1/pull/subscriptions/{}/{rest}", pull.subscription_id);
+    let page = w
+        .api
+        .get(&pull_path("changes"), &pull.integration_token)
+        .await;
+    let cursor = page.ok()["next_cursor"].clone();
+    w.api
+        .put(
+            &pull_path("cursor"),
+            &pull.integration_token,
+            json!({"cursor": cursor}),
+        )
+        .await
+        .ok();
+    w.pump().await.unwrap();
+
+    let patterns = local::template::Template::load_project()
+        .unwrap()
+        .stream_filter("DispatchFunction")
+        .expect("the dispatcher's stream event has FilterCriteria")
+        .to_vec();
+    let records = w.t.stream("DeliveryTable").peek().await.unwrap();
+    let mut seen = BTreeMap::<String, bool>::new();
+    for (json, record) in &records {
+        let by_template = local::event_filter::passes(&patterns, json);
+        let by_code = shared::dispatch::wanted(record);
+        assert_eq!(by_template, by_code, "{}: {json}", write_kind(json));
+        seen.insert(write_kind(json), by_code);
+    }
+    // Every kind of write happened, and each went the way it should.
+    for (kind, passed) in [
+        ("INSERT delivery →pending webhook", true),
+        ("MODIFY delivery pending→pending webhook", false),
+        ("MODIFY delivery pending→retrying webhook", true),
+        ("MODIFY delivery retrying→retrying webhook", false),
+        ("MODIFY delivery retrying→dead webhook", true),
+        ("MODIFY delivery dead→pending webhook", true),
+        ("MODIFY delivery pending→delivered webhook", true),
+        ("INSERT delivery →pending poll", false),
+        ("MODIFY delivery pending→delivered poll", false),
+        ("INSERT event → 0", true),
+        ("INSERT event → 1", false),
+        ("MODIFY delivery pending→pending poll", false),
+        ("MODIFY subscription active→active ", false),
+    ] {
+        assert_eq!(seen.get(kind), Some(&passed), "{kind}; seen: {seen:#?}");
     }
 }

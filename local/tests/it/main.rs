@@ -7,6 +7,7 @@ mod event_monitor;
 mod faults;
 mod harness;
 mod management_api;
+mod notice_bounds;
 mod notifications;
 mod openapi;
 mod pull_and_operator;

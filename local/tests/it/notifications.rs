@@ -1559,6 +1559,9 @@ mod api {
             account_id: account,
             token,
         } = api.account("Notices").await;
+        // The Slack workspace of the webhook below is allowed for the account.
+        api.allow_recipients(account.as_str(), json!({"slack_workspaces": ["T"]}))
+            .await;
         let slack = Receiver::start().await;
         let request = json!({
             "recipients": ["user-1", {"id": "ops", "slack_webhook_url": slack.url("/services/T/B/x")}],
@@ -2040,7 +2043,13 @@ mod api {
     #[tokio::test]
     async fn a_notices_slack_url_is_checked_at_the_api_https_on_hooks_slack_com() {
         let w = World::new().await;
-        let ApiAccount { token, .. } = w.api.account("Slack URLs").await;
+        let ApiAccount {
+            account_id, token, ..
+        } = w.api.account("Slack URLs").await;
+        // The workspace of the good URLs is allowed for the account.
+        w.api
+            .allow_recipients(account_id.as_str(), json!({"slack_workspaces": ["T"]}))
+            .await;
         let production = w.production_api();
         let notice = |url: &str| {
             json!({

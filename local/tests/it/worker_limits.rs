@@ -212,22 +212,24 @@ async fn a_batch_hands_back_unclaimed_what_cannot_finish_before_the_deadline() {
     assert_eq!(hanging.count(), MESSAGES);
 }
 
-/// One batch whose first thirty messages go to an endpoint hanging past the attempt timeout and
+/// One batch whose first fourteen messages go to an endpoint hanging past the attempt timeout and
 /// the next twenty to a well-behaved one: the hanging endpoint holds at most
 /// PER_SUBSCRIPTION_CONCURRENCY of the batch's slots at once, so every well-behaved delivery is
-/// attempted before the first hanging attempt has even timed out.
+/// attempted before the first hanging attempt has even timed out. (The timeout is long enough
+/// for twenty deliveries' store calls on a loaded machine: the emulator serialises requests.)
 #[tokio::test]
 async fn a_hanging_endpoint_holds_only_its_share_of_a_batchs_slots() {
     let w = World::new().await;
     let hanging = Receiver::start().await;
-    hanging.set_default(Reply::Hang(Duration::from_secs(10)));
+    hanging.set_default(Reply::Hang(Duration::from_secs(30)));
     let slow = subscription_to(&w, &hanging).await;
     let fine = subscription_to(&w, &w.receiver).await;
-    let (slow_batch, _) = one_batch(&w, &[&slow], 30).await;
+    let hanging_messages = PER_SUBSCRIPTION_CONCURRENCY + 4;
+    let (slow_batch, _) = one_batch(&w, &[&slow], hanging_messages).await;
     let (fine_batch, _) = one_batch(&w, &[&fine], 20).await;
     let mut event = slow_batch;
     event.records.extend(fine_batch.records);
-    let timeout = Duration::from_secs(3);
+    let timeout = Duration::from_secs(8);
     let worker = w.worker_with(
         WebhookAdapter::new(TargetPolicy::LOCAL_DEMO, timeout),
         InternalRegistry::default(),
@@ -254,7 +256,7 @@ async fn a_hanging_endpoint_holds_only_its_share_of_a_batchs_slots() {
     );
     assert_eq!(
         hanging.count(),
-        30,
+        hanging_messages,
         "the hanging endpoint's messages are all attempted"
     );
 }

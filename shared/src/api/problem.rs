@@ -3,25 +3,30 @@
 //! Every handler and extractor returns [`ApiError`]; its [`IntoResponse`] writes an
 //! `application/problem+json` body with a stable `type` URI (one per variant, listed in
 //! [`ApiError::problem_type`]), a `title`, the `status`, a `detail` for people and, for validation
-//! failures, `errors: [{field, message}]` naming every offending field at once.
+//! failures, `errors: [{field, message}]` naming every offending field at once; a notice refused
+//! for its recipients names them in `refused_recipients: [{field, recipient, channel}]`, and a
+//! 429 says in `Retry-After` (seconds) when to try again.
 //!
 //! | variant                | status | `type` (after [`PROBLEM_BASE`]) |
 //! |------------------------|--------|---------------------------------|
 //! | `MalformedRequest`     | 400    | `malformed-request`             |
 //! | `Unauthorized`         | 401    | `unauthorized`                  |
 //! | `Forbidden`            | 403    | `forbidden`                     |
+//! | `RecipientsRefused`    | 403    | `recipient-not-allowed`         |
 //! | `NotFound`             | 404    | `not-found`                     |
 //! | `MethodNotAllowed`     | 405    | `method-not-allowed`            |
 //! | `Conflict`             | 409    | `conflict`                      |
 //! | `PayloadTooLarge`      | 413    | `payload-too-large`             |
 //! | `UnsupportedMediaType` | 415    | `unsupported-media-type`        |
 //! | `Validation`           | 422    | `validation`                    |
+//! | `QuotaExceeded`        | 429    | `quota-exceeded`                |
 //! | `Internal`             | 500    | `internal`                      |
 //! | `Unavailable`          | 503    | `unavailable`                   |
 //!
 //! Details never carry secrets: a token or signing secret is never part of an error. An internal
 //! error's cause is logged, and the response only says that it was.
 
+use crate::notify::bounds::RefusedRecipient;
 use crate::operations::OpsError;
 use crate::store::StoreError;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
@@ -72,6 +77,20 @@ pub enum ApiError {
     #[error("{detail}")]
     Forbidden { detail: String },
     /// No such resource *for this caller*: another account's resource is not found, too.
+    /// A notice names recipients the account may not send to (neither its administrators nor
+    /// allowed by an operator); each is named.
+    #[error(
+        "the account may not send to {} of the notice's recipients (neither an administrator of \
+         the account nor allowed by an operator); see `refused_recipients`",
+        refused.len()
+    )]
+    RecipientsRefused { refused: Vec<RefusedRecipient> },
+    /// A quota has no room for the request until `retry_after_secs` have passed.
+    #[error("{detail}")]
+    QuotaExceeded {
+        detail: String,
+        retry_after_secs: u64,
+    },
     #[error("{detail}")]
     NotFound { detail: String },
     #[error("{detail}")]
@@ -102,6 +121,8 @@ pub struct Problem {
     pub detail: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<FieldError>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_recipients: Vec<RefusedRecipient>,
 }
 
 impl ApiError {
@@ -146,7 +167,10 @@ impl ApiError {
             ApiError::MalformedRequest { .. } => StatusCode::BAD_REQUEST,
             ApiError::Validation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ApiError::Forbidden { .. } | ApiError::RecipientsRefused { .. } => {
+                StatusCode::FORBIDDEN
+            }
+            ApiError::QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
@@ -163,6 +187,8 @@ impl ApiError {
             ApiError::Validation { .. } => "validation",
             ApiError::Unauthorized { .. } => "unauthorized",
             ApiError::Forbidden { .. } => "forbidden",
+            ApiError::RecipientsRefused { .. } => "recipient-not-allowed",
+            ApiError::QuotaExceeded { .. } => "quota-exceeded",
             ApiError::NotFound { .. } => "not-found",
             ApiError::MethodNotAllowed { .. } => "method-not-allowed",
             ApiError::Conflict { .. } => "conflict",
@@ -184,6 +210,8 @@ impl ApiError {
             ApiError::Validation { .. } => "Validation failed",
             ApiError::Unauthorized { .. } => "Unauthorized",
             ApiError::Forbidden { .. } => "Forbidden",
+            ApiError::RecipientsRefused { .. } => "Recipient not allowed",
+            ApiError::QuotaExceeded { .. } => "Quota exceeded",
             ApiError::NotFound { .. } => "Not found",
             ApiError::MethodNotAllowed { .. } => "Method not allowed",
             ApiError::Conflict { .. } => "Conflict",
@@ -217,6 +245,10 @@ impl ApiError {
             status: self.status().as_u16(),
             detail,
             errors,
+            refused_recipients: match self {
+                ApiError::RecipientsRefused { refused } => refused.clone(),
+                _ => Vec::new(),
+            },
         }
     }
 }
@@ -227,6 +259,12 @@ impl IntoResponse for ApiError {
             tracing::error!(cause = %cause, "API request failed with an internal error");
         }
         let status = self.status();
+        let retry_after = match &self {
+            ApiError::QuotaExceeded {
+                retry_after_secs, ..
+            } => Some(HeaderValue::from(*retry_after_secs)),
+            _ => None,
+        };
         let body = serde_json::to_vec(&self.problem()).unwrap_or_else(|_| b"{}".to_vec());
         let mut response = (status, body).into_response();
         let headers = response.headers_mut();
@@ -239,6 +277,9 @@ impl IntoResponse for ApiError {
                 header::RETRY_AFTER,
                 HeaderValue::from_static(RETRY_AFTER_SECS),
             );
+        }
+        if let Some(seconds) = retry_after {
+            headers.insert(header::RETRY_AFTER, seconds);
         }
         if status == StatusCode::UNAUTHORIZED {
             headers.insert(
@@ -345,6 +386,40 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_refused_recipient_is_a_403_naming_it() {
+        let refused = vec![RefusedRecipient {
+            field: "recipients[1]".into(),
+            recipient: "x@elsewhere.test".into(),
+            channel: "email".into(),
+        }];
+        let (status, _, problem) = render(ApiError::RecipientsRefused {
+            refused: refused.clone(),
+        })
+        .await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        assert_eq!(
+            problem.type_uri,
+            "https://rhythm-delivery.dev/problems/recipient-not-allowed"
+        );
+        assert_eq!(problem.refused_recipients, refused);
+    }
+
+    #[tokio::test]
+    async fn an_exceeded_quota_is_a_429_with_its_own_retry_after() {
+        let (status, headers, problem) = render(ApiError::QuotaExceeded {
+            detail: "full".into(),
+            retry_after_secs: 3_600,
+        })
+        .await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(headers[header::RETRY_AFTER], "3600");
+        assert_eq!(
+            problem.type_uri,
+            "https://rhythm-delivery.dev/problems/quota-exceeded"
+        );
+    }
+
+    #[tokio::test]
     async fn internal_errors_hide_their_cause() {
         let (status, _, problem) =
             render(ApiError::internal("DynamoDB: table t-secret-name missing")).await;
@@ -368,6 +443,11 @@ mod tests {
             ApiError::PayloadTooLarge { detail: "x".into() },
             ApiError::UnsupportedMediaType { detail: "x".into() },
             ApiError::internal("x"),
+            ApiError::RecipientsRefused { refused: vec![] },
+            ApiError::QuotaExceeded {
+                detail: "x".into(),
+                retry_after_secs: 1,
+            },
         ];
         let types: std::collections::BTreeSet<String> =
             all.iter().map(ApiError::problem_type).collect();

@@ -124,7 +124,7 @@ mod tests {
             .region(aws_config::Region::new("us-east-1"))
             .build();
         let config = crate::config::Config::from_lookup(|name| match name {
-            "ALLOW_PRIVATE_TARGETS" => None,
+            "ALLOW_PRIVATE_TARGETS" | "NOTICE_DAILY_RECIPIENT_QUOTA" => None,
             other => Some(format!("unused-{other}")),
         })
         .unwrap();

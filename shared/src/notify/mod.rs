@@ -66,6 +66,7 @@
 //!   cancellation has not reached yet is cancelled by the worker's claim guard instead of sent.
 //!   A delivery already `sending` finishes (the lifecycle cancels only queued work).
 
+pub mod bounds;
 pub mod channels;
 pub mod confirm;
 pub mod metrics;

@@ -16,6 +16,7 @@
 //!   rows deleted). Deliveries already `sending` finish; ones the cancellation does not reach are
 //!   cancelled by the worker's claim guard.
 
+use super::bounds::outbound_recipients;
 use super::channels::slack::check_slack_url;
 use super::channels::Channel;
 use super::table::NotificationTable;
@@ -29,9 +30,11 @@ use crate::ids::{AccountId, NoticeId};
 use crate::store::console_inbox::{console_ref, inbox_key};
 use crate::store::notice::{self, NoticeRecord, NoticeRequest, Recipient};
 use crate::store::notice_progress::Progress;
+use crate::store::notice_quota;
 use crate::store::notification_delivery::{delivery_key, Effects, NotificationDelivery};
 use crate::store::notification_work::WorkRow;
 use crate::store::supersede_pointer::{self, SupersedePointer};
+use crate::store::write::Write;
 use crate::store::StoreError;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use sha2::{Digest, Sha256};
@@ -42,7 +45,7 @@ pub const FAN_OUT_CONCURRENCY: usize = 16;
 /// Queued deliveries one withdrawal or replacement cancels synchronously; the worker's claim guard
 /// cancels the rest as their messages arrive.
 pub const CANCEL_LIMIT: usize = 1000;
-pub const MAX_RECIPIENTS: usize = 500;
+pub use super::bounds::MAX_RECIPIENTS;
 pub const MAX_SUBJECT_CHARS: usize = 200;
 pub const MAX_BODY_CHARS: usize = 10_000;
 pub const MAX_KEY_CHARS: usize = 200;
@@ -177,6 +180,10 @@ fn request_hash(n: &NewNotice) -> String {
 pub enum CreateError {
     #[error("the idempotency key was already used for a different notice")]
     IdempotencyConflict,
+    /// The account's notices already named the day's quota of outbound recipients (or this
+    /// notice would pass it).
+    #[error("the account's daily quota of notice recipients has no room for this notice")]
+    QuotaExceeded,
     #[error(transparent)]
     Fault(#[from] NotifyError),
 }
@@ -231,15 +238,29 @@ impl NoticeService {
     }
 
     /// Creates the notice (`requested`), or finds the one this idempotency key created.
-    /// `(notice, created)`.
+    /// `(notice, created)`. Charges no quota (the delivery worker's and internal notices).
     pub async fn create(
         &self,
         account_id: &AccountId,
         new: NewNotice,
     ) -> Result<(NoticeRecord, bool), CreateError> {
+        self.create_within(account_id, new, None).await
+    }
+
+    /// [`Self::create`], charging the notice's outbound recipients to the account's counter of
+    /// the day when `daily_quota` is given ([`crate::notify::bounds`]). The charge and the notice
+    /// are one transaction: a repeated request (its notice exists) charges nothing, and a charge
+    /// past the quota writes no notice ([`CreateError::QuotaExceeded`]).
+    pub async fn create_within(
+        &self,
+        account_id: &AccountId,
+        new: NewNotice,
+        daily_quota: Option<u32>,
+    ) -> Result<(NoticeRecord, bool), CreateError> {
         let now = self.clock.now();
         let notice_id = notice_id_for(account_id, &new.idempotency_key);
         let hash = request_hash(&new);
+        let outbound = outbound_recipients(&new.recipients, &new.channels);
         let mut record = NoticeRecord::requested(NoticeRequest {
             notice_id: notice_id.clone(),
             account_id: account_id.clone(),
@@ -255,21 +276,30 @@ impl NoticeService {
         record.idempotency_key = Some(new.idempotency_key);
         record.request_hash = Some(hash.clone());
         let created = notice::create(&self.store.table, &record)?;
-        if self.store.send(created).await?.applied() {
+        // A notice that sends nothing outside the platform is not counted.
+        let charged = daily_quota.filter(|_| outbound > 0);
+        let write = match charged {
+            Some(quota) => Write::all([
+                created,
+                notice_quota::charge(&self.store.table, account_id, now, outbound, quota)?,
+            ])?,
+            None => created,
+        };
+        if self.store.send(write).await?.applied() {
             return Ok((record, true));
         }
-        // Refused: the key was used before. The same request finds its notice again.
-        let existing = self
-            .store
-            .notice(&notice_id)
-            .await?
-            .ok_or(CreateError::IdempotencyConflict)?;
-        if &existing.request.account_id == account_id
-            && existing.request_hash.as_deref() == Some(hash.as_str())
-        {
-            Ok((existing, false))
-        } else {
-            Err(CreateError::IdempotencyConflict)
+        // Refused: the key was used before (the same request finds its notice again), or else
+        // the day's quota has no room for this notice.
+        match self.store.notice(&notice_id).await? {
+            Some(existing)
+                if &existing.request.account_id == account_id
+                    && existing.request_hash.as_deref() == Some(hash.as_str()) =>
+            {
+                Ok((existing, false))
+            }
+            Some(_) => Err(CreateError::IdempotencyConflict),
+            None if charged.is_some() => Err(CreateError::QuotaExceeded),
+            None => Err(CreateError::IdempotencyConflict),
         }
     }
 

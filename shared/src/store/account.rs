@@ -2,6 +2,7 @@
 //! its integrations and subscriptions, so one query loads its configuration).
 
 use super::read;
+use super::update::Edit;
 use super::write::put_new;
 use super::write::Write;
 use super::{keys, to_item, Item, StoreError};
@@ -21,7 +22,30 @@ pub struct Account {
     #[serde(default)]
     pub admin_emails: Vec<String>,
     pub created_at: Timestamp,
+    /// Whom the account's notices may reach besides its administrators (set by operators).
+    #[serde(default)]
+    pub notice_allowlist: NoticeAllowlist,
 }
+
+/// The recipients an operator allows an account's notices to reach, besides the account's own
+/// administrators (`admin_emails`). Matching is in [`crate::notify::bounds`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct NoticeAllowlist {
+    /// Email addresses, matched whole and without regard to case.
+    #[serde(default)]
+    pub addresses: Vec<String>,
+    /// Email domains: an address whose domain is one of these (exactly; subdomains are not
+    /// included) is allowed.
+    #[serde(default)]
+    pub domains: Vec<String>,
+    /// Slack workspaces (the team id `T…` of an incoming-webhook URL's path,
+    /// `/services/{team}/{channel}/{secret}`): webhooks into these workspaces are allowed.
+    #[serde(default)]
+    pub slack_workspaces: Vec<String>,
+}
+
+/// The attribute the allowlist is stored in.
+pub const NOTICE_ALLOWLIST: &str = "notice_allowlist";
 
 /// The key of an account.
 pub fn key(account_id: &AccountId) -> (String, String) {
@@ -78,9 +102,23 @@ pub fn create(table: &str, account: &Account) -> Result<Write, StoreError> {
     put_new(table, account.item()?)
 }
 
+/// Replaces the account's notice allowlist (refused when there is no such account); it answers
+/// with the account as it is after the write.
+pub fn set_notice_allowlist(
+    table: &str,
+    account_id: &AccountId,
+    allowlist: &NoticeAllowlist,
+) -> Result<Write, StoreError> {
+    let (pk, sk) = key(account_id);
+    Edit::new()
+        .set(NOTICE_ALLOWLIST, allowlist)?
+        .of_existing(table, &pk, &sk)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     #[test]
     fn an_account_is_created_once_at_the_head_of_its_partition() {
@@ -89,6 +127,7 @@ mod tests {
             name: "Acme".into(),
             admin_emails: vec!["ops@acme.test".into()],
             created_at: Timestamp(5),
+            notice_allowlist: NoticeAllowlist::default(),
         };
         let Write::Put(p) = create("t", &account).unwrap() else {
             panic!("not a put")
@@ -100,5 +139,50 @@ mod tests {
         assert_eq!(item["sk"].as_s().unwrap(), "ACCOUNT");
         assert_eq!(item["kind"].as_s().unwrap(), KIND);
         assert_eq!(Account::from_item(item.clone()).unwrap(), account);
+    }
+
+    #[test]
+    fn the_notice_allowlist_is_set_on_an_existing_account_only() {
+        let allowlist = NoticeAllowlist {
+            addresses: vec!["pager@partner.test".into()],
+            domains: vec!["acme.test".into()],
+            slack_workspaces: vec!["T024".into()],
+        };
+        let Write::UpdateReturningNew(u) =
+            set_notice_allowlist("t", &id("a1"), &allowlist).unwrap()
+        else {
+            panic!("not an update returning the account")
+        };
+        assert_eq!(u.key()["pk"].as_s().unwrap(), "ACCT#a1");
+        assert_eq!(u.key()["sk"].as_s().unwrap(), "ACCOUNT");
+        assert_eq!(u.condition_expression(), Some("attribute_exists(pk)"));
+        assert_eq!(u.update_expression(), "SET #a0 = :v0");
+        assert_eq!(
+            u.expression_attribute_names().unwrap()["#a0"],
+            NOTICE_ALLOWLIST
+        );
+        let stored: NoticeAllowlist = serde_dynamo::from_attribute_value(
+            u.expression_attribute_values().unwrap()[":v0"].clone(),
+        )
+        .unwrap();
+        assert_eq!(stored, allowlist);
+    }
+
+    #[test]
+    fn an_account_stored_before_the_allowlist_existed_reads_with_an_empty_one() {
+        let mut item = Account {
+            account_id: "a1".parse().unwrap(),
+            name: "Acme".into(),
+            admin_emails: vec![],
+            created_at: Timestamp(5),
+            notice_allowlist: NoticeAllowlist::default(),
+        }
+        .item()
+        .unwrap();
+        item.remove(NOTICE_ALLOWLIST);
+        assert_eq!(
+            Account::from_item(item).unwrap().notice_allowlist,
+            NoticeAllowlist::default()
+        );
     }
 }

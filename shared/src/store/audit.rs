@@ -49,6 +49,8 @@ pub enum AuditAction {
     CreateAccount,
     /// Issued an account token (and, when asked, revoked the others).
     IssueAccountToken,
+    /// Replaced the account's notice allowlist (whom its notices may reach).
+    SetNoticeAllowlist,
 }
 
 impl AuditAction {
@@ -60,6 +62,7 @@ impl AuditAction {
             AuditAction::ResumeSubscription => "resume_subscription",
             AuditAction::CreateAccount => "create_account",
             AuditAction::IssueAccountToken => "issue_account_token",
+            AuditAction::SetNoticeAllowlist => "set_notice_allowlist",
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod integration;
 pub mod keys;
 pub mod notice;
 pub mod notice_progress;
+pub mod notice_quota;
 pub mod notification_delivery;
 pub mod notification_work;
 pub mod page;

@@ -9,6 +9,7 @@
 //! | progress shard    | `NOTICE#{notice}`                  | `PROGRESS#{n}`  | [`super::notice_progress`] |
 //! | provider ref      | `PROVREF#{provider}#{reference}`   | `REF`           | [`super::provider_ref`] |
 //! | supersede pointer | `SUPERSEDE#{account}#{key}`        | `CURRENT`       | [`super::supersede_pointer`] |
+//! | daily quota       | `QUOTA#{account}#{yyyy-mm-dd}`     | `RECIPIENTS`    | [`super::notice_quota`] |
 //!
 //! Notices are written by the notices API ([`create`]) and, in a transaction with a
 //! subscription's pause, by the delivery worker ([`request`]); the notification pipeline

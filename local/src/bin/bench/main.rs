@@ -39,7 +39,7 @@ fn cpu_time() -> std::time::Duration {
 }
 
 struct Scenario {
-    name: &'static str,
+    name: String,
     deliveries: u64,
     /// The handlers' AWS requests by operation.
     requests: BTreeMap<(String, String), u64>,
@@ -54,6 +54,8 @@ struct Scenario {
     seconds: f64,
     /// CPU time of this process (handlers, harness and receiver) during the scenario.
     cpu: std::time::Duration,
+    /// Function logical id → (invocations, billed milliseconds): the handlers' wall time.
+    billed: BTreeMap<&'static str, (u64, u64)>,
 }
 
 impl Scenario {
@@ -68,6 +70,15 @@ impl Scenario {
             indexes: a.indexes + u.indexes,
             refused: a.refused + u.refused,
         })
+    }
+    /// Billed Lambda duration per delivery, in GB-seconds: each function's billed milliseconds
+    /// times its configured memory.
+    fn gb_seconds_per_delivery(&self) -> f64 {
+        self.billed
+            .iter()
+            .map(|(function, (_, ms))| *ms as f64 / 1000.0 * memory_gb(function))
+            .sum::<f64>()
+            / self.deliveries.max(1) as f64
     }
     fn count(&self, service: &str, ops: Option<&[&str]>) -> u64 {
         self.requests
@@ -94,16 +105,55 @@ fn batches() -> Batches {
     }
 }
 
+/// template.yaml as YAML, read once.
+fn template_doc() -> &'static serde_yaml::Value {
+    static DOC: std::sync::OnceLock<serde_yaml::Value> = std::sync::OnceLock::new();
+    DOC.get_or_init(|| {
+        let text = std::fs::read_to_string(Template::project_path()).unwrap_or_default();
+        serde_yaml::from_str(&text).unwrap_or(serde_yaml::Value::Null)
+    })
+}
+
+/// A function's configured memory in GB (its own `MemorySize`, else the Globals').
+fn memory_gb(function: &str) -> f64 {
+    let doc = template_doc();
+    let mb = doc["Resources"][function]["Properties"]["MemorySize"]
+        .as_u64()
+        .or_else(|| doc["Globals"]["Function"]["MemorySize"].as_u64())
+        .unwrap_or(128);
+    mb as f64 / 1024.0
+}
+
+/// What the pipeline billed per function since its last reset.
+fn billed(p: &Pipeline) -> BTreeMap<&'static str, (u64, u64)> {
+    BTreeMap::from([
+        ("IngestFunction", p.billed.ingest.get()),
+        ("DispatchFunction", p.billed.dispatch.get()),
+        ("DeliverFunction", p.billed.deliver.get()),
+    ])
+}
+
+/// A `MaximumBatchingWindowInSeconds` of template.yaml (none: Lambda's stream default, 0).
+fn batching_window(function: &str, event: &str) -> std::time::Duration {
+    let doc = template_doc();
+    let seconds = doc["Resources"][function]["Properties"]["Events"][event]["Properties"]
+        ["MaximumBatchingWindowInSeconds"]
+        .as_u64()
+        .unwrap_or(0);
+    std::time::Duration::from_secs(seconds)
+}
+
 /// A BatchSize of template.yaml.
 pub(crate) fn batch_size(function: &str, event: &str) -> usize {
-    let text = std::fs::read_to_string(Template::project_path()).unwrap_or_default();
-    let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap_or(serde_yaml::Value::Null);
+    let doc = template_doc();
     doc["Resources"][function]["Properties"]["Events"][event]["Properties"]["BatchSize"]
         .as_u64()
         .unwrap_or(1) as usize
 }
 
-async fn run(name: &'static str, changes: usize, setup: Setup) -> Result<Scenario> {
+/// `changes` changes of one account, each to `fan_out` webhook subscriptions (one integration
+/// each) on one receiver: `changes × fan_out` deliveries.
+async fn run(name: &str, changes: usize, fan_out: usize, setup: Setup) -> Result<Scenario> {
     let p = Pipeline::new().await;
     let receiver = Receiver::start().await;
     let f = Fixtures {
@@ -112,21 +162,23 @@ async fn run(name: &'static str, changes: usize, setup: Setup) -> Result<Scenari
         now: p.now(),
     };
     let account = f.account(&[]).await?;
-    let integration = f
-        .webhook(&account.account_id, receiver.url("/bench"))
+    for i in 0..fan_out {
+        let integration = f
+            .webhook(&account.account_id, receiver.url(&format!("/bench/{i}")))
+            .await?;
+        let filter = matches!(setup, Setup::FilteredOut)
+            .then(|| json!({"field": "record.price", "gt": 1000}));
+        f.subscription(
+            &integration,
+            &["catalog_item"],
+            filter,
+            &["sku", "name", "price"],
+            RetryPolicy::FixedSchedule,
+        )
         .await?;
-    let filter =
-        matches!(setup, Setup::FilteredOut).then(|| json!({"field": "record.price", "gt": 1000}));
-    f.subscription(
-        &integration,
-        &["catalog_item"],
-        filter,
-        &["sku", "name", "price"],
-        RetryPolicy::FixedSchedule,
-    )
-    .await?;
+    }
     if matches!(setup, Setup::OneRetry) {
-        receiver.script(std::iter::repeat_n(Reply::Status(503), changes));
+        receiver.script(std::iter::repeat_n(Reply::Status(503), changes * fan_out));
     }
     for i in 0..changes {
         p.write_change(&catalog_change(&account.account_id, p.now(), i as f64))
@@ -134,6 +186,7 @@ async fn run(name: &'static str, changes: usize, setup: Setup) -> Result<Scenari
     }
     p.t.meter.reset();
     p.t.meter.count_capacity(true);
+    p.billed.reset();
     let started = Instant::now();
     let cpu_before = cpu_time();
     let first = p.pump().await?;
@@ -147,8 +200,8 @@ async fn run(name: &'static str, changes: usize, setup: Setup) -> Result<Scenari
     let seconds = started.elapsed().as_secs_f64();
     let cpu = cpu_time().saturating_sub(cpu_before);
     Ok(Scenario {
-        name,
-        deliveries: changes as u64,
+        name: name.to_string(),
+        deliveries: (changes * fan_out) as u64,
         requests: p.t.meter.snapshot(),
         units: p.t.meter.units(),
         ingest_records: first.changes as u64,
@@ -157,6 +210,7 @@ async fn run(name: &'static str, changes: usize, setup: Setup) -> Result<Scenari
         api_calls: 0,
         seconds,
         cpu,
+        billed: billed(&p),
     })
 }
 
@@ -244,6 +298,8 @@ async fn run_pull(changes: usize) -> Result<Scenario> {
     }
     p.t.meter.reset();
     p.t.meter.count_capacity(true);
+    p.billed.reset();
+    let api = local::pipeline::BilledTime::default();
     let started = Instant::now();
     let cpu_before = cpu_time();
     let first = p.pump().await?;
@@ -251,25 +307,26 @@ async fn run_pull(changes: usize) -> Result<Scenario> {
     p.clock.advance(std::time::Duration::from_secs(3));
     let mut pages = 0;
     loop {
-        let page = call(
-            &app,
-            "GET",
-            &format!("/v1/pull/subscriptions/{sub_id}/changes?limit=100"),
-            &adapter,
-            None,
-        )
-        .await?;
+        let page = api
+            .time(call(
+                &app,
+                "GET",
+                &format!("/v1/pull/subscriptions/{sub_id}/changes?limit=100"),
+                &adapter,
+                None,
+            ))
+            .await?;
         pages += 1;
         if page["data"].as_array().is_none_or(|d| d.is_empty()) {
             break;
         }
-        call(
+        api.time(call(
             &app,
             "PUT",
             &format!("/v1/pull/subscriptions/{sub_id}/cursor"),
             &adapter,
             Some(json!({"cursor": page["next_cursor"]})),
-        )
+        ))
         .await?;
         pages += 1;
         if page["has_more"] != json!(true) {
@@ -277,8 +334,10 @@ async fn run_pull(changes: usize) -> Result<Scenario> {
         }
     }
     p.roll_up_pass().await?;
+    let mut billed = billed(&p);
+    billed.insert("ApiFunction", api.get());
     Ok(Scenario {
-        name: "pull (cursor API)",
+        name: "pull (cursor API)".into(),
         deliveries: changes as u64,
         requests: p.t.meter.snapshot(),
         units: p.t.meter.units(),
@@ -289,12 +348,15 @@ async fn run_pull(changes: usize) -> Result<Scenario> {
         api_calls: pages,
         seconds: started.elapsed().as_secs_f64(),
         cpu: cpu_time().saturating_sub(cpu_before),
+        billed,
     })
 }
 
 /// Latency from a change being written to its webhook being called: changes are written at a
-/// steady rate while ingest, the dispatcher and the worker poll concurrently, the stream stages
-/// four times a second as Lambda's stream pollers do and the queue as soon as it is idle.
+/// steady rate while ingest, the dispatcher and the worker poll concurrently, each as its event
+/// source mapping does: a batch is handed over when it is full or when the mapping's batching
+/// window (`MaximumBatchingWindowInSeconds` in template.yaml) has passed, so the batches fill as
+/// a steady trickle fills them in AWS and the invocations are counted at that fill.
 async fn latency(changes: usize, per_second: u64) -> Result<Value> {
     use std::collections::HashMap;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -318,8 +380,15 @@ async fn latency(changes: usize, per_second: u64) -> Result<Value> {
     )
     .await?;
     let done = AtomicBool::new(false);
+    let b = batches();
+    let windows = [
+        batching_window("IngestFunction", "Changes"),
+        batching_window("DispatchFunction", "NewWork"),
+        batching_window("DeliverFunction", "Work"),
+    ];
     let poll = |stage: usize| {
         let (p, done) = (&p, &done);
+        let (full, window) = ([b.ingest, b.dispatch, b.deliver][stage], windows[stage]);
         async move {
             while !done.load(Ordering::Relaxed) {
                 let moved = match stage {
@@ -327,9 +396,8 @@ async fn latency(changes: usize, per_second: u64) -> Result<Value> {
                     1 => p.dispatch_pending().await.unwrap_or(0),
                     _ => p.work_pending().await.map(|q| q.messages).unwrap_or(0),
                 };
-                let idle = if stage == 2 { 20 } else { 250 };
-                if moved == 0 {
-                    tokio::time::sleep(std::time::Duration::from_millis(idle)).await;
+                if (moved as u64) < full {
+                    tokio::time::sleep(window).await;
                 }
             }
         }
@@ -367,8 +435,15 @@ async fn latency(changes: usize, per_second: u64) -> Result<Value> {
             .copied()
             .unwrap_or(f64::NAN)
     };
+    // Invocations as the pollers' timing filled the batches (not full batches of the template's
+    // size): what a steady trickle of changes costs in invocations.
+    let invocations = [&p.billed.ingest, &p.billed.dispatch, &p.billed.deliver]
+        .iter()
+        .map(|b| b.get().0)
+        .sum::<u64>();
     Ok(json!({
         "changes": changes,
+        "lambda_invocations_per_delivery": invocations as f64 / millis.len().max(1) as f64,
         "written_per_second": per_second,
         "delivered": millis.len(),
         "p50_ms": pick(0.5),
@@ -479,12 +554,16 @@ async fn main() -> Result<()> {
     check_capacity_accounting().await?;
     let raw_rate = emulator_conditional_writes_per_second().await?;
     let latency = latency(changes.min(100), 10).await?;
-    let scenarios = vec![
-        run("first-attempt push", changes, Setup::FirstAttempt).await?,
-        run("one retry, then success", changes, Setup::OneRetry).await?,
-        run("filtered out", changes, Setup::FilteredOut).await?,
-        run_pull(changes).await?,
-    ];
+    let mut scenarios = Vec::new();
+    // Fan-out N: a change to N subscriptions; about `changes` deliveries in each scenario.
+    for fan_out in [1, 3, 10] {
+        let name = format!("first-attempt push, fan-out {fan_out}");
+        let n = changes.div_ceil(fan_out).max(10);
+        scenarios.push(run(&name, n, fan_out, Setup::FirstAttempt).await?);
+    }
+    scenarios.push(run("one retry, then success", changes, 1, Setup::OneRetry).await?);
+    scenarios.push(run("filtered out", changes, 1, Setup::FilteredOut).await?);
+    scenarios.push(run_pull(changes).await?);
     let memory = memory_per_batch().await?;
     let vm_hwm = vm_hwm_bytes();
     let mut rows = Vec::new();
@@ -516,6 +595,9 @@ async fn main() -> Result<()> {
             "dynamodb_index_units_per_delivery": s.per(1) * units.indexes,
             "dynamodb_refused_writes_per_delivery": s.per(units.refused),
             "dollars_per_million_deliveries": prices.per_million(write_units, read_units, s.per(sqs_handlers + sqs_mapping), s.per(invocations)),
+            "lambda_gb_seconds_per_delivery": s.gb_seconds_per_delivery(),
+            "dollars_per_million_all_in": prices.per_million(write_units, read_units, s.per(sqs_handlers + sqs_mapping), s.per(invocations)) + s.gb_seconds_per_delivery() * prices.get("lambda_arm64_gb_second") * 1e6,
+            "billed_ms_per_delivery": s.billed.iter().map(|(f, (_, ms))| (f.to_string(), json!(s.per(*ms)))).collect::<serde_json::Map<String, Value>>(),
             "units_by_operation": s.units.iter().map(|(op, u)| (op.clone(), json!({"write": s.per(1) * u.write, "read": s.per(1) * u.read, "indexes": s.per(1) * u.indexes, "refused": s.per(u.refused)}))).collect::<serde_json::Map<String, Value>>(),
             "by_operation": s.requests.iter().map(|((svc, op), n)| (format!("{svc}.{op}"), json!(s.per(*n)))).collect::<serde_json::Map<String, Value>>(),
         }));
@@ -538,10 +620,10 @@ async fn main() -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(());
     }
-    println!("Pipeline benchmark on the local emulator: {changes} changes per scenario, one subscription\n");
+    println!("Pipeline benchmark on the local emulator: about {changes} deliveries per scenario (fan-out N: a change to N subscriptions; otherwise one)\n");
     println!("DynamoDB: requests (wr, rd) and request units (WRU, RRU: tables and indexes, as DynamoDB reports them)");
     println!(
-        "{:<26} {:>7} {:>7} {:>7} {:>7} {:>8} {:>10} {:>10} {:>9} {:>7}",
+        "{:<32} {:>7} {:>7} {:>7} {:>7} {:>8} {:>10} {:>10} {:>9} {:>9} {:>7}",
         "scenario",
         "wr",
         "WRU",
@@ -550,13 +632,14 @@ async fn main() -> Result<()> {
         "SQS req",
         "Lambda inv",
         "$/million",
+        "$ all-in",
         "deliv/s",
         "CPU ms"
     );
     let f = |r: &Value, key: &str| r[key].as_f64().unwrap_or_default();
     for r in &rows {
         println!(
-            "{:<26} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>8.2} {:>10.3} {:>10.2} {:>9.1} {:>7.2}",
+            "{:<32} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>8.2} {:>10.3} {:>10.2} {:>9.2} {:>9.1} {:>7.2}",
             r["scenario"].as_str().unwrap_or_default(),
             f(r, "dynamodb_writes_per_delivery"),
             f(r, "dynamodb_write_units_per_delivery"),
@@ -565,6 +648,7 @@ async fn main() -> Result<()> {
             f(r, "sqs_requests_per_delivery"),
             f(r, "lambda_invocations_per_delivery"),
             f(r, "dollars_per_million_deliveries"),
+            f(r, "dollars_per_million_all_in"),
             f(r, "deliveries_per_second"),
             f(r, "cpu_ms_per_delivery"),
         );
@@ -577,9 +661,15 @@ async fn main() -> Result<()> {
     );
     println!("        an upper bound for the handlers' own, in whatever build ran the bench");
     println!(
-        "prices: {} as of {}; Lambda duration (GB-s) not included",
+        "prices: {} as of {}; $/million without Lambda duration, $ all-in with it: each handler",
         prices.json["region"].as_str().unwrap_or_default(),
         prices.json["as_of"].as_str().unwrap_or_default()
+    );
+    println!(
+        "        invocation's wall time, rounded up to the ms, x its function's MemorySize, arm64"
+    );
+    println!(
+        "        GB-s price (the emulator answers on loopback, slower than DynamoDB per call)"
     );
     println!(
         "latency, change written → webhook called ({} changes at {}/s): p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
@@ -587,6 +677,10 @@ async fn main() -> Result<()> {
         latency["p50_ms"].as_f64().unwrap_or(f64::NAN),
         latency["p99_ms"].as_f64().unwrap_or(f64::NAN),
         latency["max_ms"].as_f64().unwrap_or(f64::NAN)
+    );
+    println!(
+        "  Lambda invocations per delivery at that trickle's batch fill (each mapping's batching window): {:.3}",
+        latency["lambda_invocations_per_delivery"].as_f64().unwrap_or(f64::NAN)
     );
     println!("\nper delivery, by operation:");
     for r in &rows {
@@ -599,7 +693,7 @@ async fn main() -> Result<()> {
             })
             .unwrap_or_default();
         println!(
-            "  {:<26} {}",
+            "  {:<32} {}",
             r["scenario"].as_str().unwrap_or_default(),
             ops.join(", ")
         );
@@ -629,7 +723,7 @@ async fn main() -> Result<()> {
             })
             .unwrap_or_default();
         println!(
-            "  {:<26} {}",
+            "  {:<32} {}",
             r["scenario"].as_str().unwrap_or_default(),
             ops.join(", ")
         );

@@ -7,7 +7,14 @@
 //!   account token; with `revoke_existing: true` every other account token of the account is
 //!   revoked.
 //!
-//! Both writes are audited like retry and replay (who, what, when and why; `reason` is optional
+//! * `GET /operator/accounts/{account_id}/notice-allowlist` → whom the account's notices may reach
+//!   besides its administrators (`admin_emails`): `{account_id, addresses, domains,
+//!   slack_workspaces}` (see [`crate::notify::bounds`]).
+//! * `PUT /operator/accounts/{account_id}/notice-allowlist` `{addresses?, domains?,
+//!   slack_workspaces?, reason?}` → 200, the allowlist as it is now (the lists replace the old
+//!   ones; an absent list is empty).
+//!
+//! The three writes are audited like retry and replay (who, what, when and why; `reason` is optional
 //! here): the entry is in the account's audit history, written in one transaction with the
 //! account or the token.
 
@@ -18,7 +25,7 @@ use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::ids::AccountId;
 use crate::operations::MAX_REASON_CHARS;
-use crate::store::account::{self, Account};
+use crate::store::account::{self, Account, NoticeAllowlist};
 use crate::store::audit::{self, AuditAction, AuditRecord};
 use crate::store::token;
 use crate::store::write::Write;
@@ -33,12 +40,18 @@ use std::sync::Arc;
 pub const ACCOUNT_KIND: &str = account::KIND;
 pub const MAX_NAME_CHARS: usize = 200;
 pub const MAX_ADMIN_EMAILS: usize = 20;
+/// Entries of each list of a notice allowlist.
+pub const MAX_ALLOWLIST_ENTRIES: usize = 100;
 
 pub fn router() -> Router<Arc<ApiState>> {
     Router::new()
         .route("/operator/accounts", post(create))
         .route("/operator/accounts/{account_id}", get(fetch))
         .route("/operator/accounts/{account_id}/tokens", post(issue))
+        .route(
+            "/operator/accounts/{account_id}/notice-allowlist",
+            get(allowlist).put(set_allowlist),
+        )
 }
 
 /// An account as the API shows it.
@@ -91,28 +104,57 @@ pub fn check_email(email: &str) -> Result<(), &'static str> {
     }
 }
 
-fn read_admin_emails(f: &mut Fields) -> Vec<String> {
-    let emails: Vec<String> = f.optional("admin_emails").unwrap_or_default();
-    if emails.len() > MAX_ADMIN_EMAILS {
-        f.error(
-            "admin_emails",
-            format!("at most {MAX_ADMIN_EMAILS} addresses are accepted"),
-        );
+/// An email domain of an allowlist: a host name (`example.com`), without `@`.
+pub fn check_domain(domain: &str) -> Result<(), &'static str> {
+    let labels_ok = domain.split('.').all(|label| {
+        !label.is_empty()
+            && label.len() <= 63
+            && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    });
+    if domain.len() > 253 || !domain.contains('.') || !labels_ok {
+        return Err("must be an email domain such as example.com");
+    }
+    Ok(())
+}
+
+/// A Slack workspace of an allowlist: the team id of its webhook URLs (`T024BE7LD`).
+pub fn check_slack_workspace(team: &str) -> Result<(), &'static str> {
+    if team.is_empty() || team.len() > 32 || !team.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return Err("must be a Slack team id (letters and digits, as in /services/{team}/…)");
+    }
+    Ok(())
+}
+
+/// The list `name` of the body (absent: empty): each entry trimmed and checked, duplicates
+/// (without regard to case) dropped, at most `max` entries.
+fn read_list(
+    f: &mut Fields,
+    name: &str,
+    max: usize,
+    check: fn(&str) -> Result<(), &'static str>,
+) -> Vec<String> {
+    let entries: Vec<String> = f.optional(name).unwrap_or_default();
+    if entries.len() > max {
+        f.error(name, format!("at most {max} entries are accepted"));
         return Vec::new();
     }
-    let mut out = Vec::with_capacity(emails.len());
-    for (i, email) in emails.iter().enumerate() {
-        let email = email.trim();
-        match check_email(email) {
+    let mut out = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.iter().enumerate() {
+        let entry = entry.trim();
+        match check(entry) {
             Ok(()) => {
-                if !out.iter().any(|e: &String| e.eq_ignore_ascii_case(email)) {
-                    out.push(email.to_owned());
+                if !out.iter().any(|e: &String| e.eq_ignore_ascii_case(entry)) {
+                    out.push(entry.to_owned());
                 }
             }
-            Err(message) => f.error(format!("admin_emails[{i}]"), message),
+            Err(message) => f.error(format!("{name}[{i}]"), message),
         }
     }
     out
+}
+
+fn read_admin_emails(f: &mut Fields) -> Vec<String> {
+    read_list(f, "admin_emails", MAX_ADMIN_EMAILS, check_email)
 }
 
 async fn create(
@@ -132,6 +174,7 @@ async fn create(
         name,
         admin_emails,
         created_at: now,
+        notice_allowlist: Default::default(),
     };
     let (token, record) = issue_token(TokenKind::Acct, &account.account_id, None, now);
     let audit = AuditRecord::for_account(
@@ -229,6 +272,84 @@ async fn issue(
     ))
 }
 
+/// An account's notice allowlist as the API shows it.
+#[derive(Debug, Serialize)]
+pub struct AllowlistView {
+    pub account_id: AccountId,
+    #[serde(flatten)]
+    pub allowlist: NoticeAllowlist,
+}
+
+async fn allowlist(
+    _operator: Operator,
+    State(state): State<Arc<ApiState>>,
+    ApiPath(account_id): ApiPath<String>,
+) -> Result<Json<AllowlistView>, ApiError> {
+    let account = load(&state, &account_id).await?;
+    Ok(Json(AllowlistView {
+        account_id: account.account_id,
+        allowlist: account.notice_allowlist,
+    }))
+}
+
+async fn set_allowlist(
+    operator: Operator,
+    State(state): State<Arc<ApiState>>,
+    ApiPath(account_id): ApiPath<String>,
+    JsonBody(mut f): JsonBody,
+) -> Result<Json<AllowlistView>, ApiError> {
+    let account_id = path_id(&account_id, "account")?;
+    let allowlist = NoticeAllowlist {
+        addresses: read_list(&mut f, "addresses", MAX_ALLOWLIST_ENTRIES, check_email),
+        domains: read_list(&mut f, "domains", MAX_ALLOWLIST_ENTRIES, check_domain)
+            .into_iter()
+            .map(|d| d.to_ascii_lowercase())
+            .collect(),
+        slack_workspaces: read_list(
+            &mut f,
+            "slack_workspaces",
+            MAX_ALLOWLIST_ENTRIES,
+            check_slack_workspace,
+        ),
+    };
+    let reason = optional_reason(&mut f);
+    f.finish()?;
+    let audit = AuditRecord::for_account(
+        AuditAction::SetNoticeAllowlist,
+        &account_id,
+        &operator.id,
+        &reason,
+        state.clock.now(),
+    )
+    .detail("addresses", allowlist.addresses.len())
+    .detail("domains", allowlist.domains.len())
+    .detail("slack_workspaces", allowlist.slack_workspaces.len());
+    let table = state.table();
+    // One transaction: the allowlist changes only with its audit entry, and only on an account
+    // that exists (a refused condition is a 404).
+    state
+        .change_existing(
+            Write::all([
+                account::set_notice_allowlist(table, &account_id, &allowlist)?,
+                audit::create(table, &audit)?,
+            ])?,
+            "account",
+        )
+        .await?;
+    tracing::info!(
+        operator = %operator.id,
+        account_id = %account_id,
+        addresses = allowlist.addresses.len(),
+        domains = allowlist.domains.len(),
+        slack_workspaces = allowlist.slack_workspaces.len(),
+        "notice allowlist set"
+    );
+    Ok(Json(AllowlistView {
+        account_id: account_id.into(),
+        allowlist,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,6 +368,27 @@ mod tests {
             "a@b.",
         ] {
             assert!(check_email(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn allowlist_domains_and_slack_workspaces() {
+        assert!(check_domain("acme.test").is_ok());
+        assert!(check_domain("mail.acme-corp.test").is_ok());
+        for bad in [
+            "",
+            "acme",
+            "@acme.test",
+            "a..b",
+            ".acme.test",
+            "acme.test.",
+            "a b.c",
+        ] {
+            assert!(check_domain(bad).is_err(), "{bad}");
+        }
+        assert!(check_slack_workspace("T024BE7LD").is_ok());
+        for bad in ["", "T/1", "T 1", &"T".repeat(33)] {
+            assert!(check_slack_workspace(bad).is_err(), "{bad}");
         }
     }
 }

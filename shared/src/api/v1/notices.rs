@@ -8,6 +8,14 @@
 //!   the first notice, a different request under the same key is `409`. A recipient is an email
 //!   address or identity (`"ops@example.com"`), or `{id, email?, slack_webhook_url?}`. A later
 //!   notice with the same `supersede_key` replaces this one (its queued deliveries are cancelled).
+//!
+//!   Bounds ([`crate::notify::bounds`]): at most [`crate::notify::bounds::MAX_RECIPIENTS`]
+//!   recipients (`422`); every email address and Slack webhook the notice would send to must be
+//!   one of the account's administrators or allowed by an operator
+//!   (`/operator/accounts/{id}/notice-allowlist`), else `403` `recipient-not-allowed` naming
+//!   each refused recipient; the account's notices reach at most the deployment's daily quota of
+//!   recipients by email or Slack per UTC day, else `429` `quota-exceeded` with `Retry-After`
+//!   (seconds until the next UTC day). A repeated request is not charged again.
 //! * `GET /v1/notices/{notice_id}` → the notice with its progress summary (counts by state).
 //! * `GET /v1/notices/{notice_id}/deliveries` → its deliveries (status, reasons, history).
 //! * `POST /v1/notices/{notice_id}/withdraw` → the withdrawn notice and how many queued
@@ -21,14 +29,17 @@ use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, NoticeId};
+use crate::notify::bounds::{outbound_recipients, refused_recipients, retry_after_secs};
 use crate::notify::notice_service::{
     validate, CreateError, NewNotice, NoticeService, WithdrawError,
 };
 use crate::notify::table::NotificationTable;
 use crate::notify::NotifyError;
+use crate::store::account;
 use crate::store::console_inbox;
 use crate::store::notice::{NoticeRecord, Recipient};
 use crate::store::notice_progress::Progress;
+use crate::store::notice_quota::next_utc_day;
 use crate::store::notification_delivery::NotificationDelivery;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
@@ -298,12 +309,29 @@ async fn create(
     };
     f.finish()?;
     let new = candidate.ok_or_else(|| ApiError::internal("validated notice fields missing"))?;
-    let (notice, created) = match service(&state).create(&auth.account_id, new).await {
+    let quota = state.config.notice_daily_recipient_quota;
+    let outbound = check_recipients(&state, &auth.account_id, &new, quota).await?;
+    let charge = (outbound > 0).then_some(quota);
+    let (notice, created) = match service(&state)
+        .create_within(&auth.account_id, new, charge)
+        .await
+    {
         Ok(r) => r,
         Err(CreateError::IdempotencyConflict) => {
             return Err(ApiError::conflict(
                 "the idempotency key was already used for a different notice",
             ))
+        }
+        Err(CreateError::QuotaExceeded) => {
+            return Err(ApiError::QuotaExceeded {
+                detail: format!(
+                    "the account's notices may reach {quota} recipients by email or Slack per \
+                     UTC day, and today's have no room for this notice's {outbound}; the quota \
+                     is renewed at {}",
+                    next_utc_day(now).to_rfc3339()
+                ),
+                retry_after_secs: retry_after_secs(state.clock.now()),
+            })
         }
         Err(CreateError::Fault(e)) => return Err(fault(e)),
     };
@@ -321,6 +349,41 @@ async fn create(
         [(header::LOCATION, location)],
         Json(NoticeView::new(&notice, None)),
     ))
+}
+
+/// The bounds of [`crate::notify::bounds`] that a notice meets before it is written: at most the
+/// daily quota of outbound recipients in one notice (422), and every address it sends to is the
+/// account's administrators' or allowed by an operator (403, naming each refused recipient).
+/// Answers the number of outbound recipients the notice charges to the quota. A notice that
+/// sends nothing outside the platform (console only) reads nothing.
+async fn check_recipients(
+    state: &ApiState,
+    account_id: &AccountId,
+    new: &NewNotice,
+    quota: u32,
+) -> Result<u32, ApiError> {
+    let outbound = outbound_recipients(&new.recipients, &new.channels);
+    if outbound == 0 {
+        return Ok(0);
+    }
+    if outbound > quota {
+        return Err(ApiError::field(
+            "recipients",
+            format!(
+                "names {outbound} recipients by email or Slack, more than the account's daily \
+                 quota of {quota}"
+            ),
+        ));
+    }
+    let account = account::get(state.dynamo(), state.table(), account_id).await?;
+    let (admins, allowlist) = account
+        .map(|a| (a.admin_emails, a.notice_allowlist))
+        .unwrap_or_default();
+    let refused = refused_recipients(&new.recipients, &new.channels, &admins, &allowlist);
+    if !refused.is_empty() {
+        return Err(ApiError::RecipientsRefused { refused });
+    }
+    Ok(outbound)
 }
 
 async fn own_notice(
