@@ -182,7 +182,7 @@ pub(crate) mod tests {
         assert!(err.to_string().contains("'#'"), "{err}");
 
         let mut c = sample_change();
-        c.account_id = "acct\n1".parse().unwrap();
+        c.account_id = AccountId::from_stored("acct\n1");
         assert!(matches!(
             c.validate(),
             Err(ChangeError::ControlCharacter {
@@ -192,7 +192,7 @@ pub(crate) mod tests {
         ));
 
         let mut c = sample_change();
-        c.change_id = "x".repeat(MAX_ID_LEN + 1).parse().unwrap();
+        c.change_id = ChangeId::from_stored("x".repeat(MAX_ID_LEN + 1));
         assert_eq!(
             c.validate(),
             Err(ChangeError::TooLong {

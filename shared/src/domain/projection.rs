@@ -950,7 +950,7 @@ mod tests {
             let mut change = sample_change();
             change.record = record;
             change.event_code = ids[0].clone();
-            change.change_id = ids[1].clone().parse().unwrap();
+            change.change_id = crate::ids::ChangeId::from_stored(ids[1].clone());
             change.record_type = ids[2].clone();
             change.record_id = ids[3].clone();
             change.warehouse = warehouse;
