@@ -218,7 +218,7 @@ async fn create(
 
     let now = state.clock.now();
     let integration = Integration {
-        account_id: auth.account_id.clone().into(),
+        account_id: auth.account_id.clone(),
         integration_id: IntegrationId::new(),
         name,
         target,

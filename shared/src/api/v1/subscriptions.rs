@@ -236,7 +236,7 @@ async fn create(
 
     let now = state.clock.now();
     let subscription = Subscription {
-        account_id: auth.account_id.clone().into(),
+        account_id: auth.account_id.clone(),
         subscription_id: SubscriptionId::new(),
         integration_id,
         record_types,
