@@ -5,14 +5,15 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 VENV := .venv/bin
 
-.PHONY: help demo test venv emulator-start emulator-stop lint-template lint build bench fmt
+.PHONY: help demo test venv emulator-start emulator-stop lint-template lint build bench chaos fmt
 
 help:
-	@echo "make demo   - run the delivery pipeline end to end on the local emulator"
-	@echo "make test   - formatting, template lint, unit and integration tests (starts the emulator)"
+	@echo "make demo   - run the delivery pipeline end to end on the local emulator, then serve the console (DEMO_EXIT=1: end after the story)"
+	@echo "make test   - formatting, template lint, unit, integration and browser tests (starts the emulator)"
 	@echo "make lint   - clippy with warnings as errors"
 	@echo "make build  - cargo lambda build --release --arm64 of every function"
 	@echo "make bench  - pipeline benchmark on the local emulator"
+	@echo "make chaos  - the chaos run, large (CHANGES=5000 SEED=1 WAVE=500); JSON report in target/chaos/"
 
 venv:
 	@scripts/venv.sh
@@ -44,3 +45,6 @@ build: venv
 
 bench:
 	@scripts/bench.sh
+
+chaos:
+	@CHANGES=$(CHANGES) SEED=$(SEED) WAVE=$(WAVE) scripts/chaos.sh

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: formatting, the template linters, then every unit and integration test of the
-# workspace against the local emulator (started here, stopped at the end).
+# workspace against the local emulator (started here, stopped at the end). The integration tests
+# include the API contract test (local/tests/it/contract.rs: schemathesis, from .venv-contract,
+# which scripts/venv.sh installs, generates requests from openapi.yaml and checks every answer).
 set -euo pipefail
 export SAM_CLI_TELEMETRY=0
 cd "$(dirname "$0")/.."
@@ -20,9 +22,16 @@ scripts/with-emulator.sh cargo test --workspace --lib --bins --tests --no-fail-f
 # The criterion benchmarks run once each in test mode, so they keep compiling and working.
 benches=$(cargo test --quiet -p shared --bench core 2>&1 | grep -c '^Success') || status=$?
 echo "benchmarks: ${benches:-0} ran once in test mode"
+# The web console in Debian's headless Chromium against the served local stack (installs
+# Chromium and the pinned Playwright on first use; screenshots into docs/).
+echo "== browser tests (local/browser, headless Chromium)"
+browser_log=$(mktemp)
+scripts/browser-tests.sh -q 2>&1 | tee "$browser_log" || status=$?
 # One closing line for the whole workspace (cargo prints one per test binary, the last of which
 # may be a binary without tests).
+# pytest's closing line (`N passed, M failed in Ts`) adds the browser tests.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i-1); if ($i ~ /^failed;?$/) f += $(i-1) } }
-     END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
-rm -f "$log"
+     FILENAME == ARGV[2] && / in [0-9.]+s/ { for (i = 2; i <= NF; i++) { if ($i ~ /^passed,?$/) p += $(i-1); if ($i ~ /^(failed|errors?),?$/) f += $(i-1) } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' "$log" "$browser_log"
+rm -f "$log" "$browser_log"
 exit "$status"

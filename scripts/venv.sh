@@ -2,7 +2,10 @@
 # Creates the project-local Python virtualenvs with the pinned tools: .venv from
 # scripts/requirements.txt (the moto emulator, cfn-lint, the SAM CLI, cargo-lambda and zig) and
 # .venv-checkov from scripts/requirements-checkov.txt (checkov, whose boto3 pin conflicts with the
-# SAM CLI's). Each is re-created only when its requirements change.
+# SAM CLI's) and .venv-contract from scripts/requirements-contract.txt (schemathesis, for the API
+# contract test). `scripts/venv.sh browser` creates .venv-browser from
+# scripts/requirements-browser.txt (Playwright and pytest, for the browser tests) instead. Each is
+# re-created only when its requirements change.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
@@ -22,5 +25,10 @@ ensure() {
   echo "$want" > "$stamp"
 }
 
+if [ "${1:-}" = browser ]; then
+  ensure .venv-browser scripts/requirements-browser.txt
+  exit 0
+fi
 ensure .venv scripts/requirements.txt
 ensure .venv-checkov scripts/requirements-checkov.txt
+ensure .venv-contract scripts/requirements-contract.txt

@@ -12,4 +12,16 @@ cleanup() { [ "$started" = 1 ] && scripts/emulator.sh stop >/dev/null || true; }
 trap cleanup EXIT
 # shellcheck disable=SC1091
 source .local/emulator.env
-"$@"
+# The command runs as a child with its standard input and the default signal dispositions (a
+# background child would otherwise ignore SIGINT); SIGINT and SIGTERM sent to this script are
+# passed on to it, and the emulator is stopped once it has ended, however it ends.
+( trap - INT QUIT; exec "$@" ) <&0 &
+child=$!
+trap 'kill -INT "$child" 2>/dev/null || true' INT
+trap 'kill -TERM "$child" 2>/dev/null || true' TERM
+status=0
+while :; do
+  wait "$child" && status=0 || status=$?
+  kill -0 "$child" 2>/dev/null || break
+done
+exit "$status"

@@ -6,6 +6,10 @@
 //! The SDK's own retry policy stays as configured for production: a throttle or a 500 answered
 //! here is retried by the SDK exactly as one from AWS would be, so tests see what AWS clients
 //! see. Harness only: the functions never link this module.
+//!
+//! Faults come from counted rules ([`Faults::inject`]: the next n requests of an operation) or
+//! from a seeded [`Schedule`] ([`Faults::follow`]): per operation and table or queue, a rate of
+//! each fault kind or an explicit sequence, reproducible from its seed.
 
 use aws_smithy_runtime_api::client::http::{
     HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpClient,
@@ -16,8 +20,23 @@ use aws_smithy_runtime_api::client::result::ConnectorError;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_runtime_api::http::{Response, StatusCode};
 use aws_smithy_types::body::SdkBody;
+use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// The SDK's sleeps (its retry backoff), shortened `factor` times: the retry policy is the
+/// production one (which errors are retried, how many attempts, the backoff sequence); only the
+/// real time it waits is compressed, as the virtual clock compresses the delivery schedule. For
+/// runs that inject thousands of throttles (the chaos run); tests that time retries leave it.
+#[derive(Debug, Clone, Copy)]
+pub struct CompressedSleep(pub u32);
+
+impl aws_smithy_async::rt::sleep::AsyncSleep for CompressedSleep {
+    fn sleep(&self, duration: Duration) -> aws_smithy_async::rt::sleep::Sleep {
+        let factor = self.0.max(1);
+        aws_smithy_async::rt::sleep::Sleep::new(tokio::time::sleep(duration / factor))
+    }
+}
 
 /// What a matching request meets.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +56,19 @@ pub enum Fault {
     Latency(Duration),
 }
 
+impl Fault {
+    /// The fault's kind, without its parameters.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Fault::TransactionConflict => "TransactionConflict",
+            Fault::Throttle => "Throttle",
+            Fault::InternalError => "InternalError",
+            Fault::LostResponse => "LostResponse",
+            Fault::Latency(_) => "Latency",
+        }
+    }
+}
+
 /// Which requests a rule applies to.
 #[derive(Debug, Clone, Default)]
 pub struct Matcher {
@@ -44,6 +76,151 @@ pub struct Matcher {
     pub operation: String,
     /// A text the request body must contain (a table or queue name, an attribute).
     pub body_contains: Option<String>,
+}
+
+impl Matcher {
+    /// Every request of `operation` (e.g. `UpdateItem`).
+    pub fn operation(operation: &str) -> Self {
+        Self {
+            operation: operation.into(),
+            body_contains: None,
+        }
+    }
+
+    /// Only the requests whose body names `target` (a table or queue name: DynamoDB bodies carry
+    /// `"TableName"`, SQS bodies the `QueueUrl`).
+    pub fn on(mut self, target: &str) -> Self {
+        self.body_contains = Some(target.into());
+        self
+    }
+
+    fn matches(&self, operation: &str, body: &[u8]) -> bool {
+        self.operation == operation
+            && self.body_contains.as_ref().is_none_or(|text| {
+                body.windows(text.len().max(1))
+                    .any(|w| w == text.as_bytes())
+            })
+    }
+
+    /// A stable name for the matcher, so a plan's draws do not depend on the other plans.
+    fn key(&self) -> String {
+        format!(
+            "{}@{}",
+            self.operation,
+            self.body_contains.as_deref().unwrap_or("*")
+        )
+    }
+}
+
+/// How a plan picks the fault of its n-th matching request.
+#[derive(Debug, Clone)]
+pub enum Draw {
+    /// Each request independently meets each fault with its probability (the rates sum to at
+    /// most 1; the rest go through untouched).
+    Rates(Vec<(Fault, f64)>),
+    /// The n-th matching request meets the n-th entry (`None`: untouched); past the end, none.
+    Sequence(Vec<Option<Fault>>),
+}
+
+/// One operation (and table or queue) and how its requests meet faults.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub matcher: Matcher,
+    pub draw: Draw,
+}
+
+/// A reproducible fault schedule: for each plan, the fault of the n-th matching request is a
+/// function of the seed, the plan's matcher and n only. So one seed gives the same schedule
+/// every run; under concurrency only which request comes n-th may differ.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    seed: u64,
+    plans: Vec<Plan>,
+}
+
+impl Schedule {
+    pub fn seeded(seed: u64) -> Self {
+        Self {
+            seed,
+            plans: Vec::new(),
+        }
+    }
+
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Requests `matcher` matches meet `fault` with probability `rate` (0..=1). Several calls
+    /// for one matcher add up into one plan.
+    pub fn rate(mut self, matcher: Matcher, fault: Fault, rate: f64) -> Self {
+        assert!((0.0..=1.0).contains(&rate), "a rate is a probability");
+        let key = matcher.key();
+        match self.plans.iter_mut().find(|p| p.matcher.key() == key) {
+            Some(Plan {
+                draw: Draw::Rates(rates),
+                ..
+            }) => rates.push((fault, rate)),
+            _ => self.plans.push(Plan {
+                matcher,
+                draw: Draw::Rates(vec![(fault, rate)]),
+            }),
+        }
+        self
+    }
+
+    /// The matching requests meet `sequence` in order, then nothing.
+    pub fn sequence(mut self, matcher: Matcher, sequence: Vec<Option<Fault>>) -> Self {
+        self.plans.push(Plan {
+            matcher,
+            draw: Draw::Sequence(sequence),
+        });
+        self
+    }
+
+    pub fn plans(&self) -> &[Plan] {
+        &self.plans
+    }
+
+    /// The fault the n-th (from 0) request matching plan `plan` meets.
+    pub fn fault_of(&self, plan: usize, n: u64) -> Option<Fault> {
+        let p = &self.plans[plan];
+        match &p.draw {
+            Draw::Sequence(sequence) => sequence.get(n as usize).cloned().flatten(),
+            Draw::Rates(rates) => {
+                let mut rng = StdRng::seed_from_u64(mix(self.seed, &p.matcher.key(), n));
+                let u: f64 = rng.gen();
+                let mut edge = 0.0;
+                rates.iter().find_map(|(fault, rate)| {
+                    edge += rate;
+                    (u < edge).then(|| fault.clone())
+                })
+            }
+        }
+    }
+
+    /// The first `n` faults of plan `plan`, as [`Schedule::fault_of`] gives them.
+    pub fn preview(&self, plan: usize, n: u64) -> Vec<Option<Fault>> {
+        (0..n).map(|i| self.fault_of(plan, i)).collect()
+    }
+}
+
+/// The seed of one draw: the schedule's seed, the plan's name (FNV-1a) and the request's rank,
+/// mixed (splitmix64) so neighbouring ranks draw unrelated values.
+fn mix(seed: u64, key: &str, n: u64) -> u64 {
+    let name = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let mut z = seed ^ name.rotate_left(17) ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A schedule being followed: how many requests each plan has matched so far.
+#[derive(Debug)]
+struct Following {
+    schedule: Schedule,
+    seen: Vec<u64>,
 }
 
 #[derive(Debug)]
@@ -58,6 +235,7 @@ struct Rule {
 #[derive(Debug, Clone, Default)]
 pub struct Faults {
     rules: Arc<Mutex<Vec<Rule>>>,
+    schedule: Arc<Mutex<Option<Following>>>,
     injected: Arc<Mutex<Vec<(String, Fault)>>>,
 }
 
@@ -92,30 +270,63 @@ impl Faults {
         self.injected.lock().unwrap().clone()
     }
 
-    /// Drops every rule not yet used up.
+    /// Drops every rule not yet used up, and the schedule.
     pub fn clear(&self) {
         self.rules.lock().unwrap().clear();
+        *self.schedule.lock().unwrap() = None;
     }
 
-    /// The fault the request meets, if any (and uses one of its rule's count).
+    /// Requests meet `schedule` from now on (after any rule of [`Faults::inject`], which goes
+    /// first). A request meets the first plan that matches it.
+    pub fn follow(&self, schedule: Schedule) {
+        let seen = vec![0; schedule.plans.len()];
+        *self.schedule.lock().unwrap() = Some(Following { schedule, seen });
+    }
+
+    /// How many faults of each kind were injected so far, by kind name (`TransactionConflict`,
+    /// `Throttle`, `InternalError`, `LostResponse`, `Latency`).
+    pub fn injected_by_kind(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        let mut counts = std::collections::BTreeMap::new();
+        for (_, fault) in self.injected.lock().unwrap().iter() {
+            *counts.entry(fault.kind()).or_default() += 1;
+        }
+        counts
+    }
+
+    /// The fault the request meets, if any (and uses one of its rule's count, or one rank of
+    /// the schedule's plan).
     fn take(&self, operation: &str, body: &[u8]) -> Option<Fault> {
-        let mut rules = self.rules.lock().unwrap();
-        let rule = rules.iter_mut().find(|r| {
-            r.remaining > 0
-                && r.matcher.operation == operation
-                && r.matcher.body_contains.as_ref().is_none_or(|text| {
-                    body.windows(text.len().max(1))
-                        .any(|w| w == text.as_bytes())
-                })
-        })?;
-        rule.remaining -= 1;
-        let fault = rule.fault.clone();
-        rules.retain(|r| r.remaining > 0);
+        let fault = self
+            .take_rule(operation, body)
+            .or_else(|| self.take_scheduled(operation, body))?;
         self.injected
             .lock()
             .unwrap()
             .push((operation.to_string(), fault.clone()));
         Some(fault)
+    }
+
+    fn take_rule(&self, operation: &str, body: &[u8]) -> Option<Fault> {
+        let mut rules = self.rules.lock().unwrap();
+        let rule = rules
+            .iter_mut()
+            .find(|r| r.remaining > 0 && r.matcher.matches(operation, body))?;
+        rule.remaining -= 1;
+        let fault = rule.fault.clone();
+        rules.retain(|r| r.remaining > 0);
+        Some(fault)
+    }
+
+    fn take_scheduled(&self, operation: &str, body: &[u8]) -> Option<Fault> {
+        let mut following = self.schedule.lock().unwrap();
+        let Following { schedule, seen } = following.as_mut()?;
+        let plan = schedule
+            .plans
+            .iter()
+            .position(|p| p.matcher.matches(operation, body))?;
+        let n = seen[plan];
+        seen[plan] += 1;
+        schedule.fault_of(plan, n)
     }
 
     /// An HTTP client that injects these faults in front of `inner` (the SDK's own client).
@@ -241,5 +452,118 @@ impl HttpConnector for FaultyConnector {
                 HttpConnectorFuture::ready(Ok(response))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schedule(seed: u64) -> Schedule {
+        Schedule::seeded(seed)
+            .rate(
+                Matcher::operation("TransactWriteItems").on("deliveries"),
+                Fault::TransactionConflict,
+                0.2,
+            )
+            .rate(
+                Matcher::operation("TransactWriteItems").on("deliveries"),
+                Fault::LostResponse,
+                0.1,
+            )
+            .rate(Matcher::operation("UpdateItem"), Fault::Throttle, 0.3)
+    }
+
+    #[test]
+    fn one_seed_reproduces_its_schedule_and_another_seed_draws_another() {
+        let (a, b, other) = (schedule(7), schedule(7), schedule(8));
+        for plan in 0..a.plans().len() {
+            assert_eq!(a.preview(plan, 500), b.preview(plan, 500));
+        }
+        assert_ne!(a.preview(0, 500), other.preview(0, 500));
+        assert_eq!(a.plans().len(), 2, "rates of one matcher are one plan");
+    }
+
+    #[test]
+    fn a_plan_draws_each_fault_near_its_rate_and_leaves_the_rest_untouched() {
+        let s = schedule(42);
+        let drawn = s.preview(0, 10_000);
+        let count = |kind: &str| {
+            drawn
+                .iter()
+                .filter(|f| f.as_ref().is_some_and(|f| f.kind() == kind))
+                .count()
+        };
+        assert!((1_800..2_200).contains(&count("TransactionConflict")));
+        assert!((850..1_150).contains(&count("LostResponse")));
+        assert!((6_700..7_300).contains(&drawn.iter().filter(|f| f.is_none()).count()));
+    }
+
+    #[test]
+    fn a_plans_draws_do_not_shift_when_another_plan_is_added_before_it() {
+        let alone =
+            Schedule::seeded(3).rate(Matcher::operation("UpdateItem"), Fault::Throttle, 0.3);
+        let after = Schedule::seeded(3)
+            .rate(Matcher::operation("PutItem"), Fault::InternalError, 0.5)
+            .rate(Matcher::operation("UpdateItem"), Fault::Throttle, 0.3);
+        assert_eq!(alone.preview(0, 300), after.preview(1, 300));
+    }
+
+    #[test]
+    fn followed_requests_meet_the_schedule_in_rank_order_per_plan() {
+        let faults = Faults::new();
+        let s = schedule(11);
+        let expected = s.preview(1, 50);
+        faults.follow(s);
+        let met: Vec<_> = (0..50)
+            .map(|_| {
+                // A request of another plan in between does not move this plan's rank.
+                faults.take("TransactWriteItems", br#"{"TableName":"p-deliveries"}"#);
+                faults.take("UpdateItem", br#"{"TableName":"p-deliveries"}"#)
+            })
+            .collect();
+        assert_eq!(met, expected);
+        assert!(faults.take("GetItem", b"{}").is_none(), "no plan, no fault");
+    }
+
+    #[test]
+    fn a_sequence_plan_gives_its_entries_in_order_then_nothing() {
+        let faults = Faults::new();
+        faults.follow(Schedule::seeded(0).sequence(
+            Matcher::operation("SendMessageBatch").on("work"),
+            vec![None, Some(Fault::Throttle), Some(Fault::LostResponse)],
+        ));
+        let body = br#"{"QueueUrl":"http://q/p-work"}"#;
+        let met: Vec<_> = (0..5)
+            .map(|_| faults.take("SendMessageBatch", body))
+            .collect();
+        assert_eq!(
+            met,
+            [
+                None,
+                Some(Fault::Throttle),
+                Some(Fault::LostResponse),
+                None,
+                None
+            ]
+        );
+        assert_eq!(faults.injected_by_kind().len(), 2);
+        assert!(
+            faults.take("SendMessageBatch", b"{}").is_none(),
+            "another queue"
+        );
+    }
+
+    #[test]
+    fn a_counted_rule_goes_before_the_schedule() {
+        let faults = Faults::new();
+        faults.follow(
+            Schedule::seeded(0)
+                .sequence(Matcher::operation("PutItem"), vec![Some(Fault::Throttle)]),
+        );
+        faults.inject("PutItem", Fault::InternalError, 1);
+        assert_eq!(faults.take("PutItem", b""), Some(Fault::InternalError));
+        assert_eq!(faults.take("PutItem", b""), Some(Fault::Throttle));
+        assert_eq!(faults.take("PutItem", b""), None);
     }
 }

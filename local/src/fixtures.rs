@@ -11,6 +11,7 @@ use shared::domain::signing::SigningSecret;
 use shared::domain::subscription::SubscriptionStatus;
 use shared::domain::target::{Target, TargetParts, WebhookSecret};
 use shared::domain::time::Timestamp;
+use shared::envelope::SecretSealer;
 use shared::ids::{AccountId, IntegrationId, SubscriptionId};
 use shared::store::account::Account;
 use shared::store::integration::Integration;
@@ -21,6 +22,8 @@ use shared::store::to_item;
 pub struct Fixtures<'a> {
     pub clients: &'a Clients,
     pub table: &'a str,
+    /// The KMS key webhook secrets are sealed under (the stack's `SIGNING_KEY_ID`).
+    pub signing_key_id: &'a str,
     pub now: Timestamp,
 }
 
@@ -34,6 +37,21 @@ pub fn test_secret() -> String {
     SigningSecret::from_bytes(&[7u8; 32])
         .expect("32 bytes make a secret")
         .expose_whsec()
+}
+
+/// `secret` sealed for the integration, as the API seals it (a data key of `signing_key_id`).
+pub async fn sealed_secret(
+    clients: &Clients,
+    signing_key_id: &str,
+    account_id: &AccountId,
+    integration_id: &IntegrationId,
+    secret: &str,
+) -> Result<WebhookSecret> {
+    let sealer = SecretSealer::new(clients.kms.clone(), signing_key_id);
+    let secret = SigningSecret::parse(secret)?;
+    Ok(WebhookSecret::new(
+        sealer.seal(account_id, integration_id, &secret).await?,
+    ))
 }
 
 impl<'a> Fixtures<'a> {
@@ -72,14 +90,26 @@ impl<'a> Fixtures<'a> {
         webhook_url: Option<String>,
         handler: Option<&str>,
     ) -> Result<Integration> {
+        let integration_id = IntegrationId::new();
+        let signing_secret = match webhook_url {
+            Some(_) => Some(
+                sealed_secret(
+                    self.clients,
+                    self.signing_key_id,
+                    account_id,
+                    &integration_id,
+                    &test_secret(),
+                )
+                .await?,
+            ),
+            None => None,
+        };
         let integration = Integration {
             account_id: account_id.clone(),
-            integration_id: IntegrationId::new(),
+            integration_id,
             name: format!("{} integration", method.as_str()),
             target: Target::from_parts(TargetParts {
-                signing_secret: webhook_url
-                    .as_ref()
-                    .map(|_| WebhookSecret::new(test_secret())),
+                signing_secret,
                 webhook_url,
                 handler: handler.map(str::to_string),
                 method,

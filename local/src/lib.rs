@@ -4,6 +4,7 @@
 //! [`testkit::World`].
 
 pub mod api_server;
+pub mod chaos;
 pub mod emulator;
 pub mod event_filter;
 pub mod faults;
@@ -14,6 +15,7 @@ pub mod pipeline;
 pub mod provision;
 pub mod queues;
 pub mod receiver;
+pub mod served;
 pub mod streams;
 pub mod template;
 pub mod testkit;

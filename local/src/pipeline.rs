@@ -149,6 +149,12 @@ impl Pipeline {
     /// `FilterCriteria` pass, in full batches of those, as the event source mapping hands them
     /// over. Returns how many records the dispatcher received.
     pub async fn dispatch_pending(&self) -> Result<usize> {
+        Ok(self.dispatch_pending_with_failures().await?.0)
+    }
+
+    /// [`Self::dispatch_pending`], also answering how many records the dispatcher reported as
+    /// failed (each hand-over counts again).
+    pub async fn dispatch_pending_with_failures(&self) -> Result<(usize, usize)> {
         let mut tap = self.deliveries.lock().await;
         let r = tap
             .drain(|event| {
@@ -157,7 +163,7 @@ impl Pipeline {
                     .time(self.dispatcher.handle_stream(event))
             })
             .await?;
-        Ok(r.records)
+        Ok((r.records, r.failures))
     }
 
     /// Drains the delivery queue into the worker.
@@ -214,6 +220,11 @@ impl Pipeline {
         let settler = reconcile_settler(&self.t.clients, &self.t.config, &clock);
         Reconciler::from_parts(self.rollup.clone(), dispatcher)
             .with_notification_settler(Arc::new(settler))
+            .with_replays(
+                self.t.clients.dynamo.clone(),
+                self.t.config.delivery_table.clone(),
+                clock.clone(),
+            )
             .run(kind, Budget::within(Duration::from_secs(3600), max_events))
             .await
     }

@@ -1,5 +1,5 @@
-//! Creates the tables and queues `template.yaml` declares on the emulator, under a name prefix, and
-//! the environment the template would give a function in AWS.
+//! Creates the tables, queues and KMS keys `template.yaml` declares on the emulator, under a name
+//! prefix, and the environment the template would give a function in AWS.
 
 use crate::template::{EnvValue, KeyElement, TableSpec, Template};
 use anyhow::{anyhow, Context, Result};
@@ -20,6 +20,13 @@ pub struct ProvisionedTable {
 }
 
 #[derive(Debug, Clone)]
+pub struct ProvisionedKey {
+    /// What `!Ref` of the key gives: its id.
+    pub id: String,
+    pub arn: String,
+}
+
+#[derive(Debug, Clone)]
 pub struct ProvisionedQueue {
     pub name: String,
     pub url: String,
@@ -32,6 +39,7 @@ pub struct Stack {
     pub prefix: String,
     pub tables: BTreeMap<String, ProvisionedTable>,
     pub queues: BTreeMap<String, ProvisionedQueue>,
+    pub keys: BTreeMap<String, ProvisionedKey>,
     /// The variables of `Globals.Function.Environment`, with `!Ref`s resolved.
     pub env: BTreeMap<String, String>,
 }
@@ -41,6 +49,12 @@ impl Stack {
         self.tables
             .get(logical_id)
             .unwrap_or_else(|| panic!("template.yaml declares no table {logical_id}"))
+    }
+
+    pub fn key(&self, logical_id: &str) -> &ProvisionedKey {
+        self.keys
+            .get(logical_id)
+            .unwrap_or_else(|| panic!("template.yaml declares no KMS key {logical_id}"))
     }
 
     pub fn queue(&self, logical_id: &str) -> &ProvisionedQueue {
@@ -55,7 +69,8 @@ impl Stack {
     }
 }
 
-/// Creates every table and queue of `template` named `{prefix}-{LogicalId}`.
+/// Creates every table and queue of `template` named `{prefix}-{LogicalId}`, and its KMS keys
+/// (described so).
 /// `overrides` replaces parameter defaults in the function environment (the demo allows private
 /// webhook targets this way).
 pub async fn provision(
@@ -66,6 +81,30 @@ pub async fn provision(
 ) -> Result<Stack> {
     let dynamo = aws_sdk_dynamodb::Client::new(sdk);
     let sqs = aws_sdk_sqs::Client::new(sdk);
+    let kms = aws_sdk_kms::Client::new(sdk);
+    let mut keys = BTreeMap::new();
+    for id in &template.kms_keys {
+        let description = format!("{prefix}-{id}");
+        let created = kms
+            .create_key()
+            .description(&description)
+            .send()
+            .await
+            .with_context(|| format!("creating KMS key {description}"))?;
+        let meta = created
+            .key_metadata
+            .ok_or_else(|| anyhow!("no metadata for KMS key {description}"))?;
+        let arn = meta
+            .arn
+            .ok_or_else(|| anyhow!("no ARN for KMS key {description}"))?;
+        keys.insert(
+            id.clone(),
+            ProvisionedKey {
+                id: meta.key_id,
+                arn,
+            },
+        );
+    }
     let mut tables = BTreeMap::new();
     for spec in &template.tables {
         let table = create_table(&dynamo, spec, prefix).await?;
@@ -121,6 +160,8 @@ pub async fn provision(
                     t.name.clone()
                 } else if let Some(q) = queues.get(id) {
                     q.url.clone()
+                } else if let Some(k) = keys.get(id) {
+                    k.id.clone()
                 } else if let Some(v) = overrides.get(id).or(template.parameters.get(id)) {
                     v.clone()
                 } else {
@@ -136,6 +177,7 @@ pub async fn provision(
         prefix: prefix.to_string(),
         tables,
         queues,
+        keys,
         env,
     })
 }

@@ -73,10 +73,15 @@ impl ReceivedRequest {
     }
 }
 
+/// Picks the reply of each request itself, in place of the script and the default (the chaos
+/// run's seeded endpoints). Called once per request, in arrival order.
+pub type Responder = Arc<dyn Fn(&ReceivedRequest) -> Reply + Send + Sync>;
+
 #[derive(Default)]
 struct State {
     script: VecDeque<Reply>,
     default: Option<Reply>,
+    responder: Option<Responder>,
     received: Vec<ReceivedRequest>,
     /// When each request arrived (same order as `received`).
     arrived: Vec<std::time::Instant>,
@@ -142,6 +147,11 @@ impl Receiver {
         self.state.lock().unwrap().script.extend(replies);
     }
 
+    /// Every later request is answered by `responder`.
+    pub fn set_responder(&self, responder: Responder) {
+        self.state.lock().unwrap().responder = Some(responder);
+    }
+
     pub fn set_default(&self, reply: Reply) {
         self.state.lock().unwrap().default = Some(reply);
     }
@@ -196,11 +206,14 @@ async fn handle(
                 .collect(),
             body,
         });
-        let reply = s
-            .script
-            .pop_front()
-            .or_else(|| s.default.clone())
-            .unwrap_or(Reply::Status(200));
+        let reply = match s.responder.clone() {
+            Some(responder) => responder(s.received.last().expect("just recorded")),
+            None => s
+                .script
+                .pop_front()
+                .or_else(|| s.default.clone())
+                .unwrap_or(Reply::Status(200)),
+        };
         (reply, s.streamed.clone())
     };
     match reply {

@@ -1,4 +1,5 @@
-//! Reads `template.yaml`: the DynamoDB tables, SQS queues and function environment it declares.
+//! Reads `template.yaml`: the DynamoDB tables, SQS queues, KMS keys and function environment it
+//! declares.
 //! The harness provisions exactly these, so the template stays the single source of truth.
 
 use serde::Deserialize;
@@ -67,6 +68,8 @@ pub enum EnvValue {
 pub struct Template {
     pub tables: Vec<TableSpec>,
     pub queues: Vec<QueueSpec>,
+    /// Logical ids of the KMS keys (`AWS::KMS::Key`).
+    pub kms_keys: Vec<String>,
     /// `Globals.Function.Environment.Variables`.
     pub function_env: BTreeMap<String, EnvValue>,
     /// Parameter defaults.
@@ -110,6 +113,7 @@ impl Template {
         };
         let mut tables = Vec::new();
         let mut queues = Vec::new();
+        let mut kms_keys = Vec::new();
         let mut stream_filters = BTreeMap::new();
         if let Some(resources) = doc.get("Resources").and_then(Value::as_mapping) {
             for (id, resource) in resources {
@@ -125,6 +129,7 @@ impl Template {
                 match resource.get("Type").and_then(Value::as_str) {
                     Some("AWS::DynamoDB::Table") => tables.push(table_spec(&id, &props)?),
                     Some("AWS::SQS::Queue") => queues.push(queue_spec(&id, &props)?),
+                    Some("AWS::KMS::Key") => kms_keys.push(id),
                     Some("AWS::Serverless::Function") => {
                         if let Some(patterns) = stream_filter_patterns(&id, &props)? {
                             stream_filters.insert(id.clone(), patterns);
@@ -156,6 +161,7 @@ impl Template {
         Ok(Template {
             tables,
             queues,
+            kms_keys,
             function_env,
             parameters,
             stream_filters,

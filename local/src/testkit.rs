@@ -85,6 +85,14 @@ impl TestStack {
     }
 
     pub async fn try_new() -> Result<Self> {
+        Self::try_new_with_sdk_sleep(None).await
+    }
+
+    /// As [`TestStack::try_new`], the handlers' SDK clients sleeping through `sleep` (e.g.
+    /// [`crate::faults::CompressedSleep`]) instead of real time.
+    pub async fn try_new_with_sdk_sleep(
+        sleep: Option<aws_smithy_async::rt::sleep::SharedAsyncSleep>,
+    ) -> Result<Self> {
         // The process-wide provider settings are the tests' own, whichever test runs first.
         provider_event_settings();
         // Handler logs go to the test's captured output (shown for failing tests).
@@ -114,7 +122,11 @@ impl TestStack {
                     .build_https()
             }
         };
-        let faulty = sdk.to_builder().http_client(faults.client(inner)).build();
+        let mut faulty = sdk.to_builder().http_client(faults.client(inner));
+        if let Some(sleep) = sleep {
+            faulty = faulty.sleep_impl(sleep);
+        }
+        let faulty = faulty.build();
         let clients = Clients::with_interceptor(&faulty, meter.clone());
         Ok(TestStack {
             sdk,
@@ -246,6 +258,7 @@ impl World {
         Fixtures {
             clients: &self.t.clients,
             table: &self.t.config.delivery_table,
+            signing_key_id: &self.t.config.signing_key_id,
             now: self.now(),
         }
     }

@@ -13,6 +13,8 @@ pub struct Clients {
     pub dynamo: aws_sdk_dynamodb::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub ses: aws_sdk_sesv2::Client,
+    /// Signing-secret envelopes: the API generates data keys, the worker decrypts them.
+    pub kms: aws_sdk_kms::Client,
 }
 
 impl Clients {
@@ -21,6 +23,7 @@ impl Clients {
             dynamo: aws_sdk_dynamodb::Client::new(sdk),
             sqs: aws_sdk_sqs::Client::new(sdk),
             ses: aws_sdk_sesv2::Client::new(sdk),
+            kms: aws_sdk_kms::Client::new(sdk),
         }
     }
 
@@ -48,6 +51,11 @@ impl Clients {
             ),
             ses: aws_sdk_sesv2::Client::from_conf(
                 aws_sdk_sesv2::config::Builder::from(sdk)
+                    .interceptor(interceptor.clone())
+                    .build(),
+            ),
+            kms: aws_sdk_kms::Client::from_conf(
+                aws_sdk_kms::config::Builder::from(sdk)
                     .interceptor(interceptor)
                     .build(),
             ),

@@ -29,6 +29,8 @@ pub struct Config {
     /// the local demo and tests turn it on to reach receivers on loopback.
     pub allow_private_targets: bool,
     pub notification_sender: String,
+    /// The KMS key that wraps the data keys sealing webhook signing secrets (`SIGNING_KEY_ID`).
+    pub signing_key_id: String,
     /// CloudWatch namespace of the embedded metrics (`METRICS_NAMESPACE`, default
     /// [`crate::metrics::DEFAULT_NAMESPACE`]).
     pub metrics_namespace: String,
@@ -81,6 +83,7 @@ impl Config {
             allow_private_targets,
             notification_sender: lookup("NOTIFICATION_SENDER")
                 .unwrap_or_else(|| "notifications@example.com".into()),
+            signing_key_id: required("SIGNING_KEY_ID")?,
             metrics_namespace: lookup("METRICS_NAMESPACE")
                 .filter(|n| !n.is_empty())
                 .unwrap_or_else(|| crate::metrics::DEFAULT_NAMESPACE.into()),
@@ -100,6 +103,7 @@ mod tests {
             ("NOTIFICATION_TABLE", "n"),
             ("DELIVERY_QUEUE_URL", "http://q/d"),
             ("NOTIFICATION_QUEUE_URL", "http://q/n"),
+            ("SIGNING_KEY_ID", "k"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))

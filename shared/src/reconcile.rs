@@ -10,6 +10,9 @@
 //! 3. **Roll-up stragglers** — [`RollUp::walk`] over the `rollup` index, oldest first, one pass
 //!    ([`ROLLUP_BATCH`](crate::domain::event::ROLLUP_BATCH) events) at a time, within the run's
 //!    [`Budget`] (events and wall-clock time).
+//! 4. **Stopped replay jobs** — [`replay::resume_stalled`]: every replay job still `running`
+//!    whose run ended or died (no live lease) continues from its saved position, in every run
+//!    (the frequent one too), so an interrupted replay never waits for a person.
 //!
 //! **Large backlogs** finish across several invocations without redoing or skipping work: every
 //! event the walk finalizes leaves the index, so the next invocation starts at the oldest event
@@ -30,6 +33,8 @@ use crate::dispatch::Dispatcher;
 use crate::domain::time::Timestamp;
 use crate::metrics::{self, Metric};
 use crate::monitor::{RollUp, RollUpReport};
+use crate::operations::operator::replay::{self, StalledReport};
+use crate::operations::Ops;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -158,6 +163,8 @@ pub struct ReconcileReport {
     pub more: bool,
     pub dispatch: DispatchCounts,
     pub notifications: SettleReport,
+    /// Replay jobs whose run had stopped, continued.
+    pub replays: StalledReport,
     /// Steps that failed (the others still ran).
     pub errors: Vec<String>,
     pub elapsed_ms: u64,
@@ -191,6 +198,7 @@ impl ReconcileReport {
                     more = self.more,
                     republished = self.dispatch.published,
                     republish_failed = self.dispatch.failed,
+                    replays_resumed = self.replays.resumed,
                     notifications = ?self.notifications,
                     errors = ?self.errors,
                     elapsed_ms = self.elapsed_ms,
@@ -229,6 +237,7 @@ pub fn emf_document(
         ("ReconcileBacklogRemaining", u64::from(report.more)),
         ("ReconcileRepublished", report.dispatch.published.into()),
         ("ReconcileRepublishFailed", report.dispatch.failed.into()),
+        ("ReconcileReplaysResumed", report.replays.resumed.into()),
         ("ReconcileErrors", report.errors.len() as u64),
     ]
     .into_iter()
@@ -267,11 +276,19 @@ fn camel(snake: &str) -> String {
         .collect()
 }
 
+/// What continuing stopped replay jobs needs: the delivery table and the clock.
+struct Replays {
+    dynamo: aws_sdk_dynamodb::Client,
+    table: String,
+    clock: Arc<dyn Clock>,
+}
+
 /// The reconciliation service.
 pub struct Reconciler {
     rollup: RollUp,
     dispatcher: Dispatcher,
     settler: Option<Arc<dyn NotificationSettler>>,
+    replays: Option<Replays>,
 }
 
 impl Reconciler {
@@ -288,11 +305,17 @@ impl Reconciler {
             config.delivery_table.clone(),
             clock.clone(),
         );
+        let replays = Replays {
+            dynamo: clients.dynamo.clone(),
+            table: config.delivery_table.clone(),
+            clock: clock.clone(),
+        };
         let dispatcher = Dispatcher::new(clients, config, clock);
         Reconciler {
             rollup,
             dispatcher,
             settler,
+            replays: Some(replays),
         }
     }
 
@@ -302,7 +325,23 @@ impl Reconciler {
             rollup,
             dispatcher,
             settler: None,
+            replays: None,
         }
+    }
+
+    /// Continues stopped replay jobs of `table` in every run (as [`Self::new`] wires it).
+    pub fn with_replays(
+        mut self,
+        dynamo: aws_sdk_dynamodb::Client,
+        table: impl Into<String>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        self.replays = Some(Replays {
+            dynamo,
+            table: table.into(),
+            clock,
+        });
+        self
     }
 
     /// Replaces the notification settler.
@@ -355,12 +394,25 @@ impl Reconciler {
                 },
             };
         }
+        let mut replays = StalledReport::default();
+        if let Some(r) = &self.replays {
+            let ops = Ops::new(&r.dynamo, &r.table, r.clock.as_ref());
+            let run = replay::Budget {
+                deadline: budget.deadline,
+                ..replay::Budget::api()
+            };
+            match replay::resume_stalled(&ops, run).await {
+                Ok(report) => replays = report,
+                Err(e) => errors.push(format!("stopped replay jobs: {e}")),
+            }
+        }
         ReconcileReport {
             run: kind,
             rollup,
             more,
             dispatch,
             notifications,
+            replays,
             errors,
             elapsed_ms: started.elapsed().as_millis() as u64,
         }
@@ -393,6 +445,12 @@ mod tests {
             notifications: SettleReport::Settled {
                 counts: BTreeMap::from([("expired".to_string(), 2), ("failed".to_string(), 1)]),
             },
+            replays: StalledReport {
+                ran: true,
+                found: 2,
+                resumed: 2,
+                completed: 1,
+            },
             errors: vec![],
             elapsed_ms: 12,
         }
@@ -413,7 +471,7 @@ mod tests {
         assert_eq!(directive["Dimensions"], json!([["Stage"]]));
         assert_eq!(doc["Stage"], "prod");
         let metrics = directive["Metrics"].as_array().unwrap();
-        assert_eq!(metrics.len(), 14 + 2);
+        assert_eq!(metrics.len(), 15 + 2);
         for m in metrics {
             let name = m["Name"].as_str().unwrap();
             assert!(doc[name].is_u64(), "{name} has a value");
@@ -422,6 +480,7 @@ mod tests {
         assert_eq!(doc["ReconcileBacklogRemaining"], 1);
         assert_eq!(doc["ReconcileRepublished"], 4);
         assert_eq!(doc["ReconcileLostDispatchRequeued"], 5);
+        assert_eq!(doc["ReconcileReplaysResumed"], 2);
         assert_eq!(doc["ReconcileNotificationsExpired"], 2);
         assert_eq!(doc["ReconcileNotificationsFailed"], 1);
         assert_eq!(camel("failed_ambiguous"), "FailedAmbiguous");

@@ -21,8 +21,14 @@ async fn main() -> Result<(), lambda_http::Error> {
         Arc::new(sns::HttpsSns::default()),
     )
     .await?;
+    // The web console's signing key: from Secrets Manager (CONSOLE_SIGNING_KEY_ARN), read once.
+    let console_key = shared::console::session::ConsoleKey::load(&secrets_manager, |name| {
+        std::env::var(name).ok()
+    })
+    .await?;
     let state = ApiState::new(ctx.clients, ctx.config, ctx.clock, operator_auth)
-        .with_provider_events(Arc::new(provider_events));
+        .with_provider_events(Arc::new(provider_events))
+        .with_console_key(console_key);
     // Routes are declared without the API Gateway stage prefix.
     let app = api::router(state).map_request(api::lambda::strip_stage::<lambda_http::Body>);
     lambda_http::run(app).await

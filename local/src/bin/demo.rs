@@ -3,13 +3,16 @@
 //! An operator creates an account through the HTTP API; the account configures webhook, filtered
 //! and built-in subscriptions; the owning application writes changes; the demo shows each
 //! delivery move to delivered, retrying and dead as the clock jumps through the backoff schedule,
-//! and ends with measured request counts.
+//! and ends with measured request counts. Then it serves the API and the web console on loopback
+//! with the demo's data, the pipeline pumped in the background, and prints a login link for the
+//! operator (`console:`) and one for the account's administrator (`portal:`) until interrupted;
+//! `DEMO_EXIT=1` ends after the story instead.
 
-use anyhow::{bail, Context, Result};
-use local::api_server::serve_loopback;
+use anyhow::{Context, Result};
 use local::fixtures::catalog_change;
 use local::pipeline::Pipeline;
 use local::receiver::{Receiver, Reply};
+use local::served::{back_date, interrupted, HttpApi, NotificationPump, ServedStack};
 use serde_json::{json, Value};
 use shared::api::auth::sha256_hex;
 use shared::api::{ApiState, OperatorAuth};
@@ -17,58 +20,11 @@ use shared::domain::retry::FIXED_SCHEDULE;
 use shared::ids::{AccountId, ChangeId, SubscriptionId};
 use shared::notify::confirm::{self, ProviderEventSettings};
 use shared::notify::sns;
-use shared::notify::stream::NotificationStream;
-use shared::notify::worker::NotificationWorker;
 use shared::store::delivery::Delivery;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 const OPERATOR_TOKEN: &str = "demo-operator-token";
-
-struct Api {
-    base: String,
-    http: reqwest::Client,
-}
-
-impl Api {
-    async fn call(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        token: &str,
-        body: Option<Value>,
-    ) -> Result<Value> {
-        let mut request = self
-            .http
-            .request(method.clone(), format!("{}{path}", self.base));
-        if !token.is_empty() {
-            request = request.bearer_auth(token);
-        }
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await?;
-        let status = response.status();
-        let body: Value = response.json().await.unwrap_or(Value::Null);
-        if !status.is_success() {
-            bail!("{method} {path} answered {status}: {body}");
-        }
-        let shown = if path.len() > 60 {
-            format!("{}…", &path[..59])
-        } else {
-            path.to_string()
-        };
-        println!("   {method:<4} {shown:<60} → {status}");
-        Ok(body)
-    }
-    async fn post(&self, path: &str, token: &str, body: Value) -> Result<Value> {
-        self.call(reqwest::Method::POST, path, token, Some(body))
-            .await
-    }
-    async fn get(&self, path: &str, token: &str) -> Result<Value> {
-        self.call(reqwest::Method::GET, path, token, None).await
-    }
-}
 
 /// One configured subscription, as the demo shows it.
 struct Column {
@@ -79,7 +35,11 @@ struct Column {
 #[tokio::main]
 async fn main() -> Result<()> {
     println!("Rhythm delivery — local demo\n");
-    let p = Pipeline::new().await;
+    let p = Arc::new(Pipeline::new().await);
+    // The story walks the virtual clock through the whole backoff schedule; it starts that far
+    // in the past, so that it ends about now and the console served afterwards (whose clock
+    // follows the wall clock) shows real times.
+    back_date(&p.clock, FIXED_SCHEDULE.iter().sum());
     println!(
         "   emulator {}  ·  stack prefix {}",
         std::env::var("AWS_ENDPOINT_URL").unwrap_or_default(),
@@ -106,12 +66,9 @@ async fn main() -> Result<()> {
             operator_id: "demo-operator".into(),
         },
     );
-    let (addr, _server) = serve_loopback(state).await?;
-    let api = Api {
-        base: format!("http://{addr}"),
-        http: reqwest::Client::new(),
-    };
-    println!("   HTTP API on http://{addr}\n");
+    let served = ServedStack::serve(p.clone(), state).await?;
+    let api = HttpApi::new(served.url(""), true);
+    println!("   HTTP API on {}\n", api.base);
 
     println!("1. An operator creates an account");
     let created = api
@@ -337,7 +294,8 @@ async fn main() -> Result<()> {
     }
 
     println!("\n8. The account sends a notice over email, Slack and the console");
-    notices(&p, &api, &token).await?;
+    let notifications = NotificationPump::new(&p).await;
+    notices(&p, &notifications, &api, &token).await?;
 
     println!("\n9. The event monitor's view of what ran");
     p.roll_up_pass().await?;
@@ -361,27 +319,38 @@ async fn main() -> Result<()> {
     }
     let attention = api.get("/v1/attention", &token).await?;
     println!("   needs attention: {}", summarize_attention(&attention));
+
+    if std::env::var("DEMO_EXIT").is_ok_and(|v| !v.is_empty() && v != "0") {
+        return Ok(());
+    }
+    let stop = interrupted()?;
+    println!("\n10. The console, served with the demo's data until interrupted (Ctrl-C)");
+    let operator_link = api
+        .post("/operator/console-links", OPERATOR_TOKEN, json!({}))
+        .await?;
+    let admin_link = api.post("/v1/console-links", &token, json!({})).await?;
+    for (label, link) in [("console", &operator_link), ("portal", &admin_link)] {
+        let path = link["url"].as_str().context("a login link's url")?;
+        println!("{label}: {}", served.url(path));
+    }
+    println!("   (each link signs in for 15 minutes; the receivers keep answering)");
+    // The pipeline keeps running: a retry or replay made in the console is delivered.
+    let signal = served.pump_until(Some(&notifications), stop).await;
+    served.stop();
+    println!("\n   {signal}: stopped serving");
     Ok(())
 }
 
 /// Notification delivery (`docs/lifecycles.md#notification-delivery`): a notice fans out to one
 /// delivery per channel, the worker sends them, and SES's signed confirmation (through SNS)
 /// completes the email.
-async fn notices(p: &Pipeline, api: &Api, token: &str) -> Result<()> {
+async fn notices(
+    p: &Pipeline,
+    notifications: &NotificationPump,
+    api: &HttpApi,
+    token: &str,
+) -> Result<()> {
     const TOPIC: &str = "arn:aws:sns:us-east-1:000000000000:rhythm-notification-events";
-    let clock: Arc<dyn shared::clock::Clock> = Arc::new(p.clock.clone());
-    let stream = NotificationStream::new(p.t.clients.clone(), p.t.config.clone(), clock.clone());
-    let worker = NotificationWorker::new(p.t.clients.clone(), p.t.config.clone(), clock);
-    let mut fan_out = p.t.stream("NotificationTable");
-    let queue = p.t.queue("NotificationQueue");
-    // SES (and the emulator) refuse mail from an unverified sender.
-    let _ =
-        p.t.clients
-            .ses
-            .create_email_identity()
-            .email_identity(&p.t.config.notification_sender)
-            .send()
-            .await;
     // SNS messages are verified against a locally generated certificate (there is no network).
     confirm::install(ProviderEventSettings::from_values(
         Some(TOPIC),
@@ -412,10 +381,7 @@ async fn notices(p: &Pipeline, api: &Api, token: &str) -> Result<()> {
         notice["id"].as_str().context("notice id")?
     );
     // The notification table's stream fans the notice out and publishes the work; the worker sends.
-    for _ in 0..3 {
-        fan_out.drain(|e| stream.handle(e)).await?;
-    }
-    queue.drain(|e| worker.handle(e), 10).await?;
+    notifications.pump().await?;
     println!(
         "   after the worker:   {}",
         progress_line(&api.get(&path, token).await?)

@@ -3,7 +3,7 @@
 //! a builder to write it; a change can also be `.build()` without writing.
 
 use super::World;
-use crate::fixtures::{catalog_change, new_id, test_secret};
+use crate::fixtures::{catalog_change, new_id, sealed_secret, test_secret};
 use crate::receiver::Receiver;
 use crate::testkit::id;
 use futures::future::BoxFuture;
@@ -12,7 +12,7 @@ use shared::domain::change::Change;
 use shared::domain::delivery_method::DeliveryMethod;
 use shared::domain::retry::RetryPolicy;
 use shared::domain::subscription::SubscriptionStatus;
-use shared::domain::target::{Target, TargetParts, WebhookSecret};
+use shared::domain::target::{Target, TargetParts};
 use shared::domain::time::Timestamp;
 use shared::ids::{AccountId, IntegrationId, SubscriptionId};
 use shared::store::account::Account;
@@ -128,17 +128,29 @@ impl<'a> IntoFuture for IntegrationBuilder<'a> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let now = self.world.now();
+            let integration_id: IntegrationId = self.id.map_or_else(IntegrationId::new, |t| id(&t));
+            let signing_secret = match &self.webhook_url {
+                Some(_) => Some(
+                    sealed_secret(
+                        &self.world.t.clients,
+                        &self.world.t.config.signing_key_id,
+                        &self.account_id,
+                        &integration_id,
+                        &test_secret(),
+                    )
+                    .await
+                    .expect("seal the signing secret"),
+                ),
+                None => None,
+            };
             let integration = Integration {
                 account_id: self.account_id.clone(),
-                integration_id: self.id.map_or_else(IntegrationId::new, |t| id(&t)),
+                integration_id,
                 name: self
                     .name
                     .unwrap_or_else(|| format!("{} integration", self.method.as_str())),
                 target: Target::from_parts(TargetParts {
-                    signing_secret: self
-                        .webhook_url
-                        .as_ref()
-                        .map(|_| WebhookSecret::new(test_secret())),
+                    signing_secret,
                     webhook_url: self.webhook_url,
                     handler: self.handler,
                     method: self.method,

@@ -319,7 +319,9 @@ fn every_operator_route_requires_the_operator_scope_and_only_this_api_may_invoke
     }
     // What SAM generates: one permission per route, API Gateway only, this API only.
     let permissions = translated_of_type("AWS::Lambda::Permission");
-    assert_eq!(permissions.len(), 2, "{permissions:?}");
+    // The token routes, the operator routes, and the console's two (its pages check their own
+    // signed cookie).
+    assert_eq!(permissions.len(), 4, "{permissions:?}");
     for (id, p) in permissions {
         let p = &p["Properties"];
         assert_eq!(p["Principal"], "apigateway.amazonaws.com", "{id}");
@@ -466,13 +468,22 @@ fn provider_secrets_live_in_secrets_manager_and_functions_get_only_their_arn() {
     for (name, spec) in template()["Parameters"].as_mapping().unwrap() {
         assert!(spec["NoEcho"].is_null(), "{name:?} is a secret parameter");
     }
+    // The provider-event secrets and the web console's signing key, each named to the one
+    // function that reads it by an `…_ARN` variable.
     let secrets = of_type("AWS::SecretsManager::Secret");
-    assert_eq!(secrets.len(), 1);
-    let (secret, spec) = secrets[0];
-    assert!(
-        target(&spec["Properties"]["KmsKeyId"]).is_some(),
-        "the secret is on a CMK"
-    );
+    let mut names: Vec<&str> = secrets.iter().map(|(name, _)| *name).collect();
+    names.sort();
+    assert_eq!(names, ["ConsoleSigningKey", "ProviderEventSecrets"]);
+    for (_, spec) in &secrets {
+        assert!(
+            target(&spec["Properties"]["KmsKeyId"]).is_some(),
+            "the secret is on a CMK"
+        );
+    }
+    let expected_vars = [
+        ("NOTIFICATION_PROVIDER_SECRETS_ARN", "ProviderEventSecrets"),
+        ("CONSOLE_SIGNING_KEY_ARN", "ConsoleSigningKey"),
+    ];
     let mut readers = Vec::new();
     let globals = &template()["Globals"]["Function"]["Environment"]["Variables"];
     for function in functions() {
@@ -480,19 +491,23 @@ fn provider_secrets_live_in_secrets_manager_and_functions_get_only_their_arn() {
         for vars in [globals, env] {
             for (name, value) in vars.as_mapping().into_iter().flatten() {
                 let name = name.as_str().unwrap_or_default();
-                if name.contains("SECRET") {
+                if name.contains("SECRET") || name.contains("SIGNING_KEY") {
                     assert!(
                         name.ends_with("_ARN"),
                         "{function}: {name} must carry an ARN"
                     );
+                    let (_, secret) = expected_vars
+                        .iter()
+                        .find(|(var, _)| *var == name)
+                        .unwrap_or_else(|| panic!("{function}: {name} is not a known secret"));
                     assert!(is_ref(value, secret), "{function}: {name} names {secret}");
                     readers.push(function);
                 }
             }
         }
     }
-    assert_eq!(readers, ["ApiFunction"]);
-    // Exactly that reader may read exactly that secret (and decrypt through Secrets Manager).
+    assert_eq!(readers, ["ApiFunction", "ApiFunction"]);
+    // Exactly that reader may read exactly those secrets (and decrypt through Secrets Manager).
     for function in functions() {
         let reads: Vec<_> = granted(role_of(function))
             .into_iter()
@@ -501,7 +516,16 @@ fn provider_secrets_live_in_secrets_manager_and_functions_get_only_their_arn() {
         if function == "ApiFunction" {
             assert_eq!(
                 reads,
-                [(secret.to_string(), "secretsmanager:GetSecretValue".into())]
+                [
+                    (
+                        "ConsoleSigningKey".to_string(),
+                        "secretsmanager:GetSecretValue".into()
+                    ),
+                    (
+                        "ProviderEventSecrets".to_string(),
+                        "secretsmanager:GetSecretValue".into()
+                    )
+                ]
             );
         } else {
             assert!(reads.is_empty(), "{function}: {reads:?}");
@@ -515,6 +539,79 @@ fn provider_secrets_live_in_secrets_manager_and_functions_get_only_their_arn() {
         canonical(&decrypt["Condition"]["StringEquals"]["kms:ViaService"]),
         "secretsmanager.${AWS::Region}.amazonaws.com"
     );
+}
+
+// ------------------------------------------------ 6: webhook signing secrets under KMS
+
+/// The KMS actions a role allows on the signing-secrets key, each with its statement.
+fn signing_key_grants(role: &str) -> Vec<(String, &'static Value)> {
+    statements(role)
+        .into_iter()
+        .filter(|s| {
+            list(&s["Resource"])
+                .iter()
+                .any(|r| canonical(r) == "SigningSecretsKey")
+        })
+        .flat_map(|s| strings(&s["Action"]).into_iter().map(move |a| (a, s)))
+        .collect()
+}
+
+#[test]
+fn signing_secrets_are_sealed_under_a_rotating_key_only_the_api_and_the_worker_may_use() {
+    let key = resource("SigningSecretsKey");
+    assert_eq!(key["Type"], "AWS::KMS::Key");
+    assert_eq!(key["Properties"]["EnableKeyRotation"], true);
+    assert_eq!(
+        key["DeletionPolicy"], "Retain",
+        "losing the key loses every secret"
+    );
+    let context = |s: &Value| {
+        s["Condition"]["StringEquals"]["kms:EncryptionContext:purpose"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    // The key policy: administration without use, and use only with the secrets' context.
+    for s in list(&key["Properties"]["KeyPolicy"]["Statement"]) {
+        assert_eq!(s["Effect"], "Allow");
+        assert_ne!(s["Principal"], Value::from("*"), "{s:?}");
+        for action in strings(&s["Action"]) {
+            assert!(
+                action != "kms:*" && action != "*",
+                "kms:* on the signing key"
+            );
+            if ["kms:Decrypt", "kms:GenerateDataKey"].contains(&action.as_str())
+                || action.starts_with("kms:Encrypt")
+                || action.starts_with("kms:ReEncrypt")
+            {
+                assert_eq!(
+                    context(s).as_deref(),
+                    Some(shared::envelope::CONTEXT_VALUE),
+                    "{action} without the signing-secret context"
+                );
+            }
+        }
+    }
+    // The functions get its id (not a secret), the API may only generate data keys, the worker
+    // may only decrypt them, and nobody else may do anything with it.
+    let globals = &template()["Globals"]["Function"]["Environment"]["Variables"];
+    assert!(is_ref(&globals["SIGNING_KEY_ID"], "SigningSecretsKey"));
+    for function in functions() {
+        let grants = signing_key_grants(role_of(function));
+        let actions: Vec<&str> = grants.iter().map(|(a, _)| a.as_str()).collect();
+        let expected: &[&str] = match function {
+            "ApiFunction" => &["kms:GenerateDataKey"],
+            "DeliverFunction" => &["kms:Decrypt"],
+            _ => &[],
+        };
+        assert_eq!(actions, expected, "{function}");
+        for (action, s) in grants {
+            assert_eq!(
+                context(s).as_deref(),
+                Some(shared::envelope::CONTEXT_VALUE),
+                "{function}: {action} without the signing-secret context"
+            );
+        }
+    }
 }
 
 // ------------------------------------------------------------------------ 11: alarms
@@ -774,6 +871,8 @@ const CODE_NEEDS: &[(&str, Needs)] = &[
             // worker: the auto-pause transaction puts the administrator notice.
             ("NotificationTable", &["dynamodb:PutItem"]),
             ("DeliveryQueue", QUEUE_READ),
+            // envelope::SecretOpener: unwraps the signing secrets' data keys.
+            ("SigningSecretsKey", &["kms:Decrypt"]),
         ],
     ),
     (
@@ -811,10 +910,22 @@ const CODE_NEEDS: &[(&str, Needs)] = &[
     (
         "ReconcileFunction",
         &[
-            // monitor::rollup (walk, partitions, writes), dispatch sweep (postpone).
-            ("DeliveryTable", &["dynamodb:Query", "dynamodb:UpdateItem"]),
+            // monitor::rollup (walk, partitions, writes), dispatch sweep (postpone), stopped
+            // replay jobs (replay_job::stalled, the job by key, by_subscription_page behind the
+            // keys-only index, restarts).
+            (
+                "DeliveryTable",
+                &[
+                    "dynamodb:GetItem",
+                    "dynamodb:BatchGetItem",
+                    "dynamodb:Query",
+                    "dynamodb:UpdateItem",
+                ],
+            ),
             ("DeliveryTable/index/rollup", &["dynamodb:Query"]),
             ("DeliveryTable/index/due", &["dynamodb:Query"]),
+            ("DeliveryTable/index/by_subscription", &["dynamodb:Query"]),
+            ("DeliveryTable/index/listing", &["dynamodb:Query"]),
             // notify::settle (watch index, get, transition transactions, record).
             (
                 "NotificationTable",
@@ -859,7 +970,11 @@ const CODE_NEEDS: &[(&str, Needs)] = &[
             ("DeliveryQueue", &["sqs:SendMessage"]),
             // The provider-event secrets, read once per container.
             ("ProviderEventSecrets", &["secretsmanager:GetSecretValue"]),
+            // The web console's signing key, read once per container.
+            ("ConsoleSigningKey", &["secretsmanager:GetSecretValue"]),
             ("OperationsKey", &["kms:Decrypt"]),
+            // envelope::SecretSealer: data keys for sealing webhook signing secrets.
+            ("SigningSecretsKey", &["kms:GenerateDataKey"]),
         ],
     ),
 ];
@@ -1194,6 +1309,7 @@ mod measured {
     use tower::ServiceExt;
 
     use aws_sdk_dynamodb::operation as ddb;
+    use aws_sdk_kms::operation as kms;
     use aws_sdk_sesv2::operation as ses;
     use aws_sdk_sqs::operation as sqs;
 
@@ -1203,6 +1319,8 @@ mod measured {
     struct Recorder {
         tables: BTreeMap<String, String>,
         queues: BTreeMap<String, String>,
+        /// KMS key id and ARN → logical id.
+        keys: BTreeMap<String, String>,
         sender: String,
         seen: Arc<Mutex<BTreeSet<(String, String)>>>,
     }
@@ -1219,6 +1337,11 @@ mod measured {
                     .queues
                     .iter()
                     .map(|(id, q)| (q.url.clone(), id.clone()))
+                    .collect(),
+                keys: stack
+                    .keys
+                    .iter()
+                    .flat_map(|(id, k)| [(k.id.clone(), id.clone()), (k.arn.clone(), id.clone())])
                     .collect(),
                 sender: sender.to_string(),
                 seen: Arc::default(),
@@ -1240,6 +1363,11 @@ mod measured {
                 Some(i) => format!("{id}/index/{i}"),
                 None => id,
             }
+        }
+
+        fn key(&self, key_id: Option<&str>) -> String {
+            let key_id = key_id.unwrap_or_default();
+            self.keys.get(key_id).cloned().unwrap_or(key_id.to_string())
         }
 
         fn queue(&self, url: Option<&str>) -> String {
@@ -1317,6 +1445,13 @@ mod measured {
                 input.downcast_ref::<sqs::delete_message_batch::DeleteMessageBatchInput>()
             {
                 found.push((self.queue(i.queue_url()), "sqs:DeleteMessage"));
+            } else if let Some(i) =
+                input.downcast_ref::<kms::generate_data_key::GenerateDataKeyInput>()
+            {
+                found.push((self.key(i.key_id()), "kms:GenerateDataKey"));
+            } else if let Some(i) = input.downcast_ref::<kms::decrypt::DecryptInput>() {
+                // A Decrypt without a key id would need the grant on whichever key KMS finds.
+                found.push((self.key(i.key_id().or(Some("?"))), "kms:Decrypt"));
             } else if let Some(i) = input.downcast_ref::<ses::send_email::SendEmailInput>() {
                 assert_eq!(i.from_email_address(), Some(self.sender.as_str()));
                 found.push((
@@ -1384,6 +1519,7 @@ mod measured {
         let fixtures = Fixtures {
             clients: &t.clients,
             table: &t.config.delivery_table,
+            signing_key_id: &t.config.signing_key_id,
             now: clock.now(),
         };
         let account = fixtures.account(&["admin@example.com"]).await.unwrap();
@@ -1541,6 +1677,7 @@ mod measured {
             "dynamodb:Query",
         );
         saw("DeliverFunction", "DeliveryTable", "dynamodb:UpdateItem");
+        saw("DeliverFunction", "SigningSecretsKey", "kms:Decrypt");
         saw(
             "ReconcileFunction",
             "DeliveryTable/index/rollup",
@@ -1754,6 +1891,8 @@ mod measured {
             // The operator's reconcile run.
             ("DeliveryTable/index/rollup", "dynamodb:Query"),
             ("NotificationTable/index/watch", "dynamodb:Query"),
+            // Sealing the webhook's signing secret.
+            ("SigningSecretsKey", "kms:GenerateDataKey"),
         ] {
             assert!(
                 seen.contains(&(resource.to_string(), action.to_string())),

@@ -17,6 +17,7 @@ async fn webhook_subscription(p: &Pipeline, r: &Receiver) -> (String, Subscripti
     let f = Fixtures {
         clients: &p.t.clients,
         table: &p.t.config.delivery_table,
+        signing_key_id: &p.t.config.signing_key_id,
         now: p.now(),
     };
     let account = f.account(&["admin@example.com"]).await.unwrap();

@@ -2,8 +2,13 @@
 //! and one test harness run. Each module is one suite; every test builds its own
 //! `local::testkit::World` (its own stack on the emulator).
 
+mod chaos;
+mod concurrency;
+mod console;
+mod contract;
 mod deployment;
 mod event_monitor;
+mod fault_matrix;
 mod faults;
 mod harness;
 mod management_api;
@@ -12,5 +17,8 @@ mod notifications;
 mod openapi;
 mod pull_and_operator;
 mod push_delivery;
+mod recovery;
 mod sample_events;
+mod signing_secrets;
+mod sim;
 mod worker_limits;

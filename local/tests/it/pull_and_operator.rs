@@ -1170,6 +1170,8 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
     let bodies = |method: &Method, path: &str| -> Option<Value> {
         match (method.as_str(), path) {
             ("PUT", p) if p.ends_with("/cursor") => Some(json!({"cursor": cursor})),
+            // A PUT replaces with its body (an empty allowlist); without one it is a 400.
+            ("PUT", p) if p.ends_with("/notice-allowlist") => Some(json!({})),
             ("POST", p) if p.ends_with("/replays") => Some(json!({
                 "from": w.now().minus(HOUR).to_rfc3339(), "to": w.now().to_rfc3339(), "reason": "r"})),
             ("POST", _) => Some(json!({"reason": "r"})),

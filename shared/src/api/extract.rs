@@ -18,8 +18,10 @@ use std::collections::BTreeSet;
 use std::str::FromStr;
 
 /// A JSON object body. An empty body reads as `{}` (so bodies whose fields are all optional may be
-/// left out); any other body must be declared JSON (`application/json` or `…+json`, else 415) and
-/// be a JSON object (else 400).
+/// left out, and a POST without one names every required field in its 422), except on a PATCH or
+/// a PUT, whose body is what changes (a PUT without one would replace the resource with nothing):
+/// there it is a 400. Any other body must be declared JSON
+/// (`application/json` or `…+json`, else 415) and be a JSON object (else 400).
 pub struct JsonBody(pub Fields);
 
 impl<S: Send + Sync> FromRequest<S> for JsonBody {
@@ -31,8 +33,19 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        let method = req.method().clone();
         let bytes = Bytes::from_request(req, state).await?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
+            if method == axum::http::Method::PATCH {
+                return Err(ApiError::malformed(
+                    "a PATCH needs a JSON object body naming the fields to change ({} changes nothing)",
+                ));
+            }
+            if method == axum::http::Method::PUT {
+                return Err(ApiError::malformed(
+                    "a PUT needs a JSON object body: what the resource becomes",
+                ));
+            }
             return Ok(JsonBody(Fields::new(Map::new())));
         }
         if !content_type.as_deref().is_some_and(is_json_media_type) {
@@ -73,6 +86,21 @@ pub fn json_kind(v: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
+    }
+}
+
+/// A number with no fractional part written as a float (`5.0`), as an integer value.
+fn integral(value: &Value) -> Option<Value> {
+    let f = value.as_f64().filter(|_| value.is_f64())?;
+    if f.fract() != 0.0 || !f.is_finite() {
+        return None;
+    }
+    if (0.0..=u64::MAX as f64).contains(&f) {
+        Some(Value::from(f as u64))
+    } else if (i64::MIN as f64..0.0).contains(&f) {
+        Some(Value::from(f as i64))
+    } else {
+        None
     }
 }
 
@@ -130,11 +158,16 @@ impl Fields {
         }
     }
 
-    /// A field that may be left out or `null` (both read as `None`).
+    /// A field that may be left out (`None`). `null` is not a value of it: an error, as the
+    /// spec's schemas say (fields that take `null` are read with [`Fields::patch`]).
     pub fn optional<T: DeserializeOwned>(&mut self, name: &str) -> Option<T> {
         match self.patch(name) {
             Patch::Set(v) => Some(v),
-            Patch::Absent | Patch::Null => None,
+            Patch::Absent => None,
+            Patch::Null => {
+                self.error(name, "must not be null; leave the field out instead");
+                None
+            }
         }
     }
 
@@ -150,7 +183,14 @@ impl Fields {
         match self.map.get(name) {
             None => Some(Patch::Absent),
             Some(Value::Null) => Some(Patch::Null),
-            Some(value) => match T::deserialize(value) {
+            Some(value) => match T::deserialize(value).or_else(|e| {
+                // JSON has one number type: `5.0` is the integer 5 (as JSON Schema's `integer`
+                // says), which serde's integer types refuse.
+                match integral(value) {
+                    Some(n) => T::deserialize(&n),
+                    None => Err(e),
+                }
+            }) {
                 Ok(v) => Some(Patch::Set(v)),
                 Err(e) => {
                     self.error(name, e.to_string());
@@ -179,12 +219,14 @@ impl Fields {
         }
     }
 
+    /// The length is the text's as sent (as the spec's `maxLength` counts it), the other checks
+    /// are the trimmed text's.
     fn check_text(&mut self, name: &str, text: String, max_chars: usize) -> Option<String> {
         let trimmed = text.trim();
         if trimmed.is_empty() {
             self.error(name, "must not be empty");
             None
-        } else if trimmed.chars().count() > max_chars {
+        } else if text.chars().count() > max_chars {
             self.error(name, format!("must be at most {max_chars} characters"));
             None
         } else if trimmed.chars().any(char::is_control) {
@@ -350,8 +392,17 @@ mod tests {
             panic!("expected a validation error")
         };
         let named: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
-        assert_eq!(named, ["name", "missing", "webhook_uri"]);
+        assert_eq!(named, ["name", "missing", "note", "webhook_uri"]);
         assert!(errors[0].message.contains("expected a string"));
+    }
+
+    #[test]
+    fn an_integral_float_is_an_integer() {
+        let mut f = fields(json!({"n": 5.0, "m": 5.5, "k": 7}));
+        assert_eq!(f.required::<u32>("n"), Some(5));
+        assert_eq!(f.required::<u32>("m"), None);
+        assert_eq!(f.required::<u32>("k"), Some(7));
+        assert!(f.finish().is_err());
     }
 
     #[test]

@@ -7,6 +7,11 @@
 use axum::http::{Request, Uri};
 use lambda_http::request::RequestContext;
 
+/// The stage prefix [`strip_stage`] removed (`/prod`), kept on the request for the pages that
+/// must link back to themselves (the web console's URLs and its cookie's path).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StagePrefix(pub String);
+
 /// The request with a leading `/{stage}` removed from its path when API Gateway's request
 /// context names a stage other than `$default`.
 pub fn strip_stage<B>(mut request: Request<B>) -> Request<B> {
@@ -35,6 +40,7 @@ pub fn strip_stage<B>(mut request: Request<B>) -> Request<B> {
     }
     if let Ok(uri) = Uri::from_parts(parts) {
         *request.uri_mut() = uri;
+        request.extensions_mut().insert(StagePrefix(prefix));
     }
     request
 }

@@ -62,6 +62,9 @@ pub fn router(state: ApiState) -> Router {
         .route("/health", get(health))
         .merge(v1::router())
         .merge(operator::router())
+        // The web console (HTML under /console/) and the JSON routes that issue its links.
+        .merge(crate::console::links::router())
+        .merge(crate::console::router())
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

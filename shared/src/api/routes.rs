@@ -19,10 +19,22 @@ use std::collections::BTreeMap;
 #[error("the router's route table could not be read: {0} (has axum's Debug output changed?)")]
 pub struct RouteTableError(pub &'static str);
 
-/// Every `(method, path)` the router serves, sorted by path then method. Paths are axum's
-/// (`/v1/subscriptions/{subscription_id}`), which are also OpenAPI's.
+/// Every `(method, path)` of the JSON API the router serves, sorted by path then method. Paths
+/// are axum's (`/v1/subscriptions/{subscription_id}`), which are also OpenAPI's.
+///
+/// The web console's HTML pages (`/console`, `/console/…`, [`crate::console::PREFIX`]) are left
+/// out on purpose: they are pages for a browser, not operations of the JSON API, and
+/// `openapi.yaml` does not describe them (the console's JSON link routes, under `/operator/` and
+/// `/v1/`, are in the table and the spec like every other route).
 pub fn routes(router: &Router) -> Result<Vec<(Method, String)>, RouteTableError> {
-    parse(&format!("{router:?}"))
+    let mut table = parse(&format!("{router:?}"))?;
+    table.retain(|(_, path)| !is_console_page(path));
+    Ok(table)
+}
+
+fn is_console_page(path: &str) -> bool {
+    let prefix = crate::console::PREFIX;
+    path == prefix || path.starts_with(&format!("{prefix}/"))
 }
 
 fn parse(text: &str) -> Result<Vec<(Method, String)>, RouteTableError> {
@@ -152,6 +164,9 @@ mod tests {
             "/operator/accounts/{account_id}/subscriptions/{subscription_id}/deliveries/{change_id}/retry"
         ));
         assert!(!table.iter().any(|(m, _)| *m == Method::HEAD));
+        assert!(has(Method::POST, "/operator/console-links"));
+        assert!(!table.iter().any(|(_, p)| is_console_page(p)));
+        assert!(!is_console_page("/consoles") && is_console_page("/console/op"));
         assert!(!table.iter().any(|(_, p)| p.contains("__private__")));
         let mut sorted = table.clone();
         sorted.dedup();

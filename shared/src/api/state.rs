@@ -26,6 +26,11 @@ pub struct ApiState {
     /// How provider events are authenticated; `None`: this process's
     /// [`crate::notify::confirm::settings`].
     pub provider_events: Option<Arc<crate::notify::confirm::ProviderEventSettings>>,
+    /// Seals webhook signing secrets (one KMS data key per container; the API never decrypts).
+    pub sealer: Arc<crate::envelope::SecretSealer>,
+    /// Signs the web console's login links and sessions ([`crate::console::session`]); a random
+    /// key of the process unless [`ApiState::with_console_key`] sets the configured one.
+    pub console_key: Arc<crate::console::session::ConsoleKey>,
 }
 
 impl ApiState {
@@ -37,6 +42,10 @@ impl ApiState {
         operator_auth: OperatorAuth,
     ) -> Self {
         ApiState {
+            sealer: Arc::new(crate::envelope::SecretSealer::new(
+                clients.kms.clone(),
+                config.signing_key_id.clone(),
+            )),
             clients,
             config,
             clock,
@@ -46,7 +55,14 @@ impl ApiState {
                 .map(|s| s.to_string())
                 .collect(),
             provider_events: None,
+            console_key: Arc::new(crate::console::session::ConsoleKey::random()),
         }
+    }
+
+    /// Signs console links and sessions with `key` (the api function's, loaded at start).
+    pub fn with_console_key(mut self, key: crate::console::session::ConsoleKey) -> Self {
+        self.console_key = Arc::new(key);
+        self
     }
 
     /// Authenticates provider events with `settings` (the api function's, loaded at start).

@@ -19,6 +19,7 @@ pub mod pull_cursor;
 pub mod replay;
 pub mod retention;
 pub mod retry;
+pub mod sealed;
 pub mod signing;
 pub mod ssrf;
 pub mod subscription;

@@ -135,7 +135,7 @@ pub fn replay_item(
 status_enum! {
     /// The replay job's status.
     pub enum ReplayStatus {
-        Running = "running" => "chunks remain; a run holds a short lease while it works, and an operator resumes a run that stopped",
+        Running = "running" => "chunks remain; a run holds a short lease while it works, and the next reconcile run (or an operator) resumes a run that stopped",
         Completed = "completed" => "every retained delivery of the subscription was walked",
     }
 }

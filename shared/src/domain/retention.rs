@@ -7,7 +7,8 @@
 //! few days — so every read of the monitor also applies [`event_visible`] / [`delivery_visible`]:
 //! an item whose expiry has passed is treated as gone.
 
-use super::event::{expires_at, is_expired, EventStatus};
+use super::event::{expires_at, is_expired, EventStatus, RETENTION};
+use super::notification_delivery::NotificationStatus;
 use super::time::Timestamp;
 
 /// The `expires_at` value (epoch seconds) for an event that became `status` at `terminal_at`, and
@@ -33,11 +34,45 @@ pub fn delivery_visible(expires_at_seconds: Option<i64>, now: Timestamp) -> bool
     expires_at_seconds.is_none_or(|s| now < ttl_instant(s))
 }
 
+/// Whether a notification delivery is at rest: final, or `sent` (only a provider confirmation,
+/// which may never come, moves it on).
+pub fn notification_at_rest(status: NotificationStatus) -> bool {
+    status.is_final() || status == NotificationStatus::Sent
+}
+
+/// The `expires_at` value (epoch seconds) of a notification delivery that came to rest in
+/// `status` at `at`: the events' [`RETENTION`] after it, as on the event side; `None` while it may
+/// still be sent (queued, deferred, sending). A requeue takes it off again.
+pub fn notification_ttl_seconds(status: NotificationStatus, at: Timestamp) -> Option<i64> {
+    notification_at_rest(status).then(|| at.plus(RETENTION).seconds())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::domain::event::RETENTION;
     use crate::domain::time::SECOND;
+
+    #[test]
+    fn notification_deliveries_at_rest_expire_as_events_do_and_open_ones_never() {
+        use NotificationStatus as N;
+        let at = Timestamp(1_700_000_000_000);
+        let thirty_days = at.plus(RETENTION).seconds();
+        for s in [
+            N::Sent,
+            N::Delivered,
+            N::Failed,
+            N::Skipped,
+            N::Bounced,
+            N::Cancelled,
+            N::Expired,
+        ] {
+            assert_eq!(notification_ttl_seconds(s, at), Some(thirty_days), "{s}");
+        }
+        for s in [N::Queued, N::Deferred, N::Sending] {
+            assert_eq!(notification_ttl_seconds(s, at), None, "{s}");
+        }
+    }
 
     #[test]
     fn terminal_events_expire_thirty_days_later_in_epoch_seconds() {

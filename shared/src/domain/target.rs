@@ -1,16 +1,18 @@
 //! Where an integration's deliveries go. Each delivery method has one shape: a webhook always has
-//! its URL and signing secret, a built-in integration its handler. The API builds a target from
-//! checked input; storage keeps the flat attributes (`method`, `webhook_url`, `signing_secret`,
-//! `handler`) and [`Target::from_parts`] reads them back, so the worker matches on the shape and
-//! never checks fields again.
+//! its URL and (sealed) signing secret, a built-in integration its handler. The API builds a
+//! target from checked input; storage keeps the flat attributes (`method`, `webhook_url`,
+//! `sealed_signing_secret`, `previous_signing_secret`, `handler`) and [`Target::from_parts`] reads
+//! them back, so the worker matches on the shape and never checks fields again.
 
 use super::delivery_method::DeliveryMethod;
+use super::sealed::{PreviousSecret, SealedSecret};
+use super::time::Timestamp;
 use std::fmt;
 
 /// An integration's delivery target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
-    /// Push over HTTPS to `url`, signed with `secret`.
+    /// Push over HTTPS to `url`, signed with `secret` (and its predecessor during a rotation).
     Webhook { url: String, secret: WebhookSecret },
     /// A built-in handler of this code base, by name.
     Internal { handler: String },
@@ -43,24 +45,33 @@ impl fmt::Display for Incomplete {
     }
 }
 
-/// A webhook's `whsec_…` signing secret as stored. Its `Debug` output is redacted; the text
-/// leaves only through [`WebhookSecret::expose`]. It is not parsed here: the webhook adapter
-/// parses it when it signs, and reports a bad one as configuration loss.
-#[derive(Clone, PartialEq, Eq)]
-pub struct WebhookSecret(String);
-
-impl WebhookSecret {
-    pub fn new(text: String) -> Self {
-        WebhookSecret(text)
-    }
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
+/// A webhook's signing secrets as stored: the current one and, for a while after a rotation, the
+/// previous one, both sealed (see [`crate::domain::sealed`]); no plaintext is held here, and the
+/// `Debug` output shows neither ciphertext nor key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookSecret {
+    pub current: SealedSecret,
+    /// Boxed: rarely present, and it would double the size of every target.
+    pub previous: Option<Box<PreviousSecret>>,
 }
 
-impl fmt::Debug for WebhookSecret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("WebhookSecret(<redacted>)")
+impl WebhookSecret {
+    /// Only a current secret (a new integration, or a rotation without grace).
+    pub fn new(current: SealedSecret) -> Self {
+        WebhookSecret {
+            current,
+            previous: None,
+        }
+    }
+
+    /// The secrets that sign a message sent at `now`, in header order: the current one first,
+    /// then the previous one while its grace lasts.
+    pub fn signing_at(&self, now: Timestamp) -> Vec<&SealedSecret> {
+        let mut out = vec![&self.current];
+        if let Some(p) = self.previous.as_ref().filter(|p| p.signs_at(now)) {
+            out.push(&p.sealed);
+        }
+        out
     }
 }
 
@@ -139,6 +150,15 @@ impl Target {
         }
     }
 
+    /// The webhook's signing secrets, when the target has them.
+    pub fn webhook_secret(&self) -> Option<&WebhookSecret> {
+        match self {
+            Target::Webhook { secret, .. } => Some(secret),
+            Target::Incomplete(Incomplete::Webhook { secret, .. }) => secret.as_ref(),
+            _ => None,
+        }
+    }
+
     /// The built-in handler's name, when the target has one.
     pub fn handler(&self) -> Option<&str> {
         match self {
@@ -151,6 +171,20 @@ impl Target {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::sealed::{seal, DataKey};
+    use crate::domain::signing::SigningSecret;
+
+    fn sealed(byte: u8) -> SealedSecret {
+        seal(
+            &DataKey::from_slice(&[1; 32]).unwrap(),
+            "k1",
+            b"wrapped",
+            [byte; 12],
+            "a1",
+            "i1",
+            &SigningSecret::from_bytes(&[byte; 32]).unwrap(),
+        )
+    }
 
     fn parts(
         method: &str,
@@ -161,7 +195,7 @@ mod tests {
         TargetParts {
             method: DeliveryMethod::parse(method),
             webhook_url: url.map(str::to_owned),
-            signing_secret: secret.map(|s| WebhookSecret::new(s.to_owned())),
+            signing_secret: secret.map(|s| WebhookSecret::new(sealed(s.len() as u8))),
             handler: handler.map(str::to_owned),
         }
     }
@@ -173,7 +207,7 @@ mod tests {
                 parts("webhook", Some("https://h.test/"), Some("whsec_x"), None),
                 Target::Webhook {
                     url: "https://h.test/".into(),
-                    secret: WebhookSecret::new("whsec_x".into()),
+                    secret: WebhookSecret::new(sealed(7)),
                 },
             ),
             (
@@ -235,12 +269,45 @@ mod tests {
 
     #[test]
     fn a_secret_never_shows_in_debug_output() {
+        let current = sealed(9);
         let target = Target::Webhook {
             url: "https://h.test/".into(),
-            secret: WebhookSecret::new("whsec_c2VjcmV0".into()),
+            secret: WebhookSecret {
+                current: current.clone(),
+                previous: Some(Box::new(PreviousSecret {
+                    sealed: sealed(8),
+                    expires_at: Timestamp(5),
+                })),
+            },
         };
         let shown = format!("{target:?}");
-        assert!(!shown.contains("c2VjcmV0"), "{shown}");
-        assert!(shown.contains("redacted"), "{shown}");
+        let plain = SigningSecret::from_bytes(&[9; 32]).unwrap().expose_whsec();
+        assert!(!shown.contains(&plain[6..]), "{shown}");
+        assert!(
+            !shown.contains(&format!("{:?}", current.ciphertext)),
+            "{shown}"
+        );
+        assert!(
+            !shown.contains(&format!("{:?}", current.wrapped_key)),
+            "{shown}"
+        );
+        assert!(shown.contains("<sealed>"), "{shown}");
+    }
+
+    #[test]
+    fn the_previous_secret_signs_after_the_current_one_until_it_expires() {
+        let secret = WebhookSecret {
+            current: sealed(2),
+            previous: Some(Box::new(PreviousSecret {
+                sealed: sealed(1),
+                expires_at: Timestamp(1_000),
+            })),
+        };
+        assert_eq!(secret.signing_at(Timestamp(999)), [&sealed(2), &sealed(1)]);
+        assert_eq!(secret.signing_at(Timestamp(1_000)), [&sealed(2)]);
+        assert_eq!(
+            WebhookSecret::new(sealed(2)).signing_at(Timestamp(0)),
+            [&sealed(2)]
+        );
     }
 }

@@ -124,6 +124,10 @@ pub struct EventQuery {
     pub oldest_first: bool,
     pub limit: u32,
     pub cursor: Option<String>,
+    /// Only events of this event code (the console's filter; `None`: all).
+    pub event_code: Option<String>,
+    /// Only events of this internal status (the console's filter; `None`: all).
+    pub internal_status: Option<InternalStatus>,
 }
 
 struct Listing<'a> {
@@ -244,7 +248,10 @@ pub async fn list_events(
             .map(String::as_str)
             == Some("event")
             && EventRecord::from_item(item.clone()).is_ok_and(|e| {
-                e.visible(now) && (q.statuses.is_empty() || q.statuses.contains(&e.status()))
+                e.visible(now)
+                    && (q.statuses.is_empty() || q.statuses.contains(&e.status()))
+                    && q.event_code.as_ref().is_none_or(|c| *c == e.event_code)
+                    && q.internal_status.is_none_or(|i| i == e.internal_status)
             })
     };
     let page = listing_page(

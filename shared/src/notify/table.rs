@@ -147,7 +147,23 @@ impl NotificationTable {
     ) -> Result<Option<NotificationDelivery>, NotifyError> {
         let (w, next) =
             delivery::transition(&self.table, current, next, trigger, &effects, stricter)?;
-        Ok(self.send(w).await?.applied().then_some(next))
+        self.written(w, next).await
+    }
+
+    /// Sends a whole-item write of `next` and answers it as stored, or `None` when storage
+    /// refused. A refusal can be this very write: applied, its answer lost, and the SDK's retry
+    /// refused by the version the first try wrote. The delivery stored exactly as written (its
+    /// version, claim token and history included) tells.
+    async fn written(
+        &self,
+        w: Write,
+        next: NotificationDelivery,
+    ) -> Result<Option<NotificationDelivery>, NotifyError> {
+        if self.send(w).await?.applied() {
+            return Ok(Some(next));
+        }
+        let stored = self.delivery(&next.notice_id, &next.delivery_key).await?;
+        Ok((stored.as_ref() == Some(&next)).then_some(next))
     }
 
     /// Writes `next` without a status change ([`delivery::record`]); `None` when storage
@@ -158,6 +174,6 @@ impl NotificationTable {
         next: NotificationDelivery,
     ) -> Result<Option<NotificationDelivery>, NotifyError> {
         let (w, next) = delivery::record(&self.table, current, next)?;
-        Ok(self.send(w).await?.applied().then_some(next))
+        self.written(w, next).await
     }
 }

@@ -51,6 +51,8 @@ pub enum AuditAction {
     IssueAccountToken,
     /// Replaced the account's notice allowlist (whom its notices may reach).
     SetNoticeAllowlist,
+    /// Issued a web console login link for the account's administrator.
+    IssueConsoleLink,
 }
 
 impl AuditAction {
@@ -63,6 +65,7 @@ impl AuditAction {
             AuditAction::CreateAccount => "create_account",
             AuditAction::IssueAccountToken => "issue_account_token",
             AuditAction::SetNoticeAllowlist => "set_notice_allowlist",
+            AuditAction::IssueConsoleLink => "issue_console_link",
         }
     }
 }

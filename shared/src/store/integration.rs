@@ -1,5 +1,10 @@
 //! The integration item: an installed adapter of an account, in the account's partition. Its
-//! signing secret is stored here and never leaves through the API after creation.
+//! signing secret is stored here sealed (AES-256-GCM under a KMS data key, bound to this
+//! integration: [`crate::domain::sealed`]), so neither the item, its stream images nor a backup
+//! hold it in plaintext; it never leaves through the API after creation.
+//!
+//! Items written before sealing held a plaintext `signing_secret`; it is no longer read (such a
+//! webhook reads as incomplete until its secret is rotated, which removes the old attribute).
 
 use super::page::{self, PrefixPage};
 use super::read;
@@ -8,10 +13,20 @@ use super::write::put_new;
 use super::write::Write;
 use super::{keys, to_item, Item, StoreError};
 use crate::domain::delivery_method::DeliveryMethod;
+use crate::domain::sealed::{PreviousSecret, SealedSecret, NONCE_BYTES};
 use crate::domain::target::{Target, TargetParts, WebhookSecret};
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, IntegrationId};
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
 use serde::{Deserialize, Serialize};
+
+/// The attribute of the current sealed signing secret (a map, see [`StoredSealed`]).
+pub const SEALED_SECRET: &str = "sealed_signing_secret";
+/// The attribute of the previous sealed secret and its expiry, kept for a rotation's grace.
+pub const PREVIOUS_SECRET: &str = "previous_signing_secret";
+/// The plaintext attribute of items written before sealing; a rotation removes it.
+const LEGACY_PLAINTEXT_SECRET: &str = "signing_secret";
 
 /// The `kind` of an integration item.
 pub const KIND: &str = "integration";
@@ -41,7 +56,7 @@ impl Integration {
 }
 
 /// The stored attributes of an integration: the target as `method`, `webhook_url`,
-/// `signing_secret` and `handler`, as they have always been stored.
+/// `sealed_signing_secret`, `previous_signing_secret` and `handler`.
 #[derive(Serialize, Deserialize)]
 struct StoredIntegration {
     account_id: AccountId,
@@ -51,7 +66,9 @@ struct StoredIntegration {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     webhook_url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    signing_secret: Option<String>,
+    sealed_signing_secret: Option<StoredSealed>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    previous_signing_secret: Option<StoredPrevious>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     handler: Option<String>,
     event_access_accepted: bool,
@@ -68,7 +85,17 @@ impl From<StoredIntegration> for Integration {
             target: Target::from_parts(TargetParts {
                 method: s.method,
                 webhook_url: s.webhook_url,
-                signing_secret: s.signing_secret.map(WebhookSecret::new),
+                // A malformed stored secret reads as missing: deliveries fail as incomplete.
+                signing_secret: s
+                    .sealed_signing_secret
+                    .and_then(|c| c.sealed())
+                    .map(|current| WebhookSecret {
+                        current,
+                        previous: s
+                            .previous_signing_secret
+                            .and_then(|p| p.previous())
+                            .map(Box::new),
+                    }),
                 handler: s.handler,
             }),
             event_access_accepted: s.event_access_accepted,
@@ -81,19 +108,98 @@ impl From<StoredIntegration> for Integration {
 impl From<Integration> for StoredIntegration {
     fn from(i: Integration) -> Self {
         let parts = i.target.into_parts();
+        let (current, previous) = match parts.signing_secret {
+            Some(WebhookSecret { current, previous }) => (Some(current), previous),
+            None => (None, None),
+        };
         StoredIntegration {
             account_id: i.account_id,
             integration_id: i.integration_id,
             name: i.name,
             method: parts.method,
             webhook_url: parts.webhook_url,
-            signing_secret: parts.signing_secret.map(|s| s.expose().to_owned()),
+            sealed_signing_secret: current.as_ref().map(StoredSealed::from),
+            previous_signing_secret: previous.as_deref().map(StoredPrevious::from),
             handler: parts.handler,
             event_access_accepted: i.event_access_accepted,
             created_at: i.created_at,
             updated_at: i.updated_at,
         }
     }
+}
+
+/// A sealed secret as stored: a map of the KMS key id and base64 texts.
+#[derive(Serialize, Deserialize)]
+struct StoredSealed {
+    key_id: String,
+    wrapped_key: String,
+    nonce: String,
+    ciphertext: String,
+}
+
+impl StoredSealed {
+    fn sealed(self) -> Option<SealedSecret> {
+        let nonce: [u8; NONCE_BYTES] = STANDARD.decode(self.nonce).ok()?.try_into().ok()?;
+        Some(SealedSecret {
+            key_id: self.key_id,
+            wrapped_key: STANDARD.decode(self.wrapped_key).ok()?,
+            nonce,
+            ciphertext: STANDARD.decode(self.ciphertext).ok()?,
+        })
+    }
+}
+
+impl From<&SealedSecret> for StoredSealed {
+    fn from(s: &SealedSecret) -> Self {
+        StoredSealed {
+            key_id: s.key_id.clone(),
+            wrapped_key: STANDARD.encode(&s.wrapped_key),
+            nonce: STANDARD.encode(s.nonce),
+            ciphertext: STANDARD.encode(&s.ciphertext),
+        }
+    }
+}
+
+/// The previous sealed secret and when it stops signing.
+#[derive(Serialize, Deserialize)]
+struct StoredPrevious {
+    #[serde(flatten)]
+    sealed: StoredSealed,
+    expires_at: Timestamp,
+}
+
+impl StoredPrevious {
+    fn previous(self) -> Option<PreviousSecret> {
+        Some(PreviousSecret {
+            sealed: self.sealed.sealed()?,
+            expires_at: self.expires_at,
+        })
+    }
+}
+
+impl From<&PreviousSecret> for StoredPrevious {
+    fn from(p: &PreviousSecret) -> Self {
+        StoredPrevious {
+            sealed: StoredSealed::from(&p.sealed),
+            expires_at: p.expires_at,
+        }
+    }
+}
+
+/// Adds a rotation to `edit`: `current` becomes the signing secret, `previous` (the secret it
+/// replaces, with its expiry) is kept or, without grace, removed; a legacy plaintext secret goes.
+pub fn rotate_secret(
+    edit: Edit,
+    current: &SealedSecret,
+    previous: Option<&PreviousSecret>,
+) -> Result<Edit, StoreError> {
+    let edit = edit
+        .set(SEALED_SECRET, &StoredSealed::from(current))?
+        .remove(LEGACY_PLAINTEXT_SECRET);
+    Ok(match previous {
+        Some(p) => edit.set(PREVIOUS_SECRET, &StoredPrevious::from(p))?,
+        None => edit.remove(PREVIOUS_SECRET),
+    })
 }
 
 /// The key of an integration.
@@ -182,7 +288,27 @@ pub fn delete(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::sealed::{seal, DataKey};
+    use crate::domain::signing::SigningSecret;
     use crate::ids::id;
+    use aws_sdk_dynamodb::types::AttributeValue;
+
+    fn plaintext(byte: u8) -> SigningSecret {
+        SigningSecret::from_bytes(&[byte; 32]).unwrap()
+    }
+
+    fn sealed(byte: u8) -> SealedSecret {
+        let key = DataKey::from_slice(&[1; 32]).unwrap();
+        seal(
+            &key,
+            "k1",
+            b"wrapped",
+            [byte; 12],
+            "a1",
+            "i1",
+            &plaintext(byte),
+        )
+    }
 
     fn integration() -> Integration {
         Integration {
@@ -191,7 +317,7 @@ mod tests {
             name: "Hook".into(),
             target: Target::Webhook {
                 url: "https://example.test/h".into(),
-                secret: WebhookSecret::new("whsec_x".into()),
+                secret: WebhookSecret::new(sealed(7)),
             },
             event_access_accepted: true,
             created_at: Timestamp(1),
@@ -240,7 +366,11 @@ mod tests {
             item["webhook_url"].as_s().unwrap(),
             "https://example.test/h"
         );
-        assert_eq!(item["signing_secret"].as_s().unwrap(), "whsec_x");
+        let stored = item[SEALED_SECRET].as_m().unwrap();
+        let mut fields: Vec<_> = stored.keys().map(String::as_str).collect();
+        fields.sort_unstable();
+        assert_eq!(fields, ["ciphertext", "key_id", "nonce", "wrapped_key"]);
+        assert_eq!(stored["key_id"].as_s().unwrap(), "k1");
         let mut names: Vec<_> = item.keys().map(String::as_str).collect();
         names.sort_unstable();
         assert_eq!(
@@ -254,7 +384,7 @@ mod tests {
                 "method",
                 "name",
                 "pk",
-                "signing_secret",
+                "sealed_signing_secret",
                 "sk",
                 "updated_at",
                 "webhook_url"
@@ -275,7 +405,10 @@ mod tests {
         assert_eq!(read.delivery_method(), DeliveryMethod::Webhook);
         // Written back, it keeps the secret it had and gains nothing.
         let again = read.item().unwrap();
-        assert_eq!(again["signing_secret"].as_s().unwrap(), "whsec_x");
+        assert_eq!(
+            again[SEALED_SECRET],
+            integration().item().unwrap()[SEALED_SECRET]
+        );
         assert!(!again.contains_key("webhook_url"));
     }
 
@@ -291,7 +424,111 @@ mod tests {
     #[test]
     fn an_integrations_debug_output_shows_no_secret() {
         let shown = format!("{:?}", integration());
-        assert!(!shown.contains("whsec_x"), "{shown}");
+        assert!(
+            !shown.contains(&plaintext(7).expose_whsec()[6..]),
+            "{shown}"
+        );
+        let stored = integration().item().unwrap();
+        let ciphertext = stored[SEALED_SECRET].as_m().unwrap()["ciphertext"]
+            .as_s()
+            .unwrap();
+        assert!(!shown.contains(ciphertext.as_str()), "{shown}");
         assert!(shown.contains("https://example.test/h"), "{shown}");
+    }
+
+    #[test]
+    fn no_attribute_of_the_item_holds_the_plaintext_secret() {
+        let mut i = integration();
+        i.target = Target::Webhook {
+            url: "https://example.test/h".into(),
+            secret: WebhookSecret {
+                current: sealed(7),
+                previous: Some(Box::new(PreviousSecret {
+                    sealed: sealed(6),
+                    expires_at: Timestamp(99),
+                })),
+            },
+        };
+        let item = i.item().unwrap();
+        let everything = format!("{item:?}");
+        for byte in [6, 7] {
+            let text = plaintext(byte).expose_whsec();
+            assert!(!everything.contains(&text[6..]), "plaintext {byte} stored");
+        }
+        assert_eq!(
+            item[PREVIOUS_SECRET].as_m().unwrap()["expires_at"]
+                .as_n()
+                .unwrap(),
+            "99"
+        );
+        assert_eq!(Integration::from_item(item).unwrap(), i);
+    }
+
+    #[test]
+    fn a_malformed_or_legacy_plaintext_secret_reads_as_missing() {
+        let mut item = integration().item().unwrap();
+        let mut stored = item[SEALED_SECRET].as_m().unwrap().clone();
+        stored.insert("nonce".into(), super::super::expr::s("AAAA"));
+        item.insert(SEALED_SECRET.into(), AttributeValue::M(stored));
+        let read = Integration::from_item(item).unwrap();
+        assert!(
+            matches!(read.target, Target::Incomplete(_)),
+            "{:?}",
+            read.target
+        );
+
+        let mut legacy = integration().item().unwrap();
+        legacy.remove(SEALED_SECRET);
+        legacy.insert("signing_secret".into(), super::super::expr::s("whsec_x"));
+        let read = Integration::from_item(legacy).unwrap();
+        assert!(
+            matches!(read.target, Target::Incomplete(_)),
+            "{:?}",
+            read.target
+        );
+    }
+
+    #[test]
+    fn a_rotation_sets_the_new_secret_keeps_or_drops_the_previous_and_drops_plaintext() {
+        let previous = PreviousSecret {
+            sealed: sealed(7),
+            expires_at: Timestamp(5),
+        };
+        let Write::UpdateReturningNew(u) = edit(
+            "t",
+            &id("a1"),
+            &id("i1"),
+            rotate_secret(Edit::new(), &sealed(8), Some(&previous)).unwrap(),
+        )
+        .unwrap() else {
+            panic!("not an update returning the item")
+        };
+        let names = u.expression_attribute_names().unwrap();
+        let expression = u.update_expression();
+        let named = |attr: &str| {
+            names
+                .iter()
+                .find(|(_, v)| v.as_str() == attr)
+                .map(|(k, _)| k.clone())
+                .unwrap_or_else(|| panic!("{attr} not named"))
+        };
+        let (set, remove) = expression.split_once(" REMOVE ").unwrap();
+        assert!(set.contains(&named(SEALED_SECRET)) && set.contains(&named(PREVIOUS_SECRET)));
+        assert!(remove.contains(&named("signing_secret")));
+
+        let Write::UpdateReturningNew(u) = edit(
+            "t",
+            &id("a1"),
+            &id("i1"),
+            rotate_secret(Edit::new(), &sealed(8), None).unwrap(),
+        )
+        .unwrap() else {
+            panic!("not an update returning the item")
+        };
+        let names = u.expression_attribute_names().unwrap();
+        let expression = u.update_expression();
+        let (_, remove) = expression.split_once(" REMOVE ").unwrap();
+        let previous_name = names.iter().find(|(_, v)| *v == PREVIOUS_SECRET).unwrap().0;
+        assert!(remove.contains(previous_name.as_str()), "{expression}");
     }
 }

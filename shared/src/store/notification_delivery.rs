@@ -36,6 +36,7 @@ use crate::domain::notification_delivery::{
     FailureReason, HistoryEvent, NotificationStatus, NotificationTrigger, AMBIGUITY_TIMEOUT,
     NOTIFICATION_LIFECYCLE,
 };
+use crate::domain::retention::notification_ttl_seconds;
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, NoticeId};
 use aws_sdk_dynamodb::types::Put;
@@ -122,6 +123,10 @@ pub struct NotificationDelivery {
     pub inbox_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inbox_at: Option<Timestamp>,
+    /// TTL, epoch **seconds**: set when the delivery comes to rest (sent or final), removed by a
+    /// requeue ([`crate::domain::retention::notification_ttl_seconds`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
 }
 
 /// Provider bounce feedback on a delivery.
@@ -175,6 +180,7 @@ impl NotificationDelivery {
             watch_at: None,
             inbox_key: None,
             inbox_at: None,
+            expires_at: None,
         }
     }
 
@@ -203,6 +209,12 @@ impl NotificationDelivery {
                 self.watch_at = None;
             }
         }
+    }
+
+    /// Sets (or removes) the retention from the status: the events' thirty days from this
+    /// status write once the delivery is at rest.
+    pub fn refresh_retention(&mut self) {
+        self.expires_at = notification_ttl_seconds(self.status, self.updated_at);
     }
 
     /// Appends a history event (deduplicated by id, capped at fifty). `false` for a duplicate.
@@ -365,6 +377,7 @@ pub fn create(
 ) -> Result<Write, StoreError> {
     let mut d = delivery.clone();
     d.refresh_watch();
+    d.refresh_retention();
     let put = Write::Put(built(
         Put::builder()
             .table_name(table)
@@ -420,6 +433,7 @@ pub fn transition(
     };
     next.version = current.version + 1;
     next.refresh_watch();
+    next.refresh_retention();
     let mut e = Expr::new()
         .name("#version", VERSION)
         .value(":version", n(current.version));
@@ -453,7 +467,7 @@ pub fn transition(
     let reference = effects
         .provider_ref
         .as_ref()
-        .map(|r| provider_ref::put(table, r))
+        .map(|r| provider_ref::put(table, r, next.expires_at))
         .transpose()?;
     let write = Write::all([put, count].into_iter().chain(work).chain(reference))?;
     Ok((write, next))
@@ -592,13 +606,80 @@ mod tests {
     }
 
     #[test]
-    fn a_console_delivery_has_no_work() {
+    fn a_console_delivery_has_no_work_and_its_retention_from_birth() {
         let d = delivery(N::Delivered);
         let all = items(create("t", &d, None).unwrap());
         assert_eq!(
             sort_keys(&all),
             ["NOTICE#n/DLV#email-0", "NOTICE#n/PROGRESS#2"]
         );
+        let ttl = Timestamp(0).plus(crate::domain::event::RETENTION).seconds();
+        assert_eq!(
+            all[0].put().unwrap().item()[super::super::attrs::EXPIRES_AT]
+                .as_n()
+                .unwrap(),
+            &ttl.to_string()
+        );
+    }
+
+    #[test]
+    fn a_delivery_at_rest_carries_its_retention_and_its_reference_too_until_a_requeue() {
+        let sending = NotificationDelivery {
+            claimed_at: Some(Timestamp(100)),
+            ..delivery(N::Sending)
+        };
+        let sent = NotificationDelivery {
+            status: N::Sent,
+            updated_at: Timestamp(5_000),
+            ..sending.clone()
+        };
+        let effects = Effects {
+            provider_ref: Some(ProviderRef {
+                provider: "ses".into(),
+                provider_ref: "m-1".into(),
+                notice_id: id("n"),
+                delivery_key: "email-0".into(),
+            }),
+            ..Effects::none()
+        };
+        let (w, written) =
+            transition("t", &sending, sent, NT::AdapterAccepts, &effects, None).unwrap();
+        let ttl = Timestamp(5_000)
+            .plus(crate::domain::event::RETENTION)
+            .seconds();
+        assert_eq!(written.expires_at, Some(ttl));
+        let all = items(w);
+        let reference = all
+            .iter()
+            .filter_map(|i| i.put())
+            .find(|p| p.item()["kind"].as_s().unwrap() == "provider_ref");
+        assert_eq!(
+            reference.unwrap().item()[super::super::attrs::EXPIRES_AT]
+                .as_n()
+                .unwrap(),
+            &ttl.to_string()
+        );
+        // An exhausted failure rests too; the operator's requeue takes the expiry off.
+        let mut failed = NotificationDelivery {
+            failure_reason: Some(FailureReason::AttemptsExhausted),
+            ..delivery(N::Failed)
+        };
+        failed.refresh_retention();
+        assert!(failed.expires_at.is_some());
+        let queued = NotificationDelivery {
+            status: N::Queued,
+            ..failed.clone()
+        };
+        let (_, requeued) = transition(
+            "t",
+            &failed,
+            queued,
+            NT::OperatorRequeue,
+            &Effects::none(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(requeued.expires_at, None);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! delivery. Written in the transaction that makes the delivery `sent`
 //! ([`super::notification_delivery::Effects`]).
 
+use super::attrs::EXPIRES_AT;
 use super::read;
 use super::write::Write;
 use super::{from_item, to_item, StoreError};
@@ -44,14 +45,22 @@ pub async fn get(
     .transpose()
 }
 
-/// Writes a reference (a provider's references are unique: a repeat names the same delivery).
-pub fn put(table: &str, reference: &ProviderRef) -> Result<Write, StoreError> {
-    let item = to_item(
+/// Writes a reference (a provider's references are unique: a repeat names the same delivery),
+/// expiring with its delivery (`expires_at`, epoch seconds: the sent delivery's retention).
+pub fn put(
+    table: &str,
+    reference: &ProviderRef,
+    expires_at: Option<i64>,
+) -> Result<Write, StoreError> {
+    let mut item = to_item(
         reference,
         &provider_ref_pk(&reference.provider, &reference.provider_ref),
         PROVIDER_REF_SK,
         PROVIDER_REF_KIND,
     )?;
+    if let Some(ttl) = expires_at {
+        item.insert(EXPIRES_AT.into(), super::expr::n(ttl));
+    }
     super::write::put(table, item)
 }
 
@@ -67,7 +76,7 @@ mod tests {
             notice_id: "n1".parse().unwrap(),
             delivery_key: "email-0".into(),
         };
-        let Write::Put(p) = put("t", &r).unwrap() else {
+        let Write::Put(p) = put("t", &r, Some(1_800_000_000)).unwrap() else {
             panic!("not a put")
         };
         assert_eq!(p.condition_expression(), None);
@@ -75,6 +84,7 @@ mod tests {
         assert_eq!(item["pk"].as_s().unwrap(), "PROVREF#ses#m-1");
         assert_eq!(item["sk"].as_s().unwrap(), PROVIDER_REF_SK);
         assert_eq!(item["kind"].as_s().unwrap(), PROVIDER_REF_KIND);
+        assert_eq!(item[EXPIRES_AT].as_n().unwrap(), "1800000000");
         let back: ProviderRef = from_item(item.clone()).unwrap();
         assert_eq!(back, r);
     }

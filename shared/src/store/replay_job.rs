@@ -9,7 +9,9 @@
 //! A run holds the job by a lease (token and expiry); every save of its progress is conditional
 //! on holding it, and on the replay lifecycle's `from` states for the move (docs/lifecycles.md).
 
+use super::attrs::listing;
 use super::expr::{n, s, Expr};
+use super::keys;
 use super::read::{self, Query};
 use super::update::conditional_update;
 use super::write::put_new;
@@ -24,6 +26,7 @@ use std::time::Duration;
 /// The `kind` of a replay job item.
 pub const KIND: &str = "replay_job";
 const JOB_SK_PREFIX: &str = "JOB#";
+const RUNNING_LIST_PREFIX: &str = "REPLAYS_RUNNING#";
 /// How long a run holds the job; a run that dies lets it go after this.
 pub const JOB_LEASE: Duration = Duration::from_secs(30);
 /// Jobs read per query page of a listing, and pages a listing reads at most.
@@ -98,6 +101,13 @@ pub struct ReplayJob {
     pub lease_until: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_token: Option<String>,
+    /// `listing` index, while running: `REPLAYS_RUNNING#{shard}` and the creation order, where
+    /// reconciliation finds a job whose run stopped ([`stalled`]). Set by [`create`], removed
+    /// when the job completes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_sort: Option<String>,
 }
 
 impl ReplayJob {
@@ -204,10 +214,59 @@ pub async fn list(
     Ok((jobs, next))
 }
 
-/// Records a new job unless its id is taken (sent with its audit entry).
+/// The `listing` key of the running jobs of one shard.
+pub fn running_list_key(shard: &str) -> String {
+    format!("{RUNNING_LIST_PREFIX}{shard}")
+}
+
+/// Records a new job unless its id is taken (sent with its audit entry), on the listing of
+/// running jobs.
 pub fn create(table: &str, job: &ReplayJob) -> Result<Write, StoreError> {
     let (pk, sk) = job.key();
-    put_new(table, to_item(job, &pk, &sk, KIND)?)
+    let job = ReplayJob {
+        list_key: Some(running_list_key(&keys::shard_of(job.job_id.as_str()))),
+        list_sort: Some(keys::time_sort(job.created_at, job.job_id.as_str())),
+        ..job.clone()
+    };
+    put_new(table, to_item(&job, &pk, &sk, KIND)?)
+}
+
+/// The running jobs whose run stopped (no live lease at `now`): a run that ended at its budget,
+/// or one that died with its Lambda. At most `limit` per shard, oldest first.
+pub async fn stalled(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    now: Timestamp,
+    limit: i32,
+) -> Result<Vec<ReplayJob>, StoreError> {
+    let mut jobs = Vec::new();
+    for shard in 0..keys::SHARDS {
+        let q = Query {
+            table: table.to_owned(),
+            index: Some(listing::INDEX.into()),
+            key_condition: format!("{} = :key", listing::KEY),
+            expr: Expr::new().value(":key", s(running_list_key(&shard.to_string()))),
+            limit: Some(limit),
+            ..Query::default()
+        };
+        let page = read::query_page(dynamo, &q).await?;
+        for entry in page.items {
+            let key = |k: &str| entry.get(k).and_then(|v| v.as_s().ok()).cloned();
+            let (Some(pk), Some(sk)) = (key("pk"), key("sk")) else {
+                continue;
+            };
+            if let Some(job) = read::get(dynamo, table, &pk, &sk)
+                .await?
+                .map(from_item::<ReplayJob>)
+                .transpose()?
+            {
+                if job.status == ReplayStatus::Running && !job.in_progress(now) {
+                    jobs.push(job);
+                }
+            }
+        }
+    }
+    Ok(jobs)
 }
 
 fn update(
@@ -298,7 +357,7 @@ pub fn save_chunk(
     }
     if status == ReplayStatus::Completed {
         set.push("completed_at = :now");
-        remove.extend(["lease_until", "lease_token"]);
+        remove.extend(["lease_until", "lease_token", listing::KEY, listing::SORT]);
     } else {
         e = e.value(":lease", n(now.plus(JOB_LEASE).millis()));
         set.push("lease_until = :lease");
@@ -356,6 +415,8 @@ mod tests {
             completed_at: None,
             lease_until: None,
             lease_token: None,
+            list_key: None,
+            list_sort: None,
         }
     }
 
@@ -370,6 +431,12 @@ mod tests {
         assert_eq!(p.item()["pk"].as_s().unwrap(), "REPLAY#a1");
         assert_eq!(p.item()["sk"].as_s().unwrap(), "JOB#01job");
         assert_eq!(p.item()["kind"].as_s().unwrap(), KIND);
+        // On the listing of running jobs, where reconciliation finds a stopped run.
+        assert_eq!(
+            p.item()[listing::KEY].as_s().unwrap(),
+            &running_list_key(&keys::shard_of("01job"))
+        );
+        assert!(p.item()[listing::SORT].as_s().unwrap().ends_with("#01job"));
     }
 
     #[test]
@@ -424,7 +491,7 @@ mod tests {
         assert!(u.update_expression().contains("completed_at = :now"));
         assert!(u
             .update_expression()
-            .ends_with("REMOVE lease_until, lease_token"));
+            .ends_with("REMOVE lease_until, lease_token, list_key, list_sort"));
         assert!(!u.update_expression().contains("#position"));
         assert_eq!(
             u.expression_attribute_values().unwrap()[":to"],

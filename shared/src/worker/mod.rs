@@ -25,6 +25,7 @@ use crate::domain::ssrf::TargetPolicy;
 use crate::domain::subscription::should_auto_pause;
 use crate::domain::target::Target;
 use crate::domain::time::Timestamp;
+use crate::envelope::SecretOpener;
 use crate::ids::AccountId;
 use crate::store;
 use crate::store::account_config::{AccountConfig, ConfigCache};
@@ -94,6 +95,8 @@ pub struct DeliveryWorker {
     webhook: WebhookAdapter,
     internal: InternalRegistry,
     cache: ConfigCache,
+    /// Unwraps the signing secrets' data keys: one KMS `Decrypt` per key per container.
+    opener: SecretOpener,
 }
 
 impl DeliveryWorker {
@@ -121,12 +124,13 @@ impl DeliveryWorker {
         internal: InternalRegistry,
     ) -> Self {
         DeliveryWorker {
-            clients,
             config,
             clock,
             webhook,
             internal,
             cache: ConfigCache::new(CONFIG_LEASE),
+            opener: SecretOpener::new(clients.kms.clone()),
+            clients,
         }
     }
 
@@ -252,7 +256,14 @@ impl DeliveryWorker {
         }
         let token = uuid::Uuid::new_v4().to_string();
         let claim = store::delivery::claim(table, &delivery, &token, now, LEASE)?;
-        if !send(dynamo, claim).await?.applied() {
+        // Refused can also be our own claim: applied, its answer lost, and the SDK's retry of it
+        // refused by the lease it had just written. The token tells.
+        if !send(dynamo, claim).await?.applied()
+            && store::delivery::lease_token(dynamo, table, &delivery)
+                .await?
+                .as_deref()
+                != Some(token.as_str())
+        {
             return Ok(WorkOutcome::Skipped("another worker claimed the attempt"));
         }
         let number = delivery.attempts + 1;
@@ -286,7 +297,7 @@ impl DeliveryWorker {
             _ => {
                 let w =
                     store::delivery::save_outcome(table, &delivery, &token, &outcome, finished)?;
-                send(dynamo, w).await?.applied()
+                send(dynamo, w).await?.applied() || self.outcome_landed(&delivery, &attempt).await?
             }
         };
         if !saved {
@@ -331,14 +342,21 @@ impl DeliveryWorker {
         let payload = d.payload.as_deref().unwrap_or("{}");
         match &integration.target {
             Target::Webhook { url, secret } => {
+                let now = self.clock.now();
+                // The current secret, then the previous one while its rotation grace lasts.
+                let mut secrets = Vec::with_capacity(2);
+                for sealed in secret.signing_at(now) {
+                    let opened = self
+                        .opener
+                        .open(&integration.account_id, &integration.integration_id, sealed)
+                        .await;
+                    match opened {
+                        Ok(s) => secrets.push(s),
+                        Err(e) => return unsealed_failure(&e),
+                    }
+                }
                 self.webhook
-                    .deliver(
-                        url,
-                        secret.expose(),
-                        &d.delivery_id,
-                        payload,
-                        self.clock.now(),
-                    )
+                    .deliver(url, &secrets, &d.delivery_id, payload, now)
                     .await
             }
             Target::Internal { handler } => {
@@ -391,13 +409,32 @@ impl DeliveryWorker {
                     .as_deref()
                     != Some(token)
                 {
+                    // Lost, or ours already (applied, its answer lost): then it still counts
+                    // toward the pause.
+                    if !self.outcome_landed(d, outcome.attempt).await? {
+                        return Ok(false);
+                    }
+                } else if !send(dynamo, save).await?.applied() {
                     return Ok(false);
                 }
-                return Ok(send(dynamo, save).await?.applied());
             }
         }
         self.pause_if_due(d, config, now).await?;
         Ok(true)
+    }
+
+    /// Whether a refused outcome write is in fact ours: applied, its answer lost, and the SDK's
+    /// retry of it refused because the first try had released the lease. The attempt record
+    /// (number, claim time, duration, result) on the delivery tells ours from a takeover's.
+    async fn outcome_landed(
+        &self,
+        d: &Delivery,
+        attempt: &AttemptRecord,
+    ) -> Result<bool, WorkerError> {
+        let stored =
+            store::delivery::get(&self.clients.dynamo, &self.config.delivery_table, &d.work())
+                .await?;
+        Ok(stored.is_some_and(|s| s.attempt_log.iter().any(|a| a == attempt)))
     }
 
     /// Pauses the subscription once its dead count reaches fifty, together with the one
@@ -517,4 +554,21 @@ fn decide(
         }
     };
     Ok(Decision { movement, retry_in })
+}
+
+/// The attempt a signing secret that cannot be used comes to: a KMS outage is retried; a sealed
+/// secret that does not open (altered, moved from another integration, its data key refused)
+/// fails the delivery as configuration loss until the secret is rotated. Nothing secret is in
+/// the detail.
+fn unsealed_failure(e: &crate::envelope::UnsealError) -> AttemptResult {
+    let detail = format!("signing secret: {e}");
+    if e.is_transient() {
+        AttemptResult::new(
+            AttemptClass::Transient { retry_after: None },
+            None,
+            Some(detail),
+        )
+    } else {
+        AttemptResult::configuration_loss(detail)
+    }
 }

@@ -42,11 +42,12 @@ impl WebhookAdapter {
         self.timeout
     }
 
-    /// Posts `payload` to `url`, signed with `secret`, and classifies the answer.
+    /// Posts `payload` to `url`, signed with every secret of `secrets` (the current one first;
+    /// during a rotation's grace the previous one too), and classifies the answer.
     pub async fn deliver(
         &self,
         url: &str,
-        secret: &str,
+        secrets: &[SigningSecret],
         delivery_id: &DeliveryId,
         payload: &str,
         now: Timestamp,
@@ -61,12 +62,7 @@ impl WebhookAdapter {
                 )
             }
         };
-        let secret = match SigningSecret::parse(secret) {
-            Ok(s) => s,
-            Err(e) => return AttemptResult::configuration_loss(format!("signing secret: {e}")),
-        };
-        let headers =
-            WebhookHeaders::sign(&[secret], delivery_id.as_str(), now, payload.as_bytes());
+        let headers = WebhookHeaders::sign(secrets, delivery_id.as_str(), now, payload.as_bytes());
         let mut request = self
             .client
             .post(url)
@@ -118,5 +114,76 @@ fn transport_failure(e: &reqwest::Error) -> TransportFailure {
         }
     } else {
         TransportFailure::Other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::domain::sealed::{open, seal, DataKey, PreviousSecret};
+    use crate::domain::signing::{verify, SigningSecret, WebhookHeaders, DEFAULT_TOLERANCE};
+    use crate::domain::target::WebhookSecret;
+    use crate::domain::time::Timestamp;
+
+    /// The header the worker builds at `now`: the secrets `signing_at(now)` opened, then signed.
+    fn header_at(secret: &WebhookSecret, key: &DataKey, now: Timestamp) -> WebhookHeaders {
+        let opened: Vec<SigningSecret> = secret
+            .signing_at(now)
+            .into_iter()
+            .map(|s| open(key, s, "a1", "i1").unwrap())
+            .collect();
+        WebhookHeaders::sign(&opened, "msg_1", now, b"{}")
+    }
+
+    #[test]
+    fn the_signature_header_carries_both_secrets_until_the_grace_ends_then_only_the_new_one() {
+        let key = DataKey::from_slice(&[4; 32]).unwrap();
+        let old = SigningSecret::from_bytes(&[1; 32]).unwrap();
+        let new = SigningSecret::from_bytes(&[2; 32]).unwrap();
+        let sealed = |s: &SigningSecret, n: u8| seal(&key, "k", b"w", [n; 12], "a1", "i1", s);
+        let expires_at = Timestamp::from_millis(1_700_000_000_000);
+        let secret = WebhookSecret {
+            current: sealed(&new, 1),
+            previous: Some(Box::new(PreviousSecret {
+                sealed: sealed(&old, 2),
+                expires_at,
+            })),
+        };
+        let verifies = |s: &SigningSecret, h: &WebhookHeaders, now: Timestamp| {
+            verify(
+                s,
+                &h.webhook_id,
+                &h.webhook_timestamp,
+                &h.webhook_signature,
+                b"{}",
+                now,
+                DEFAULT_TOLERANCE,
+            )
+            .is_ok()
+        };
+
+        let within = expires_at.minus(std::time::Duration::from_millis(1));
+        let h = header_at(&secret, &key, within);
+        let entries: Vec<&str> = h.webhook_signature.split(' ').collect();
+        assert_eq!(entries.len(), 2, "{}", h.webhook_signature);
+        // The new secret's signature comes first.
+        assert_eq!(
+            entries[0],
+            WebhookHeaders::sign(std::slice::from_ref(&new), "msg_1", within, b"{}")
+                .webhook_signature
+        );
+        assert!(verifies(&old, &h, within) && verifies(&new, &h, within));
+
+        for after in [
+            expires_at,
+            expires_at.plus(std::time::Duration::from_secs(3600)),
+        ] {
+            let h = header_at(&secret, &key, after);
+            assert_eq!(h.webhook_signature.split(' ').count(), 1);
+            assert!(verifies(&new, &h, after));
+            assert!(
+                !verifies(&old, &h, after),
+                "the old secret verifies after its expiry"
+            );
+        }
     }
 }

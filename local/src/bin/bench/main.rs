@@ -159,6 +159,7 @@ async fn run(name: &str, changes: usize, fan_out: usize, setup: Setup) -> Result
     let f = Fixtures {
         clients: &p.t.clients,
         table: &p.t.config.delivery_table,
+        signing_key_id: &p.t.config.signing_key_id,
         now: p.now(),
     };
     let account = f.account(&[]).await?;
@@ -365,6 +366,7 @@ async fn latency(changes: usize, per_second: u64) -> Result<Value> {
     let f = Fixtures {
         clients: &p.t.clients,
         table: &p.t.config.delivery_table,
+        signing_key_id: &p.t.config.signing_key_id,
         now: p.now(),
     };
     let account = f.account(&[]).await?;

@@ -275,6 +275,7 @@ pub(crate) async fn memory_per_batch() -> Result<Vec<HeapPeak>> {
     let f = Fixtures {
         clients: &p.t.clients,
         table: &p.t.config.delivery_table,
+        signing_key_id: &p.t.config.signing_key_id,
         now: p.now(),
     };
     let account = f.account(&[]).await?;
@@ -447,6 +448,7 @@ pub(crate) async fn hostile_receiver(status: u16) -> Result<()> {
     let f = Fixtures {
         clients: &p.t.clients,
         table: &p.t.config.delivery_table,
+        signing_key_id: &p.t.config.signing_key_id,
         now: p.now(),
     };
     let mut subscriptions = Vec::new();

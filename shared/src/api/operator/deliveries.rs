@@ -162,18 +162,20 @@ fn attempt_views(d: &Delivery) -> Vec<AttemptView> {
         .collect()
 }
 
-#[derive(Debug, Deserialize)]
+/// The list's query parameters (the console's Integration history reads its filters through
+/// them too).
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ListParams {
-    status: Option<String>,
-    from: Option<String>,
-    to: Option<String>,
-    limit: Option<u32>,
-    cursor: Option<String>,
+pub struct ListParams {
+    pub status: Option<String>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub limit: Option<u32>,
+    pub cursor: Option<String>,
 }
 
 /// Reads `?status=a,b`, `?from=`, `?to=`; every invalid one is named at once.
-fn delivery_query(params: ListParams) -> Result<DeliveryQuery, ApiError> {
+pub fn delivery_query(params: ListParams) -> Result<DeliveryQuery, ApiError> {
     let mut errors = Vec::new();
     let mut statuses = Vec::new();
     for (i, word) in params
@@ -332,7 +334,7 @@ pub struct RetriedView {
     pub event: Option<String>,
 }
 
-async fn retry(
+pub async fn retry(
     operator: Operator,
     State(state): State<Arc<ApiState>>,
     ApiPath((account_id, subscription_id, change_id)): ApiPath<(String, String, String)>,

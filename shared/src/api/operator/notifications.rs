@@ -36,7 +36,7 @@ pub struct OperatorNoticeView {
     pub deliveries: Vec<NoticeDeliveryView>,
 }
 
-async fn fetch(
+pub async fn fetch(
     _operator: Operator,
     State(state): State<Arc<ApiState>>,
     ApiPath(notice_id): ApiPath<String>,
@@ -63,7 +63,7 @@ pub struct RequeuedView {
     pub dispatch_id: String,
 }
 
-async fn requeue(
+pub async fn requeue(
     operator: Operator,
     State(state): State<Arc<ApiState>>,
     ApiPath((notice_id, delivery_key)): ApiPath<(String, String)>,

@@ -106,7 +106,7 @@ fn location(job: &ReplayJob) -> String {
     )
 }
 
-async fn create(
+pub async fn create(
     operator: Operator,
     State(state): State<Arc<ApiState>>,
     ApiPath((account_id, subscription_id)): ApiPath<(String, String)>,

@@ -109,7 +109,7 @@ pub struct ResumedView {
     pub audit_id: AuditId,
 }
 
-async fn resume(
+pub async fn resume(
     operator: Operator,
     State(state): State<Arc<ApiState>>,
     ApiPath((account_id, subscription_id)): ApiPath<(String, String)>,

@@ -47,18 +47,20 @@ pub fn monitor_error(e: MonitorError) -> ApiError {
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// The list's query parameters (the console reads its filters through them too).
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ListParams {
-    status: Option<String>,
-    from: Option<String>,
-    to: Option<String>,
-    order: Option<String>,
-    limit: Option<u32>,
-    cursor: Option<String>,
+pub struct ListParams {
+    pub status: Option<String>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub order: Option<String>,
+    pub limit: Option<u32>,
+    pub cursor: Option<String>,
 }
 
-fn read_params(params: ListParams) -> Result<EventQuery, ApiError> {
+/// The query of a list request; every invalid parameter is named in one 422.
+pub fn read_params(params: ListParams) -> Result<EventQuery, ApiError> {
     let mut errors = Vec::new();
     let mut statuses = Vec::new();
     if let Some(text) = &params.status {
@@ -125,6 +127,7 @@ fn read_params(params: ListParams) -> Result<EventQuery, ApiError> {
         oldest_first,
         limit,
         cursor: params.cursor,
+        ..EventQuery::default()
     })
 }
 

@@ -5,7 +5,12 @@
 //! * `GET /v1/integrations` (`?limit=&cursor=`), `GET /v1/integrations/{id}`: never a secret.
 //! * `PATCH /v1/integrations/{id}`: `name`, `webhook_url` (webhook), `handler` (internal),
 //!   `event_access_accepted`, `rotate_signing_secret: true` (webhook; the new secret is in this
-//!   response only). The method cannot change.
+//!   response only) with `rotation_grace_seconds` (0 to 604800, default 86400): the previous
+//!   secret keeps signing beside the new one until `previous_secret_expires_at`; 0 retires
+//!   it at once. The method cannot change.
+//!
+//! Signing secrets are stored sealed ([`crate::envelope::SecretSealer`]): the API seals them with
+//! a KMS data key and cannot open them again; only the delivery worker can.
 //! * `DELETE /v1/integrations/{id}` → 204. Its subscriptions stay; their deliveries fail as a
 //!   configuration loss (seed behaviour). Its integration tokens are revoked.
 //! * `POST /v1/integrations/{id}/tokens` `{revoke_existing?}` → 201: a new integration token;
@@ -25,6 +30,7 @@ use crate::api::extract::{
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::domain::delivery_method::DeliveryMethod;
+use crate::domain::sealed::{rotation_grace, PreviousSecret, SealedSecret};
 use crate::domain::signing::SigningSecret;
 use crate::domain::ssrf::check_url;
 use crate::domain::target::{Target, WebhookSecret};
@@ -75,6 +81,9 @@ pub struct IntegrationView {
     pub event_access_accepted: bool,
     pub created_at: String,
     pub updated_at: String,
+    /// While a rotation's previous secret is kept: when it stops signing (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_secret_expires_at: Option<String>,
     /// Shown once: on creation (webhook) and on rotation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signing_secret: Option<OneTimeSecret>,
@@ -95,6 +104,11 @@ impl From<&Integration> for IntegrationView {
             event_access_accepted: i.event_access_accepted,
             created_at: i.created_at.to_rfc3339(),
             updated_at: i.updated_at.to_rfc3339(),
+            previous_secret_expires_at: i
+                .target
+                .webhook_secret()
+                .and_then(|s| s.previous.as_ref())
+                .map(|p| p.expires_at.to_rfc3339()),
             signing_secret: None,
             token: None,
         }
@@ -134,12 +148,31 @@ fn check_handler(state: &ApiState, f: &mut Fields, handler: String) -> Option<St
     }
 }
 
+/// `secret` sealed for the integration; 503 when KMS cannot give a data key.
+async fn seal(
+    state: &ApiState,
+    account_id: &AccountId,
+    integration_id: &IntegrationId,
+    secret: &SigningSecret,
+) -> Result<SealedSecret, ApiError> {
+    state
+        .sealer
+        .seal(account_id, integration_id, secret)
+        .await
+        .map_err(|e| {
+            tracing::error!(%account_id, %integration_id, error = %e, "sealing a signing secret");
+            ApiError::Unavailable {
+                detail: "the signing secret could not be encrypted; try again".into(),
+            }
+        })
+}
+
 /// The secret's text for the one response that shows it.
 fn shown_once(secret: &SigningSecret) -> OneTimeSecret {
     OneTimeSecret::new(secret.expose_whsec())
 }
 
-async fn create(
+pub async fn create(
     auth: AccountAuth,
     State(state): State<Arc<ApiState>>,
     JsonBody(mut f): JsonBody,
@@ -161,8 +194,9 @@ async fn create(
     let signing_secret: Option<String> = f.optional("signing_secret");
     let handler: Option<String> = f.optional("handler");
 
-    // The target, when the method's fields are valid; `secret` is shown once in the answer.
-    let (mut target, mut secret) = (None, None);
+    // The target, when the method's fields are valid (a webhook's once its secret is sealed,
+    // below); `secret` is shown once in the answer.
+    let (mut target, mut secret, mut webhook) = (None, None, None);
     match &method {
         Some(DeliveryMethod::Webhook) => {
             let url = match webhook_url {
@@ -182,10 +216,7 @@ async fn create(
                 },
                 None => Some(generate_signing_secret()),
             };
-            target = url.zip(secret.as_ref()).map(|(url, s)| Target::Webhook {
-                url,
-                secret: WebhookSecret::new(s.expose_whsec()),
-            });
+            webhook = url.zip(secret.clone());
             if handler.is_some() {
                 f.error("handler", "only internal integrations have a handler");
             }
@@ -210,6 +241,14 @@ async fn create(
         None => {}
     }
     f.finish()?;
+    let integration_id = IntegrationId::new();
+    if let Some((url, s)) = webhook {
+        let sealed = seal(&state, &auth.account_id, &integration_id, &s).await?;
+        target = Some(Target::Webhook {
+            url,
+            secret: WebhookSecret::new(sealed),
+        });
+    }
     let (Some(name), Some(target), Some(event_access_accepted)) =
         (name, target, event_access_accepted)
     else {
@@ -219,7 +258,7 @@ async fn create(
     let now = state.clock.now();
     let integration = Integration {
         account_id: auth.account_id.clone(),
-        integration_id: IntegrationId::new(),
+        integration_id,
         name,
         target,
         event_access_accepted,
@@ -321,7 +360,7 @@ async fn fetch(
     Ok(Json(IntegrationView::from(&integration)))
 }
 
-async fn update(
+pub async fn update(
     auth: AccountAuth,
     State(state): State<Arc<ApiState>>,
     ApiPath(id): ApiPath<String>,
@@ -340,6 +379,7 @@ async fn update(
     let webhook_url = f.patch::<String>("webhook_url");
     let handler = f.patch::<String>("handler");
     let rotate: bool = f.optional("rotate_signing_secret").unwrap_or(false);
+    let grace_seconds: Option<u64> = f.optional("rotation_grace_seconds");
     f.forbid(
         "method",
         "cannot be changed; create a new integration for another delivery method",
@@ -384,6 +424,20 @@ async fn update(
             "only webhook integrations have a signing secret",
         );
     }
+    let grace = match rotation_grace(grace_seconds) {
+        Ok(_) if grace_seconds.is_some() && !rotate => {
+            f.error(
+                "rotation_grace_seconds",
+                "applies only with {\"rotate_signing_secret\": true}",
+            );
+            None
+        }
+        Ok(g) => Some(g),
+        Err(message) => {
+            f.error("rotation_grace_seconds", message);
+            None
+        }
+    };
     f.finish()?;
 
     let new_secret = rotate.then(generate_signing_secret);
@@ -395,7 +449,8 @@ async fn update(
     {
         return Ok(Json(IntegrationView::from(&current)));
     }
-    let mut u = Edit::new().set("updated_at", &state.clock.now())?;
+    let now = state.clock.now();
+    let mut u = Edit::new().set("updated_at", &now)?;
     if let Some(name) = &name {
         u = u.set("name", name)?;
     }
@@ -409,7 +464,19 @@ async fn update(
         u = u.set("handler", handler)?;
     }
     if let Some(secret) = &new_secret {
-        u = u.set("signing_secret", &secret.expose_whsec())?;
+        let sealed = seal(&state, &auth.account_id, &current.integration_id, secret).await?;
+        // The replaced secret keeps signing for the grace (sealed as it was: the API never
+        // opens it); none is kept without grace or when there was no usable secret.
+        let grace = grace.unwrap_or_default();
+        let previous = current
+            .target
+            .webhook_secret()
+            .filter(|_| !grace.is_zero())
+            .map(|s| PreviousSecret {
+                sealed: s.current.clone(),
+                expires_at: now.plus(grace),
+            });
+        u = integration::rotate_secret(u, &sealed, previous.as_ref())?;
     }
     let write = integration::edit(state.table(), &auth.account_id, &current.integration_id, u)?;
     let updated = state
@@ -422,6 +489,11 @@ async fn update(
         tracing::info!(
             account_id = %auth.account_id,
             integration_id = %updated.integration_id,
+            previous_expires_at = ?updated
+                .target
+                .webhook_secret()
+                .and_then(|s| s.previous.as_ref())
+                .map(|p| p.expires_at.to_rfc3339()),
             "integration signing secret rotated"
         );
     }
@@ -457,7 +529,7 @@ async fn remove(
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn rotate_token(
+pub async fn rotate_token(
     auth: AccountAuth,
     State(state): State<Arc<ApiState>>,
     ApiPath(id): ApiPath<String>,

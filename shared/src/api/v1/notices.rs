@@ -275,7 +275,9 @@ async fn create(
         },
     };
     if let Some(reason) = &reason {
-        if reason.is_empty() || reason.len() > 64 || reason.chars().any(char::is_control) {
+        // Characters, as the spec's maxLength counts them (not bytes).
+        if reason.is_empty() || reason.chars().count() > 64 || reason.chars().any(char::is_control)
+        {
             f.error("reason", "must be 1 to 64 characters");
         }
     }

@@ -183,7 +183,7 @@ fn check_retry_policy(f: &mut Fields, policy: RetryPolicy) -> Option<RetryPolicy
     }
 }
 
-async fn create(
+pub async fn create(
     auth: AccountAuth,
     State(state): State<Arc<ApiState>>,
     JsonBody(mut f): JsonBody,
@@ -329,7 +329,7 @@ async fn fetch(
     Ok(Json(SubscriptionView::from(&sub)))
 }
 
-async fn update(
+pub async fn update(
     auth: AccountAuth,
     State(state): State<Arc<ApiState>>,
     ApiPath(id): ApiPath<String>,

@@ -10,7 +10,8 @@
 //! job's lease; the last chunk completes it. A run stops at its [`Budget`] (the API's run stays
 //! well inside the Lambda's and the gateway's timeouts) and releases the lease; a run that dies
 //! leaves a lease that lapses after [`JOB_LEASE`]. Either way the job stays `running` at its saved
-//! position until an operator resumes it (`POST …/replays/{job_id}/resume`).
+//! position, and the next frequent reconcile run continues it ([`resume_stalled`]); an operator
+//! may also resume it at once (`POST …/replays/{job_id}/resume`).
 //!
 //! Resuming is safe: a restarted delivery remembers the job (`replay_job`), and the restart write
 //! is conditional on not having been restarted by this job, so a chunk that a dead run had half
@@ -98,6 +99,8 @@ pub async fn create_job(ops: &Ops<'_>, req: ReplayRequest<'_>) -> Result<ReplayJ
         completed_at: None,
         lease_until: None,
         lease_token: None,
+        list_key: None,
+        list_sort: None,
     };
     let mut audit = AuditRecord::new(
         AuditAction::ReplayWindow,
@@ -413,6 +416,53 @@ async fn release(ops: &Ops<'_>, job: &ReplayJob, token: &str) -> Result<(), OpsE
     ops.apply(replay_job::release(ops.table, job, token)?)
         .await?;
     Ok(())
+}
+
+/// What reconciliation's pass over stopped replay jobs did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StalledReport {
+    pub ran: bool,
+    /// Jobs found running with no live lease (their run ended or died).
+    pub found: u32,
+    /// Of those, runs that this pass made (the others were taken by another run meanwhile).
+    pub resumed: u32,
+    /// Of those, jobs that completed.
+    pub completed: u32,
+}
+
+/// Jobs per listing shard one reconciliation pass looks at, at most.
+pub const STALLED_PER_SHARD: i32 = 25;
+
+/// Continues every replay job whose run stopped (its budget ended, or its Lambda timed out and
+/// the lease lapsed after [`JOB_LEASE`]) from its saved position, within `budget`: the frequent
+/// reconcile run does this, so a job never waits for a person. Idempotent like an operator's
+/// resume (a half-done chunk is walked again without restarting anything twice); not audited as
+/// an operator action (the job's own `runs` count shows the extra run). A job another run holds
+/// meanwhile is left to it.
+pub async fn resume_stalled(ops: &Ops<'_>, budget: Budget) -> Result<StalledReport, OpsError> {
+    let jobs = replay_job::stalled(ops.dynamo, ops.table, ops.now(), STALLED_PER_SHARD).await?;
+    let mut report = StalledReport {
+        ran: true,
+        found: jobs.len() as u32,
+        ..StalledReport::default()
+    };
+    for job in jobs {
+        if Instant::now() >= budget.deadline {
+            break;
+        }
+        match run_job(ops, &job.account_id, &job.job_id, budget).await {
+            Ok(after) => {
+                report.resumed += 1;
+                report.completed += u32::from(after.status == ReplayStatus::Completed);
+                tracing::info!(job_id = %job.job_id, status = %after.status, position = ?after.position, "stopped replay job continued by reconciliation");
+            }
+            Err(OpsError::Conflict(why)) => {
+                tracing::info!(job_id = %job.job_id, %why, "stopped replay job taken by another run");
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(report)
 }
 
 /// Resumes a job that stopped (an operator's request, audited). Refused while a run holds it,

@@ -1,0 +1,805 @@
+//! What the chaos run checks at the end of a wave, from the tables (raw reads, no fault layer)
+//! and the endpoints' own logs — never from the code's counters.
+
+use super::endpoint::{Answer, Logged};
+use anyhow::{Context, Result};
+use serde::Serialize;
+use shared::domain::event::{roll_up, EventStatus};
+use shared::domain::integration_delivery::{
+    DeliveryOutcome, DeliveryStatus, DELIVERY_LIFECYCLE, FIRST_DISPATCH_GRACE, PROCESSING_LEASE,
+};
+use shared::domain::retry::{RetryDecision, RetryPolicy};
+use shared::domain::subscription::{SubscriptionStatus, MAX_CONSECUTIVE_DEAD};
+use shared::domain::time::Timestamp;
+use shared::ids::ChangeId;
+use shared::store::delivery::Delivery;
+use shared::store::event::EventRecord;
+use shared::store::subscription::Subscription;
+use shared::store::Item;
+use shared::worker::{ATTEMPT_LOG_LIMIT, BATCH_CONCURRENCY, EARLY_TOLERANCE};
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+/// Every item of a table, read with the harness' own client.
+pub async fn scan(dynamo: &aws_sdk_dynamodb::Client, table: &str) -> Result<Vec<Item>> {
+    let mut items = Vec::new();
+    let mut start = None;
+    loop {
+        let page = dynamo
+            .scan()
+            .table_name(table)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .with_context(|| format!("scanning {table}"))?;
+        items.extend(page.items.unwrap_or_default());
+        start = page.last_evaluated_key;
+        if start.is_none() {
+            return Ok(items);
+        }
+    }
+}
+
+/// The delivery table's deliveries, events and subscriptions.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    pub deliveries: Vec<Delivery>,
+    pub events: Vec<EventRecord>,
+    pub subscriptions: Vec<Subscription>,
+}
+
+fn kind(item: &Item) -> &str {
+    item.get("kind")
+        .and_then(|v| v.as_s().ok())
+        .map(String::as_str)
+        .unwrap_or("")
+}
+
+impl Snapshot {
+    pub async fn read(dynamo: &aws_sdk_dynamodb::Client, table: &str) -> Result<Self> {
+        let mut s = Snapshot::default();
+        for item in scan(dynamo, table).await? {
+            match kind(&item) {
+                shared::store::delivery::KIND => s.deliveries.push(serde_dynamo::from_item(item)?),
+                shared::store::event::KIND => s.events.push(serde_dynamo::from_item(item)?),
+                shared::store::subscription::KIND => {
+                    s.subscriptions.push(serde_dynamo::from_item(item)?)
+                }
+                _ => {}
+            }
+        }
+        Ok(s)
+    }
+
+    /// Deliveries not terminal plus events not final.
+    pub fn open(&self) -> usize {
+        self.deliveries
+            .iter()
+            .filter(|d| !d.status.is_terminal())
+            .count()
+            + self
+                .events
+                .iter()
+                .filter(|e| !e.event_status.is_final())
+                .count()
+    }
+
+    /// The next moment after `now` at which something open becomes due: a retry, a lapsing
+    /// lease, the end of a first dispatch's grace.
+    pub fn next_moment(&self, now: Timestamp, grace: Duration) -> Option<Timestamp> {
+        self.deliveries
+            .iter()
+            .filter(|d| !d.status.is_terminal())
+            .flat_map(|d| {
+                [
+                    d.not_before,
+                    d.lease_until,
+                    (d.attempts == 0).then(|| d.created_at.plus(grace)),
+                ]
+            })
+            .flatten()
+            .filter(|t| *t > now)
+            .min()
+    }
+}
+
+/// Counts of defects: each must be 0.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Defects {
+    /// A change × subscription with no delivery (other than one skipped because its
+    /// subscription was paused by then), a missing event, or a delivery recorded delivered that
+    /// its endpoint never acknowledged.
+    pub lost: u64,
+    /// A request that reached an endpoint after that endpoint had acknowledged the same delivery,
+    /// or an attempt number recorded twice.
+    pub duplicated: u64,
+    /// Deliveries not terminal, events not final at the end.
+    pub stuck: u64,
+    /// Attempt histories the delivery lifecycle does not allow (replayed from `pending`, they
+    /// must end in the stored status), or whose count disagrees with the attempts.
+    pub lifecycle: u64,
+    /// Attempts whose recorded status or class is not what the endpoint answered.
+    pub history: u64,
+    /// Waits between attempts shorter than the retry policy's (with Retry-After), or longer
+    /// than the recovery bound.
+    pub off_schedule: u64,
+    /// Final events whose status is not the roll-up of their deliveries.
+    pub rollup: u64,
+    /// Subscriptions paused that should not be, or not paused that should.
+    pub pauses: u64,
+    /// Administrator notices: one per paused subscription, none otherwise.
+    pub notices: u64,
+    /// Dead counts that are not the run of dead deliveries since the last acknowledged one.
+    pub dead_counts: u64,
+}
+
+impl Defects {
+    pub fn total(&self) -> u64 {
+        self.lost
+            + self.duplicated
+            + self.stuck
+            + self.lifecycle
+            + self.history
+            + self.off_schedule
+            + self.rollup
+            + self.pauses
+            + self.notices
+            + self.dead_counts
+    }
+
+    fn add(&mut self, o: &Defects) {
+        self.lost += o.lost;
+        self.duplicated += o.duplicated;
+        self.stuck += o.stuck;
+        self.lifecycle += o.lifecycle;
+        self.history += o.history;
+        self.off_schedule += o.off_schedule;
+        self.rollup += o.rollup;
+        self.pauses += o.pauses;
+        self.notices += o.notices;
+        self.dead_counts += o.dead_counts;
+    }
+}
+
+/// What a wave did and what it found.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct WaveFigures {
+    pub changes: u64,
+    pub deliveries: u64,
+    pub delivered: u64,
+    pub dead: u64,
+    /// Deliveries of a paused subscription's changes that were skipped (by design).
+    pub skipped_paused: u64,
+    pub attempts: u64,
+    /// Requests the endpoints received.
+    pub requests: u64,
+    /// Requests answered with a fault.
+    pub endpoint_faults: u64,
+    pub endpoint_faults_by_kind: BTreeMap<String, u64>,
+    /// Requests an endpoint received again after a lost acknowledgement or a timeout (allowed:
+    /// at least once; receivers deduplicate by webhook-id).
+    pub redelivered_unacknowledged: u64,
+    /// Requests whose attempt record is missing (the worker's outcome write was lost or refused
+    /// and the attempt number was run again).
+    pub unrecorded_requests: u64,
+    pub paused_subscriptions: u64,
+    /// The longest wait past its scheduled time (seconds).
+    pub max_lateness_secs: u64,
+    pub virtual_secs: u64,
+    /// Moves of the virtual clock after the last change was written.
+    pub walk_steps: u64,
+    pub defects: Defects,
+    /// The first few defects, described.
+    pub examples: Vec<String>,
+}
+
+impl WaveFigures {
+    pub fn add(&mut self, o: &WaveFigures) {
+        self.changes += o.changes;
+        self.deliveries += o.deliveries;
+        self.delivered += o.delivered;
+        self.dead += o.dead;
+        self.skipped_paused += o.skipped_paused;
+        self.attempts += o.attempts;
+        self.requests += o.requests;
+        self.endpoint_faults += o.endpoint_faults;
+        for (k, v) in &o.endpoint_faults_by_kind {
+            *self.endpoint_faults_by_kind.entry(k.clone()).or_default() += v;
+        }
+        self.redelivered_unacknowledged += o.redelivered_unacknowledged;
+        self.unrecorded_requests += o.unrecorded_requests;
+        self.paused_subscriptions += o.paused_subscriptions;
+        self.max_lateness_secs = self.max_lateness_secs.max(o.max_lateness_secs);
+        self.virtual_secs += o.virtual_secs;
+        self.walk_steps += o.walk_steps;
+        self.defects.add(&o.defects);
+        for e in &o.examples {
+            if self.examples.len() < 20 {
+                self.examples.push(e.clone());
+            }
+        }
+    }
+
+    fn defect(&mut self, what: impl FnOnce(&mut Defects), example: String) {
+        what(&mut self.defects);
+        if self.examples.len() < 20 {
+            self.examples.push(example);
+        }
+    }
+}
+
+pub struct Inputs<'a> {
+    pub changes: &'a [ChangeId],
+    /// In endpoint order: subscription i is served by endpoint i.
+    pub subscriptions: &'a [Subscription],
+    pub snapshot: &'a Snapshot,
+    pub logs: &'a [Vec<Logged>],
+    pub notices: &'a [Item],
+}
+
+/// The longest a wait may run past its scheduled time: a worker that died after its claim
+/// holds the lease, and a first dispatch lost waits out its grace before the roll-up walk finds it.
+pub const LATENESS_BOUND: Duration =
+    Duration::from_secs(FIRST_DISPATCH_GRACE.as_secs() + 2 * PROCESSING_LEASE.as_secs() + 60);
+
+pub fn check(i: &Inputs<'_>) -> WaveFigures {
+    let mut f = WaveFigures {
+        changes: i.changes.len() as u64,
+        ..WaveFigures::default()
+    };
+    let s = i.snapshot;
+    let events: HashMap<&str, &EventRecord> =
+        s.events.iter().map(|e| (e.change_id.as_str(), e)).collect();
+    let deliveries: HashMap<(&str, &str), &Delivery> = s
+        .deliveries
+        .iter()
+        .map(|d| ((d.change_id.as_str(), d.subscription_id.as_str()), d))
+        .collect();
+    let stored_subs: HashMap<&str, &Subscription> = s
+        .subscriptions
+        .iter()
+        .map(|x| (x.subscription_id.as_str(), x))
+        .collect();
+    // The endpoint log, by delivery id: that endpoint's requests in arrival order, with the
+    // position of each in the endpoint's whole log.
+    let mut requests: HashMap<&str, Vec<(usize, &Logged)>> = HashMap::new();
+    for log in i.logs {
+        for (pos, l) in log.iter().enumerate() {
+            f.requests += 1;
+            if l.answer.is_fault() {
+                f.endpoint_faults += 1;
+                let kind = serde_json::to_value(l.answer).ok();
+                let kind = kind
+                    .as_ref()
+                    .and_then(|v| v["kind"].as_str())
+                    .unwrap_or("?")
+                    .to_string();
+                *f.endpoint_faults_by_kind.entry(kind).or_default() += 1;
+            }
+            requests
+                .entry(l.webhook_id.as_str())
+                .or_default()
+                .push((pos, l));
+        }
+    }
+
+    for change in i.changes {
+        let Some(event) = events.get(change.as_str()) else {
+            f.defect(
+                |d| d.lost += 1,
+                format!("lost: no event for change {change}"),
+            );
+            continue;
+        };
+        if !event.event_status.is_final() {
+            f.defect(
+                |d| d.stuck += 1,
+                format!("stuck: event {change} is {}", event.event_status),
+            );
+        }
+        let mut facts = Vec::new();
+        for sub in i.subscriptions {
+            let Some(d) = deliveries.get(&(change.as_str(), sub.subscription_id.as_str())) else {
+                let paused_before = stored_subs
+                    .get(sub.subscription_id.as_str())
+                    .and_then(|x| x.paused_at)
+                    .is_some_and(|at| event.created_at >= at);
+                if paused_before {
+                    f.skipped_paused += 1;
+                } else {
+                    f.defect(
+                        |d| d.lost += 1,
+                        format!(
+                            "lost: no delivery of change {change} for {}",
+                            sub.subscription_id
+                        ),
+                    );
+                }
+                continue;
+            };
+            f.deliveries += 1;
+            facts.extend(d.facts(Timestamp::from_millis(i64::MAX / 2)));
+            let reqs = requests
+                .get(d.delivery_id.as_str())
+                .map(Vec::as_slice)
+                .unwrap_or(&[]);
+            check_delivery(&mut f, d, reqs, &sub.retry_policy);
+        }
+        if event.event_status.is_final() {
+            let expected = roll_up(EventStatus::New, event.subscribers > 0, &facts);
+            if expected != Some(event.event_status) {
+                f.defect(
+                    |d| d.rollup += 1,
+                    format!(
+                        "rollup: event {change} is {} but its deliveries make it {expected:?}",
+                        event.event_status
+                    ),
+                );
+            }
+        }
+    }
+    for (index, sub) in i.subscriptions.iter().enumerate() {
+        check_subscription(&mut f, i, index, sub, &stored_subs, &deliveries, &requests);
+    }
+    f
+}
+
+fn outcome_of(class: &str, number: u32, policy: &RetryPolicy) -> Option<DeliveryOutcome> {
+    Some(match class {
+        "success" => DeliveryOutcome::Acknowledged,
+        "permanent" => DeliveryOutcome::FinalFailure,
+        "configuration_loss" => DeliveryOutcome::ConfigurationLoss,
+        "transient" if policy.may_attempt(number) => DeliveryOutcome::RetryableFailure,
+        "transient" => DeliveryOutcome::FinalFailure,
+        _ => return None,
+    })
+}
+
+fn check_delivery(
+    f: &mut WaveFigures,
+    d: &Delivery,
+    reqs: &[(usize, &Logged)],
+    policy: &RetryPolicy,
+) {
+    let id = d.delivery_id.as_str();
+    f.attempts += u64::from(d.attempts);
+    match d.status {
+        DeliveryStatus::Delivered => f.delivered += 1,
+        DeliveryStatus::Dead => f.dead += 1,
+        _ => {}
+    }
+    if !d.status.is_terminal() {
+        f.defect(
+            |x| x.stuck += 1,
+            format!("stuck: delivery {id} is {}", d.status),
+        );
+    }
+    // Duplicates at the endpoint: anything after an acknowledged request.
+    if let Some(acked) = reqs.iter().position(|(_, l)| l.answer.acknowledged()) {
+        let after = reqs.len() - acked - 1;
+        if after > 0 {
+            f.defect(
+                |x| x.duplicated += after as u64,
+                format!("duplicated: {after} request(s) of {id} after it was acknowledged"),
+            );
+        }
+    } else if d.status == DeliveryStatus::Delivered {
+        f.defect(
+            |x| x.lost += 1,
+            format!("lost: {id} is recorded delivered but its endpoint never acknowledged it"),
+        );
+    }
+    f.redelivered_unacknowledged += reqs
+        .windows(2)
+        .filter(|w| matches!(w[0].1.answer, Answer::Hang | Answer::LostAck))
+        .count() as u64;
+    // The history, replayed through the lifecycle table.
+    let log = &d.attempt_log;
+    let numbers_ok = log
+        .iter()
+        .enumerate()
+        .all(|(k, a)| a.number as usize == k + 1 + (d.attempts as usize).saturating_sub(log.len()));
+    if !numbers_ok {
+        let repeated = log.windows(2).any(|w| w[0].number == w[1].number);
+        f.defect(
+            |x| {
+                if repeated {
+                    x.duplicated += 1
+                } else {
+                    x.lifecycle += 1
+                }
+            },
+            format!(
+                "attempt numbers of {id} are not 1..n: {:?}",
+                log.iter().map(|a| a.number).collect::<Vec<_>>()
+            ),
+        );
+    }
+    let full = log.len() == d.attempts as usize && d.attempts as usize <= ATTEMPT_LOG_LIMIT;
+    if full {
+        let mut status = DeliveryStatus::Pending;
+        for a in log {
+            let moved = outcome_of(&a.class, a.number, policy)
+                .and_then(|o| DELIVERY_LIFECYCLE.on(status, o).ok())
+                .map(|row| row.movement().1);
+            match moved {
+                Some(to) => status = to,
+                None => {
+                    f.defect(
+                        |x| x.lifecycle += 1,
+                        format!(
+                            "lifecycle: {id} attempt {} ({}) from {status} has no row",
+                            a.number, a.class
+                        ),
+                    );
+                    return;
+                }
+            }
+        }
+        if status != d.status {
+            f.defect(
+                |x| x.lifecycle += 1,
+                format!(
+                    "lifecycle: {id}'s history ends {status} but it is stored {}",
+                    d.status
+                ),
+            );
+        }
+    } else if log.len() != (d.attempts as usize).min(ATTEMPT_LOG_LIMIT) {
+        f.defect(
+            |x| x.lifecycle += 1,
+            format!(
+                "lifecycle: {id} has {} attempts but {} recorded",
+                d.attempts,
+                log.len()
+            ),
+        );
+    }
+    if reqs.len() < log.len() {
+        f.defect(
+            |x| x.lost += 1,
+            format!(
+                "lost: {id} records {} attempts but its endpoint saw {} requests",
+                log.len(),
+                reqs.len()
+            ),
+        );
+        return;
+    }
+    f.unrecorded_requests += (reqs.len() - log.len()) as u64;
+    // Attempts match the endpoint's answers one to one when no request went unrecorded.
+    if reqs.len() == log.len() {
+        for (a, (_, l)) in log.iter().zip(reqs) {
+            if a.class != l.answer.class() || a.http_status != l.answer.status() {
+                f.defect(
+                    |x| x.history += 1,
+                    format!(
+                        "history: {id} attempt {} recorded {} {:?}, the endpoint answered {:?}",
+                        a.number, a.class, a.http_status, l.answer
+                    ),
+                );
+            }
+        }
+    }
+    // Waits: each retry no earlier than the policy (and Retry-After) allows, and no later than
+    // the recovery bound. The request of an attempt is the last one that arrived at or before
+    // the attempt's time with that rank; with unrecorded requests, the Retry-After is the
+    // answer of the latest request before the next attempt.
+    for pair in log.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        if a.class != "transient" {
+            continue;
+        }
+        let answer = reqs
+            .iter()
+            .rev()
+            .find(|(_, l)| l.at <= a.at.plus(Duration::from_millis(1)) || l.at < b.at)
+            .map(|(_, l)| l.answer);
+        let retry_after = answer.and_then(Answer::retry_after);
+        let RetryDecision::RetryAfter(expected) =
+            policy.after_failed_attempt(a.number, retry_after)
+        else {
+            continue;
+        };
+        let waited = b.at.since(a.at);
+        if waited + EARLY_TOLERANCE < expected {
+            f.defect(
+                |x| x.off_schedule += 1,
+                format!("off schedule: {id} attempt {} came {waited:?} after {}, the policy says {expected:?}", b.number, a.number),
+            );
+        }
+        let late = waited.saturating_sub(expected);
+        f.max_lateness_secs = f.max_lateness_secs.max(late.as_secs());
+        if late > LATENESS_BOUND {
+            f.defect(
+                |x| x.off_schedule += 1,
+                format!("off schedule: {id} attempt {} came {late:?} late", b.number),
+            );
+        }
+    }
+}
+
+/// Pause, notice and dead count of one subscription. The order in which deliveries ended is
+/// the order of their last request at the endpoint; deliveries that end within one batch's
+/// concurrency of each other may have been counted in either order, so a run within that
+/// margin of the threshold is not judged.
+fn check_subscription(
+    f: &mut WaveFigures,
+    i: &Inputs<'_>,
+    index: usize,
+    sub: &Subscription,
+    stored: &HashMap<&str, &Subscription>,
+    deliveries: &HashMap<(&str, &str), &Delivery>,
+    requests: &HashMap<&str, Vec<(usize, &Logged)>>,
+) {
+    let id = sub.subscription_id.as_str();
+    let Some(now) = stored.get(id) else {
+        f.defect(|x| x.lost += 1, format!("lost: subscription {id} is gone"));
+        return;
+    };
+    let paused = now.status == SubscriptionStatus::Paused;
+    f.paused_subscriptions += u64::from(paused);
+    // Terminal deliveries of this subscription in the order they ended.
+    let mut ended: Vec<(usize, DeliveryStatus)> = i
+        .changes
+        .iter()
+        .filter_map(|c| deliveries.get(&(c.as_str(), id)))
+        .filter(|d| matches!(d.status, DeliveryStatus::Delivered | DeliveryStatus::Dead))
+        .filter_map(|d| {
+            let last = requests.get(d.delivery_id.as_str())?.last()?.0;
+            Some((last, d.status))
+        })
+        .collect();
+    ended.sort_by_key(|(last, _)| *last);
+    let margin = BATCH_CONCURRENCY as u32;
+    let (mut run, mut longest) = (0u32, 0u32);
+    for (_, status) in &ended {
+        run = if *status == DeliveryStatus::Dead {
+            run + 1
+        } else {
+            0
+        };
+        longest = longest.max(run);
+    }
+    let never_delivered = ended.iter().all(|(_, s)| *s == DeliveryStatus::Dead);
+    let judged = longest + margin < MAX_CONSECUTIVE_DEAD
+        || longest >= MAX_CONSECUTIVE_DEAD + margin
+        || never_delivered;
+    let should_pause = longest >= MAX_CONSECUTIVE_DEAD;
+    if judged && paused != should_pause {
+        f.defect(
+            |x| x.pauses += 1,
+            format!(
+                "pause: subscription {index} paused={paused} after a longest dead run of {longest}"
+            ),
+        );
+    }
+    let notices = i
+        .notices
+        .iter()
+        .filter(|n| {
+            n.get("notice_id")
+                .and_then(|v| v.as_s().ok())
+                .is_some_and(|v| v.starts_with(&format!("pause_{id}_")))
+                && n.get("reason")
+                    .and_then(|v| v.as_s().ok())
+                    .map(String::as_str)
+                    == Some("subscription_paused")
+        })
+        .count();
+    if notices != usize::from(paused) {
+        f.defect(
+            |x| x.notices += 1,
+            format!("notices: subscription {index} paused={paused} has {notices} pause notice(s)"),
+        );
+    }
+    let exact = never_delivered || run == 0;
+    let off = now.consecutive_dead.abs_diff(run);
+    if (exact && off != 0) || off > margin {
+        f.defect(
+            |x| x.dead_counts += 1,
+            format!("dead count: subscription {index} counts {} but {run} ended dead since its last acknowledged delivery", now.consecutive_dead),
+        );
+    }
+}
+
+/// One received request, as the signature check needs it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SignedRequest {
+    pub secret: String,
+    /// The virtual time it arrived at (epoch seconds): the receiver's clock.
+    pub received_at: f64,
+    pub headers: BTreeMap<String, String>,
+    pub body: String,
+}
+
+pub fn signed_requests(logs: &[Vec<Logged>]) -> Vec<SignedRequest> {
+    let secret = crate::fixtures::test_secret();
+    logs.iter()
+        .flatten()
+        .map(|l| SignedRequest {
+            secret: secret.clone(),
+            received_at: l.at.millis() as f64 / 1000.0,
+            headers: l.request.headers.clone(),
+            body: String::from_utf8_lossy(&l.request.body).into_owned(),
+        })
+        .collect()
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct Verified {
+    pub checked: u64,
+    pub failed: u64,
+    #[serde(default)]
+    pub failures: Vec<serde_json::Value>,
+}
+
+/// Verifies every request's Standard Webhooks signature with the reference package (PyPI
+/// `standardwebhooks`, pinned in scripts/requirements.txt) through
+/// `scripts/verify_signatures.py`, run by the project's virtualenv.
+pub fn verify_signatures(requests: &[SignedRequest]) -> Result<Verified> {
+    let root = crate::template::Template::project_path()
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .context("the project root")?;
+    let dir = std::env::temp_dir().join(format!("chaos-{}", ulid::Ulid::new()));
+    std::fs::create_dir_all(&dir)?;
+    let input = dir.join("received.jsonl");
+    let mut text = String::new();
+    for r in requests {
+        text.push_str(&serde_json::to_string(r)?);
+        text.push('\n');
+    }
+    std::fs::write(&input, text)?;
+    let python = root.join(".venv/bin/python");
+    let output = std::process::Command::new(&python)
+        .arg(root.join("scripts/verify_signatures.py"))
+        .arg(&input)
+        .output()
+        .with_context(|| format!("running {} (make venv installs it)", python.display()))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    anyhow::ensure!(
+        output.status.success(),
+        "verify_signatures.py failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let verified: Verified = serde_json::from_slice(&output.stdout)?;
+    for failure in verified.failures.iter().take(5) {
+        tracing::error!(%failure, "signature check failed");
+    }
+    Ok(verified)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receiver::ReceivedRequest;
+    use shared::store::delivery::AttemptRecord;
+
+    const T0: i64 = 1_800_000_000_000;
+
+    fn delivery(status: &str, attempts: &[(&str, Option<u16>, i64)]) -> Delivery {
+        let mut d: Delivery = serde_json::from_value(serde_json::json!({
+            "delivery_id": "dlv1", "account_id": "acct1", "change_id": "chg1",
+            "subscription_id": "sub1", "integration_id": "int1", "method": "webhook",
+            "status": status, "created_at": T0, "updated_at": T0, "occurred_at": T0,
+        }))
+        .expect("a delivery");
+        d.attempt_log = attempts
+            .iter()
+            .enumerate()
+            .map(|(i, (class, http_status, at))| AttemptRecord {
+                number: i as u32 + 1,
+                at: Timestamp::from_millis(*at),
+                class: class.to_string(),
+                http_status: *http_status,
+                duration_ms: 1,
+                detail: None,
+            })
+            .collect();
+        d.attempts = attempts.len() as u32;
+        d
+    }
+
+    fn logged(answer: Answer, nth: u32, at: i64) -> Logged {
+        Logged {
+            webhook_id: "dlv1".into(),
+            nth,
+            at: Timestamp::from_millis(at),
+            answer,
+            request: ReceivedRequest {
+                method: "POST".into(),
+                path: "/".into(),
+                headers: BTreeMap::new(),
+                body: Vec::new(),
+            },
+        }
+    }
+
+    fn checked(d: &Delivery, log: &[Logged]) -> Defects {
+        let mut f = WaveFigures::default();
+        let reqs: Vec<(usize, &Logged)> = log.iter().enumerate().collect();
+        check_delivery(&mut f, d, &reqs, &RetryPolicy::FixedSchedule);
+        f.defects
+    }
+
+    #[test]
+    fn a_retried_then_acknowledged_delivery_on_schedule_has_no_defect() {
+        let minute = 60_000;
+        let d = delivery(
+            "delivered",
+            &[
+                ("transient", Some(503), T0),
+                ("success", Some(200), T0 + minute),
+            ],
+        );
+        let log = [
+            logged(Answer::ServerError { status: 503 }, 0, T0),
+            logged(Answer::Ok, 1, T0 + minute),
+        ];
+        assert_eq!(checked(&d, &log).total(), 0);
+    }
+
+    #[test]
+    fn a_retry_earlier_than_the_schedule_or_its_retry_after_is_off_schedule() {
+        let d = delivery(
+            "delivered",
+            &[
+                ("transient", Some(429), T0),
+                ("success", Some(200), T0 + 60_000),
+            ],
+        );
+        // The endpoint asked for 900 s; the worker came back after the schedule's 60 s.
+        let log = [
+            logged(
+                Answer::TooMany {
+                    retry_after: Some(900),
+                },
+                0,
+                T0,
+            ),
+            logged(Answer::Ok, 1, T0 + 60_000),
+        ];
+        assert_eq!(checked(&d, &log).off_schedule, 1);
+    }
+
+    #[test]
+    fn a_delivery_recorded_delivered_that_was_never_acknowledged_is_lost() {
+        let d = delivery("delivered", &[("success", Some(200), T0)]);
+        let defects = checked(&d, &[logged(Answer::LostAck, 0, T0)]);
+        assert_eq!(defects.lost, 1);
+        assert_eq!(
+            defects.history, 1,
+            "the attempt records a 200 the endpoint never sent"
+        );
+    }
+
+    #[test]
+    fn a_request_after_the_acknowledgement_is_a_duplicate() {
+        let d = delivery("delivered", &[("success", Some(200), T0)]);
+        let log = [logged(Answer::Ok, 0, T0), logged(Answer::Ok, 1, T0 + 1)];
+        assert_eq!(checked(&d, &log).duplicated, 1);
+    }
+
+    #[test]
+    fn a_history_that_ends_elsewhere_than_the_stored_status_breaks_the_lifecycle() {
+        // One transient failure leaves it retrying, not dead.
+        let d = delivery("dead", &[("transient", Some(500), T0)]);
+        let defects = checked(&d, &[logged(Answer::ServerError { status: 500 }, 0, T0)]);
+        assert_eq!(defects.lifecycle, 1);
+        // An attempt after delivery has no row at all.
+        let d = delivery(
+            "delivered",
+            &[("success", Some(200), T0), ("success", Some(200), T0)],
+        );
+        let log = [logged(Answer::Ok, 0, T0), logged(Answer::Ok, 1, T0)];
+        assert!(checked(&d, &log).lifecycle >= 1);
+    }
+
+    #[test]
+    fn an_open_delivery_is_stuck() {
+        let d = delivery("retrying", &[("transient", Some(500), T0)]);
+        let defects = checked(&d, &[logged(Answer::ServerError { status: 500 }, 0, T0)]);
+        assert_eq!(defects.stuck, 1);
+    }
+}

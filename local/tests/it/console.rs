@@ -1,0 +1,781 @@
+//! The web console's HTTP behaviour (`shared::console`) on the emulator, through the test world's
+//! API router: sign-in by link and by token and the session cookie's attributes, refused links
+//! and cookies, CSRF, every page's audience and security headers, account isolation, an audited
+//! retry through a form, the API's refusal of an eight-day replay, and the Event monitor's page
+//! weight with 1,000 events. (The browser tests drive the same pages in Chromium.)
+
+use axum::http::{Method, StatusCode};
+use local::receiver::Reply as Answer;
+use local::testkit::api::{ApiAccount, Reply, OPERATOR, OPERATOR_TOKEN};
+use local::testkit::through_api::ApiSubscription;
+use local::testkit::World;
+use serde_json::json;
+use shared::console::page::CSP;
+use shared::console::session::{LINK_TTL, SESSION_TTL};
+use shared::domain::change::Change;
+use shared::domain::integration_delivery::DeliveryStatus;
+use shared::domain::time::{Timestamp, DAY, MINUTE, SECOND};
+use std::time::Instant;
+
+// ------------------------------------------------------------------------------------ harness
+
+/// A signed-in browser: the session cookie and the session's CSRF token.
+struct Browser {
+    cookie: String,
+    csrf: String,
+}
+
+const FORM: &str = "application/x-www-form-urlencoded";
+
+fn form(fields: &[(&str, &str)]) -> String {
+    url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(fields)
+        .finish()
+}
+
+async fn get(w: &World, cookie: Option<&str>, path: &str) -> Reply {
+    let mut call = w.api.call(Method::GET, path, None, None);
+    if let Some(c) = cookie {
+        call = call.header("cookie", &format!("rhythm_console={c}"));
+    }
+    call.await
+}
+
+async fn post(w: &World, cookie: Option<&str>, path: &str, fields: &[(&str, &str)]) -> Reply {
+    let mut call = w
+        .api
+        .call(Method::POST, path, None, None)
+        .body(Some(FORM), form(fields));
+    if let Some(c) = cookie {
+        call = call.header("cookie", &format!("rhythm_console={c}"));
+    }
+    call.await
+}
+
+/// The value of the `rhythm_console` cookie a sign-in set, after checking its attributes.
+fn session_cookie(reply: &Reply) -> String {
+    assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.text);
+    let set = reply.header("set-cookie").expect("a session cookie");
+    let mut parts = set.split(';').map(str::trim);
+    let (name, value) = parts.next().unwrap().split_once('=').unwrap();
+    assert_eq!(name, "rhythm_console");
+    let attrs: Vec<&str> = parts.collect();
+    for expected in ["HttpOnly", "Secure", "SameSite=Strict", "Path=/console"] {
+        assert!(attrs.contains(&expected), "{expected} in {set}");
+    }
+    assert!(
+        attrs.contains(&format!("Max-Age={}", SESSION_TTL.as_secs()).as_str()),
+        "{set}"
+    );
+    value.to_owned()
+}
+
+/// The CSRF token a page's forms carry.
+fn csrf_of(html: &str) -> String {
+    let at = html
+        .find("name=\"csrf\" value=\"")
+        .expect("a form with the CSRF field");
+    let rest = &html[at + "name=\"csrf\" value=\"".len()..];
+    rest[..rest.find('"').unwrap()].to_owned()
+}
+
+/// Undoes maud's escaping of text, to compare a page's text with the API's.
+fn unescape(html: &str) -> String {
+    html.replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+/// A login link's path from the operator route (for the operator, or an account's administrator).
+async fn operator_link(w: &World, body: serde_json::Value) -> String {
+    let r = w
+        .api
+        .post("/operator/console-links", OPERATOR_TOKEN, body)
+        .await;
+    r.created()["url"].as_str().unwrap().to_owned()
+}
+
+/// Opens a login link, clicks Continue, and reads the session off the first page.
+async fn sign_in_with_link(w: &World, link: &str) -> Browser {
+    let page = get(w, None, link).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+    assert!(page.text.contains("data-testid=\"login-continue\""));
+    let token = link.split_once("link=").unwrap().1;
+    let signed = post(w, None, "/console/login", &[("link", token)]).await;
+    browser(w, session_cookie(&signed)).await
+}
+
+async fn sign_in_with_token(w: &World, token: &str) -> Browser {
+    let signed = post(w, None, "/console/login", &[("token", token)]).await;
+    browser(w, session_cookie(&signed)).await
+}
+
+async fn browser(w: &World, cookie: String) -> Browser {
+    let home = get(w, Some(&cookie), "/console/").await;
+    assert_eq!(home.status, StatusCode::SEE_OTHER);
+    let to = home.header("location").unwrap().to_owned();
+    let page = get(w, Some(&cookie), &to).await;
+    assert_eq!(page.status, StatusCode::OK, "{to}: {}", page.text);
+    Browser {
+        csrf: csrf_of(&page.text),
+        cookie,
+    }
+}
+
+async fn operator(w: &World) -> Browser {
+    sign_in_with_link(w, &operator_link(w, json!({})).await).await
+}
+
+/// A tenant whose one webhook delivery is dead (the receiver answered 503 twice).
+async fn dead_delivery(w: &World) -> (ApiAccount, ApiSubscription, Change) {
+    w.receiver.set_default(Answer::Status(503));
+    let tenant = w.api.account("Tenant").await;
+    let sub = w
+        .subscribe_through_api(
+            &tenant,
+            "webhook",
+            json!({"retry_policy": {"kind": "exponential", "max_retries": 2, "retry_delay_secs": 60}}),
+        )
+        .await;
+    let changes = w.write_changes(&sub.account_id, &[w.now()]).await;
+    w.advance(2 * MINUTE).await.unwrap();
+    assert_eq!(
+        w.delivery_status(&sub, &changes[0]).await,
+        DeliveryStatus::Dead
+    );
+    (tenant, sub, changes[0].clone())
+}
+
+fn assert_page(reply: &Reply, path: &str) {
+    assert_eq!(reply.status, StatusCode::OK, "{path}: {}", reply.text);
+    assert_eq!(
+        reply.header("content-type"),
+        Some("text/html; charset=utf-8"),
+        "{path}"
+    );
+    assert_secure(reply, path);
+    assert_eq!(reply.header("cache-control"), Some("no-store"), "{path}");
+    assert!(reply.text.starts_with("<!DOCTYPE html>"), "{path}");
+    assert!(!reply.text.contains("<script>"), "{path}: no inline script");
+    assert!(!reply.text.contains(" style="), "{path}: no inline style");
+}
+
+fn assert_secure(reply: &Reply, path: &str) {
+    assert_eq!(reply.header("content-security-policy"), Some(CSP), "{path}");
+    assert_eq!(
+        reply.header("x-content-type-options"),
+        Some("nosniff"),
+        "{path}"
+    );
+    assert_eq!(
+        reply.header("referrer-policy"),
+        Some("no-referrer"),
+        "{path}"
+    );
+}
+
+// ------------------------------------------------------------------------------------ sign-in
+
+#[tokio::test]
+async fn signing_in_by_link_or_by_token_sets_a_strict_secure_http_only_session_cookie() {
+    let w = World::new().await;
+    let tenant = w.api.account("Tenant").await;
+
+    // An operator's own link: an operator session.
+    let op = operator(&w).await;
+    let events = get(&w, Some(&op.cookie), "/console/op").await;
+    assert_page(&events, "/console/op");
+    assert!(events.text.contains(OPERATOR), "{}", events.text);
+
+    // An operator's link for an account's administrator, audited in the account's history.
+    let link = operator_link(
+        &w,
+        json!({"account_id": tenant.account_id, "reason": "support call 42"}),
+    )
+    .await;
+    let admin = sign_in_with_link(&w, &link).await;
+    let overview = get(&w, Some(&admin.cookie), "/console/acct").await;
+    assert_page(&overview, "/console/acct");
+    assert!(overview.text.contains(tenant.account_id.as_str()));
+    let audit = w
+        .api
+        .get(
+            &format!("/operator/accounts/{}/audit", tenant.account_id),
+            OPERATOR_TOKEN,
+        )
+        .await;
+    let entry = audit.ok()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["action"] == "issue_console_link")
+        .cloned()
+        .expect("the link's audit entry");
+    assert_eq!(entry["operator"], OPERATOR);
+    assert_eq!(entry["reason"], "support call 42");
+
+    // The account's own route issues a link for the account only.
+    let own = w
+        .api
+        .post("/v1/console-links", &tenant.token, json!({}))
+        .await;
+    assert_eq!(own.created()["audience"], "account");
+    assert_eq!(
+        own.json["account_id"].as_str(),
+        Some(tenant.account_id.as_str())
+    );
+    assert_eq!(own.json["expires_in"], LINK_TTL.as_secs());
+
+    // Pasting the account token, or the local operator token.
+    let by_token = sign_in_with_token(&w, &tenant.token).await;
+    assert_page(
+        &get(&w, Some(&by_token.cookie), "/console/acct/events").await,
+        "/console/acct/events",
+    );
+    let op_by_token = sign_in_with_token(&w, OPERATOR_TOKEN).await;
+    assert_page(
+        &get(&w, Some(&op_by_token.cookie), "/console/op").await,
+        "/console/op",
+    );
+
+    // Sign-out clears the cookie (a CSRF-checked POST).
+    let out = post(
+        &w,
+        Some(&op.cookie),
+        "/console/logout",
+        &[("csrf", &op.csrf)],
+    )
+    .await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+    assert!(out.header("set-cookie").unwrap().contains("Max-Age=0"));
+}
+
+#[tokio::test]
+async fn an_expired_or_forged_link_or_cookie_is_refused() {
+    let w = World::new().await;
+    let tenant = w.api.account("Tenant").await;
+
+    // A forged link (its claims changed), a link of another key, a bad token.
+    let link = operator_link(&w, json!({})).await;
+    let token = link.split_once("link=").unwrap().1.to_owned();
+    let (body, tag) = token.split_once('.').unwrap();
+    let mut forged_body = body.to_owned();
+    forged_body.replace_range(..2, if body.starts_with("ey") { "ez" } else { "ey" });
+    for bad in [
+        format!("{forged_body}.{tag}"),
+        format!("{body}.AAAA"),
+        "x".into(),
+    ] {
+        let page = get(&w, None, &format!("/console/login?link={bad}")).await;
+        assert_eq!(page.status, StatusCode::UNAUTHORIZED, "{bad}");
+        assert_secure(&page, "login");
+        let signed = post(&w, None, "/console/login", &[("link", &bad)]).await;
+        assert_eq!(signed.status, StatusCode::UNAUTHORIZED);
+        assert!(signed.header("set-cookie").is_none());
+    }
+    for bad in ["rhy_acct_nope", "not-the-operator-token"] {
+        let signed = post(&w, None, "/console/login", &[("token", bad)]).await;
+        assert_eq!(signed.status, StatusCode::UNAUTHORIZED, "{bad}");
+        assert!(signed.header("set-cookie").is_none());
+    }
+
+    // A forged cookie.
+    let op = operator(&w).await;
+    let (c_body, c_tag) = op.cookie.split_once('.').unwrap();
+    let page = get(&w, Some(&format!("{c_body}x.{c_tag}")), "/console/op").await;
+    assert_eq!(page.status, StatusCode::UNAUTHORIZED);
+    assert!(page.text.contains("data-testid=\"session-refused\""));
+    // No cookie at all: a page sends the browser to sign in.
+    let anonymous = get(&w, None, "/console/op/events").await;
+    assert_eq!(anonymous.status, StatusCode::SEE_OTHER);
+    assert_eq!(anonymous.header("location"), Some("/console/login"));
+
+    // A link expires after LINK_TTL, a session after SESSION_TTL.
+    let admin_link = operator_link(&w, json!({"account_id": tenant.account_id})).await;
+    w.clock.advance(LINK_TTL + SECOND);
+    let late = get(&w, None, &admin_link).await;
+    assert_eq!(late.status, StatusCode::UNAUTHORIZED);
+    assert!(late.text.contains("expired"), "{}", late.text);
+    assert_page(
+        &get(&w, Some(&op.cookie), "/console/op").await,
+        "/console/op",
+    );
+    w.clock.advance(SESSION_TTL);
+    let stale = get(&w, Some(&op.cookie), "/console/op").await;
+    assert_eq!(stale.status, StatusCode::UNAUTHORIZED);
+    assert!(stale.text.contains("expired"), "{}", stale.text);
+}
+
+#[tokio::test]
+async fn a_post_without_this_sessions_csrf_token_is_refused() {
+    let w = World::new().await;
+    let (_tenant, sub, dead) = dead_delivery(&w).await;
+    let change = dead.change_id.to_string();
+    let op = operator(&w).await;
+    let other = operator(&w).await;
+    let retry = format!(
+        "/console/op/accounts/{}/subscriptions/{}/deliveries/{change}/retry",
+        sub.account_id, sub.subscription_id
+    );
+    for fields in [
+        vec![("reason", "no token")],
+        vec![("reason", "wrong token"), ("csrf", "nope")],
+        vec![
+            ("reason", "another session's"),
+            ("csrf", other.csrf.as_str()),
+        ],
+    ] {
+        let r = post(&w, Some(&op.cookie), &retry, &fields).await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{fields:?}: {}", r.text);
+        assert!(r.text.contains("CSRF"));
+    }
+    assert_eq!(
+        w.delivery_status(&sub, &dead).await,
+        DeliveryStatus::Dead,
+        "nothing was retried"
+    );
+    let out = post(&w, Some(&op.cookie), "/console/logout", &[]).await;
+    assert_eq!(out.status, StatusCode::FORBIDDEN);
+}
+
+// ------------------------------------------------------------------------------------ pages
+
+#[tokio::test]
+async fn every_console_page_answers_html_with_the_csp_for_its_audience_only() {
+    let w = World::new().await;
+    let (tenant, sub, dead) = dead_delivery(&w).await;
+    let change = dead.change_id.to_string();
+    let (a, s) = (&sub.account_id, &sub.subscription_id);
+    let op = operator(&w).await;
+    let admin = sign_in_with_token(&w, &tenant.token).await;
+
+    let operator_pages = [
+        "/console/op".to_string(),
+        format!("/console/op/events?account={a}"),
+        format!("/console/op/events?account={a}&status=failed&internal=new&code=catalog.updated"),
+        format!("/console/op/accounts/{a}"),
+        format!("/console/op/accounts/{a}/events/{change}"),
+        format!("/console/op/accounts/{a}/subscriptions/{s}"),
+        format!("/console/op/accounts/{a}/subscriptions/{s}?status=dead"),
+        format!("/console/op/accounts/{a}/subscriptions/{s}/deliveries/{change}"),
+        format!("/console/op/accounts/{a}/subscriptions/{s}/deliveries/{change}/retry"),
+        format!("/console/op/accounts/{a}/subscriptions/{s}/resume"),
+        format!("/console/op/accounts/{a}/subscriptions/{s}/replay"),
+        format!("/console/op/attention?account={a}"),
+        "/console/op/attention".to_string(),
+        format!("/console/op/replays?account={a}"),
+        "/console/op/notifications".to_string(),
+    ];
+    let account_pages = [
+        "/console/acct".to_string(),
+        "/console/acct/events".to_string(),
+        "/console/acct/events?status=failed".to_string(),
+        format!("/console/acct/events/{change}"),
+        format!("/console/acct/subscriptions/{s}/deliveries/{change}"),
+        "/console/acct/attention".to_string(),
+    ];
+    for path in &operator_pages {
+        assert_page(&get(&w, Some(&op.cookie), path).await, path);
+        let refused = get(&w, Some(&admin.cookie), path).await;
+        assert_eq!(refused.status, StatusCode::FORBIDDEN, "{path}");
+        assert_secure(&refused, path);
+    }
+    for path in &account_pages {
+        assert_page(&get(&w, Some(&admin.cookie), path).await, path);
+        let refused = get(&w, Some(&op.cookie), path).await;
+        assert_eq!(refused.status, StatusCode::FORBIDDEN, "{path}");
+    }
+
+    // What the pages show: the event's statuses and the dead delivery's log line.
+    let event = get(
+        &w,
+        Some(&admin.cookie),
+        &format!("/console/acct/events/{change}"),
+    )
+    .await;
+    for (testid, status) in [("event-status", "failed"), ("delivery-status", "dead")] {
+        assert!(
+            event.text.contains(&format!(
+                "data-testid=\"{testid}\"><span class=\"badge s-{status}\""
+            )),
+            "{testid} {status}: {}",
+            event.text
+        );
+    }
+    assert!(event.text.contains("data-testid=\"http-code\">503<"));
+    let attention = get(
+        &w,
+        Some(&op.cookie),
+        &format!("/console/op/attention?account={a}"),
+    )
+    .await;
+    assert!(attention.text.contains(&format!(
+        "data-delivery-id=\"{}\"",
+        shared::store::keys::delivery_id(&dead.change_id, s)
+    )));
+
+    // The assets the pages name: hashed names, cached for a year, with the CSP too.
+    let page = get(&w, Some(&op.cookie), "/console/op").await;
+    let mut assets = 0;
+    for chunk in page.text.split("/console/assets/").skip(1) {
+        let name = &chunk[..chunk.find('"').unwrap()];
+        let asset = get(&w, None, &format!("/console/assets/{name}")).await;
+        assert_eq!(asset.status, StatusCode::OK, "{name}");
+        assert_eq!(
+            asset.header("cache-control"),
+            Some("public, max-age=31536000, immutable")
+        );
+        assert_secure(&asset, name);
+        assets += 1;
+    }
+    assert_eq!(assets, 3, "the stylesheet, htmx and console.js");
+    let missing = get(&w, None, "/console/assets/console.0000000000.css").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+
+    // Filters refused by the API's own checks show its problem.
+    let bad = get(
+        &w,
+        Some(&op.cookie),
+        &format!("/console/op/events?account={a}&status=done"),
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        unescape(&bad.text).contains("\"done\" is not an event status"),
+        "{}",
+        bad.text
+    );
+}
+
+#[tokio::test]
+async fn an_account_administrator_cannot_reach_another_accounts_event_by_url() {
+    let w = World::new().await;
+    let (_tenant, sub, dead) = dead_delivery(&w).await;
+    let change = dead.change_id.to_string();
+    let other = w.api.account("Other").await;
+    let admin = sign_in_with_token(&w, &other.token).await;
+    for path in [
+        format!("/console/acct/events/{change}"),
+        format!(
+            "/console/acct/subscriptions/{}/deliveries/{change}",
+            sub.subscription_id
+        ),
+    ] {
+        let r = get(&w, Some(&admin.cookie), &path).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}: {}", r.text);
+        assert!(r.text.contains("data-testid=\"problem\""));
+        assert!(
+            !r.text.contains(sub.subscription_id.as_str()),
+            "nothing of it shows"
+        );
+    }
+    let list = get(&w, Some(&admin.cookie), "/console/acct/events").await;
+    assert!(!list.text.contains(&change));
+    // The operator URL of it is refused to an account session outright.
+    let op_url = format!("/console/op/accounts/{}/events/{change}", sub.account_id);
+    assert_eq!(
+        get(&w, Some(&admin.cookie), &op_url).await.status,
+        StatusCode::FORBIDDEN
+    );
+}
+
+// ------------------------------------------------------------------------------------ actions
+
+#[tokio::test]
+async fn a_retry_through_the_console_form_lands_in_the_audit_with_its_reason() {
+    let w = World::new().await;
+    let (_tenant, sub, dead) = dead_delivery(&w).await;
+    let change = dead.change_id.to_string();
+    let op = operator(&w).await;
+    let delivery = format!(
+        "/console/op/accounts/{}/subscriptions/{}/deliveries/{change}",
+        sub.account_id, sub.subscription_id
+    );
+    let form_page = get(&w, Some(&op.cookie), &format!("{delivery}/retry")).await;
+    assert_page(&form_page, "retry form");
+    assert!(form_page.text.contains("id=\"reason\""));
+
+    // The reason is required, with the API's words.
+    let empty = post(
+        &w,
+        Some(&op.cookie),
+        &format!("{delivery}/retry"),
+        &[("csrf", &op.csrf), ("reason", "  ")],
+    )
+    .await;
+    assert_eq!(empty.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        empty.text.contains("reason: must not be empty"),
+        "{}",
+        empty.text
+    );
+
+    w.receiver.set_default(Answer::Status(200));
+    let done = post(
+        &w,
+        Some(&op.cookie),
+        &format!("{delivery}/retry"),
+        &[
+            ("csrf", &op.csrf),
+            ("reason", "receiver back after <maintenance>"),
+        ],
+    )
+    .await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.text);
+    assert_eq!(
+        done.header("location"),
+        Some(format!("{delivery}?done=retried").as_str())
+    );
+    let stored = w.stored_delivery(&sub, &dead).await;
+    assert_eq!(stored.status, DeliveryStatus::Pending);
+    assert_eq!(stored.restarted_by.as_deref(), Some(OPERATOR));
+
+    // The audit, through the API and on the Integration history page.
+    let audit = w
+        .api
+        .get(
+            &format!(
+                "/operator/accounts/{}/subscriptions/{}/audit",
+                sub.account_id, sub.subscription_id
+            ),
+            OPERATOR_TOKEN,
+        )
+        .await;
+    let entries = audit.ok()["data"].as_array().unwrap().clone();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0]["action"], "retry_delivery");
+    assert_eq!(entries[0]["operator"], OPERATOR);
+    assert_eq!(entries[0]["reason"], "receiver back after <maintenance>");
+    assert_eq!(entries[0]["change_id"].as_str(), Some(change.as_str()));
+    let history = get(
+        &w,
+        Some(&op.cookie),
+        &format!(
+            "/console/op/accounts/{}/subscriptions/{}",
+            sub.account_id, sub.subscription_id
+        ),
+    )
+    .await;
+    assert!(history
+        .text
+        .contains("data-testid=\"audit-reason\">receiver back after &lt;maintenance&gt;<"));
+
+    // The delivery goes out again and its page stops refreshing itself.
+    w.pump().await.unwrap();
+    let page = get(&w, Some(&op.cookie), &delivery).await;
+    assert!(page.text.contains("data-live=\"false\""), "{}", page.text);
+    assert!(page.text.contains("badge s-delivered"));
+}
+
+#[tokio::test]
+async fn an_eight_day_replay_is_refused_with_the_apis_message_and_a_seven_day_one_runs() {
+    let w = World::new().await;
+    let tenant = w.api.account("Tenant").await;
+    let sub = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
+    let now = w.now();
+    w.write_changes(&sub.account_id, &[now.minus(DAY), now.minus(2 * DAY)])
+        .await;
+    let op = operator(&w).await;
+    let replay = format!(
+        "/console/op/accounts/{}/subscriptions/{}/replay",
+        sub.account_id, sub.subscription_id
+    );
+    // datetime-local values, read as UTC.
+    let local = |t: Timestamp| t.to_rfc3339()[..19].to_owned();
+    let (from, to) = (local(now.minus(8 * DAY)), local(now));
+    let refused = post(
+        &w,
+        Some(&op.cookie),
+        &replay,
+        &[
+            ("csrf", &op.csrf),
+            ("from", &from),
+            ("to", &to),
+            ("reason", "r"),
+        ],
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let api = w
+        .api
+        .post(
+            &format!(
+                "/operator/accounts/{}/subscriptions/{}/replays",
+                sub.account_id, sub.subscription_id
+            ),
+            OPERATOR_TOKEN,
+            json!({"from": format!("{from}Z"), "to": format!("{to}Z"), "reason": "r"}),
+        )
+        .await;
+    let detail = api.problem(StatusCode::UNPROCESSABLE_ENTITY)["detail"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(detail.contains("seven days"), "{detail}");
+    assert!(
+        unescape(&refused.text).contains(&detail),
+        "{}",
+        refused.text
+    );
+    // The form keeps what was typed.
+    assert!(refused.text.contains(&format!("value=\"{from}\"")));
+
+    let (from, to) = (local(now.minus(7 * DAY)), local(now));
+    let started = post(
+        &w,
+        Some(&op.cookie),
+        &replay,
+        &[
+            ("csrf", &op.csrf),
+            ("from", &from),
+            ("to", &to),
+            ("reason", "resend the week"),
+        ],
+    )
+    .await;
+    assert_eq!(started.status, StatusCode::SEE_OTHER, "{}", started.text);
+    let job = started.header("location").unwrap().to_owned();
+    assert!(job.contains("/replays/"), "{job}");
+    let page = get(&w, Some(&op.cookie), &job).await;
+    assert_page(&page, &job);
+    assert!(page.text.contains("badge s-completed"), "{}", page.text);
+    assert!(page.text.contains("2 restarted"), "{}", page.text);
+}
+
+// ------------------------------------------------------------------------------------ weight
+
+#[tokio::test]
+async fn the_event_monitor_of_a_thousand_events_stays_a_light_page() {
+    let w = World::new().await;
+    let tenant = w.api.account("Busy").await;
+    let now = w.now();
+    let started = Instant::now();
+    for i in 0..1000 {
+        w.change(&tenant.account_id)
+            .at(now.minus((i % 600) * SECOND))
+            .price(1.0)
+            .await;
+    }
+    w.pump().await.unwrap();
+    let written = started.elapsed();
+    let op = operator(&w).await;
+    let path = format!("/console/op/events?account={}", tenant.account_id);
+    let t = Instant::now();
+    let page = get(&w, Some(&op.cookie), &path).await;
+    let first = t.elapsed();
+    assert_page(&page, &path);
+    let rows = page.text.matches("data-testid=\"event-row\"").count();
+    assert_eq!(rows, 50, "one page of the monitor");
+    assert!(page.text.contains("data-testid=\"next-page\""));
+    // Walk every page with the cursors: 1,000 events, each once.
+    let mut seen = rows;
+    let mut html = page.text.clone();
+    let mut pages = 1;
+    while let Some(at) = html.find("rel=\"next\" data-testid=\"next-page\"") {
+        let before = &html[..at];
+        let href_at = before.rfind("href=\"").unwrap() + "href=\"".len();
+        let next = unescape(&before[href_at..before[href_at..].find('"').unwrap() + href_at]);
+        let r = get(&w, Some(&op.cookie), &next).await;
+        assert_eq!(r.status, StatusCode::OK, "{next}");
+        seen += r.text.matches("data-testid=\"event-row\"").count();
+        html = r.text;
+        pages += 1;
+    }
+    assert_eq!(seen, 1000);
+    let bytes = page.text.len();
+    eprintln!(
+        "event monitor, 1,000 events: first page {bytes} bytes of HTML ({rows} rows), rendered in {first:?}; {pages} pages walked; events written in {written:?}"
+    );
+    assert!(bytes < 64 * 1024, "{bytes} bytes");
+}
+
+#[tokio::test]
+async fn an_administrator_manages_subscriptions_through_the_apis_own_checks() {
+    let w = World::new().await;
+    let tenant = w.api.account("Tenant").await;
+    let sub = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
+    let admin = sign_in_with_token(&w, &tenant.token).await;
+    let manage = get(&w, Some(&admin.cookie), "/console/acct/manage").await;
+    assert_page(&manage, "/console/acct/manage");
+    assert!(manage.text.contains(sub.subscription_id.as_str()));
+
+    // A filter the API refuses: its problem, on the page.
+    let integration = w
+        .api
+        .get(
+            &format!("/v1/subscriptions/{}", sub.subscription_id),
+            &tenant.token,
+        )
+        .await
+        .ok()["integration_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let bad = post(
+        &w,
+        Some(&admin.cookie),
+        "/console/acct/manage/subscriptions",
+        &[
+            ("csrf", &admin.csrf),
+            ("integration_id", &integration),
+            ("record_types", "catalog_item"),
+            ("fields", "price"),
+            ("filter", "{\"field\": \"record.price\", \"between\": 1}"),
+        ],
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.text);
+    assert!(bad.text.contains("data-testid=\"problem\""));
+    assert!(bad.text.contains("filter"), "{}", bad.text);
+
+    // An edit of the projected fields lands through the API's PATCH.
+    let edit = post(
+        &w,
+        Some(&admin.cookie),
+        &format!("/console/acct/manage/subscriptions/{}", sub.subscription_id),
+        &[("csrf", &admin.csrf), ("fields", "price, name")],
+    )
+    .await;
+    assert_eq!(edit.status, StatusCode::OK, "{}", edit.text);
+    let stored = w
+        .api
+        .get(
+            &format!("/v1/subscriptions/{}", sub.subscription_id),
+            &tenant.token,
+        )
+        .await;
+    assert_eq!(stored.ok()["fields"], json!(["price", "name"]));
+
+    // A rotated signing secret is shown once.
+    let rotated = post(
+        &w,
+        Some(&admin.cookie),
+        &format!("/console/acct/manage/integrations/{integration}/rotate-secret"),
+        &[("csrf", &admin.csrf)],
+    )
+    .await;
+    assert_eq!(rotated.status, StatusCode::OK, "{}", rotated.text);
+    assert!(
+        rotated
+            .text
+            .contains("data-testid=\"shown-signing_secret\">whsec_"),
+        "{}",
+        rotated.text
+    );
+    let again = get(&w, Some(&admin.cookie), "/console/acct/manage").await;
+    assert!(!again.text.contains("whsec_"), "shown only once");
+
+    // Another account's subscription is not found.
+    let other = w.api.account("Other").await;
+    let intruder = sign_in_with_token(&w, &other.token).await;
+    let foreign = post(
+        &w,
+        Some(&intruder.cookie),
+        &format!("/console/acct/manage/subscriptions/{}", sub.subscription_id),
+        &[("csrf", &intruder.csrf), ("fields", "price")],
+    )
+    .await;
+    assert_eq!(foreign.status, StatusCode::NOT_FOUND, "{}", foreign.text);
+}

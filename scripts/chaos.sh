@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# `make chaos CHANGES=N SEED=S [WAVE=W]`: the chaos scenario (local::chaos) on the local emulator,
+# in waves of WAVE changes on fresh stacks; prints the summary line and writes the JSON report to
+# target/chaos/chaos-<changes>-<seed>.json. Fails when the run found a defect.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/venv.sh
+changes=${CHANGES:-5000}
+seed=${SEED:-1}
+wave=${WAVE:-500}
+round=${ROUND:-50}
+# A debug build: the emulator, not the handlers, sets the pace (and the test build is reused).
+cargo build --quiet -p local --bin chaos
+target_dir="${CARGO_TARGET_DIR:-target}"
+RUST_LOG="${RUST_LOG:-error,local=info}" scripts/with-emulator.sh "$target_dir/debug/chaos" \
+  --changes "$changes" --seed "$seed" --wave "$wave" --round "$round" \
+  --report "target/chaos/chaos-$changes-$seed.json" "$@"

@@ -1,0 +1,334 @@
+//! `/console/acct/…`: an account administrator's pages, for the session's own account only.
+//! There is no account id in these URLs: every read is scoped by the session's account, so
+//! another account's event or delivery is simply "not found" (404), as in the API.
+
+use super::operator::attention_page;
+use super::page::{badge, error_page, html_response, shell, when_text, Ctx, Nav, SignIn};
+use super::views::{self, Scope};
+use super::Params;
+use crate::api::problem::ApiError;
+use crate::api::state::ApiState;
+use crate::api::v1::integrations::IntegrationView;
+use crate::api::v1::subscriptions::SubscriptionView;
+use crate::domain::integration_delivery::DeliveryStatus;
+use crate::domain::lifecycle::Status;
+use crate::domain::subscription::MAX_CONSECUTIVE_DEAD;
+use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, IntegrationId, SubscriptionId};
+use crate::operations::operator::history::{list_deliveries, DeliveryQuery};
+use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use maud::{html, Markup};
+use std::sync::Arc;
+
+type S = State<Arc<ApiState>>;
+
+pub fn router() -> Router<Arc<ApiState>> {
+    Router::new()
+        .route("/console/acct", get(overview))
+        .route("/console/acct/events", get(events))
+        .route("/console/acct/events/{change_id}", get(event))
+        .route("/console/acct/attention", get(attention))
+        .route(
+            "/console/acct/subscriptions/{subscription_id}/deliveries/{change_id}",
+            get(delivery),
+        )
+}
+
+/// The account navigation.
+pub fn nav() -> Nav {
+    nav_at("")
+}
+
+fn nav_at(current: &'static str) -> Nav {
+    Nav {
+        items: vec![
+            ("Overview", "/console/acct".into(), "nav-overview"),
+            ("Events", "/console/acct/events".into(), "nav-events"),
+            (
+                "Needs attention",
+                "/console/acct/attention".into(),
+                "nav-attention",
+            ),
+        ],
+        current,
+    }
+}
+
+/// A signed-in account administrator.
+pub struct Admin {
+    pub ctx: Ctx,
+    pub account_id: AccountId,
+}
+
+/// No session (sign in), or an operator's session (403: operators use `/console/op/`).
+pub enum NotAdmin {
+    SignIn(SignIn),
+    Forbidden(Box<Ctx>),
+}
+
+impl IntoResponse for NotAdmin {
+    fn into_response(self) -> Response {
+        match self {
+            NotAdmin::SignIn(s) => s.into_response(),
+            NotAdmin::Forbidden(ctx) => error_page(
+                &ctx,
+                &super::operator::nav(None, ""),
+                &ApiError::forbidden(
+                    "these pages are an account administrator's; operators use /console/op/",
+                ),
+            ),
+        }
+    }
+}
+
+impl FromRequestParts<Arc<ApiState>> for Admin {
+    type Rejection = NotAdmin;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<ApiState>,
+    ) -> Result<Self, Self::Rejection> {
+        let ctx = Ctx::from_request_parts(parts, state)
+            .await
+            .map_err(NotAdmin::SignIn)?;
+        match ctx.account_id().cloned() {
+            Some(account_id) => Ok(Admin { ctx, account_id }),
+            None => Err(NotAdmin::Forbidden(Box::new(ctx))),
+        }
+    }
+}
+
+fn scope(account_id: &AccountId) -> Scope {
+    Scope {
+        account_id: account_id.clone(),
+        base: "/console/acct".into(),
+        monitor: "/console/acct/events".into(),
+        operator: false,
+    }
+}
+
+/// Every integration and subscription of an account (as the API shows them).
+pub async fn integrations_and_subscriptions(
+    state: &ApiState,
+    account_id: &AccountId,
+) -> Result<(Vec<IntegrationView>, Vec<SubscriptionView>), ApiError> {
+    let (dynamo, table) = (state.dynamo(), state.table());
+    let mut integrations = Vec::new();
+    let mut after: Option<IntegrationId> = None;
+    loop {
+        let (page, next) =
+            crate::store::integration::list(dynamo, table, account_id, 100, after.as_ref()).await?;
+        integrations.extend(page.iter().map(IntegrationView::from));
+        match next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    let mut subs = Vec::new();
+    let mut after: Option<SubscriptionId> = None;
+    loop {
+        let (page, next) =
+            crate::store::subscription::list(dynamo, table, account_id, None, 100, after.as_ref())
+                .await?;
+        subs.extend(page.iter().map(SubscriptionView::from));
+        match next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    Ok((integrations, subs))
+}
+
+pub fn integrations_table(integrations: &[IntegrationView]) -> Markup {
+    html! {
+        h2 { "Integrations" }
+        div class="table-wrap" {
+            table id="integrations" class="stack" {
+                thead { tr { th { "Integration" } th { "Name" } th { "Method" } th { "Target" } th { "Event access" } th { "Updated" } } }
+                tbody {
+                    @for i in integrations {
+                        tr data-testid="integration-row" data-integration-id=(i.id) {
+                            td data-label="Integration" class="mono" { (i.id) }
+                            td data-label="Name" { (i.name) }
+                            td data-label="Method" { (i.method) }
+                            td data-label="Target" class="mono" { (i.webhook_url.as_deref().or(i.handler.as_deref()).unwrap_or("pull cursor")) }
+                            td data-label="Event access" { @if i.event_access_accepted { "accepted" } @else { "not accepted" } }
+                            td data-label="Updated" { (when_text(Some(&i.updated_at))) }
+                        }
+                    }
+                    @if integrations.is_empty() { tr { td colspan="6" class="muted" { "No integrations." } } }
+                }
+            }
+        }
+    }
+}
+
+/// One subscription's endpoint health over its most recent deliveries.
+pub struct Health {
+    pub subscription: SubscriptionView,
+    /// Deliveries looked at (the newest, at most [`HEALTH_WINDOW`]).
+    pub seen: usize,
+    pub delivered: usize,
+    pub ended_badly: usize,
+    pub last_failure: Option<(Timestamp, String)>,
+}
+
+impl Health {
+    /// Delivered among the finished (delivered, dead or failed) deliveries, in percent.
+    pub fn success_percent(&self) -> Option<usize> {
+        (self.delivered * 100).checked_div(self.delivered + self.ended_badly)
+    }
+}
+
+/// Deliveries the health of an endpoint is computed over.
+pub const HEALTH_WINDOW: u32 = 100;
+
+/// The health of each subscription: success rate of its newest finished deliveries, its last
+/// failed attempt, and its run of dead deliveries against the pause threshold.
+pub async fn health(
+    state: &ApiState,
+    subs: Vec<SubscriptionView>,
+) -> Result<Vec<Health>, ApiError> {
+    let ops = state.ops();
+    let mut out = Vec::with_capacity(subs.len());
+    for sub in subs {
+        let query = DeliveryQuery {
+            limit: HEALTH_WINDOW,
+            ..DeliveryQuery::default()
+        };
+        let (deliveries, _) = list_deliveries(&ops, &sub.account_id, &sub.id, &query).await?;
+        let delivered = deliveries
+            .iter()
+            .filter(|d| d.status == DeliveryStatus::Delivered)
+            .count();
+        let ended_badly = deliveries
+            .iter()
+            .filter(|d| matches!(d.status, DeliveryStatus::Dead | DeliveryStatus::Failed))
+            .count();
+        let last_failure = deliveries
+            .iter()
+            .flat_map(|d| d.attempt_log.iter())
+            .filter(|a| a.class != "success")
+            .max_by_key(|a| a.at)
+            .map(|a| {
+                let what = match (a.http_status, &a.detail) {
+                    (Some(code), Some(d)) => format!("HTTP {code}: {d}"),
+                    (Some(code), None) => format!("HTTP {code}"),
+                    (None, Some(d)) => d.clone(),
+                    (None, None) => a.class.clone(),
+                };
+                (a.at, what)
+            });
+        out.push(Health {
+            seen: deliveries.len(),
+            delivered,
+            ended_badly,
+            last_failure,
+            subscription: sub,
+        });
+    }
+    Ok(out)
+}
+
+fn health_table(rows: &[Health]) -> Markup {
+    html! {
+        h2 { "Endpoint health" }
+        div class="table-wrap" {
+            table id="endpoint-health" class="stack" {
+                thead { tr { th { "Subscription" } th { "Status" } th { "Success rate" } th { "Last failure" } th { "Dead in a row" } } }
+                tbody {
+                    @for h in rows {
+                        tr data-testid="health-row" data-subscription-id=(h.subscription.id) {
+                            td data-label="Subscription" class="mono" { (h.subscription.id) }
+                            td data-label="Status" { (badge(h.subscription.status.as_str())) }
+                            td data-label="Success rate" data-testid="success-rate" {
+                                @if let Some(percent) = h.success_percent() { (percent) "% " span class="muted" { "(" (h.delivered) " of " (h.delivered + h.ended_badly) " finished, newest " (h.seen) ")" } }
+                                @else { span class="muted" { "no finished delivery yet" } }
+                            }
+                            td data-label="Last failure" data-testid="last-failure" {
+                                @if let Some((at, what)) = &h.last_failure { (super::page::when(Some(*at))) " " (what) } @else { "—" }
+                            }
+                            td data-label="Dead in a row" data-testid="dead-run" { (h.subscription.consecutive_dead) " of " (MAX_CONSECUTIVE_DEAD) " (pauses at " (MAX_CONSECUTIVE_DEAD) ")" }
+                        }
+                    }
+                    @if rows.is_empty() { tr { td colspan="5" class="muted" { "No subscriptions." } } }
+                }
+            }
+        }
+    }
+}
+
+async fn overview(admin: Admin, State(state): S) -> Response {
+    let ctx = &admin.ctx;
+    let nav = nav_at("nav-overview");
+    let (integrations, subs) = match integrations_and_subscriptions(&state, &admin.account_id).await
+    {
+        Ok(l) => l,
+        Err(e) => return error_page(ctx, &nav, &e),
+    };
+    let subscriptions = subscriptions_table(&subs);
+    let health = match health(&state, subs).await {
+        Ok(h) => h,
+        Err(e) => return error_page(ctx, &nav, &e),
+    };
+    let body = html! {
+        main id="main" {
+            h1 { "Your account" }
+            (integrations_table(&integrations))
+            (subscriptions)
+            (health_table(&health))
+        }
+    };
+    html_response(StatusCode::OK, shell(Some((ctx, &nav)), "Overview", body))
+}
+
+/// The account's subscriptions with their filters, projected fields and retry policies.
+fn subscriptions_table(subs: &[SubscriptionView]) -> Markup {
+    html! {
+        h2 { "Subscriptions" }
+        div class="table-wrap" {
+            table id="subscriptions" class="stack" {
+                thead { tr { th { "Subscription" } th { "Integration" } th { "Status" } th { "Record types" } th { "Filter" } th { "Fields" } th { "Retry policy" } } }
+                tbody {
+                    @for s in subs {
+                        tr data-testid="subscription-row" data-subscription-id=(s.id) {
+                            td data-label="Subscription" class="mono" { (s.id) }
+                            td data-label="Integration" class="mono" { (s.integration_id) }
+                            td data-label="Status" { (badge(s.status.as_str())) }
+                            td data-label="Record types" { (s.record_types.join(", ")) }
+                            td data-label="Filter" class="mono" { @if s.filter.is_null() { "every change" } @else { (s.filter.to_string()) } }
+                            td data-label="Fields" { (s.fields.join(", ")) }
+                            td data-label="Retry policy" class="mono" { (serde_json::to_string(&s.retry_policy).unwrap_or_default()) }
+                        }
+                    }
+                    @if subs.is_empty() { tr { td colspan="7" class="muted" { "No subscriptions." } } }
+                }
+            }
+        }
+    }
+}
+
+async fn events(admin: Admin, State(state): S, Query(p): Query<Params>) -> Response {
+    let sc = scope(&admin.account_id);
+    views::event_monitor(&state, &admin.ctx, &nav_at("nav-events"), Some(&sc), &p).await
+}
+
+async fn event(admin: Admin, State(state): S, Path(c): Path<String>) -> Response {
+    let sc = scope(&admin.account_id);
+    views::event_page(&state, &admin.ctx, &nav_at("nav-events"), &sc, &c).await
+}
+
+async fn delivery(admin: Admin, State(state): S, Path((s, c)): Path<(String, String)>) -> Response {
+    let sc = scope(&admin.account_id);
+    views::delivery_page(&state, &admin.ctx, &nav_at("nav-events"), &sc, &s, &c, None).await
+}
+
+async fn attention(admin: Admin, State(state): S, Query(p): Query<Params>) -> Response {
+    let sc = scope(&admin.account_id);
+    attention_page(&state, &admin.ctx, &nav_at("nav-attention"), &sc, &p).await
+}

@@ -1,0 +1,321 @@
+//! The web console: server-rendered HTML pages for operators and for each account's
+//! administrators, served by the API function under `/console/` (no other infrastructure).
+//! Pages are maud templates (every interpolated value is escaped); htmx (vendored, see
+//! [`assets`]) refreshes the parts that change while work is in flight; `console.js` shows times
+//! relative and absolute in the viewer's timezone. Every read and action calls the functions the
+//! JSON API uses (the monitor's reads, the operations, the API handlers themselves for actions),
+//! so the console refuses what the API refuses, with the API's problem detail.
+//!
+//! ```text
+//! console/mod.rs        router(), security headers layer, sign-in and sign-out, /console/
+//! console/session.rs    login links, the session cookie, CSRF tokens (HMAC, stateless)
+//! console/links.rs      POST /operator/console-links, POST /v1/console-links (JSON)
+//! console/page.rs       the shell, the request context, badges, times, problems, pagers
+//! console/views.rs      the Event monitor, an event's Delivery log, a delivery's attempts
+//!                       (shared by both audiences)
+//! console/operator.rs   /console/op/…   operator pages and actions
+//! console/account.rs    /console/acct/… account administrator pages
+//! console/manage.rs     /console/acct/manage… integrations, subscriptions, secrets, tokens
+//! console/assets.rs     embedded, content-hashed static files
+//! ```
+//!
+//! # Page structure for the browser tests (kept stable)
+//!
+//! Every page: `main#main`, `h1`, `[data-testid=signed-in-as]`, `[data-testid=logout]`
+//! (sign-out button), navigation links `nav-events`, `nav-attention`, `nav-replays`,
+//! `nav-notifications` (operator) or `nav-overview`, `nav-events`, `nav-attention` (account).
+//! A refusal is `[data-testid=problem]` with `[data-testid=problem-detail]` (the API's
+//! `detail`) and `data-problem-type` (its `type`); a success message `[data-testid=notice]`.
+//!
+//! * Sign-in (`/console/login`): `#token` + `[data-testid=login-submit]`; a link
+//!   (`/console/login?link=…`) shows `[data-testid=login-continue]` (one click signs in: the
+//!   cookie is `SameSite=Strict`, so it is set by a same-site POST, not by the link's GET).
+//! * Event monitor (`/console/op/events?account=…`, `/console/acct/events`): filter form
+//!   `#filter-account`, `#filter-status`, `#filter-internal`, `#filter-code`, `#filter-from`,
+//!   `#filter-to`, `[data-testid=filter-apply]`; table `#events` whose rows are
+//!   `tr[data-testid=event-row][data-event-id]` with `[data-testid=event-status]` and
+//!   `[data-testid=internal-status]` (each a `.badge[data-status]`), the link
+//!   `[data-testid=event-link]`; `#events-live` polls while an event is `new` or `partial`
+//!   (`data-live="true"`); `[data-testid=next-page]`.
+//! * Event (`…/events/{change_id}`): `#delivery-log`, rows `tr[data-testid=delivery-row]`
+//!   `[data-delivery-id][data-subscription-id]` with `[data-testid=delivery-status]`
+//!   (the stored status), `[data-testid=transmit-status]`, `[data-testid=attempts]`,
+//!   `[data-testid=http-code]`, `[data-testid=last-error]`, `[data-testid=delivery-link]`.
+//! * Delivery (`…/subscriptions/{s}/deliveries/{c}`): `#delivery` (`data-live` while in flight),
+//!   `[data-testid=delivery-status]`, `#attempts` rows `tr[data-testid=attempt-row]`,
+//!   `[data-testid=retry-link]` (operator).
+//! * Confirmation forms (retry, replay, resume, requeue): `#reason` (required),
+//!   `[data-testid=confirm]`; replay adds `#from`, `#to` (`datetime-local`, UTC).
+//! * Needs Attention (`/console/op/attention?account=…`): `#paused-subscriptions`
+//!   (`tr[data-testid=paused-row]`, `[data-testid=resume-link]`), `#attention-deliveries`.
+//! * Integration history (`/console/op/accounts/{a}/subscriptions/{s}`): `#deliveries`,
+//!   `#audit` (rows `tr[data-testid=audit-row]` with `[data-testid=audit-action]`,
+//!   `[data-testid=audit-operator]`, `[data-testid=audit-reason]`), `[data-testid=replay-link]`.
+//! * Replay job (`/console/op/accounts/{a}/replays/{j}`): `#replay-job` (`data-live` while it
+//!   runs), `[data-testid=replay-status]`, `[data-testid=replay-counts]`.
+//! * Notification (`/console/op/notifications/{n}`): `#progress`, `#channel-deliveries`
+//!   (`[data-testid=requeue-link]`), `#provider-events`.
+//! * Account overview (`/console/acct`): `#integrations`, `#subscriptions`, `#endpoint-health`
+//!   (rows `tr[data-testid=health-row]`: `success-rate`, `last-failure`, `dead-run`).
+//! * Manage (`/console/acct/manage`, `nav-manage`): `#manage-integrations` with
+//!   `[data-testid=rotate-secret]` and `[data-testid=issue-token]`; new integration `#new-name`,
+//!   `#new-method`, `#new-url`, `[data-testid=create-integration]`; new subscription
+//!   `#new-integration`, `#new-types`, `#new-fields`, `#new-filter`, `#new-retry`,
+//!   `[data-testid=create-subscription]`; `form[data-testid=edit-subscription]` per
+//!   subscription; secrets shown once in `[data-testid=shown-signing_secret]` and
+//!   `[data-testid=shown-token]`.
+
+pub mod account;
+pub mod assets;
+pub mod links;
+pub mod manage;
+pub mod operator;
+pub mod page;
+pub mod session;
+pub mod views;
+
+use crate::api::auth::{verify_token, Principal};
+use crate::api::state::ApiState;
+use axum::extract::{Query, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use maud::html;
+use page::{field, form_fields, html_response, prefix_of, redirect, shell, Ctx};
+use serde::Deserialize;
+use session::{Audience, COOKIE, SESSION_TTL};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Every path of the console's pages begins with this; they are HTML, not part of the JSON API
+/// (`openapi.yaml` leaves them out, see [`crate::api::routes`]).
+pub const PREFIX: &str = "/console";
+
+/// The console's pages (HTML). The JSON link routes are [`links::router`].
+pub fn router() -> Router<Arc<ApiState>> {
+    Router::new()
+        .route("/console", get(to_index))
+        .route("/console/", get(index))
+        .route("/console/login", get(login_page).post(login))
+        .route("/console/logout", post(logout))
+        .route("/console/assets/{name}", get(assets::serve))
+        .merge(operator::router())
+        .merge(account::router())
+        .merge(manage::router())
+        .layer(axum::middleware::from_fn(secure))
+}
+
+/// The security headers on every console response, and `no-store` on pages.
+async fn secure(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    page::security_headers(response.headers_mut());
+    response
+}
+
+async fn to_index(request: Request) -> Response {
+    let (parts, _) = request.into_parts();
+    redirect(&format!("{}/console/", prefix_of(&parts)))
+}
+
+/// `/console/`: the signed-in audience's home, or the sign-in page.
+async fn index(ctx: Result<Ctx, page::SignIn>) -> Response {
+    match ctx {
+        Ok(ctx) if ctx.session.audience.is_operator() => redirect(&ctx.url("/console/op")),
+        Ok(ctx) => redirect(&ctx.url("/console/acct")),
+        Err(sign_in) => sign_in.into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct LoginParams {
+    link: Option<String>,
+}
+
+fn login_shell(status: StatusCode, message: Option<&str>, body: maud::Markup) -> Response {
+    let page = html! {
+        main id="main" class="narrow" {
+            h1 { "Sign in to the Rhythm delivery console" }
+            @if let Some(m) = message {
+                p class="problem" role="alert" data-testid="problem" {
+                    span data-testid="problem-detail" { (m) }
+                }
+            }
+            (body)
+        }
+    };
+    html_response(status, shell(None, "Sign in", page))
+}
+
+/// `GET /console/login`: the token form, or (with `?link=`) the link's confirmation.
+async fn login_page(
+    State(state): State<Arc<ApiState>>,
+    Query(params): Query<LoginParams>,
+    request: Request,
+) -> Response {
+    let (parts, _) = request.into_parts();
+    let action = format!("{}/console/login", prefix_of(&parts));
+    if let Some(link) = params.link {
+        return match state.console_key.open_link(&link, state.clock.now()) {
+            Ok(audience) => {
+                let who = match &audience {
+                    Audience::Operator { operator_id } => format!("operator {operator_id}"),
+                    Audience::Account { account_id, .. } => {
+                        format!("administrator of account {account_id}")
+                    }
+                };
+                login_shell(
+                    StatusCode::OK,
+                    None,
+                    html! {
+                        p { "This link signs you in as " strong data-testid="link-audience" { (who) } "." }
+                        form method="post" action=(action) {
+                            input type="hidden" name="link" value=(link);
+                            button type="submit" data-testid="login-continue" { "Continue" }
+                        }
+                    },
+                )
+            }
+            Err(e) => login_shell(
+                StatusCode::UNAUTHORIZED,
+                Some(&format!("{e}. Ask for a new link.")),
+                token_form(&action),
+            ),
+        };
+    }
+    login_shell(StatusCode::OK, None, token_form(&action))
+}
+
+fn token_form(action: &str) -> maud::Markup {
+    html! {
+        form method="post" action=(action) class="panel" {
+            label for="token" { "Account token (rhy_acct_…), or the local operator token" }
+            input id="token" name="token" type="password" autocomplete="off" required;
+            div class="actions" {
+                button type="submit" data-testid="login-submit" { "Sign in" }
+            }
+        }
+        p class="muted" { "Operators in AWS: get a sign-in link from POST /operator/console-links with the identity provider's token." }
+    }
+}
+
+/// `POST /console/login` (`link=` or `token=`): sets the session cookie and goes home. Refused
+/// when the browser says the form came from another site (`Sec-Fetch-Site`).
+async fn login(State(state): State<Arc<ApiState>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let prefix = prefix_of(&parts);
+    let action = format!("{prefix}/console/login");
+    let cross_site = parts
+        .headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v != "same-origin" && v != "none");
+    if cross_site {
+        return login_shell(
+            StatusCode::FORBIDDEN,
+            Some("sign-in forms are accepted from this console only"),
+            token_form(&action),
+        );
+    }
+    let Ok(bytes) = axum::body::to_bytes(body, crate::api::MAX_BODY_BYTES).await else {
+        return login_shell(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            Some("the form is too large"),
+            token_form(&action),
+        );
+    };
+    let fields = form_fields(&bytes);
+    let now = state.clock.now();
+    let audience = if let Some(link) = field(&fields, "link") {
+        state
+            .console_key
+            .open_link(link, now)
+            .map_err(|e| format!("{e}. Ask for a new link."))
+    } else if let Some(token) = field(&fields, "token").map(str::trim) {
+        audience_of_token(&state, token).await
+    } else {
+        Err("give a token or open a sign-in link".to_string())
+    };
+    let audience = match audience {
+        Ok(a) => a,
+        Err(message) => {
+            return login_shell(
+                StatusCode::UNAUTHORIZED,
+                Some(&message),
+                token_form(&action),
+            )
+        }
+    };
+    let (value, _) = state.console_key.session(audience, now);
+    let mut response = redirect(&format!("{prefix}/console/"));
+    let cookie = format!(
+        "{COOKIE}={value}; Path={prefix}/console; Max-Age={}; HttpOnly; Secure; SameSite=Strict",
+        SESSION_TTL.as_secs()
+    );
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    response
+}
+
+/// The audience a pasted token signs in as: an account token's account, or the local operator
+/// (a static operator token). Integration tokens are the adapters', not a person's.
+async fn audience_of_token(state: &ApiState, token: &str) -> Result<Audience, String> {
+    let refused = "the token is not valid".to_string();
+    if token.starts_with("rhy_") {
+        return match verify_token(state, token).await {
+            Ok(Principal::Account {
+                account_id,
+                token_id,
+            }) => Ok(Audience::Account {
+                account_id,
+                actor: format!("token {token_id}"),
+            }),
+            Ok(Principal::Integration { .. }) => {
+                Err("an integration token cannot sign in; use an account token".into())
+            }
+            Err(_) => Err(refused),
+        };
+    }
+    let parts = axum::http::Request::builder()
+        .header(header::AUTHORIZATION, format!("Bearer {token}"))
+        .body(())
+        .map_err(|_| refused.clone())?
+        .into_parts()
+        .0;
+    match &state.operator_auth {
+        crate::api::OperatorAuth::StaticToken { .. } => state
+            .operator_auth
+            .identify(&parts)
+            .map(|o| Audience::Operator { operator_id: o.id })
+            .map_err(|_| refused),
+        // In AWS operators sign in with a link (the identity provider's JWT is checked by the
+        // gateway on /operator/*, not here).
+        crate::api::OperatorAuth::GatewayJwt { .. } => Err(refused),
+    }
+}
+
+/// `POST /console/logout` (CSRF-checked): clears the cookie.
+async fn logout(ctx: Ctx, body: axum::body::Bytes) -> Response {
+    if let Some(r) = operator::refuse_without_csrf(&ctx, &form_fields(&body)) {
+        return r;
+    }
+    let mut response = redirect(&ctx.url("/console/login"));
+    let cookie = format!(
+        "{COOKIE}=; Path={}/console; Max-Age=0; HttpOnly; Secure; SameSite=Strict",
+        ctx.prefix
+    );
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    response
+}
+
+/// A console login link's path for `audience` (the demo prints these for the local console).
+pub fn login_link(state: &ApiState, audience: Audience) -> String {
+    links::issue(state, audience).url
+}
+
+/// Unused query parameters are ignored by the pages (a bookmarked URL keeps working).
+pub type Params = HashMap<String, String>;

@@ -1,0 +1,445 @@
+//! The pages both audiences see for one account: the Event monitor, an event with its Delivery
+//! log, and a delivery with its attempts. An operator reaches them under
+//! `/console/op/accounts/{account}/…` (with the actions), an administrator under
+//! `/console/acct/…` (their own account only: another account's id is simply not found). The
+//! reads are the monitor's and the operations' (the JSON API's own functions).
+
+use super::page::{badge, encode, error_page, html_response, pager, shell, when_text, Ctx, Nav};
+use super::Params;
+use crate::api::operator::deliveries::DeliveryView;
+use crate::api::problem::ApiError;
+use crate::api::state::ApiState;
+use crate::api::v1::events::{monitor_error, read_params, ListParams};
+use crate::domain::event::{EventStatus, InternalStatus};
+use crate::domain::lifecycle::Status;
+use crate::domain::pull_cursor::change_id as change_id_of;
+use crate::ids::{AccountId, ChangeId, SubscriptionId};
+use crate::monitor::query::{event_with_deliveries, list_events, DeliveryLogEntry, EventSummary};
+use axum::http::StatusCode;
+use axum::response::Response;
+use maud::html;
+
+/// Where one account's pages live for this audience.
+pub struct Scope {
+    pub account_id: AccountId,
+    /// Prefix of the account's detail pages (`/console/op/accounts/{a}` or `/console/acct`).
+    pub base: String,
+    /// The Event monitor's path (with `?account=` for operators).
+    pub monitor: String,
+    pub operator: bool,
+}
+
+impl Scope {
+    pub fn event(&self, change_id: &ChangeId) -> String {
+        format!("{}/events/{}", self.base, encode(change_id))
+    }
+    pub fn delivery(&self, subscription_id: &SubscriptionId, change_id: &ChangeId) -> String {
+        delivery_path(&self.base, subscription_id, change_id)
+    }
+}
+
+/// The path of a delivery's page under an account's `base` (ids or path segments as given).
+pub fn delivery_path(
+    base: &str,
+    subscription_id: impl std::fmt::Display,
+    change_id: impl std::fmt::Display,
+) -> String {
+    format!(
+        "{base}/subscriptions/{}/deliveries/{}",
+        encode(subscription_id),
+        encode(change_id)
+    )
+}
+
+/// Page size of the Event monitor.
+pub const MONITOR_PAGE: u32 = 50;
+/// Seconds between refreshes of a page with work in flight.
+pub const POLL: &str = "every 2s";
+
+/// A `datetime-local` value (`2024-05-01T10:00`, read as UTC) or an RFC 3339 time, as RFC 3339.
+pub fn form_time(text: &str) -> Option<String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return None;
+    }
+    if crate::domain::time::Timestamp::parse_rfc3339(t).is_some() {
+        return Some(t.to_owned());
+    }
+    for format in ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"] {
+        if let Ok(n) = chrono::NaiveDateTime::parse_from_str(t, format) {
+            return Some(n.and_utc().to_rfc3339());
+        }
+    }
+    // Not a time: handed on as written, so the API's check names it.
+    Some(t.to_owned())
+}
+
+fn param<'a>(p: &'a Params, name: &str) -> Option<&'a str> {
+    p.get(name)
+        .map(String::as_str)
+        .filter(|v| !v.trim().is_empty())
+}
+
+/// The Event monitor of one account: filters, the list, paging; refreshes itself (htmx, the
+/// `#events-live` fragment) while a listed event is `new` or `partial`.
+pub async fn event_monitor(
+    state: &ApiState,
+    ctx: &Ctx,
+    nav: &Nav,
+    scope: Option<&Scope>,
+    p: &Params,
+) -> Response {
+    let mut refused: Option<ApiError> = None;
+    let mut listing = None;
+    if let Some(scope) = scope {
+        let read = read_params(ListParams {
+            status: param(p, "status").map(str::to_owned),
+            from: param(p, "from").and_then(form_time),
+            to: param(p, "to").and_then(form_time),
+            order: None,
+            limit: Some(MONITOR_PAGE),
+            cursor: param(p, "cursor").map(str::to_owned),
+        });
+        let internal = match param(p, "internal") {
+            None => Ok(None),
+            Some(word) => InternalStatus::parse(word).map(Some).ok_or_else(|| {
+                ApiError::field(
+                    "internal",
+                    format!("{word:?} is not an internal status; expected new or done"),
+                )
+            }),
+        };
+        match (read, internal) {
+            (Ok(mut query), Ok(internal)) => {
+                query.internal_status = internal;
+                query.event_code = param(p, "code").map(|c| c.trim().to_owned());
+                match list_events(
+                    state.dynamo(),
+                    state.table(),
+                    &scope.account_id,
+                    &query,
+                    ctx.now,
+                )
+                .await
+                {
+                    Ok(page) => listing = Some(page),
+                    Err(e) => refused = Some(monitor_error(e)),
+                }
+            }
+            (Err(e), _) | (_, Err(e)) => refused = Some(e),
+        }
+    }
+    // The query string of this view (without the cursor), for the pager and the refresh.
+    let keep: Vec<(&str, &str)> = ["account", "status", "internal", "code", "from", "to"]
+        .iter()
+        .filter_map(|k| param(p, k).map(|v| (*k, v)))
+        .collect();
+    let query: String = keep
+        .iter()
+        .map(|(k, v)| format!("{k}={}", encode(v)))
+        .collect::<Vec<_>>()
+        .join("&");
+    let path = scope
+        .map(|s| s.monitor.split('?').next().unwrap_or_default().to_owned())
+        .unwrap_or_else(|| "/console/op/events".into());
+    let here = if query.is_empty() {
+        path.clone()
+    } else {
+        format!("{path}?{query}")
+    };
+    let here_with_cursor = match param(p, "cursor") {
+        Some(c) => format!(
+            "{here}{}cursor={}",
+            if here.contains('?') { '&' } else { '?' },
+            encode(c)
+        ),
+        None => here.clone(),
+    };
+    let summaries: Vec<EventSummary> = listing
+        .as_ref()
+        .map(|l| l.items.iter().map(EventSummary::from).collect())
+        .unwrap_or_default();
+    let live = summaries
+        .iter()
+        .any(|e| matches!(e.event_status, EventStatus::New | EventStatus::Partial));
+    let fragment = html! {
+        div id="events-live" data-live=(live)
+            hx-get=[live.then(|| ctx.url(&here_with_cursor))]
+            hx-trigger=[live.then_some(POLL)]
+            hx-swap=[live.then_some("outerHTML")] {
+            @if live { p class="live" role="status" { "Work in flight: this list refreshes itself." } }
+            @if let Some(scope) = scope {
+                div class="table-wrap" {
+                    table id="events" class="stack" {
+                        caption class="muted" { (summaries.len()) " events on this page, newest first" }
+                        thead { tr {
+                            th scope="col" { "Event" } th scope="col" { "Code" } th scope="col" { "Record" }
+                            th scope="col" { "Status" } th scope="col" { "Internal" }
+                            th scope="col" { "Subscribers" } th scope="col" { "Created" }
+                        } }
+                        tbody {
+                            @for e in &summaries {
+                                tr data-testid="event-row" data-event-id=(e.id) {
+                                    td data-label="Event" { a class="mono" data-testid="event-link" href=(ctx.url(&scope.event(&e.id))) { (e.id) } }
+                                    td data-label="Code" { (e.event_code) }
+                                    td data-label="Record" { (e.record_type) " " span class="mono" { (e.record_id) } }
+                                    td data-label="Status" data-testid="event-status" { (badge(e.event_status.as_str())) }
+                                    td data-label="Internal" data-testid="internal-status" { (badge(e.internal_status.as_str())) }
+                                    td data-label="Subscribers" { (e.subscribers) }
+                                    td data-label="Created" { (when_text(Some(&e.created_at))) }
+                                }
+                            }
+                            @if summaries.is_empty() {
+                                tr { td colspan="7" class="muted" data-testid="no-events" { "No events match." } }
+                            }
+                        }
+                    }
+                }
+                (pager(ctx, &here, listing.as_ref().and_then(|l| l.next_cursor.as_deref())))
+            }
+        }
+    };
+    if ctx.htmx {
+        return html_response(StatusCode::OK, fragment);
+    }
+    let status_options = EventStatus::ALL.iter().map(|s| s.as_str());
+    let chosen = param(p, "status").unwrap_or_default();
+    let body = html! {
+        main id="main" {
+            h1 { "Event monitor" }
+            form class="filters panel" method="get" action=(ctx.url(&path)) role="search" aria-label="Filter events" {
+                @if ctx.operator_id().is_some() {
+                    label for="filter-account" { "Account"
+                        input id="filter-account" name="account" required value=(param(p, "account").unwrap_or_default()) placeholder="account id";
+                    }
+                }
+                label for="filter-status" { "Status"
+                    select id="filter-status" name="status" {
+                        option value="" { "any" }
+                        @for s in status_options { option value=(s) selected[chosen == s] { (s) } }
+                    }
+                }
+                label for="filter-internal" { "Internal status"
+                    select id="filter-internal" name="internal" {
+                        option value="" { "any" }
+                        @for s in InternalStatus::ALL.iter().map(|s| s.as_str()) {
+                            option value=(s) selected[param(p, "internal") == Some(s)] { (s) }
+                        }
+                    }
+                }
+                label for="filter-code" { "Event code"
+                    input id="filter-code" name="code" value=(param(p, "code").unwrap_or_default());
+                }
+                label for="filter-from" { "Created from (UTC)"
+                    input id="filter-from" name="from" type="datetime-local" value=(param(p, "from").unwrap_or_default());
+                }
+                label for="filter-to" { "Created before (UTC)"
+                    input id="filter-to" name="to" type="datetime-local" value=(param(p, "to").unwrap_or_default());
+                }
+                button type="submit" data-testid="filter-apply" { "Apply" }
+            }
+            @if let Some(e) = &refused { (super::page::problem(&e.problem())) }
+            @if scope.is_none() { p class="muted" data-testid="choose-account" { "Choose an account to see its events." } }
+            (fragment)
+        }
+    };
+    let status = refused
+        .as_ref()
+        .map(|e| e.status())
+        .unwrap_or(StatusCode::OK);
+    html_response(status, shell(Some((ctx, nav)), "Event monitor", body))
+}
+
+/// One event and its Delivery log; refreshes itself while the event is `new` or `partial`.
+pub async fn event_page(
+    state: &ApiState,
+    ctx: &Ctx,
+    nav: &Nav,
+    scope: &Scope,
+    change_id: &str,
+) -> Response {
+    let found = if let Some(change_id) = change_id_of(change_id) {
+        event_with_deliveries(
+            state.dynamo(),
+            state.table(),
+            &scope.account_id,
+            &change_id,
+            ctx.now,
+        )
+        .await
+        .map_err(monitor_error)
+        .and_then(|f| f.ok_or_else(|| ApiError::not_found("event")))
+    } else {
+        Err(ApiError::not_found("event"))
+    };
+    let (event, deliveries) = match found {
+        Ok(f) => f,
+        Err(e) => return error_page(ctx, nav, &e),
+    };
+    let e = EventSummary::from(&event);
+    let log: Vec<DeliveryLogEntry> = deliveries
+        .iter()
+        .map(|d| DeliveryLogEntry::new(d, ctx.now))
+        .collect();
+    let live = matches!(e.event_status, EventStatus::New | EventStatus::Partial);
+    let here = ctx.url(&scope.event(&e.id));
+    let fragment = html! {
+        div id="event-live" data-live=(live)
+            hx-get=[live.then(|| here.clone())] hx-trigger=[live.then_some(POLL)] hx-swap=[live.then_some("outerHTML")] {
+            section class="panel" aria-labelledby="event-facts" {
+                h2 id="event-facts" { "Event" }
+                dl class="facts" {
+                    dt { "Status" } dd data-testid="event-status" { (badge(e.event_status.as_str())) " " span class="muted" { (e.status_reason.unwrap_or_default()) } }
+                    dt { "Internal status" } dd data-testid="internal-status" { (badge(e.internal_status.as_str())) }
+                    dt { "Event code" } dd { (e.event_code) }
+                    dt { "Record" } dd { (e.record_type) " " span class="mono" { (e.record_id) } }
+                    @if let Some(w) = &e.warehouse { dt { "Warehouse" } dd { (w) } }
+                    dt { "Occurred" } dd { (when_text(Some(&e.occurred_at))) }
+                    dt { "Created" } dd { (when_text(Some(&e.created_at))) }
+                    dt { "Status changed" } dd { (when_text(e.status_changed_at.as_deref())) }
+                    @if let Some(x) = &e.expires_at { dt { "Deleted by retention" } dd { (when_text(Some(x))) } }
+                }
+            }
+            h2 { "Delivery log" }
+            @if live { p class="live" role="status" { "Deliveries in flight: this page refreshes itself." } }
+            div class="table-wrap" {
+                table id="delivery-log" class="stack" {
+                    thead { tr {
+                        th scope="col" { "Subscription" } th scope="col" { "Method" } th scope="col" { "Status" }
+                        th scope="col" { "Log word" } th scope="col" { "Attempts" } th scope="col" { "HTTP" }
+                        th scope="col" { "Last error" } th scope="col" { "Next try" }
+                    } }
+                    tbody {
+                        @for d in &log {
+                            tr data-testid="delivery-row" data-delivery-id=(d.delivery_id) data-subscription-id=(d.subscription_id) {
+                                td data-label="Subscription" { a class="mono" data-testid="delivery-link" href=(ctx.url(&scope.delivery(&d.subscription_id, &d.change_id))) { (d.subscription_id) } }
+                                td data-label="Method" { (d.method) }
+                                td data-label="Status" data-testid="delivery-status" { (badge(d.status.as_str())) }
+                                td data-label="Log word" data-testid="transmit-status" {
+                                    @if let Some(t) = d.transmit_status { (badge(t.as_str())) } @else { span class="muted" { "—" } }
+                                }
+                                td data-label="Attempts" data-testid="attempts" { (d.attempts) }
+                                td data-label="HTTP" data-testid="http-code" { @if let Some(c) = d.http_code { (c) } @else { "—" } }
+                                td data-label="Last error" data-testid="last-error" { @if let Some(x) = &d.last_error { (x) } @else { "—" } }
+                                td data-label="Next try" { (when_text(d.next_attempt_at.as_deref())) }
+                            }
+                        }
+                        @if log.is_empty() { tr { td colspan="8" class="muted" { "No deliveries: no subscription took this event." } } }
+                    }
+                }
+            }
+        }
+    };
+    if ctx.htmx {
+        return html_response(StatusCode::OK, fragment);
+    }
+    let body = html! {
+        main id="main" {
+            p { a href=(ctx.url(&scope.monitor)) { "← Event monitor" } }
+            h1 { "Event " span class="mono" { (e.id) } }
+            (fragment)
+        }
+    };
+    html_response(StatusCode::OK, shell(Some((ctx, nav)), "Event", body))
+}
+
+/// One delivery and its attempts (every run, with the response snippets); refreshes itself
+/// while it waits or is being attempted.
+pub async fn delivery_page(
+    state: &ApiState,
+    ctx: &Ctx,
+    nav: &Nav,
+    scope: &Scope,
+    subscription_id: &str,
+    change_id: &str,
+    done: Option<&str>,
+) -> Response {
+    let found = match (
+        crate::api::extract::resource_id::<SubscriptionId>(subscription_id),
+        change_id_of(change_id),
+    ) {
+        (Some(sub), Some(change_id)) => state
+            .ops()
+            .delivery(&scope.account_id, &sub, &change_id)
+            .await
+            .map_err(ApiError::from),
+        _ => Err(ApiError::not_found("delivery")),
+    };
+    let d = match found {
+        Ok(d) => d,
+        Err(e) => return error_page(ctx, nav, &e),
+    };
+    let live = d.status.is_open();
+    let view = DeliveryView::detailed(&d, ctx.now);
+    let here = ctx.url(&scope.delivery(&d.subscription_id, &d.change_id));
+    let attempts = view.attempt_log.as_deref().unwrap_or_default();
+    let fragment = html! {
+        div id="delivery" data-live=(live)
+            hx-get=[live.then(|| here.clone())] hx-trigger=[live.then_some(POLL)] hx-swap=[live.then_some("outerHTML")] {
+            @if live { p class="live" role="status" { "In flight: this page refreshes itself." } }
+            section class="panel" {
+                dl class="facts" {
+                    dt { "Status" } dd data-testid="delivery-status" { (badge(view.status.as_str())) }
+                    dt { "Log word" } dd data-testid="transmit-status" { @if let Some(t) = &view.transmit_status { (badge(t)) } @else { "—" } }
+                    dt { "Method" } dd { (view.method) }
+                    dt { "Attempts (this run)" } dd data-testid="attempts" { (view.attempts) }
+                    dt { "Operator restarts" } dd { (view.restarts) }
+                    dt { "Last HTTP code" } dd data-testid="http-code" { @if let Some(c) = view.last_http_status { (c) } @else { "—" } }
+                    dt { "Last error" } dd data-testid="last-error" { @if let Some(x) = &view.last_error { (x) } @else { "—" } }
+                    dt { "Next try" } dd { (when_text(if live { view.not_before.as_deref() } else { None })) }
+                    dt { "Delivered" } dd { (when_text(view.delivered_at.as_deref())) }
+                    @if let Some(by) = &view.restarted_by { dt { "Last restarted" } dd { (when_text(view.restarted_at.as_deref())) " by " (by) } }
+                    dt { "Event" } dd { a class="mono" href=(ctx.url(&scope.event(&view.change_id))) { (view.change_id) } }
+                    @if scope.operator {
+                        dt { "Subscription" } dd { a class="mono" href=(ctx.url(&format!("{}/subscriptions/{}", scope.base, view.subscription_id))) { (view.subscription_id) } }
+                    }
+                }
+            }
+            h2 { "Attempts" }
+            div class="table-wrap" {
+                table id="attempts" class="stack" {
+                    thead { tr { th scope="col" { "Run" } th scope="col" { "#" } th scope="col" { "When" } th scope="col" { "Outcome" } th scope="col" { "HTTP" } th scope="col" { "Time" } th scope="col" { "Response or error" } } }
+                    tbody {
+                        @for a in attempts {
+                            tr data-testid="attempt-row" {
+                                td data-label="Run" { (a.run) }
+                                td data-label="#" { (a.number) }
+                                td data-label="When" { (when_text(Some(&a.at))) }
+                                td data-label="Outcome" { (badge(&a.class)) }
+                                td data-label="HTTP" { @if let Some(c) = a.http_status { (c) } @else { "—" } }
+                                td data-label="Time" { (a.duration_ms) " ms" }
+                                td data-label="Response or error" { @if let Some(x) = &a.detail { pre { (x) } } @else { "—" } }
+                            }
+                        }
+                        @if attempts.is_empty() { tr { td colspan="7" class="muted" { "No attempt yet." } } }
+                    }
+                }
+            }
+        }
+    };
+    if ctx.htmx {
+        return html_response(StatusCode::OK, fragment);
+    }
+    let payload = view
+        .payload
+        .as_ref()
+        .map(|p| serde_json::to_string_pretty(p).unwrap_or_default());
+    let body = html! {
+        main id="main" {
+            p { a href=(ctx.url(&scope.event(&view.change_id))) { "← Event" } }
+            h1 { "Delivery " span class="mono" { (view.id) } }
+            @if let Some(d) = done { p class="notice" role="status" data-testid="notice" { "Done: " (d) "." } }
+            @if scope.operator && matches!(d.status.as_str(), "dead" | "failed" | "retrying" | "delivered") {
+                div class="actions" {
+                    a class="button" data-testid="retry-link" href=(format!("{here}/retry")) { "Retry this delivery…" }
+                }
+            }
+            (fragment)
+            @if let Some(p) = payload {
+                h2 { "Projected change" }
+                pre class="mono" data-testid="payload" { (p) }
+            }
+        }
+    };
+    html_response(StatusCode::OK, shell(Some((ctx, nav)), "Delivery", body))
+}
