@@ -88,9 +88,9 @@ async fn the_rhythm_cli_parses_its_arguments_and_retries_through_a_local_api_ser
         "history",
         "deliveries",
         "--account",
-        &sub.account_id,
+        sub.account_id.as_str(),
         "--subscription",
-        &sub.subscription_id,
+        sub.subscription_id.as_str(),
         "--status",
         "dead",
     ]))
@@ -101,16 +101,16 @@ async fn the_rhythm_cli_parses_its_arguments_and_retries_through_a_local_api_ser
         String::from_utf8_lossy(&listed.stderr)
     );
     let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
-    assert_eq!(change_ids(&listed), [changes[0].change_id.clone()]);
+    assert_eq!(change_ids(&listed), [changes[0].change_id.to_string()]);
 
     let retried = run(with(&[
         "retry",
         "--account",
-        &sub.account_id,
+        sub.account_id.as_str(),
         "--subscription",
-        &sub.subscription_id,
+        sub.subscription_id.as_str(),
         "--change",
-        &changes[0].change_id,
+        changes[0].change_id.as_str(),
         "--reason",
         "fixed the receiver",
     ]))
@@ -132,9 +132,9 @@ async fn the_rhythm_cli_parses_its_arguments_and_retries_through_a_local_api_ser
     let again = run(with(&[
         "resume",
         "--account",
-        &sub.account_id,
+        sub.account_id.as_str(),
         "--subscription",
-        &sub.subscription_id,
+        sub.subscription_id.as_str(),
         "--reason",
         "r",
     ]))
@@ -145,9 +145,9 @@ async fn the_rhythm_cli_parses_its_arguments_and_retries_through_a_local_api_ser
         "history",
         "audit",
         "--account",
-        &sub.account_id,
+        sub.account_id.as_str(),
         "--subscription",
-        &sub.subscription_id,
+        sub.subscription_id.as_str(),
     ]))
     .await;
     assert!(String::from_utf8_lossy(&audit.stdout).contains("fixed the receiver"));

@@ -12,7 +12,7 @@ use shared::domain::subscription::SubscriptionStatus;
 use shared::domain::target::{Target, TargetParts, WebhookSecret};
 use shared::domain::time::Timestamp;
 use shared::envelope::SecretSealer;
-use shared::ids::{IntegrationId, SubscriptionId};
+use shared::ids::{AccountId, IntegrationId, SubscriptionId};
 use shared::store::account::Account;
 use shared::store::integration::Integration;
 use shared::store::keys;
@@ -43,8 +43,8 @@ pub fn test_secret() -> String {
 pub async fn sealed_secret(
     clients: &Clients,
     signing_key_id: &str,
-    account_id: &str,
-    integration_id: &str,
+    account_id: &AccountId,
+    integration_id: &IntegrationId,
     secret: &str,
 ) -> Result<WebhookSecret> {
     let sealer = SecretSealer::new(clients.kms.clone(), signing_key_id);
@@ -63,7 +63,7 @@ impl<'a> Fixtures<'a> {
 
     pub async fn account(&self, admin_emails: &[&str]) -> Result<Account> {
         let account = Account {
-            account_id: format!("acct{}", new_id().to_lowercase()).into(),
+            account_id: format!("acct{}", new_id().to_lowercase()).parse().unwrap(),
             name: "Test account".into(),
             admin_emails: admin_emails.iter().map(|s| s.to_string()).collect(),
             created_at: self.now,
@@ -85,7 +85,7 @@ impl<'a> Fixtures<'a> {
 
     pub async fn integration(
         &self,
-        account_id: &str,
+        account_id: &AccountId,
         method: DeliveryMethod,
         webhook_url: Option<String>,
         handler: Option<&str>,
@@ -105,7 +105,7 @@ impl<'a> Fixtures<'a> {
             None => None,
         };
         let integration = Integration {
-            account_id: account_id.into(),
+            account_id: account_id.clone(),
             integration_id,
             name: format!("{} integration", method.as_str()),
             target: Target::from_parts(TargetParts {
@@ -132,7 +132,7 @@ impl<'a> Fixtures<'a> {
         .await
     }
 
-    pub async fn webhook(&self, account_id: &str, url: String) -> Result<Integration> {
+    pub async fn webhook(&self, account_id: &AccountId, url: String) -> Result<Integration> {
         self.integration(account_id, DeliveryMethod::Webhook, Some(url), None)
             .await
     }
@@ -181,7 +181,7 @@ impl<'a> Fixtures<'a> {
 }
 
 /// A catalog item change with fields worth hiding (cost, supplier) next to public ones.
-pub fn catalog_change(account_id: &str, occurred_at: Timestamp, price: f64) -> Change {
+pub fn catalog_change(account_id: &AccountId, occurred_at: Timestamp, price: f64) -> Change {
     let record: Map<String, Value> = json!({
         "sku": "SKU-1",
         "name": "Espresso cup",
@@ -194,8 +194,8 @@ pub fn catalog_change(account_id: &str, occurred_at: Timestamp, price: f64) -> C
     .cloned()
     .unwrap_or_default();
     Change {
-        account_id: account_id.into(),
-        change_id: new_id().into(),
+        account_id: account_id.clone(),
+        change_id: new_id().parse().unwrap(),
         record_type: "catalog_item".into(),
         record_id: "SKU-1".into(),
         event_code: "catalog_item.updated".into(),

@@ -10,6 +10,7 @@ use shared::clock::{Clock, ManualClock};
 use shared::dispatch::Dispatcher;
 use shared::domain::change::Change;
 use shared::domain::time::Timestamp;
+use shared::ids::{AccountId, ChangeId, SubscriptionId};
 use shared::ingest::Ingest;
 use shared::monitor::{RollUp, RollUpReport};
 use shared::notify::settle::reconcile_settler;
@@ -230,9 +231,9 @@ impl Pipeline {
 
     pub async fn delivery(
         &self,
-        account_id: &str,
-        change_id: &str,
-        subscription_id: &str,
+        account_id: &AccountId,
+        change_id: &ChangeId,
+        subscription_id: &SubscriptionId,
     ) -> Option<Delivery> {
         self.get(
             &keys::event_pk(account_id, change_id),
@@ -242,7 +243,7 @@ impl Pipeline {
         .map(|i| from_item(i).expect("a delivery item"))
     }
 
-    pub async fn event(&self, account_id: &str, change_id: &str) -> Option<EventRecord> {
+    pub async fn event(&self, account_id: &AccountId, change_id: &ChangeId) -> Option<EventRecord> {
         self.get(&keys::event_pk(account_id, change_id), keys::EVENT_SK)
             .await
             .map(|i| from_item(i).expect("an event item"))
@@ -250,8 +251,8 @@ impl Pipeline {
 
     pub async fn subscription(
         &self,
-        account_id: &str,
-        subscription_id: &str,
+        account_id: &AccountId,
+        subscription_id: &SubscriptionId,
     ) -> Option<Subscription> {
         self.get(
             &keys::account_pk(account_id),

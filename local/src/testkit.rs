@@ -33,6 +33,7 @@ use shared::domain::delivery_method::DeliveryMethod;
 use shared::domain::retry::RetryPolicy;
 use shared::domain::subscription::SubscriptionStatus;
 use shared::domain::time::Timestamp;
+use shared::ids::{AccountId, SubscriptionId};
 use shared::store::delivery::DeliveryWork;
 use shared::store::integration::Integration;
 use shared::store::subscription::Subscription;
@@ -176,11 +177,20 @@ pub fn sample(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// Tests' shorthand for a typed id of fixture text: `id("s1")` (panics when it is not an id).
+pub fn id<T: std::str::FromStr>(text: &str) -> T
+where
+    T::Err: std::fmt::Debug,
+{
+    text.parse()
+        .unwrap_or_else(|e| panic!("{text:?} is not a fixture id: {e:?}"))
+}
+
 /// The delivery queue's message for a change and a subscription (as the dispatcher publishes it).
 pub fn work(change: &Change, subscription: &Subscription) -> DeliveryWork {
     DeliveryWork {
-        account_id: change.account_id.as_str().into(),
-        change_id: change.change_id.as_str().into(),
+        account_id: change.account_id.clone(),
+        change_id: change.change_id.clone(),
         subscription_id: subscription.subscription_id.clone(),
     }
 }
@@ -264,7 +274,7 @@ impl World {
     }
 
     /// An integration of `account_id` (see [`IntegrationBuilder`]).
-    pub fn integration(&self, account_id: &str) -> IntegrationBuilder<'_> {
+    pub fn integration(&self, account_id: &AccountId) -> IntegrationBuilder<'_> {
         IntegrationBuilder {
             world: self,
             account_id: account_id.to_owned(),
@@ -280,8 +290,8 @@ impl World {
     pub fn subscribe(&self, integration: &Integration) -> SubscriptionBuilder<'_> {
         SubscriptionBuilder {
             world: self,
-            account_id: integration.account_id.to_string(),
-            integration_id: integration.integration_id.to_string(),
+            account_id: integration.account_id.clone(),
+            integration_id: integration.integration_id.clone(),
             id: None,
             record_types: vec!["catalog_item".into()],
             filter: None,
@@ -292,7 +302,7 @@ impl World {
     }
 
     /// A change of `account_id` the owning application writes (see [`ChangeBuilder`]).
-    pub fn change(&self, account_id: &str) -> ChangeBuilder<'_> {
+    pub fn change(&self, account_id: &AccountId) -> ChangeBuilder<'_> {
         ChangeBuilder {
             world: self,
             account_id: account_id.to_owned(),
@@ -334,7 +344,7 @@ impl World {
     }
 
     /// An account token for `account_id`, stored as the API stores tokens.
-    pub async fn account_token(&self, account_id: &str) -> String {
+    pub async fn account_token(&self, account_id: &AccountId) -> String {
         let (plaintext, record) = issue_token(TokenKind::Acct, account_id, None, self.now());
         for item in [record.item().unwrap(), record.reference_item().unwrap()] {
             let put = write::put(&self.t.config.delivery_table, item).unwrap();
@@ -350,7 +360,7 @@ impl World {
     pub async fn lease(
         &self,
         change: &Change,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
         until: Timestamp,
         token: &str,
     ) {

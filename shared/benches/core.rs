@@ -26,8 +26,8 @@ fn change(i: usize) -> Change {
     .cloned()
     .unwrap();
     Change {
-        account_id: "acct".into(),
-        change_id: format!("01JDX{i:021}").into(),
+        account_id: "acct".parse().unwrap(),
+        change_id: format!("01JDX{i:021}").parse().unwrap(),
         record_type: "catalog_item".into(),
         record_id: format!("SKU-{i}"),
         event_code: if i % 2 == 0 {

@@ -32,6 +32,7 @@ use crate::config::Config;
 use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::lifecycle::Status;
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, ChangeId, SubscriptionId};
 use crate::metrics::{self, EmfSink, Metric};
 use crate::monitor::RollUp;
 use crate::store;
@@ -146,9 +147,9 @@ impl Dispatcher {
                     return None;
                 }
                 let work = DeliveryWork {
-                    account_id: attr(new, "account_id")?.into(),
-                    change_id: attr(new, "change_id")?.into(),
-                    subscription_id: attr(new, "subscription_id")?.into(),
+                    account_id: AccountId::from_stored(attr(new, "account_id")?),
+                    change_id: ChangeId::from_stored(attr(new, "change_id")?),
+                    subscription_id: SubscriptionId::from_stored(attr(new, "subscription_id")?),
                 };
                 Some(StreamWork {
                     record: crate::runtime::stream_record_id(r),
@@ -366,8 +367,8 @@ pub fn rollup_trigger(
 ) -> Option<String> {
     let event_pk = || {
         Some(keys::event_pk(
-            attr(new, "account_id")?,
-            attr(new, "change_id")?,
+            &AccountId::from_stored(attr(new, "account_id")?),
+            &ChangeId::from_stored(attr(new, "change_id")?),
         ))
     };
     match attr(new, "kind")? {
@@ -397,6 +398,7 @@ pub fn work_from_keys(pk: &str, sk: &str) -> Option<DeliveryWork> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     #[test]
     fn delays_round_up_and_stop_at_fifteen_minutes() {
@@ -437,7 +439,7 @@ mod tests {
         // An event nobody pushes to is settled when written; one with push work waits for it.
         assert_eq!(
             rollup_trigger("INSERT", &event("#0"), &empty),
-            Some(keys::event_pk("a", "c"))
+            Some(keys::event_pk(&id("a"), &id("c")))
         );
         assert_eq!(rollup_trigger("INSERT", &event("#2"), &empty), None);
         let delivery = |status: &str, method: &str| {
@@ -471,13 +473,17 @@ mod tests {
 
     #[test]
     fn keys_name_their_work() {
-        let w = work_from_keys(&keys::event_pk("a1", "c1"), &keys::delivery_sk("s1")).unwrap();
+        let w = work_from_keys(
+            &keys::event_pk(&id("a1"), &id("c1")),
+            &keys::delivery_sk(&id("s1")),
+        )
+        .unwrap();
         assert_eq!(
             w,
             DeliveryWork {
-                account_id: "a1".into(),
-                change_id: "c1".into(),
-                subscription_id: "s1".into()
+                account_id: "a1".parse().unwrap(),
+                change_id: "c1".parse().unwrap(),
+                subscription_id: "s1".parse().unwrap()
             }
         );
         assert!(work_from_keys("ACCT#a", "DLV#s").is_none());

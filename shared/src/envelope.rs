@@ -11,6 +11,7 @@
 use crate::domain::sealed::{self, DataKey, OpenError, SealedSecret, NONCE_BYTES};
 use crate::domain::signing::SigningSecret;
 use crate::guarded_http::error_chain;
+use crate::ids::{AccountId, IntegrationId};
 use aws_sdk_kms::operation::decrypt::DecryptError;
 use aws_sdk_kms::primitives::Blob;
 use aws_sdk_kms::types::DataKeySpec;
@@ -108,8 +109,8 @@ impl SecretSealer {
     /// `secret` sealed for the integration `(account_id, integration_id)`.
     pub async fn seal(
         &self,
-        account_id: &str,
-        integration_id: &str,
+        account_id: &AccountId,
+        integration_id: &IntegrationId,
         secret: &SigningSecret,
     ) -> Result<SealedSecret, KmsError> {
         let g = self.generated().await?;
@@ -120,8 +121,8 @@ impl SecretSealer {
             &g.key_id,
             &g.wrapped,
             nonce,
-            account_id,
-            integration_id,
+            account_id.as_str(),
+            integration_id.as_str(),
             secret,
         ))
     }
@@ -181,11 +182,16 @@ impl SecretOpener {
     /// The plaintext of a sealed secret of the integration `(account_id, integration_id)`.
     pub async fn open(
         &self,
-        account_id: &str,
-        integration_id: &str,
+        account_id: &AccountId,
+        integration_id: &IntegrationId,
         sealed: &SealedSecret,
     ) -> Result<SigningSecret, UnsealError> {
         let key = self.data_key(sealed).await?;
-        Ok(sealed::open(&key, sealed, account_id, integration_id)?)
+        Ok(sealed::open(
+            &key,
+            sealed,
+            account_id.as_str(),
+            integration_id.as_str(),
+        )?)
     }
 }

@@ -1,5 +1,37 @@
 //! Resource ids: lowercase ULIDs (time-sortable), generated here for the API and the operator
 //! actions alike.
+//!
+//! Each kind of id is its own type, and the compiler refuses one kind where another is meant
+//! (these examples must not compile; `cargo test --doc` checks that they do not):
+//!
+//! ```compile_fail
+//! use shared::ids::{AccountId, SubscriptionId};
+//! let subscription: SubscriptionId = "s1".parse().unwrap();
+//! shared::store::keys::account_pk(&subscription);
+//! ```
+//!
+//! nor is text taken for an id without a parse:
+//!
+//! ```compile_fail
+//! shared::store::keys::account_pk(&"a1".into());
+//! ```
+//!
+//! ```compile_fail
+//! let account: shared::ids::AccountId = "a1".parse().unwrap();
+//! let _ = account == "a1";
+//! ```
+//!
+//! ```compile_fail
+//! let account: shared::ids::AccountId = "a1".parse().unwrap();
+//! let _: &str = &account;
+//! ```
+//!
+//! while the typed form does:
+//!
+//! ```
+//! let account: shared::ids::AccountId = "a1".parse().unwrap();
+//! assert_eq!(shared::store::keys::account_pk(&account), "ACCT#a1");
+//! ```
 
 /// A new resource id: a ULID in lowercase.
 pub fn new_id() -> String {
@@ -35,9 +67,11 @@ pub fn is_id_text(text: &str) -> bool {
 }
 
 /// Declares an id newtype: stored and serialized as its bare text (`serde(transparent)`), shown
-/// by `Display`, read as `&str` through `AsRef`/`Deref`/`Borrow` (so maps keyed by it answer
-/// `&str` look-ups), parsed from outside with `FromStr` (the [`is_id_text`] form). `From<String>`
-/// is for text already trusted: items read from storage, keys built here.
+/// by `Display`, read as text only through `as_str()`, parsed from outside with `FromStr` (the
+/// [`is_id_text`] form) and rebuilt from storage with `from_stored`. There is deliberately no
+/// `Deref<Target = str>`, no `From<&str>` and no comparison with text: an id of one kind is not
+/// accepted where another kind (or any text) is expected, so the compiler refuses a subscription
+/// id passed as an account id.
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
@@ -48,6 +82,12 @@ macro_rules! id_type {
         pub struct $name(String);
 
         impl $name {
+            /// An id read back from storage (a key attribute, a stored reference) or made by
+            /// this code base: text that was an id of this kind when it was written, so it is
+            /// not checked again. Text from outside goes through `FromStr`.
+            pub fn from_stored(text: impl Into<String>) -> Self {
+                $name(text.into())
+            }
             pub fn as_str(&self) -> &str {
                 &self.0
             }
@@ -71,65 +111,14 @@ macro_rules! id_type {
                 is_id_text(text).then(|| $name(text.to_owned())).ok_or(IdError)
             }
         }
-        impl AsRef<str> for $name {
-            fn as_ref(&self) -> &str {
-                &self.0
-            }
-        }
-        impl std::ops::Deref for $name {
-            type Target = str;
-            fn deref(&self) -> &str {
-                &self.0
-            }
-        }
-        impl std::borrow::Borrow<str> for $name {
-            fn borrow(&self) -> &str {
-                &self.0
-            }
-        }
-        impl From<String> for $name {
-            fn from(text: String) -> Self {
-                $name(text)
-            }
-        }
-        impl From<&str> for $name {
-            fn from(text: &str) -> Self {
-                $name(text.to_owned())
-            }
-        }
         impl From<$name> for String {
             fn from(id: $name) -> String {
                 id.0
             }
         }
-        impl PartialEq<str> for $name {
-            fn eq(&self, other: &str) -> bool {
-                self.0 == other
-            }
-        }
-        impl PartialEq<&str> for $name {
-            fn eq(&self, other: &&str) -> bool {
-                self.0 == *other
-            }
-        }
-        impl PartialEq<String> for $name {
-            fn eq(&self, other: &String) -> bool {
-                &self.0 == other
-            }
-        }
-        impl PartialEq<$name> for str {
-            fn eq(&self, other: &$name) -> bool {
-                self == other.0
-            }
-        }
-        impl PartialEq<$name> for &str {
-            fn eq(&self, other: &$name) -> bool {
-                *self == other.0
-            }
-        }
-        impl PartialEq<$name> for String {
-            fn eq(&self, other: &$name) -> bool {
-                *self == other.0
+        impl From<&$name> for String {
+            fn from(id: &$name) -> String {
+                id.0.clone()
             }
         }
     };
@@ -188,9 +177,18 @@ id_type!(
 
 impl DeliveryId {
     /// The delivery of `change` to `subscription`: `dlv_{change}_{subscription}`.
-    pub fn of(change: &str, subscription: &str) -> Self {
+    pub fn of(change: &ChangeId, subscription: &SubscriptionId) -> Self {
         DeliveryId(format!("dlv_{change}_{subscription}"))
     }
+}
+
+/// Tests' shorthand for an id of fixture text: `id("s1")` (panics when it is not an id).
+#[cfg(test)]
+pub(crate) fn id<T: std::str::FromStr>(text: &str) -> T
+where
+    T::Err: std::fmt::Debug,
+{
+    text.parse().expect("a fixture id")
 }
 
 #[cfg(test)]
@@ -220,7 +218,7 @@ mod tests {
 
     #[test]
     fn an_id_serializes_as_its_bare_text() {
-        let id = IntegrationId::from("i1");
+        let id: IntegrationId = id("i1");
         assert_eq!(serde_json::to_value(&id).unwrap(), serde_json::json!("i1"));
         assert_eq!(
             serde_json::from_value::<IntegrationId>(serde_json::json!("i1")).unwrap(),
@@ -234,19 +232,66 @@ mod tests {
     }
 
     #[test]
-    fn a_map_keyed_by_ids_answers_text_look_ups() {
-        let map = HashMap::from([(SubscriptionId::from("s1"), 1)]);
-        assert_eq!(map.get("s1"), Some(&1));
-        let id = SubscriptionId::from("s1");
-        let text = String::from("s1");
-        assert_eq!(id, "s1");
-        assert_eq!(id, text);
-        assert_eq!(text, id);
-        assert_ne!(id, "s2");
+    fn a_map_keyed_by_ids_answers_look_ups_by_id() {
+        let map = HashMap::from([(SubscriptionId::from_stored("s1"), 1)]);
+        assert_eq!(map.get(&id("s1")), Some(&1));
+        assert_eq!(map.get(&id("s2")), None);
+        let stored = SubscriptionId::from_stored("s1");
+        assert_eq!(stored, "s1".parse().unwrap());
+        assert_eq!(stored.as_str(), "s1");
+        assert_eq!(String::from(&stored), "s1");
+        assert_ne!(stored, id("s2"));
     }
 
     #[test]
     fn a_delivery_id_is_made_of_its_change_and_subscription() {
-        assert_eq!(DeliveryId::of("01H", "sub1").as_str(), "dlv_01H_sub1");
+        assert_eq!(
+            DeliveryId::of(&id("01H"), &id("sub1")).as_str(),
+            "dlv_01H_sub1"
+        );
+    }
+
+    /// The strictness, stated as what the code accepts: text becomes an id only through
+    /// `FromStr` (which refuses what is not an id, for every kind alike) or `from_stored`, and the
+    /// keys built from typed ids are exactly today's key strings. (That a wrong kind does not
+    /// compile is checked by the `compile_fail` examples in the module docs.)
+    #[test]
+    fn text_becomes_an_id_only_through_a_checked_parse_and_keys_keep_their_form() {
+        use crate::store::{account, audit, delivery, event, integration, keys, notice};
+        use crate::store::{replay_job, subscription, token};
+        for bad in [
+            "",
+            "a#b",
+            "a/b",
+            "a b",
+            "é",
+            "\n",
+            &"a".repeat(MAX_ID_LEN + 1),
+        ] {
+            assert_eq!(bad.parse::<AccountId>(), Err(IdError), "{bad:?}");
+            assert_eq!(bad.parse::<SubscriptionId>(), Err(IdError), "{bad:?}");
+            assert_eq!(bad.parse::<NoticeId>(), Err(IdError), "{bad:?}");
+            assert_eq!(bad.parse::<TokenId>(), Err(IdError), "{bad:?}");
+        }
+        let (a, s, c, i): (AccountId, SubscriptionId, ChangeId, IntegrationId) =
+            (id("acct1"), id("sub1"), id("01HCHANGE"), id("int1"));
+        assert_eq!(
+            account::key(&a),
+            ("ACCT#acct1".to_string(), "ACCOUNT".to_string())
+        );
+        assert_eq!(integration::key(&a, &i).1, "INTEG#int1");
+        assert_eq!(subscription::key(&a, &s).1, "SUB#sub1");
+        assert_eq!(event::key(&a, &c).0, "EVT#acct1#01HCHANGE");
+        assert_eq!(
+            delivery::key(&a, &c, &s),
+            ("EVT#acct1#01HCHANGE".to_string(), "DLV#sub1".to_string())
+        );
+        assert_eq!(keys::token_pk(&id::<TokenId>("tok1")), "TOKEN#tok1");
+        assert_eq!(keys::subscription_sort(&c), "01HCHANGE");
+        assert_eq!(token::token_ref_sk(&id("tok1")), "TOKEN#tok1");
+        assert_eq!(audit::audit_list_key(&a, &s), "AUDIT#acct1#sub1");
+        assert_eq!(replay_job::job_sk(&id("job1")), "JOB#job1");
+        assert_eq!(notice::key(&id("ntc_1")).0, "NOTICE#ntc_1");
+        assert_eq!(keys::delivery_id(&c, &s).as_str(), "dlv_01HCHANGE_sub1");
     }
 }

@@ -137,8 +137,8 @@ impl Ingest {
             writes.push(store::delivery::create(table, &record, now)?);
         }
         let event = EventRecord {
-            account_id: change.account_id.as_str().into(),
-            change_id: change.change_id.as_str().into(),
+            account_id: change.account_id.clone(),
+            change_id: change.change_id.clone(),
             record_type: change.record_type.clone(),
             record_id: change.record_id.clone(),
             event_code: change.event_code.clone(),
@@ -204,8 +204,8 @@ pub fn delivery_record(
     let matched = compiled.filter.matches(change);
     Delivery {
         delivery_id: keys::delivery_id(&change.change_id, &sub.subscription_id),
-        account_id: change.account_id.as_str().into(),
-        change_id: change.change_id.as_str().into(),
+        account_id: change.account_id.clone(),
+        change_id: change.change_id.clone(),
         subscription_id: sub.subscription_id.clone(),
         integration_id: sub.integration_id.clone(),
         method,

@@ -25,6 +25,7 @@ use shared::api::{ApiState, OperatorAuth};
 use shared::domain::event::{EventStatus, InternalStatus};
 use shared::domain::retry::FIXED_SCHEDULE;
 use shared::domain::time::Timestamp;
+use shared::ids::{AccountId, ChangeId};
 use shared::store::event::{self, EventRecord};
 use std::sync::Arc;
 use std::time::Duration;
@@ -132,7 +133,7 @@ fn stopped(max: Duration) -> Result<impl std::future::Future<Output = &'static s
 }
 
 struct Account {
-    id: String,
+    id: AccountId,
     token: String,
 }
 
@@ -145,7 +146,7 @@ async fn account(api: &HttpApi, name: &str, admin: &str) -> Result<Account> {
         )
         .await?;
     Ok(Account {
-        id: text(&created["account"]["id"])?,
+        id: text(&created["account"]["id"])?.parse()?,
         token: text(&created["token"])?,
     })
 }
@@ -177,7 +178,7 @@ fn text(v: &Value) -> Result<String> {
 /// `n` final events of `account_id`, one every twenty seconds back from now, mostly `sent`, some
 /// `failed` and `skipped`, written straight into the table (they are off the roll-up index, as
 /// final events are).
-async fn bulk_events(p: &Pipeline, account_id: &str, n: usize) -> Result<()> {
+async fn bulk_events(p: &Pipeline, account_id: &AccountId, n: usize) -> Result<()> {
     let now = p.now();
     stream::iter(0..n)
         .map(|i| async move {
@@ -190,8 +191,8 @@ async fn bulk_events(p: &Pipeline, account_id: &str, n: usize) -> Result<()> {
             let subscribers = if status == EventStatus::Skipped { 0 } else { 2 };
             let change_id = ulid::Ulid::from_parts(at.millis() as u64, i as u128).to_string();
             let record = EventRecord {
-                account_id: account_id.into(),
-                change_id: change_id.into(),
+                account_id: account_id.clone(),
+                change_id: ChangeId::from_stored(change_id),
                 record_type: "catalog_item".into(),
                 record_id: format!("SKU-{i:04}"),
                 event_code: if i % 4 == 0 {

@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 use shared::api::auth::sha256_hex;
 use shared::api::{ApiState, OperatorAuth};
 use shared::domain::retry::FIXED_SCHEDULE;
+use shared::ids::{AccountId, ChangeId, SubscriptionId};
 use shared::notify::confirm::{self, ProviderEventSettings};
 use shared::notify::sns;
 use shared::store::delivery::Delivery;
@@ -28,7 +29,7 @@ const OPERATOR_TOKEN: &str = "demo-operator-token";
 /// One configured subscription, as the demo shows it.
 struct Column {
     title: &'static str,
-    subscription_id: String,
+    subscription_id: SubscriptionId,
 }
 
 #[tokio::main]
@@ -77,10 +78,10 @@ async fn main() -> Result<()> {
             json!({"name": "Northwind Traders", "admin_emails": ["ops@northwind.example"]}),
         )
         .await?;
-    let account_id = created["account"]["id"]
+    let account_id: AccountId = created["account"]["id"]
         .as_str()
         .context("account id")?
-        .to_string();
+        .parse()?;
     let token = created["token"]
         .as_str()
         .context("account token")?
@@ -136,7 +137,7 @@ async fn main() -> Result<()> {
             body["filter"] = f;
         }
         let sub = api.post("/v1/subscriptions", &token, body).await?;
-        let subscription_id = sub["id"].as_str().context("subscription id")?.to_string();
+        let subscription_id = sub["id"].as_str().context("subscription id")?.parse()?;
         columns.push(Column {
             title,
             subscription_id,
@@ -149,7 +150,7 @@ async fn main() -> Result<()> {
     for price in [3.5, 24.0, 12.75] {
         let c = catalog_change(&account_id, p.now(), price);
         p.write_change(&c).await?;
-        changes.push((c.change_id.to_string(), price));
+        changes.push((c.change_id.clone(), price));
     }
     p.t.meter.reset();
     p.pump().await?;
@@ -234,10 +235,10 @@ async fn main() -> Result<()> {
             json!({"integration_id": pull["id"], "record_types": ["catalog_item"], "fields": ["sku", "price"]}),
         )
         .await?;
-    let pull_sub_id = pull_sub["id"]
+    let pull_sub_id: SubscriptionId = pull_sub["id"]
         .as_str()
         .context("subscription id")?
-        .to_string();
+        .parse()?;
     let mut pulled_changes = Vec::new();
     for price in [5.0, 6.0, 7.0] {
         let c = catalog_change(&account_id, p.now(), price);
@@ -465,9 +466,9 @@ fn summarize_attention(view: &Value) -> String {
 
 async fn show(
     p: &Pipeline,
-    account: &str,
+    account: &AccountId,
     columns: &[Column],
-    changes: &[(String, f64)],
+    changes: &[(ChangeId, f64)],
     at: &str,
 ) {
     print!("\n   {at:<8} {:<10}", "price");

@@ -1,12 +1,14 @@
 //! The test world's API client: the `api` Lambda's router, called in process with `oneshot`, and
 //! its replies with the checks every test makes (a success status, a problem+json document).
 
+use crate::testkit::id;
 use axum::body::Body;
 use axum::http::{header, HeaderMap, Method, Request, StatusCode};
 use axum::Router;
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use shared::api::{router, ApiState};
+use shared::ids::AccountId;
 use std::future::IntoFuture;
 use tower::ServiceExt;
 
@@ -25,7 +27,7 @@ pub struct ApiClient {
 /// An account made through the operator route.
 #[derive(Debug, Clone)]
 pub struct ApiAccount {
-    pub account_id: String,
+    pub account_id: AccountId,
     pub token: String,
 }
 
@@ -108,7 +110,7 @@ impl ApiClient {
             .await;
         let body = r.created();
         ApiAccount {
-            account_id: body["account"]["id"].as_str().unwrap().to_owned(),
+            account_id: id(body["account"]["id"].as_str().unwrap()),
             token: body["token"].as_str().unwrap().to_owned(),
         }
     }

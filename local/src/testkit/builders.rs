@@ -5,6 +5,7 @@
 use super::World;
 use crate::fixtures::{catalog_change, new_id, sealed_secret, test_secret};
 use crate::receiver::Receiver;
+use crate::testkit::id;
 use futures::future::BoxFuture;
 use serde_json::Value;
 use shared::domain::change::Change;
@@ -13,7 +14,7 @@ use shared::domain::retry::RetryPolicy;
 use shared::domain::subscription::SubscriptionStatus;
 use shared::domain::target::{Target, TargetParts};
 use shared::domain::time::Timestamp;
-use shared::ids::{IntegrationId, SubscriptionId};
+use shared::ids::{AccountId, IntegrationId, SubscriptionId};
 use shared::store::account::Account;
 use shared::store::integration::Integration;
 use shared::store::subscription::Subscription;
@@ -52,10 +53,9 @@ impl<'a> IntoFuture for AccountBuilder<'a> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let account = Account {
-                account_id: self
+                account_id: id(&self
                     .id
-                    .unwrap_or_else(|| format!("acct{}", new_id().to_lowercase()))
-                    .into(),
+                    .unwrap_or_else(|| format!("acct{}", new_id().to_lowercase()))),
                 name: self.name,
                 admin_emails: self.admins,
                 created_at: self.world.now(),
@@ -75,7 +75,7 @@ impl<'a> IntoFuture for AccountBuilder<'a> {
 /// [`HOOK_PATH`], signed with [`test_secret`].
 pub struct IntegrationBuilder<'a> {
     pub(super) world: &'a World,
-    pub(super) account_id: String,
+    pub(super) account_id: AccountId,
     pub(super) id: Option<String>,
     pub(super) name: Option<String>,
     pub(super) method: DeliveryMethod,
@@ -128,7 +128,7 @@ impl<'a> IntoFuture for IntegrationBuilder<'a> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let now = self.world.now();
-            let integration_id: IntegrationId = self.id.map_or_else(IntegrationId::new, Into::into);
+            let integration_id: IntegrationId = self.id.map_or_else(IntegrationId::new, |t| id(&t));
             let signing_secret = match &self.webhook_url {
                 Some(_) => Some(
                     sealed_secret(
@@ -144,7 +144,7 @@ impl<'a> IntoFuture for IntegrationBuilder<'a> {
                 None => None,
             };
             let integration = Integration {
-                account_id: self.account_id.into(),
+                account_id: self.account_id.clone(),
                 integration_id,
                 name: self
                     .name
@@ -169,8 +169,8 @@ impl<'a> IntoFuture for IntegrationBuilder<'a> {
 /// `sku` and `price`, with the fixed retry schedule.
 pub struct SubscriptionBuilder<'a> {
     pub(super) world: &'a World,
-    pub(super) account_id: String,
-    pub(super) integration_id: String,
+    pub(super) account_id: AccountId,
+    pub(super) integration_id: IntegrationId,
     pub(super) id: Option<String>,
     pub(super) record_types: Vec<String>,
     pub(super) filter: Option<Value>,
@@ -215,9 +215,9 @@ impl<'a> IntoFuture for SubscriptionBuilder<'a> {
         Box::pin(async move {
             let now = self.world.now();
             let subscription = Subscription {
-                account_id: self.account_id.into(),
-                subscription_id: self.id.map_or_else(SubscriptionId::new, Into::into),
-                integration_id: self.integration_id.into(),
+                account_id: self.account_id.clone(),
+                subscription_id: self.id.map_or_else(SubscriptionId::new, |t| id(&t)),
+                integration_id: self.integration_id.clone(),
                 record_types: self.record_types,
                 filter: self.filter.map(|f| f.to_string()),
                 fields: self.fields,
@@ -244,7 +244,7 @@ impl<'a> IntoFuture for SubscriptionBuilder<'a> {
 /// changes table; by default occurring now at a price of 4.5.
 pub struct ChangeBuilder<'a> {
     pub(super) world: &'a World,
-    pub(super) account_id: String,
+    pub(super) account_id: AccountId,
     pub(super) at: Option<Timestamp>,
     pub(super) price: f64,
 }

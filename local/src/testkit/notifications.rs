@@ -12,6 +12,7 @@ use shared::clock::{Clock, ManualClock};
 use shared::config::Config;
 use shared::domain::retry::SeededJitter;
 use shared::domain::time::Timestamp;
+use shared::ids::{AccountId, NoticeId};
 use shared::notify::channels::Adapters;
 use shared::notify::metrics::CapturedMetrics;
 use shared::notify::notice_service::{NewNotice, NoticeService};
@@ -36,7 +37,7 @@ pub struct Notifications {
     pub store: NotificationTable,
     pub metrics: CapturedMetrics,
     /// The account the notices of a test belong to.
-    pub account: String,
+    pub account: AccountId,
     clients: Clients,
     config: Config,
     sdk: SdkConfig,
@@ -77,7 +78,7 @@ impl Notifications {
             notices,
             store,
             metrics,
-            account: format!("acct{}", t.stack.prefix),
+            account: AccountId::from_stored(format!("acct{}", t.stack.prefix)),
             clients: t.clients.clone(),
             config: t.config.clone(),
             sdk: t.sdk.clone(),
@@ -147,10 +148,14 @@ impl Notifications {
         let (n, created) = self.notices.create(&self.account, new).await.unwrap();
         assert!(created);
         self.stream().await;
-        self.store.notice(&n.notice_id).await.unwrap().unwrap()
+        self.store
+            .notice(&n.request.notice_id)
+            .await
+            .unwrap()
+            .unwrap()
     }
 
-    pub async fn delivery(&self, notice_id: &str, key: &str) -> NotificationDelivery {
+    pub async fn delivery(&self, notice_id: &NoticeId, key: &str) -> NotificationDelivery {
         self.store
             .delivery(notice_id, key)
             .await
@@ -158,12 +163,12 @@ impl Notifications {
             .unwrap_or_else(|| panic!("no delivery {notice_id}/{key}"))
     }
 
-    pub async fn item(&self, notice_id: &str, sk: &str) -> Option<Item> {
+    pub async fn item(&self, notice_id: &NoticeId, sk: &str) -> Option<Item> {
         self.store.get(&notice_pk(notice_id), sk).await.unwrap()
     }
 
     /// Every item of a notice's partition, by sort key.
-    pub async fn partition(&self, notice_id: &str) -> HashMap<String, Item> {
+    pub async fn partition(&self, notice_id: &NoticeId) -> HashMap<String, Item> {
         notice::partition(
             &self.store.dynamo,
             &self.store.table,

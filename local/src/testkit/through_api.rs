@@ -4,19 +4,21 @@
 
 use super::api::ApiAccount;
 use super::World;
+use crate::testkit::id;
 use serde_json::{json, Value};
 use shared::domain::change::Change;
 use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::time::Timestamp;
+use shared::ids::{AccountId, SubscriptionId};
 use shared::store::delivery::Delivery;
 use shared::store::keys;
 
 /// A subscription made through the API, with its adapter's token.
 #[derive(Debug, Clone)]
 pub struct ApiSubscription {
-    pub account_id: String,
+    pub account_id: AccountId,
     pub integration_token: String,
-    pub subscription_id: String,
+    pub subscription_id: SubscriptionId,
 }
 
 impl World {
@@ -54,13 +56,17 @@ impl World {
         ApiSubscription {
             account_id: tenant.account_id.clone(),
             integration_token: created["token"].as_str().unwrap().to_owned(),
-            subscription_id: sub["id"].as_str().unwrap().to_owned(),
+            subscription_id: id(sub["id"].as_str().unwrap()),
         }
     }
 
     /// Writes changes (occurring at the given times) and runs the pipeline; returns them in
     /// change order.
-    pub async fn write_changes(&self, account_id: &str, occurred: &[Timestamp]) -> Vec<Change> {
+    pub async fn write_changes(
+        &self,
+        account_id: &AccountId,
+        occurred: &[Timestamp],
+    ) -> Vec<Change> {
         let mut out = Vec::new();
         for (i, at) in occurred.iter().enumerate() {
             out.push(self.change(account_id).at(*at).price(1.0 + i as f64).await);

@@ -145,7 +145,7 @@ async fn two_notification_workers_on_the_same_messages_send_each_notice_once() {
             .create(&w.notify.account, notice)
             .await
             .unwrap();
-        notices.push(n.notice_id.to_string());
+        notices.push(n.request.notice_id.clone());
     }
     let mut sim = Sim::new(&w);
     // The fan-out and the publishing of the work, without the queue's consumer.

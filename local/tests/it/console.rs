@@ -198,7 +198,7 @@ async fn signing_in_by_link_or_by_token_sets_a_strict_secure_http_only_session_c
     let admin = sign_in_with_link(&w, &link).await;
     let overview = get(&w, Some(&admin.cookie), "/console/acct").await;
     assert_page(&overview, "/console/acct");
-    assert!(overview.text.contains(&tenant.account_id));
+    assert!(overview.text.contains(tenant.account_id.as_str()));
     let audit = w
         .api
         .get(
@@ -413,7 +413,7 @@ async fn every_console_page_answers_html_with_the_csp_for_its_audience_only() {
     .await;
     assert!(attention.text.contains(&format!(
         "data-delivery-id=\"{}\"",
-        shared::store::keys::delivery_id(&change, s)
+        shared::store::keys::delivery_id(&dead.change_id, s)
     )));
 
     // The assets the pages name: hashed names, cached for a year, with the CSP too.
@@ -467,7 +467,7 @@ async fn an_account_administrator_cannot_reach_another_accounts_event_by_url() {
         assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}: {}", r.text);
         assert!(r.text.contains("data-testid=\"problem\""));
         assert!(
-            !r.text.contains(&sub.subscription_id),
+            !r.text.contains(sub.subscription_id.as_str()),
             "nothing of it shows"
         );
     }
@@ -699,7 +699,7 @@ async fn an_administrator_manages_subscriptions_through_the_apis_own_checks() {
     let admin = sign_in_with_token(&w, &tenant.token).await;
     let manage = get(&w, Some(&admin.cookie), "/console/acct/manage").await;
     assert_page(&manage, "/console/acct/manage");
-    assert!(manage.text.contains(&sub.subscription_id));
+    assert!(manage.text.contains(sub.subscription_id.as_str()));
 
     // A filter the API refuses: its problem, on the page.
     let integration = w

@@ -4,6 +4,7 @@
 //! the last runs the handlers on the emulator and checks that every AWS call they make is one
 //! their function's role grants.
 
+use local::testkit::id;
 use serde_json::Value as Json;
 use serde_yaml::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -1800,7 +1801,7 @@ mod measured {
 
         // A change through the pipeline (the other functions' part, not recorded here).
         let p = Pipeline::with_stack(t).await;
-        let change = catalog_change(&account_id, p.now(), 4.0);
+        let change = catalog_change(&id(&account_id), p.now(), 4.0);
         p.write_change(&change).await.unwrap();
         p.pump().await.unwrap();
         assert_eq!(receiver.count(), 1);
@@ -1839,8 +1840,8 @@ mod measured {
                     "{subscription_id}",
                     if pull { &poll_sub } else { &webhook_sub },
                 )
-                .replace("{change_id}", &change.change_id)
-                .replace("{event_id}", &change.change_id)
+                .replace("{change_id}", change.change_id.as_str())
+                .replace("{event_id}", change.change_id.as_str())
                 .replace("{job_id}", &job_id)
                 .replace("{notice_id}", &notice_id)
                 .replace("{delivery_key}", "console-user-1")

@@ -8,6 +8,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use axum::http::{Method, StatusCode};
 use local::receiver::{Receiver, Reply};
 use local::testkit::api::OPERATOR_TOKEN;
+use local::testkit::id;
 use local::testkit::{sample, work, World};
 use serde_json::{json, Value};
 use shared::domain::change::Change;
@@ -769,7 +770,7 @@ async fn backlog(w: &World, acct: &str, n: usize, chunk: usize) -> Vec<Vec<Chang
     for start in (0..n).step_by(chunk) {
         let mut these = Vec::new();
         for _ in start..(start + chunk).min(n) {
-            these.push(w.change(acct).await);
+            these.push(w.change(&id(acct)).await);
         }
         w.ingest_pending().await.unwrap();
         w.clock.advance(SECOND);
@@ -790,7 +791,7 @@ async fn statuses(w: &World, changes: &[Change]) -> Vec<EventStatus> {
 async fn a_pass_takes_at_most_a_hundred_events_oldest_first_and_a_250_event_backlog_takes_three() {
     let w = World::new().await;
     let acct = w.account().await.account_id;
-    let chunks = backlog(&w, &acct, 250, 50).await;
+    let chunks = backlog(&w, acct.as_str(), 250, 50).await;
     let expected_finals = [100, 200, 250];
     for (pass_no, finals) in expected_finals.into_iter().enumerate() {
         let pass = w.roll_up_pass().await.unwrap();
@@ -818,7 +819,7 @@ async fn a_pass_and_prompt_roll_ups_racing_move_each_event_exactly_once() {
     let w = World::new().await;
     let acct = w.account().await.account_id;
     let poll = w.subscribe(&w.integration(&acct).poll().await).await;
-    let changes: Vec<Change> = backlog(&w, &acct, 40, 40).await.concat();
+    let changes: Vec<Change> = backlog(&w, acct.as_str(), 40, 40).await.concat();
     let prompt = async {
         let mut outcomes = Vec::new();
         for c in changes.iter().rev() {
@@ -881,7 +882,9 @@ async fn terminal_events_expire_thirty_days_after_becoming_final_and_reads_hide_
             ..EventQuery::default()
         };
         async move {
-            let page = list_events(dynamo, table, acct, &q, now).await.unwrap();
+            let page = list_events(dynamo, table, &id(acct), &q, now)
+                .await
+                .unwrap();
             page.items
                 .iter()
                 .map(|e| e.change_id.clone())
@@ -892,7 +895,7 @@ async fn terminal_events_expire_thirty_days_after_becoming_final_and_reads_hide_
     let just_before = finalized.plus(RETENTION).minus(SECOND);
     assert_eq!(visible(just_before).await.len(), 2);
     assert!(
-        event_with_deliveries(dynamo, table, acct, &sent.change_id, just_before)
+        event_with_deliveries(dynamo, table, &id(acct), &sent.change_id, just_before)
             .await
             .unwrap()
             .is_some()
@@ -902,19 +905,19 @@ async fn terminal_events_expire_thirty_days_after_becoming_final_and_reads_hide_
     let expired = finalized.plus(RETENTION).plus(SECOND);
     assert_eq!(visible(expired).await, vec![waiting.change_id.clone()]);
     assert!(
-        event_with_deliveries(dynamo, table, acct, &sent.change_id, expired)
+        event_with_deliveries(dynamo, table, &id(acct), &sent.change_id, expired)
             .await
             .unwrap()
             .is_none()
     );
     assert!(
-        w.event(acct, &sent.change_id).await.is_some(),
+        w.event(&id(acct), &sent.change_id).await.is_some(),
         "still stored"
     );
     assert!(event_with_deliveries(
         dynamo,
         table,
-        acct,
+        &id(acct),
         &waiting.change_id,
         expired.plus(RETENTION)
     )
@@ -992,7 +995,7 @@ async fn an_operator_restart_reopens_a_final_event_onto_the_roll_up_index() {
         }
     );
     assert_eq!(
-        reopen_event(dynamo, table, &nobody, "01NOSUCHCHANGE", w.now())
+        reopen_event(dynamo, table, &nobody, &id("01NOSUCHCHANGE"), w.now())
             .await
             .unwrap(),
         ReopenOutcome::Missing
@@ -1006,7 +1009,7 @@ async fn reconciliation_finishes_a_large_backlog_across_invocations_without_redo
     let w = World::new().await;
     let acct = w.account().await.account_id;
     let poll = w.subscribe(&w.integration(&acct).poll().await).await;
-    let changes: Vec<Change> = backlog(&w, &acct, 250, 50).await.concat();
+    let changes: Vec<Change> = backlog(&w, acct.as_str(), 250, 50).await.concat();
     let mut runs = Vec::new();
     loop {
         let report = w.reconcile(RunKind::Nightly, 100).await;
@@ -1151,7 +1154,10 @@ async fn the_api_lists_events_by_status_and_time_a_page_at_a_time() {
         .await;
     assert_eq!(
         ids(window.ok()),
-        [changes[1].change_id.clone(), changes[2].change_id.clone()]
+        [
+            changes[1].change_id.to_string(),
+            changes[2].change_id.to_string()
+        ]
     );
 
     // Bad input is named, field by field.
@@ -1391,7 +1397,7 @@ async fn an_operator_runs_reconciliation_on_demand() {
     let api = &w.api;
     let acct = w.account().await.account_id;
     let token = w.account_token(&acct).await;
-    let changes: Vec<Change> = backlog(&w, &acct, 5, 5).await.concat();
+    let changes: Vec<Change> = backlog(&w, acct.as_str(), 5, 5).await.concat();
     let reply = api
         .call(
             Method::POST,
@@ -1448,7 +1454,7 @@ async fn the_reconcile_schedules_payloads_select_their_runs() {
     let template = std::fs::read_to_string(local::template::Template::project_path()).unwrap();
     let w = World::new().await;
     let acct = w.account().await.account_id;
-    let _ = backlog(&w, &acct, 2, 2).await;
+    let _ = backlog(&w, acct.as_str(), 2, 2).await;
     for (file, kind) in [
         ("reconcile-nightly.json", RunKind::Nightly),
         ("reconcile-rollup.json", RunKind::Rollup),

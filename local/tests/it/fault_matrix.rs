@@ -28,6 +28,7 @@ use shared::domain::event::EventStatus;
 use shared::domain::integration_delivery::{DeliveryStatus, FIRST_DISPATCH_GRACE};
 use shared::domain::notification_delivery::NotificationStatus;
 use shared::domain::subscription::SubscriptionStatus;
+use shared::ids::NoticeId;
 use shared::store::audit::{self, AuditScope};
 use shared::store::delivery::Delivery;
 use shared::store::subscription::Subscription;
@@ -217,7 +218,7 @@ struct Scenario {
     /// The receiver of the failing subscription (every delivery is refused with a 400).
     refusing: Receiver,
     slack: Receiver,
-    notice_id: String,
+    notice_id: NoticeId,
 }
 
 impl Scenario {
@@ -242,7 +243,7 @@ impl Scenario {
             changes: Vec::new(),
             refusing,
             slack,
-            notice_id: String::new(),
+            notice_id: NoticeId::default(),
         }
     }
 
@@ -262,7 +263,7 @@ impl Scenario {
             .create(&w.notify.account, notice)
             .await
             .unwrap();
-        self.notice_id = n.notice_id.to_string();
+        self.notice_id = n.request.notice_id.clone();
     }
 
     fn subscriptions(&self) -> [&Subscription; 3] {
@@ -358,7 +359,7 @@ impl Scenario {
             "{row:?}: attempts repeated at the receiver"
         );
         let dead = |s: &Subscription| {
-            let (a, id) = (s.account_id.to_string(), s.subscription_id.to_string());
+            let (a, id) = (s.account_id.clone(), s.subscription_id.clone());
             async move { w.subscription(&a, &id).await.unwrap() }
         };
         let failing = dead(&self.failing).await;

@@ -5,6 +5,7 @@ use local::faults::{Fault, Matcher};
 use local::fixtures::{catalog_change, Fixtures};
 use local::pipeline::Pipeline;
 use local::receiver::{Receiver, Reply};
+use local::testkit::id;
 use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::retry::RetryPolicy;
 use shared::store::delivery::DeliveryWork;
@@ -46,7 +47,7 @@ async fn a_dead_outcome_whose_transaction_meets_a_conflict_still_counts_toward_a
     r.set_default(Reply::Status(400));
     p.t.faults
         .inject("TransactWriteItems", Fault::TransactionConflict, 1);
-    let change = catalog_change(&account, p.now(), 1.0);
+    let change = catalog_change(&id(&account), p.now(), 1.0);
     p.write_change(&change).await.unwrap();
     p.pump().await.unwrap();
 
@@ -55,14 +56,14 @@ async fn a_dead_outcome_whose_transaction_meets_a_conflict_still_counts_toward_a
         [("TransactWriteItems".to_string(), Fault::TransactionConflict)]
     );
     let d = p
-        .delivery(&account, &change.change_id, &sub.subscription_id)
+        .delivery(&id(&account), &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
     assert_eq!(d.status, DeliveryStatus::Dead);
     assert_eq!(d.attempts, 1);
     assert_eq!(r.count(), 1, "the conflict must not cause a second attempt");
     let s = p
-        .subscription(&account, &sub.subscription_id)
+        .subscription(&id(&account), &sub.subscription_id)
         .await
         .unwrap();
     assert_eq!(s.consecutive_dead, 1, "the dead delivery is counted once");
@@ -74,21 +75,21 @@ async fn a_success_ends_only_the_dead_run_it_saw_when_a_dead_outcome_lands_in_be
     let (account, sub) = webhook_subscription(&p, &r).await;
     r.set_default(Reply::Status(400));
     for i in 0..3 {
-        p.write_change(&catalog_change(&account, p.now(), i as f64))
+        p.write_change(&catalog_change(&id(&account), p.now(), i as f64))
             .await
             .unwrap();
         p.pump().await.unwrap();
     }
     assert_eq!(
-        p.subscription(&account, &sub.subscription_id)
+        p.subscription(&id(&account), &sub.subscription_id)
             .await
             .unwrap()
             .consecutive_dead,
         3
     );
     // Two deliveries ingested, not yet worked: the first will succeed, the second die.
-    let success = catalog_change(&account, p.now(), 10.0);
-    let dead = catalog_change(&account, p.now(), 11.0);
+    let success = catalog_change(&id(&account), p.now(), 10.0);
+    let dead = catalog_change(&id(&account), p.now(), 11.0);
     p.write_change(&success).await.unwrap();
     p.write_change(&dead).await.unwrap();
     p.ingest_pending().await.unwrap();
@@ -105,8 +106,8 @@ async fn a_success_ends_only_the_dead_run_it_saw_when_a_dead_outcome_lands_in_be
         1,
     );
     let work = |c: &shared::domain::change::Change| DeliveryWork {
-        account_id: account.as_str().into(),
-        change_id: c.change_id.as_str().into(),
+        account_id: account.as_str().parse().unwrap(),
+        change_id: c.change_id.as_str().parse().unwrap(),
         subscription_id: sub.subscription_id.clone(),
     };
     let (success_work, dead_work) = (work(&success), work(&dead));
@@ -139,7 +140,7 @@ async fn a_success_ends_only_the_dead_run_it_saw_when_a_dead_outcome_lands_in_be
     assert_eq!(p.t.faults.injected().len(), 1);
     // The success ended the run of three it saw; the dead outcome after it still counts.
     let s = p
-        .subscription(&account, &sub.subscription_id)
+        .subscription(&id(&account), &sub.subscription_id)
         .await
         .unwrap();
     assert_eq!(s.consecutive_dead, 1);
@@ -158,12 +159,12 @@ async fn a_throttled_claim_is_retried_by_the_sdk_and_the_delivery_is_made_once()
         Fault::Throttle,
         2,
     );
-    let change = catalog_change(&account, p.now(), 1.0);
+    let change = catalog_change(&id(&account), p.now(), 1.0);
     p.write_change(&change).await.unwrap();
     p.pump().await.unwrap();
     assert_eq!(p.t.faults.injected().len(), 2);
     let d = p
-        .delivery(&account, &change.change_id, &sub.subscription_id)
+        .delivery(&id(&account), &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
     assert_eq!(d.status, DeliveryStatus::Delivered);

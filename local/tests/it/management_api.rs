@@ -154,17 +154,18 @@ async fn operators_create_accounts_that_manage_integrations_and_subscriptions() 
     let config = shared::store::account_config::load(
         &w.t.clients.dynamo,
         &w.t.config.delivery_table,
-        &account_id,
+        &local::testkit::id(&account_id),
     )
     .await
     .unwrap();
     assert_eq!(config.integrations.len(), 4);
     assert_eq!(config.subscriptions.len(), 2);
     assert!(config.broken.is_empty());
-    let compiled = config.subscription(&id(&sub)).unwrap();
+    let compiled = config.subscription(&local::testkit::id(&id(&sub))).unwrap();
     assert!(!compiled.filter.is_always());
     assert_eq!(
-        config.integrations[id(&webhook).as_str()].delivery_method(),
+        config.integrations[&local::testkit::id::<shared::ids::IntegrationId>(&id(&webhook))]
+            .delivery_method(),
         shared::domain::delivery_method::DeliveryMethod::Webhook
     );
 
@@ -718,7 +719,9 @@ async fn secrets_appear_only_in_the_response_that_creates_them() {
             .table_name(&w.t.config.delivery_table)
             .key(
                 "pk",
-                aws_sdk_dynamodb::types::AttributeValue::S(keys::token_pk(token_id)),
+                aws_sdk_dynamodb::types::AttributeValue::S(keys::token_pk(&local::testkit::id(
+                    token_id,
+                ))),
             )
             .key(
                 "sk",

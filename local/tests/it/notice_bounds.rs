@@ -7,6 +7,7 @@
 use axum::http::StatusCode;
 use futures::future::join_all;
 use local::testkit::api::{ApiAccount, ApiClient, OPERATOR_TOKEN};
+use local::testkit::id;
 use local::testkit::World;
 use serde_json::{json, Value};
 use shared::notify::bounds::{retry_after_secs, MAX_RECIPIENTS};
@@ -35,7 +36,7 @@ async fn counter(w: &World, account_id: &str) -> Option<DailyCount> {
     notice_quota::get(
         &w.t.clients.dynamo,
         &w.t.config.notification_table,
-        account_id,
+        &id(account_id),
         &utc_day(w.now()),
     )
     .await
@@ -82,7 +83,7 @@ async fn a_recipient_outside_the_administrators_and_the_allowlist_is_refused_wit
         ])
     );
     assert!(!notice_exists(api, &account, "refused").await);
-    assert_eq!(counter(&w, &account.account_id).await, None);
+    assert_eq!(counter(&w, account.account_id.as_str()).await, None);
 
     // A Slack webhook of a workspace the account is not allowed: refused on that channel.
     let r = api
@@ -118,7 +119,7 @@ async fn a_recipient_outside_the_administrators_and_the_allowlist_is_refused_wit
     .header("idempotency-key", "console")
     .await
     .accepted();
-    let charged = counter(&w, &account.account_id).await.unwrap();
+    let charged = counter(&w, account.account_id.as_str()).await.unwrap();
     assert_eq!(charged.recipients, 1);
     assert_eq!(charged.day, utc_day(w.now()));
 }
@@ -203,7 +204,10 @@ async fn an_operator_allowlist_admits_its_addresses_domains_and_slack_workspaces
         .await
         .accepted();
     assert_eq!(
-        counter(&w, &account.account_id).await.unwrap().recipients,
+        counter(&w, account.account_id.as_str())
+            .await
+            .unwrap()
+            .recipients,
         3
     );
     // Subdomains are not included.
@@ -223,8 +227,8 @@ async fn an_operator_allowlist_admits_its_addresses_domains_and_slack_workspaces
         .await;
     let problem = r.problem_of(StatusCode::FORBIDDEN, "recipient-not-allowed");
     assert_eq!(problem["refused_recipients"].as_array().unwrap().len(), 3);
-    assert!(!r.text.contains(&account.account_id));
-    assert_eq!(counter(&w, &other.account_id).await, None);
+    assert!(!r.text.contains(account.account_id.as_str()));
+    assert_eq!(counter(&w, other.account_id.as_str()).await, None);
 }
 
 #[tokio::test]
@@ -232,7 +236,10 @@ async fn a_notice_over_the_recipient_cap_or_the_whole_daily_quota_is_422_and_cha
     let w = World::new().await;
     let account = w.api.account("Cap").await;
     w.api
-        .allow_recipients(&account.account_id, json!({"domains": ["acme.test"]}))
+        .allow_recipients(
+            account.account_id.as_str(),
+            json!({"domains": ["acme.test"]}),
+        )
         .await;
     let many: Vec<String> = (0..=MAX_RECIPIENTS)
         .map(|i| format!("r{i}@acme.test"))
@@ -260,7 +267,7 @@ async fn a_notice_over_the_recipient_cap_or_the_whole_daily_quota_is_422_and_cha
         .await;
     assert_eq!(r.fields(), ["recipients"]);
     assert!(r.text.contains("daily quota of 3"), "{}", r.text);
-    assert_eq!(counter(&w, &account.account_id).await, None);
+    assert_eq!(counter(&w, account.account_id.as_str()).await, None);
 }
 
 #[tokio::test]
@@ -270,7 +277,10 @@ async fn the_daily_quota_refuses_with_429_and_retry_after_until_the_next_utc_day
     let api = api_with_quota(&w, 3);
     let account = w.api.account("Quota").await;
     w.api
-        .allow_recipients(&account.account_id, json!({"domains": ["acme.test"]}))
+        .allow_recipients(
+            account.account_id.as_str(),
+            json!({"domains": ["acme.test"]}),
+        )
         .await;
     let two = email_notice(json!(["a@acme.test", "b@acme.test"]));
     let first = api
@@ -285,7 +295,10 @@ async fn the_daily_quota_refuses_with_429_and_retry_after_until_the_next_utc_day
         .await;
     assert_eq!(again.ok()["id"], id);
     assert_eq!(
-        counter(&w, &account.account_id).await.unwrap().recipients,
+        counter(&w, account.account_id.as_str())
+            .await
+            .unwrap()
+            .recipients,
         2
     );
     // Another request under the same key: 409, not charged.
@@ -298,7 +311,10 @@ async fn the_daily_quota_refuses_with_429_and_retry_after_until_the_next_utc_day
     .await
     .problem_of(StatusCode::CONFLICT, "conflict");
     assert_eq!(
-        counter(&w, &account.account_id).await.unwrap().recipients,
+        counter(&w, account.account_id.as_str())
+            .await
+            .unwrap()
+            .recipients,
         2
     );
 
@@ -314,7 +330,10 @@ async fn the_daily_quota_refuses_with_429_and_retry_after_until_the_next_utc_day
     assert_eq!(r.header("retry-after"), Some(&*expected.to_string()));
     assert!(!notice_exists(&api, &account, "second").await);
     assert_eq!(
-        counter(&w, &account.account_id).await.unwrap().recipients,
+        counter(&w, account.account_id.as_str())
+            .await
+            .unwrap()
+            .recipients,
         2
     );
     // One more fits exactly; then the day is full even for one.
@@ -340,7 +359,10 @@ async fn the_daily_quota_refuses_with_429_and_retry_after_until_the_next_utc_day
         .await
         .ok();
     assert_eq!(
-        counter(&w, &account.account_id).await.unwrap().recipients,
+        counter(&w, account.account_id.as_str())
+            .await
+            .unwrap()
+            .recipients,
         3
     );
     // Another account has its own quota.
@@ -361,7 +383,10 @@ async fn concurrent_notices_never_pass_the_quota_and_the_counter_is_exactly_what
     let api = api_with_quota(&w, 10);
     let account = w.api.account("Race").await;
     w.api
-        .allow_recipients(&account.account_id, json!({"domains": ["acme.test"]}))
+        .allow_recipients(
+            account.account_id.as_str(),
+            json!({"domains": ["acme.test"]}),
+        )
         .await;
     // Eight notices of three recipients at once against a quota of ten.
     let replies = join_all((0..8).map(|i| {
@@ -388,7 +413,10 @@ async fn concurrent_notices_never_pass_the_quota_and_the_counter_is_exactly_what
     // 3 × 3 = 9 fits; a fourth would make 12.
     assert_eq!(accepted, 3);
     assert_eq!(
-        counter(&w, &account.account_id).await.unwrap().recipients,
+        counter(&w, account.account_id.as_str())
+            .await
+            .unwrap()
+            .recipients,
         9
     );
     let mut written = 0;
@@ -420,7 +448,7 @@ async fn the_quota_counter_rolls_over_at_utc_midnight_on_the_virtual_clock() {
     r.problem_of(StatusCode::TOO_MANY_REQUESTS, "quota-exceeded");
     let wait: u64 = r.header("retry-after").unwrap().parse().unwrap();
     assert!((29..=30).contains(&wait), "{wait}");
-    let old = counter(&w, &account.account_id).await.unwrap();
+    let old = counter(&w, account.account_id.as_str()).await.unwrap();
 
     w.clock.advance(Duration::from_secs(wait));
     assert_ne!(utc_day(w.now()), before);
@@ -428,7 +456,7 @@ async fn the_quota_counter_rolls_over_at_utc_midnight_on_the_virtual_clock() {
         .header("idempotency-key", "too-late")
         .await
         .accepted();
-    let new = counter(&w, &account.account_id).await.unwrap();
+    let new = counter(&w, account.account_id.as_str()).await.unwrap();
     assert_eq!((new.recipients, new.day.clone()), (1, utc_day(w.now())));
     // Each day's counter expires (TTL) the day after its own ends.
     assert_eq!(old.day, before);

@@ -7,6 +7,7 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use local::queues::QueueReport;
 use local::receiver::{Receiver, Reply};
+use local::testkit::id;
 use local::testkit::notifications::Notifications;
 use local::testkit::{sample, World};
 use serde_json::{json, Value};
@@ -184,7 +185,7 @@ async fn lets_only_one_of_two_consumers_racing_for_the_send_win_it() {
         ))
         .await;
     let (work, count) = n.receive_work().await;
-    assert_eq!(work.notice_id, notice.notice_id);
+    assert_eq!(work.notice_id, notice.request.notice_id);
 
     // Two consumers handle the same work at the same time.
     let (a, b) = tokio::join!(
@@ -208,7 +209,7 @@ async fn lets_only_one_of_two_consumers_racing_for_the_send_win_it() {
         .count();
     assert_eq!((sent, held), (1, 1), "{outcomes:?}");
     assert_eq!(slack.count(), 1, "exactly one send");
-    let d = n.delivery(&notice.notice_id, "slack-0").await;
+    let d = n.delivery(&notice.request.notice_id, "slack-0").await;
     assert_eq!(d.status, N::Delivered);
     assert_eq!(
         d.history.iter().filter(|h| h.kind == "claimed").count(),
@@ -224,7 +225,7 @@ async fn lets_only_one_of_two_consumers_racing_for_the_send_win_it() {
             "Race 2",
         ))
         .await;
-    let queued = n.delivery(&second.notice_id, "slack-0").await;
+    let queued = n.delivery(&second.request.notice_id, "slack-0").await;
     let claim = |token: &str| {
         let mut next = queued.clone();
         next.status = N::Sending;
@@ -240,7 +241,7 @@ async fn lets_only_one_of_two_consumers_racing_for_the_send_win_it() {
     );
     let won: Vec<_> = [x.unwrap(), y.unwrap()].into_iter().flatten().collect();
     assert_eq!(won.len(), 1, "exactly one claim is stored");
-    let stored = n.delivery(&second.notice_id, "slack-0").await;
+    let stored = n.delivery(&second.request.notice_id, "slack-0").await;
     assert_eq!(stored.claim_token, won[0].claim_token);
 }
 
@@ -275,7 +276,7 @@ async fn answers_a_429_as_a_retryable_failure_carrying_retry_after() {
         "the message is reported as a batch item failure, not deleted"
     );
 
-    let d = n.delivery(&notice.notice_id, "slack-0").await;
+    let d = n.delivery(&notice.request.notice_id, "slack-0").await;
     assert_eq!(d.status, N::Queued, "back to queued: receives remain");
     // The first receive's backoff is 24–36 s; Slack's longer Retry-After wins.
     assert_eq!(d.not_before, Some(before.plus(120 * SECOND)));
@@ -284,7 +285,7 @@ async fn answers_a_429_as_a_retryable_failure_carrying_retry_after() {
     assert!(retry.detail.as_deref().unwrap().contains("again in 120 s"));
     assert!(d.claim_token.is_none());
     assert!(
-        n.item(&notice.notice_id, &work_sk("slack-0"))
+        n.item(&notice.request.notice_id, &work_sk("slack-0"))
             .await
             .is_some(),
         "the work stays"
@@ -295,7 +296,7 @@ async fn answers_a_429_as_a_retryable_failure_carrying_retry_after() {
     assert!(queue.receive().await.unwrap().is_empty());
     assert_eq!(
         n.store
-            .progress(&notice.notice_id)
+            .progress(&notice.request.notice_id)
             .await
             .unwrap()
             .count(N::Queued),
@@ -315,7 +316,7 @@ async fn exhaust(n: &Notifications, slack: &Receiver, subject: &str) -> (NoticeR
         .await;
     let original_dispatch = n
         .store
-        .work(&notice.notice_id, "slack-0")
+        .work(&notice.request.notice_id, "slack-0")
         .await
         .unwrap()
         .unwrap()
@@ -331,7 +332,7 @@ async fn exhaust(n: &Notifications, slack: &Receiver, subject: &str) -> (NoticeR
             .await
             .unwrap();
         assert_eq!(handed, 1, "receive {receive}");
-        let d = n.delivery(&notice.notice_id, "slack-0").await;
+        let d = n.delivery(&notice.request.notice_id, "slack-0").await;
         if receive < MAX_RECEIVES {
             assert_eq!(d.status, N::Queued, "receive {receive}");
         } else {
@@ -351,11 +352,11 @@ async fn fails_the_delivery_attempts_exhausted_on_the_last_receive_and_gives_the
     let n = &w.notify;
     let slack = Receiver::start().await;
     let (notice, _) = exhaust(n, &slack, "Exhausted").await;
-    let d = n.delivery(&notice.notice_id, "slack-0").await;
+    let d = n.delivery(&notice.request.notice_id, "slack-0").await;
     assert!(d.failed_at.is_some());
     assert!(d.last_error.as_deref().unwrap().contains("500"));
     assert!(
-        n.item(&notice.notice_id, &work_sk("slack-0"))
+        n.item(&notice.request.notice_id, &work_sk("slack-0"))
             .await
             .is_none(),
         "the work row goes with the terminal failure"
@@ -377,7 +378,7 @@ async fn fails_the_delivery_attempts_exhausted_on_the_last_receive_and_gives_the
     let work: NotificationWork = serde_json::from_str(dead[0].body.as_deref().unwrap()).unwrap();
     assert_eq!(
         (work.notice_id.as_str(), work.delivery_key.as_str()),
-        (notice.notice_id.as_str(), "slack-0")
+        (notice.request.notice_id.as_str(), "slack-0")
     );
     assert_eq!(slack.count(), MAX_RECEIVES as usize, "no ninth send");
 }
@@ -393,19 +394,24 @@ async fn cancels_not_sends_a_delivery_whose_notification_was_superseded_after_it
     let mut a = new_notice(ops(), &["slack"], "Maintenance at 10:00");
     a.supersede_key = Some("maintenance".into());
     let a = n.create(a).await;
-    assert_eq!(n.delivery(&a.notice_id, "slack-0").await.status, N::Queued);
+    assert_eq!(
+        n.delivery(&a.request.notice_id, "slack-0").await.status,
+        N::Queued
+    );
     n.clock.advance(SECOND);
     let mut b = new_notice(ops(), &["slack"], "Maintenance moved to 11:00");
     b.supersede_key = Some("maintenance".into());
     let b = n.create(b).await;
 
-    let a_now = n.store.notice(&a.notice_id).await.unwrap().unwrap();
+    let a_now = n.store.notice(&a.request.notice_id).await.unwrap().unwrap();
     assert_eq!(a_now.status, NoticeStatus::Superseded);
-    assert_eq!(a_now.superseded_by.as_deref(), Some(b.notice_id.as_str()));
-    let da = n.delivery(&a.notice_id, "slack-0").await;
+    assert_eq!(a_now.superseded_by.as_ref(), Some(&b.request.notice_id));
+    let da = n.delivery(&a.request.notice_id, "slack-0").await;
     assert_eq!(da.status, N::Cancelled);
     assert!(
-        n.item(&a.notice_id, &work_sk("slack-0")).await.is_none(),
+        n.item(&a.request.notice_id, &work_sk("slack-0"))
+            .await
+            .is_none(),
         "its dispatch work is deleted"
     );
 
@@ -418,30 +424,38 @@ async fn cancels_not_sends_a_delivery_whose_notification_was_superseded_after_it
         .unwrap()
         .contains("moved to 11:00"));
     assert_eq!(
-        n.delivery(&b.notice_id, "slack-0").await.status,
+        n.delivery(&b.request.notice_id, "slack-0").await.status,
         N::Delivered
     );
     assert_eq!(
-        n.delivery(&a.notice_id, "slack-0").await.status,
+        n.delivery(&a.request.notice_id, "slack-0").await.status,
         N::Cancelled
     );
 
     // The consumer's own guard: the replacement reached the notice but not yet its queued
     // delivery when the message arrives — the consumer cancels instead of sending.
     let c = n.create(new_notice(ops(), &["slack"], "Stale")).await;
-    let superseded =
-        notice::supersede(&n.store.table, &c.notice_id, &b.notice_id, n.now()).unwrap();
+    let superseded = notice::supersede(
+        &n.store.table,
+        &c.request.notice_id,
+        &b.request.notice_id,
+        n.now(),
+    )
+    .unwrap();
     assert!(n.store.send(superseded).await.unwrap().applied());
     let (work, count) = n.receive_work().await;
     assert_eq!(
         n.worker.process(&work, count).await.unwrap(),
         WorkOutcome::Cancelled
     );
-    let dc = n.delivery(&c.notice_id, "slack-0").await;
+    let dc = n.delivery(&c.request.notice_id, "slack-0").await;
     assert_eq!(dc.status, N::Cancelled);
-    assert!(n.item(&c.notice_id, &work_sk("slack-0")).await.is_none());
+    assert!(n
+        .item(&c.request.notice_id, &work_sk("slack-0"))
+        .await
+        .is_none());
     assert_eq!(slack.count(), 1, "still only the replacement was sent");
-    let progress = n.store.progress(&c.notice_id).await.unwrap();
+    let progress = n.store.progress(&c.request.notice_id).await.unwrap();
     assert_eq!((progress.count(N::Cancelled), progress.total), (1, 1));
 }
 
@@ -451,14 +465,14 @@ async fn queues_a_delivery_that_ran_out_of_receives_again_with_its_work_row_and_
     let n = &w.notify;
     let slack = Receiver::start().await;
     let (notice, old_dispatch) = exhaust(n, &slack, "Requeue me").await;
-    let before = n.partition(&notice.notice_id).await;
-    let failed = n.delivery(&notice.notice_id, "slack-0").await;
+    let before = n.partition(&notice.request.notice_id).await;
+    let failed = n.delivery(&notice.request.notice_id, "slack-0").await;
     assert!(!before.contains_key(&work_sk("slack-0")));
     n.clock.advance(MINUTE);
 
     let (queued, work) = requeue(
         &n.store,
-        &notice.notice_id,
+        &notice.request.notice_id,
         "slack-0",
         "op@rhythm",
         "provider fixed",
@@ -469,7 +483,7 @@ async fn queues_a_delivery_that_ran_out_of_receives_again_with_its_work_row_and_
     assert_eq!(queued.status, N::Queued);
     assert_ne!(work.dispatch_id, old_dispatch, "fresh dispatch work");
 
-    let after = n.partition(&notice.notice_id).await;
+    let after = n.partition(&notice.request.notice_id).await;
     // Its work row ...
     let row: WorkRow = from_item(after[&work_sk("slack-0")].clone()).unwrap();
     assert_eq!(row, work);
@@ -510,7 +524,7 @@ async fn queues_a_delivery_that_ran_out_of_receives_again_with_its_work_row_and_
         assert_eq!(after.get(sk), Some(item), "{sk} unchanged");
     }
     assert_eq!(after.len(), before.len() + 1, "only the work row is new");
-    let progress = n.store.progress(&notice.notice_id).await.unwrap();
+    let progress = n.store.progress(&notice.request.notice_id).await.unwrap();
     assert_eq!(
         (progress.count(N::Queued), progress.count(N::Failed)),
         (1, 0)
@@ -520,7 +534,7 @@ async fn queues_a_delivery_that_ran_out_of_receives_again_with_its_work_row_and_
     assert!(matches!(
         requeue(
             &n.store,
-            &notice.notice_id,
+            &notice.request.notice_id,
             "slack-0",
             "op",
             "again",
@@ -533,12 +547,12 @@ async fn queues_a_delivery_that_ran_out_of_receives_again_with_its_work_row_and_
     // The later dispatcher run: the work row's insertion publishes fresh work, which is sent.
     slack.set_default(Reply::Status(200));
     n.pump().await;
-    let d = n.delivery(&notice.notice_id, "slack-0").await;
+    let d = n.delivery(&notice.request.notice_id, "slack-0").await;
     assert_eq!(d.status, N::Delivered);
     assert_eq!(slack.count(), MAX_RECEIVES as usize + 1);
     // The dead-lettered message names the old dispatch: redriven, it is stale and dropped.
     let stale = NotificationWork {
-        notice_id: notice.notice_id.clone(),
+        notice_id: notice.request.notice_id.clone(),
         delivery_key: "slack-0".into(),
         dispatch_id: old_dispatch,
     };
@@ -566,13 +580,13 @@ async fn refuses_an_ambiguous_or_provider_failure_requeue_with_a_clear_error() {
         ))
         .await;
     n.drain().await;
-    let d = n.delivery(&permanent.notice_id, "slack-0").await;
+    let d = n.delivery(&permanent.request.notice_id, "slack-0").await;
     assert_eq!(d.status, N::Failed);
     assert!(matches!(d.failure_reason, Some(FailureReason::Provider(_))));
     assert!(matches!(
         requeue(
             &n.store,
-            &permanent.notice_id,
+            &permanent.request.notice_id,
             "slack-0",
             "op",
             "again",
@@ -592,7 +606,7 @@ async fn refuses_an_ambiguous_or_provider_failure_requeue_with_a_clear_error() {
             "Vanished",
         ))
         .await;
-    let queued = n.delivery(&ambiguous.notice_id, "slack-0").await;
+    let queued = n.delivery(&ambiguous.request.notice_id, "slack-0").await;
     let mut claim = queued.clone();
     claim.status = N::Sending;
     claim.claim_token = Some("gone".into());
@@ -615,7 +629,7 @@ async fn refuses_an_ambiguous_or_provider_failure_requeue_with_a_clear_error() {
     assert_eq!(report.failed_ambiguous, 1);
     let err = requeue(
         &n.store,
-        &ambiguous.notice_id,
+        &ambiguous.request.notice_id,
         "slack-0",
         "op",
         "again",
@@ -632,7 +646,9 @@ async fn refuses_an_ambiguous_or_provider_failure_requeue_with_a_clear_error() {
         "an ambiguous failure does not qualify for requeue: the provider may already have sent it"
     );
     assert_eq!(
-        n.delivery(&ambiguous.notice_id, "slack-0").await.status,
+        n.delivery(&ambiguous.request.notice_id, "slack-0")
+            .await
+            .status,
         N::Failed,
         "unchanged"
     );
@@ -700,7 +716,7 @@ async fn refuses_in_storage_a_delivered_delivery_returning_to_the_queue() {
             "Hi",
         ))
         .await;
-    let d = n.delivery(&notice.notice_id, "console-0").await;
+    let d = n.delivery(&notice.request.notice_id, "console-0").await;
     assert_eq!(d.status, N::Delivered);
     assert_eq!(
         seed_why(N::Delivered, N::Queued),
@@ -723,7 +739,7 @@ async fn refuses_in_storage_a_competing_consumer_acquiring_an_existing_sending_c
             "Claimed",
         ))
         .await;
-    let queued = n.delivery(&notice.notice_id, "slack-0").await;
+    let queued = n.delivery(&notice.request.notice_id, "slack-0").await;
     let mut claim = queued.clone();
     claim.status = N::Sending;
     claim.claim_token = Some("first".into());
@@ -743,7 +759,7 @@ async fn refuses_in_storage_a_competing_consumer_acquiring_an_existing_sending_c
     // And a consumer that read it while it was still queued loses on the version.
     assert_storage_refuses(n, &queued, NT::Claim, N::Sending).await;
     assert_eq!(
-        n.delivery(&notice.notice_id, "slack-0")
+        n.delivery(&notice.request.notice_id, "slack-0")
             .await
             .claim_token
             .as_deref(),
@@ -765,7 +781,7 @@ async fn refuses_in_storage_a_failed_delivery_sending_without_a_requeue() {
         ))
         .await;
     n.drain().await;
-    let failed = n.delivery(&notice.notice_id, "slack-0").await;
+    let failed = n.delivery(&notice.request.notice_id, "slack-0").await;
     assert_eq!(failed.status, N::Failed);
     assert_eq!(
         seed_why(N::Failed, N::Sending),
@@ -787,7 +803,7 @@ async fn refuses_in_storage_a_skipped_delivery_returning_to_the_queue() {
         ))
         .await;
     n.drain().await;
-    let skipped = n.delivery(&notice.notice_id, "slack-0").await;
+    let skipped = n.delivery(&notice.request.notice_id, "slack-0").await;
     assert_eq!(skipped.status, N::Skipped);
     assert_eq!(
         skipped.skip_reason.as_deref(),
@@ -819,14 +835,17 @@ async fn starts_console_deliveries_delivered_in_the_console_store() {
         .await;
     assert_eq!(notice.status, NoticeStatus::Active);
     for key in ["console-0", "console-1"] {
-        let d = n.delivery(&notice.notice_id, key).await;
+        let d = n.delivery(&notice.request.notice_id, key).await;
         assert_eq!(d.status, N::Delivered);
         assert_eq!(d.subject.as_deref(), Some("Welcome"));
         assert!(d.delivered_at.is_some());
-        assert!(n.item(&notice.notice_id, &work_sk(key)).await.is_none());
+        assert!(n
+            .item(&notice.request.notice_id, &work_sk(key))
+            .await
+            .is_none());
     }
     assert_eq!(n.queue().depth().await.unwrap(), (0, 0), "nothing to send");
-    let progress = n.store.progress(&notice.notice_id).await.unwrap();
+    let progress = n.store.progress(&notice.request.notice_id).await.unwrap();
     assert_eq!((progress.count(N::Delivered), progress.total), (2, 2));
     // The recipient's inbox lists it.
     let inbox =
@@ -859,7 +878,7 @@ async fn sends_email_through_ses_and_the_emulator_captures_it() {
         ))
         .await;
     n.drain().await;
-    let d = n.delivery(&notice.notice_id, "email-0").await;
+    let d = n.delivery(&notice.request.notice_id, "email-0").await;
     assert_eq!(
         d.status,
         N::Sent,
@@ -889,7 +908,7 @@ async fn sends_email_through_ses_and_the_emulator_captures_it() {
         ))
         .await;
     n.drain().await;
-    let d = n.delivery(&nobody.notice_id, "email-0").await;
+    let d = n.delivery(&nobody.request.notice_id, "email-0").await;
     assert_eq!(d.status, N::Skipped);
     assert_eq!(
         d.skip_reason.as_deref(),
@@ -928,7 +947,7 @@ async fn posts_slack_to_the_incoming_webhook_and_the_post_confirms_delivery() {
         got[0].json(),
         json!({"text": "*Deploy finished*\nDeploy finished: body"})
     );
-    let d = n.delivery(&notice.notice_id, "slack-0").await;
+    let d = n.delivery(&notice.request.notice_id, "slack-0").await;
     assert_eq!(d.status, N::Delivered);
     assert_eq!(d.provider_ref.as_deref(), Some("req-42"));
     let kinds: Vec<&str> = d.history.iter().map(|h| h.kind.as_str()).collect();
@@ -955,13 +974,13 @@ async fn refreshes_the_progress_summary_on_every_transition() {
     let counts = |p: &Progress| {
         [N::Queued, N::Sending, N::Sent, N::Delivered, N::Skipped].map(|s| p.count(s))
     };
-    let p = n.store.progress(&notice.notice_id).await.unwrap();
+    let p = n.store.progress(&notice.request.notice_id).await.unwrap();
     assert_eq!(p.total, 6);
     assert_eq!(counts(&p), [4, 0, 0, 2, 0], "after the fan-out");
     assert_eq!(p.counts.len(), 10, "every state is reported, zero included");
 
     // One claim: the summary moves with it.
-    let queued = n.delivery(&notice.notice_id, "slack-0").await;
+    let queued = n.delivery(&notice.request.notice_id, "slack-0").await;
     let mut claim = queued.clone();
     claim.status = N::Sending;
     claim.claim_token = Some("t".into());
@@ -972,7 +991,7 @@ async fn refreshes_the_progress_summary_on_every_transition() {
         .await
         .unwrap()
         .unwrap();
-    let p = n.store.progress(&notice.notice_id).await.unwrap();
+    let p = n.store.progress(&notice.request.notice_id).await.unwrap();
     assert_eq!(counts(&p), [3, 1, 0, 2, 0], "after a claim");
     // (Undo the manual claim the way a retry would, so the worker can take it.)
     let mut back = sending.clone();
@@ -985,13 +1004,13 @@ async fn refreshes_the_progress_summary_on_every_transition() {
         .unwrap();
 
     n.drain().await;
-    let p = n.store.progress(&notice.notice_id).await.unwrap();
+    let p = n.store.progress(&notice.request.notice_id).await.unwrap();
     // email: ops sent, finance skipped (no address); slack: ops delivered, finance skipped.
     assert_eq!(counts(&p), [0, 0, 1, 3, 2], "after the worker");
     assert_eq!(p.total, 6);
     let stored: i64 = n
         .store
-        .deliveries(&notice.notice_id)
+        .deliveries(&notice.request.notice_id)
         .await
         .unwrap()
         .iter()
@@ -1019,10 +1038,13 @@ async fn expires_queued_work_whose_deadline_passed_before_it_was_claimed() {
     n.clock.advance(2 * MINUTE);
     n.drain().await;
     assert_eq!(slack.count(), 0, "never sent");
-    let d = n.delivery(&late.notice_id, "slack-0").await;
+    let d = n.delivery(&late.request.notice_id, "slack-0").await;
     assert_eq!(d.status, N::Expired);
     assert!(d.watch_at.is_none());
-    assert!(n.item(&late.notice_id, &work_sk("slack-0")).await.is_none());
+    assert!(n
+        .item(&late.request.notice_id, &work_sk("slack-0"))
+        .await
+        .is_none());
 
     // A channel without an adapter: dispatch cannot find it, the queued delivery is skipped.
     let without_slack = n.worker_with(|adapters| adapters.without("slack"));
@@ -1034,14 +1056,14 @@ async fn expires_queued_work_whose_deadline_passed_before_it_was_claimed() {
         ))
         .await;
     let (work, count) = n.receive_work().await;
-    assert_eq!(work.notice_id, orphan.notice_id);
+    assert_eq!(work.notice_id, orphan.request.notice_id);
     assert_eq!(
         without_slack.process(&work, count).await.unwrap(),
         WorkOutcome::Skipped {
             reason: "no adapter for channel slack".into()
         }
     );
-    let d = n.delivery(&orphan.notice_id, "slack-0").await;
+    let d = n.delivery(&orphan.request.notice_id, "slack-0").await;
     assert_eq!(d.status, N::Skipped);
     assert!(
         d.history.iter().all(|h| h.kind != "claimed"),
@@ -1067,7 +1089,7 @@ async fn withdraws_a_notice_cancelling_its_queued_deliveries_and_keeps_idempoten
     // The same key and request: the same notice, nothing new.
     let (again, was_created) = n.notices.create(&n.account, new.clone()).await.unwrap();
     assert!(!was_created);
-    assert_eq!(again.notice_id, created.notice_id);
+    assert_eq!(again.request.notice_id, created.request.notice_id);
     // The same key, another request: refused.
     let mut different = new.clone();
     different.subject = "Other".into();
@@ -1075,14 +1097,14 @@ async fn withdraws_a_notice_cancelling_its_queued_deliveries_and_keeps_idempoten
 
     let (withdrawn, cancelled) = n
         .notices
-        .withdraw(&n.account, &created.notice_id)
+        .withdraw(&n.account, &created.request.notice_id)
         .await
         .unwrap();
     assert_eq!(withdrawn.status, NoticeStatus::Withdrawn);
     assert_eq!(cancelled, 2);
     n.drain().await;
     assert_eq!(slack.count(), 0);
-    let p = n.store.progress(&created.notice_id).await.unwrap();
+    let p = n.store.progress(&created.request.notice_id).await.unwrap();
     assert_eq!(
         (
             p.count(N::Cancelled),
@@ -1094,21 +1116,21 @@ async fn withdraws_a_notice_cancelling_its_queued_deliveries_and_keeps_idempoten
     );
     assert!(n
         .store
-        .work_rows(&created.notice_id)
+        .work_rows(&created.request.notice_id)
         .await
         .unwrap()
         .is_empty());
     // Withdrawing again changes nothing.
     let (_, again) = n
         .notices
-        .withdraw(&n.account, &created.notice_id)
+        .withdraw(&n.account, &created.request.notice_id)
         .await
         .unwrap();
     assert_eq!(again, 0);
     // Another account does not see it.
     assert!(n
         .notices
-        .withdraw("someone-else", &created.notice_id)
+        .withdraw(&id("someone-else"), &created.request.notice_id)
         .await
         .is_err());
 }
@@ -1130,7 +1152,7 @@ async fn confirms_a_sent_email_once_per_provider_event_and_keeps_at_most_fifty_e
         .await;
     n.drain().await;
     let ses_id = n
-        .delivery(&notice.notice_id, "email-0")
+        .delivery(&notice.request.notice_id, "email-0")
         .await
         .provider_ref
         .unwrap();
@@ -1142,7 +1164,7 @@ async fn confirms_a_sent_email_once_per_provider_event_and_keeps_at_most_fifty_e
             .unwrap(),
         IntakeOutcome::Applied(ConfirmOutcome::Delivered)
     );
-    let d = n.delivery(&notice.notice_id, "email-0").await;
+    let d = n.delivery(&notice.request.notice_id, "email-0").await;
     assert_eq!(d.status, N::Delivered);
     assert_eq!(
         d.delivered_at,
@@ -1155,7 +1177,7 @@ async fn confirms_a_sent_email_once_per_provider_event_and_keeps_at_most_fifty_e
             .unwrap(),
         IntakeOutcome::Applied(ConfirmOutcome::Duplicate)
     );
-    let again = n.delivery(&notice.notice_id, "email-0").await;
+    let again = n.delivery(&notice.request.notice_id, "email-0").await;
     assert_eq!(again.version, d.version);
 
     // A bounce is recorded; the status stays (no lifecycle row writes `bounced`).
@@ -1166,7 +1188,7 @@ async fn confirms_a_sent_email_once_per_provider_event_and_keeps_at_most_fifty_e
             .unwrap(),
         IntakeOutcome::Applied(ConfirmOutcome::Recorded)
     );
-    let d = n.delivery(&notice.notice_id, "email-0").await;
+    let d = n.delivery(&notice.request.notice_id, "email-0").await;
     assert_eq!(d.status, N::Delivered);
     assert_eq!(d.bounce.as_ref().unwrap().bounce_type, "Permanent");
     assert!(d.has_event("ses:sns-bounce-1"));
@@ -1178,7 +1200,7 @@ async fn confirms_a_sent_email_once_per_provider_event_and_keeps_at_most_fifty_e
             .await
             .unwrap();
     }
-    let d = n.delivery(&notice.notice_id, "email-0").await;
+    let d = n.delivery(&notice.request.notice_id, "email-0").await;
     assert_eq!(d.history.len(), MAX_HISTORY_EVENTS);
     assert!(d.has_event("ses:sns-open-59"));
     let ids: std::collections::HashSet<&str> = d.history.iter().map(|h| h.id.as_str()).collect();
@@ -1205,7 +1227,7 @@ async fn accepts_a_signed_sns_message_and_rejects_a_tampered_or_foreign_one() {
         .await;
     n.drain().await;
     let ses_id = n
-        .delivery(&notice.notice_id, "email-0")
+        .delivery(&notice.request.notice_id, "email-0")
         .await
         .provider_ref
         .unwrap();
@@ -1251,7 +1273,9 @@ async fn accepts_a_signed_sns_message_and_rejects_a_tampered_or_foreign_one() {
         Err(IntakeError::ForeignTopic(_))
     ));
     assert_eq!(
-        n.delivery(&notice.notice_id, "email-0").await.status,
+        n.delivery(&notice.request.notice_id, "email-0")
+            .await
+            .status,
         N::Sent
     );
 
@@ -1310,7 +1334,7 @@ async fn settles_fifteen_minutes_of_ambiguity_as_failed_and_expires_queued_work_
     let hook = || vec![contact("ops", None, Some(slack.url("/h")))];
     // One delivery claimed by a consumer that then vanished.
     let stuck = n.create(new_notice(hook(), &["slack"], "Stuck")).await;
-    let queued = n.delivery(&stuck.notice_id, "slack-0").await;
+    let queued = n.delivery(&stuck.request.notice_id, "slack-0").await;
     let mut claim = queued.clone();
     claim.status = N::Sending;
     claim.claim_token = Some("vanished".into());
@@ -1330,7 +1354,7 @@ async fn settles_fifteen_minutes_of_ambiguity_as_failed_and_expires_queued_work_
     let r = settle(n.now()).await.unwrap();
     assert_eq!((r.failed_ambiguous, r.expired), (0, 0), "not yet: {r:?}");
     assert_eq!(
-        n.delivery(&stuck.notice_id, "slack-0").await.status,
+        n.delivery(&stuck.request.notice_id, "slack-0").await.status,
         N::Sending
     );
 
@@ -1338,7 +1362,7 @@ async fn settles_fifteen_minutes_of_ambiguity_as_failed_and_expires_queued_work_
     let r = settle(n.now()).await.unwrap();
     assert_eq!((r.failed_ambiguous, r.expired), (1, 0), "{r:?}");
     assert!(r.complete);
-    let d = n.delivery(&stuck.notice_id, "slack-0").await;
+    let d = n.delivery(&stuck.request.notice_id, "slack-0").await;
     assert_eq!(d.status, N::Failed);
     assert_eq!(d.failure_reason, Some(FailureReason::Ambiguous));
     assert!(d.watch_at.is_none(), "settled deliveries leave the index");
@@ -1347,10 +1371,10 @@ async fn settles_fifteen_minutes_of_ambiguity_as_failed_and_expires_queued_work_
     n.clock.advance(HOUR);
     let r = settle(n.now()).await.unwrap();
     assert_eq!((r.failed_ambiguous, r.expired), (0, 1), "{r:?}");
-    let d = n.delivery(&timed.notice_id, "slack-0").await;
+    let d = n.delivery(&timed.request.notice_id, "slack-0").await;
     assert_eq!(d.status, N::Expired);
     assert!(n
-        .item(&timed.notice_id, &work_sk("slack-0"))
+        .item(&timed.request.notice_id, &work_sk("slack-0"))
         .await
         .is_none());
     // Nothing is settled twice.
@@ -1398,11 +1422,11 @@ async fn finishes_a_large_settling_backlog_across_invocations_without_redoing_or
     }
     assert_eq!(total, 25, "every delivery expired once");
     assert!(runs >= 3, "the budget split the work: {runs} runs");
-    for d in n.store.deliveries(&big.notice_id).await.unwrap() {
+    for d in n.store.deliveries(&big.request.notice_id).await.unwrap() {
         assert_eq!(d.status, N::Expired);
         assert_eq!(d.history.iter().filter(|h| h.kind == "expired").count(), 1);
     }
-    let p = n.store.progress(&big.notice_id).await.unwrap();
+    let p = n.store.progress(&big.request.notice_id).await.unwrap();
     assert_eq!((p.count(N::Expired), p.total), (25, 25));
 }
 
@@ -1415,7 +1439,7 @@ async fn delivers_the_auto_pause_notice_the_delivery_worker_writes() {
     let admin = unique_email("admin");
     let request = subscription_paused_notice(
         &n.account,
-        "sub_1",
+        &id("sub_1"),
         std::slice::from_ref(&admin),
         50,
         n.now(),
@@ -1494,7 +1518,7 @@ async fn reconciliation_reaches_settling_through_its_hook() {
     assert_eq!(counts["expired"], 1);
     assert_eq!(counts["more"], 0);
     assert_eq!(
-        n.delivery(&timed.notice_id, "slack-0").await.status,
+        n.delivery(&timed.request.notice_id, "slack-0").await.status,
         N::Expired
     );
 }
@@ -1539,7 +1563,7 @@ mod api {
             token,
         } = api.account("Notices").await;
         // The Slack workspace of the webhook below is allowed for the account.
-        api.allow_recipients(&account, json!({"slack_workspaces": ["T"]}))
+        api.allow_recipients(account.as_str(), json!({"slack_workspaces": ["T"]}))
             .await;
         let slack = Receiver::start().await;
         let request = json!({
@@ -1653,7 +1677,7 @@ mod api {
         api.get(&format!("/v1/notices/{id}"), &stranger)
             .await
             .problem_of(StatusCode::NOT_FOUND, "not-found");
-        assert_ne!(account, "");
+        assert_ne!(account.as_str(), "");
     }
 
     #[tokio::test]
@@ -1778,14 +1802,16 @@ mod api {
             .await;
         n.drain().await;
         let ses_id = n
-            .delivery(&notice.notice_id, "email-0")
+            .delivery(&notice.request.notice_id, "email-0")
             .await
             .provider_ref
             .unwrap();
         let retried = ses_notification("sns-early-2", "Delivery", &ses_id, "2", n.now());
         assert_eq!(post(retried).await.ok()["outcome"], "delivered");
         assert_eq!(
-            n.delivery(&notice.notice_id, "email-0").await.status,
+            n.delivery(&notice.request.notice_id, "email-0")
+                .await
+                .status,
             N::Delivered
         );
         // The signed generic form keeps answering 200 `unknown_reference` (it is not SNS).
@@ -1818,7 +1844,7 @@ mod api {
             .await;
         n.drain().await;
         let ses_id = n
-            .delivery(&notice.notice_id, "email-0")
+            .delivery(&notice.request.notice_id, "email-0")
             .await
             .provider_ref
             .unwrap();
@@ -1839,7 +1865,9 @@ mod api {
         let r = post("/v1/provider-events/ses", delivered, vec![]).await;
         assert_eq!(r.ok()["outcome"], "duplicate");
         assert_eq!(
-            n.delivery(&notice.notice_id, "email-0").await.status,
+            n.delivery(&notice.request.notice_id, "email-0")
+                .await
+                .status,
             N::Delivered
         );
 
@@ -1860,7 +1888,7 @@ mod api {
         .await;
         r.problem_of(StatusCode::UNAUTHORIZED, "unauthorized");
         assert!(n
-            .delivery(&notice.notice_id, "email-0")
+            .delivery(&notice.request.notice_id, "email-0")
             .await
             .bounce
             .is_none());
@@ -1879,7 +1907,7 @@ mod api {
             .await;
         n.drain().await;
         let slack_ref = n
-            .delivery(&chat.notice_id, "slack-0")
+            .delivery(&chat.request.notice_id, "slack-0")
             .await
             .provider_ref
             .unwrap();
@@ -1898,7 +1926,7 @@ mod api {
         let r = post("/v1/provider-events/slack", body.clone(), headers.clone()).await;
         assert_eq!(r.ok()["outcome"], "duplicate");
         assert!(n
-            .delivery(&chat.notice_id, "slack-0")
+            .delivery(&chat.request.notice_id, "slack-0")
             .await
             .has_event("slack:evt-1"));
         let wrong = SigningSecret::from_bytes(&[1u8; 32]).unwrap();
@@ -1925,7 +1953,7 @@ mod api {
         let (notice, _) = exhaust(n, &slack, "Operator").await;
         let path = format!(
             "/operator/notifications/{}/deliveries/slack-0/requeue",
-            notice.notice_id
+            notice.request.notice_id
         );
         api.post(&path, OPERATOR_TOKEN, json!({}))
             .await
@@ -1942,7 +1970,7 @@ mod api {
         assert!(body["dispatch_id"].is_string());
         let view = api
             .get(
-                &format!("/operator/notifications/{}", notice.notice_id),
+                &format!("/operator/notifications/{}", notice.request.notice_id),
                 OPERATOR_TOKEN,
             )
             .await;
@@ -1965,7 +1993,7 @@ mod api {
                 "Stuck",
             ))
             .await;
-        let queued = n.delivery(&stuck.notice_id, "slack-0").await;
+        let queued = n.delivery(&stuck.request.notice_id, "slack-0").await;
         let mut claim = queued.clone();
         claim.status = N::Sending;
         claim.claimed_at = Some(n.now());
@@ -1988,7 +2016,7 @@ mod api {
             .post(
                 &format!(
                     "/operator/notifications/{}/deliveries/slack-0/requeue",
-                    stuck.notice_id
+                    stuck.request.notice_id
                 ),
                 OPERATOR_TOKEN,
                 json!({"reason": "try again"}),
@@ -2000,13 +2028,13 @@ mod api {
             "an ambiguous failure does not qualify for requeue: the provider may already have sent it"
         );
         assert_eq!(
-            n.delivery(&stuck.notice_id, "slack-0").await.status,
+            n.delivery(&stuck.request.notice_id, "slack-0").await.status,
             N::Failed
         );
         api.post(
             &format!(
                 "/operator/notifications/{}/deliveries/slack-9/requeue",
-                stuck.notice_id
+                stuck.request.notice_id
             ),
             OPERATOR_TOKEN,
             json!({"reason": "x"}),
@@ -2023,7 +2051,7 @@ mod api {
         } = w.api.account("Slack URLs").await;
         // The workspace of the good URLs is allowed for the account.
         w.api
-            .allow_recipients(&account_id, json!({"slack_workspaces": ["T"]}))
+            .allow_recipients(account_id.as_str(), json!({"slack_workspaces": ["T"]}))
             .await;
         let production = w.production_api();
         let notice = |url: &str| {

@@ -7,6 +7,7 @@
 use axum::http::{Method, StatusCode};
 use local::receiver::Reply;
 use local::testkit::api::{OPERATOR, OPERATOR_TOKEN};
+use local::testkit::id;
 use local::testkit::through_api::{change_ids, ApiSubscription};
 use local::testkit::World;
 use serde_json::{json, Value};
@@ -86,7 +87,7 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
     );
     assert_eq!(
         first["delivery_id"],
-        keys::delivery_id(&expected[0], &sub.subscription_id).as_str()
+        keys::delivery_id(&id(&expected[0]), &sub.subscription_id).as_str()
     );
 
     // The next page continues after the first without acknowledging it.
@@ -187,7 +188,7 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
     let past_end = PullCursor {
         epoch: 0,
         read_at: w.now(),
-        change_id: Some("ZZZZZZZZZZZZZZZZZZZZZZZZZZ".into()),
+        change_id: Some("ZZZZZZZZZZZZZZZZZZZZZZZZZZ".parse().unwrap()),
     };
     let r = w
         .api
@@ -315,10 +316,11 @@ async fn a_cursor_write_racing_a_worker_never_overwrites_a_moved_delivery() {
     // A change minted before the cursor's last change but ingested after the read (a late
     // arrival) was not seen by the read either.
     let mut late = w.change(&sub.account_id).price(9.0).build();
-    let last_ulid = ulid::Ulid::from_string(&changes[2].change_id).unwrap();
+    let last_ulid = ulid::Ulid::from_string(changes[2].change_id.as_str()).unwrap();
     late.change_id = ulid::Ulid::from_parts(last_ulid.timestamp_ms() - 1, 1)
         .to_string()
-        .into();
+        .parse()
+        .unwrap();
     w.write_change(&late).await.unwrap();
     w.pump().await.unwrap();
     assert_eq!(
@@ -463,7 +465,7 @@ async fn an_operator_restart_of_a_pull_delivery_rewinds_the_cursor_and_refuses_s
         .get(&pull_path(&sub, "changes"), &sub.integration_token)
         .await;
     let fresh = fresh.ok().clone();
-    assert_eq!(change_ids(&fresh), [changes[0].change_id.clone()]);
+    assert_eq!(change_ids(&fresh), [changes[0].change_id.to_string()]);
     assert_eq!(fresh["data"][0]["redelivery"], true);
     let ack = w
         .api
@@ -704,9 +706,9 @@ async fn an_operator_retry_racing_a_worker_attempt_wins_and_the_stale_outcome_is
     );
     w.clock.advance(MINUTE + SECOND);
     let work = DeliveryWork {
-        account_id: sub.account_id.as_str().into(),
-        change_id: change.change_id.as_str().into(),
-        subscription_id: sub.subscription_id.as_str().into(),
+        account_id: sub.account_id.as_str().parse().unwrap(),
+        change_id: change.change_id.as_str().parse().unwrap(),
+        subscription_id: sub.subscription_id.as_str().parse().unwrap(),
     };
     let path = op_sub_path(&sub, &format!("/deliveries/{}/retry", change.change_id));
     let operator = async {
@@ -890,7 +892,10 @@ async fn replays_a_seven_day_window_and_refuses_an_eight_day_one() {
         let d = w.stored_delivery(&sub, c).await;
         assert_eq!(d.status, DeliveryStatus::Delivered);
         assert_eq!(d.restarts, 1);
-        assert_eq!(d.replay_job.as_deref(), Some(job_id.as_str()));
+        assert_eq!(
+            d.replay_job.as_ref().map(|j| j.as_str()),
+            Some(job_id.as_str())
+        );
     }
     for c in &changes[3..] {
         assert_eq!(w.stored_delivery(&sub, c).await.restarts, 0);
@@ -966,7 +971,7 @@ async fn a_replay_cut_short_resumes_from_its_saved_position_without_restarting_a
     assert_eq!(after_one.status, ReplayStatus::Running);
     assert_eq!(after_one.restarted, 2);
     assert_eq!(
-        after_one.position.as_deref(),
+        after_one.position.as_ref().map(|p| p.as_str()),
         Some(changes[1].change_id.as_str())
     );
     let status = w
@@ -1159,7 +1164,7 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
     let cursor = PullCursor {
         epoch: 0,
         read_at: w.now(),
-        change_id: Some(changes[0].change_id.to_string()),
+        change_id: Some(changes[0].change_id.clone()),
     }
     .encode();
     let bodies = |method: &Method, path: &str| -> Option<Value> {
@@ -1190,7 +1195,7 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
             || template.contains("{job_id}")
             || template.contains("{change_id}");
         if template.starts_with("/v1/pull/") {
-            let path = template.replace("{subscription_id}", &sub_a.subscription_id);
+            let path = template.replace("{subscription_id}", sub_a.subscription_id.as_str());
             if !expected_not_found {
                 // The listing: B's adapter sees only B's subscriptions.
                 let r = w
@@ -1198,7 +1203,7 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
                     .call(method.clone(), &path, Some(&sub_b.integration_token), None)
                     .await;
                 let body = r.ok().to_string();
-                assert!(!body.contains(&sub_a.subscription_id), "{body}");
+                assert!(!body.contains(sub_a.subscription_id.as_str()), "{body}");
                 checked += 1;
                 continue;
             }
@@ -1245,9 +1250,9 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
         }
         // Operator routes: account B in the path with A's subscription, change and job.
         let path = template
-            .replace("{account_id}", &b.account_id)
-            .replace("{subscription_id}", &sub_a.subscription_id)
-            .replace("{change_id}", &changes[0].change_id)
+            .replace("{account_id}", b.account_id.as_str())
+            .replace("{subscription_id}", sub_a.subscription_id.as_str())
+            .replace("{change_id}", changes[0].change_id.as_str())
             .replace("{job_id}", &job_id);
         let r = w
             .api
@@ -1264,7 +1269,7 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
             // Account-wide listings of B name nothing of A.
             let body = r.ok().to_string();
             assert!(
-                !body.contains(&sub_a.subscription_id),
+                !body.contains(sub_a.subscription_id.as_str()),
                 "{method} {path}: {body}"
             );
         }

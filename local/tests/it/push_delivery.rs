@@ -5,6 +5,7 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use local::fixtures::test_secret;
 use local::receiver::Reply;
+use local::testkit::id;
 use local::testkit::{work, World};
 use serde_json::json;
 use shared::domain::event::InternalStatus;
@@ -34,13 +35,13 @@ async fn turns_a_change_event_into_a_queued_delivery_of_the_catalog_projection_n
     let w = World::new().await;
     let r = &w.receiver;
     let (account, _, sub) = webhook_subscription(&w).await;
-    let change = w.change(&account).price(3.5).await;
+    let change = w.change(&id(&account)).price(3.5).await;
 
     // Ingest alone: the delivery is recorded pending with the projection, before any push.
     let (records, failures) = w.ingest_pending().await.unwrap();
     assert_eq!((records, failures), (1, 0));
     let d = w
-        .delivery(&account, &change.change_id, &sub.subscription_id)
+        .delivery(&id(&account), &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
     assert_eq!(d.status, DeliveryStatus::Pending);
@@ -54,7 +55,7 @@ async fn turns_a_change_event_into_a_queued_delivery_of_the_catalog_projection_n
         json!(["price"]),
         "hidden field names do not leak"
     );
-    let event = w.event(&account, &change.change_id).await.unwrap();
+    let event = w.event(&id(&account), &change.change_id).await.unwrap();
     assert_eq!(event.subscribers, 1);
 
     // Dispatch and delivery: the receiver gets exactly the projection, signed.
@@ -82,7 +83,7 @@ async fn turns_a_change_event_into_a_queued_delivery_of_the_catalog_projection_n
     .expect("the Standard Webhooks signature verifies");
 
     let d = w
-        .delivery(&account, &change.change_id, &sub.subscription_id)
+        .delivery(&id(&account), &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
     assert_eq!(d.status, DeliveryStatus::Delivered);
@@ -92,7 +93,7 @@ async fn turns_a_change_event_into_a_queued_delivery_of_the_catalog_projection_n
     assert!(d.lease_until.is_none(), "lease released");
     let item = w
         .get(
-            &shared::store::keys::event_pk(&account, &change.change_id),
+            &shared::store::keys::event_pk(&id(&account), &change.change_id),
             &shared::store::keys::delivery_sk(&sub.subscription_id),
         )
         .await
@@ -110,14 +111,14 @@ async fn retries_a_classified_failure_with_the_backoff_and_records_the_delivery_
     let r = &w.receiver;
     r.set_default(Reply::Status(503));
     let (account, _, sub) = webhook_subscription(&w).await;
-    let change = w.change(&account).price(1.0).await;
+    let change = w.change(&id(&account)).price(1.0).await;
     w.pump().await.unwrap();
     assert_eq!(r.count(), 1);
 
     let mut expected_attempts = 1;
     for wait in FIXED_SCHEDULE {
         let d = w
-            .delivery(&account, &change.change_id, &sub.subscription_id)
+            .delivery(&id(&account), &change.change_id, &sub.subscription_id)
             .await
             .unwrap();
         assert_eq!(d.status, DeliveryStatus::Retrying);
@@ -140,7 +141,7 @@ async fn retries_a_classified_failure_with_the_backoff_and_records_the_delivery_
         assert_eq!(r.count() as u32, expected_attempts);
     }
     let d = w
-        .delivery(&account, &change.change_id, &sub.subscription_id)
+        .delivery(&id(&account), &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
     assert_eq!(d.status, DeliveryStatus::Dead);
@@ -154,7 +155,7 @@ async fn retries_a_classified_failure_with_the_backoff_and_records_the_delivery_
     w.advance(Duration::from_secs(86_400)).await.unwrap();
     assert_eq!(r.count(), 6);
     let s = w
-        .subscription(&account, &sub.subscription_id)
+        .subscription(&id(&account), &sub.subscription_id)
         .await
         .unwrap();
     assert_eq!(s.consecutive_dead, 1);
@@ -170,10 +171,10 @@ async fn honours_a_longer_retry_after_and_recovers_on_a_later_attempt() {
         body: "slow down".into(),
     }]);
     let (account, _, sub) = webhook_subscription(&w).await;
-    let change = w.change(&account).price(1.0).await;
+    let change = w.change(&id(&account)).price(1.0).await;
     w.pump().await.unwrap();
     let d = w
-        .delivery(&account, &change.change_id, &sub.subscription_id)
+        .delivery(&id(&account), &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
     assert_eq!(d.status, DeliveryStatus::Retrying);
@@ -188,7 +189,7 @@ async fn honours_a_longer_retry_after_and_recovers_on_a_later_attempt() {
     w.advance(Duration::from_secs(540)).await.unwrap();
     assert_eq!(r.count(), 2);
     let d = w
-        .delivery(&account, &change.change_id, &sub.subscription_id)
+        .delivery(&id(&account), &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
     assert_eq!(d.status, DeliveryStatus::Delivered);
@@ -201,10 +202,10 @@ async fn a_permanent_refusal_is_dead_at_once_and_configuration_loss_is_failed() 
     let r = &w.receiver;
     r.set_default(Reply::Status(410));
     let (account, integration, sub) = webhook_subscription(&w).await;
-    let first = w.change(&account).price(1.0).await;
+    let first = w.change(&id(&account)).price(1.0).await;
     w.pump().await.unwrap();
     let d = w
-        .delivery(&account, &first.change_id, &sub.subscription_id)
+        .delivery(&id(&account), &first.change_id, &sub.subscription_id)
         .await
         .unwrap();
     assert_eq!(d.status, DeliveryStatus::Dead);
@@ -215,12 +216,12 @@ async fn a_permanent_refusal_is_dead_at_once_and_configuration_loss_is_failed() 
     let mut withdrawn = integration.clone();
     withdrawn.event_access_accepted = false;
     w.save_integration(&withdrawn).await;
-    w.worker.forget_config(&account);
-    let second = w.change(&account).price(2.0).await;
+    w.worker.forget_config(&id(&account));
+    let second = w.change(&id(&account)).price(2.0).await;
     w.pump().await.unwrap();
     assert_eq!(r.count(), 1, "no call without consent");
     let d = w
-        .delivery(&account, &second.change_id, &sub.subscription_id)
+        .delivery(&id(&account), &second.change_id, &sub.subscription_id)
         .await
         .unwrap();
     assert_eq!(d.status, DeliveryStatus::Failed);
@@ -239,16 +240,16 @@ async fn pauses_a_subscription_after_fifty_dead_deliveries_in_a_row_and_tells_it
     let (account, _, sub) = webhook_subscription(&w).await;
     // A success first, then fifty-two permanent failures.
     r.script([Reply::Status(200)]);
-    w.change(&account).price(0.5).await;
+    w.change(&id(&account)).price(0.5).await;
     w.pump().await.unwrap();
     let mut changes = Vec::new();
     for i in 0..50 {
-        let c = w.change(&account).price(i as f64).await;
+        let c = w.change(&id(&account)).price(i as f64).await;
         changes.push(c);
     }
     w.pump().await.unwrap();
     let s = w
-        .subscription(&account, &sub.subscription_id)
+        .subscription(&id(&account), &sub.subscription_id)
         .await
         .unwrap();
     assert_eq!(s.consecutive_dead, 50);
@@ -282,7 +283,7 @@ async fn pauses_a_subscription_after_fifty_dead_deliveries_in_a_row_and_tells_it
         w.worker.process(&work(c, &sub)).await.unwrap();
     }
     assert_eq!(
-        w.subscription(&account, &sub.subscription_id)
+        w.subscription(&id(&account), &sub.subscription_id)
             .await
             .unwrap()
             .consecutive_dead,
@@ -291,10 +292,10 @@ async fn pauses_a_subscription_after_fifty_dead_deliveries_in_a_row_and_tells_it
 
     // While paused, new changes are skipped: no delivery record, nothing sent.
     let calls = r.count();
-    let skipped = w.change(&account).price(99.0).await;
+    let skipped = w.change(&id(&account)).price(99.0).await;
     w.pump().await.unwrap();
     assert!(w
-        .delivery(&account, &skipped.change_id, &sub.subscription_id)
+        .delivery(&id(&account), &skipped.change_id, &sub.subscription_id)
         .await
         .is_none());
     assert_eq!(r.count(), calls);
@@ -307,24 +308,24 @@ async fn a_success_resets_the_consecutive_dead_count() {
     let (account, _, sub) = webhook_subscription(&w).await;
     r.script([Reply::Status(400), Reply::Status(400), Reply::Status(200)]);
     for i in 0..2 {
-        w.write_change(&w.change(&account).price(i as f64).build())
+        w.write_change(&w.change(&id(&account)).price(i as f64).build())
             .await
             .unwrap();
         w.pump().await.unwrap();
     }
     assert_eq!(
-        w.subscription(&account, &sub.subscription_id)
+        w.subscription(&id(&account), &sub.subscription_id)
             .await
             .unwrap()
             .consecutive_dead,
         2
     );
-    w.write_change(&w.change(&account).price(9.0).build())
+    w.write_change(&w.change(&id(&account)).price(9.0).build())
         .await
         .unwrap();
     w.pump().await.unwrap();
     assert_eq!(
-        w.subscription(&account, &sub.subscription_id)
+        w.subscription(&id(&account), &sub.subscription_id)
             .await
             .unwrap()
             .consecutive_dead,
@@ -337,7 +338,7 @@ async fn duplicate_stream_records_and_duplicate_messages_deliver_once() {
     let w = World::new().await;
     let r = &w.receiver;
     let (account, _, sub) = webhook_subscription(&w).await;
-    let change = w.change(&account).price(1.0).build();
+    let change = w.change(&id(&account)).price(1.0).build();
     // The owning application writes the same change twice (the stream carries both).
     w.write_change(&change).await.unwrap();
     w.write_change(&change).await.unwrap();
@@ -366,7 +367,7 @@ async fn duplicate_stream_records_and_duplicate_messages_deliver_once() {
     w.pump().await.unwrap();
     assert_eq!(r.count(), 1, "one adapter call");
     let d = w
-        .delivery(&account, &change.change_id, &sub.subscription_id)
+        .delivery(&id(&account), &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
     assert_eq!(d.status, DeliveryStatus::Delivered);
@@ -378,7 +379,7 @@ async fn a_worker_that_dies_after_its_claim_is_taken_over_when_the_lease_lapses(
     let w = World::new().await;
     let r = &w.receiver;
     let (account, _, sub) = webhook_subscription(&w).await;
-    let change = w.change(&account).price(1.0).await;
+    let change = w.change(&id(&account)).price(1.0).await;
     w.ingest_pending().await.unwrap();
     // A worker claims attempt 1 and dies: its lease is written, nothing else (a claim does not
     // touch the `due` index).
@@ -409,7 +410,7 @@ async fn a_worker_that_dies_after_its_claim_is_taken_over_when_the_lease_lapses(
     w.advance(Duration::from_secs(1)).await.unwrap();
     assert_eq!(r.count(), 1);
     let d = w
-        .delivery(&account, &change.change_id, &sub.subscription_id)
+        .delivery(&id(&account), &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
     assert_eq!(d.status, DeliveryStatus::Delivered);
@@ -511,22 +512,22 @@ async fn a_filter_change_does_not_resurrect_a_skipped_filter_record() {
 async fn a_malformed_stream_record_fails_alone_and_the_rest_of_the_batch_is_ingested() {
     let w = World::new().await;
     let (account, _, sub) = webhook_subscription(&w).await;
-    let before = w.change(&account).price(1.0).await;
+    let before = w.change(&id(&account)).price(1.0).await;
     // A change without its event code.
     let mut bad: shared::store::Item =
-        serde_dynamo::to_item(w.change(&account).price(2.0).build()).unwrap();
+        serde_dynamo::to_item(w.change(&id(&account)).price(2.0).build()).unwrap();
     bad.remove("event_code");
     w.write_raw_change(bad).await.unwrap();
-    let after = w.change(&account).price(3.0).await;
+    let after = w.change(&id(&account)).price(3.0).await;
     let (_, failures) = w.ingest_pending().await.unwrap();
     assert!(failures >= 1, "the malformed record is reported");
     // The record after the bad one is processed too (each retry re-reads from the failure on).
     assert!(w
-        .delivery(&account, &before.change_id, &sub.subscription_id)
+        .delivery(&id(&account), &before.change_id, &sub.subscription_id)
         .await
         .is_some());
     assert!(w
-        .delivery(&account, &after.change_id, &sub.subscription_id)
+        .delivery(&id(&account), &after.change_id, &sub.subscription_id)
         .await
         .is_some());
 }
@@ -584,12 +585,12 @@ async fn the_ssrf_guard_refuses_private_targets_in_production() {
         production,
         std::sync::Arc::new(w.clock.clone()),
     );
-    let change = w.change(&account).price(1.0).await;
+    let change = w.change(&id(&account)).price(1.0).await;
     w.ingest_pending().await.unwrap();
     worker.process(&work(&change, &sub)).await.unwrap();
     assert_eq!(r.count(), 0, "nothing reaches a loopback target");
     let d = w
-        .delivery(&account, &change.change_id, &sub.subscription_id)
+        .delivery(&id(&account), &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
     assert_eq!(d.status, DeliveryStatus::Dead);

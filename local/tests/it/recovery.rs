@@ -241,24 +241,30 @@ async fn notification_deliveries_at_rest_carry_the_events_retention_and_the_tabl
     // Queued: no expiry. The console delivery is delivered from birth: its expiry is set.
     let queued = w
         .notify
-        .item(&notice.notice_id, &delivery_sk("slack-0"))
+        .item(&notice.request.notice_id, &delivery_sk("slack-0"))
         .await
         .unwrap();
     assert_eq!(expiry(&queued), None, "queued work never expires");
-    let console = w.notify.delivery(&notice.notice_id, "console-0").await;
+    let console = w
+        .notify
+        .delivery(&notice.request.notice_id, "console-0")
+        .await;
     assert_eq!(
         console.expires_at,
         Some(console.updated_at.plus(RETENTION).seconds())
     );
     w.notify.drain().await;
-    let slack_0 = w.notify.delivery(&notice.notice_id, "slack-0").await;
+    let slack_0 = w
+        .notify
+        .delivery(&notice.request.notice_id, "slack-0")
+        .await;
     assert_eq!(
         slack_0.status,
         shared::domain::notification_delivery::NotificationStatus::Delivered
     );
     let item = w
         .notify
-        .item(&notice.notice_id, &delivery_sk("slack-0"))
+        .item(&notice.request.notice_id, &delivery_sk("slack-0"))
         .await
         .unwrap();
     assert_eq!(

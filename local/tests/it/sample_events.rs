@@ -3,6 +3,7 @@
 
 use aws_lambda_events::event::dynamodb::Event as DynamoDbEvent;
 use aws_lambda_events::event::sqs::SqsEvent;
+use local::testkit::id;
 use local::testkit::{sample, World};
 use serde_json::Value;
 use shared::domain::integration_delivery::DeliveryStatus;
@@ -16,7 +17,7 @@ async fn sample_configuration(w: &World) {
         .admins(&[])
         .await;
     let integration = w
-        .integration("acct-sample")
+        .integration(&id("acct-sample"))
         .id("01JDX0SAMPLE0000000000INT1")
         .named("Sample hook")
         .url(w.receiver.url("/sample"))
@@ -36,9 +37,9 @@ async fn the_samples_run_through_ingest_dispatch_and_the_worker() {
     assert!(response.batch_item_failures.is_empty());
     let d = w
         .delivery(
-            "acct-sample",
-            "01JDX0SAMPLE0000000000CHG1",
-            "01JDX0SAMPLE0000000000SUB1",
+            &id("acct-sample"),
+            &id("01JDX0SAMPLE0000000000CHG1"),
+            &id("01JDX0SAMPLE0000000000SUB1"),
         )
         .await
         .expect("ingest recorded the delivery");
@@ -61,9 +62,9 @@ async fn the_samples_run_through_ingest_dispatch_and_the_worker() {
     assert_eq!(w.receiver.count(), 1);
     let d = w
         .delivery(
-            "acct-sample",
-            "01JDX0SAMPLE0000000000CHG1",
-            "01JDX0SAMPLE0000000000SUB1",
+            &id("acct-sample"),
+            &id("01JDX0SAMPLE0000000000CHG1"),
+            &id("01JDX0SAMPLE0000000000SUB1"),
         )
         .await
         .unwrap();

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::signing::{verify, SigningSecret, DEFAULT_TOLERANCE};
 use shared::domain::time::Timestamp;
+use shared::ids::{AccountId, IntegrationId, SubscriptionId};
 use shared::store::integration::{PREVIOUS_SECRET, SEALED_SECRET};
 use shared::store::{keys, Item};
 use std::sync::{Arc, Mutex};
@@ -20,7 +21,10 @@ use std::time::Duration;
 
 /// A webhook integration to the world's receiver and a catalog subscription of it, made through
 /// the API: (integration id, subscription id, the secret the creation showed once).
-async fn webhook_through_api(w: &World, tenant: &ApiAccount) -> (String, String, String) {
+async fn webhook_through_api(
+    w: &World,
+    tenant: &ApiAccount,
+) -> (IntegrationId, SubscriptionId, String) {
     let created = w
         .api
         .post(
@@ -31,7 +35,7 @@ async fn webhook_through_api(w: &World, tenant: &ApiAccount) -> (String, String,
         )
         .await;
     let created = created.created().clone();
-    let id = created["id"].as_str().unwrap().to_owned();
+    let id: IntegrationId = created["id"].as_str().unwrap().parse().unwrap();
     let secret = created["signing_secret"].as_str().unwrap().to_owned();
     let sub = w
         .api
@@ -41,12 +45,12 @@ async fn webhook_through_api(w: &World, tenant: &ApiAccount) -> (String, String,
             json!({"integration_id": id, "record_types": ["catalog_item"], "fields": ["sku"]}),
         )
         .await;
-    let sub = sub.created()["id"].as_str().unwrap().to_owned();
+    let sub = sub.created()["id"].as_str().unwrap().parse().unwrap();
     (id, sub, secret)
 }
 
 /// The integration's item as DynamoDB holds it, read raw through the SDK.
-async fn raw_item(w: &World, account_id: &str, integration_id: &str) -> Item {
+async fn raw_item(w: &World, account_id: &AccountId, integration_id: &IntegrationId) -> Item {
     w.t.clients
         .dynamo
         .get_item()
@@ -189,8 +193,8 @@ async fn deliveries_sign_correctly_with_one_kms_decrypt_per_data_key_per_contain
 /// Replaces an attribute of the integration's sealed secret map, raw.
 async fn overwrite_sealed(
     w: &World,
-    account_id: &str,
-    integration_id: &str,
+    account_id: &AccountId,
+    integration_id: &IntegrationId,
     sealed: AttributeValue,
 ) {
     w.update(

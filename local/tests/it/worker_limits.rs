@@ -3,6 +3,7 @@
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use local::receiver::{Receiver, Reply};
+use local::testkit::id;
 use local::testkit::World;
 use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::ssrf::TargetPolicy;
@@ -84,7 +85,7 @@ async fn a_receiver_streaming_100_mib_gets_its_attempt_classified_with_at_most_t
     ] {
         for change in changes {
             let d = w
-                .delivery(&sub.account_id, change, &sub.subscription_id)
+                .delivery(&sub.account_id, &id(change), &sub.subscription_id)
                 .await
                 .unwrap();
             assert_eq!(d.status, settled);
@@ -101,7 +102,7 @@ async fn a_receiver_streaming_100_mib_gets_its_attempt_classified_with_at_most_t
     }
     for change in &changes[0] {
         let d = w
-            .delivery(&normal.account_id, change, &normal.subscription_id)
+            .delivery(&normal.account_id, &id(change), &normal.subscription_id)
             .await
             .unwrap();
         assert_eq!(d.status, DeliveryStatus::Delivered);

@@ -36,6 +36,7 @@ pub use super::operator_auth::{Operator, OperatorAuth, DEFAULT_OPERATOR_SCOPE};
 use super::problem::ApiError;
 use super::state::ApiState;
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, IntegrationId, TokenId};
 use crate::store::audit::AuditRecord;
 use crate::store::token;
 use crate::store::write::{send, Write};
@@ -103,7 +104,7 @@ pub enum TokenFormatError {
 #[derive(Clone, PartialEq, Eq)]
 pub struct ParsedToken<'a> {
     pub kind: TokenKind,
-    pub token_id: &'a str,
+    pub token_id: TokenId,
     pub secret: &'a str,
 }
 
@@ -138,7 +139,7 @@ pub fn parse_token(text: &str) -> Result<ParsedToken<'_>, TokenFormatError> {
     }
     Ok(ParsedToken {
         kind,
-        token_id,
+        token_id: TokenId::from_stored(token_id),
         secret,
     })
 }
@@ -147,11 +148,11 @@ pub fn parse_token(text: &str) -> Result<ParsedToken<'_>, TokenFormatError> {
 /// once and the record to store.
 pub fn issue_token(
     kind: TokenKind,
-    account_id: &str,
-    integration_id: Option<&str>,
+    account_id: &AccountId,
+    integration_id: Option<&IntegrationId>,
     now: Timestamp,
 ) -> (PlaintextToken, TokenRecord) {
-    let token_id = crate::ids::new_id();
+    let token_id = TokenId::new();
     let mut bytes = [0u8; SECRET_BYTES];
     rand::rngs::OsRng.fill_bytes(&mut bytes);
     let secret = URL_SAFE_NO_PAD.encode(bytes);
@@ -162,8 +163,8 @@ pub fn issue_token(
     let record = TokenRecord {
         token_id,
         token_kind: kind,
-        account_id: account_id.to_owned(),
-        integration_id: integration_id.map(str::to_owned),
+        account_id: account_id.clone(),
+        integration_id: integration_id.cloned(),
         secret_sha256: sha256_hex(&secret),
         created_at: now,
         revoked_at: None,
@@ -175,18 +176,18 @@ pub fn issue_token(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Principal {
     Account {
-        account_id: String,
-        token_id: String,
+        account_id: AccountId,
+        token_id: TokenId,
     },
     Integration {
-        account_id: String,
-        integration_id: String,
-        token_id: String,
+        account_id: AccountId,
+        integration_id: IntegrationId,
+        token_id: TokenId,
     },
 }
 
 impl Principal {
-    pub fn account_id(&self) -> &str {
+    pub fn account_id(&self) -> &AccountId {
         match self {
             Principal::Account { account_id, .. } | Principal::Integration { account_id, .. } => {
                 account_id
@@ -198,7 +199,7 @@ impl Principal {
 /// Verifies a presented token against its stored hash.
 pub async fn verify_token(state: &ApiState, presented: &str) -> Result<Principal, ApiError> {
     let parsed = parse_token(presented).map_err(|_| ApiError::unauthorized(INVALID_TOKEN))?;
-    let record = token::get(state.dynamo(), state.table(), parsed.token_id).await?;
+    let record = token::get(state.dynamo(), state.table(), &parsed.token_id).await?;
     let Some(record) = record else {
         return Err(ApiError::unauthorized(INVALID_TOKEN));
     };
@@ -240,8 +241,8 @@ impl FromRequestParts<Arc<ApiState>> for Principal {
 /// `account_id`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccountAuth {
-    pub account_id: String,
-    pub token_id: String,
+    pub account_id: AccountId,
+    pub token_id: TokenId,
 }
 
 impl FromRequestParts<Arc<ApiState>> for AccountAuth {
@@ -269,9 +270,9 @@ impl FromRequestParts<Arc<ApiState>> for AccountAuth {
 /// The caller holds a valid integration (`intg`) token: an adapter acting for one integration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IntegrationAuth {
-    pub account_id: String,
-    pub integration_id: String,
-    pub token_id: String,
+    pub account_id: AccountId,
+    pub integration_id: IntegrationId,
+    pub token_id: TokenId,
 }
 
 impl FromRequestParts<Arc<ApiState>> for IntegrationAuth {
@@ -312,12 +313,12 @@ impl FromRequestParts<Arc<ApiState>> for Operator {
 /// Which of an account's tokens to revoke.
 #[derive(Debug, Clone, Copy)]
 pub struct RevokeScope<'a> {
-    pub account_id: &'a str,
+    pub account_id: &'a AccountId,
     pub kind: TokenKind,
     /// `intg` tokens: only this integration's.
-    pub integration_id: Option<&'a str>,
+    pub integration_id: Option<&'a IntegrationId>,
     /// Keep this one (the token just issued).
-    pub except: Option<&'a str>,
+    pub except: Option<&'a TokenId>,
 }
 
 /// Issues a new token of `kind` for the account (or one integration of it), stores it, and with
@@ -328,8 +329,8 @@ pub struct RevokeScope<'a> {
 pub async fn issue_rotated(
     state: &ApiState,
     kind: TokenKind,
-    account_id: &str,
-    integration_id: Option<&str>,
+    account_id: &AccountId,
+    integration_id: Option<&IntegrationId>,
     revoke_existing: bool,
     audit: Option<AuditRecord>,
 ) -> Result<(PlaintextToken, TokenRecord, u32), ApiError> {
@@ -370,16 +371,16 @@ pub async fn revoke_tokens(
     now: Timestamp,
 ) -> Result<u32, ApiError> {
     let (dynamo, table) = (state.dynamo(), state.table());
-    let mut after: Option<String> = None;
+    let mut after: Option<TokenId> = None;
     let mut revoked = 0;
     loop {
         let (refs, next) =
-            token::references(dynamo, table, scope.account_id, after.as_deref()).await?;
+            token::references(dynamo, table, scope.account_id, after.as_ref()).await?;
         for r in refs {
             let in_scope = r.token_kind == scope.kind
                 && (scope.kind == TokenKind::Acct
-                    || r.integration_id.as_deref() == scope.integration_id)
-                && Some(r.token_id.as_str()) != scope.except;
+                    || r.integration_id.as_ref() == scope.integration_id)
+                && Some(&r.token_id) != scope.except;
             if !in_scope {
                 continue;
             }
@@ -409,11 +410,11 @@ pub async fn revoke_tokens(
 pub struct IssuedTokenView {
     /// The plaintext, shown only now.
     pub token: PlaintextToken,
-    pub token_id: String,
+    pub token_id: TokenId,
     pub kind: TokenKind,
-    pub account_id: String,
+    pub account_id: AccountId,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub integration_id: Option<String>,
+    pub integration_id: Option<IntegrationId>,
     pub created_at: String,
     /// Tokens revoked by this request (`revoke_existing`).
     pub revoked: u32,
@@ -436,6 +437,7 @@ impl IssuedTokenView {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
     use crate::store::expr::s;
     use crate::store::keys::token_pk;
     use axum::http::header::AUTHORIZATION;
@@ -443,7 +445,8 @@ mod tests {
 
     #[test]
     fn issued_tokens_parse_back_and_store_only_the_hash() {
-        let (plain, record) = issue_token(TokenKind::Intg, "acc", Some("int"), Timestamp(5));
+        let (plain, record) =
+            issue_token(TokenKind::Intg, &id("acc"), Some(&id("int")), Timestamp(5));
         let text = plain.expose().to_owned();
         assert!(text.starts_with("rhy_intg_"));
         let parsed = parse_token(&text).unwrap();

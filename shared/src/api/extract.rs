@@ -15,6 +15,7 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
+use std::str::FromStr;
 
 /// A JSON object body. An empty body reads as `{}` (so bodies whose fields are all optional may be
 /// left out, and a POST without one names every required field in its 422), except on a PATCH or
@@ -321,31 +322,27 @@ where
     }
 }
 
-pub use crate::ids::{canonical_id, new_id};
-
-/// Longest resource id accepted from a caller.
-pub const MAX_ID_LEN: usize = 64;
+pub use crate::ids::{canonical_id, new_id, MAX_ID_LEN};
 
 /// A resource id given by a caller (path, query, body), used verbatim: 1 to [`MAX_ID_LEN`]
-/// ASCII letters, digits, `-` or `_`. The API issues lowercase ULIDs, but ids written by other
-/// tools (fixtures, migrations) are looked up exactly as they are.
-pub fn resource_id(text: &str) -> Option<String> {
-    let ok = !text.is_empty()
-        && text.len() <= MAX_ID_LEN
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    ok.then(|| text.to_owned())
+/// ASCII letters, digits, `-` or `_` ([`crate::ids::is_id_text`], checked here whatever `T` is,
+/// so that `String` keys get the same check), parsed into the id type the caller names. The API issues lowercase ULIDs, but ids written by other tools (fixtures,
+/// migrations) are looked up exactly as they are.
+pub fn resource_id<T: FromStr>(text: &str) -> Option<T> {
+    crate::ids::is_id_text(text)
+        .then(|| text.parse().ok())
+        .flatten()
 }
 
-/// An id taken from a path: anything that is not an id names nothing, so it is a 404 for `what`.
-pub fn path_id(text: &str, what: &str) -> Result<String, ApiError> {
+/// An id taken from a path, parsed once here into its typed id: anything that is not an id
+/// names nothing, so it is a 404 for `what`.
+pub fn path_id<T: FromStr>(text: &str, what: &str) -> Result<T, ApiError> {
     resource_id(text).ok_or_else(|| ApiError::not_found(what))
 }
 
 /// The id a list of resources continues after, from its `?cursor=` (a cursor of
 /// [`crate::store::cursor`]), or a `422` when it is not a cursor of such a list.
-pub fn cursor_id(cursor: Option<&str>) -> Result<Option<String>, ApiError> {
+pub fn cursor_id<T: FromStr>(cursor: Option<&str>) -> Result<Option<T>, ApiError> {
     cursor
         .map(|c| {
             crate::store::cursor::decode(c)
@@ -374,6 +371,7 @@ pub fn page_limit(limit: Option<u32>) -> Result<u32, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::IntegrationId;
     use serde_json::json;
 
     fn fields(v: Value) -> Fields {
@@ -429,10 +427,15 @@ mod tests {
             "overflowing ULID"
         );
         assert_eq!(canonical_id(&"0".repeat(2000)), None);
-        assert_eq!(resource_id("ABC_1-x").as_deref(), Some("ABC_1-x"));
+        assert_eq!(
+            resource_id::<IntegrationId>("ABC_1-x")
+                .as_ref()
+                .map(IntegrationId::as_str),
+            Some("ABC_1-x")
+        );
         for bad in ["", "a/b", "a b", "é", &"a".repeat(65)] {
             assert!(matches!(
-                path_id(bad, "integration"),
+                path_id::<IntegrationId>(bad, "integration"),
                 Err(ApiError::NotFound { .. })
             ));
         }

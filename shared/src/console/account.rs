@@ -14,6 +14,7 @@ use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::lifecycle::Status;
 use crate::domain::subscription::MAX_CONSECUTIVE_DEAD;
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, IntegrationId, SubscriptionId};
 use crate::operations::operator::history::{list_deliveries, DeliveryQuery};
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
@@ -61,7 +62,7 @@ fn nav_at(current: &'static str) -> Nav {
 /// A signed-in account administrator.
 pub struct Admin {
     pub ctx: Ctx,
-    pub account_id: String,
+    pub account_id: AccountId,
 }
 
 /// No session (sign in), or an operator's session (403: operators use `/console/op/`).
@@ -95,16 +96,16 @@ impl FromRequestParts<Arc<ApiState>> for Admin {
         let ctx = Ctx::from_request_parts(parts, state)
             .await
             .map_err(NotAdmin::SignIn)?;
-        match ctx.account_id().map(str::to_owned) {
+        match ctx.account_id().cloned() {
             Some(account_id) => Ok(Admin { ctx, account_id }),
             None => Err(NotAdmin::Forbidden(Box::new(ctx))),
         }
     }
 }
 
-fn scope(account_id: &str) -> Scope {
+fn scope(account_id: &AccountId) -> Scope {
     Scope {
-        account_id: account_id.to_owned(),
+        account_id: account_id.clone(),
         base: "/console/acct".into(),
         monitor: "/console/acct/events".into(),
         operator: false,
@@ -114,15 +115,14 @@ fn scope(account_id: &str) -> Scope {
 /// Every integration and subscription of an account (as the API shows them).
 pub async fn integrations_and_subscriptions(
     state: &ApiState,
-    account_id: &str,
+    account_id: &AccountId,
 ) -> Result<(Vec<IntegrationView>, Vec<SubscriptionView>), ApiError> {
     let (dynamo, table) = (state.dynamo(), state.table());
     let mut integrations = Vec::new();
-    let mut after: Option<String> = None;
+    let mut after: Option<IntegrationId> = None;
     loop {
         let (page, next) =
-            crate::store::integration::list(dynamo, table, account_id, 100, after.as_deref())
-                .await?;
+            crate::store::integration::list(dynamo, table, account_id, 100, after.as_ref()).await?;
         integrations.extend(page.iter().map(IntegrationView::from));
         match next {
             Some(n) => after = Some(n),
@@ -130,17 +130,11 @@ pub async fn integrations_and_subscriptions(
         }
     }
     let mut subs = Vec::new();
-    let mut after: Option<String> = None;
+    let mut after: Option<SubscriptionId> = None;
     loop {
-        let (page, next) = crate::store::subscription::list(
-            dynamo,
-            table,
-            account_id,
-            None,
-            100,
-            after.as_deref(),
-        )
-        .await?;
+        let (page, next) =
+            crate::store::subscription::list(dynamo, table, account_id, None, 100, after.as_ref())
+                .await?;
         subs.extend(page.iter().map(SubscriptionView::from));
         match next {
             Some(n) => after = Some(n),

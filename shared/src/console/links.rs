@@ -16,6 +16,7 @@ use crate::api::auth::{AccountAuth, Operator};
 use crate::api::extract::{path_id, JsonBody};
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
+use crate::ids::AccountId;
 use crate::operations::MAX_REASON_CHARS;
 use crate::store::account;
 use crate::store::audit::{self, AuditAction, AuditRecord};
@@ -40,7 +41,7 @@ pub struct ConsoleLinkView {
     /// `operator` or `account`.
     pub audience: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub account_id: Option<String>,
+    pub account_id: Option<AccountId>,
     pub expires_at: String,
     /// How long the link may be used, in seconds.
     pub expires_in: u64,

@@ -65,7 +65,8 @@ fn auth(admin: &Admin) -> AccountAuth {
     };
     AccountAuth {
         account_id: admin.account_id.clone(),
-        token_id: actor,
+        // The session's signed actor text stands in for the token (as the API records it).
+        token_id: crate::ids::TokenId::from_stored(actor),
     }
 }
 

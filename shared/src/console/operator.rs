@@ -7,10 +7,10 @@ use super::page::{
     badge, csrf_field, encode, error_page, field, form_fields, html_response, pager, problem,
     redirect, shell, when, when_text, Ctx, Nav, SignIn,
 };
-use super::views::{self, form_time, Scope};
+use super::views::{self, delivery_path, form_time, Scope};
 use super::Params;
 use crate::api::auth::Operator;
-use crate::api::extract::{path_id, ApiPath, Fields, JsonBody};
+use crate::api::extract::{path_id, resource_id, ApiPath, Fields, JsonBody};
 use crate::api::operator::deliveries::{self, delivery_query};
 use crate::api::operator::history::AuditView;
 use crate::api::operator::replays::{self, ReplayJobView};
@@ -21,6 +21,7 @@ use crate::api::v1::events::monitor_error;
 use crate::api::v1::subscriptions::SubscriptionView;
 use crate::domain::lifecycle::Status;
 use crate::domain::subscription::MAX_CONSECUTIVE_DEAD;
+use crate::ids::AccountId;
 use crate::monitor::query::{attention_deliveries, paused_subscriptions, DeliveryLogEntry};
 use crate::operations::operator::{audit, history, replay};
 use crate::store::audit::AuditScope;
@@ -152,10 +153,15 @@ pub fn nav(account: Option<&str>, current: &'static str) -> Nav {
     Nav { items, current }
 }
 
-fn scope(account_id: &str) -> Scope {
+/// Prefix of an account's pages (its path segment as given).
+fn base(account: impl std::fmt::Display) -> String {
+    format!("/console/op/accounts/{}", encode(account))
+}
+
+fn scope(account_id: &AccountId) -> Scope {
     Scope {
-        account_id: account_id.to_owned(),
-        base: format!("/console/op/accounts/{}", encode(account_id)),
+        account_id: account_id.clone(),
+        base: base(account_id),
         monitor: format!("/console/op/events?account={}", encode(account_id)),
         operator: true,
     }
@@ -221,7 +227,10 @@ async fn home(op: Op) -> Response {
 async fn events(op: Op, State(state): S, Query(p): Query<Params>) -> Response {
     let account = account_param(&p);
     let nav = nav(account.as_deref(), "nav-events");
-    let scope = match account.as_deref().map(|a| path_id(a, "account")) {
+    let scope = match account
+        .as_deref()
+        .map(|a| path_id::<AccountId>(a, "account"))
+    {
         Some(Ok(a)) => Some(scope(&a)),
         Some(Err(e)) => return error_page(&op.ctx, &nav, &e),
         None => None,
@@ -231,6 +240,10 @@ async fn events(op: Op, State(state): S, Query(p): Query<Params>) -> Response {
 
 async fn event(op: Op, State(state): S, Path((a, c)): Path<(String, String)>) -> Response {
     let nav = nav(Some(&a), "nav-events");
+    // An account path that is not an id names no event (as a lookup of it would find none).
+    let Some(a) = resource_id::<AccountId>(&a) else {
+        return error_page(&op.ctx, &nav, &ApiError::not_found("event"));
+    };
     views::event_page(&state, &op.ctx, &nav, &scope(&a), &c).await
 }
 
@@ -242,6 +255,9 @@ async fn delivery(
 ) -> Response {
     let nav = nav(Some(&a), "nav-events");
     let done = p.get("done").map(String::as_str);
+    let Some(a) = resource_id::<AccountId>(&a) else {
+        return error_page(&op.ctx, &nav, &ApiError::not_found("delivery"));
+    };
     views::delivery_page(&state, &op.ctx, &nav, &scope(&a), &s, &c, done).await
 }
 
@@ -286,7 +302,6 @@ fn retry_explain() -> Markup {
 }
 
 async fn retry_form(op: Op, Path((a, s, c)): Path<(String, String, String)>) -> Response {
-    let sc = scope(&a);
     confirm_page(
         &op.ctx,
         &nav(Some(&a), "nav-events"),
@@ -294,7 +309,7 @@ async fn retry_form(op: Op, Path((a, s, c)): Path<(String, String, String)>) -> 
         retry_explain(),
         html! {},
         None,
-        &sc.delivery(&s, &c),
+        &delivery_path(&base(&a), &s, &c),
     )
 }
 
@@ -308,8 +323,7 @@ async fn retry(
     if let Some(r) = refuse_without_csrf(&op.ctx, &fields) {
         return r;
     }
-    let sc = scope(&a);
-    let back = sc.delivery(&s, &c);
+    let back = delivery_path(&base(&a), &s, &c);
     match deliveries::retry(
         op.operator.clone(),
         State(state.clone()),
@@ -343,7 +357,7 @@ async fn resume_form(op: Op, Path((a, s)): Path<(String, String)>) -> Response {
         resume_explain(),
         html! {},
         None,
-        &format!("{}/subscriptions/{}", scope(&a).base, encode(&s)),
+        &format!("{}/subscriptions/{}", base(&a), encode(&s)),
     )
 }
 
@@ -357,7 +371,7 @@ async fn resume(
     if let Some(r) = refuse_without_csrf(&op.ctx, &fields) {
         return r;
     }
-    let back = format!("{}/subscriptions/{}", scope(&a).base, encode(&s));
+    let back = format!("{}/subscriptions/{}", base(&a), encode(&s));
     match subscriptions::resume(
         op.operator.clone(),
         State(state.clone()),
@@ -398,7 +412,7 @@ async fn replay_form(op: Op, Path((a, s)): Path<(String, String)>) -> Response {
         replay_explain(),
         replay_fields("", ""),
         None,
-        &format!("{}/subscriptions/{}", scope(&a).base, encode(&s)),
+        &format!("{}/subscriptions/{}", base(&a), encode(&s)),
     )
 }
 
@@ -423,7 +437,7 @@ async fn replay_create(
     if let Some(r) = field(&fields, "reason") {
         map.insert("reason".into(), Value::String(r.to_owned()));
     }
-    let back = format!("{}/subscriptions/{}", scope(&a).base, encode(&s));
+    let back = format!("{}/subscriptions/{}", base(&a), encode(&s));
     let refused = match replays::create(
         op.operator.clone(),
         State(state.clone()),
@@ -443,11 +457,10 @@ async fn replay_create(
                 .map(str::to_owned);
             match job {
                 Some(job) => {
-                    return redirect(&op.ctx.url(&format!(
-                        "{}/replays/{}",
-                        scope(&a).base,
-                        encode(&job)
-                    )))
+                    return redirect(
+                        &op.ctx
+                            .url(&format!("{}/replays/{}", base(&a), encode(&job))),
+                    )
                 }
                 None => ApiError::internal("the replay job has no location"),
             }
@@ -491,7 +504,7 @@ async fn replay_list(op: Op, State(state): S, Query(p): Query<Params>) -> Respon
     let Some(account) = account else {
         return account_picker(ctx, &nav, "Replays", "/console/op/replays");
     };
-    let account = match path_id(&account, "account") {
+    let account = match path_id::<AccountId>(&account, "account") {
         Ok(a) => a,
         Err(e) => return error_page(ctx, &nav, &e),
     };
@@ -536,7 +549,7 @@ async fn replay_job(op: Op, State(state): S, Path((a, j)): Path<(String, String)
         Err(e) => return error_page(ctx, &nav, &e),
     };
     let live = job.status.as_str() == "running";
-    let here = ctx.url(&format!("{}/replays/{}", scope(&a).base, encode(&job.id)));
+    let here = ctx.url(&format!("{}/replays/{}", base(&a), encode(&job.id)));
     let c = &job.counts;
     let done = (c.restarted + c.already_pending + c.skipped_filter + c.conflicts).min(c.in_window);
     let tenth = (done * 10)
@@ -550,7 +563,7 @@ async fn replay_job(op: Op, State(state): S, Path((a, j)): Path<(String, String)
                     dt { "Progress" } dd { div class="meter" role="img" aria-label=(format!("{done} of {} walked", c.in_window)) { span class=(format!("m{}", tenth * 10)) {} } }
                     dt { "Counts" } dd data-testid="replay-counts" { (c.restarted) " restarted, " (c.already_pending) " already pending, " (c.skipped_filter) " filtered out, " (c.conflicts) " conflicts, of " (c.in_window) " in the window" }
                     dt { "Window" } dd { (when_text(Some(&job.from))) " – " (when_text(Some(&job.to))) }
-                    dt { "Subscription" } dd { a class="mono" href=(ctx.url(&format!("{}/subscriptions/{}", scope(&a).base, encode(&job.subscription_id)))) { (job.subscription_id) } }
+                    dt { "Subscription" } dd { a class="mono" href=(ctx.url(&format!("{}/subscriptions/{}", base(&a), encode(&job.subscription_id)))) { (job.subscription_id) } }
                     dt { "Requested by" } dd { (job.requested_by) }
                     dt { "Reason" } dd { (job.reason) }
                     dt { "Chunks / runs" } dd { (job.chunks) " / " (job.runs) }
@@ -610,7 +623,7 @@ async fn attention(op: Op, State(state): S, Query(p): Query<Params>) -> Response
     let Some(account) = account else {
         return account_picker(ctx, &nav, "Needs attention", "/console/op/attention");
     };
-    let account = match path_id(&account, "account") {
+    let account = match path_id::<AccountId>(&account, "account") {
         Ok(a) => a,
         Err(e) => return error_page(ctx, &nav, &e),
     };
@@ -790,12 +803,12 @@ async fn integration_history(
 ) -> Response {
     let nav = nav(Some(&a), "nav-account");
     let ctx = &op.ctx;
-    let sc = scope(&a);
     let ids = subscriptions::subscription_path(&a, &s);
     let (account_id, subscription_id) = match ids {
         Ok(ids) => ids,
         Err(e) => return error_page(ctx, &nav, &e),
     };
+    let sc = scope(&account_id);
     let ops = state.ops();
     let sub = match ops.subscription(&account_id, &subscription_id).await {
         Ok(sub) => SubscriptionView::from(&sub),

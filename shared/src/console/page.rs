@@ -8,6 +8,7 @@ use crate::api::lambda::StagePrefix;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::ApiState;
 use crate::domain::time::Timestamp;
+use crate::ids::AccountId;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -76,7 +77,7 @@ impl Ctx {
         }
     }
 
-    pub fn account_id(&self) -> Option<&str> {
+    pub fn account_id(&self) -> Option<&AccountId> {
         match &self.session.audience {
             Audience::Account { account_id, .. } => Some(account_id),
             Audience::Operator { .. } => None,
@@ -311,9 +312,9 @@ pub fn pager(ctx: &Ctx, base: &str, next: Option<&str>) -> Markup {
     }
 }
 
-/// Percent-encodes a query value.
-pub fn encode(text: &str) -> String {
-    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
+/// Percent-encodes a query or path value (text or an id).
+pub fn encode(text: impl std::fmt::Display) -> String {
+    url::form_urlencoded::byte_serialize(text.to_string().as_bytes()).collect()
 }
 
 /// Text for HTML that is already escaped (only for constant markup).

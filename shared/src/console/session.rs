@@ -20,6 +20,7 @@
 
 use crate::api::credentials::constant_time_eq;
 use crate::domain::time::Timestamp;
+use crate::ids::AccountId;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use hmac::{Hmac, Mac};
@@ -199,7 +200,10 @@ pub enum Audience {
     Operator { operator_id: String },
     /// An account's administrator; `actor` says who signed in (a token id, or the operator or
     /// account that issued the link).
-    Account { account_id: String, actor: String },
+    Account {
+        account_id: AccountId,
+        actor: String,
+    },
 }
 
 impl Audience {
@@ -230,7 +234,7 @@ struct Claims {
     aud: String,
     sub: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    acct: Option<String>,
+    acct: Option<AccountId>,
     /// Expiry, Unix seconds.
     exp: i64,
     n: String,
@@ -307,7 +311,7 @@ mod tests {
         let key = ConsoleKey::random();
         let now = Timestamp(1_700_000_000_000);
         let account = Audience::Account {
-            account_id: "a1".into(),
+            account_id: crate::ids::id("a1"),
             actor: "t1".into(),
         };
         let (cookie, _) = key.session(account.clone(), now);

@@ -12,7 +12,8 @@ use crate::api::state::ApiState;
 use crate::api::v1::events::{monitor_error, read_params, ListParams};
 use crate::domain::event::{EventStatus, InternalStatus};
 use crate::domain::lifecycle::Status;
-use crate::domain::pull_cursor::is_change_id;
+use crate::domain::pull_cursor::change_id as change_id_of;
+use crate::ids::{AccountId, ChangeId, SubscriptionId};
 use crate::monitor::query::{event_with_deliveries, list_events, DeliveryLogEntry, EventSummary};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -20,7 +21,7 @@ use maud::html;
 
 /// Where one account's pages live for this audience.
 pub struct Scope {
-    pub account_id: String,
+    pub account_id: AccountId,
     /// Prefix of the account's detail pages (`/console/op/accounts/{a}` or `/console/acct`).
     pub base: String,
     /// The Event monitor's path (with `?account=` for operators).
@@ -29,17 +30,25 @@ pub struct Scope {
 }
 
 impl Scope {
-    pub fn event(&self, change_id: &str) -> String {
+    pub fn event(&self, change_id: &ChangeId) -> String {
         format!("{}/events/{}", self.base, encode(change_id))
     }
-    pub fn delivery(&self, subscription_id: &str, change_id: &str) -> String {
-        format!(
-            "{}/subscriptions/{}/deliveries/{}",
-            self.base,
-            encode(subscription_id),
-            encode(change_id)
-        )
+    pub fn delivery(&self, subscription_id: &SubscriptionId, change_id: &ChangeId) -> String {
+        delivery_path(&self.base, subscription_id, change_id)
     }
+}
+
+/// The path of a delivery's page under an account's `base` (ids or path segments as given).
+pub fn delivery_path(
+    base: &str,
+    subscription_id: impl std::fmt::Display,
+    change_id: impl std::fmt::Display,
+) -> String {
+    format!(
+        "{base}/subscriptions/{}/deliveries/{}",
+        encode(subscription_id),
+        encode(change_id)
+    )
 }
 
 /// Page size of the Event monitor.
@@ -249,12 +258,12 @@ pub async fn event_page(
     scope: &Scope,
     change_id: &str,
 ) -> Response {
-    let found = if is_change_id(change_id) {
+    let found = if let Some(change_id) = change_id_of(change_id) {
         event_with_deliveries(
             state.dynamo(),
             state.table(),
             &scope.account_id,
-            change_id,
+            &change_id,
             ctx.now,
         )
         .await
@@ -346,12 +355,12 @@ pub async fn delivery_page(
     done: Option<&str>,
 ) -> Response {
     let found = match (
-        crate::api::extract::resource_id(subscription_id),
-        is_change_id(change_id),
+        crate::api::extract::resource_id::<SubscriptionId>(subscription_id),
+        change_id_of(change_id),
     ) {
-        (Some(sub), true) => state
+        (Some(sub), Some(change_id)) => state
             .ops()
-            .delivery(&scope.account_id, &sub, change_id)
+            .delivery(&scope.account_id, &sub, &change_id)
             .await
             .map_err(ApiError::from),
         _ => Err(ApiError::not_found("delivery")),

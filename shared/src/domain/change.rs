@@ -57,8 +57,8 @@ impl Change {
     /// Checks what the rest of the pipeline relies on: the identifying fields are present, short
     /// enough, printable, and free of `#` (the separator of composite DynamoDB keys).
     pub fn validate(&self) -> Result<(), ChangeError> {
-        check_key_part("account_id", &self.account_id)?;
-        check_key_part("change_id", &self.change_id)?;
+        check_key_part("account_id", self.account_id.as_str())?;
+        check_key_part("change_id", self.change_id.as_str())?;
         check_key_part("record_type", &self.record_type)?;
         check_key_part("record_id", &self.record_id)?;
         check_key_part("event_code", &self.event_code)?;
@@ -111,8 +111,8 @@ pub(crate) mod tests {
     /// A valid order change used by tests across the domain.
     pub(crate) fn sample_change() -> Change {
         Change {
-            account_id: "acct-1".into(),
-            change_id: "01HZX3Q4J8K9M0N1P2Q3R4S5T6".into(),
+            account_id: "acct-1".parse().unwrap(),
+            change_id: "01HZX3Q4J8K9M0N1P2Q3R4S5T6".parse().unwrap(),
             record_type: "order".into(),
             record_id: "ord-42".into(),
             event_code: "order.updated".into(),
@@ -182,7 +182,7 @@ pub(crate) mod tests {
         assert!(err.to_string().contains("'#'"), "{err}");
 
         let mut c = sample_change();
-        c.account_id = "acct\n1".into();
+        c.account_id = AccountId::from_stored("acct\n1");
         assert!(matches!(
             c.validate(),
             Err(ChangeError::ControlCharacter {
@@ -192,7 +192,7 @@ pub(crate) mod tests {
         ));
 
         let mut c = sample_change();
-        c.change_id = "x".repeat(MAX_ID_LEN + 1).into();
+        c.change_id = ChangeId::from_stored("x".repeat(MAX_ID_LEN + 1));
         assert_eq!(
             c.validate(),
             Err(ChangeError::TooLong {

@@ -482,7 +482,7 @@ impl<'a> PreparedChange<'a> {
             let c = self.change;
             let mut head = String::with_capacity(
                 128 + c.event_code.len()
-                    + c.change_id.len()
+                    + c.change_id.as_str().len()
                     + c.record_type.len()
                     + c.record_id.len()
                     + c.warehouse.as_ref().map_or(0, String::len),
@@ -490,7 +490,7 @@ impl<'a> PreparedChange<'a> {
             head.push_str("{\"type\":");
             push_json_str(&mut head, &c.event_code);
             head.push_str(",\"change_id\":");
-            push_json_str(&mut head, &c.change_id);
+            push_json_str(&mut head, c.change_id.as_str());
             head.push_str(",\"record_type\":");
             push_json_str(&mut head, &c.record_type);
             head.push_str(",\"record_id\":");
@@ -648,7 +648,7 @@ mod tests {
         }
         serde_json::to_string(&Envelope {
             event_code: &change.event_code,
-            change_id: &change.change_id,
+            change_id: change.change_id.as_str(),
             record_type: &change.record_type,
             record_id: &change.record_id,
             occurred_at: change.occurred_at.to_rfc3339(),
@@ -950,7 +950,7 @@ mod tests {
             let mut change = sample_change();
             change.record = record;
             change.event_code = ids[0].clone();
-            change.change_id = ids[1].clone().into();
+            change.change_id = crate::ids::ChangeId::from_stored(ids[1].clone());
             change.record_type = ids[2].clone();
             change.record_id = ids[3].clone();
             change.warehouse = warehouse;

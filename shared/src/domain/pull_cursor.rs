@@ -40,6 +40,7 @@
 //! moves forward (a conditional write), except by an operator restart as above.
 
 use super::time::{Timestamp, MINUTE, SECOND};
+use crate::ids::ChangeId;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use std::cmp::Ordering;
@@ -67,14 +68,14 @@ pub struct PullCursor {
     pub epoch: u32,
     pub read_at: Timestamp,
     /// `None`: before the subscription's first change.
-    pub change_id: Option<String>,
+    pub change_id: Option<ChangeId>,
 }
 
 /// What the subscription stores: the acknowledged position and the pull epoch.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Acknowledged {
     pub epoch: u32,
-    pub change_id: Option<String>,
+    pub change_id: Option<ChangeId>,
 }
 
 /// Why a cursor is refused. Every message is written for the adapter's developer.
@@ -96,8 +97,8 @@ pub enum CursorError {
         "goes backwards: the subscription has already acknowledged changes up to {acknowledged}"
     )]
     Backwards { acknowledged: String },
-    #[error("points past the end: the subscription's last change is {}", last.as_deref().unwrap_or("(none yet)"))]
-    PastEnd { last: Option<String> },
+    #[error("points past the end: the subscription's last change is {}", last.as_ref().map_or("(none yet)", ChangeId::as_str))]
+    PastEnd { last: Option<ChangeId> },
     #[error("names a change this subscription does not have")]
     UnknownChange,
 }
@@ -121,13 +122,20 @@ pub fn is_change_id(text: &str) -> bool {
         && !text.chars().any(char::is_control)
 }
 
+/// `text` as a change id, when it can be one ([`is_change_id`]). Change ids come from the
+/// upstream feed under its key-part rules, wider than the id form `ChangeId`'s `FromStr` checks,
+/// so text naming a change (a cursor, a path) is read with these rules.
+pub fn change_id(text: &str) -> Option<ChangeId> {
+    is_change_id(text).then(|| ChangeId::from_stored(text))
+}
+
 impl PullCursor {
     pub fn encode(&self) -> String {
         let text = format!(
             "{CURSOR_VERSION}#{}#{}#{}",
             self.epoch,
             self.read_at.millis(),
-            self.change_id.as_deref().unwrap_or("")
+            self.change_id.as_ref().map_or("", ChangeId::as_str)
         );
         URL_SAFE_NO_PAD.encode(text.as_bytes())
     }
@@ -160,8 +168,7 @@ impl PullCursor {
             .ok_or(CursorError::Malformed("bad read time"))?;
         let change_id = match change {
             "" => None,
-            c if is_change_id(c) => Some(c.to_owned()),
-            _ => return Err(CursorError::Malformed("bad change id")),
+            c => Some(change_id(c).ok_or(CursorError::Malformed("bad change id"))?),
         };
         Ok(PullCursor {
             epoch,
@@ -178,17 +185,17 @@ impl PullCursor {
 
 /// Orders positions: `None` (before the first change) sorts first; ids compare as DynamoDB
 /// compares string sort keys (by UTF-8 bytes, as `str`'s `Ord` does).
-pub fn compare_positions(a: Option<&str>, b: Option<&str>) -> Ordering {
+pub fn compare_positions(a: Option<&ChangeId>, b: Option<&ChangeId>) -> Ordering {
     a.cmp(&b)
 }
 
 /// The exclusive lower bound of a read or write that starts at `position` and looks back
 /// [`LATE_WINDOW`] of change time. Change ids that are ULIDs give the lookback; other ids start
 /// exactly at the position. `None`: from the first change.
-pub fn lookback_floor(position: Option<&str>) -> Option<String> {
+pub fn lookback_floor(position: Option<&ChangeId>) -> Option<ChangeId> {
     let position = position?;
-    let Ok(ulid) = ulid::Ulid::from_string(position) else {
-        return Some(position.to_owned());
+    let Ok(ulid) = ulid::Ulid::from_string(position.as_str()) else {
+        return Some(position.clone());
     };
     let floor_ms = ulid
         .timestamp_ms()
@@ -196,10 +203,10 @@ pub fn lookback_floor(position: Option<&str>) -> Option<String> {
     let floor = ulid::Ulid::from_parts(floor_ms, 0).to_string();
     // Keep the id's case: ids compare bytewise, and lowercase letters sort after digits and
     // uppercase ones.
-    if position.bytes().any(|b| b.is_ascii_lowercase()) {
-        Some(floor.to_ascii_lowercase())
+    if position.as_str().bytes().any(|b| b.is_ascii_lowercase()) {
+        Some(ChangeId::from_stored(floor.to_ascii_lowercase()))
     } else {
-        Some(floor)
+        Some(ChangeId::from_stored(floor))
     }
 }
 
@@ -210,22 +217,22 @@ pub struct ReadPlan {
     /// The read chain's start: the `read_at` of every cursor this read issues.
     pub read_at: Timestamp,
     /// Exclusive lower bound of the changes read (`None`: from the first).
-    pub lower: Option<String>,
+    pub lower: Option<ChangeId>,
     /// The position the read continues from: item cursors are `max(position, change)`.
-    pub position: Option<String>,
+    pub position: Option<ChangeId>,
 }
 
 impl ReadPlan {
     /// The cursor acknowledging everything up to `change_id` (and the read's position).
-    pub fn cursor_at(&self, change_id: Option<&str>) -> PullCursor {
-        let position = match compare_positions(change_id, self.position.as_deref()) {
+    pub fn cursor_at(&self, change_id: Option<&ChangeId>) -> PullCursor {
+        let position = match compare_positions(change_id, self.position.as_ref()) {
             Ordering::Greater => change_id,
-            _ => self.position.as_deref(),
+            _ => self.position.as_ref(),
         };
         PullCursor {
             epoch: self.epoch,
             read_at: self.read_at,
-            change_id: position.map(str::to_owned),
+            change_id: position.cloned(),
         }
     }
 
@@ -247,16 +254,13 @@ pub fn plan_read(
         return Ok(ReadPlan {
             epoch: acknowledged.epoch,
             read_at: now,
-            lower: lookback_floor(acknowledged.change_id.as_deref()),
+            lower: lookback_floor(acknowledged.change_id.as_ref()),
             position: acknowledged.change_id.clone(),
         });
     };
     check_epoch_and_time(acknowledged, cursor, now)?;
     let read_at = cursor.read_at.min(now);
-    match compare_positions(
-        cursor.change_id.as_deref(),
-        acknowledged.change_id.as_deref(),
-    ) {
+    match compare_positions(cursor.change_id.as_ref(), acknowledged.change_id.as_ref()) {
         Ordering::Greater => Ok(ReadPlan {
             epoch: acknowledged.epoch,
             read_at,
@@ -266,7 +270,7 @@ pub fn plan_read(
         _ => Ok(ReadPlan {
             epoch: acknowledged.epoch,
             read_at,
-            lower: lookback_floor(acknowledged.change_id.as_deref()),
+            lower: lookback_floor(acknowledged.change_id.as_ref()),
             position: acknowledged.change_id.clone(),
         }),
     }
@@ -295,16 +299,16 @@ pub struct TargetFacts {
     /// The subscription has a delivery for the change.
     pub exists: bool,
     /// The subscription's last change id (in change order), if it has any.
-    pub last: Option<String>,
+    pub last: Option<ChangeId>,
 }
 
 /// A cursor's change must be one of the subscription's: past the last one is "past the end".
-pub fn check_target(change_id: &str, facts: &TargetFacts) -> Result<(), CursorError> {
+pub fn check_target(change_id: &ChangeId, facts: &TargetFacts) -> Result<(), CursorError> {
     if facts.exists {
         return Ok(());
     }
     match &facts.last {
-        Some(last) if change_id < last.as_str() => Err(CursorError::UnknownChange),
+        Some(last) if change_id < last => Err(CursorError::UnknownChange),
         last => Err(CursorError::PastEnd { last: last.clone() }),
     }
 }
@@ -314,11 +318,11 @@ pub fn check_target(change_id: &str, facts: &TargetFacts) -> Result<(), CursorEr
 pub struct Advance {
     /// The new acknowledged position (`None` only when nothing was ever acknowledged and the
     /// cursor is the empty position).
-    pub to: Option<String>,
+    pub to: Option<ChangeId>,
     /// `false` when the cursor is the acknowledged position again (a repeated write).
     pub forward: bool,
     /// Exclusive lower bound of the pending deliveries the write covers.
-    pub lower: Option<String>,
+    pub lower: Option<ChangeId>,
     /// Covered deliveries were written (or restarted) at or before this instant.
     pub horizon: Timestamp,
 }
@@ -332,13 +336,14 @@ pub fn check_write(
     now: Timestamp,
 ) -> Result<Advance, CursorError> {
     check_epoch_and_time(acknowledged, cursor, now)?;
-    let ordering = compare_positions(
-        cursor.change_id.as_deref(),
-        acknowledged.change_id.as_deref(),
-    );
+    let ordering = compare_positions(cursor.change_id.as_ref(), acknowledged.change_id.as_ref());
     if ordering == Ordering::Less {
         return Err(CursorError::Backwards {
-            acknowledged: acknowledged.change_id.clone().unwrap_or_default(),
+            acknowledged: acknowledged
+                .change_id
+                .clone()
+                .map(String::from)
+                .unwrap_or_default(),
         });
     }
     if let Some(change) = &cursor.change_id {
@@ -348,7 +353,7 @@ pub fn check_write(
     Ok(Advance {
         to: cursor.change_id.clone(),
         forward: ordering == Ordering::Greater,
-        lower: lookback_floor(acknowledged.change_id.as_deref()),
+        lower: lookback_floor(acknowledged.change_id.as_ref()),
         horizon: cursor.horizon(),
     })
 }
@@ -366,6 +371,7 @@ pub fn visible_at(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
     use proptest::prelude::*;
 
     const NOW: Timestamp = Timestamp(1_700_000_000_000);
@@ -373,7 +379,7 @@ mod tests {
     fn ack(epoch: u32, change: Option<&str>) -> Acknowledged {
         Acknowledged {
             epoch,
-            change_id: change.map(str::to_owned),
+            change_id: change.map(ChangeId::from_stored),
         }
     }
 
@@ -381,7 +387,7 @@ mod tests {
         PullCursor {
             epoch,
             read_at,
-            change_id: change.map(str::to_owned),
+            change_id: change.map(ChangeId::from_stored),
         }
     }
 
@@ -430,8 +436,11 @@ mod tests {
         let plan = plan_read(&ack(2, Some(&acked)), None, NOW).unwrap();
         assert_eq!(plan.epoch, 2);
         assert_eq!(plan.read_at, NOW);
-        assert_eq!(plan.position.as_deref(), Some(acked.as_str()));
-        let floor = plan.lower.unwrap();
+        assert_eq!(
+            plan.position.as_ref().map(ChangeId::as_str),
+            Some(acked.as_str())
+        );
+        let floor = plan.lower.unwrap().into_string();
         assert_eq!(floor, ulid_at(t - LATE_WINDOW.as_millis() as u64, 0));
         assert!(floor < acked);
         // A late change (minted a minute before the acknowledged one) is above the floor.
@@ -439,11 +448,16 @@ mod tests {
         // Lowercase ids get a lowercase floor.
         let lower = plan_read(&ack(0, Some(&acked.to_ascii_lowercase())), None, NOW).unwrap();
         assert_eq!(
-            lower.lower.unwrap(),
+            lower.lower.unwrap().as_str(),
             ulid_at(t - 300_000, 0).to_ascii_lowercase()
         );
         // Other ids: no lookback. Nothing acknowledged: from the first change.
-        assert_eq!(lookback_floor(Some("chg-9")).as_deref(), Some("chg-9"));
+        assert_eq!(
+            lookback_floor(Some(&id("chg-9")))
+                .as_ref()
+                .map(ChangeId::as_str),
+            Some("chg-9")
+        );
         assert_eq!(plan_read(&ack(0, None), None, NOW).unwrap().lower, None);
     }
 
@@ -456,9 +470,15 @@ mod tests {
             NOW,
         )
         .unwrap();
-        assert_eq!(plan.lower.as_deref(), Some("D"));
+        assert_eq!(plan.lower.as_ref().map(ChangeId::as_str), Some("D"));
         assert_eq!(plan.read_at, earlier);
-        assert_eq!(plan.cursor_at(Some("E")).change_id.as_deref(), Some("E"));
+        assert_eq!(
+            plan.cursor_at(Some(&id("E")))
+                .change_id
+                .as_ref()
+                .map(ChangeId::as_str),
+            Some("E")
+        );
         // A cursor behind the acknowledged position reads from the acknowledged position.
         let plan = plan_read(
             &ack(1, Some("D")),
@@ -466,9 +486,15 @@ mod tests {
             NOW,
         )
         .unwrap();
-        assert_eq!(plan.position.as_deref(), Some("D"));
+        assert_eq!(plan.position.as_ref().map(ChangeId::as_str), Some("D"));
         // Item cursors never go below the position (a late change acknowledges the position).
-        assert_eq!(plan.cursor_at(Some("C")).change_id.as_deref(), Some("D"));
+        assert_eq!(
+            plan.cursor_at(Some(&id("C")))
+                .change_id
+                .as_ref()
+                .map(ChangeId::as_str),
+            Some("D")
+        );
         assert!(matches!(
             plan_read(
                 &ack(2, Some("D")),
@@ -494,7 +520,7 @@ mod tests {
     fn writes_move_forward_only_to_a_change_of_the_subscription() {
         let facts = |exists: bool, last: Option<&str>| TargetFacts {
             exists,
-            last: last.map(str::to_owned),
+            last: last.map(ChangeId::from_stored),
         };
         let read = NOW.minus(Duration::from_secs(10));
         let acked = ack(4, Some("C"));
@@ -506,9 +532,9 @@ mod tests {
         )
         .unwrap();
         assert!(forward.forward);
-        assert_eq!(forward.to.as_deref(), Some("E"));
+        assert_eq!(forward.to.as_ref().map(ChangeId::as_str), Some("E"));
         assert_eq!(forward.horizon, read.minus(SETTLE));
-        assert_eq!(forward.lower.as_deref(), Some("C"));
+        assert_eq!(forward.lower.as_ref().map(ChangeId::as_str), Some("C"));
         let same = check_write(
             &acked,
             &cursor(4, read, Some("C")),
@@ -542,7 +568,7 @@ mod tests {
                 NOW
             ),
             Err(CursorError::PastEnd {
-                last: Some("Z".into())
+                last: Some("Z".parse().unwrap())
             })
         );
         assert_eq!(
@@ -585,7 +611,7 @@ mod tests {
         fn floors_bound_the_late_window(ms in 400_000u64..(1u64 << 47), r in any::<u128>(), back in 0u64..300_000) {
             let r = r >> 48;
             let pos = ulid_at(ms, r);
-            let floor = lookback_floor(Some(&pos)).unwrap();
+            let floor = lookback_floor(Some(&ChangeId::from_stored(pos.as_str()))).unwrap().into_string();
             prop_assert!(floor <= pos);
             let late = ulid_at(ms - back, r.saturating_add(1) >> 1);
             prop_assert!(late >= floor);

@@ -43,11 +43,11 @@ pub const MAX_ROUNDS: usize = 10;
 /// Items read per index page.
 const FETCH: i32 = 100;
 
-pub fn events_list_key(account_id: &str) -> String {
+pub fn events_list_key(account_id: &AccountId) -> String {
     format!("EVENTS#{account_id}")
 }
 
-pub fn attention_list_key(account_id: &str) -> String {
+pub fn attention_list_key(account_id: &AccountId) -> String {
     format!("ATTENTION#{account_id}")
 }
 
@@ -71,7 +71,7 @@ impl Cursor {
     }
 
     /// Decodes a cursor of listing `list` for `account_id`; anything else is [`MonitorError::BadCursor`].
-    pub fn decode(text: &str, list: &str, account_id: &str) -> Result<Cursor, MonitorError> {
+    pub fn decode(text: &str, list: &str, account_id: &AccountId) -> Result<Cursor, MonitorError> {
         let bytes = URL_SAFE_NO_PAD
             .decode(text.trim())
             .map_err(|_| MonitorError::BadCursor)?;
@@ -233,7 +233,7 @@ async fn listing_page(
 pub async fn list_events(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
     q: &EventQuery,
     now: Timestamp,
 ) -> Result<Page<EventRecord>, MonitorError> {
@@ -284,13 +284,13 @@ pub async fn list_events(
 pub async fn event_with_deliveries(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
-    change_id: &str,
+    account_id: &AccountId,
+    change_id: &ChangeId,
     now: Timestamp,
 ) -> Result<Option<(EventRecord, Vec<Delivery>)>, MonitorError> {
     let partition = read_partition(dynamo, table, &keys::event_pk(account_id, change_id)).await?;
     match partition.event {
-        Some(event) if event.account_id == account_id && event.visible(now) => {
+        Some(event) if &event.account_id == account_id && event.visible(now) => {
             let deliveries = partition
                 .deliveries
                 .into_iter()
@@ -306,7 +306,7 @@ pub async fn event_with_deliveries(
 pub async fn attention_deliveries(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
     limit: u32,
     cursor: Option<&str>,
     now: Timestamp,
@@ -352,7 +352,7 @@ pub async fn attention_deliveries(
 pub async fn paused_subscriptions(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
 ) -> Result<Vec<Subscription>, MonitorError> {
     Ok(store::subscription::paused(dynamo, table, account_id).await?)
 }
@@ -503,33 +503,34 @@ impl DeliveryLogEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     #[test]
     fn cursors_round_trip_and_stay_in_their_account_and_listing() {
         let c = Cursor {
             list: "events".into(),
             list_sort: keys::time_sort(Timestamp(5), "c1"),
-            pk: keys::event_pk("a1", "c1"),
+            pk: keys::event_pk(&id("a1"), &id("c1")),
             sk: keys::EVENT_SK.into(),
         };
         let text = c.encode();
-        assert_eq!(Cursor::decode(&text, "events", "a1").unwrap(), c);
+        assert_eq!(Cursor::decode(&text, "events", &id("a1")).unwrap(), c);
         assert!(matches!(
-            Cursor::decode(&text, "events", "a2"),
+            Cursor::decode(&text, "events", &id("a2")),
             Err(MonitorError::BadCursor)
         ));
         assert!(matches!(
-            Cursor::decode(&text, "attention", "a1"),
+            Cursor::decode(&text, "attention", &id("a1")),
             Err(MonitorError::BadCursor)
         ));
         for bad in ["", "!!!", "e30", &URL_SAFE_NO_PAD.encode("[1]")] {
-            assert!(Cursor::decode(bad, "events", "a1").is_err(), "{bad}");
+            assert!(Cursor::decode(bad, "events", &id("a1")).is_err(), "{bad}");
         }
         // `a1` must not reach into `a10`'s partitions either.
         let other = Cursor {
-            pk: keys::event_pk("a10", "c1"),
+            pk: keys::event_pk(&id("a10"), &id("c1")),
             ..c
         };
-        assert!(Cursor::decode(&other.encode(), "events", "a1").is_err());
+        assert!(Cursor::decode(&other.encode(), "events", &id("a1")).is_err());
     }
 }

@@ -19,6 +19,7 @@ use crate::clock::Clock;
 use crate::domain::event::{roll_up_move, DeliveryFacts, EventStatus, EventTrigger, ROLLUP_BATCH};
 use crate::domain::retention::ttl_seconds;
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, ChangeId};
 use crate::store;
 use crate::store::attrs::rollup as rollup_attrs;
 use crate::store::delivery::Delivery;
@@ -242,8 +243,8 @@ impl RollUp {
     /// Rolls up one event.
     pub async fn roll_up_event(
         &self,
-        account_id: &str,
-        change_id: &str,
+        account_id: &AccountId,
+        change_id: &ChangeId,
     ) -> Result<RollUpOutcome, MonitorError> {
         self.roll_up_pk(&keys::event_pk(account_id, change_id))
             .await
@@ -412,8 +413,8 @@ pub enum ReopenOutcome {
 pub async fn reopen_event(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
-    change_id: &str,
+    account_id: &AccountId,
+    change_id: &ChangeId,
     now: Timestamp,
 ) -> Result<ReopenOutcome, MonitorError> {
     let pk = keys::event_pk(account_id, change_id);

@@ -4,6 +4,7 @@
 //! watches.
 
 use crate::domain::time::Timestamp;
+use crate::ids::NoticeId;
 use crate::metrics::{document, write_line, Metric};
 use serde_json::{json, Map, Value};
 use std::sync::{Arc, Mutex};
@@ -17,7 +18,7 @@ pub struct TerminalFailure {
     pub channel: String,
     /// `provider`, `attempts_exhausted` or `ambiguous`.
     pub reason: String,
-    pub notice_id: String,
+    pub notice_id: NoticeId,
     pub delivery_key: String,
     pub at: Timestamp,
 }
@@ -94,7 +95,7 @@ mod tests {
                 stage: "prod".into(),
                 channel: "email".into(),
                 reason: "attempts_exhausted".into(),
-                notice_id: "n".into(),
+                notice_id: "n".parse().unwrap(),
                 delivery_key: "email-0".into(),
                 at: Timestamp(1_700_000_000_000),
             },
@@ -112,7 +113,7 @@ mod tests {
             stage: "s".into(),
             channel: "c".into(),
             reason: "r".into(),
-            notice_id: "n".into(),
+            notice_id: "n".parse().unwrap(),
             delivery_key: "k".into(),
             at: Timestamp(0),
         });

@@ -26,6 +26,7 @@ use crate::domain::notice::NoticeStatus;
 use crate::domain::notification_delivery::{NotificationStatus as N, NotificationTrigger as NT};
 use crate::domain::ssrf::TargetPolicy;
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, NoticeId};
 use crate::store::console_inbox::{console_ref, inbox_key};
 use crate::store::notice::{self, NoticeRecord, NoticeRequest, Recipient};
 use crate::store::notice_progress::Progress;
@@ -154,10 +155,10 @@ pub fn validate(
 }
 
 /// The notice id of an account's idempotency key.
-pub fn notice_id_for(account_id: &str, idempotency_key: &str) -> String {
+pub fn notice_id_for(account_id: &AccountId, idempotency_key: &str) -> NoticeId {
     let digest = Sha256::digest(format!("{account_id}\n{idempotency_key}").as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("ntc_{}", &hex[..26])
+    NoticeId::from_stored(format!("ntc_{}", &hex[..26]))
 }
 
 fn request_hash(n: &NewNotice) -> String {
@@ -240,7 +241,7 @@ impl NoticeService {
     /// `(notice, created)`. Charges no quota (the delivery worker's and internal notices).
     pub async fn create(
         &self,
-        account_id: &str,
+        account_id: &AccountId,
         new: NewNotice,
     ) -> Result<(NoticeRecord, bool), CreateError> {
         self.create_within(account_id, new, None).await
@@ -252,7 +253,7 @@ impl NoticeService {
     /// past the quota writes no notice ([`CreateError::QuotaExceeded`]).
     pub async fn create_within(
         &self,
-        account_id: &str,
+        account_id: &AccountId,
         new: NewNotice,
         daily_quota: Option<u32>,
     ) -> Result<(NoticeRecord, bool), CreateError> {
@@ -262,7 +263,7 @@ impl NoticeService {
         let outbound = outbound_recipients(&new.recipients, &new.channels);
         let mut record = NoticeRecord::requested(NoticeRequest {
             notice_id: notice_id.clone(),
-            account_id: account_id.to_string(),
+            account_id: account_id.clone(),
             recipients: new.recipients,
             channels: new.channels,
             subject: new.subject,
@@ -291,7 +292,7 @@ impl NoticeService {
         // the day's quota has no room for this notice.
         match self.store.notice(&notice_id).await? {
             Some(existing)
-                if existing.account_id == account_id
+                if &existing.request.account_id == account_id
                     && existing.request_hash.as_deref() == Some(hash.as_str()) =>
             {
                 Ok((existing, false))
@@ -305,23 +306,23 @@ impl NoticeService {
     /// The notice, if it belongs to `account_id`.
     pub async fn notice_of(
         &self,
-        account_id: &str,
-        notice_id: &str,
+        account_id: &AccountId,
+        notice_id: &NoticeId,
     ) -> Result<Option<NoticeRecord>, StoreError> {
         Ok(self
             .store
             .notice(notice_id)
             .await?
-            .filter(|n| n.account_id == account_id))
+            .filter(|n| &n.request.account_id == account_id))
     }
 
     /// The progress summary (counts by state).
-    pub async fn summary(&self, notice_id: &str) -> Result<Progress, StoreError> {
+    pub async fn summary(&self, notice_id: &NoticeId) -> Result<Progress, StoreError> {
         self.store.progress(notice_id).await
     }
 
     /// Fans a requested notice out. Safe to repeat: every delivery is written once.
-    pub async fn fan_out(&self, notice_id: &str) -> Result<FanOutReport, NotifyError> {
+    pub async fn fan_out(&self, notice_id: &NoticeId) -> Result<FanOutReport, NotifyError> {
         let mut report = FanOutReport::default();
         let Some(notice) = self.store.notice(notice_id).await? else {
             report.not_fanned_out = Some("no such notice");
@@ -331,7 +332,7 @@ impl NoticeService {
             report.not_fanned_out = Some("the notice is no longer requested");
             return Ok(report);
         }
-        if notice.supersede_key.is_some() {
+        if notice.request.supersede_key.is_some() {
             match self.resolve_replacement(&notice).await? {
                 Replacement::Current { cancelled } => report.cancelled_replaced = cancelled,
                 Replacement::SupersededAtOnce => {
@@ -365,18 +366,18 @@ impl NoticeService {
     }
 
     async fn resolve_replacement(&self, notice: &NoticeRecord) -> Result<Replacement, NotifyError> {
-        let Some(key) = notice.supersede_key.as_deref() else {
+        let Some(key) = notice.request.supersede_key.as_deref() else {
             return Ok(Replacement::Current { cancelled: 0 });
         };
-        let (table, account) = (&self.store.table, notice.account_id.as_str());
+        let (table, account) = (&self.store.table, &notice.request.account_id);
         let mine = SupersedePointer {
-            notice_id: notice.notice_id.clone(),
-            created_at: notice.created_at,
+            notice_id: notice.request.notice_id.clone(),
+            created_at: notice.request.created_at,
         };
         for _ in 0..5 {
             let pointer = supersede_pointer::get(&self.store.dynamo, table, account, key).await?;
             match pointer {
-                Some(p) if p.notice_id == notice.notice_id => {
+                Some(p) if p.notice_id == notice.request.notice_id => {
                     return Ok(Replacement::Current { cancelled: 0 })
                 }
                 None => {
@@ -386,17 +387,20 @@ impl NoticeService {
                     }
                 }
                 Some(p) => {
-                    let earlier = (p.created_at, p.notice_id.as_str())
-                        < (notice.created_at, notice.notice_id.as_str());
+                    let earlier = (p.created_at, &p.notice_id)
+                        < (notice.request.created_at, &notice.request.notice_id);
                     if !earlier {
                         // A later notice already holds the key: this one is replaced at once.
-                        self.supersede(&notice.notice_id, &p.notice_id).await?;
+                        self.supersede(&notice.request.notice_id, &p.notice_id)
+                            .await?;
                         return Ok(Replacement::SupersededAtOnce);
                     }
                     let take =
                         supersede_pointer::take_over(table, account, key, &mine, &p.notice_id)?;
                     if self.store.send(take).await?.applied() {
-                        let cancelled = self.supersede(&p.notice_id, &notice.notice_id).await?;
+                        let cancelled = self
+                            .supersede(&p.notice_id, &notice.request.notice_id)
+                            .await?;
                         return Ok(Replacement::Current { cancelled });
                     }
                 }
@@ -406,7 +410,7 @@ impl NoticeService {
     }
 
     /// Marks `replaced` superseded by `by` and cancels its queued deliveries.
-    pub async fn supersede(&self, replaced: &str, by: &str) -> Result<u32, NotifyError> {
+    pub async fn supersede(&self, replaced: &NoticeId, by: &NoticeId) -> Result<u32, NotifyError> {
         let now = self.clock.now();
         self.store
             .send(notice::supersede(&self.store.table, replaced, by, now)?)
@@ -418,8 +422,8 @@ impl NoticeService {
     /// Withdraws an account's notice and cancels its queued deliveries. Repeating it is harmless.
     pub async fn withdraw(
         &self,
-        account_id: &str,
-        notice_id: &str,
+        account_id: &AccountId,
+        notice_id: &NoticeId,
     ) -> Result<(NoticeRecord, u32), WithdrawError> {
         let Some(notice) = self.notice_of(account_id, notice_id).await? else {
             return Err(WithdrawError::NotFound);
@@ -427,7 +431,7 @@ impl NoticeService {
         let now = self.clock.now();
         if notice.status == NoticeStatus::Superseded {
             return Err(WithdrawError::Superseded(
-                notice.superseded_by.unwrap_or_default(),
+                notice.superseded_by.map(String::from).unwrap_or_default(),
             ));
         }
         if notice.status != NoticeStatus::Withdrawn {
@@ -444,7 +448,7 @@ impl NoticeService {
                     .ok_or(WithdrawError::NotFound)?;
                 if current.status == NoticeStatus::Superseded {
                     return Err(WithdrawError::Superseded(
-                        current.superseded_by.unwrap_or_default(),
+                        current.superseded_by.map(String::from).unwrap_or_default(),
                     ));
                 }
             }
@@ -463,7 +467,7 @@ impl NoticeService {
     /// moved meanwhile (claimed by a consumer) are left to finish.
     pub async fn cancel_queued(
         &self,
-        notice_id: &str,
+        notice_id: &NoticeId,
         why: &str,
         limit: usize,
     ) -> Result<u32, NotifyError> {
@@ -503,13 +507,13 @@ enum Replacement {
 /// `{channel}-{recipient index}`, in channel then recipient order.
 pub fn planned_deliveries(notice: &NoticeRecord) -> Vec<PlannedDelivery<'_>> {
     let mut channels: Vec<&str> = Vec::new();
-    for c in &notice.channels {
+    for c in &notice.request.channels {
         if !channels.contains(&c.as_str()) {
             channels.push(c);
         }
     }
     let mut recipients: Vec<&Recipient> = Vec::new();
-    for r in &notice.recipients {
+    for r in &notice.request.recipients {
         if !recipients.iter().any(|seen| seen.id() == r.id()) {
             recipients.push(r);
         }
@@ -544,9 +548,9 @@ fn new_delivery(
     let console = planned.channel == Channel::Console.as_str();
     let recipient = planned.recipient.id().to_string();
     let mut d = NotificationDelivery::new(
-        &notice.notice_id,
+        &notice.request.notice_id,
         &planned.key,
-        &notice.account_id,
+        &notice.request.account_id,
         planned.channel,
         &recipient,
         if console { N::Delivered } else { N::Queued },
@@ -556,21 +560,21 @@ fn new_delivery(
         .recipient
         .address(planned.channel)
         .map(str::to_string);
-    d.deadline = notice.deadline;
+    d.deadline = notice.request.deadline;
     if console {
         // The console store: the delivery is the in-app message, listed by the `inbox` index.
         d.provider = Some("console".into());
-        d.provider_ref = Some(console_ref(&notice.notice_id, &planned.key));
+        d.provider_ref = Some(console_ref(&notice.request.notice_id, &planned.key));
         d.delivered_at = Some(now);
-        d.subject = Some(notice.subject.clone());
-        d.body = Some(notice.body.clone());
-        d.inbox_key = Some(inbox_key(&notice.account_id, &recipient));
+        d.subject = Some(notice.request.subject.clone());
+        d.body = Some(notice.request.body.clone());
+        d.inbox_key = Some(inbox_key(&notice.request.account_id, &recipient));
         d.inbox_at = Some(now);
         d.push_history("delivered", "delivered", now);
         (d, None)
     } else {
         d.push_history("queued", "queued", now);
-        let work = WorkRow::fresh(&notice.notice_id, &planned.key, now);
+        let work = WorkRow::fresh(&notice.request.notice_id, &planned.key, now);
         (d, Some(work))
     }
 }
@@ -578,6 +582,7 @@ fn new_delivery(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
     use crate::store::notice::Contact;
 
     fn new_notice() -> NewNotice {
@@ -634,10 +639,10 @@ mod tests {
 
     #[test]
     fn idempotency_keys_are_per_account() {
-        assert_eq!(notice_id_for("a", "k"), notice_id_for("a", "k"));
-        assert_ne!(notice_id_for("a", "k"), notice_id_for("b", "k"));
-        assert!(notice_id_for("a", "k").starts_with("ntc_"));
-        assert_eq!(notice_id_for("a", "k").len(), 30);
+        assert_eq!(notice_id_for(&id("a"), "k"), notice_id_for(&id("a"), "k"));
+        assert_ne!(notice_id_for(&id("a"), "k"), notice_id_for(&id("b"), "k"));
+        assert!(notice_id_for(&id("a"), "k").as_str().starts_with("ntc_"));
+        assert_eq!(notice_id_for(&id("a"), "k").as_str().len(), 30);
         let mut other = new_notice();
         assert_eq!(request_hash(&other), request_hash(&new_notice()));
         other.subject = "Other".into();
@@ -648,8 +653,8 @@ mod tests {
     fn console_deliveries_begin_delivered_and_others_queued_with_work() {
         let n = new_notice();
         let mut record = NoticeRecord::requested(NoticeRequest {
-            notice_id: "n1".into(),
-            account_id: "acct".into(),
+            notice_id: "n1".parse().unwrap(),
+            account_id: "acct".parse().unwrap(),
             recipients: n.recipients,
             channels: n.channels,
             subject: n.subject,
@@ -672,7 +677,7 @@ mod tests {
                 assert!(w.is_none());
                 assert_eq!(
                     d.inbox_key.as_deref(),
-                    Some(&*inbox_key("acct", &d.recipient))
+                    Some(&*inbox_key(&id("acct"), &d.recipient))
                 );
             } else {
                 assert_eq!(d.status, N::Queued);
@@ -697,8 +702,8 @@ mod tests {
     #[test]
     fn fan_out_plans_one_delivery_per_recipient_and_channel_without_duplicates() {
         let n = NoticeRecord::requested(NoticeRequest {
-            notice_id: "n1".into(),
-            account_id: "a".into(),
+            notice_id: "n1".parse().unwrap(),
+            account_id: "a".parse().unwrap(),
             recipients: vec![
                 Recipient::Address("a@example.com".into()),
                 Recipient::Address("b@example.com".into()),
@@ -722,8 +727,8 @@ mod tests {
     #[test]
     fn the_administrator_notice_plans_an_email_and_a_console_delivery() {
         let req = crate::store::notice::subscription_paused_notice(
-            "acct",
-            "sub",
+            &id("acct"),
+            &id("sub"),
             &["admin@example.com".into()],
             50,
             Timestamp(9),

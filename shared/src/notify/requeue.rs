@@ -20,6 +20,7 @@ use crate::domain::notification_delivery::{
     RequeueRefused,
 };
 use crate::domain::time::Timestamp;
+use crate::ids::NoticeId;
 use crate::store::notification_delivery::{Effects, NotificationDelivery, WorkEffect};
 use crate::store::notification_work::WorkRow;
 
@@ -45,7 +46,7 @@ impl From<crate::store::StoreError> for RequeueError {
 /// fresh work row.
 pub async fn requeue(
     store: &NotificationTable,
-    notice_id: &str,
+    notice_id: &NoticeId,
     delivery_key: &str,
     operator: &str,
     reason: &str,
@@ -86,7 +87,7 @@ pub async fn requeue(
         .await?;
     match written {
         Some(d) => {
-            tracing::info!(notice_id, delivery_key, operator, dispatch_id = %work.dispatch_id, "exhausted notification delivery requeued");
+            tracing::info!(%notice_id, delivery_key, operator, dispatch_id = %work.dispatch_id, "exhausted notification delivery requeued");
             Ok((d, work))
         }
         None => Err(RequeueError::Changed),

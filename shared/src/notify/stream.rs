@@ -15,6 +15,7 @@ use super::NotifyError;
 use crate::aws::Clients;
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::ids::NoticeId;
 use crate::store::notice::{NOTICE_KIND, REQUESTED};
 use crate::store::notification_work::{NotificationWork, WORK_KIND};
 use aws_lambda_events::event::dynamodb::{Event as DynamoDbEvent, EventRecord};
@@ -31,7 +32,7 @@ pub struct NotificationStream {
 
 /// What one record asks for.
 enum Action {
-    FanOut(String),
+    FanOut(NoticeId),
     Publish(NotificationWork),
     Nothing,
 }
@@ -53,7 +54,7 @@ fn action(record: &EventRecord) -> Action {
     match attr(new, "kind") {
         Some(NOTICE_KIND) if attr(new, "status") == Some(REQUESTED) => match attr(new, "notice_id")
         {
-            Some(id) => Action::FanOut(id.to_string()),
+            Some(id) => Action::FanOut(NoticeId::from_stored(id)),
             None => Action::Nothing,
         },
         Some(WORK_KIND) => {
@@ -63,7 +64,7 @@ fn action(record: &EventRecord) -> Action {
             }
             match (attr(new, "notice_id"), attr(new, "delivery_key"), dispatch) {
                 (Some(n), Some(k), Some(d)) => Action::Publish(NotificationWork {
-                    notice_id: n.to_string(),
+                    notice_id: NoticeId::from_stored(n),
                     delivery_key: k.to_string(),
                     dispatch_id: d.to_string(),
                 }),
@@ -103,9 +104,9 @@ impl NotificationStream {
                         return fail(response, failed);
                     }
                     match self.notices.fan_out(&notice_id).await {
-                        Ok(report) => tracing::info!(notice_id, ?report, "notice fan-out"),
+                        Ok(report) => tracing::info!(%notice_id, ?report, "notice fan-out"),
                         Err(e) => {
-                            tracing::error!(notice_id, error = %e, "fan-out failed; the stream retries it");
+                            tracing::error!(%notice_id, error = %e, "fan-out failed; the stream retries it");
                             return fail(response, sequence);
                         }
                     }

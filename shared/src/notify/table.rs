@@ -10,6 +10,7 @@ use crate::aws::Clients;
 use crate::config::Config;
 use crate::domain::lifecycle::StatusCondition;
 use crate::domain::notification_delivery::{NotificationStatus, NotificationTrigger};
+use crate::ids::NoticeId;
 use crate::store::notice::{self, NoticeRecord};
 use crate::store::notice_progress::{self, Progress};
 use crate::store::notification_delivery::{self as delivery, Effects, NotificationDelivery};
@@ -44,13 +45,13 @@ impl NotificationTable {
         read::get(&self.dynamo, &self.table, pk, sk).await
     }
 
-    pub async fn notice(&self, notice_id: &str) -> Result<Option<NoticeRecord>, StoreError> {
+    pub async fn notice(&self, notice_id: &NoticeId) -> Result<Option<NoticeRecord>, StoreError> {
         notice::get(&self.dynamo, &self.table, notice_id).await
     }
 
     pub async fn delivery(
         &self,
-        notice_id: &str,
+        notice_id: &NoticeId,
         delivery_key: &str,
     ) -> Result<Option<NotificationDelivery>, StoreError> {
         delivery::get(&self.dynamo, &self.table, notice_id, delivery_key).await
@@ -58,7 +59,7 @@ impl NotificationTable {
 
     pub async fn work(
         &self,
-        notice_id: &str,
+        notice_id: &NoticeId,
         delivery_key: &str,
     ) -> Result<Option<WorkRow>, StoreError> {
         notification_work::get(&self.dynamo, &self.table, notice_id, delivery_key).await
@@ -75,7 +76,7 @@ impl NotificationTable {
     /// A notice's deliveries, in key order.
     pub async fn deliveries(
         &self,
-        notice_id: &str,
+        notice_id: &NoticeId,
     ) -> Result<Vec<NotificationDelivery>, StoreError> {
         delivery::of_notice(&self.dynamo, &self.table, notice_id).await
     }
@@ -83,7 +84,7 @@ impl NotificationTable {
     /// Up to `limit` of a notice's deliveries in `status`.
     pub async fn deliveries_in(
         &self,
-        notice_id: &str,
+        notice_id: &NoticeId,
         status: NotificationStatus,
         limit: usize,
     ) -> Result<Vec<NotificationDelivery>, StoreError> {
@@ -91,12 +92,12 @@ impl NotificationTable {
     }
 
     /// A notice's work rows.
-    pub async fn work_rows(&self, notice_id: &str) -> Result<Vec<WorkRow>, StoreError> {
+    pub async fn work_rows(&self, notice_id: &NoticeId) -> Result<Vec<WorkRow>, StoreError> {
         notification_work::of_notice(&self.dynamo, &self.table, notice_id).await
     }
 
     /// The progress summary: the sum of the notice's progress shards.
-    pub async fn progress(&self, notice_id: &str) -> Result<Progress, StoreError> {
+    pub async fn progress(&self, notice_id: &NoticeId) -> Result<Progress, StoreError> {
         notice_progress::summary(&self.dynamo, &self.table, notice_id).await
     }
 

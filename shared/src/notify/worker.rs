@@ -281,7 +281,7 @@ impl NotificationWorker {
             notice_applies: notice.as_ref().is_some_and(|n| n.status.applies()),
             deadline: notice
                 .as_ref()
-                .and_then(|n| n.deadline)
+                .and_then(|n| n.request.deadline)
                 .or(delivery.deadline),
             now,
             adapter_exists: adapter.is_some(),
@@ -325,8 +325,8 @@ impl NotificationWorker {
                     dispatch_id: &work.dispatch_id,
                     recipient: &claimed.recipient,
                     address: claimed.address.as_deref(),
-                    subject: &notice.subject,
-                    body: &notice.body,
+                    subject: &notice.request.subject,
+                    body: &notice.request.body,
                 },
                 now,
             )
@@ -549,7 +549,7 @@ impl NotificationWorker {
                     stage: self.stage.clone(),
                     channel: written.channel.clone(),
                     reason: reason.code().to_string(),
-                    notice_id: notice.notice_id.clone(),
+                    notice_id: notice.request.notice_id.clone(),
                     delivery_key: written.delivery_key.clone(),
                     at: now,
                 });

@@ -16,6 +16,7 @@ pub mod pull;
 use crate::clock::Clock;
 use crate::domain::lifecycle::TransitionError;
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, ChangeId, IntegrationId, SubscriptionId};
 use crate::store::delivery::{self, Delivery, DeliveryWork};
 use crate::store::integration::{self, Integration};
 use crate::store::subscription::{self, Subscription};
@@ -92,8 +93,8 @@ impl<'a> Ops<'a> {
     /// The account's subscription, or "subscription not found".
     pub async fn subscription(
         &self,
-        account_id: &str,
-        subscription_id: &str,
+        account_id: &AccountId,
+        subscription_id: &SubscriptionId,
     ) -> Result<Subscription, OpsError> {
         subscription::get(self.dynamo, self.table, account_id, subscription_id)
             .await?
@@ -103,8 +104,8 @@ impl<'a> Ops<'a> {
     /// The account's integration, if it exists.
     pub async fn integration(
         &self,
-        account_id: &str,
-        integration_id: &str,
+        account_id: &AccountId,
+        integration_id: &IntegrationId,
     ) -> Result<Option<Integration>, OpsError> {
         Ok(integration::get(self.dynamo, self.table, account_id, integration_id).await?)
     }
@@ -112,14 +113,14 @@ impl<'a> Ops<'a> {
     /// The delivery of `change_id` to `subscription_id` in the account, if it exists.
     pub async fn find_delivery(
         &self,
-        account_id: &str,
-        subscription_id: &str,
-        change_id: &str,
+        account_id: &AccountId,
+        subscription_id: &SubscriptionId,
+        change_id: &ChangeId,
     ) -> Result<Option<Delivery>, OpsError> {
         let work = DeliveryWork {
-            account_id: account_id.into(),
-            change_id: change_id.into(),
-            subscription_id: subscription_id.into(),
+            account_id: account_id.clone(),
+            change_id: change_id.clone(),
+            subscription_id: subscription_id.clone(),
         };
         Ok(delivery::get(self.dynamo, self.table, &work).await?)
     }
@@ -127,9 +128,9 @@ impl<'a> Ops<'a> {
     /// The delivery of `change_id` to `subscription_id` in the account, or "delivery not found".
     pub async fn delivery(
         &self,
-        account_id: &str,
-        subscription_id: &str,
-        change_id: &str,
+        account_id: &AccountId,
+        subscription_id: &SubscriptionId,
+        change_id: &ChangeId,
     ) -> Result<Delivery, OpsError> {
         self.find_delivery(account_id, subscription_id, change_id)
             .await?

@@ -23,6 +23,7 @@ use crate::domain::pull_cursor::{
     check_target, check_write, plan_read, CursorError, PullCursor, TargetFacts,
 };
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, ChangeId, IntegrationId, SubscriptionId};
 use crate::store::delivery::{
     self, by_subscription_page, gather_by_subscription, Delivery, DeliveryWork, Filter, Gathered,
     SubscriptionRange, Upper,
@@ -49,12 +50,12 @@ impl From<CursorError> for OpsError {
 /// integration. Another account's or another integration's subscription is "not found".
 pub async fn pull_subscription(
     ops: &Ops<'_>,
-    account_id: &str,
-    integration_id: &str,
-    subscription_id: &str,
+    account_id: &AccountId,
+    integration_id: &IntegrationId,
+    subscription_id: &SubscriptionId,
 ) -> Result<Subscription, OpsError> {
     let sub = ops.subscription(account_id, subscription_id).await?;
-    if sub.integration_id != integration_id {
+    if &sub.integration_id != integration_id {
         return Err(OpsError::NotFound("subscription"));
     }
     let integration = ops
@@ -89,7 +90,7 @@ pub struct PullPage {
     pub has_more: bool,
 }
 
-fn pending_filter(account_id: &str, horizon: Option<Timestamp>) -> Filter {
+fn pending_filter(account_id: &AccountId, horizon: Option<Timestamp>) -> Filter {
     Filter {
         statuses: vec![DeliveryStatus::Pending],
         written_through: horizon,
@@ -101,11 +102,11 @@ fn pending_filter(account_id: &str, horizon: Option<Timestamp>) -> Filter {
 async fn target_facts(
     ops: &Ops<'_>,
     sub: &Subscription,
-    change_id: &str,
+    change_id: &ChangeId,
 ) -> Result<TargetFacts, OpsError> {
     let work = DeliveryWork {
         account_id: sub.account_id.clone(),
-        change_id: change_id.into(),
+        change_id: change_id.clone(),
         subscription_id: sub.subscription_id.clone(),
     };
     let exists = delivery::exists(ops.dynamo, ops.table, &work).await?;
@@ -126,9 +127,8 @@ pub async fn read(
 ) -> Result<PullPage, OpsError> {
     let acknowledged = sub.acknowledged();
     let plan = plan_read(&acknowledged, cursor, ops.now())?;
-    if let Some(change) = cursor.and_then(|c| c.change_id.as_deref()) {
-        if plan.position.as_deref() == Some(change)
-            && acknowledged.change_id.as_deref() != Some(change)
+    if let Some(change) = cursor.and_then(|c| c.change_id.as_ref()) {
+        if plan.position.as_ref() == Some(change) && acknowledged.change_id.as_ref() != Some(change)
         {
             check_target(change, &target_facts(ops, sub, change).await?)?;
         }
@@ -136,7 +136,7 @@ pub async fn read(
     let filter = pending_filter(&sub.account_id, Some(plan.horizon()));
     let range = SubscriptionRange {
         subscription_id: &sub.subscription_id,
-        after: plan.lower.as_deref(),
+        after: plan.lower.as_ref(),
         upper: None,
         forward: true,
     };
@@ -159,7 +159,7 @@ pub async fn read(
     let truncated = found.len() > limit;
     found.truncate(limit);
     let has_more = truncated || !exhausted;
-    let last_shown = found.last().map(|d| d.change_id.to_string());
+    let last_shown = found.last().map(|d| d.change_id.clone());
     // A page cut at `limit` continues after its last change. A read that stopped early (rounds
     // used up) continues after what it evaluated: nothing there was pending and visible except
     // what it shows.
@@ -177,7 +177,7 @@ pub async fn read(
         .collect();
     Ok(PullPage {
         changes,
-        next_cursor: plan.cursor_at(next_position.as_deref()),
+        next_cursor: plan.cursor_at(next_position.as_ref()),
         has_more,
     })
 }
@@ -186,8 +186,8 @@ pub async fn read(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Acknowledgement {
     /// The acknowledged position before and after.
-    pub previous: Option<String>,
-    pub acknowledged: Option<String>,
+    pub previous: Option<ChangeId>,
+    pub acknowledged: Option<ChangeId>,
     /// Pending deliveries the cursor covered, now `delivered`.
     pub delivered: u32,
     /// Pending deliveries in the cursor's range it did not cover: moved by someone else since
@@ -211,7 +211,7 @@ pub async fn acknowledge(
     if let Some(upper) = &advance.to {
         let range = SubscriptionRange {
             subscription_id: &sub.subscription_id,
-            after: advance.lower.as_deref(),
+            after: advance.lower.as_ref(),
             upper: Some(Upper::Through(upper)),
             forward: true,
         };
@@ -245,7 +245,7 @@ pub async fn acknowledge(
             }
         }
     }
-    move_position(ops, sub, cursor, advance.to.as_deref()).await?;
+    move_position(ops, sub, cursor, advance.to.as_ref()).await?;
     tracing::info!(
         subscription_id = %sub.subscription_id,
         from = ?acknowledged.change_id,
@@ -269,7 +269,7 @@ async fn cover(
     ops: &Ops<'_>,
     d: Delivery,
     horizon: Timestamp,
-    cursor_change: &str,
+    cursor_change: &ChangeId,
 ) -> Result<bool, OpsError> {
     match delivery::cover_by_cursor(ops.table, &d, horizon, cursor_change, ops.now())? {
         Some(write) => ops.apply(write).await,
@@ -283,7 +283,7 @@ async fn move_position(
     ops: &Ops<'_>,
     sub: &Subscription,
     cursor: &PullCursor,
-    to: Option<&str>,
+    to: Option<&ChangeId>,
 ) -> Result<(), OpsError> {
     if let Some(to) = to {
         let write = subscription::move_pull_cursor(ops.table, sub, cursor.epoch, to, ops.now())?;
@@ -307,7 +307,7 @@ async fn move_position(
     match to {
         None => Ok(()),
         Some(_) => Err(CursorError::Backwards {
-            acknowledged: current.pull_cursor.unwrap_or_default(),
+            acknowledged: current.pull_cursor.map(String::from).unwrap_or_default(),
         }
         .into()),
     }

@@ -48,7 +48,7 @@ pub struct NoticeAllowlist {
 pub const NOTICE_ALLOWLIST: &str = "notice_allowlist";
 
 /// The key of an account.
-pub fn key(account_id: &str) -> (String, String) {
+pub fn key(account_id: &AccountId) -> (String, String) {
     (keys::account_pk(account_id), keys::ACCOUNT_SK.to_string())
 }
 
@@ -71,7 +71,7 @@ impl Account {
 pub async fn get(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
 ) -> Result<Option<Account>, StoreError> {
     raw(dynamo, table, account_id)
         .await?
@@ -83,7 +83,7 @@ pub async fn get(
 pub async fn exists(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
 ) -> Result<bool, StoreError> {
     Ok(raw(dynamo, table, account_id).await?.is_some())
 }
@@ -91,7 +91,7 @@ pub async fn exists(
 async fn raw(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
 ) -> Result<Option<Item>, StoreError> {
     let (pk, sk) = key(account_id);
     read::get(dynamo, table, &pk, &sk).await
@@ -106,7 +106,7 @@ pub fn create(table: &str, account: &Account) -> Result<Write, StoreError> {
 /// with the account as it is after the write.
 pub fn set_notice_allowlist(
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
     allowlist: &NoticeAllowlist,
 ) -> Result<Write, StoreError> {
     let (pk, sk) = key(account_id);
@@ -118,11 +118,12 @@ pub fn set_notice_allowlist(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     #[test]
     fn an_account_is_created_once_at_the_head_of_its_partition() {
         let account = Account {
-            account_id: "a1".into(),
+            account_id: "a1".parse().unwrap(),
             name: "Acme".into(),
             admin_emails: vec!["ops@acme.test".into()],
             created_at: Timestamp(5),
@@ -147,7 +148,8 @@ mod tests {
             domains: vec!["acme.test".into()],
             slack_workspaces: vec!["T024".into()],
         };
-        let Write::UpdateReturningNew(u) = set_notice_allowlist("t", "a1", &allowlist).unwrap()
+        let Write::UpdateReturningNew(u) =
+            set_notice_allowlist("t", &id("a1"), &allowlist).unwrap()
         else {
             panic!("not an update returning the account")
         };
@@ -169,7 +171,7 @@ mod tests {
     #[test]
     fn an_account_stored_before_the_allowlist_existed_reads_with_an_empty_one() {
         let mut item = Account {
-            account_id: "a1".into(),
+            account_id: "a1".parse().unwrap(),
             name: "Acme".into(),
             admin_emails: vec![],
             created_at: Timestamp(5),

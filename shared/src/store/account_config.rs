@@ -14,7 +14,7 @@ use super::StoreError;
 use crate::domain::filter::Filter;
 use crate::domain::projection::Projection;
 use crate::domain::time::Timestamp;
-use crate::ids::{IntegrationId, SubscriptionId};
+use crate::ids::{AccountId, IntegrationId, SubscriptionId};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -37,10 +37,10 @@ pub struct AccountConfig {
 }
 
 impl AccountConfig {
-    pub fn subscription(&self, id: &str) -> Option<&CompiledSubscription> {
+    pub fn subscription(&self, id: &SubscriptionId) -> Option<&CompiledSubscription> {
         self.subscriptions
             .iter()
-            .find(|s| s.subscription.subscription_id == id)
+            .find(|s| &s.subscription.subscription_id == id)
     }
 }
 
@@ -63,7 +63,7 @@ pub fn compile(subscription: Subscription) -> Result<CompiledSubscription, Strin
 
 /// The query of an account's configuration partition (consistent: a change made through the
 /// API is seen by the next load).
-pub fn partition_query(table: &str, account_id: &str) -> Query {
+pub fn partition_query(table: &str, account_id: &AccountId) -> Query {
     Query {
         table: table.to_owned(),
         key_condition: "pk = :pk".into(),
@@ -75,7 +75,7 @@ pub fn partition_query(table: &str, account_id: &str) -> Query {
 pub async fn load(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
 ) -> Result<AccountConfig, StoreError> {
     let mut config = AccountConfig::default();
     for item in read::query_all(dynamo, &partition_query(table, account_id)).await? {
@@ -109,7 +109,7 @@ pub async fn load(
 /// Account configurations cached for a short time per Lambda container.
 pub struct ConfigCache {
     ttl: Duration,
-    entries: Mutex<HashMap<String, (Timestamp, std::sync::Arc<AccountConfig>)>>,
+    entries: Mutex<HashMap<AccountId, (Timestamp, std::sync::Arc<AccountConfig>)>>,
 }
 
 impl ConfigCache {
@@ -124,7 +124,7 @@ impl ConfigCache {
         &self,
         dynamo: &aws_sdk_dynamodb::Client,
         table: &str,
-        account_id: &str,
+        account_id: &AccountId,
         now: Timestamp,
     ) -> Result<std::sync::Arc<AccountConfig>, StoreError> {
         if let Some((loaded, config)) = self.entries.lock().unwrap().get(account_id) {
@@ -136,11 +136,11 @@ impl ConfigCache {
         self.entries
             .lock()
             .unwrap()
-            .insert(account_id.to_string(), (now, config.clone()));
+            .insert(account_id.clone(), (now, config.clone()));
         Ok(config)
     }
 
-    pub fn forget(&self, account_id: &str) {
+    pub fn forget(&self, account_id: &AccountId) {
         self.entries.lock().unwrap().remove(account_id);
     }
 }
@@ -148,10 +148,11 @@ impl ConfigCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     #[test]
     fn a_configuration_is_one_consistent_query_of_the_account_partition() {
-        let q = partition_query("t", "a1");
+        let q = partition_query("t", &id("a1"));
         assert_eq!(q.key_condition, "pk = :pk");
         assert_eq!(q.expr.values[":pk"], s("ACCT#a1"));
         assert!(q.index.is_none() && !q.eventual && q.filter.is_none());

@@ -23,13 +23,13 @@ use std::collections::BTreeMap;
 pub const KIND: &str = "audit";
 const SK_PREFIX: &str = "AT#";
 
-pub fn audit_pk(account_id: &str) -> String {
+pub fn audit_pk(account_id: &AccountId) -> String {
     format!("AUDIT#{account_id}")
 }
-pub fn audit_sk(at: Timestamp, audit_id: &str) -> String {
-    format!("{SK_PREFIX}{}", time_sort(at, audit_id))
+pub fn audit_sk(at: Timestamp, audit_id: &AuditId) -> String {
+    format!("{SK_PREFIX}{}", time_sort(at, audit_id.as_str()))
 }
-pub fn audit_list_key(account_id: &str, subscription_id: &str) -> String {
+pub fn audit_list_key(account_id: &AccountId, subscription_id: &SubscriptionId) -> String {
     format!("AUDIT#{account_id}#{subscription_id}")
 }
 
@@ -100,16 +100,45 @@ pub struct AuditRecord {
 impl AuditRecord {
     pub fn new(
         action: AuditAction,
-        account_id: &str,
-        subscription_id: &str,
+        account_id: &AccountId,
+        subscription_id: &SubscriptionId,
+        operator: &str,
+        reason: &str,
+        at: Timestamp,
+    ) -> Self {
+        Self::entry(
+            action,
+            account_id,
+            Some(subscription_id),
+            operator,
+            reason,
+            at,
+        )
+    }
+
+    /// An account-level entry (no subscription).
+    pub fn for_account(
+        action: AuditAction,
+        account_id: &AccountId,
+        operator: &str,
+        reason: &str,
+        at: Timestamp,
+    ) -> Self {
+        Self::entry(action, account_id, None, operator, reason, at)
+    }
+
+    fn entry(
+        action: AuditAction,
+        account_id: &AccountId,
+        subscription_id: Option<&SubscriptionId>,
         operator: &str,
         reason: &str,
         at: Timestamp,
     ) -> Self {
         AuditRecord {
             audit_id: AuditId::new(),
-            account_id: account_id.into(),
-            subscription_id: Some(subscription_id.into()),
+            account_id: account_id.clone(),
+            subscription_id: subscription_id.cloned(),
             action,
             operator: operator.to_owned(),
             reason: reason.to_owned(),
@@ -118,20 +147,6 @@ impl AuditRecord {
             delivery_id: None,
             job_id: None,
             details: BTreeMap::new(),
-        }
-    }
-
-    /// An account-level entry (no subscription).
-    pub fn for_account(
-        action: AuditAction,
-        account_id: &str,
-        operator: &str,
-        reason: &str,
-        at: Timestamp,
-    ) -> Self {
-        AuditRecord {
-            subscription_id: None,
-            ..Self::new(action, account_id, "", operator, reason, at)
         }
     }
 
@@ -161,7 +176,7 @@ impl AuditRecord {
 
     /// Where the entry sits in its history (newest last): what a list continues before.
     pub fn position(&self) -> String {
-        time_sort(self.at, &self.audit_id)
+        time_sort(self.at, self.audit_id.as_str())
     }
 }
 
@@ -175,10 +190,10 @@ pub fn create(table: &str, record: &AuditRecord) -> Result<Write, StoreError> {
 /// Whose history to list.
 #[derive(Debug, Clone, Copy)]
 pub enum AuditScope<'a> {
-    Account(&'a str),
+    Account(&'a AccountId),
     Subscription {
-        account_id: &'a str,
-        subscription_id: &'a str,
+        account_id: &'a AccountId,
+        subscription_id: &'a SubscriptionId,
     },
 }
 
@@ -259,18 +274,19 @@ pub async fn list(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     fn record() -> AuditRecord {
         let mut r = AuditRecord::new(
             AuditAction::RetryDelivery,
-            "a1",
-            "s1",
+            &id("a1"),
+            &id("s1"),
             "ops",
             "customer asked",
             Timestamp(1_700),
         )
         .detail("from_status", "dead");
-        r.audit_id = "01aud".into();
+        r.audit_id = "01aud".parse().unwrap();
         r
     }
 
@@ -294,7 +310,7 @@ mod tests {
     fn an_account_history_reads_its_partition_newest_first_before_a_position() {
         let q = list_query(
             "t",
-            AuditScope::Account("a1"),
+            AuditScope::Account(&id("a1")),
             10,
             Some("000000000001700#01aud"),
         );
@@ -303,15 +319,15 @@ mod tests {
         assert_eq!(q.key_condition, "#k = :k AND #s < :before");
         assert_eq!(q.expr.names["#s"], "sk");
         assert_eq!(q.expr.values[":before"], s("AT#000000000001700#01aud"));
-        let first = list_query("t", AuditScope::Account("a1"), 10, None);
+        let first = list_query("t", AuditScope::Account(&id("a1")), 10, None);
         assert_eq!(first.key_condition, "#k = :k AND begins_with(#s, :p)");
     }
 
     #[test]
     fn a_subscription_history_reads_the_listing_index() {
         let scope = AuditScope::Subscription {
-            account_id: "a1",
-            subscription_id: "s1",
+            account_id: &id("a1"),
+            subscription_id: &id("s1"),
         };
         let q = list_query("t", scope, 5, None);
         assert_eq!(q.index.as_deref(), Some(listing::INDEX));

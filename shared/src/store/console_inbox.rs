@@ -7,19 +7,20 @@ use super::expr::{s, Expr};
 use super::notification_delivery::NotificationDelivery;
 use super::read::{self, Query};
 use super::{from_item, StoreError};
+use crate::ids::{AccountId, NoticeId};
 
 /// The `inbox` index key of a recipient of an account.
-pub fn inbox_key(account_id: &str, recipient: &str) -> String {
+pub fn inbox_key(account_id: &AccountId, recipient: &str) -> String {
     format!("INBOX#{account_id}#{recipient}")
 }
 
 /// The provider reference of a console delivery (the console is its own provider).
-pub fn console_ref(notice_id: &str, delivery_key: &str) -> String {
+pub fn console_ref(notice_id: &NoticeId, delivery_key: &str) -> String {
     format!("console:{notice_id}/{delivery_key}")
 }
 
 /// The query of a recipient's newest `limit` entries (one page).
-pub fn newest_query(table: &str, account_id: &str, recipient: &str, limit: i32) -> Query {
+pub fn newest_query(table: &str, account_id: &AccountId, recipient: &str, limit: i32) -> Query {
     Query {
         table: table.to_string(),
         index: Some(inbox::INDEX.to_string()),
@@ -35,7 +36,7 @@ pub fn newest_query(table: &str, account_id: &str, recipient: &str, limit: i32) 
 pub async fn newest(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
     recipient: &str,
     limit: i32,
 ) -> Result<Vec<NotificationDelivery>, StoreError> {
@@ -50,10 +51,11 @@ pub async fn newest(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     #[test]
     fn the_inbox_is_read_newest_first_on_its_index() {
-        let q = newest_query("t", "acct", "ops", 20);
+        let q = newest_query("t", &id("acct"), "ops", 20);
         assert_eq!(q.index.as_deref(), Some("inbox"));
         assert_eq!(q.key_condition, "inbox_key = :k");
         assert_eq!(q.expr.values[":k"].as_s().unwrap(), "INBOX#acct#ops");

@@ -21,7 +21,7 @@ use crate::domain::integration_delivery::{
 };
 use crate::domain::retention::delivery_visible;
 use crate::domain::time::Timestamp;
-use crate::ids::{AccountId, ChangeId, DeliveryId, IntegrationId, SubscriptionId};
+use crate::ids::{AccountId, ChangeId, DeliveryId, IntegrationId, ReplayJobId, SubscriptionId};
 use aws_sdk_dynamodb::types::{AttributeValue, Update};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -89,7 +89,7 @@ pub struct Delivery {
     pub restarted_by: Option<String>,
     /// The replay job that last restarted it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replay_job: Option<String>,
+    pub replay_job: Option<ReplayJobId>,
     /// When it was last delivered (a push acknowledgement or a cursor).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivered_at: Option<Timestamp>,
@@ -129,7 +129,11 @@ pub struct DeliveryWork {
 }
 
 /// The key of a delivery.
-pub fn key(account_id: &str, change_id: &str, subscription_id: &str) -> (String, String) {
+pub fn key(
+    account_id: &AccountId,
+    change_id: &ChangeId,
+    subscription_id: &SubscriptionId,
+) -> (String, String) {
     (
         keys::event_pk(account_id, change_id),
         keys::delivery_sk(subscription_id),
@@ -137,7 +141,7 @@ pub fn key(account_id: &str, change_id: &str, subscription_id: &str) -> (String,
 }
 
 /// The `listing` key of an account's needs-attention entries.
-pub fn attention_list_key(account_id: &str) -> String {
+pub fn attention_list_key(account_id: &AccountId) -> String {
     format!("ATTENTION#{account_id}")
 }
 
@@ -371,7 +375,7 @@ pub fn save_outcome(
             let next = now.plus(outcome.retry_in.unwrap_or_default());
             e = e
                 .value(":next", n(next.millis()))
-                .value(":shard", s(keys::shard_of(&d.delivery_id)));
+                .value(":shard", s(keys::shard_of(d.delivery_id.as_str())));
             set.push("not_before = :next".into());
             // Onto the `due` index (a first attempt is not on it): the sweep publishes it.
             set.push(format!("{} = :shard", due::SHARD));
@@ -387,7 +391,10 @@ pub fn save_outcome(
             // Dead or failed: off the due index, onto the account's needs-attention listing.
             e = e
                 .value(":attn", s(attention_list_key(&d.account_id)))
-                .value(":attn_sort", s(keys::time_sort(now, &d.delivery_id)));
+                .value(
+                    ":attn_sort",
+                    s(keys::time_sort(now, d.delivery_id.as_str())),
+                );
             set.push(format!("{} = :attn", listing::KEY));
             set.push(format!("{} = :attn_sort", listing::SORT));
             remove.extend(off_due);
@@ -421,7 +428,7 @@ pub fn requeue_lost_dispatch(
         .value(":pending", s(DeliveryStatus::Pending.to_string()))
         .value(":zero", n(0))
         .value(":now", n(now.millis()))
-        .value(":shard", s(keys::shard_of(&d.delivery_id)));
+        .value(":shard", s(keys::shard_of(d.delivery_id.as_str())));
     Ok(Write::Update(built(
         Update::builder()
             .table_name(table)
@@ -469,9 +476,9 @@ pub fn work_from_key(pk: &str, sk: &str) -> Option<DeliveryWork> {
     let (account_id, change_id) = rest.split_once('#')?;
     let subscription_id = sk.strip_prefix(keys::DELIVERY_PREFIX)?;
     Some(DeliveryWork {
-        account_id: account_id.into(),
-        change_id: change_id.into(),
-        subscription_id: subscription_id.into(),
+        account_id: AccountId::from_stored(account_id),
+        change_id: ChangeId::from_stored(change_id),
+        subscription_id: SubscriptionId::from_stored(subscription_id),
     })
 }
 
@@ -537,15 +544,16 @@ mod tests {
     use super::*;
     use crate::domain::integration_delivery::{after_success, after_transient_failure};
     use crate::domain::time::SECOND;
+    use crate::ids::id;
     use crate::store::attrs::by_subscription;
 
     fn delivery(status: DeliveryStatus, attempts: u32) -> Delivery {
         Delivery {
-            delivery_id: keys::delivery_id("01C", "sub1"),
-            account_id: "acct".into(),
-            change_id: "01C".into(),
-            subscription_id: "sub1".into(),
-            integration_id: "int1".into(),
+            delivery_id: keys::delivery_id(&id("01C"), &id("sub1")),
+            account_id: "acct".parse().unwrap(),
+            change_id: "01C".parse().unwrap(),
+            subscription_id: "sub1".parse().unwrap(),
+            integration_id: "int1".parse().unwrap(),
             method: DeliveryMethod::Webhook,
             status,
             attempts,
@@ -725,10 +733,10 @@ mod tests {
 
     #[test]
     fn a_delivery_key_names_its_work_and_nothing_else_does() {
-        let (pk, sk) = key("acct", "01C", "sub1");
+        let (pk, sk) = key(&id("acct"), &id("01C"), &id("sub1"));
         let work = work_from_key(&pk, &sk).unwrap();
-        assert_eq!(work.subscription_id, "sub1");
-        assert_eq!(work.change_id, "01C");
+        assert_eq!(work.subscription_id.as_str(), "sub1");
+        assert_eq!(work.change_id.as_str(), "01C");
         assert!(work_from_key(&pk, "EVENT").is_none());
         assert!(work_from_key("ACCT#a", &sk).is_none());
     }
@@ -777,6 +785,7 @@ mod operator_actions {
         DeliveryMove, DeliveryStatus, DeliveryTrigger, DELIVERY_LIFECYCLE,
     };
     use crate::domain::time::Timestamp;
+    use crate::ids::{AccountId, ChangeId, ReplayJobId, SubscriptionId};
     use crate::store::attrs::{by_subscription, due, listing, EXPIRES_AT, STATUS};
     use crate::store::expr::{n, s, Expr};
     use crate::store::read::{self, Query};
@@ -805,7 +814,7 @@ mod operator_actions {
         pub movement: DeliveryMove,
         pub operator: &'a str,
         /// The replay job restarting it: the write is then refused if that job already did.
-        pub replay_job: Option<&'a str>,
+        pub replay_job: Option<&'a ReplayJobId>,
     }
 
     /// Restarts a delivery from its first attempt: `pending`, `attempts = 0`, `not_before =
@@ -855,7 +864,7 @@ mod operator_actions {
             remove.extend([due::SHARD.to_string(), due::AT.into()]);
         } else {
             e = e
-                .value(":shard", s(keys::shard_of(&d.delivery_id)))
+                .value(":shard", s(keys::shard_of(d.delivery_id.as_str())))
                 .value(":due", n(now.plus(grace).millis()));
             set.push(format!("{} = :shard", due::SHARD));
             set.push(format!("{} = :due", due::AT));
@@ -885,7 +894,7 @@ mod operator_actions {
         table: &str,
         d: &Delivery,
         horizon: Timestamp,
-        cursor_change: &str,
+        cursor_change: &ChangeId,
         now: Timestamp,
     ) -> Result<Option<Write>, StoreError> {
         let Ok(condition) = DELIVERY_LIFECYCLE.expect(
@@ -924,17 +933,17 @@ mod operator_actions {
     #[derive(Debug, Clone, Copy)]
     pub enum Upper<'a> {
         /// `sub_sort <= bound`.
-        Through(&'a str),
+        Through(&'a ChangeId),
         /// `sub_sort < bound`.
-        Before(&'a str),
+        Before(&'a ChangeId),
     }
 
     /// A range of one subscription's deliveries on the `by_subscription` index.
     #[derive(Debug, Clone)]
     pub struct SubscriptionRange<'a> {
-        pub subscription_id: &'a str,
+        pub subscription_id: &'a SubscriptionId,
         /// Exclusive lower bound of `sub_sort` (the change id).
-        pub after: Option<&'a str>,
+        pub after: Option<&'a ChangeId>,
         pub upper: Option<Upper<'a>>,
         /// Change order (`true`) or newest first.
         pub forward: bool,
@@ -995,8 +1004,8 @@ mod operator_actions {
     /// Whether an index entry sits on one of `range`'s exclusive bounds.
     pub fn excluded(range: &SubscriptionRange<'_>, entry: &Item) -> bool {
         let sort = sort_of(entry);
-        let below = range.after.is_some_and(|lo| sort == Some(lo));
-        let above = matches!(range.upper, Some(Upper::Before(hi)) if sort == Some(hi));
+        let below = range.after.is_some_and(|lo| sort == Some(lo.as_str()));
+        let above = matches!(range.upper, Some(Upper::Before(hi)) if sort == Some(hi.as_str()));
         below || above
     }
 
@@ -1021,7 +1030,7 @@ mod operator_actions {
     #[derive(Debug, Clone, PartialEq)]
     pub struct Filter {
         /// The account the caller acts for: another account's item is never returned.
-        pub account_id: String,
+        pub account_id: AccountId,
         /// Any of these statuses (empty: any status).
         pub statuses: Vec<DeliveryStatus>,
         /// `occurred_at` at or after this.
@@ -1033,9 +1042,9 @@ mod operator_actions {
     }
 
     impl Filter {
-        pub fn account(account_id: &str) -> Self {
+        pub fn account(account_id: &AccountId) -> Self {
             Filter {
-                account_id: account_id.to_string(),
+                account_id: account_id.clone(),
                 statuses: Vec::new(),
                 occurred_from: None,
                 occurred_before: None,
@@ -1078,7 +1087,7 @@ mod operator_actions {
         /// The deliveries the filter kept, in index order.
         pub deliveries: Vec<Delivery>,
         /// The `sub_sort` of the last entry evaluated, when the range has more to read.
-        pub last_sort: Option<String>,
+        pub last_sort: Option<ChangeId>,
         /// Where the next page starts (`None`: the range is done).
         pub next_start: Option<Item>,
     }
@@ -1104,7 +1113,7 @@ mod operator_actions {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(DeliveryPage {
             deliveries,
-            last_sort: next.as_ref().and_then(sort_of).map(str::to_owned),
+            last_sort: next.as_ref().and_then(sort_of).map(ChangeId::from_stored),
             next_start: next,
         })
     }
@@ -1115,7 +1124,7 @@ mod operator_actions {
         /// The deliveries kept, in index order (possibly more than wanted).
         pub deliveries: Vec<Delivery>,
         /// The `sub_sort` of the last entry evaluated, when the range has more to read.
-        pub evaluated_to: Option<String>,
+        pub evaluated_to: Option<ChangeId>,
         /// The range has nothing more to read.
         pub exhausted: bool,
     }
@@ -1164,8 +1173,8 @@ mod operator_actions {
     pub async fn last_change(
         dynamo: &aws_sdk_dynamodb::Client,
         table: &str,
-        subscription_id: &str,
-    ) -> Result<Option<String>, StoreError> {
+        subscription_id: &SubscriptionId,
+    ) -> Result<Option<ChangeId>, StoreError> {
         neighbour(dynamo, table, subscription_id, None).await
     }
 
@@ -1173,18 +1182,18 @@ mod operator_actions {
     pub async fn change_before(
         dynamo: &aws_sdk_dynamodb::Client,
         table: &str,
-        subscription_id: &str,
-        change_id: &str,
-    ) -> Result<Option<String>, StoreError> {
+        subscription_id: &SubscriptionId,
+        change_id: &ChangeId,
+    ) -> Result<Option<ChangeId>, StoreError> {
         neighbour(dynamo, table, subscription_id, Some(change_id)).await
     }
 
     async fn neighbour(
         dynamo: &aws_sdk_dynamodb::Client,
         table: &str,
-        subscription_id: &str,
-        before: Option<&str>,
-    ) -> Result<Option<String>, StoreError> {
+        subscription_id: &SubscriptionId,
+        before: Option<&ChangeId>,
+    ) -> Result<Option<ChangeId>, StoreError> {
         let range = SubscriptionRange {
             subscription_id,
             after: None,
@@ -1192,7 +1201,7 @@ mod operator_actions {
             forward: false,
         };
         let (entries, _) = entries(dynamo, table, &range, None, 1).await?;
-        Ok(entries.first().and_then(sort_of).map(str::to_owned))
+        Ok(entries.first().and_then(sort_of).map(ChangeId::from_stored))
     }
 
     #[cfg(test)]
@@ -1200,15 +1209,16 @@ mod operator_actions {
         use super::*;
         use crate::domain::delivery_method::DeliveryMethod;
         use crate::domain::integration_delivery::operator_restart;
+        use crate::ids::id;
         use std::collections::HashMap;
 
         fn delivery(status: DeliveryStatus, method: DeliveryMethod) -> Delivery {
             Delivery {
-                delivery_id: keys::delivery_id("01C", "sub1"),
-                account_id: "acct".into(),
-                change_id: "01C".into(),
-                subscription_id: "sub1".into(),
-                integration_id: "int1".into(),
+                delivery_id: keys::delivery_id(&id("01C"), &id("sub1")),
+                account_id: "acct".parse().unwrap(),
+                change_id: "01C".parse().unwrap(),
+                subscription_id: "sub1".parse().unwrap(),
+                integration_id: "int1".parse().unwrap(),
                 method,
                 status,
                 attempts: 3,
@@ -1240,7 +1250,7 @@ mod operator_actions {
         use crate::store::update::expect_update as updated;
         use aws_sdk_dynamodb::types::Update;
 
-        fn restart_of(d: &Delivery, job: Option<&str>) -> Update {
+        fn restart_of(d: &Delivery, job: Option<&ReplayJobId>) -> Update {
             let r = Restart {
                 delivery: d,
                 movement: operator_restart(d.status).unwrap(),
@@ -1277,7 +1287,7 @@ mod operator_actions {
         #[test]
         fn a_restart_of_a_pull_delivery_leaves_the_due_index_and_a_replay_restarts_once() {
             let d = delivery(DeliveryStatus::Delivered, DeliveryMethod::Poll);
-            let u = restart_of(&d, Some("job1"));
+            let u = restart_of(&d, Some(&id("job1")));
             let expression = u.update_expression();
             assert!(expression.ends_with("expires_at, due_shard, due_at"));
             assert!(expression.contains("replay_job = :job"));
@@ -1293,7 +1303,7 @@ mod operator_actions {
         fn a_cursor_covers_only_a_pending_unleased_delivery_visible_at_its_horizon() {
             let d = delivery(DeliveryStatus::Pending, DeliveryMethod::Poll);
             let u = updated(
-                cover_by_cursor("t", &d, Timestamp(5_000), "01D", Timestamp(6_000))
+                cover_by_cursor("t", &d, Timestamp(5_000), &id("01D"), Timestamp(6_000))
                     .unwrap()
                     .unwrap(),
             );
@@ -1312,7 +1322,7 @@ mod operator_actions {
             assert_eq!(v[":cursor"], s("01D"));
             let dead = delivery(DeliveryStatus::Dead, DeliveryMethod::Poll);
             assert!(
-                cover_by_cursor("t", &dead, Timestamp(5_000), "01D", Timestamp(6_000))
+                cover_by_cursor("t", &dead, Timestamp(5_000), &id("01D"), Timestamp(6_000))
                     .unwrap()
                     .is_none()
             );
@@ -1320,15 +1330,17 @@ mod operator_actions {
 
         #[test]
         fn a_range_query_names_its_bounds_on_the_index() {
+            let (sub, lo, hi): (SubscriptionId, ChangeId, ChangeId) =
+                (id("sub1"), id("01A"), id("01F"));
             let range = |after, upper, forward| SubscriptionRange {
-                subscription_id: "sub1",
+                subscription_id: &sub,
                 after,
                 upper,
                 forward,
             };
             let q = range_query(
                 "t",
-                &range(Some("01A"), Some(Upper::Before("01F")), true),
+                &range(Some(&lo), Some(Upper::Before(&hi)), true),
                 None,
                 10,
             );
@@ -1340,24 +1352,19 @@ mod operator_actions {
             assert_eq!(q.expr.names["#sort"], by_subscription::SORT);
             assert!(!q.backwards);
             assert_eq!(q.limit, Some(10));
-            let q = range_query(
-                "t",
-                &range(None, Some(Upper::Through("01F")), false),
-                None,
-                1,
-            );
+            let q = range_query("t", &range(None, Some(Upper::Through(&hi)), false), None, 1);
             assert_eq!(q.key_condition, "#sk_sub = :sub AND #sort <= :hi");
             assert!(q.backwards);
-            let q = range_query("t", &range(Some("01A"), None, true), None, 1);
+            let q = range_query("t", &range(Some(&lo), None, true), None, 1);
             assert_eq!(q.key_condition, "#sk_sub = :sub AND #sort > :lo");
             let q = range_query("t", &range(None, None, true), None, 1);
             assert_eq!(q.key_condition, "#sk_sub = :sub");
             assert!(!q.expr.names.contains_key("#sort"));
             let entry = |sort: &str| Item::from([(by_subscription::SORT.to_string(), s(sort))]);
-            let r = range(Some("01A"), Some(Upper::Before("01F")), true);
+            let r = range(Some(&lo), Some(Upper::Before(&hi)), true);
             assert!(excluded(&r, &entry("01A")) && excluded(&r, &entry("01F")));
             assert!(!excluded(&r, &entry("01C")));
-            let through = range(None, Some(Upper::Through("01F")), true);
+            let through = range(None, Some(Upper::Through(&hi)), true);
             assert!(!excluded(&through, &entry("01F")), "Through is inclusive");
         }
 
@@ -1378,21 +1385,21 @@ mod operator_actions {
         #[test]
         fn a_filter_keeps_only_its_account_statuses_window_and_horizon() {
             let item = stored("pending", 100, 200, None);
-            assert!(Filter::account("acc_1").admits(&item));
+            assert!(Filter::account(&id("acc_1")).admits(&item));
             assert!(
-                !Filter::account("acc_2").admits(&item),
+                !Filter::account(&id("acc_2")).admits(&item),
                 "another account's item"
             );
             let statuses = |st: Vec<DeliveryStatus>| Filter {
                 statuses: st,
-                ..Filter::account("acc_1")
+                ..Filter::account(&id("acc_1"))
             };
             assert!(statuses(vec![DeliveryStatus::Dead, DeliveryStatus::Pending]).admits(&item));
             assert!(!statuses(vec![DeliveryStatus::Delivered]).admits(&item));
             let window = |from, before| Filter {
                 occurred_from: from,
                 occurred_before: before,
-                ..Filter::account("acc_1")
+                ..Filter::account(&id("acc_1"))
             };
             assert!(window(Some(Timestamp(100)), Some(Timestamp(101))).admits(&item));
             assert!(
@@ -1405,7 +1412,7 @@ mod operator_actions {
             );
             let horizon = |h| Filter {
                 written_through: Some(Timestamp(h)),
-                ..Filter::account("acc_1")
+                ..Filter::account(&id("acc_1"))
             };
             assert!(horizon(200).admits(&item));
             assert!(!horizon(199).admits(&item), "created after the horizon");
@@ -1417,7 +1424,7 @@ mod operator_actions {
             );
             let mut no_account = item.clone();
             no_account.remove("account_id");
-            assert!(!Filter::account("acc_1").admits(&no_account));
+            assert!(!Filter::account(&id("acc_1")).admits(&no_account));
         }
 
         #[test]

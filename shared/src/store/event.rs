@@ -78,7 +78,7 @@ pub struct EventRecord {
 }
 
 /// The key of an event.
-pub fn key(account_id: &str, change_id: &str) -> (String, String) {
+pub fn key(account_id: &AccountId, change_id: &ChangeId) -> (String, String) {
     (
         keys::event_pk(account_id, change_id),
         keys::EVENT_SK.to_string(),
@@ -114,8 +114,8 @@ impl EventRecord {
 /// internal status existed has none) together with the result.
 pub fn record_internal_result(
     table: &str,
-    account_id: &str,
-    change_id: &str,
+    account_id: &AccountId,
+    change_id: &ChangeId,
     result: &str,
 ) -> Result<Write, StoreError> {
     let condition = INTERNAL_LIFECYCLE
@@ -143,7 +143,7 @@ pub fn record_internal_result(
 }
 
 /// The `listing` key of an account's events.
-pub fn events_list_key(account_id: &str) -> String {
+pub fn events_list_key(account_id: &AccountId) -> String {
     format!("EVENTS#{account_id}")
 }
 
@@ -155,7 +155,7 @@ pub fn new_item(event: &EventRecord) -> Result<Item, StoreError> {
     event.rollup_shard = Some(keys::shard_of(&pk));
     event.rollup_at = Some(event.created_at.millis());
     event.list_key = Some(events_list_key(&event.account_id));
-    event.list_sort = Some(keys::time_sort(event.created_at, &event.change_id));
+    event.list_sort = Some(keys::time_sort(event.created_at, event.change_id.as_str()));
     super::to_item(&event, &pk, &sk, KIND)
 }
 
@@ -380,11 +380,12 @@ pub async fn rollup_index_page(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     fn event(status: EventStatus, reopens: Option<i64>) -> EventRecord {
         EventRecord {
-            account_id: "a".into(),
-            change_id: "c".into(),
+            account_id: "a".parse().unwrap(),
+            change_id: "c".parse().unwrap(),
             record_type: "catalog_item".into(),
             record_id: "r".into(),
             event_code: "catalog_item.updated".into(),
@@ -503,7 +504,7 @@ mod tests {
 
     #[test]
     fn an_internal_result_moves_the_internal_status_by_its_table() {
-        let w = record_internal_result("t", "a", "c", "{\"ok\":true}").unwrap();
+        let w = record_internal_result("t", &id("a"), &id("c"), "{\"ok\":true}").unwrap();
         let Write::Update(u) = w else {
             panic!("not an update")
         };

@@ -203,7 +203,7 @@ pub fn rotate_secret(
 }
 
 /// The key of an integration.
-pub fn key(account_id: &str, integration_id: &str) -> (String, String) {
+pub fn key(account_id: &AccountId, integration_id: &IntegrationId) -> (String, String) {
     (
         keys::account_pk(account_id),
         keys::integration_sk(integration_id),
@@ -229,8 +229,8 @@ impl Integration {
 pub async fn get(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
-    integration_id: &str,
+    account_id: &AccountId,
+    integration_id: &IntegrationId,
 ) -> Result<Option<Integration>, StoreError> {
     read::get_as(dynamo, table, key(account_id, integration_id)).await
 }
@@ -239,23 +239,24 @@ pub async fn get(
 pub async fn list(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
     limit: u32,
-    after_id: Option<&str>,
-) -> Result<(Vec<Integration>, Option<String>), StoreError> {
+    after_id: Option<&IntegrationId>,
+) -> Result<(Vec<Integration>, Option<IntegrationId>), StoreError> {
     let pk = keys::account_pk(account_id);
-    page::read(
+    let (items, next) = page::read(
         dynamo,
         &PrefixPage {
             table,
             pk: &pk,
             prefix: keys::INTEGRATION_PREFIX,
             limit,
-            after_id,
+            after_id: after_id.map(IntegrationId::as_str),
             filter: None,
         },
     )
-    .await
+    .await?;
+    Ok((items, next.map(IntegrationId::from_stored)))
 }
 
 /// Creates the integration unless its id is taken.
@@ -266,8 +267,8 @@ pub fn create(table: &str, integration: &Integration) -> Result<Write, StoreErro
 /// Applies `edit` to the integration if it exists, answering with the integration as it is now.
 pub fn edit(
     table: &str,
-    account_id: &str,
-    integration_id: &str,
+    account_id: &AccountId,
+    integration_id: &IntegrationId,
     edit: Edit,
 ) -> Result<Write, StoreError> {
     let (pk, sk) = key(account_id, integration_id);
@@ -275,7 +276,11 @@ pub fn edit(
 }
 
 /// Deletes the integration; refused when there is none.
-pub fn delete(table: &str, account_id: &str, integration_id: &str) -> Result<Write, StoreError> {
+pub fn delete(
+    table: &str,
+    account_id: &AccountId,
+    integration_id: &IntegrationId,
+) -> Result<Write, StoreError> {
     let (pk, sk) = key(account_id, integration_id);
     delete_existing(table, &pk, &sk)
 }
@@ -285,6 +290,7 @@ mod tests {
     use super::*;
     use crate::domain::sealed::{seal, DataKey};
     use crate::domain::signing::SigningSecret;
+    use crate::ids::id;
     use aws_sdk_dynamodb::types::AttributeValue;
 
     fn plaintext(byte: u8) -> SigningSecret {
@@ -306,8 +312,8 @@ mod tests {
 
     fn integration() -> Integration {
         Integration {
-            account_id: "a1".into(),
-            integration_id: "i1".into(),
+            account_id: "a1".parse().unwrap(),
+            integration_id: "i1".parse().unwrap(),
             name: "Hook".into(),
             target: Target::Webhook {
                 url: "https://example.test/h".into(),
@@ -333,14 +339,18 @@ mod tests {
 
     #[test]
     fn an_edit_or_a_delete_needs_the_integration_to_exist() {
-        let Write::UpdateReturningNew(u) =
-            edit("t", "a1", "i1", Edit::new().set("name", &"n").unwrap()).unwrap()
-        else {
+        let Write::UpdateReturningNew(u) = edit(
+            "t",
+            &id("a1"),
+            &id("i1"),
+            Edit::new().set("name", &"n").unwrap(),
+        )
+        .unwrap() else {
             panic!("not an update returning the item")
         };
         assert_eq!(u.key()["sk"].as_s().unwrap(), "INTEG#i1");
         assert_eq!(u.condition_expression(), Some("attribute_exists(pk)"));
-        let Write::Delete(d) = delete("t", "a1", "i1").unwrap() else {
+        let Write::Delete(d) = delete("t", &id("a1"), &id("i1")).unwrap() else {
             panic!("not a delete")
         };
         assert_eq!(d.key()["pk"].as_s().unwrap(), "ACCT#a1");
@@ -486,8 +496,8 @@ mod tests {
         };
         let Write::UpdateReturningNew(u) = edit(
             "t",
-            "a1",
-            "i1",
+            &id("a1"),
+            &id("i1"),
             rotate_secret(Edit::new(), &sealed(8), Some(&previous)).unwrap(),
         )
         .unwrap() else {
@@ -508,8 +518,8 @@ mod tests {
 
         let Write::UpdateReturningNew(u) = edit(
             "t",
-            "a1",
-            "i1",
+            &id("a1"),
+            &id("i1"),
             rotate_secret(Edit::new(), &sealed(8), None).unwrap(),
         )
         .unwrap() else {

@@ -14,7 +14,7 @@
 //! idempotency key: a conditional put on it can succeed once.
 
 use crate::domain::time::Timestamp;
-use crate::ids::DeliveryId;
+use crate::ids::{AccountId, ChangeId, DeliveryId, IntegrationId, SubscriptionId, TokenId};
 
 pub const ACCOUNT_SK: &str = "ACCOUNT";
 pub const EVENT_SK: &str = "EVENT";
@@ -27,27 +27,27 @@ pub const DELIVERY_PREFIX: &str = "DLV#";
 /// write at scale, few enough that a sweep's queries stay cheap (one query per shard).
 pub const SHARDS: u32 = 16;
 
-pub fn account_pk(account_id: &str) -> String {
+pub fn account_pk(account_id: &AccountId) -> String {
     format!("ACCT#{account_id}")
 }
-pub fn integration_sk(integration_id: &str) -> String {
+pub fn integration_sk(integration_id: &IntegrationId) -> String {
     format!("{INTEGRATION_PREFIX}{integration_id}")
 }
-pub fn subscription_sk(subscription_id: &str) -> String {
+pub fn subscription_sk(subscription_id: &SubscriptionId) -> String {
     format!("{SUBSCRIPTION_PREFIX}{subscription_id}")
 }
-pub fn token_pk(token_id: &str) -> String {
+pub fn token_pk(token_id: &TokenId) -> String {
     format!("TOKEN#{token_id}")
 }
-pub fn event_pk(account_id: &str, change_id: &str) -> String {
+pub fn event_pk(account_id: &AccountId, change_id: &ChangeId) -> String {
     format!("EVT#{account_id}#{change_id}")
 }
-pub fn delivery_sk(subscription_id: &str) -> String {
+pub fn delivery_sk(subscription_id: &SubscriptionId) -> String {
     format!("{DELIVERY_PREFIX}{subscription_id}")
 }
 
 /// The stable delivery identifier adapters see (`webhook-id`): subscription × change.
-pub fn delivery_id(change_id: &str, subscription_id: &str) -> DeliveryId {
+pub fn delivery_id(change_id: &ChangeId, subscription_id: &SubscriptionId) -> DeliveryId {
     DeliveryId::of(change_id, subscription_id)
 }
 
@@ -62,7 +62,7 @@ pub fn shard_of(key: &str) -> String {
 }
 
 /// `sub_sort` of the `by_subscription` index: change order (change ids are ULIDs, time-sortable).
-pub fn subscription_sort(change_id: &str) -> String {
+pub fn subscription_sort(change_id: &ChangeId) -> String {
     change_id.to_string()
 }
 
@@ -74,11 +74,15 @@ pub fn time_sort(at: Timestamp, tiebreak: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     #[test]
     fn keys_are_stable_and_shards_spread() {
-        assert_eq!(event_pk("a", "c"), "EVT#a#c");
-        assert_eq!(delivery_id("01H", "sub1"), "dlv_01H_sub1");
+        assert_eq!(event_pk(&id("a"), &id("c")), "EVT#a#c");
+        assert_eq!(
+            delivery_id(&id("01H"), &id("sub1")).as_str(),
+            "dlv_01H_sub1"
+        );
         assert_eq!(shard_of("x"), shard_of("x"));
         let shards: std::collections::HashSet<String> =
             (0..1000).map(|i| shard_of(&format!("k{i}"))).collect();

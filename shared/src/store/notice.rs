@@ -26,6 +26,7 @@ use crate::domain::lifecycle::Status;
 use crate::domain::notice::{NoticeStatus, NoticeTrigger, NOTICE_LIFECYCLE};
 use crate::domain::notification_delivery::NotificationStatus;
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, NoticeId, SubscriptionId};
 use aws_sdk_dynamodb::types::{AttributeValue, Update};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
@@ -35,12 +36,12 @@ pub const NOTICE_KIND: &str = "notice";
 /// The status a notice is requested in; the fan-out picks up notices in this status.
 pub const REQUESTED: &str = "requested";
 
-pub fn notice_pk(notice_id: &str) -> String {
+pub fn notice_pk(notice_id: &NoticeId) -> String {
     format!("NOTICE#{notice_id}")
 }
 
 /// The key of a notice.
-pub fn key(notice_id: &str) -> (String, String) {
+pub fn key(notice_id: &NoticeId) -> (String, String) {
     (notice_pk(notice_id), NOTICE_SK.to_string())
 }
 
@@ -94,8 +95,8 @@ impl Recipient {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct NoticeRequest {
-    pub notice_id: String,
-    pub account_id: String,
+    pub notice_id: NoticeId,
+    pub account_id: AccountId,
     /// Email addresses (email channel) and account ids (console channel), or contacts.
     pub recipients: Vec<Recipient>,
     /// `email`, `slack`, `console`.
@@ -115,15 +116,15 @@ pub struct NoticeRequest {
 
 /// The one notice that a subscription's pause at `paused_at` requests.
 pub fn subscription_paused_notice(
-    account_id: &str,
-    subscription_id: &str,
+    account_id: &AccountId,
+    subscription_id: &SubscriptionId,
     admin_emails: &[String],
     dead_count: u32,
     paused_at: Timestamp,
 ) -> NoticeRequest {
     NoticeRequest {
-        notice_id: format!("pause_{subscription_id}_{}", paused_at.millis()),
-        account_id: account_id.to_string(),
+        notice_id: NoticeId::from_stored(format!("pause_{subscription_id}_{}", paused_at.millis())),
+        account_id: account_id.clone(),
         recipients: admin_emails
             .iter()
             .map(|e| Recipient::Address(e.clone()))
@@ -143,22 +144,13 @@ pub fn subscription_paused_notice(
     }
 }
 
-/// A notice as stored: the request plus its status and bookkeeping. Reads a bare
-/// [`NoticeRequest`] item (the auto-pause notice) as well.
+/// A notice as stored: the request (flattened: the stored attribute names are the request's)
+/// plus its status and bookkeeping. Reads a bare [`NoticeRequest`] item (the auto-pause notice)
+/// as well.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct NoticeRecord {
-    pub notice_id: String,
-    pub account_id: String,
-    pub recipients: Vec<Recipient>,
-    pub channels: Vec<String>,
-    pub subject: String,
-    pub body: String,
-    pub reason: String,
-    pub created_at: Timestamp,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deadline: Option<Timestamp>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub supersede_key: Option<String>,
+    #[serde(flatten)]
+    pub request: NoticeRequest,
     pub status: NoticeStatus,
     /// The caller's idempotency key (the notice id is derived from it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -174,7 +166,7 @@ pub struct NoticeRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub withdrawn_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub superseded_by: Option<String>,
+    pub superseded_by: Option<NoticeId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded_at: Option<Timestamp>,
 }
@@ -183,16 +175,7 @@ impl NoticeRecord {
     /// A new notice in `requested`.
     pub fn requested(request: NoticeRequest) -> Self {
         NoticeRecord {
-            notice_id: request.notice_id,
-            account_id: request.account_id,
-            recipients: request.recipients,
-            channels: request.channels,
-            subject: request.subject,
-            body: request.body,
-            reason: request.reason,
-            created_at: request.created_at,
-            deadline: request.deadline,
-            supersede_key: request.supersede_key,
+            request,
             status: NoticeStatus::Requested,
             idempotency_key: None,
             request_hash: None,
@@ -229,7 +212,7 @@ pub fn create(table: &str, notice: &NoticeRecord) -> Result<Write, StoreError> {
         table,
         to_item(
             notice,
-            &notice_pk(&notice.notice_id),
+            &notice_pk(&notice.request.notice_id),
             NOTICE_SK,
             NOTICE_KIND,
         )?,
@@ -240,7 +223,7 @@ pub fn create(table: &str, notice: &NoticeRecord) -> Result<Write, StoreError> {
 pub async fn get(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
 ) -> Result<Option<NoticeRecord>, StoreError> {
     let (pk, sk) = key(notice_id);
     read::get(dynamo, table, &pk, &sk)
@@ -252,7 +235,7 @@ pub async fn get(
 /// `requested → active`: the notice was fanned out to `deliveries` deliveries at `at`.
 pub fn activate(
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
     at: Timestamp,
     deliveries: u32,
 ) -> Result<Write, StoreError> {
@@ -269,7 +252,7 @@ pub fn activate(
 }
 
 /// `requested | active → withdrawn` at `at`.
-pub fn withdraw(table: &str, notice_id: &str, at: Timestamp) -> Result<Write, StoreError> {
+pub fn withdraw(table: &str, notice_id: &NoticeId, at: Timestamp) -> Result<Write, StoreError> {
     moved(
         table,
         notice_id,
@@ -282,8 +265,8 @@ pub fn withdraw(table: &str, notice_id: &str, at: Timestamp) -> Result<Write, St
 /// `requested | active → superseded` by the later notice `by`, at `at`.
 pub fn supersede(
     table: &str,
-    notice_id: &str,
-    by: &str,
+    notice_id: &NoticeId,
+    by: &NoticeId,
     at: Timestamp,
 ) -> Result<Write, StoreError> {
     moved(
@@ -299,7 +282,7 @@ pub fn supersede(
 /// when the notice is not in a source state of the move (or is gone).
 fn moved(
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
     trigger: NoticeTrigger,
     to: NoticeStatus,
     sets: &[(&str, AttributeValue)],
@@ -334,7 +317,7 @@ fn moved(
 pub async fn partition(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
     prefix: &str,
     status: Option<NotificationStatus>,
     limit: Option<usize>,
@@ -359,7 +342,7 @@ pub async fn partition(
 pub async fn partition_of<T: DeserializeOwned>(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
     prefix: &str,
     status: Option<NotificationStatus>,
     limit: Option<usize>,
@@ -373,7 +356,7 @@ pub async fn partition_of<T: DeserializeOwned>(
 
 fn partition_query(
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
     prefix: &str,
     status: Option<NotificationStatus>,
 ) -> Query {
@@ -402,13 +385,14 @@ fn partition_query(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
     use aws_sdk_dynamodb::types::AttributeValue;
 
     #[test]
     fn the_administrator_notice_stores_plain_addresses() {
         let n = subscription_paused_notice(
-            "a",
-            "s",
+            &id("a"),
+            &id("s"),
             &["admin@example.com".to_string()],
             50,
             Timestamp(1),
@@ -453,7 +437,7 @@ mod tests {
 
     #[test]
     fn a_withdrawal_is_conditional_on_the_lifecycle_sources_and_the_notice_existing() {
-        let u = update(withdraw("t", "n1", Timestamp(7)).unwrap());
+        let u = update(withdraw("t", &id("n1"), Timestamp(7)).unwrap());
         assert_eq!(u.table_name(), "t");
         assert_eq!(u.key()["pk"].as_s().unwrap(), "NOTICE#n1");
         assert_eq!(u.key()["sk"].as_s().unwrap(), NOTICE_SK);
@@ -477,7 +461,7 @@ mod tests {
 
     #[test]
     fn a_fan_out_activates_only_a_requested_notice_and_records_its_deliveries() {
-        let u = update(activate("t", "n1", Timestamp(9), 4).unwrap());
+        let u = update(activate("t", &id("n1"), Timestamp(9), 4).unwrap());
         assert_eq!(
             u.update_expression(),
             "SET #status = :to, #a0 = :v0, #a1 = :v1"
@@ -500,7 +484,7 @@ mod tests {
 
     #[test]
     fn a_replacement_names_the_later_notice() {
-        let u = update(supersede("t", "old", "new", Timestamp(3)).unwrap());
+        let u = update(supersede("t", &id("old"), &id("new"), Timestamp(3)).unwrap());
         let values = u.expression_attribute_values().unwrap();
         assert_eq!(values[":to"].as_s().unwrap(), "superseded");
         assert_eq!(values[":v0"].as_s().unwrap(), "new");
@@ -509,7 +493,7 @@ mod tests {
 
     #[test]
     fn requests_and_creations_write_a_notice_once() {
-        let req = subscription_paused_notice("a", "s", &[], 3, Timestamp(1));
+        let req = subscription_paused_notice(&id("a"), &id("s"), &[], 3, Timestamp(1));
         let Write::Put(p) = request("t", &req).unwrap() else {
             panic!("not a put")
         };
@@ -529,13 +513,13 @@ mod tests {
 
     #[test]
     fn a_partition_query_reads_one_prefix_consistently_and_filters_by_status() {
-        let q = partition_query("t", "n1", "DLV#", Some(NotificationStatus::Queued));
+        let q = partition_query("t", &id("n1"), "DLV#", Some(NotificationStatus::Queued));
         assert_eq!(q.key_condition, "pk = :pk AND begins_with(sk, :prefix)");
         assert_eq!(q.filter.as_deref(), Some("#status = :status"));
         assert_eq!(q.expr.values[":pk"].as_s().unwrap(), "NOTICE#n1");
         assert_eq!(q.expr.values[":status"].as_s().unwrap(), "queued");
         assert!(q.index.is_none() && !q.eventual && q.limit.is_none());
-        let all = partition_query("t", "n1", "", None);
+        let all = partition_query("t", &id("n1"), "", None);
         assert_eq!(all.key_condition, "pk = :pk");
         assert!(all.filter.is_none() && all.expr.names.is_empty());
     }
@@ -543,15 +527,15 @@ mod tests {
     #[test]
     fn a_bare_notice_request_item_reads_as_a_requested_notice() {
         let req = subscription_paused_notice(
-            "acct",
-            "sub",
+            &id("acct"),
+            &id("sub"),
             &["admin@example.com".into()],
             50,
             Timestamp(9),
         );
         let n: NoticeRecord = crate::store::from_item(notice_item(&req).unwrap()).unwrap();
         assert_eq!(n.status, NoticeStatus::Requested);
-        assert_eq!(n.recipients.len(), 1);
-        assert_eq!(n.channels, ["email", "console"]);
+        assert_eq!(n.request.recipients.len(), 1);
+        assert_eq!(n.request.channels, ["email", "console"]);
     }
 }

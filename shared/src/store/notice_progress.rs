@@ -12,6 +12,7 @@ use super::StoreError;
 use crate::domain::lifecycle::Status;
 use crate::domain::notification_delivery::NotificationStatus;
 use crate::domain::time::Timestamp;
+use crate::ids::NoticeId;
 use aws_sdk_dynamodb::types::Update;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -65,7 +66,7 @@ impl Progress {
 /// Counts a delivery in `to` (and no longer in `from`, unless it is new) on its shard.
 pub fn count(
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
     delivery_key: &str,
     from: Option<NotificationStatus>,
     to: NotificationStatus,
@@ -104,7 +105,7 @@ pub fn count(
 pub async fn summary(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
 ) -> Result<Progress, StoreError> {
     let mut progress = Progress::empty();
     for item in partition(dynamo, table, notice_id, PROGRESS_PREFIX, None, None).await? {
@@ -123,6 +124,7 @@ pub async fn summary(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
     use NotificationStatus as N;
 
     fn update(w: Write) -> Update {
@@ -150,7 +152,7 @@ mod tests {
         let u = update(
             count(
                 "t",
-                "n1",
+                &id("n1"),
                 "email-0",
                 Some(N::Queued),
                 N::Sending,
@@ -175,7 +177,7 @@ mod tests {
 
     #[test]
     fn a_new_delivery_is_only_counted_in() {
-        let u = update(count("t", "n1", "email-0", None, N::Queued, Timestamp(5)).unwrap());
+        let u = update(count("t", &id("n1"), "email-0", None, N::Queued, Timestamp(5)).unwrap());
         assert_eq!(
             u.update_expression(),
             "ADD #to :one SET #kind = :kind, #updated = :now"

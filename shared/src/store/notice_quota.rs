@@ -19,6 +19,7 @@ use super::update::conditional_update;
 use super::write::Write;
 use super::StoreError;
 use crate::domain::time::{Timestamp, DAY};
+use crate::ids::AccountId;
 use serde::{Deserialize, Serialize};
 
 /// The `kind` of a counter item.
@@ -40,19 +41,19 @@ pub fn next_utc_day(at: Timestamp) -> Timestamp {
     Timestamp::from_millis((at.millis().div_euclid(DAY_MS) + 1) * DAY_MS)
 }
 
-pub fn pk(account_id: &str, day: &str) -> String {
+pub fn pk(account_id: &AccountId, day: &str) -> String {
     format!("QUOTA#{account_id}#{day}")
 }
 
 /// The key of an account's counter for `day`.
-pub fn key(account_id: &str, day: &str) -> (String, String) {
+pub fn key(account_id: &AccountId, day: &str) -> (String, String) {
     (pk(account_id, day), SK.to_string())
 }
 
 /// A counter as stored.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct DailyCount {
-    pub account_id: String,
+    pub account_id: AccountId,
     pub day: String,
     pub recipients: u32,
     pub expires_at: i64,
@@ -63,7 +64,7 @@ pub struct DailyCount {
 /// answers it as too many recipients before it gets this far).
 pub fn charge(
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
     now: Timestamp,
     recipients: u32,
     quota: u32,
@@ -102,7 +103,7 @@ pub fn charge(
 pub async fn get(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
     day: &str,
 ) -> Result<Option<DailyCount>, StoreError> {
     let (pk, sk) = key(account_id, day);
@@ -115,6 +116,7 @@ pub async fn get(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
     use crate::store::update::expect_update;
 
     // 2026-12-01T23:59:59.250Z
@@ -132,7 +134,7 @@ mod tests {
 
     #[test]
     fn a_charge_adds_atomically_only_while_the_total_stays_within_the_quota() {
-        let u = expect_update(charge("notifications", "a1", LATE, 3, 200).unwrap());
+        let u = expect_update(charge("notifications", &id("a1"), LATE, 3, 200).unwrap());
         assert_eq!(u.table_name(), "notifications");
         assert_eq!(u.key()["pk"].as_s().unwrap(), "QUOTA#a1#2026-12-01");
         assert_eq!(u.key()["sk"].as_s().unwrap(), SK);
@@ -162,13 +164,13 @@ mod tests {
 
     #[test]
     fn a_charge_that_fills_the_quota_exactly_leaves_no_room_and_a_larger_one_is_not_built() {
-        let u = expect_update(charge("t", "a1", LATE, 200, 200).unwrap());
+        let u = expect_update(charge("t", &id("a1"), LATE, 200, 200).unwrap());
         assert_eq!(
             u.expression_attribute_values().unwrap()[":room"]
                 .as_n()
                 .unwrap(),
             "0"
         );
-        assert!(charge("t", "a1", LATE, 201, 200).is_err());
+        assert!(charge("t", &id("a1"), LATE, 201, 200).is_err());
     }
 }

@@ -38,6 +38,7 @@ use crate::domain::notification_delivery::{
 };
 use crate::domain::retention::notification_ttl_seconds;
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, NoticeId};
 use aws_sdk_dynamodb::types::Put;
 use serde::{Deserialize, Serialize};
 
@@ -58,10 +59,10 @@ pub fn delivery_key(channel: &str, recipient_index: usize) -> String {
 /// (`docs/lifecycles.md#notification-delivery`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct NotificationDelivery {
-    pub notice_id: String,
+    pub notice_id: NoticeId,
     /// `{channel}-{recipient index}`, unique within the notice.
     pub delivery_key: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     pub channel: String,
     /// The recipient's identity.
     pub recipient: String,
@@ -140,18 +141,18 @@ impl NotificationDelivery {
     /// A new delivery of a notice to `recipient` on `channel`, in `status`, with nothing else
     /// known yet (no address, no deadline, no history).
     pub fn new(
-        notice_id: &str,
+        notice_id: &NoticeId,
         delivery_key: &str,
-        account_id: &str,
+        account_id: &AccountId,
         channel: &str,
         recipient: &str,
         status: NotificationStatus,
         now: Timestamp,
     ) -> Self {
         NotificationDelivery {
-            notice_id: notice_id.to_string(),
+            notice_id: notice_id.clone(),
             delivery_key: delivery_key.to_string(),
-            account_id: account_id.to_string(),
+            account_id: account_id.clone(),
             channel: channel.to_string(),
             recipient: recipient.to_string(),
             address: None,
@@ -281,7 +282,7 @@ impl Effects {
 pub async fn get(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
     delivery_key: &str,
 ) -> Result<Option<NotificationDelivery>, StoreError> {
     at(
@@ -310,7 +311,7 @@ pub async fn at(
 pub async fn of_notice(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
 ) -> Result<Vec<NotificationDelivery>, StoreError> {
     partition_of(dynamo, table, notice_id, DELIVERY_PREFIX, None, None).await
 }
@@ -319,7 +320,7 @@ pub async fn of_notice(
 pub async fn of_notice_in(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
     status: NotificationStatus,
     limit: usize,
 ) -> Result<Vec<NotificationDelivery>, StoreError> {
@@ -509,12 +510,21 @@ pub fn record(
 mod tests {
     use super::*;
     use crate::domain::notification_delivery::requeue_condition;
+    use crate::ids::id;
     use aws_sdk_dynamodb::types::TransactWriteItem;
     use NotificationStatus as N;
     use NotificationTrigger as NT;
 
     fn delivery(status: N) -> NotificationDelivery {
-        NotificationDelivery::new("n", "email-0", "a", "email", "r", status, Timestamp(0))
+        NotificationDelivery::new(
+            &id("n"),
+            "email-0",
+            &id("a"),
+            "email",
+            "r",
+            status,
+            Timestamp(0),
+        )
     }
 
     fn items(w: Write) -> Vec<TransactWriteItem> {
@@ -569,7 +579,7 @@ mod tests {
     fn a_new_delivery_is_written_once_with_its_count_and_its_work() {
         let mut d = delivery(N::Queued);
         d.deadline = Some(Timestamp(9_000));
-        let work = WorkRow::fresh("n", "email-0", Timestamp(0));
+        let work = WorkRow::fresh(&id("n"), "email-0", Timestamp(0));
         let all = items(create("t", &d, Some(&work)).unwrap());
         assert_eq!(
             sort_keys(&all),
@@ -627,7 +637,7 @@ mod tests {
             provider_ref: Some(ProviderRef {
                 provider: "ses".into(),
                 provider_ref: "m-1".into(),
-                notice_id: "n".into(),
+                notice_id: id("n"),
                 delivery_key: "email-0".into(),
             }),
             ..Effects::none()
@@ -747,7 +757,7 @@ mod tests {
             provider_ref: Some(ProviderRef {
                 provider: "ses".into(),
                 provider_ref: "m-1".into(),
-                notice_id: "n".into(),
+                notice_id: "n".parse().unwrap(),
                 delivery_key: "email-0".into(),
             }),
         };
@@ -775,7 +785,7 @@ mod tests {
         let mut next = current.clone();
         next.status = N::Queued;
         next.failure_reason = None;
-        let work = WorkRow::fresh("n", "email-0", Timestamp(1));
+        let work = WorkRow::fresh(&id("n"), "email-0", Timestamp(1));
         let effects = Effects {
             work: WorkEffect::Put(work.clone()),
             provider_ref: None,

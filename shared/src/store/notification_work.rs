@@ -10,6 +10,7 @@ use super::read;
 use super::write::{built, Write};
 use super::{from_item, to_item, StoreError};
 use crate::domain::time::Timestamp;
+use crate::ids::NoticeId;
 use aws_sdk_dynamodb::types::Delete;
 use serde::{Deserialize, Serialize};
 
@@ -24,16 +25,16 @@ pub fn work_sk(delivery_key: &str) -> String {
 /// The dispatch work of a queued delivery. Inserting it publishes a message naming `dispatch_id`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct WorkRow {
-    pub notice_id: String,
+    pub notice_id: NoticeId,
     pub delivery_key: String,
     pub dispatch_id: String,
     pub created_at: Timestamp,
 }
 
 impl WorkRow {
-    pub fn fresh(notice_id: &str, delivery_key: &str, now: Timestamp) -> Self {
+    pub fn fresh(notice_id: &NoticeId, delivery_key: &str, now: Timestamp) -> Self {
         WorkRow {
-            notice_id: notice_id.to_string(),
+            notice_id: notice_id.clone(),
             delivery_key: delivery_key.to_string(),
             dispatch_id: ulid::Ulid::new().to_string(),
             created_at: now,
@@ -52,7 +53,7 @@ impl WorkRow {
 /// The body of a notification queue message.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct NotificationWork {
-    pub notice_id: String,
+    pub notice_id: NoticeId,
     pub delivery_key: String,
     pub dispatch_id: String,
 }
@@ -61,7 +62,7 @@ pub struct NotificationWork {
 pub async fn get(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
     delivery_key: &str,
 ) -> Result<Option<WorkRow>, StoreError> {
     read::get(dynamo, table, &notice_pk(notice_id), &work_sk(delivery_key))
@@ -74,7 +75,7 @@ pub async fn get(
 pub async fn of_notice(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    notice_id: &str,
+    notice_id: &NoticeId,
 ) -> Result<Vec<WorkRow>, StoreError> {
     partition_of(dynamo, table, notice_id, WORK_PREFIX, None, None).await
 }
@@ -91,7 +92,7 @@ pub fn put(table: &str, row: &WorkRow) -> Result<Write, StoreError> {
 }
 
 /// Deletes a delivery's work row (it left the queue for good).
-pub fn delete(table: &str, notice_id: &str, delivery_key: &str) -> Result<Write, StoreError> {
+pub fn delete(table: &str, notice_id: &NoticeId, delivery_key: &str) -> Result<Write, StoreError> {
     Ok(Write::Delete(built(
         Delete::builder()
             .table_name(table)
@@ -104,10 +105,11 @@ pub fn delete(table: &str, notice_id: &str, delivery_key: &str) -> Result<Write,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     #[test]
     fn a_work_row_is_put_unconditionally_in_its_notice_partition() {
-        let row = WorkRow::fresh("n1", "email-0", Timestamp(4));
+        let row = WorkRow::fresh(&id("n1"), "email-0", Timestamp(4));
         let Write::Put(p) = put("t", &row).unwrap() else {
             panic!("not a put")
         };
@@ -123,7 +125,7 @@ mod tests {
 
     #[test]
     fn a_work_row_is_deleted_by_its_key() {
-        let Write::Delete(d) = delete("t", "n1", "slack-2").unwrap() else {
+        let Write::Delete(d) = delete("t", &id("n1"), "slack-2").unwrap() else {
             panic!("not a delete")
         };
         assert_eq!(d.key()["pk"].as_s().unwrap(), "NOTICE#n1");
@@ -133,8 +135,8 @@ mod tests {
 
     #[test]
     fn fresh_rows_have_fresh_dispatch_ids() {
-        let a = WorkRow::fresh("n", "k", Timestamp(1));
-        let b = WorkRow::fresh("n", "k", Timestamp(1));
+        let a = WorkRow::fresh(&id("n"), "k", Timestamp(1));
+        let b = WorkRow::fresh(&id("n"), "k", Timestamp(1));
         assert_ne!(a.dispatch_id, b.dispatch_id);
     }
 }

@@ -7,6 +7,7 @@ use super::attrs::EXPIRES_AT;
 use super::read;
 use super::write::Write;
 use super::{from_item, to_item, StoreError};
+use crate::ids::NoticeId;
 use serde::{Deserialize, Serialize};
 
 /// The `kind` of a provider reference.
@@ -22,7 +23,7 @@ pub fn provider_ref_pk(provider: &str, reference: &str) -> String {
 pub struct ProviderRef {
     pub provider: String,
     pub provider_ref: String,
-    pub notice_id: String,
+    pub notice_id: NoticeId,
     pub delivery_key: String,
 }
 
@@ -72,7 +73,7 @@ mod tests {
         let r = ProviderRef {
             provider: "ses".into(),
             provider_ref: "m-1".into(),
-            notice_id: "n1".into(),
+            notice_id: "n1".parse().unwrap(),
             delivery_key: "email-0".into(),
         };
         let Write::Put(p) = put("t", &r, Some(1_800_000_000)).unwrap() else {

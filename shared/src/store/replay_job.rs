@@ -19,7 +19,7 @@ use super::write::Write;
 use super::{from_item, to_item, StoreError};
 use crate::domain::replay::{ReplayStatus, ReplayTrigger, ReplayWindow, REPLAY_LIFECYCLE};
 use crate::domain::time::Timestamp;
-use crate::ids::{AccountId, ReplayJobId, SubscriptionId};
+use crate::ids::{AccountId, ChangeId, ReplayJobId, SubscriptionId};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -33,10 +33,10 @@ pub const JOB_LEASE: Duration = Duration::from_secs(30);
 const LIST_PAGE: i32 = 100;
 const LIST_ROUNDS: usize = 10;
 
-pub fn job_pk(account_id: &str) -> String {
+pub fn job_pk(account_id: &AccountId) -> String {
     format!("REPLAY#{account_id}")
 }
-pub fn job_sk(job_id: &str) -> String {
+pub fn job_sk(job_id: &ReplayJobId) -> String {
     format!("{JOB_SK_PREFIX}{job_id}")
 }
 
@@ -78,7 +78,7 @@ pub struct ReplayJob {
     pub status: ReplayStatus,
     /// The last change id walked (`None`: not started).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub position: Option<String>,
+    pub position: Option<ChangeId>,
     #[serde(default)]
     pub chunks: u32,
     #[serde(default)]
@@ -139,8 +139,8 @@ impl ReplayJob {
 pub async fn get(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
-    job_id: &str,
+    account_id: &AccountId,
+    job_id: &ReplayJobId,
 ) -> Result<Option<ReplayJob>, StoreError> {
     read::get(dynamo, table, &job_pk(account_id), &job_sk(job_id))
         .await?
@@ -152,9 +152,9 @@ pub async fn get(
 /// subscription if given.
 pub fn list_query(
     table: &str,
-    account_id: &str,
-    subscription_id: Option<&str>,
-    before: Option<&str>,
+    account_id: &AccountId,
+    subscription_id: Option<&SubscriptionId>,
+    before: Option<&ReplayJobId>,
 ) -> Query {
     let mut expr = Expr::new().value(":pk", s(job_pk(account_id)));
     let key_condition = match before {
@@ -188,11 +188,11 @@ pub fn list_query(
 pub async fn list(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
-    subscription_id: Option<&str>,
+    account_id: &AccountId,
+    subscription_id: Option<&SubscriptionId>,
     limit: u32,
-    before: Option<&str>,
-) -> Result<(Vec<ReplayJob>, Option<String>), StoreError> {
+    before: Option<&ReplayJobId>,
+) -> Result<(Vec<ReplayJob>, Option<ReplayJobId>), StoreError> {
     let mut q = list_query(table, account_id, subscription_id, before);
     let mut jobs = Vec::new();
     for _ in 0..LIST_ROUNDS {
@@ -202,7 +202,7 @@ pub async fn list(
         }
         if jobs.len() >= limit as usize {
             jobs.truncate(limit as usize);
-            let next = jobs.last().map(|j| j.job_id.to_string());
+            let next = jobs.last().map(|j| j.job_id.clone());
             return Ok((jobs, next));
         }
         match page.next {
@@ -210,7 +210,7 @@ pub async fn list(
             None => return Ok((jobs, None)),
         }
     }
-    let next = jobs.last().map(|j| j.job_id.to_string());
+    let next = jobs.last().map(|j| j.job_id.clone());
     Ok((jobs, next))
 }
 
@@ -224,8 +224,8 @@ pub fn running_list_key(shard: &str) -> String {
 pub fn create(table: &str, job: &ReplayJob) -> Result<Write, StoreError> {
     let (pk, sk) = job.key();
     let job = ReplayJob {
-        list_key: Some(running_list_key(&keys::shard_of(&job.job_id))),
-        list_sort: Some(keys::time_sort(job.created_at, &job.job_id)),
+        list_key: Some(running_list_key(&keys::shard_of(job.job_id.as_str()))),
+        list_sort: Some(keys::time_sort(job.created_at, job.job_id.as_str())),
         ..job.clone()
     };
     put_new(table, to_item(&job, &pk, &sk, KIND)?)
@@ -314,7 +314,7 @@ pub struct Chunk<'a> {
     /// The job's counts with this chunk's added.
     pub total: ReplayCounts,
     /// The last change id walked, when the chunk walked any.
-    pub position: Option<&'a str>,
+    pub position: Option<&'a ChangeId>,
 }
 
 /// Saves a chunk's progress holding the lease `token`: counts, position, one more chunk; the
@@ -390,12 +390,13 @@ pub fn release(table: &str, job: &ReplayJob, token: &str) -> Result<Write, Store
 mod tests {
     use super::*;
     use crate::domain::replay::after_chunk;
+    use crate::ids::id;
 
     fn job(status: ReplayStatus) -> ReplayJob {
         ReplayJob {
-            job_id: "01job".into(),
-            account_id: "a1".into(),
-            subscription_id: "s1".into(),
+            job_id: "01job".parse().unwrap(),
+            account_id: "a1".parse().unwrap(),
+            subscription_id: "s1".parse().unwrap(),
             from: Timestamp(0),
             to: Timestamp(10),
             reason: "why".into(),
@@ -467,7 +468,7 @@ mod tests {
         let middle = Chunk {
             movement: after_chunk(true),
             total,
-            position: Some("01c"),
+            position: Some(&id("01c")),
         };
         let u = updated(save_chunk("t", &running, "tok", &middle, Timestamp(5)).unwrap());
         assert!(u.update_expression().contains("lease_until = :lease"));
@@ -526,12 +527,12 @@ mod tests {
 
     #[test]
     fn a_listing_reads_newest_first_and_filters_by_subscription() {
-        let q = list_query("t", "a1", Some("s1"), Some("01job"));
+        let q = list_query("t", &id("a1"), Some(&id("s1")), Some(&id("01job")));
         assert_eq!(q.key_condition, "pk = :pk AND sk < :before");
         assert_eq!(q.expr.values[":before"], s("JOB#01job"));
         assert_eq!(q.filter.as_deref(), Some("subscription_id = :sub"));
         assert!(q.backwards && q.eventual);
-        let first = list_query("t", "a1", None, None);
+        let first = list_query("t", &id("a1"), None, None);
         assert_eq!(first.key_condition, "pk = :pk AND begins_with(sk, :p)");
         assert!(first.filter.is_none());
     }

@@ -4,23 +4,24 @@
 use super::expr::{n, s, Expr};
 use super::write::{built, Write};
 use super::StoreError;
+use crate::ids::{AccountId, ChangeId};
 use aws_sdk_dynamodb::types::Put;
 
 /// The `kind` of a snapshot item.
 pub const KIND: &str = "snapshot";
 
 /// The partition of an account's snapshots of one record type.
-pub fn snapshot_pk(account_id: &str, record_type: &str) -> String {
+pub fn snapshot_pk(account_id: &AccountId, record_type: &str) -> String {
     format!("SNAP#{account_id}#{record_type}")
 }
 
 /// One record's version: the change it came from and its data (JSON text).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot<'a> {
-    pub account_id: &'a str,
+    pub account_id: &'a AccountId,
     pub record_type: &'a str,
     pub record_id: &'a str,
-    pub change_id: &'a str,
+    pub change_id: &'a ChangeId,
     /// When the change occurred (millis).
     pub occurred_ms: i64,
     pub data: String,
@@ -52,14 +53,15 @@ pub fn save_unless_newer(table: &str, snap: &Snapshot<'_>) -> Result<Write, Stor
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     #[test]
     fn a_snapshot_never_replaces_a_newer_one() {
         let snap = Snapshot {
-            account_id: "a",
+            account_id: &id("a"),
             record_type: "catalog_item",
             record_id: "r1",
-            change_id: "01C",
+            change_id: &id("01C"),
             occurred_ms: 42,
             data: "{}".into(),
         };

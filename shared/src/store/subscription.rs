@@ -11,7 +11,7 @@ use crate::domain::subscription::{
     SubscriptionStatus, SubscriptionTrigger, MAX_CONSECUTIVE_DEAD, SUBSCRIPTION_LIFECYCLE,
 };
 use crate::domain::time::Timestamp;
-use crate::ids::{AccountId, IntegrationId, SubscriptionId};
+use crate::ids::{AccountId, ChangeId, IntegrationId, SubscriptionId};
 use aws_sdk_dynamodb::types::Update;
 use serde::{Deserialize, Serialize};
 
@@ -43,7 +43,7 @@ pub struct Subscription {
     // Marks of the pull cursor and operator resumes.
     /// The acknowledged position: the last change id the adapter's cursor covered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pull_cursor: Option<String>,
+    pub pull_cursor: Option<ChangeId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull_cursor_at: Option<Timestamp>,
     /// Incremented by every operator restart of a pull delivery (see `domain::pull_cursor`).
@@ -58,7 +58,7 @@ pub struct Subscription {
 }
 
 /// The key of a subscription.
-pub fn key(account_id: &str, subscription_id: &str) -> (String, String) {
+pub fn key(account_id: &AccountId, subscription_id: &SubscriptionId) -> (String, String) {
     (
         keys::account_pk(account_id),
         keys::subscription_sk(subscription_id),
@@ -79,8 +79,8 @@ impl Subscription {
 pub async fn get(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
-    subscription_id: &str,
+    account_id: &AccountId,
+    subscription_id: &SubscriptionId,
 ) -> Result<Option<Subscription>, StoreError> {
     read::get_as(dynamo, table, key(account_id, subscription_id)).await
 }
@@ -90,7 +90,7 @@ pub async fn get(
 pub async fn paused(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
 ) -> Result<Vec<Subscription>, StoreError> {
     let items = read::query_all(
         dynamo,
@@ -115,8 +115,8 @@ pub async fn paused(
 pub async fn dead_count(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
-    subscription_id: &str,
+    account_id: &AccountId,
+    subscription_id: &SubscriptionId,
 ) -> Result<u32, StoreError> {
     let (pk, sk) = key(account_id, subscription_id);
     Ok(read::get_with(
@@ -141,8 +141,8 @@ pub async fn dead_count(
 /// dead outcome, so a redelivered message can never count twice.
 pub fn count_dead(
     table: &str,
-    account_id: &str,
-    subscription_id: &str,
+    account_id: &AccountId,
+    subscription_id: &SubscriptionId,
     now: Timestamp,
 ) -> Result<Write, StoreError> {
     let (pk, sk) = key(account_id, subscription_id);
@@ -165,8 +165,8 @@ pub fn count_dead(
 /// or another success ended it) the condition refuses the write and the run is left alone.
 pub fn end_dead_run(
     table: &str,
-    account_id: &str,
-    subscription_id: &str,
+    account_id: &AccountId,
+    subscription_id: &SubscriptionId,
     seen: u32,
 ) -> Result<Write, StoreError> {
     let (pk, sk) = key(account_id, subscription_id);
@@ -223,6 +223,7 @@ pub fn auto_pause(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     fn update(w: Write) -> Update {
         match w {
@@ -233,7 +234,7 @@ mod tests {
 
     #[test]
     fn a_dead_delivery_adds_one_to_the_run_of_an_existing_subscription() {
-        let u = update(count_dead("t", "a", "s", Timestamp(7)).unwrap());
+        let u = update(count_dead("t", &id("a"), &id("s"), Timestamp(7)).unwrap());
         assert_eq!(u.key()["sk"].as_s().unwrap(), "SUB#s");
         assert!(u
             .update_expression()
@@ -243,7 +244,7 @@ mod tests {
 
     #[test]
     fn a_success_takes_off_only_the_run_it_saw() {
-        let u = update(end_dead_run("t", "a", "s", 3).unwrap());
+        let u = update(end_dead_run("t", &id("a"), &id("s"), 3).unwrap());
         let values = u.expression_attribute_values().unwrap();
         assert_eq!(values[":minus"].as_n().unwrap(), "-3");
         assert_eq!(values[":seen"].as_n().unwrap(), "3");
@@ -269,6 +270,7 @@ mod operator_actions {
         ResumeDecision, SubscriptionTrigger, SUBSCRIPTION_LIFECYCLE,
     };
     use crate::domain::time::Timestamp;
+    use crate::ids::{AccountId, ChangeId, IntegrationId, SubscriptionId};
     use crate::store::expr::{n, s, Expr};
     use crate::store::page::{self, PrefixPage};
     use crate::store::update::{conditional_update, delete_existing, Edit};
@@ -295,20 +297,20 @@ mod operator_actions {
     pub async fn list(
         dynamo: &aws_sdk_dynamodb::Client,
         table: &str,
-        account_id: &str,
-        integration_id: Option<&str>,
+        account_id: &AccountId,
+        integration_id: Option<&IntegrationId>,
         limit: u32,
-        after_id: Option<&str>,
-    ) -> Result<(Vec<Subscription>, Option<String>), StoreError> {
+        after_id: Option<&SubscriptionId>,
+    ) -> Result<(Vec<Subscription>, Option<SubscriptionId>), StoreError> {
         let pk = keys::account_pk(account_id);
-        page::read(
+        let (items, next) = page::read(
             dynamo,
             &PrefixPage {
                 table,
                 pk: &pk,
                 prefix: keys::SUBSCRIPTION_PREFIX,
                 limit,
-                after_id,
+                after_id: after_id.map(SubscriptionId::as_str),
                 filter: integration_id.map(|id| {
                     (
                         "integration_id = :iid".to_string(),
@@ -317,7 +319,8 @@ mod operator_actions {
                 }),
             },
         )
-        .await
+        .await?;
+        Ok((items, next.map(SubscriptionId::from_stored)))
     }
 
     /// Creates the subscription unless its id is taken.
@@ -330,8 +333,8 @@ mod operator_actions {
     /// edit names only the fields the caller changes, never the status or the dead count.
     pub fn edit(
         table: &str,
-        account_id: &str,
-        subscription_id: &str,
+        account_id: &AccountId,
+        subscription_id: &SubscriptionId,
         edit: Edit,
     ) -> Result<Write, StoreError> {
         let (pk, sk) = key(account_id, subscription_id);
@@ -341,8 +344,8 @@ mod operator_actions {
     /// Deletes the subscription; refused when there is none.
     pub fn delete(
         table: &str,
-        account_id: &str,
-        subscription_id: &str,
+        account_id: &AccountId,
+        subscription_id: &SubscriptionId,
     ) -> Result<Write, StoreError> {
         let (pk, sk) = key(account_id, subscription_id);
         delete_existing(table, &pk, &sk)
@@ -406,8 +409,8 @@ mod operator_actions {
     pub fn rewind_pull_cursor(
         table: &str,
         sub: &Subscription,
-        earliest: &str,
-        before: Option<&str>,
+        earliest: &ChangeId,
+        before: Option<&ChangeId>,
         now: Timestamp,
     ) -> Result<Write, StoreError> {
         let epoch = sub.pull_epoch;
@@ -425,7 +428,7 @@ mod operator_actions {
             Some(c) => {
                 e = e.value(":seen", s(c));
                 condition.push("pull_cursor = :seen".to_string());
-                if c.as_str() >= earliest {
+                if c >= earliest {
                     match before {
                         Some(b) => {
                             e = e.value(":back", s(b));
@@ -450,7 +453,7 @@ mod operator_actions {
         table: &str,
         sub: &Subscription,
         epoch: u32,
-        to: &str,
+        to: &ChangeId,
         now: Timestamp,
     ) -> Result<Write, StoreError> {
         let e = Expr::new()
@@ -475,12 +478,13 @@ mod operator_actions {
         use super::*;
         use crate::domain::retry::RetryPolicy;
         use crate::domain::subscription::{on_resume, SubscriptionStatus};
+        use crate::ids::id;
 
         fn sub(status: SubscriptionStatus) -> Subscription {
             Subscription {
-                account_id: "a1".into(),
-                subscription_id: "s1".into(),
-                integration_id: "i1".into(),
+                account_id: "a1".parse().unwrap(),
+                subscription_id: "s1".parse().unwrap(),
+                integration_id: "i1".parse().unwrap(),
                 record_types: vec!["order".into()],
                 filter: None,
                 fields: vec!["id".into()],
@@ -519,13 +523,13 @@ mod operator_actions {
 
         #[test]
         fn an_edit_or_a_delete_needs_the_subscription_to_exist() {
-            let Write::Delete(d) = delete("t", "a1", "s1").unwrap() else {
+            let Write::Delete(d) = delete("t", &id("a1"), &id("s1")).unwrap() else {
                 panic!("not a delete")
             };
             assert_eq!(d.key()["sk"].as_s().unwrap(), "SUB#s1");
             assert_eq!(d.condition_expression(), Some("attribute_exists(pk)"));
             let Write::UpdateReturningNew(u) =
-                edit("t", "a1", "s1", Edit::new().remove("filter")).unwrap()
+                edit("t", &id("a1"), &id("s1"), Edit::new().remove("filter")).unwrap()
             else {
                 panic!("not an update returning the item")
             };
@@ -553,10 +557,11 @@ mod operator_actions {
         #[test]
         fn a_rewind_moves_a_cursor_at_or_past_the_restart_back_and_bumps_the_epoch() {
             let mut read = sub(SubscriptionStatus::Active);
-            read.pull_cursor = Some("01d".into());
+            read.pull_cursor = Some("01d".parse().unwrap());
             read.pull_epoch = 2;
-            let u =
-                updated(rewind_pull_cursor("t", &read, "01c", Some("01b"), Timestamp(9)).unwrap());
+            let u = updated(
+                rewind_pull_cursor("t", &read, &id("01c"), Some(&id("01b")), Timestamp(9)).unwrap(),
+            );
             assert_eq!(
                 u.update_expression(),
                 "SET pull_epoch = :new_epoch, pull_rewound_at = :now, pull_cursor = :back"
@@ -569,11 +574,13 @@ mod operator_actions {
             assert_eq!(v[":new_epoch"], n(3));
             assert_eq!(v[":back"], s("01b"));
             // Nothing before the earliest restarted change: the cursor goes.
-            let u = updated(rewind_pull_cursor("t", &read, "01a", None, Timestamp(9)).unwrap());
+            let u =
+                updated(rewind_pull_cursor("t", &read, &id("01a"), None, Timestamp(9)).unwrap());
             assert!(u.update_expression().ends_with("REMOVE pull_cursor"));
             // A cursor before the restart stays where it is.
-            let u =
-                updated(rewind_pull_cursor("t", &read, "01e", Some("01d"), Timestamp(9)).unwrap());
+            let u = updated(
+                rewind_pull_cursor("t", &read, &id("01e"), Some(&id("01d")), Timestamp(9)).unwrap(),
+            );
             assert_eq!(
                 u.update_expression(),
                 "SET pull_epoch = :new_epoch, pull_rewound_at = :now"
@@ -583,7 +590,8 @@ mod operator_actions {
         #[test]
         fn a_rewind_of_a_subscription_never_acknowledged_needs_it_still_so() {
             let read = sub(SubscriptionStatus::Active);
-            let u = updated(rewind_pull_cursor("t", &read, "01c", None, Timestamp(9)).unwrap());
+            let u =
+                updated(rewind_pull_cursor("t", &read, &id("01c"), None, Timestamp(9)).unwrap());
             assert_eq!(
                 u.condition_expression(),
                 Some(
@@ -596,7 +604,7 @@ mod operator_actions {
         #[test]
         fn a_cursor_moves_only_forward_in_its_epoch() {
             let read = sub(SubscriptionStatus::Active);
-            let u = updated(move_pull_cursor("t", &read, 1, "01f", Timestamp(9)).unwrap());
+            let u = updated(move_pull_cursor("t", &read, 1, &id("01f"), Timestamp(9)).unwrap());
             assert_eq!(
                 u.update_expression(),
                 "SET pull_cursor = :to, pull_cursor_at = :now"
@@ -608,7 +616,7 @@ mod operator_actions {
                      AND (attribute_not_exists(pull_cursor) OR pull_cursor <= :to)"
                 )
             );
-            let u = updated(move_pull_cursor("t", &read, 0, "01f", Timestamp(9)).unwrap());
+            let u = updated(move_pull_cursor("t", &read, 0, &id("01f"), Timestamp(9)).unwrap());
             assert!(u
                 .condition_expression()
                 .unwrap()

@@ -7,6 +7,7 @@ use super::read;
 use super::write::{built, Write};
 use super::{from_item, to_item, StoreError};
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, NoticeId};
 use aws_sdk_dynamodb::types::Put;
 use serde::{Deserialize, Serialize};
 
@@ -14,14 +15,14 @@ use serde::{Deserialize, Serialize};
 pub const SUPERSEDE_KIND: &str = "notice_supersede";
 pub const SUPERSEDE_SK: &str = "CURRENT";
 
-pub fn supersede_pk(account_id: &str, key: &str) -> String {
+pub fn supersede_pk(account_id: &AccountId, key: &str) -> String {
     format!("SUPERSEDE#{account_id}#{key}")
 }
 
 /// The current notice of a supersede key.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct SupersedePointer {
-    pub notice_id: String,
+    pub notice_id: NoticeId,
     pub created_at: Timestamp,
 }
 
@@ -29,7 +30,7 @@ pub struct SupersedePointer {
 pub async fn get(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
     key: &str,
 ) -> Result<Option<SupersedePointer>, StoreError> {
     read::get(dynamo, table, &supersede_pk(account_id, key), SUPERSEDE_SK)
@@ -41,7 +42,7 @@ pub async fn get(
 /// Points a key nobody holds yet at `current`.
 pub fn claim(
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
     key: &str,
     current: &SupersedePointer,
 ) -> Result<Write, StoreError> {
@@ -58,10 +59,10 @@ pub fn claim(
 /// Points a key at `current` if it still points at `seen`.
 pub fn take_over(
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
     key: &str,
     current: &SupersedePointer,
-    seen: &str,
+    seen: &NoticeId,
 ) -> Result<Write, StoreError> {
     pointer_put(
         table,
@@ -75,7 +76,7 @@ pub fn take_over(
 
 fn pointer_put(
     table: &str,
-    account_id: &str,
+    account_id: &AccountId,
     key: &str,
     current: &SupersedePointer,
     condition: &str,
@@ -100,10 +101,11 @@ fn pointer_put(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
 
     fn pointer() -> SupersedePointer {
         SupersedePointer {
-            notice_id: "n2".into(),
+            notice_id: "n2".parse().unwrap(),
             created_at: Timestamp(8),
         }
     }
@@ -117,7 +119,7 @@ mod tests {
 
     #[test]
     fn a_free_key_is_claimed_only_if_nobody_holds_it() {
-        let p = put(claim("t", "acct", "weekly", &pointer()).unwrap());
+        let p = put(claim("t", &id("acct"), "weekly", &pointer()).unwrap());
         assert_eq!(p.condition_expression(), Some("attribute_not_exists(pk)"));
         assert_eq!(p.expression_attribute_values(), None);
         assert_eq!(p.item()["pk"].as_s().unwrap(), "SUPERSEDE#acct#weekly");
@@ -128,7 +130,7 @@ mod tests {
 
     #[test]
     fn a_held_key_is_taken_over_only_from_the_notice_seen_there() {
-        let p = put(take_over("t", "acct", "weekly", &pointer(), "n1").unwrap());
+        let p = put(take_over("t", &id("acct"), "weekly", &pointer(), &id("n1")).unwrap());
         assert_eq!(p.condition_expression(), Some("notice_id = :seen"));
         assert_eq!(
             p.expression_attribute_values().unwrap()[":seen"]

@@ -12,6 +12,7 @@ use super::write::put_new;
 use super::write::{built, Write};
 use super::{to_item, Item, StoreError};
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, IntegrationId, TokenId};
 use aws_sdk_dynamodb::types::{Delete, Update};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -22,10 +23,10 @@ pub const TOKEN_REF_KIND: &str = "token_ref";
 const TOKEN_REF_PREFIX: &str = "TOKEN#";
 
 /// The partition listing an account's tokens (one reference item per token).
-pub fn token_ref_pk(account_id: &str) -> String {
+pub fn token_ref_pk(account_id: &AccountId) -> String {
     format!("TOKENS#{account_id}")
 }
-pub fn token_ref_sk(token_id: &str) -> String {
+pub fn token_ref_sk(token_id: &TokenId) -> String {
     format!("{TOKEN_REF_PREFIX}{token_id}")
 }
 
@@ -64,12 +65,12 @@ impl fmt::Display for TokenKind {
 /// The stored token (item `TOKEN#{token_id}` / `TOKEN`, kind `token`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct TokenRecord {
-    pub token_id: String,
+    pub token_id: TokenId,
     pub token_kind: TokenKind,
-    pub account_id: String,
+    pub account_id: AccountId,
     /// `intg` tokens: the integration the token speaks for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub integration_id: Option<String>,
+    pub integration_id: Option<IntegrationId>,
     /// Hex SHA-256 of the secret part.
     pub secret_sha256: String,
     pub created_at: Timestamp,
@@ -80,11 +81,11 @@ pub struct TokenRecord {
 /// The reference item of a token in its account's token partition.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct TokenRef {
-    pub token_id: String,
+    pub token_id: TokenId,
     pub token_kind: TokenKind,
-    pub account_id: String,
+    pub account_id: AccountId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub integration_id: Option<String>,
+    pub integration_id: Option<IntegrationId>,
     pub created_at: Timestamp,
 }
 
@@ -117,7 +118,7 @@ impl TokenRecord {
 pub async fn get(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    token_id: &str,
+    token_id: &TokenId,
 ) -> Result<Option<TokenRecord>, StoreError> {
     read::get(dynamo, table, &token_pk(token_id), TOKEN_SK)
         .await?
@@ -136,7 +137,7 @@ pub fn create(table: &str, record: &TokenRecord) -> Result<Write, StoreError> {
 
 /// Marks the token revoked (it then fails verification); refused when it is gone or was revoked
 /// already.
-pub fn revoke(table: &str, token_id: &str, now: Timestamp) -> Result<Write, StoreError> {
+pub fn revoke(table: &str, token_id: &TokenId, now: Timestamp) -> Result<Write, StoreError> {
     Ok(Write::Update(built(
         Update::builder()
             .table_name(table)
@@ -151,7 +152,11 @@ pub fn revoke(table: &str, token_id: &str, now: Timestamp) -> Result<Write, Stor
 
 /// Drops a token's reference from its account's token partition (unconditional: repeating it
 /// is harmless).
-pub fn drop_reference(table: &str, account_id: &str, token_id: &str) -> Result<Write, StoreError> {
+pub fn drop_reference(
+    table: &str,
+    account_id: &AccountId,
+    token_id: &TokenId,
+) -> Result<Write, StoreError> {
     Ok(Write::Delete(built(
         Delete::builder()
             .table_name(table)
@@ -168,35 +173,37 @@ pub const REFERENCE_PAGE: u32 = 100;
 pub async fn references(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
-    account_id: &str,
-    after_id: Option<&str>,
-) -> Result<(Vec<TokenRef>, Option<String>), StoreError> {
+    account_id: &AccountId,
+    after_id: Option<&TokenId>,
+) -> Result<(Vec<TokenRef>, Option<TokenId>), StoreError> {
     let pk = token_ref_pk(account_id);
-    page::read(
+    let (refs, next) = page::read(
         dynamo,
         &PrefixPage {
             table,
             pk: &pk,
             prefix: TOKEN_REF_PREFIX,
             limit: REFERENCE_PAGE,
-            after_id,
+            after_id: after_id.map(TokenId::as_str),
             filter: None,
         },
     )
-    .await
+    .await?;
+    Ok((refs, next.map(TokenId::from_stored)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::id;
     use aws_sdk_dynamodb::types::TransactWriteItem;
 
     fn record() -> TokenRecord {
         TokenRecord {
-            token_id: "01tok".into(),
+            token_id: "01tok".parse().unwrap(),
             token_kind: TokenKind::Intg,
-            account_id: "a1".into(),
-            integration_id: Some("i1".into()),
+            account_id: "a1".parse().unwrap(),
+            integration_id: Some("i1".parse().unwrap()),
             secret_sha256: "ab".repeat(32),
             created_at: Timestamp(9),
             revoked_at: None,
@@ -236,7 +243,7 @@ mod tests {
 
     #[test]
     fn a_revocation_marks_a_live_token_once_and_drops_its_reference() {
-        let Write::Update(u) = revoke("t", "01tok", Timestamp(42)).unwrap() else {
+        let Write::Update(u) = revoke("t", &id("01tok"), Timestamp(42)).unwrap() else {
             panic!("not an update")
         };
         assert_eq!(u.key()["pk"].as_s().unwrap(), "TOKEN#01tok");
@@ -246,7 +253,7 @@ mod tests {
             Some("attribute_exists(pk) AND attribute_not_exists(revoked_at)")
         );
         assert_eq!(u.expression_attribute_values().unwrap()[":now"], n(42));
-        let Write::Delete(d) = drop_reference("t", "a1", "01tok").unwrap() else {
+        let Write::Delete(d) = drop_reference("t", &id("a1"), &id("01tok")).unwrap() else {
             panic!("not a delete")
         };
         assert_eq!(d.key()["pk"].as_s().unwrap(), "TOKENS#a1");

@@ -3,6 +3,7 @@
 
 use super::adapters::AttemptResult;
 use crate::domain::classify::AttemptClass;
+use crate::ids::{AccountId, ChangeId, DeliveryId};
 use crate::store::snapshot::{self, Snapshot};
 use crate::store::write::{send, Written};
 use async_trait::async_trait;
@@ -12,8 +13,8 @@ use std::sync::Arc;
 
 /// What a built-in handler is given: the delivery's stable id and its projected payload.
 pub struct InternalCall<'a> {
-    pub account_id: &'a str,
-    pub delivery_id: &'a str,
+    pub account_id: &'a AccountId,
+    pub delivery_id: &'a DeliveryId,
     pub payload: &'a Value,
 }
 
@@ -106,11 +107,13 @@ impl InternalHandler for RecordSnapshot {
             .cloned()
             .unwrap_or(Value::Null)
             .to_string();
+        // The payload is the change envelope ingest wrote from the stored change.
+        let change_id = ChangeId::from_stored(change_id);
         let snapshot = Snapshot {
             account_id: call.account_id,
             record_type,
             record_id,
-            change_id,
+            change_id: &change_id,
             occurred_ms,
             data,
         };

@@ -26,6 +26,7 @@ use crate::domain::subscription::should_auto_pause;
 use crate::domain::target::Target;
 use crate::domain::time::Timestamp;
 use crate::envelope::SecretOpener;
+use crate::ids::AccountId;
 use crate::store;
 use crate::store::account_config::{AccountConfig, ConfigCache};
 use crate::store::delivery::{AttemptRecord, Delivery, DeliveryWork, Outcome};
@@ -134,7 +135,7 @@ impl DeliveryWorker {
     }
 
     /// Drops cached account configuration (tests change it and want the change seen at once).
-    pub fn forget_config(&self, account_id: &str) {
+    pub fn forget_config(&self, account_id: &AccountId) {
         self.cache.forget(account_id);
     }
 

@@ -15,6 +15,7 @@ use crate::domain::signing::{SigningSecret, WebhookHeaders};
 use crate::domain::ssrf::{check_url, TargetPolicy};
 use crate::domain::time::Timestamp;
 use crate::guarded_http;
+use crate::ids::DeliveryId;
 use std::time::Duration;
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -47,7 +48,7 @@ impl WebhookAdapter {
         &self,
         url: &str,
         secrets: &[SigningSecret],
-        delivery_id: &str,
+        delivery_id: &DeliveryId,
         payload: &str,
         now: Timestamp,
     ) -> AttemptResult {
@@ -61,7 +62,7 @@ impl WebhookAdapter {
                 )
             }
         };
-        let headers = WebhookHeaders::sign(secrets, delivery_id, now, payload.as_bytes());
+        let headers = WebhookHeaders::sign(secrets, delivery_id.as_str(), now, payload.as_bytes());
         let mut request = self
             .client
             .post(url)

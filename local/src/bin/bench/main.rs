@@ -16,6 +16,7 @@ use memory::{memory_per_batch, print_memory, serve_receiver, vm_hwm_bytes};
 use serde_json::{json, Value};
 use shared::domain::retry::RetryPolicy;
 use shared::domain::time::MINUTE;
+use shared::ids::AccountId;
 use shared::store::write;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -250,7 +251,7 @@ async fn call(
 /// the api function serves), the account, the adapter's token and the subscription.
 pub(crate) struct PullSetup {
     pub app: axum::Router,
-    pub account_id: String,
+    pub account_id: AccountId,
     pub adapter: String,
     pub sub_id: String,
 }
@@ -275,7 +276,7 @@ pub(crate) async fn pull_setup(p: &Pipeline) -> Result<PullSetup> {
     let body = json!({"integration_id": integration["id"], "record_types": ["catalog_item"], "fields": ["sku", "price"]});
     let sub = call(&app, "POST", "/v1/subscriptions", &token, Some(body)).await?;
     Ok(PullSetup {
-        account_id: text(&account["account"]["id"]),
+        account_id: text(&account["account"]["id"]).parse()?,
         adapter: text(&integration["token"]),
         sub_id: text(&sub["id"]),
         app,

@@ -362,7 +362,7 @@ async fn pull_page_peak(page: usize) -> Result<HeapPeak> {
     let setup = pull_setup(&p).await?;
     let (app, account_id, adapter, sub_id) = (
         &setup.app,
-        setup.account_id.as_str(),
+        &setup.account_id,
         setup.adapter.as_str(),
         setup.sub_id.as_str(),
     );

@@ -345,7 +345,7 @@ async fn set_allowlist(
         "notice allowlist set"
     );
     Ok(Json(AllowlistView {
-        account_id: account_id.into(),
+        account_id: account_id.clone(),
         allowlist,
     }))
 }

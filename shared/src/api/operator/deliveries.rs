@@ -18,9 +18,11 @@ use crate::api::state::ApiState;
 use crate::api::v1::ListResponse;
 use crate::domain::integration_delivery::{lease_held, transmit_status, DeliveryStatus};
 use crate::domain::lifecycle::Status;
-use crate::domain::pull_cursor::is_change_id;
+use crate::domain::pull_cursor::change_id as change_id_text;
 use crate::domain::time::Timestamp;
-use crate::ids::{AccountId, AuditId, ChangeId, DeliveryId, IntegrationId, SubscriptionId};
+use crate::ids::{
+    AccountId, AuditId, ChangeId, DeliveryId, IntegrationId, ReplayJobId, SubscriptionId,
+};
 use crate::operations::operator::history::{attempt_runs, list_deliveries, DeliveryQuery};
 use crate::operations::operator::retry::{retry_delivery, RetryRequest};
 use crate::store::delivery::Delivery;
@@ -77,7 +79,7 @@ pub struct DeliveryView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub restarted_by: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub replay_job: Option<String>,
+    pub replay_job: Option<ReplayJobId>,
     /// The projected change (single-delivery reads only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payload: Option<Value>,
@@ -266,12 +268,10 @@ fn delivery_path(
     account_id: &str,
     subscription_id: &str,
     change_id: &str,
-) -> Result<(String, String, String), ApiError> {
+) -> Result<(AccountId, SubscriptionId, ChangeId), ApiError> {
     let (account_id, subscription_id) = subscription_path(account_id, subscription_id)?;
-    if !is_change_id(change_id) {
-        return Err(ApiError::not_found("delivery"));
-    }
-    Ok((account_id, subscription_id, change_id.to_owned()))
+    let change_id = change_id_text(change_id).ok_or_else(|| ApiError::not_found("delivery"))?;
+    Ok((account_id, subscription_id, change_id))
 }
 
 async fn load(

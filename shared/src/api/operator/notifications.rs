@@ -73,7 +73,7 @@ pub async fn requeue(
     f.finish()?;
     let reason = reason.ok_or_else(|| ApiError::internal("validated reason missing"))?;
     let notice_id = path_id(&notice_id, "notification delivery")?;
-    let delivery_key = path_id(&delivery_key, "notification delivery")?;
+    let delivery_key: String = path_id(&delivery_key, "notification delivery")?;
     let store = NotificationTable::from_config(&state.clients, &state.config);
     match requeue_delivery(
         &store,

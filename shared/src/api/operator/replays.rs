@@ -21,7 +21,7 @@ use crate::api::state::ApiState;
 use crate::api::v1::ListResponse;
 use crate::domain::replay::{validate_window, ReplayStatus};
 use crate::domain::time::Timestamp;
-use crate::ids::{AccountId, ReplayJobId, SubscriptionId};
+use crate::ids::{AccountId, ChangeId, ReplayJobId, SubscriptionId};
 use crate::operations::operator::replay::{
     create_job, list_jobs, load_job, resume_job, run_job, Budget, ReplayRequest,
 };
@@ -66,7 +66,7 @@ pub struct ReplayJobView {
     pub in_progress: bool,
     /// The last change id walked.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub position: Option<String>,
+    pub position: Option<ChangeId>,
     pub chunks: u32,
     pub runs: u32,
     pub counts: ReplayCounts,
@@ -189,22 +189,22 @@ async fn list(
     let limit = page_limit(params.limit)?;
     let subscription_id = match params.subscription_id {
         None => None,
-        Some(id) => {
-            Some(
-                crate::api::extract::resource_id(&id).ok_or_else(|| ApiError::Validation {
+        Some(id) => Some(
+            crate::api::extract::resource_id::<SubscriptionId>(&id).ok_or_else(|| {
+                ApiError::Validation {
                     errors: vec![FieldError::new(
                         "subscription_id",
                         "is not a subscription id",
                     )],
-                })?,
-            )
-        }
+                }
+            })?,
+        ),
     };
     let ops = state.ops();
     let (jobs, next_cursor) = list_jobs(
         &ops,
         &account_id,
-        subscription_id.as_deref(),
+        subscription_id.as_ref(),
         limit,
         params.cursor.as_deref(),
     )
@@ -216,7 +216,7 @@ async fn list(
     }))
 }
 
-fn job_path(account_id: &str, job_id: &str) -> Result<(String, String), ApiError> {
+fn job_path(account_id: &str, job_id: &str) -> Result<(AccountId, ReplayJobId), ApiError> {
     Ok((
         path_id(account_id, "account")?,
         path_id(job_id, "replay job")?,

@@ -14,7 +14,7 @@ use crate::api::extract::{path_id, ApiPath, Fields, JsonBody};
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::api::v1::subscriptions::SubscriptionView;
-use crate::ids::AuditId;
+use crate::ids::{AccountId, AuditId, ChangeId, SubscriptionId};
 use crate::operations::operator::resume::resume_subscription;
 use crate::operations::MAX_REASON_CHARS;
 use crate::store::subscription::Subscription;
@@ -40,7 +40,7 @@ pub fn router() -> Router<Arc<ApiState>> {
 pub fn subscription_path(
     account_id: &str,
     subscription_id: &str,
-) -> Result<(String, String), ApiError> {
+) -> Result<(AccountId, SubscriptionId), ApiError> {
     Ok((
         path_id(account_id, "account")?,
         path_id(subscription_id, "subscription")?,
@@ -67,7 +67,7 @@ pub struct OperatorSubscriptionView {
 
 #[derive(Debug, Serialize)]
 pub struct PullStateView {
-    pub acknowledged_change_id: Option<String>,
+    pub acknowledged_change_id: Option<ChangeId>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub acknowledged_at: Option<String>,
     pub epoch: u32,

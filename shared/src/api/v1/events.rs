@@ -20,7 +20,7 @@ use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::domain::event::EventStatus;
 use crate::domain::lifecycle::Status;
-use crate::domain::pull_cursor::is_change_id;
+use crate::domain::pull_cursor::change_id;
 use crate::domain::time::Timestamp;
 use crate::monitor::query::{
     event_with_deliveries, list_events, DeliveryLogEntry, EventQuery, EventSummary,
@@ -166,9 +166,7 @@ async fn fetch(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<EventDetail>, ApiError> {
     // An event's id is its change id: the owning application's, under `Change::validate`'s rules.
-    if !is_change_id(&id) {
-        return Err(ApiError::not_found("event"));
-    }
+    let id = change_id(&id).ok_or_else(|| ApiError::not_found("event"))?;
     let now = state.clock.now();
     let (event, deliveries) = event_with_deliveries(
         &state.clients.dynamo,

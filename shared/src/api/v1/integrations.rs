@@ -151,8 +151,8 @@ fn check_handler(state: &ApiState, f: &mut Fields, handler: String) -> Option<St
 /// `secret` sealed for the integration; 503 when KMS cannot give a data key.
 async fn seal(
     state: &ApiState,
-    account_id: &str,
-    integration_id: &str,
+    account_id: &AccountId,
+    integration_id: &IntegrationId,
     secret: &SigningSecret,
 ) -> Result<SealedSecret, ApiError> {
     state
@@ -160,7 +160,7 @@ async fn seal(
         .seal(account_id, integration_id, secret)
         .await
         .map_err(|e| {
-            tracing::error!(account_id, integration_id, error = %e, "sealing a signing secret");
+            tracing::error!(%account_id, %integration_id, error = %e, "sealing a signing secret");
             ApiError::Unavailable {
                 detail: "the signing secret could not be encrypted; try again".into(),
             }
@@ -257,7 +257,7 @@ pub async fn create(
 
     let now = state.clock.now();
     let integration = Integration {
-        account_id: auth.account_id.clone().into(),
+        account_id: auth.account_id.clone(),
         integration_id,
         name,
         target,
@@ -324,13 +324,13 @@ async fn list(
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<ListResponse<IntegrationView>>, ApiError> {
     let limit = page_limit(params.limit)?;
-    let after_id = cursor_id(params.cursor.as_deref())?;
+    let after_id: Option<IntegrationId> = cursor_id(params.cursor.as_deref())?;
     let (items, next) = integration::list(
         state.dynamo(),
         state.table(),
         &auth.account_id,
         limit,
-        after_id.as_deref(),
+        after_id.as_ref(),
     )
     .await?;
     Ok(Json(ListResponse::new(
@@ -340,7 +340,11 @@ async fn list(
 }
 
 /// The caller's integration `id`, or 404 (for another account's, too).
-pub async fn load(state: &ApiState, account_id: &str, id: &str) -> Result<Integration, ApiError> {
+pub async fn load(
+    state: &ApiState,
+    account_id: &AccountId,
+    id: &str,
+) -> Result<Integration, ApiError> {
     let id = path_id(id, "integration")?;
     integration::get(state.dynamo(), state.table(), account_id, &id)
         .await?

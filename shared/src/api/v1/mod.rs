@@ -36,10 +36,14 @@ pub struct ListResponse<T> {
 
 impl<T> ListResponse<T> {
     /// A page whose next page continues at `next_position` (encoded as an opaque cursor).
-    pub fn new(data: Vec<T>, next_position: Option<String>) -> Self {
+    /// The position is an id (of the listed kind) or a store position: anything with a text form.
+    pub fn new(data: Vec<T>, next_position: Option<impl Into<String>>) -> Self {
         ListResponse {
             data,
-            next_cursor: next_position.as_deref().map(crate::store::cursor::encode),
+            next_cursor: next_position
+                .map(Into::into)
+                .as_deref()
+                .map(crate::store::cursor::encode),
         }
     }
 }

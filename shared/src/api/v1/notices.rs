@@ -28,6 +28,7 @@ use crate::api::extract::{page_limit, path_id, ApiPath, ApiQuery, JsonBody};
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, NoticeId};
 use crate::notify::bounds::{outbound_recipients, refused_recipients, retry_after_secs};
 use crate::notify::notice_service::{
     validate, CreateError, NewNotice, NoticeService, WithdrawError,
@@ -78,8 +79,8 @@ pub(crate) fn fault(e: NotifyError) -> ApiError {
 /// inside).
 #[derive(Debug, Serialize)]
 pub struct NoticeView {
-    pub id: String,
-    pub account_id: String,
+    pub id: NoticeId,
+    pub account_id: AccountId,
     pub status: String,
     pub reason: String,
     pub subject: String,
@@ -91,7 +92,7 @@ pub struct NoticeView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub supersede_key: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub superseded_by: Option<String>,
+    pub superseded_by: Option<NoticeId>,
     pub created_at: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fanned_out_at: Option<String>,
@@ -125,18 +126,23 @@ fn rfc(t: Option<Timestamp>) -> Option<String> {
 impl NoticeView {
     pub fn new(n: &NoticeRecord, progress: Option<Progress>) -> Self {
         NoticeView {
-            id: n.notice_id.clone(),
-            account_id: n.account_id.clone(),
+            id: n.request.notice_id.clone(),
+            account_id: n.request.account_id.clone(),
             status: n.status.to_string(),
-            reason: n.reason.clone(),
-            subject: n.subject.clone(),
-            body: n.body.clone(),
-            channels: n.channels.clone(),
-            recipients: n.recipients.iter().map(|r| r.id().to_string()).collect(),
-            deadline: rfc(n.deadline),
-            supersede_key: n.supersede_key.clone(),
+            reason: n.request.reason.clone(),
+            subject: n.request.subject.clone(),
+            body: n.request.body.clone(),
+            channels: n.request.channels.clone(),
+            recipients: n
+                .request
+                .recipients
+                .iter()
+                .map(|r| r.id().to_string())
+                .collect(),
+            deadline: rfc(n.request.deadline),
+            supersede_key: n.request.supersede_key.clone(),
             superseded_by: n.superseded_by.clone(),
-            created_at: n.created_at.to_rfc3339(),
+            created_at: n.request.created_at.to_rfc3339(),
             fanned_out_at: rfc(n.fanned_out_at),
             withdrawn_at: rfc(n.withdrawn_at),
             progress: progress.map(ProgressView::from),
@@ -148,7 +154,7 @@ impl NoticeView {
 #[derive(Debug, Serialize)]
 pub struct NoticeDeliveryView {
     pub key: String,
-    pub notice_id: String,
+    pub notice_id: NoticeId,
     pub channel: String,
     pub recipient: String,
     pub status: String,
@@ -332,9 +338,9 @@ async fn create(
         Err(CreateError::Fault(e)) => return Err(fault(e)),
     };
     if created {
-        tracing::info!(account_id = %auth.account_id, notice_id = %notice.notice_id, "notice requested");
+        tracing::info!(account_id = %auth.account_id, notice_id = %notice.request.notice_id, "notice requested");
     }
-    let location = format!("/v1/notices/{}", notice.notice_id);
+    let location = format!("/v1/notices/{}", notice.request.notice_id);
     let status = if created {
         StatusCode::ACCEPTED
     } else {
@@ -354,7 +360,7 @@ async fn create(
 /// sends nothing outside the platform (console only) reads nothing.
 async fn check_recipients(
     state: &ApiState,
-    account_id: &str,
+    account_id: &AccountId,
     new: &NewNotice,
     quota: u32,
 ) -> Result<u32, ApiError> {
@@ -384,7 +390,7 @@ async fn check_recipients(
 
 async fn own_notice(
     state: &ApiState,
-    account_id: &str,
+    account_id: &AccountId,
     notice_id: &str,
 ) -> Result<NoticeRecord, ApiError> {
     let id = path_id(notice_id, "notice")?;
@@ -400,7 +406,7 @@ async fn fetch(
     ApiPath(notice_id): ApiPath<String>,
 ) -> Result<Json<NoticeView>, ApiError> {
     let notice = own_notice(&state, &auth.account_id, &notice_id).await?;
-    let progress = service(&state).summary(&notice.notice_id).await?;
+    let progress = service(&state).summary(&notice.request.notice_id).await?;
     Ok(Json(NoticeView::new(&notice, Some(progress))))
 }
 
@@ -417,7 +423,7 @@ async fn deliveries(
     let notice = own_notice(&state, &auth.account_id, &notice_id).await?;
     let all = service(&state)
         .store()
-        .deliveries(&notice.notice_id)
+        .deliveries(&notice.request.notice_id)
         .await?;
     Ok(Json(DeliveriesResponse {
         data: all.iter().map(NoticeDeliveryView::from).collect(),

@@ -124,7 +124,7 @@ async fn signed(
     headers: HeaderMap,
     request: Request,
 ) -> Result<Json<IntakeView>, ApiError> {
-    let provider = path_id(&provider, "provider")?;
+    let provider: String = path_id(&provider, "provider")?;
     let body = body_of(&state, request).await?;
     let store = NotificationTable::from_config(&state.clients, &state.config);
     let header = |name: &str| {

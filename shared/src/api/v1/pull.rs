@@ -67,7 +67,7 @@ async fn list(
         &auth.account_id,
         Some(&auth.integration_id),
         limit,
-        after_id.as_deref(),
+        after_id.as_ref(),
     )
     .await?;
     Ok(Json(ListResponse::new(
@@ -115,7 +115,7 @@ pub struct PulledChangeView {
 pub struct ChangesPage {
     pub subscription_id: SubscriptionId,
     /// The acknowledged position (a change id), `null` before the first acknowledgement.
-    pub acknowledged_change_id: Option<String>,
+    pub acknowledged_change_id: Option<ChangeId>,
     pub data: Vec<PulledChangeView>,
     /// Acknowledges the whole page; pass it as `?cursor=` to read the next page.
     pub next_cursor: String,
@@ -169,7 +169,7 @@ async fn changes(
 pub struct CursorView {
     pub subscription_id: SubscriptionId,
     /// The last change id acknowledged, `null` before the first acknowledgement.
-    pub acknowledged_change_id: Option<String>,
+    pub acknowledged_change_id: Option<ChangeId>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub acknowledged_at: Option<String>,
     /// Incremented when an operator restarts deliveries of the subscription; cursors read in an
@@ -194,8 +194,8 @@ async fn fetch_cursor(
 #[derive(Debug, Serialize)]
 pub struct AcknowledgementView {
     pub subscription_id: SubscriptionId,
-    pub previous_change_id: Option<String>,
-    pub acknowledged_change_id: Option<String>,
+    pub previous_change_id: Option<ChangeId>,
+    pub acknowledged_change_id: Option<ChangeId>,
     /// Pending deliveries the cursor covered: now `delivered`.
     pub delivered: u32,
     /// Pending deliveries in the cursor's range it did not cover (moved by someone else since

@@ -209,7 +209,7 @@ pub async fn create(
     let integration_id = match integration_id {
         None => None,
         Some(text) => {
-            let found = match resource_id(&text) {
+            let found = match resource_id::<IntegrationId>(&text) {
                 Some(id) => {
                     integration::get(state.dynamo(), state.table(), &auth.account_id, &id).await?
                 }
@@ -236,7 +236,7 @@ pub async fn create(
 
     let now = state.clock.now();
     let subscription = Subscription {
-        account_id: auth.account_id.clone().into(),
+        account_id: auth.account_id.clone(),
         subscription_id: SubscriptionId::new(),
         integration_id,
         record_types,
@@ -286,11 +286,11 @@ async fn list(
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<ListResponse<SubscriptionView>>, ApiError> {
     let limit = page_limit(params.limit)?;
-    let after_id = cursor_id(params.cursor.as_deref())?;
+    let after_id: Option<SubscriptionId> = cursor_id(params.cursor.as_deref())?;
     let integration_id = params
         .integration_id
         .map(|text| {
-            resource_id(&text)
+            resource_id::<IntegrationId>(&text)
                 .ok_or_else(|| ApiError::field("integration_id", "is not an integration id"))
         })
         .transpose()?;
@@ -298,9 +298,9 @@ async fn list(
         state.dynamo(),
         state.table(),
         &auth.account_id,
-        integration_id.as_deref(),
+        integration_id.as_ref(),
         limit,
-        after_id.as_deref(),
+        after_id.as_ref(),
     )
     .await?;
     Ok(Json(ListResponse::new(
@@ -309,9 +309,12 @@ async fn list(
     )))
 }
 
-async fn load(state: &ApiState, account_id: &str, id: &str) -> Result<Subscription, ApiError> {
-    let id = path_id(id, "subscription")?;
-    subscription::get(state.dynamo(), state.table(), account_id, &id)
+async fn load(
+    state: &ApiState,
+    account_id: &AccountId,
+    id: &SubscriptionId,
+) -> Result<Subscription, ApiError> {
+    subscription::get(state.dynamo(), state.table(), account_id, id)
         .await?
         .ok_or_else(|| ApiError::not_found("subscription"))
 }
@@ -321,6 +324,7 @@ async fn fetch(
     State(state): State<Arc<ApiState>>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<SubscriptionView>, ApiError> {
+    let id = path_id(&id, "subscription")?;
     let sub = load(&state, &auth.account_id, &id).await?;
     Ok(Json(SubscriptionView::from(&sub)))
 }

@@ -4,6 +4,7 @@
 use crate::api::auth::Principal;
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
+use crate::ids::{AccountId, IntegrationId, TokenId};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
@@ -16,10 +17,10 @@ pub fn router() -> Router<Arc<ApiState>> {
 #[derive(Debug, Serialize)]
 pub struct WhoAmI {
     pub kind: &'static str,
-    pub account_id: String,
+    pub account_id: AccountId,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub integration_id: Option<String>,
-    pub token_id: String,
+    pub integration_id: Option<IntegrationId>,
+    pub token_id: TokenId,
 }
 
 async fn whoami(principal: Principal) -> Result<Json<WhoAmI>, ApiError> {

@@ -19,6 +19,7 @@ use crate::aws::Clients;
 use crate::config::Config;
 use crate::domain::ssrf::TargetPolicy;
 use crate::domain::time::Timestamp;
+use crate::ids::NoticeId;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt;
@@ -57,7 +58,7 @@ impl fmt::Display for Channel {
 /// One message for one recipient on one channel.
 #[derive(Debug, Clone, Copy)]
 pub struct OutgoingMessage<'a> {
-    pub notice_id: &'a str,
+    pub notice_id: &'a NoticeId,
     pub delivery_key: &'a str,
     /// The dispatch this attempt belongs to (stable across retries of one dispatch).
     pub dispatch_id: &'a str,

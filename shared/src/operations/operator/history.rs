@@ -4,6 +4,7 @@
 
 use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, SubscriptionId};
 use crate::operations::{Ops, OpsError};
 use crate::store::cursor;
 use crate::store::delivery::{
@@ -32,8 +33,8 @@ pub struct DeliveryQuery {
 /// One page of a subscription's deliveries, newest change first, and the next page's cursor.
 pub async fn list_deliveries(
     ops: &Ops<'_>,
-    account_id: &str,
-    subscription_id: &str,
+    account_id: &AccountId,
+    subscription_id: &SubscriptionId,
     query: &DeliveryQuery,
 ) -> Result<(Vec<Delivery>, Option<String>), OpsError> {
     ops.subscription(account_id, subscription_id).await?;
@@ -41,7 +42,7 @@ pub async fn list_deliveries(
         None => None,
         Some(c) => Some(
             cursor::decode(c)
-                .filter(|p| crate::domain::pull_cursor::is_change_id(p))
+                .and_then(|p| crate::domain::pull_cursor::change_id(&p))
                 .ok_or_else(OpsError::bad_cursor)?,
         ),
     };
@@ -54,7 +55,7 @@ pub async fn list_deliveries(
     let range = SubscriptionRange {
         subscription_id,
         after: None,
-        upper: before.as_deref().map(Upper::Before),
+        upper: before.as_ref().map(Upper::Before),
         forward: false,
     };
     let limit = query.limit as usize;
@@ -69,13 +70,13 @@ pub async fn list_deliveries(
     let truncated = found.len() > limit;
     found.truncate(limit);
     let next = if truncated || (!exhausted && found.len() == limit) {
-        found.last().map(|d| d.change_id.to_string())
+        found.last().map(|d| d.change_id.clone())
     } else if exhausted {
         None
     } else {
         evaluated_to
     };
-    Ok((found, next.as_deref().map(cursor::encode)))
+    Ok((found, next.map(|c| cursor::encode(c.as_str()))))
 }
 
 /// An attempt with the run it belongs to: run 1 is the delivery's first progression, and every

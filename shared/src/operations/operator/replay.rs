@@ -23,7 +23,7 @@ use crate::domain::replay::{
     after_chunk, replay_item, validate_window, ReplayItem, ReplayStatus, ReplayWindow,
 };
 use crate::domain::time::Timestamp;
-use crate::ids::ReplayJobId;
+use crate::ids::{AccountId, ChangeId, ReplayJobId, SubscriptionId};
 use crate::operations::{Ops, OpsError, WRITE_CONCURRENCY};
 use crate::store::audit::AuditRecord;
 use crate::store::cursor;
@@ -60,8 +60,8 @@ impl Budget {
 /// A replay request.
 #[derive(Debug, Clone, Copy)]
 pub struct ReplayRequest<'a> {
-    pub account_id: &'a str,
-    pub subscription_id: &'a str,
+    pub account_id: &'a AccountId,
+    pub subscription_id: &'a SubscriptionId,
     pub from: Timestamp,
     pub to: Timestamp,
     pub operator: &'a str,
@@ -79,8 +79,8 @@ pub async fn create_job(ops: &Ops<'_>, req: ReplayRequest<'_>) -> Result<ReplayJ
         .await?;
     let job = ReplayJob {
         job_id: ReplayJobId::new(),
-        account_id: req.account_id.into(),
-        subscription_id: req.subscription_id.into(),
+        account_id: req.account_id.clone(),
+        subscription_id: req.subscription_id.clone(),
         from: window.from,
         to: window.to,
         reason: req.reason.to_owned(),
@@ -132,8 +132,8 @@ pub async fn create_job(ops: &Ops<'_>, req: ReplayRequest<'_>) -> Result<ReplayJ
 /// The account's job, or "replay job not found".
 pub async fn load_job(
     ops: &Ops<'_>,
-    account_id: &str,
-    job_id: &str,
+    account_id: &AccountId,
+    job_id: &ReplayJobId,
 ) -> Result<ReplayJob, OpsError> {
     replay_job::get(ops.dynamo, ops.table, account_id, job_id)
         .await?
@@ -143,13 +143,18 @@ pub async fn load_job(
 /// The account's jobs, newest first (optionally one subscription's).
 pub async fn list_jobs(
     ops: &Ops<'_>,
-    account_id: &str,
-    subscription_id: Option<&str>,
+    account_id: &AccountId,
+    subscription_id: Option<&SubscriptionId>,
     limit: u32,
     cursor: Option<&str>,
 ) -> Result<(Vec<ReplayJob>, Option<String>), OpsError> {
+    // A cursor this API encoded from a job id (not re-checked: a list cursor is opaque).
     let before = cursor
-        .map(|c| cursor::decode(c).ok_or_else(OpsError::bad_cursor))
+        .map(|c| {
+            cursor::decode(c)
+                .map(ReplayJobId::from_stored)
+                .ok_or_else(OpsError::bad_cursor)
+        })
         .transpose()?;
     let (jobs, next) = replay_job::list(
         ops.dynamo,
@@ -157,10 +162,10 @@ pub async fn list_jobs(
         account_id,
         subscription_id,
         limit,
-        before.as_deref(),
+        before.as_ref(),
     )
     .await?;
-    Ok((jobs, next.as_deref().map(cursor::encode)))
+    Ok((jobs, next.map(|id| cursor::encode(id.as_str()))))
 }
 
 /// Takes the job's lease for a run. `Ok(None)` when the job is already completed.
@@ -190,8 +195,8 @@ async fn claim(ops: &Ops<'_>, job: &ReplayJob) -> Result<Option<String>, OpsErro
 /// Returns the job as saved. A completed job is returned as it is.
 pub async fn run_job(
     ops: &Ops<'_>,
-    account_id: &str,
-    job_id: &str,
+    account_id: &AccountId,
+    job_id: &ReplayJobId,
     budget: Budget,
 ) -> Result<ReplayJob, OpsError> {
     let job = load_job(ops, account_id, job_id).await?;
@@ -239,7 +244,7 @@ async fn walk_chunk(
     ops: &Ops<'_>,
     job: &ReplayJob,
     chunk: i32,
-) -> Result<(ReplayCounts, Option<String>, bool), OpsError> {
+) -> Result<(ReplayCounts, Option<ChangeId>, bool), OpsError> {
     let window = job.window();
     let filter = Filter {
         occurred_from: Some(window.from),
@@ -248,7 +253,7 @@ async fn walk_chunk(
     };
     let range = SubscriptionRange {
         subscription_id: &job.subscription_id,
-        after: job.position.as_deref(),
+        after: job.position.as_ref(),
         upper: None,
         forward: true,
     };
@@ -258,7 +263,7 @@ async fn walk_chunk(
     let position = page.last_sort.clone().or_else(|| {
         deliveries
             .last()
-            .map(|d| d.change_id.to_string())
+            .map(|d| d.change_id.clone())
             .or_else(|| job.position.clone())
     });
     let more = page.next_start.is_some();
@@ -295,12 +300,12 @@ async fn walk_chunk(
     Ok((counts, position, more))
 }
 
-fn decide(d: &Delivery, window: &ReplayWindow, job_id: &str) -> ReplayItem {
+fn decide(d: &Delivery, window: &ReplayWindow, job_id: &ReplayJobId) -> ReplayItem {
     replay_item(
         d.status,
         d.occurred_at,
         window,
-        d.replay_job.as_deref() == Some(job_id),
+        d.replay_job.as_ref() == Some(job_id),
     )
 }
 
@@ -373,7 +378,7 @@ async fn save_chunk(
     job: &mut ReplayJob,
     token: &str,
     counts: ReplayCounts,
-    position: Option<String>,
+    position: Option<ChangeId>,
     more: bool,
 ) -> Result<(), OpsError> {
     let movement = after_chunk(more);
@@ -383,7 +388,7 @@ async fn save_chunk(
     let chunk = Chunk {
         movement,
         total,
-        position: position.as_deref(),
+        position: position.as_ref(),
     };
     if !ops
         .apply(replay_job::save_chunk(ops.table, job, token, &chunk, now)?)
@@ -464,8 +469,8 @@ pub async fn resume_stalled(ops: &Ops<'_>, budget: Budget) -> Result<StalledRepo
 /// and for a completed job.
 pub async fn resume_job(
     ops: &Ops<'_>,
-    account_id: &str,
-    job_id: &str,
+    account_id: &AccountId,
+    job_id: &ReplayJobId,
     operator: &str,
     reason: &str,
     budget: Budget,
@@ -492,7 +497,10 @@ pub async fn resume_job(
         reason,
         now,
     )
-    .detail("position", job.position.clone().unwrap_or_default())
+    .detail(
+        "position",
+        job.position.clone().map(String::from).unwrap_or_default(),
+    )
     .detail("restarted_so_far", job.restarted);
     audit.job_id = Some(job.job_id.clone());
     write_with_audit(ops, None, &audit).await?;

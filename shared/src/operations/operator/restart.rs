@@ -5,6 +5,7 @@
 
 use crate::domain::integration_delivery::FIRST_DISPATCH_GRACE;
 use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, ChangeId, SubscriptionId};
 use crate::operations::{Ops, OpsError};
 use crate::store::delivery::{self, Delivery, Restart};
 use crate::store::subscription;
@@ -68,9 +69,9 @@ pub async fn reopen_event(ops: &Ops<'_>, d: &Delivery) -> Option<String> {
 /// adapter's next read shows the restarted deliveries. Returns the new epoch.
 pub async fn rewind_pull_cursor(
     ops: &Ops<'_>,
-    account_id: &str,
-    subscription_id: &str,
-    earliest: &str,
+    account_id: &AccountId,
+    subscription_id: &SubscriptionId,
+    earliest: &ChangeId,
 ) -> Result<u32, OpsError> {
     let before = delivery::change_before(ops.dynamo, ops.table, subscription_id, earliest).await?;
     for _ in 0..REWIND_TRIES {
@@ -79,7 +80,7 @@ pub async fn rewind_pull_cursor(
             ops.table,
             &sub,
             earliest,
-            before.as_deref(),
+            before.as_ref(),
             ops.now(),
         )?;
         if ops.apply(rewind).await? {

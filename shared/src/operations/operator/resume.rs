@@ -6,7 +6,7 @@
 
 use super::audit::{write_with_audit, AuditAction};
 use crate::domain::subscription::{on_resume, SubscriptionStatus};
-use crate::ids::AuditId;
+use crate::ids::{AccountId, AuditId, SubscriptionId};
 use crate::operations::{Ops, OpsError};
 use crate::store::audit::AuditRecord;
 use crate::store::subscription::{self, Subscription};
@@ -21,8 +21,8 @@ pub struct ResumeOutcome {
 
 pub async fn resume_subscription(
     ops: &Ops<'_>,
-    account_id: &str,
-    subscription_id: &str,
+    account_id: &AccountId,
+    subscription_id: &SubscriptionId,
     operator: &str,
     reason: &str,
 ) -> Result<ResumeOutcome, OpsError> {

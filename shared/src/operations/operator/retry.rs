@@ -11,7 +11,7 @@ use super::audit::{write_with_audit, AuditAction};
 use super::restart::{reopen_event, restart_write, rewind_pull_cursor};
 use crate::domain::integration_delivery::{operator_restart, DeliveryStatus};
 use crate::domain::lifecycle::TransitionError;
-use crate::ids::AuditId;
+use crate::ids::{AccountId, AuditId, ChangeId, SubscriptionId};
 use crate::operations::{Ops, OpsError};
 use crate::store::audit::AuditRecord;
 use crate::store::delivery::{Delivery, Restart};
@@ -19,9 +19,9 @@ use crate::store::delivery::{Delivery, Restart};
 /// A retry request.
 #[derive(Debug, Clone, Copy)]
 pub struct RetryRequest<'a> {
-    pub account_id: &'a str,
-    pub subscription_id: &'a str,
-    pub change_id: &'a str,
+    pub account_id: &'a AccountId,
+    pub subscription_id: &'a SubscriptionId,
+    pub change_id: &'a ChangeId,
     pub operator: &'a str,
     pub reason: &'a str,
 }
@@ -89,7 +89,7 @@ pub async fn retry_delivery(
         .detail("from_status", previous_status)
         .detail("attempts_before", delivery.attempts)
         .detail("trigger", format!("{:?}", movement.0));
-        audit.change_id = Some(req.change_id.into());
+        audit.change_id = Some(req.change_id.clone());
         audit.delivery_id = Some(delivery.delivery_id.clone());
         if write_with_audit(ops, Some(restart_write(ops, &restart, now)?), &audit).await? {
             tracing::info!(
