@@ -6,7 +6,6 @@ pub mod aws;
 pub mod batch;
 pub mod clock;
 pub mod config;
-pub mod console;
 pub mod dispatch;
 pub mod domain;
 pub mod envelope;

@@ -22,7 +22,7 @@ async fn main() -> Result<(), lambda_http::Error> {
     )
     .await?;
     // The web console's signing key: from Secrets Manager (CONSOLE_SIGNING_KEY_ARN), read once.
-    let console_key = shared::console::session::ConsoleKey::load(&secrets_manager, |name| {
+    let console_key = shared::api::console::session::ConsoleKey::load(&secrets_manager, |name| {
         std::env::var(name).ok()
     })
     .await?;

@@ -19,6 +19,7 @@
 //! api/operator/replays.rs      …/subscriptions/{s}/replays, /operator/accounts/{a}/replays…
 //! api/operator/history.rs      /operator/accounts/{a}[/subscriptions/{s}]/audit
 //! api/routes.rs                the router's (method, path) table, read back from the router
+//! api/console/                 the web console: HTML pages under /console/, its sign-in links
 //! ```
 //!
 //! Every route is documented in `openapi.yaml`; `local/tests/it/openapi.rs` compares the two.
@@ -29,6 +30,7 @@
 //! `operator::router()`). Scope every read and write by the caller's account id.
 
 pub mod auth;
+pub mod console;
 pub mod credentials;
 pub mod extract;
 pub mod lambda;
@@ -63,8 +65,8 @@ pub fn router(state: ApiState) -> Router {
         .merge(v1::router())
         .merge(operator::router())
         // The web console (HTML under /console/) and the JSON routes that issue its links.
-        .merge(crate::console::links::router())
-        .merge(crate::console::router())
+        .merge(crate::api::console::links::router())
+        .merge(crate::api::console::router())
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

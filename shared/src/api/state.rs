@@ -28,9 +28,9 @@ pub struct ApiState {
     pub provider_events: Option<Arc<crate::notify::confirm::ProviderEventSettings>>,
     /// Seals webhook signing secrets (one KMS data key per container; the API never decrypts).
     pub sealer: Arc<crate::envelope::SecretSealer>,
-    /// Signs the web console's login links and sessions ([`crate::console::session`]); a random
+    /// Signs the web console's login links and sessions ([`crate::api::console::session`]); a random
     /// key of the process unless [`ApiState::with_console_key`] sets the configured one.
-    pub console_key: Arc<crate::console::session::ConsoleKey>,
+    pub console_key: Arc<crate::api::console::session::ConsoleKey>,
 }
 
 impl ApiState {
@@ -55,12 +55,12 @@ impl ApiState {
                 .map(|s| s.to_string())
                 .collect(),
             provider_events: None,
-            console_key: Arc::new(crate::console::session::ConsoleKey::random()),
+            console_key: Arc::new(crate::api::console::session::ConsoleKey::random()),
         }
     }
 
     /// Signs console links and sessions with `key` (the api function's, loaded at start).
-    pub fn with_console_key(mut self, key: crate::console::session::ConsoleKey) -> Self {
+    pub fn with_console_key(mut self, key: crate::api::console::session::ConsoleKey) -> Self {
         self.console_key = Arc::new(key);
         self
     }

@@ -11,6 +11,8 @@ pub mod delivery;
 pub mod event;
 pub mod expr;
 pub mod integration;
+#[cfg(test)]
+mod key_forms;
 pub mod keys;
 pub mod notice;
 pub mod notice_progress;

@@ -2,19 +2,19 @@
 //! There is no account id in these URLs: every read is scoped by the session's account, so
 //! another account's event or delivery is simply "not found" (404), as in the API.
 
+use super::account_parts::{integrations_and_subscriptions, integrations_table, nav_at};
 use super::operator::attention_page;
-use super::page::{badge, error_page, html_response, shell, when_text, Ctx, Nav, SignIn};
+use super::page::{badge, error_page, html_response, shell, Ctx, SignIn};
 use super::views::{self, Scope};
 use super::Params;
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
-use crate::api::v1::integrations::IntegrationView;
 use crate::api::v1::subscriptions::SubscriptionView;
 use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::lifecycle::Status;
 use crate::domain::subscription::MAX_CONSECUTIVE_DEAD;
 use crate::domain::time::Timestamp;
-use crate::ids::{AccountId, IntegrationId, SubscriptionId};
+use crate::ids::AccountId;
 use crate::operations::operator::history::{list_deliveries, DeliveryQuery};
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
@@ -37,26 +37,6 @@ pub fn router() -> Router<Arc<ApiState>> {
             "/console/acct/subscriptions/{subscription_id}/deliveries/{change_id}",
             get(delivery),
         )
-}
-
-/// The account navigation.
-pub fn nav() -> Nav {
-    nav_at("")
-}
-
-fn nav_at(current: &'static str) -> Nav {
-    Nav {
-        items: vec![
-            ("Overview", "/console/acct".into(), "nav-overview"),
-            ("Events", "/console/acct/events".into(), "nav-events"),
-            (
-                "Needs attention",
-                "/console/acct/attention".into(),
-                "nav-attention",
-            ),
-        ],
-        current,
-    }
 }
 
 /// A signed-in account administrator.
@@ -109,62 +89,6 @@ fn scope(account_id: &AccountId) -> Scope {
         base: "/console/acct".into(),
         monitor: "/console/acct/events".into(),
         operator: false,
-    }
-}
-
-/// Every integration and subscription of an account (as the API shows them).
-pub async fn integrations_and_subscriptions(
-    state: &ApiState,
-    account_id: &AccountId,
-) -> Result<(Vec<IntegrationView>, Vec<SubscriptionView>), ApiError> {
-    let (dynamo, table) = (state.dynamo(), state.table());
-    let mut integrations = Vec::new();
-    let mut after: Option<IntegrationId> = None;
-    loop {
-        let (page, next) =
-            crate::store::integration::list(dynamo, table, account_id, 100, after.as_ref()).await?;
-        integrations.extend(page.iter().map(IntegrationView::from));
-        match next {
-            Some(n) => after = Some(n),
-            None => break,
-        }
-    }
-    let mut subs = Vec::new();
-    let mut after: Option<SubscriptionId> = None;
-    loop {
-        let (page, next) =
-            crate::store::subscription::list(dynamo, table, account_id, None, 100, after.as_ref())
-                .await?;
-        subs.extend(page.iter().map(SubscriptionView::from));
-        match next {
-            Some(n) => after = Some(n),
-            None => break,
-        }
-    }
-    Ok((integrations, subs))
-}
-
-pub fn integrations_table(integrations: &[IntegrationView]) -> Markup {
-    html! {
-        h2 { "Integrations" }
-        div class="table-wrap" {
-            table id="integrations" class="stack" {
-                thead { tr { th { "Integration" } th { "Name" } th { "Method" } th { "Target" } th { "Event access" } th { "Updated" } } }
-                tbody {
-                    @for i in integrations {
-                        tr data-testid="integration-row" data-integration-id=(i.id) {
-                            td data-label="Integration" class="mono" { (i.id) }
-                            td data-label="Name" { (i.name) }
-                            td data-label="Method" { (i.method) }
-                            td data-label="Target" class="mono" { (i.webhook_url.as_deref().or(i.handler.as_deref()).unwrap_or("pull cursor")) }
-                            td data-label="Event access" { @if i.event_access_accepted { "accepted" } @else { "not accepted" } }
-                            td data-label="Updated" { (when_text(Some(&i.updated_at))) }
-                        }
-                    }
-                    @if integrations.is_empty() { tr { td colspan="6" class="muted" { "No integrations." } } }
-                }
-            }
-        }
     }
 }
 

@@ -5,7 +5,8 @@
 //! handler reads, so a refusal is the API's problem; a secret the API shows once is shown once
 //! here too (the page is `no-store`).
 
-use super::account::{integrations_and_subscriptions, Admin};
+use super::account::Admin;
+use super::account_parts::integrations_and_subscriptions;
 use super::operator::refuse_without_csrf;
 use super::page::{
     csrf_field, encode, error_page, field, form_fields, html_response, problem, shell, Nav,
@@ -53,7 +54,7 @@ pub fn router() -> Router<Arc<ApiState>> {
 }
 
 fn nav() -> Nav {
-    let mut nav = super::account::nav();
+    let mut nav = super::account_parts::nav();
     nav.current = "nav-manage";
     nav
 }

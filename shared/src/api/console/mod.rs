@@ -66,6 +66,7 @@
 //!   `[data-testid=shown-token]`.
 
 pub mod account;
+pub mod account_parts;
 pub mod assets;
 pub mod links;
 pub mod manage;
@@ -218,7 +219,7 @@ async fn login(State(state): State<Arc<ApiState>>, request: Request) -> Response
             token_form(&action),
         );
     }
-    let Ok(bytes) = axum::body::to_bytes(body, crate::api::MAX_BODY_BYTES).await else {
+    let Ok(bytes) = axum::body::to_bytes(body, crate::api::limits::MAX_BODY_BYTES).await else {
         return login_shell(
             StatusCode::PAYLOAD_TOO_LARGE,
             Some("the form is too large"),
@@ -285,14 +286,14 @@ async fn audience_of_token(state: &ApiState, token: &str) -> Result<Audience, St
         .into_parts()
         .0;
     match &state.operator_auth {
-        crate::api::OperatorAuth::StaticToken { .. } => state
+        crate::api::operator_auth::OperatorAuth::StaticToken { .. } => state
             .operator_auth
             .identify(&parts)
             .map(|o| Audience::Operator { operator_id: o.id })
             .map_err(|_| refused),
         // In AWS operators sign in with a link (the identity provider's JWT is checked by the
         // gateway on /operator/*, not here).
-        crate::api::OperatorAuth::GatewayJwt { .. } => Err(refused),
+        crate::api::operator_auth::OperatorAuth::GatewayJwt { .. } => Err(refused),
     }
 }
 

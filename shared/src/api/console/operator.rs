@@ -94,7 +94,7 @@ impl IntoResponse for NotOperator {
             NotOperator::SignIn(s) => s.into_response(),
             NotOperator::Forbidden(ctx) => {
                 let e = ApiError::forbidden("these pages are for operators");
-                error_page(&ctx, &super::account::nav(), &e)
+                error_page(&ctx, &super::account_parts::nav(), &e)
             }
         }
     }
@@ -178,7 +178,7 @@ pub fn refuse_without_csrf(ctx: &Ctx, fields: &[(String, String)]) -> Option<Res
             let nav = if ctx.session.audience.is_operator() {
                 nav(None, "")
             } else {
-                super::account::nav()
+                super::account_parts::nav()
             };
             Some(error_page(ctx, &nav, &e))
         }
@@ -718,7 +718,7 @@ async fn account_page(op: Op, State(state): S, Path(a): Path<String>) -> Respons
         Err(e) => return error_page(ctx, &nav, &e.into()),
     };
     let sc = scope(&account_id);
-    let lists = super::account::integrations_and_subscriptions(&state, &account_id).await;
+    let lists = super::account_parts::integrations_and_subscriptions(&state, &account_id).await;
     let (integrations, subs) = match lists {
         Ok(l) => l,
         Err(e) => return error_page(ctx, &nav, &e),
@@ -738,7 +738,7 @@ async fn account_page(op: Op, State(state): S, Path(a): Path<String>) -> Respons
                     dt { "Created" } dd { (when(Some(account.created_at))) }
                 }
             }
-            (super::account::integrations_table(&integrations))
+            (super::account_parts::integrations_table(&integrations))
             (subscriptions_table(ctx, &sc, &subs))
             h2 { "Audit history" }
             (audit_table(&audit))
