@@ -62,3 +62,27 @@ impl Clients {
         }
     }
 }
+
+/// The `SecretString` of the Secrets Manager secret `arn` (`what` names it in the error: "the
+/// console key", "the provider secrets"). Read once per container by the functions that need one.
+pub async fn secret_string(
+    secrets_manager: &aws_sdk_secretsmanager::Client,
+    arn: &str,
+    what: &str,
+) -> Result<String, String> {
+    let value = secrets_manager
+        .get_secret_value()
+        .secret_id(arn)
+        .send()
+        .await
+        .map_err(|e| {
+            format!(
+                "reading {what} {arn}: {}",
+                aws_sdk_secretsmanager::error::DisplayErrorContext(&e)
+            )
+        })?;
+    value
+        .secret_string()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{what} {arn} has no SecretString"))
+}

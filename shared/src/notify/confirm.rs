@@ -280,21 +280,8 @@ impl ProviderEventSettings {
                 sns_http,
             ));
         };
-        let value = secrets_manager
-            .get_secret_value()
-            .secret_id(&arn)
-            .send()
-            .await
-            .map_err(|e| {
-                format!(
-                    "reading the provider secrets {arn}: {}",
-                    aws_sdk_secretsmanager::error::DisplayErrorContext(&e)
-                )
-            })?;
-        let text = value
-            .secret_string()
-            .ok_or_else(|| format!("the provider secrets {arn} have no SecretString"))?;
-        let secrets = parse_secret_json(text).map_err(|e| format!("{arn}: {e}"))?;
+        let text = crate::aws::secret_string(secrets_manager, &arn, "the provider secrets").await?;
+        let secrets = parse_secret_json(&text).map_err(|e| format!("{arn}: {e}"))?;
         Ok(Self::from_parts(topics.as_deref(), secrets, sns_http))
     }
 

@@ -91,21 +91,8 @@ impl ConsoleKey {
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, String> {
         if let Some(arn) = lookup("CONSOLE_SIGNING_KEY_ARN").filter(|a| !a.is_empty()) {
-            let value = secrets_manager
-                .get_secret_value()
-                .secret_id(&arn)
-                .send()
-                .await
-                .map_err(|e| {
-                    format!(
-                        "reading the console key {arn}: {}",
-                        aws_sdk_secretsmanager::error::DisplayErrorContext(&e)
-                    )
-                })?;
-            let text = value
-                .secret_string()
-                .ok_or_else(|| format!("the console key {arn} has no SecretString"))?;
-            return Self::from_text(text).map_err(|e| format!("{arn}: {e}"));
+            let text = crate::aws::secret_string(secrets_manager, &arn, "the console key").await?;
+            return Self::from_text(&text).map_err(|e| format!("{arn}: {e}"));
         }
         match lookup("CONSOLE_SIGNING_KEY").filter(|k| !k.is_empty()) {
             Some(text) => Self::from_text(&text).map_err(|e| format!("CONSOLE_SIGNING_KEY: {e}")),
