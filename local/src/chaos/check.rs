@@ -237,10 +237,24 @@ pub struct Inputs<'a> {
     pub notices: &'a [Item],
 }
 
-/// The longest a wait may run past its scheduled time: a worker that died after its claim
-/// holds the lease, and a first dispatch lost waits out its grace before the roll-up walk finds it.
-pub const LATENESS_BOUND: Duration =
-    Duration::from_secs(FIRST_DISPATCH_GRACE.as_secs() + 2 * PROCESSING_LEASE.as_secs() + 60);
+/// The longest a wait may run past its scheduled time: the recovery bound of a worker that died
+/// after its claim, or of a lost first dispatch (`docs/recovery.md`: the lease or the grace,
+/// whichever is longer, then the roll-up run that requeues it, every ten minutes, then the
+/// sweep, every minute), plus the one-minute step of the walk on the virtual clock.
+pub const LATENESS_BOUND: Duration = Duration::from_secs(
+    max_secs(FIRST_DISPATCH_GRACE, PROCESSING_LEASE) + ROLLUP_EVERY_SECS + 60 + 60,
+);
+
+/// How often the reconcile function's roll-up run goes (template.yaml's ten-minute schedule).
+const ROLLUP_EVERY_SECS: u64 = 10 * 60;
+
+const fn max_secs(a: Duration, b: Duration) -> u64 {
+    if a.as_secs() > b.as_secs() {
+        a.as_secs()
+    } else {
+        b.as_secs()
+    }
+}
 
 pub fn check(i: &Inputs<'_>) -> WaveFigures {
     let mut f = WaveFigures {
