@@ -342,8 +342,8 @@ async fn run_wave(config: &ChaosConfig, index: usize, changes: usize) -> Result<
     // Only now: the fixtures above are the test's setup, not the handlers' work.
     p.t.faults
         .follow(sdk_schedule(wave_seed, config.sdk_fault_scale));
-    let mut deliveries = p.t.stream("DeliveryTable");
-    deliveries.filter = Some(shared::dispatch::wanted);
+    // The dispatcher's mapping filters with template.yaml's FilterCriteria, as the pipeline's.
+    let deliveries = p.t.mapped_stream("DeliveryTable", "DispatchFunction");
     let mut queue = p.t.queue("DeliveryQueue");
     // A failed message comes back after its visibility timeout in AWS; here at once (the
     // virtual clock does not move the queue's timers).

@@ -1561,8 +1561,7 @@ mod measured {
             shared_clock.clone(),
         )
         .without_lookahead();
-        let mut deliveries = t.stream("DeliveryTable");
-        deliveries.filter = Some(shared::dispatch::wanted);
+        let mut deliveries = t.mapped_stream("DeliveryTable", "DispatchFunction");
         deliveries
             .drain(|e| dispatcher.handle_stream(e))
             .await
