@@ -5,13 +5,22 @@
 //! Three ways in, one operation ([`RollUp::roll_up_event`]), safe to run concurrently and again:
 //! * **the pass** ([`RollUp::pass`]): the regular roll-up pass — `new` and `partial` events, at
 //!   most [`ROLLUP_BATCH`], oldest first, read from the sparse `rollup` index
-//!   (sixteen shards, merged by creation time);
+//!   (sixteen shards, merged by creation time), after the listing read below;
 //! * **the prompt trigger**: the dispatcher's stream consumer rolls an event up when it is inserted
 //!   and when one of its push deliveries becomes terminal, so the status is current within
 //!   seconds;
 //! * **the walk** ([`RollUp::walk`]): reconciliation walks the whole index, batch after batch of
 //!   at most one pass each, within a time and item budget. Final events leave the index, so a
 //!   walk cut short by its budget resumes where the work is on the next invocation.
+//!
+//! A new event is not on the `rollup` index (an entry written at ingest and removed by the prompt
+//! roll-up would bill two writes per change for the rare event whose prompt roll-up is lost).
+//! Before the pass and the walk read the index they **enrol** ([`RollUp::enrol_open`]): they read
+//! every account's event listing (keys only) from the walk's mark
+//! ([`store::walk_mark`], less [`LISTING_OVERLAP`]) to now, fetch those events, and put the
+//! ones still open on the index. An open event is therefore either on the index or created
+//! after the last complete listing read, which the next walk reads: no open event is missed, and
+//! a healthy event costs reads only (a keys-only listing entry and one item read per walk).
 
 use super::error::MonitorError;
 pub use super::items::read_partition;
@@ -31,7 +40,12 @@ use futures::stream::{self, StreamExt};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How far before the walk's mark each listing read starts again: an event written just before a
+/// walk read its account's listing may not have been on that eventually consistent index yet
+/// (its entry shows within a second or so).
+pub const LISTING_OVERLAP: Duration = Duration::from_secs(60);
 
 /// How often one roll-up re-reads and re-decides after losing a race before it leaves the event
 /// to the next trigger or pass.
@@ -130,6 +144,20 @@ impl RollUpReport {
     }
 }
 
+/// What one listing read ([`RollUp::enrol_open`]) did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct EnrolReport {
+    /// Accounts whose event listing was read.
+    pub accounts: u32,
+    /// Events read from the listings.
+    pub listed: u32,
+    /// Of those, open events put on the `rollup` index.
+    pub enrolled: u32,
+    /// Every account was read and the mark moved on; `false`: the deadline came first or a read
+    /// failed, and the next walk reads the window again (from the same mark).
+    pub complete: bool,
+}
+
 /// The result of a bounded walk of the index.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct WalkReport {
@@ -166,6 +194,7 @@ impl RollUp {
     /// One roll-up pass: the [`ROLLUP_BATCH`] oldest `new` or `partial` events, each moved per
     /// the event status table (`docs/lifecycles.md#event-status`).
     pub async fn pass(&self) -> Result<RollUpReport, MonitorError> {
+        self.enrol_logged(None).await;
         let mut walk = IndexWalk::new();
         let batch = walk.next_batch(self, ROLLUP_BATCH).await?;
         Ok(self.roll_up_batch(&batch).await)
@@ -179,14 +208,20 @@ impl RollUp {
         max_events: usize,
         deadline: Instant,
     ) -> Result<WalkReport, MonitorError> {
+        let enrolled = self.enrol_logged(Some(deadline)).await;
         let mut walk = IndexWalk::new();
         let mut report = RollUpReport::default();
+        if enrolled.is_none() {
+            report.errors += 1;
+        }
+        // A listing read cut short by the deadline is read again by the next invocation.
+        let listings_read = enrolled.is_some_and(|r| r.complete);
         loop {
             let remaining = max_events.saturating_sub(report.examined as usize);
             if walk.finished() {
                 return Ok(WalkReport {
                     rollup: report,
-                    more: false,
+                    more: !listings_read,
                 });
             }
             if remaining == 0 || Instant::now() >= deadline {
@@ -200,6 +235,112 @@ impl RollUp {
                 continue;
             }
             report.add(&self.roll_up_batch(&batch).await);
+        }
+    }
+
+    /// [`Self::enrol_open`], its failure logged (`None`): the index walk still runs, and the next
+    /// walk reads the listings again from the same mark.
+    async fn enrol_logged(&self, deadline: Option<Instant>) -> Option<EnrolReport> {
+        match self.enrol_open(deadline).await {
+            Ok(r) => {
+                tracing::info!(
+                    accounts = r.accounts,
+                    listed = r.listed,
+                    enrolled = r.enrolled,
+                    complete = r.complete,
+                    "roll-up walk read the event listings"
+                );
+                Some(r)
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "reading the event listings failed; the next walk reads them again");
+                None
+            }
+        }
+    }
+
+    /// Reads every account's event listing from the walk's mark (less [`LISTING_OVERLAP`]) to
+    /// now and puts the events still open on the `rollup` index; then moves the mark on to the
+    /// instant the read started. Starts no account after `deadline` (the mark then stays).
+    pub async fn enrol_open(&self, deadline: Option<Instant>) -> Result<EnrolReport, MonitorError> {
+        let through = self.clock.now();
+        let from = store::walk_mark::get(&self.dynamo, &self.table)
+            .await?
+            .map_or(Timestamp(0), |mark| mark.minus(LISTING_OVERLAP));
+        let mut report = EnrolReport::default();
+        let mut start = None;
+        loop {
+            let (accounts, next) =
+                store::account::ids_page(&self.dynamo, &self.table, start).await?;
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(report);
+            }
+            let counts: Vec<Result<(u32, u32), StoreError>> = stream::iter(accounts)
+                .map(|account_id| {
+                    let this = self.clone();
+                    async move { this.enrol_account(&account_id, from, through).await }
+                })
+                .buffer_unordered(ROLLUP_CONCURRENCY)
+                .collect()
+                .await;
+            for c in counts {
+                let (listed, enrolled) = c?;
+                report.accounts += 1;
+                report.listed += listed;
+                report.enrolled += enrolled;
+            }
+            match next {
+                Some(k) => start = Some(k),
+                None => break,
+            }
+        }
+        send(
+            &self.dynamo,
+            store::walk_mark::advance(&self.table, through)?,
+        )
+        .await?;
+        report.complete = true;
+        Ok(report)
+    }
+
+    /// One account's part of [`Self::enrol_open`]: (events listed, events enrolled).
+    async fn enrol_account(
+        &self,
+        account_id: &AccountId,
+        from: Timestamp,
+        through: Timestamp,
+    ) -> Result<(u32, u32), StoreError> {
+        let (mut listed, mut enrolled) = (0, 0);
+        let mut start = None;
+        loop {
+            let page = store::event::listing_keys_page(
+                &self.dynamo,
+                &self.table,
+                account_id,
+                from,
+                through,
+                start,
+            )
+            .await?;
+            let events =
+                store::read::items_in_order(&self.dynamo, &self.table, &page.items).await?;
+            listed += page.items.len() as u32;
+            for event in events {
+                let event = EventRecord::from_item(event)?;
+                if event.status().is_final() || event.on_rollup_index() {
+                    continue;
+                }
+                let (pk, _) = event.key();
+                let w = store::event::enrol(&self.table, &pk, event.created_at)?;
+                // Refused: final by now, or enrolled by a concurrent walk.
+                if send(&self.dynamo, w).await?.applied() {
+                    enrolled += 1;
+                }
+            }
+            match page.next {
+                Some(k) => start = Some(k),
+                None => return Ok((listed, enrolled)),
+            }
         }
     }
 

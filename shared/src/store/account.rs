@@ -1,7 +1,11 @@
 //! The account item: a tenant of the owning application, at the head of its partition (beside
-//! its integrations and subscriptions, so one query loads its configuration).
+//! its integrations and subscriptions, so one query loads its configuration). Every account is
+//! on the `ACCOUNTS` listing (keys only, written once when the account is created): the roll-up
+//! walk learns from it whose event listings to read.
 
-use super::read;
+use super::attrs::listing;
+use super::expr::{s, Expr};
+use super::read::{self, Query};
 use super::update::Edit;
 use super::write::put_new;
 use super::write::Write;
@@ -59,12 +63,47 @@ impl Account {
 
     pub fn item(&self) -> Result<Item, StoreError> {
         let (pk, sk) = self.key();
-        to_item(self, &pk, &sk, KIND)
+        let mut item = to_item(self, &pk, &sk, KIND)?;
+        item.insert(listing::KEY.into(), s(ACCOUNTS_LIST_KEY));
+        item.insert(listing::SORT.into(), s(&self.account_id));
+        Ok(item)
     }
 
     pub fn from_item(item: Item) -> Result<Self, StoreError> {
         super::from_item(item)
     }
+}
+
+/// The `listing` key every account is on (sorted by account id).
+pub const ACCOUNTS_LIST_KEY: &str = "ACCOUNTS";
+
+/// One page of the ids of every account (the `ACCOUNTS` listing), from `start`.
+pub async fn ids_page(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    start: Option<Item>,
+) -> Result<(Vec<AccountId>, Option<Item>), StoreError> {
+    let page = read::query_page(
+        dynamo,
+        &Query {
+            table: table.into(),
+            index: Some(listing::INDEX.into()),
+            key_condition: "#lk = :lk".into(),
+            expr: Expr::new()
+                .name("#lk", listing::KEY)
+                .value(":lk", s(ACCOUNTS_LIST_KEY)),
+            start,
+            ..Default::default()
+        },
+    )
+    .await?;
+    let ids = page
+        .items
+        .iter()
+        .filter_map(|i| i.get(listing::SORT)?.as_s().ok())
+        .map(AccountId::from_stored)
+        .collect();
+    Ok((ids, page.next))
 }
 
 /// A consistent read of an account.
@@ -121,7 +160,7 @@ mod tests {
     use crate::ids::id;
 
     #[test]
-    fn an_account_is_created_once_at_the_head_of_its_partition() {
+    fn an_account_is_created_once_at_the_head_of_its_partition_and_on_the_accounts_listing() {
         let account = Account {
             account_id: "a1".parse().unwrap(),
             name: "Acme".into(),
@@ -138,6 +177,8 @@ mod tests {
         assert_eq!(item["pk"].as_s().unwrap(), "ACCT#a1");
         assert_eq!(item["sk"].as_s().unwrap(), "ACCOUNT");
         assert_eq!(item["kind"].as_s().unwrap(), KIND);
+        assert_eq!(item[listing::KEY].as_s().unwrap(), "ACCOUNTS");
+        assert_eq!(item[listing::SORT].as_s().unwrap(), "a1");
         assert_eq!(Account::from_item(item.clone()).unwrap(), account);
     }
 

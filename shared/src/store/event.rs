@@ -1,8 +1,11 @@
 //! The event item: one change as the event monitor shows it, in the partition it shares with its
-//! deliveries (one query rolls it up). While it is `new` or `partial` it sits on the sharded
-//! `rollup` index; every event is on its account's time listing.
+//! deliveries (one query rolls it up). Every event is on its account's time listing; an event
+//! still open when the roll-up walk reads that listing (or moved to `partial`) is put on the
+//! sharded `rollup` index until it is final. A new event is not: most are final within seconds,
+//! and an index entry written at ingest and removed by the roll-up would bill two more writes per
+//! change (BENCHMARKS.md, "Fan-out and all-in dollars").
 
-use super::attrs::{rollup, EXPIRES_AT};
+use super::attrs::{listing, rollup, EXPIRES_AT};
 use super::expr::{n, s, Expr};
 use super::read::{self, Query};
 use super::write::{built, Write};
@@ -64,7 +67,8 @@ pub struct EventRecord {
     pub internal_result: Option<String>,
 
     // Index attributes.
-    /// `rollup` index: present only while the event is `new` or `partial`.
+    /// `rollup` index: present only while the event is open and the walk enrolled it (or it moved
+    /// to `partial`, or an operator reopened it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollup_shard: Option<String>,
     /// `rollup` index: the event's creation time (millis).
@@ -147,13 +151,13 @@ pub fn events_list_key(account_id: &AccountId) -> String {
     format!("EVENTS#{account_id}")
 }
 
-/// The item ingest writes for a new event: open events sit on the `rollup` index until they are
-/// final; every event is on its account's time listing.
+/// The item ingest writes for a new event: on its account's time listing, off the `rollup` index
+/// (the roll-up walk enrols it from the listing if it is still open when the walk looks).
 pub fn new_item(event: &EventRecord) -> Result<Item, StoreError> {
     let mut event = event.clone();
     let (pk, sk) = event.key();
-    event.rollup_shard = Some(keys::shard_of(&pk));
-    event.rollup_at = Some(event.created_at.millis());
+    event.rollup_shard = None;
+    event.rollup_at = None;
     event.list_key = Some(events_list_key(&event.account_id));
     event.list_sort = Some(keys::time_sort(event.created_at, event.change_id.as_str()));
     super::to_item(&event, &pk, &sk, KIND)
@@ -238,11 +242,23 @@ pub fn roll_up(
         "status_trigger = :trigger".to_string(),
     ];
     let mut remove: Vec<&str> = Vec::new();
+    let (pk, _) = event.key();
     if let Some(ttl) = ttl_seconds(to, now) {
         e = e.value(":ttl", n(ttl));
         set.push(format!("{FINALIZED_AT} = :now"));
         set.push(format!("{EXPIRES_AT} = :ttl"));
         remove.extend([rollup::SHARD, rollup::AT]);
+    } else {
+        // An event that stays open (a delivery waits on its retries) enters the index, where
+        // every later walk looks at it; `if_not_exists` leaves an entry that is there alone.
+        e = e
+            .value(":shard", s(keys::shard_of(&pk)))
+            .value(":at", n(event.created_at.millis()));
+        set.push(format!(
+            "{shard} = if_not_exists({shard}, :shard)",
+            shard = rollup::SHARD
+        ));
+        set.push(format!("{at} = if_not_exists({at}, :at)", at = rollup::AT));
     }
     let fence = match event.reopens {
         Some(r) => {
@@ -255,7 +271,6 @@ pub fn roll_up(
     if !remove.is_empty() {
         expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
     }
-    let (pk, _) = event.key();
     event_update(
         table,
         &pk,
@@ -263,6 +278,55 @@ pub fn roll_up(
         format!("({status_condition}) AND {fence}"),
         e,
     )
+}
+
+/// Puts an open event the roll-up walk found on its account's listing on the `rollup` index
+/// (refused, and harmless, when it is final by now or already there).
+pub fn enrol(table: &str, pk: &str, created_at: Timestamp) -> Result<Write, StoreError> {
+    let e = Expr::new()
+        .name("#es", EVENT_STATUS)
+        .name("#shard", rollup::SHARD)
+        .value(":new", s(EventStatus::New.as_str()))
+        .value(":partial", s(EventStatus::Partial.as_str()))
+        .value(":shard", s(keys::shard_of(pk)))
+        .value(":at", n(created_at.millis()));
+    event_update(
+        table,
+        pk,
+        format!("SET #shard = :shard, {} = :at", rollup::AT),
+        "#es IN (:new, :partial) AND attribute_not_exists(#shard)".into(),
+        e,
+    )
+}
+
+/// One page of the keys of an account's events created in `[from, through]` (the `listing`
+/// index, oldest first).
+pub async fn listing_keys_page(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    account_id: &AccountId,
+    from: Timestamp,
+    through: Timestamp,
+    start: Option<Item>,
+) -> Result<read::Page, StoreError> {
+    read::query_page(
+        dynamo,
+        &Query {
+            table: table.into(),
+            index: Some(listing::INDEX.into()),
+            key_condition: "#lk = :lk AND #ls BETWEEN :lo AND :hi".into(),
+            expr: Expr::new()
+                .name("#lk", listing::KEY)
+                .name("#ls", listing::SORT)
+                .value(":lk", s(events_list_key(account_id)))
+                .value(":lo", s(keys::time_sort(from, "")))
+                // `~` sorts after every change id: the whole last millisecond is in.
+                .value(":hi", s(keys::time_sort(through, "~"))),
+            start,
+            ..Default::default()
+        },
+    )
+    .await
 }
 
 /// Takes a final event (`status`) that is still on the `rollup` index off it.
@@ -446,13 +510,45 @@ mod tests {
     }
 
     #[test]
-    fn a_new_event_is_on_the_rollup_index_and_its_accounts_listing() {
+    fn a_new_event_is_on_its_accounts_listing_and_off_the_rollup_index() {
         let item = new_item(&event(EventStatus::New, None)).unwrap();
-        assert!(item.contains_key(rollup::SHARD));
-        assert_eq!(item[rollup::AT].as_n().unwrap(), "1000");
+        assert!(!item.contains_key(rollup::SHARD));
+        assert!(!item.contains_key(rollup::AT));
         assert_eq!(item["list_key"].as_s().unwrap(), "EVENTS#a");
         let back = EventRecord::from_item(item).unwrap();
-        assert!(back.on_rollup_index());
+        assert!(!back.on_rollup_index());
+    }
+
+    #[test]
+    fn an_open_event_is_enrolled_once_and_a_move_to_partial_enters_the_index() {
+        let u = update(enrol("t", "EVT#a#c", Timestamp(1_000)).unwrap());
+        assert_eq!(
+            u.update_expression(),
+            "SET #shard = :shard, rollup_at = :at"
+        );
+        assert_eq!(
+            u.condition_expression().unwrap(),
+            "#es IN (:new, :partial) AND attribute_not_exists(#shard)"
+        );
+        assert_eq!(
+            u.expression_attribute_values().unwrap()[":shard"],
+            s(keys::shard_of("EVT#a#c"))
+        );
+        let e = event(EventStatus::New, None);
+        let partial = update(
+            roll_up(
+                "t",
+                &e,
+                EventTrigger::DeliveriesStillWaiting,
+                EventStatus::Partial,
+                Timestamp(5),
+            )
+            .unwrap(),
+        );
+        let expression = partial.update_expression();
+        assert!(expression.contains("rollup_shard = if_not_exists(rollup_shard, :shard)"));
+        assert!(expression.contains("rollup_at = if_not_exists(rollup_at, :at)"));
+        assert!(!expression.contains("REMOVE"));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! | token         | `TOKEN#{token id}`          | `TOKEN`             |
 //! | event         | `EVT#{account}#{change}`    | `EVENT`             |
 //! | delivery      | `EVT#{account}#{change}`    | `DLV#{subscription}`|
+//! | walk mark     | `ROLLUP_WALK`               | `LISTING`           |
 //!
 //! An account's configuration is one partition (one query loads it); an event and its deliveries
 //! are one partition (one query rolls it up). The delivery key *is* the subscription-change
@@ -23,7 +24,8 @@ pub const INTEGRATION_PREFIX: &str = "INTEG#";
 pub const SUBSCRIPTION_PREFIX: &str = "SUB#";
 pub const DELIVERY_PREFIX: &str = "DLV#";
 
-/// Shards of the sparse `due` and `rollup` indexes: enough that no one partition takes every
+/// Shards of the sparse `due` and `rollup` indexes (the latter holds only events the roll-up walk
+/// found still open, or that moved to `partial`): enough that no one partition takes every
 /// write at scale, few enough that a sweep's queries stay cheap (one query per shard).
 pub const SHARDS: u32 = 16;
 

@@ -28,6 +28,7 @@ pub mod subscription;
 pub mod supersede_pointer;
 pub mod token;
 pub mod update;
+pub mod walk_mark;
 pub mod write;
 
 use serde::{de::DeserializeOwned, Serialize};
