@@ -241,7 +241,9 @@ impl RollUp {
     /// [`Self::enrol_open`], its failure logged (`None`): the index walk still runs, and the next
     /// walk reads the listings again from the same mark.
     async fn enrol_logged(&self, deadline: Option<Instant>) -> Option<EnrolReport> {
-        match self.enrol_open(deadline).await {
+        // Boxed: the listing read's nested futures would otherwise make every caller's future
+        // type too deep for the compiler's layout computation (the reconcile function's main).
+        match Box::pin(self.enrol_open(deadline)).await {
             Ok(r) => {
                 tracing::info!(
                     accounts = r.accounts,

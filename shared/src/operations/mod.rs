@@ -101,6 +101,22 @@ impl<'a> Ops<'a> {
             .ok_or(OpsError::NotFound("subscription"))
     }
 
+    /// Where `sub`'s deliveries are listed ([`SubscriptionRange::listing`]): a pull
+    /// subscription's on the `by_subscription` index (`None`), a push subscription's (or one
+    /// whose integration is gone) through its account's event listing.
+    ///
+    /// [`SubscriptionRange::listing`]: crate::store::delivery::SubscriptionRange::listing
+    pub async fn deliveries_listed_by<'s>(
+        &self,
+        sub: &'s Subscription,
+    ) -> Result<Option<&'s AccountId>, OpsError> {
+        let pulled = self
+            .integration(&sub.account_id, &sub.integration_id)
+            .await?
+            .is_some_and(|i| i.delivery_method().is_poll());
+        Ok((!pulled).then_some(&sub.account_id))
+    }
+
     /// The account's integration, if it exists.
     pub async fn integration(
         &self,

@@ -139,6 +139,7 @@ pub async fn read(
         after: plan.lower.as_ref(),
         upper: None,
         forward: true,
+        listing: None,
     };
     let limit = limit as usize;
     let Gathered {
@@ -214,6 +215,7 @@ pub async fn acknowledge(
             after: advance.lower.as_ref(),
             upper: Some(Upper::Through(upper)),
             forward: true,
+            listing: None,
         };
         let filter = pending_filter(&sub.account_id, None);
         let mut start = None;

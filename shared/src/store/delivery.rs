@@ -1,8 +1,11 @@
 //! The delivery item: one per subscription × change, in its event's partition. Its key *is* the
 //! subscription-change idempotency key (a conditional put on it succeeds once), and it is its own
 //! work item: a retry or an operator restart waits on the sparse `due` index, a dead or failed
-//! one sits on its account's needs-attention listing, every one is on the keys-only
-//! `by_subscription` index in change order.
+//! one sits on its account's needs-attention listing, a pull delivery is on the keys-only
+//! `by_subscription` index in change order (the cursor API reads it). A push delivery is not:
+//! that entry would bill a write per delivery for the operator's history and replay only, which
+//! read a push subscription's deliveries from its account's event listing by their keys
+//! (subscription × change) instead.
 //!
 //! Its lifecycle is the integration delivery table (docs/lifecycles.md); every status write here
 //! is conditional on the table's `from` states for its move.
@@ -109,7 +112,7 @@ pub struct Delivery {
     pub list_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub list_sort: Option<String>,
-    /// `by_subscription` index: the subscription and the change order.
+    /// `by_subscription` index (pull deliveries): the subscription and the change order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sub_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -235,12 +238,20 @@ pub async fn lease_token(
     .and_then(|i| i.get("lease_token").and_then(|v| v.as_s().ok()).cloned()))
 }
 
-/// The item ingest writes for a new delivery: its keys, its place on the subscription index and,
-/// for deliveries the worker never writes again, its retention.
+/// The item ingest writes for a new delivery: its keys, a pull delivery's place on the
+/// subscription index and, for deliveries the worker never writes again, its retention.
 pub fn new_item(d: &Delivery, now: Timestamp) -> Result<Item, StoreError> {
     let mut d = d.clone();
-    d.sub_key = Some(d.subscription_id.to_string());
-    d.sub_sort = Some(keys::subscription_sort(&d.change_id));
+    // Only the cursor API needs a subscription's deliveries in change order from an index; a
+    // push subscription's history and replay read its account's event listing and the
+    // deliveries by key ([`SubscriptionRange::listing`]).
+    if d.method.is_poll() {
+        d.sub_key = Some(d.subscription_id.to_string());
+        d.sub_sort = Some(keys::subscription_sort(&d.change_id));
+    } else {
+        d.sub_key = None;
+        d.sub_sort = None;
+    }
     // New push work is not put on the `due` index: the dispatcher publishes it from the table's
     // stream, and an index entry (written now, removed by the outcome) would bill two more
     // writes per delivery. Should the first dispatch go missing, the roll-up of the open event
@@ -654,16 +665,26 @@ mod tests {
     }
 
     #[test]
-    fn a_new_push_delivery_is_keyed_by_subscription_and_change_and_stays_off_the_due_index() {
+    fn a_new_push_delivery_is_keyed_by_subscription_and_change_and_stays_off_every_index() {
         let item = new_item(&delivery(DeliveryStatus::Pending, 0), Timestamp(1_000)).unwrap();
         assert_eq!(item["pk"].as_s().unwrap(), "EVT#acct#01C");
         assert_eq!(item["sk"].as_s().unwrap(), "DLV#sub1");
         assert_eq!(item["kind"].as_s().unwrap(), KIND);
-        assert_eq!(item[by_subscription::KEY].as_s().unwrap(), "sub1");
+        assert!(!item.contains_key(by_subscription::KEY));
+        assert!(!item.contains_key(by_subscription::SORT));
         assert!(!item.contains_key(due::SHARD));
         assert!(!item.contains_key(EXPIRES_AT));
         let round_trip = Delivery::from_item(item).unwrap();
-        assert_eq!(round_trip.sub_sort.as_deref(), Some("01C"));
+        assert_eq!(round_trip.sub_sort, None);
+    }
+
+    #[test]
+    fn a_new_pull_delivery_is_on_the_subscription_index_in_change_order() {
+        let mut d = delivery(DeliveryStatus::Pending, 0);
+        d.method = DeliveryMethod::Poll;
+        let item = new_item(&d, Timestamp(1_000)).unwrap();
+        assert_eq!(item[by_subscription::KEY].as_s().unwrap(), "sub1");
+        assert_eq!(item[by_subscription::SORT].as_s().unwrap(), "01C");
     }
 
     #[test]
@@ -774,8 +795,10 @@ mod tests {
 // ---- operator actions and the pull cursor
 //
 // The writes of operator restarts (retry, replay) and of the pull cursor's cover, and the reads
-// of a subscription's deliveries on the `by_subscription` index (history, replay walks, pull
-// reads). In a module of their own so that their imports never meet the ones above.
+// of a subscription's deliveries: on the `by_subscription` index (pull reads; a pull
+// subscription's history and replay walks), or through its account's event listing (a push
+// subscription's history and replay walks). In a module of their own so that their imports
+// never meet the ones above.
 
 pub use self::operator_actions::*;
 
@@ -787,8 +810,9 @@ mod operator_actions {
     use crate::domain::time::Timestamp;
     use crate::ids::{AccountId, ChangeId, ReplayJobId, SubscriptionId};
     use crate::store::attrs::{by_subscription, due, listing, EXPIRES_AT, STATUS};
+    use crate::store::event::events_list_key;
     use crate::store::expr::{n, s, Expr};
-    use crate::store::read::{self, Query};
+    use crate::store::read::{self, Consistency, Query};
     use crate::store::update::conditional_update;
     use crate::store::write::Write;
     use crate::store::{keys, Item, StoreError};
@@ -938,7 +962,8 @@ mod operator_actions {
         Before(&'a ChangeId),
     }
 
-    /// A range of one subscription's deliveries on the `by_subscription` index.
+    /// A range of one subscription's deliveries: on the `by_subscription` index in change order,
+    /// or (`listing`) through its account's event listing in the order changes were ingested.
     #[derive(Debug, Clone)]
     pub struct SubscriptionRange<'a> {
         pub subscription_id: &'a SubscriptionId,
@@ -947,6 +972,11 @@ mod operator_actions {
         pub upper: Option<Upper<'a>>,
         /// Change order (`true`) or newest first.
         pub forward: bool,
+        /// `Some(account)`: a push subscription, whose deliveries are not on `by_subscription`.
+        /// The range is read from the account's event listing (keys only) and each change's
+        /// delivery to the subscription fetched by its key, the bounds placed at their changes'
+        /// listing positions. `None`: the `by_subscription` index (pull subscriptions).
+        pub listing: Option<&'a AccountId>,
     }
 
     /// The index query of a page of `range`. BETWEEN is inclusive at both ends: the entries at
@@ -995,10 +1025,130 @@ mod operator_actions {
         }
     }
 
+    /// The change of an entry: its `sub_sort`, or the change of an event listing position
+    /// (`{millis}#{change}`, a listing page's last evaluated key).
     fn sort_of(item: &Item) -> Option<&str> {
-        item.get(by_subscription::SORT)
-            .and_then(|v| v.as_s().ok())
-            .map(String::as_str)
+        let text = |k: &str| item.get(k).and_then(|v| v.as_s().ok()).map(String::as_str);
+        text(by_subscription::SORT).or_else(|| {
+            text(listing::SORT)
+                .and_then(|p| p.split_once('#'))
+                .map(|(_, c)| c)
+        })
+    }
+
+    /// The listing position of `change`'s event (`None`: the event is gone).
+    async fn listing_position(
+        dynamo: &aws_sdk_dynamodb::Client,
+        table: &str,
+        account_id: &AccountId,
+        change: &ChangeId,
+    ) -> Result<Option<String>, StoreError> {
+        let (pk, sk) = crate::store::event::key(account_id, change);
+        let item = read::get_with(
+            dynamo,
+            table,
+            &pk,
+            &sk,
+            Consistency::Eventual,
+            Some(listing::SORT),
+        )
+        .await?;
+        Ok(item.and_then(|i| i.get(listing::SORT)?.as_s().ok().cloned()))
+    }
+
+    /// One page of a push subscription's range read through the account's event listing: the
+    /// keys of the subscription's delivery of each change listed (with the change as their
+    /// `sub_sort`), and where the listing stopped. The bounds are their changes' listing
+    /// positions, with the key conditions of [`range_query`] (BETWEEN, inclusive, only when both
+    /// are given; [`excluded`] drops the bound entries). A bound whose event is gone bounds by
+    /// change id instead (the listing read from its end in that direction).
+    async fn listing_entries(
+        dynamo: &aws_sdk_dynamodb::Client,
+        table: &str,
+        account_id: &AccountId,
+        range: &SubscriptionRange<'_>,
+        start: Option<Item>,
+        limit: i32,
+    ) -> Result<(Vec<Item>, Option<Item>), StoreError> {
+        let lo = match range.after {
+            Some(c) => listing_position(dynamo, table, account_id, c).await?,
+            None => None,
+        };
+        let (hi_change, hi_inclusive) = match range.upper {
+            Some(Upper::Through(c)) => (Some(c), true),
+            Some(Upper::Before(c)) => (Some(c), false),
+            None => (None, false),
+        };
+        let hi = match hi_change {
+            Some(c) => listing_position(dynamo, table, account_id, c).await?,
+            None => None,
+        };
+        let mut e = Expr::new()
+            .name("#lk", listing::KEY)
+            .value(":lk", s(events_list_key(account_id)));
+        let mut key = "#lk = :lk".to_string();
+        if lo.is_some() || hi.is_some() {
+            e = e.name("#ls", listing::SORT);
+        }
+        match (&lo, &hi) {
+            (Some(l), Some(h)) => {
+                e = e.value(":lo", s(l)).value(":hi", s(h));
+                key.push_str(" AND #ls BETWEEN :lo AND :hi");
+            }
+            (Some(l), None) => {
+                e = e.value(":lo", s(l));
+                key.push_str(" AND #ls > :lo");
+            }
+            (None, Some(h)) if hi_inclusive => {
+                e = e.value(":hi", s(h));
+                key.push_str(" AND #ls <= :hi");
+            }
+            (None, Some(h)) => {
+                e = e.value(":hi", s(h));
+                key.push_str(" AND #ls < :hi");
+            }
+            (None, None) => {}
+        }
+        let page = read::query_page(
+            dynamo,
+            &Query {
+                table: table.to_owned(),
+                index: Some(listing::INDEX.to_owned()),
+                key_condition: key,
+                expr: e,
+                limit: Some(limit),
+                start,
+                backwards: !range.forward,
+                ..Query::default()
+            },
+        )
+        .await?;
+        let after_lo = |c: &str| match (range.after, &lo) {
+            (Some(after), None) => c > after.as_str(),
+            _ => true,
+        };
+        let below_hi = |c: &str| match (hi_change, &hi) {
+            (Some(bound), None) if hi_inclusive => c <= bound.as_str(),
+            (Some(bound), None) => c < bound.as_str(),
+            _ => true,
+        };
+        let sk = s(keys::delivery_sk(range.subscription_id));
+        let entries = page
+            .items
+            .iter()
+            .filter_map(|entry| {
+                let pk = entry.get("pk")?.clone();
+                let change = sort_of(entry)?;
+                (after_lo(change) && below_hi(change)).then(|| {
+                    Item::from([
+                        ("pk".to_string(), pk),
+                        ("sk".to_string(), sk.clone()),
+                        (by_subscription::SORT.to_string(), s(change)),
+                    ])
+                })
+            })
+            .collect();
+        Ok((entries, page.next))
     }
 
     /// Whether an index entry sits on one of `range`'s exclusive bounds.
@@ -1017,13 +1167,21 @@ mod operator_actions {
         start: Option<Item>,
         limit: i32,
     ) -> Result<(Vec<Item>, Option<Item>), StoreError> {
-        let page = read::query_page(dynamo, &range_query(table, range, start, limit)).await?;
-        let entries = page
-            .items
+        let (items, next) = match range.listing {
+            Some(account_id) => {
+                listing_entries(dynamo, table, account_id, range, start, limit).await?
+            }
+            None => {
+                let page =
+                    read::query_page(dynamo, &range_query(table, range, start, limit)).await?;
+                (page.items, page.next)
+            }
+        };
+        let entries = items
             .into_iter()
             .filter(|entry| !excluded(range, entry))
             .collect();
-        Ok((entries, page.next))
+        Ok((entries, next))
     }
 
     /// Which of a subscription's deliveries a page keeps.
@@ -1199,6 +1357,7 @@ mod operator_actions {
             after: None,
             upper: before.map(Upper::Before),
             forward: false,
+            listing: None,
         };
         let (entries, _) = entries(dynamo, table, &range, None, 1).await?;
         Ok(entries.first().and_then(sort_of).map(ChangeId::from_stored))
@@ -1337,6 +1496,7 @@ mod operator_actions {
                 after,
                 upper,
                 forward,
+                listing: None,
             };
             let q = range_query(
                 "t",
@@ -1360,6 +1520,12 @@ mod operator_actions {
             let q = range_query("t", &range(None, None, true), None, 1);
             assert_eq!(q.key_condition, "#sk_sub = :sub");
             assert!(!q.expr.names.contains_key("#sort"));
+            // A listing page's last evaluated key names its change by its listing position.
+            let listed = Item::from([(
+                listing::SORT.to_string(),
+                s(keys::time_sort(Timestamp(7), "01B")),
+            )]);
+            assert_eq!(sort_of(&listed), Some("01B"));
             let entry = |sort: &str| Item::from([(by_subscription::SORT.to_string(), s(sort))]);
             let r = range(Some(&lo), Some(Upper::Before(&hi)), true);
             assert!(excluded(&r, &entry("01A")) && excluded(&r, &entry("01F")));

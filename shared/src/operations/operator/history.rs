@@ -1,6 +1,7 @@
 //! Integration history for operators (where they see what their retries and replays did): a
-//! subscription's deliveries by status and time (newest change first, on `by_subscription`), and
-//! a delivery's attempts.
+//! subscription's deliveries by status and time (newest change first: a pull subscription's on
+//! `by_subscription`, a push subscription's through its account's event listing), and a
+//! delivery's attempts.
 
 use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::time::Timestamp;
@@ -37,7 +38,7 @@ pub async fn list_deliveries(
     subscription_id: &SubscriptionId,
     query: &DeliveryQuery,
 ) -> Result<(Vec<Delivery>, Option<String>), OpsError> {
-    ops.subscription(account_id, subscription_id).await?;
+    let sub = ops.subscription(account_id, subscription_id).await?;
     let before = match &query.cursor {
         None => None,
         Some(c) => Some(
@@ -57,6 +58,7 @@ pub async fn list_deliveries(
         after: None,
         upper: before.as_ref().map(Upper::Before),
         forward: false,
+        listing: ops.deliveries_listed_by(&sub).await?,
     };
     let limit = query.limit as usize;
     let Gathered {

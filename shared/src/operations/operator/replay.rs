@@ -3,8 +3,9 @@
 //!
 //! The job item, its lease and its progress writes are [`crate::store::replay_job`].
 //!
-//! A job walks its subscription's retained deliveries in change order on the `by_subscription`
-//! index, [`Budget::chunk`] evaluated records at a time, keeping those whose change occurred in
+//! A job walks its subscription's retained deliveries (a pull subscription's in change order on
+//! the `by_subscription` index, a push subscription's in ingest order through its account's event
+//! listing: `SubscriptionRange::listing`), [`Budget::chunk`] evaluated records at a time, keeping those whose change occurred in
 //! the window (a filter), and restarts each eligible one (see [`super::restart`]). After every
 //! chunk it saves its position (the last record evaluated) and counts, conditional on holding the
 //! job's lease; the last chunk completes it. A run stops at its [`Budget`] (the API's run stays
@@ -209,13 +210,15 @@ pub async fn run_job(
     let mut job = load_job(ops, account_id, job_id).await?;
     let mut chunks_this_run = 0u32;
     let result = async {
+        let listing = listed_by(ops, &job).await?;
         loop {
             if budget.max_chunks.is_some_and(|m| chunks_this_run >= m)
                 || Instant::now() >= budget.deadline
             {
                 break;
             }
-            let (counts, position, more) = walk_chunk(ops, &job, budget.chunk).await?;
+            let (counts, position, more) =
+                walk_chunk(ops, &job, listing.as_ref(), budget.chunk).await?;
             chunks_this_run += 1;
             save_chunk(ops, &mut job, &token, counts, position, more).await?;
             if !more {
@@ -239,10 +242,24 @@ pub async fn run_job(
     load_job(ops, account_id, job_id).await
 }
 
+/// Where the job's subscription's deliveries are listed ([`Ops::deliveries_listed_by`]); its
+/// account's event listing, which reaches every delivery by key, when the subscription is gone.
+async fn listed_by(ops: &Ops<'_>, job: &ReplayJob) -> Result<Option<AccountId>, OpsError> {
+    match ops
+        .subscription(&job.account_id, &job.subscription_id)
+        .await
+    {
+        Ok(sub) => Ok(ops.deliveries_listed_by(&sub).await?.cloned()),
+        Err(OpsError::NotFound(_)) => Ok(Some(job.account_id.clone())),
+        Err(e) => Err(e),
+    }
+}
+
 /// Walks one chunk: returns its counts, the new position and whether more remain.
 async fn walk_chunk(
     ops: &Ops<'_>,
     job: &ReplayJob,
+    listing: Option<&AccountId>,
     chunk: i32,
 ) -> Result<(ReplayCounts, Option<ChangeId>, bool), OpsError> {
     let window = job.window();
@@ -256,6 +273,7 @@ async fn walk_chunk(
         after: job.position.as_ref(),
         upper: None,
         forward: true,
+        listing,
     };
     let page = by_subscription_page(ops.dynamo, ops.table, &range, &filter, None, chunk).await?;
     let mut deliveries = page.deliveries;
