@@ -1007,6 +1007,63 @@ async fn an_operator_restart_reopens_a_final_event_onto_the_roll_up_index() {
 // --------------------------------------------------------------------------- reconciliation
 
 #[tokio::test]
+async fn the_roll_up_walk_enrols_open_events_from_the_account_listings_and_reads_each_window_once()
+{
+    let w = World::new().await;
+    let acct = w.account().await.account_id;
+    let other = w.account().await.account_id;
+    w.subscribe(&w.integration(&acct).await).await;
+    // Ingested, never dispatched: nothing rolls it up promptly, and it is not on the index.
+    let open = w.change(&acct).await;
+    w.ingest_pending().await.unwrap();
+    assert!(!event(&w, &open).await.on_rollup_index());
+    let (dynamo, table) = (&w.t.clients.dynamo, w.t.config.delivery_table.as_str());
+    assert_eq!(
+        shared::store::walk_mark::get(dynamo, table).await.unwrap(),
+        None
+    );
+
+    w.clock.advance(2 * MINUTE);
+    let first = w.rollup.enrol_open(None).await.unwrap();
+    assert!(first.complete);
+    assert_eq!(
+        (first.accounts, first.listed, first.enrolled),
+        (2, 1, 1),
+        "both accounts read, the open event enrolled"
+    );
+    assert!(event(&w, &open).await.on_rollup_index());
+    let mark = w.now();
+    assert_eq!(
+        shared::store::walk_mark::get(dynamo, table).await.unwrap(),
+        Some(mark)
+    );
+
+    // An event written as the walk read (its listing entry may show late) is in the next
+    // walk's window; the one before the overlap is not read again.
+    let newer = w.change(&other).await;
+    w.ingest_pending().await.unwrap();
+    w.clock.advance(Duration::from_secs(30));
+    let second = w.rollup.enrol_open(None).await.unwrap();
+    assert_eq!(
+        (second.listed, second.enrolled),
+        (1, 1),
+        "only the new event, open too (nobody subscribed, and nothing rolled it up yet)"
+    );
+    assert!(event(&w, &newer).await.on_rollup_index());
+    // Within the overlap it is read again, not enrolled twice; past it, nothing is read.
+    w.clock.advance(10 * MINUTE);
+    let third = w.rollup.enrol_open(None).await.unwrap();
+    assert_eq!((third.listed, third.enrolled), (1, 0));
+    w.clock.advance(10 * MINUTE);
+    let fourth = w.rollup.enrol_open(None).await.unwrap();
+    assert_eq!((fourth.accounts, fourth.listed), (2, 0));
+    // The regular pass settles it from the index; the first stays open (its delivery waits).
+    let pass = w.roll_up_pass().await.unwrap();
+    assert_eq!((pass.to_skipped, pass.to_partial), (1, 1));
+    assert_open(&w, &open, EventStatus::Partial).await;
+}
+
+#[tokio::test]
 async fn reconciliation_finishes_a_large_backlog_across_invocations_without_redoing_or_skipping() {
     let w = World::new().await;
     let acct = w.account().await.account_id;
