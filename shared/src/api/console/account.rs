@@ -4,7 +4,7 @@
 
 use super::account_parts::{integrations_and_subscriptions, integrations_table, nav_at};
 use super::operator::attention_page;
-use super::page::{badge, error_page, html_response, shell, Ctx, SignIn};
+use super::page::{badge, encode, error_page, html_response, shell, when_text, Ctx, SignIn};
 use super::views::{self, Scope};
 use super::Params;
 use crate::api::problem::ApiError;
@@ -33,6 +33,10 @@ pub fn router() -> Router<Arc<ApiState>> {
         .route("/console/acct/events", get(events))
         .route("/console/acct/events/{change_id}", get(event))
         .route("/console/acct/attention", get(attention))
+        .route(
+            "/console/acct/subscriptions/{subscription_id}",
+            get(delivery_log),
+        )
         .route(
             "/console/acct/subscriptions/{subscription_id}/deliveries/{change_id}",
             get(delivery),
@@ -159,7 +163,12 @@ pub async fn health(
     Ok(out)
 }
 
-fn health_table(rows: &[Health]) -> Markup {
+/// A subscription's id, linking to its delivery log.
+fn log_link(ctx: &Ctx, id: &crate::ids::SubscriptionId) -> Markup {
+    html! { a class="mono" data-testid="delivery-log-link" href=(ctx.url(&format!("/console/acct/subscriptions/{}", encode(id)))) { (id) } }
+}
+
+fn health_table(ctx: &Ctx, rows: &[Health]) -> Markup {
     html! {
         h2 { "Endpoint health" }
         div class="table-wrap" {
@@ -168,7 +177,7 @@ fn health_table(rows: &[Health]) -> Markup {
                 tbody {
                     @for h in rows {
                         tr data-testid="health-row" data-subscription-id=(h.subscription.id) {
-                            td data-label="Subscription" class="mono" { (h.subscription.id) }
+                            td data-label="Subscription" { (log_link(ctx, &h.subscription.id)) }
                             td data-label="Status" { (badge(h.subscription.status.as_str())) }
                             td data-label="Success rate" data-testid="success-rate" {
                                 @if let Some(percent) = h.success_percent() { (percent) "% " span class="muted" { "(" (h.delivered) " of " (h.delivered + h.ended_badly) " finished, newest " (h.seen) ")" } }
@@ -195,7 +204,7 @@ async fn overview(admin: Admin, State(state): S) -> Response {
         Ok(l) => l,
         Err(e) => return error_page(ctx, &nav, &e),
     };
-    let subscriptions = subscriptions_table(&subs);
+    let subscriptions = subscriptions_table(ctx, &subs);
     let health = match health(&state, subs).await {
         Ok(h) => h,
         Err(e) => return error_page(ctx, &nav, &e),
@@ -205,14 +214,14 @@ async fn overview(admin: Admin, State(state): S) -> Response {
             h1 { "Your account" }
             (integrations_table(&integrations))
             (subscriptions)
-            (health_table(&health))
+            (health_table(ctx, &health))
         }
     };
     html_response(StatusCode::OK, shell(Some((ctx, &nav)), "Overview", body))
 }
 
 /// The account's subscriptions with their filters, projected fields and retry policies.
-fn subscriptions_table(subs: &[SubscriptionView]) -> Markup {
+fn subscriptions_table(ctx: &Ctx, subs: &[SubscriptionView]) -> Markup {
     html! {
         h2 { "Subscriptions" }
         div class="table-wrap" {
@@ -221,7 +230,7 @@ fn subscriptions_table(subs: &[SubscriptionView]) -> Markup {
                 tbody {
                     @for s in subs {
                         tr data-testid="subscription-row" data-subscription-id=(s.id) {
-                            td data-label="Subscription" class="mono" { (s.id) }
+                            td data-label="Subscription" { (log_link(ctx, &s.id)) }
                             td data-label="Integration" class="mono" { (s.integration_id) }
                             td data-label="Status" { (badge(s.status.as_str())) }
                             td data-label="Record types" { (s.record_types.join(", ")) }
@@ -245,6 +254,57 @@ async fn events(admin: Admin, State(state): S, Query(p): Query<Params>) -> Respo
 async fn event(admin: Admin, State(state): S, Path(c): Path<String>) -> Response {
     let sc = scope(&admin.account_id);
     views::event_page(&state, &admin.ctx, &nav_at("nav-events"), &sc, &c).await
+}
+
+/// A subscription's delivery log: its facts and its deliveries (the Integration history's own
+/// read, scoped to the session's account: another account's subscription is not found).
+async fn delivery_log(
+    admin: Admin,
+    State(state): S,
+    Path(s): Path<String>,
+    Query(p): Query<Params>,
+) -> Response {
+    let ctx = &admin.ctx;
+    let nav = nav_at("nav-overview");
+    let sc = scope(&admin.account_id);
+    let found = match crate::api::extract::path_id(&s, "subscription") {
+        Ok(id) => state
+            .ops()
+            .subscription(&admin.account_id, &id)
+            .await
+            .map_err(ApiError::from),
+        Err(e) => Err(e),
+    };
+    let sub = match found {
+        Ok(sub) => SubscriptionView::from(&sub),
+        Err(e) => return error_page(ctx, &nav, &e),
+    };
+    let (deliveries, refused) = views::subscription_deliveries(&state, ctx, &sc, &sub.id, &p).await;
+    let body = html! {
+        main id="main" {
+            p { a href=(ctx.url("/console/acct")) { "← Overview" } }
+            h1 { "Delivery log " span class="mono" { (sub.id) } }
+            section class="panel" {
+                dl class="facts" {
+                    dt { "Status" } dd data-testid="subscription-status" { (badge(sub.status.as_str())) }
+                    dt { "Integration" } dd class="mono" { (sub.integration_id) }
+                    dt { "Record types" } dd { (sub.record_types.join(", ")) }
+                    dt { "Dead in a row" } dd { (sub.consecutive_dead) " of " (MAX_CONSECUTIVE_DEAD) " (pauses at " (MAX_CONSECUTIVE_DEAD) ")" }
+                    @if let Some(t) = &sub.paused_at { dt { "Paused" } dd { (when_text(Some(t))) } }
+                }
+                div class="actions" {
+                    a class="button secondary" href=(ctx.url("/console/acct/manage")) { "Manage (edit, send a test event)" }
+                }
+            }
+            h2 { "Deliveries" }
+            (deliveries)
+        }
+    };
+    let status = refused
+        .as_ref()
+        .map(|e| e.status())
+        .unwrap_or(StatusCode::OK);
+    html_response(status, shell(Some((ctx, &nav)), "Delivery log", body))
 }
 
 async fn delivery(admin: Admin, State(state): S, Path((s, c)): Path<(String, String)>) -> Response {
