@@ -148,6 +148,13 @@ async fn dead_delivery(w: &World) -> (ApiAccount, ApiSubscription, Change) {
     (tenant, sub, changes[0].clone())
 }
 
+/// The integration of a subscription made through the API.
+async fn integration_of(w: &World, tenant: &ApiAccount, sub: &ApiSubscription) -> String {
+    let path = format!("/v1/subscriptions/{}", sub.subscription_id);
+    let read = w.api.get(&path, &tenant.token).await;
+    read.ok()["integration_id"].as_str().unwrap().to_owned()
+}
+
 fn assert_page(reply: &Reply, path: &str) {
     assert_eq!(reply.status, StatusCode::OK, "{path}: {}", reply.text);
     assert_eq!(
@@ -705,17 +712,7 @@ async fn an_administrator_manages_subscriptions_through_the_apis_own_checks() {
     assert!(manage.text.contains(sub.subscription_id.as_str()));
 
     // A filter the API refuses: its problem, on the page.
-    let integration = w
-        .api
-        .get(
-            &format!("/v1/subscriptions/{}", sub.subscription_id),
-            &tenant.token,
-        )
-        .await
-        .ok()["integration_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let integration = integration_of(&w, &tenant, &sub).await;
     let bad = post(
         &w,
         Some(&admin.cookie),
@@ -909,17 +906,7 @@ async fn a_rotation_with_a_chosen_grace_shows_until_when_the_previous_secret_sta
     let w = World::new().await;
     let tenant = w.api.account("Tenant").await;
     let hook = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
-    let integration = w
-        .api
-        .get(
-            &format!("/v1/subscriptions/{}", hook.subscription_id),
-            &tenant.token,
-        )
-        .await
-        .ok()["integration_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let integration = integration_of(&w, &tenant, &hook).await;
     let admin = sign_in_with_token(&w, &tenant.token).await;
     let manage = get(&w, Some(&admin.cookie), "/console/acct/manage").await;
     assert!(manage.text.contains("name=\"rotation_grace_seconds\""));

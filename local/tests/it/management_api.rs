@@ -1,13 +1,12 @@
 //! The management API against the emulator: operator accounts, integrations, subscriptions, token
 //! authentication and rotation, account scoping, and problem+json for every failure.
 
+use crate::signing_secrets::verifies;
 use axum::http::{header, Method, StatusCode};
 use local::receiver::Reply;
 use local::testkit::api::{ApiAccount, ApiClient, OPERATOR_TOKEN, PROBLEM_JSON};
 use local::testkit::World;
 use serde_json::{json, Value};
-use shared::domain::signing::{verify, SigningSecret, DEFAULT_TOLERANCE};
-use shared::domain::time::Timestamp;
 use shared::store::keys;
 
 /// A webhook integration on a loopback URL; returns its creation response.
@@ -1095,20 +1094,6 @@ async fn account_creation_and_token_issuance_are_written_to_the_audit_history() 
 
 // ------------------------------------------------------------------------------- test events
 
-/// Whether `secret` (`whsec_…`) verifies the Standard Webhooks signature of `got` at `now`.
-fn signed_by(secret: &str, got: &local::receiver::ReceivedRequest, now: Timestamp) -> bool {
-    verify(
-        &SigningSecret::parse(secret).unwrap(),
-        got.header("webhook-id").unwrap(),
-        got.header("webhook-timestamp").unwrap(),
-        got.header("webhook-signature").unwrap(),
-        &got.body,
-        now,
-        DEFAULT_TOLERANCE,
-    )
-    .is_ok()
-}
-
 #[tokio::test]
 async fn a_test_event_reaches_the_endpoint_signed_and_marked_and_is_audited_but_never_a_delivery() {
     let w = World::new().await;
@@ -1150,7 +1135,7 @@ async fn a_test_event_reaches_the_endpoint_signed_and_marked_and_is_audited_but_
     let got = w.receiver.received();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].path, "/hooks");
-    assert!(signed_by(&secret, &got[0], w.now()));
+    assert!(verifies(&secret, &got[0], w.now()));
     assert_eq!(got[0].header("webhook-id"), outcome["message_id"].as_str());
     assert!(outcome["message_id"].as_str().unwrap().starts_with("test_"));
     let body = got[0].json();
@@ -1189,7 +1174,7 @@ async fn a_test_event_reaches_the_endpoint_signed_and_marked_and_is_audited_but_
         last.header("webhook-signature").unwrap().split(' ').count(),
         2
     );
-    assert!(signed_by(&new_secret, &last, w.now()) && signed_by(&secret, &last, w.now()));
+    assert!(verifies(&new_secret, &last, w.now()) && verifies(&secret, &last, w.now()));
 
     // No delivery record, no dead count: the subscription is as it was.
     let deliveries = api

@@ -4,7 +4,7 @@
 
 use super::account_parts::{integrations_and_subscriptions, integrations_table, nav_at};
 use super::operator::attention_page;
-use super::page::{badge, encode, error_page, html_response, shell, when_text, Ctx, SignIn};
+use super::page::{badge, encode, error_page, html_response, shell, when_text, Ctx, NotYours};
 use super::views::{self, Scope};
 use super::Params;
 use crate::api::problem::ApiError;
@@ -19,7 +19,7 @@ use crate::operations::operator::history::{list_deliveries, DeliveryQuery};
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use maud::{html, Markup};
@@ -49,29 +49,9 @@ pub struct Admin {
     pub account_id: AccountId,
 }
 
-/// No session (sign in), or an operator's session (403: operators use `/console/op/`).
-pub enum NotAdmin {
-    SignIn(SignIn),
-    Forbidden(Box<Ctx>),
-}
-
-impl IntoResponse for NotAdmin {
-    fn into_response(self) -> Response {
-        match self {
-            NotAdmin::SignIn(s) => s.into_response(),
-            NotAdmin::Forbidden(ctx) => error_page(
-                &ctx,
-                &super::operator::nav(None, ""),
-                &ApiError::forbidden(
-                    "these pages are an account administrator's; operators use /console/op/",
-                ),
-            ),
-        }
-    }
-}
-
 impl FromRequestParts<Arc<ApiState>> for Admin {
-    type Rejection = NotAdmin;
+    /// No session (sign in), or an operator's session (403: operators use `/console/op/`).
+    type Rejection = NotYours;
 
     async fn from_request_parts(
         parts: &mut Parts,
@@ -79,10 +59,14 @@ impl FromRequestParts<Arc<ApiState>> for Admin {
     ) -> Result<Self, Self::Rejection> {
         let ctx = Ctx::from_request_parts(parts, state)
             .await
-            .map_err(NotAdmin::SignIn)?;
+            .map_err(NotYours::SignIn)?;
         match ctx.account_id().cloned() {
             Some(account_id) => Ok(Admin { ctx, account_id }),
-            None => Err(NotAdmin::Forbidden(Box::new(ctx))),
+            None => Err(NotYours::Forbidden {
+                ctx: Box::new(ctx),
+                nav: super::operator::nav(None, ""),
+                detail: "these pages are an account administrator's; operators use /console/op/",
+            }),
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use super::page::{
     badge, csrf_field, encode, error_page, field, form_fields, html_response, pager, problem,
-    redirect, shell, when, when_text, Ctx, Nav, SignIn,
+    redirect, shell, when, when_text, Ctx, Nav, NotYours,
 };
 use super::views::{self, delivery_path, form_time, Scope};
 use super::Params;
@@ -82,26 +82,9 @@ pub struct Op {
     pub operator: Operator,
 }
 
-/// Why a request is not an operator's: no session (sign in) or an account's session (403).
-pub enum NotOperator {
-    SignIn(SignIn),
-    Forbidden(Box<Ctx>),
-}
-
-impl IntoResponse for NotOperator {
-    fn into_response(self) -> Response {
-        match self {
-            NotOperator::SignIn(s) => s.into_response(),
-            NotOperator::Forbidden(ctx) => {
-                let e = ApiError::forbidden("these pages are for operators");
-                error_page(&ctx, &super::account_parts::nav(), &e)
-            }
-        }
-    }
-}
-
 impl FromRequestParts<Arc<ApiState>> for Op {
-    type Rejection = NotOperator;
+    /// No session (sign in), or an account's session (403).
+    type Rejection = NotYours;
 
     async fn from_request_parts(
         parts: &mut Parts,
@@ -109,13 +92,17 @@ impl FromRequestParts<Arc<ApiState>> for Op {
     ) -> Result<Self, Self::Rejection> {
         let ctx = Ctx::from_request_parts(parts, state)
             .await
-            .map_err(NotOperator::SignIn)?;
+            .map_err(NotYours::SignIn)?;
         match ctx.operator_id() {
             Some(id) => {
                 let operator = Operator { id: id.to_owned() };
                 Ok(Op { ctx, operator })
             }
-            None => Err(NotOperator::Forbidden(Box::new(ctx))),
+            None => Err(NotYours::Forbidden {
+                ctx: Box::new(ctx),
+                nav: super::account_parts::nav(),
+                detail: "these pages are for operators",
+            }),
         }
     }
 }
