@@ -1,7 +1,8 @@
 """The web console in a real browser (Debian's headless Chromium), against the served local
 stack: the seeded events and their statuses, a dead delivery retried and audited, a window
-replayed, an 8-day window refused with the API's message, and an account administrator kept out
-of another account. Every test fails on a console error or a failed request (conftest.Watch)."""
+replayed, an 8-day window refused with the API's message, an account administrator kept out
+of another account, sending a test event, a rotation's overlap and a subscription's delivery log.
+Every test fails on a console error or a failed request (conftest.Watch)."""
 
 import datetime as dt
 import re
