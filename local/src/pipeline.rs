@@ -259,11 +259,12 @@ impl Pipeline {
         let r = tap
             .drain(|event| {
                 let container = self.containers.as_ref().map(|c| &c.ingest);
-                self.invoke(
+                self.invoke_with(
                     &self.billed.ingest,
                     container,
                     &self.ingest,
-                    |h| async move { h.handle(event).await },
+                    event,
+                    |h, event| async move { h.handle(event).await },
                 )
             })
             .await?;
@@ -284,11 +285,12 @@ impl Pipeline {
         let r = tap
             .drain(|event| {
                 let container = self.containers.as_ref().map(|c| &c.dispatch);
-                self.invoke(
+                self.invoke_with(
                     &self.billed.dispatch,
                     container,
                     &self.dispatcher,
-                    |h| async move { h.handle_stream(event).await },
+                    event,
+                    |h, event| async move { h.handle_stream(event).await },
                 )
             })
             .await?;
@@ -301,15 +303,46 @@ impl Pipeline {
         tap.drain(
             |event| {
                 let container = self.containers.as_ref().map(|c| &c.deliver);
-                self.invoke(
+                self.invoke_with(
                     &self.billed.deliver,
                     container,
                     &self.worker,
-                    |h| async move { h.handle(event).await },
+                    event,
+                    |h, event| async move { h.handle(event).await },
                 )
             },
             1000,
         )
+        .await
+    }
+
+    /// One invocation of a function's handler with `event` (`call` on both), billed to `billed`.
+    /// With CPU accounting, as the Lambda runtime hands it over: the event's JSON is parsed and
+    /// the response serialised inside the invocation, on the function's container.
+    async fn invoke_with<H, E, T, Fut>(
+        &self,
+        billed: &BilledTime,
+        container: Option<&Container>,
+        handler: &Arc<H>,
+        event: E,
+        call: impl FnOnce(Arc<H>, E) -> Fut + Send + 'static,
+    ) -> T
+    where
+        H: Send + Sync + 'static,
+        E: serde::Serialize + serde::de::DeserializeOwned + 'static,
+        T: serde::Serialize + Send + 'static,
+        Fut: std::future::Future<Output = T> + 'static,
+    {
+        if container.is_none() {
+            return billed.time(call(handler.clone(), event)).await;
+        }
+        let json = serde_json::to_vec(&event).expect("a Lambda event serialises");
+        self.invoke(billed, container, handler, move |h| async move {
+            let event: E = serde_json::from_slice(&json).expect("a Lambda event parses");
+            let out = call(h, event).await;
+            std::hint::black_box(serde_json::to_vec(&out).expect("a response serialises"));
+            out
+        })
         .await
     }
 
