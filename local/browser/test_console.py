@@ -1,7 +1,8 @@
 """The web console in a real browser (Debian's headless Chromium), against the served local
 stack: the seeded events and their statuses, a dead delivery retried and audited, a window
-replayed, an 8-day window refused with the API's message, and an account administrator kept out
-of another account. Every test fails on a console error or a failed request (conftest.Watch)."""
+replayed, an 8-day window refused with the API's message, an account administrator kept out
+of another account, sending a test event, a rotation's overlap and a subscription's delivery log.
+Every test fails on a console error or a failed request (conftest.Watch)."""
 
 import datetime as dt
 import re
@@ -202,3 +203,58 @@ def test_the_event_monitor_with_a_thousand_events_is_measured_in_the_browser(bro
         f"first byte {warm['ttfb_ms']:.0f} ms, first contentful paint {warm['fcp_ms']:.0f} ms"
     )
     record_figure({"name": "console_event_monitor_1000_events", "cold": cold, "warm": warm, "line": line})
+
+
+def test_an_account_administrator_sends_a_test_event_and_sees_the_endpoints_answer(page, stack):
+    sign_in(page, stack, stack.admin_link("northwind"))
+    shop = stack.manifest["northwind"]["subscriptions"]["shop"]
+    page.get_by_test_id("nav-manage").click()
+    form = page.locator(f'form[data-testid=test-event-form][data-subscription-id="{shop}"]')
+    form.get_by_test_id("send-test-event").click()
+    # htmx swaps the outcome in beside the button: the Shop endpoint answers 200.
+    result = form.get_by_test_id("test-event-result")
+    expect(result).to_have_attribute("data-delivered", "true")
+    expect(result.get_by_test_id("test-event-status")).to_have_text("200")
+    expect(status(result.get_by_test_id("test-event-class"))).to_have_attribute("data-status", "success")
+    expect(result.get_by_test_id("test-event-latency")).to_have_text(re.compile(r"^\d+ ms$"))
+    result.scroll_into_view_if_needed()
+    screenshot(page, "test-event")
+
+
+def test_an_account_administrator_rotates_a_secret_with_a_grace_and_sees_until_when_the_old_one_signs(page, stack):
+    sign_in(page, stack, stack.admin_link("northwind"))
+    page.goto(stack.url("/console/acct/manage"))
+    row = page.locator("#manage-integrations tr[data-testid=integration-row]", has_text="Shop")
+    row.get_by_test_id("rotation-grace").fill("7200")
+    before = dt.datetime.now(dt.timezone.utc)
+    row.get_by_test_id("rotate-secret").click()
+    expect(page.get_by_test_id("shown-signing_secret")).to_have_text(re.compile(r"^whsec_"))
+    overlap = page.get_by_test_id("notice").get_by_test_id("secret-overlap")
+    expect(overlap).to_be_visible()
+    until = overlap.locator("time[data-absolute]")
+    # Shown in the viewer's timezone; the instant itself is two hours from the rotation.
+    instant = dt.datetime.fromisoformat(until.get_attribute("datetime").replace("Z", "+00:00"))
+    assert dt.timedelta(hours=2) - dt.timedelta(minutes=1) <= instant - before <= dt.timedelta(hours=2, minutes=1), instant
+    expect(overlap.locator("time:not([data-absolute])")).to_have_text(re.compile(r"in 2 hours|in 120 minutes"))
+    # The page keeps saying so on a later visit.
+    page.goto(stack.url("/console/acct/manage"))
+    expect(page.locator("#manage-integrations tr[data-testid=integration-row]", has_text="Shop").get_by_test_id("secret-overlap")).to_be_visible()
+    screenshot(page, "manage")
+
+
+def test_an_account_administrator_opens_a_subscriptions_delivery_log_from_the_overview(page, stack):
+    sign_in(page, stack, stack.admin_link("northwind"))
+    crm = stack.manifest["northwind"]["subscriptions"]["crm"]
+    page.goto(stack.url("/console/acct"))
+    page.locator(f'#endpoint-health tr[data-testid=health-row][data-subscription-id="{crm}"]').get_by_test_id("delivery-log-link").click()
+    page.wait_for_url(re.compile(f"/console/acct/subscriptions/{crm}$"))
+    rows = page.locator("#deliveries tr[data-testid=delivery-row]")
+    expect(rows.first).to_be_visible()
+    assert rows.count() >= 3, rows.count()
+    for i in range(rows.count()):
+        expect(status(rows.nth(i).get_by_test_id("delivery-status"))).to_have_attribute(
+            "data-status", re.compile(r"^(dead|delivered|pending|processing|retrying)$")
+        )
+    screenshot(page, "account-delivery-log")
+    rows.first.get_by_test_id("delivery-link").click()
+    expect(page.locator("#attempts tr[data-testid=attempt-row]").first).to_be_visible()

@@ -148,6 +148,13 @@ async fn dead_delivery(w: &World) -> (ApiAccount, ApiSubscription, Change) {
     (tenant, sub, changes[0].clone())
 }
 
+/// The integration of a subscription made through the API.
+async fn integration_of(w: &World, tenant: &ApiAccount, sub: &ApiSubscription) -> String {
+    let path = format!("/v1/subscriptions/{}", sub.subscription_id);
+    let read = w.api.get(&path, &tenant.token).await;
+    read.ok()["integration_id"].as_str().unwrap().to_owned()
+}
+
 fn assert_page(reply: &Reply, path: &str) {
     assert_eq!(reply.status, StatusCode::OK, "{path}: {}", reply.text);
     assert_eq!(
@@ -374,6 +381,9 @@ async fn every_console_page_answers_html_with_the_csp_for_its_audience_only() {
         "/console/acct/events?status=failed".to_string(),
         format!("/console/acct/events/{change}"),
         format!("/console/acct/subscriptions/{s}/deliveries/{change}"),
+        format!("/console/acct/subscriptions/{s}"),
+        format!("/console/acct/subscriptions/{s}?status=dead"),
+        "/console/acct/manage".to_string(),
         "/console/acct/attention".to_string(),
     ];
     for path in &operator_pages {
@@ -702,17 +712,7 @@ async fn an_administrator_manages_subscriptions_through_the_apis_own_checks() {
     assert!(manage.text.contains(sub.subscription_id.as_str()));
 
     // A filter the API refuses: its problem, on the page.
-    let integration = w
-        .api
-        .get(
-            &format!("/v1/subscriptions/{}", sub.subscription_id),
-            &tenant.token,
-        )
-        .await
-        .ok()["integration_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let integration = integration_of(&w, &tenant, &sub).await;
     let bad = post(
         &w,
         Some(&admin.cookie),
@@ -777,5 +777,267 @@ async fn an_administrator_manages_subscriptions_through_the_apis_own_checks() {
         &[("csrf", &intruder.csrf), ("fields", "price")],
     )
     .await;
+    assert_eq!(foreign.status, StatusCode::NOT_FOUND, "{}", foreign.text);
+}
+
+/// The `data-testid="test-event-result"` block of a page or fragment (its text up to the end).
+fn test_result(html: &str) -> &str {
+    let at = html
+        .find("data-testid=\"test-event-result\"")
+        .unwrap_or_else(|| panic!("no test event result in {html}"));
+    &html[at..]
+}
+
+#[tokio::test]
+async fn an_administrator_sends_a_test_event_from_the_manage_page_with_or_without_htmx() {
+    let w = World::new().await;
+    let tenant = w.api.account("Tenant").await;
+    let hook = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
+    let pull = w.subscribe_through_api(&tenant, "poll", json!({})).await;
+    let admin = sign_in_with_token(&w, &tenant.token).await;
+    let manage = get(&w, Some(&admin.cookie), "/console/acct/manage").await;
+    assert_page(&manage, "/console/acct/manage");
+    // One button, for the webhook subscription only.
+    assert_eq!(
+        manage
+            .text
+            .matches("data-testid=\"send-test-event\"")
+            .count(),
+        1
+    );
+    assert!(manage.text.contains(&format!(
+        "data-testid=\"test-event-form\" data-subscription-id=\"{}\"",
+        hook.subscription_id
+    )));
+    let path = |s: &str| format!("/console/acct/manage/subscriptions/{s}/test-event");
+    let to_hook = path(hook.subscription_id.as_str());
+
+    // htmx asks for the fragment: the outcome alone.
+    w.receiver.script([Answer::Full {
+        status: 200,
+        headers: vec![],
+        body: "hello from the endpoint".into(),
+    }]);
+    let fragment = w
+        .api
+        .call(Method::POST, &to_hook, None, None)
+        .body(Some(FORM), form(&[("csrf", &admin.csrf)]))
+        .header("cookie", &format!("rhythm_console={}", admin.cookie))
+        .header("hx-request", "true")
+        .await;
+    assert_eq!(fragment.status, StatusCode::OK, "{}", fragment.text);
+    assert!(
+        !fragment.text.contains("<html"),
+        "a fragment: {}",
+        fragment.text
+    );
+    let result = test_result(&fragment.text);
+    assert!(result.contains("data-delivered=\"true\""), "{result}");
+    assert!(
+        result.contains("data-testid=\"test-event-status\">200<"),
+        "{result}"
+    );
+    assert!(result.contains("hello from the endpoint"), "{result}");
+    let got = w.receiver.received();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].json()["type"], "rhythm.test");
+
+    // A plain form post: the whole page, the outcome beside the subscription.
+    w.receiver.script([Answer::Status(410)]);
+    let page = post(&w, Some(&admin.cookie), &to_hook, &[("csrf", &admin.csrf)]).await;
+    assert_page(&page, &to_hook);
+    let result = test_result(&page.text);
+    assert!(result.contains("data-delivered=\"false\""), "{result}");
+    assert!(
+        result.contains("data-testid=\"test-event-status\">410<"),
+        "{result}"
+    );
+    assert!(result.contains("s-permanent"), "{result}");
+
+    // Refusals: no CSRF (403), a pull subscription (the API's 409), another account's (404);
+    // the htmx fragment carries the refusal in a 200, so htmx swaps it in.
+    let forged = post(&w, Some(&admin.cookie), &to_hook, &[("csrf", "nope")]).await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN);
+    let to_pull = path(pull.subscription_id.as_str());
+    let refused = post(&w, Some(&admin.cookie), &to_pull, &[("csrf", &admin.csrf)]).await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.text);
+    assert!(refused.text.contains("data-testid=\"problem\""));
+    assert!(unescape(&refused.text).contains("test events go to webhook endpoints"));
+    let refused = w
+        .api
+        .call(Method::POST, &to_pull, None, None)
+        .body(Some(FORM), form(&[("csrf", &admin.csrf)]))
+        .header("cookie", &format!("rhythm_console={}", admin.cookie))
+        .header("hx-request", "true")
+        .await;
+    assert_eq!(refused.status, StatusCode::OK);
+    assert!(refused.text.contains("data-testid=\"problem\""));
+    let other = w.api.account("Other").await;
+    let intruder = sign_in_with_token(&w, &other.token).await;
+    let foreign = post(
+        &w,
+        Some(&intruder.cookie),
+        &to_hook,
+        &[("csrf", &intruder.csrf)],
+    )
+    .await;
+    assert_eq!(foreign.status, StatusCode::NOT_FOUND, "{}", foreign.text);
+    assert_eq!(w.receiver.count(), 2, "refused sends reach nobody");
+
+    // Both sends are in the audit history, under the session's actor.
+    let audit = w
+        .api
+        .get(
+            &format!(
+                "/operator/accounts/{}/subscriptions/{}/audit",
+                tenant.account_id, hook.subscription_id
+            ),
+            OPERATOR_TOKEN,
+        )
+        .await;
+    let entries = audit.ok()["data"].as_array().unwrap().clone();
+    assert_eq!(entries.len(), 2);
+    assert!(entries.iter().all(|e| e["action"] == "send_test_event"
+        && e["operator"].as_str().unwrap().starts_with("token ")));
+}
+
+#[tokio::test]
+async fn a_rotation_with_a_chosen_grace_shows_until_when_the_previous_secret_stays_valid() {
+    let w = World::new().await;
+    let tenant = w.api.account("Tenant").await;
+    let hook = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
+    let integration = integration_of(&w, &tenant, &hook).await;
+    let admin = sign_in_with_token(&w, &tenant.token).await;
+    let manage = get(&w, Some(&admin.cookie), "/console/acct/manage").await;
+    assert!(manage.text.contains("name=\"rotation_grace_seconds\""));
+    assert!(!manage.text.contains("data-testid=\"secret-overlap\""));
+    let rotate = format!("/console/acct/manage/integrations/{integration}/rotate-secret");
+
+    // Out of range: the API's refusal, with its words.
+    let refused = post(
+        &w,
+        Some(&admin.cookie),
+        &rotate,
+        &[("csrf", &admin.csrf), ("rotation_grace_seconds", "700000")],
+    )
+    .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        refused.text
+    );
+    assert!(refused.text.contains("rotation_grace_seconds"));
+    assert!(
+        refused.text.contains("must be 0 to 604800 seconds"),
+        "{}",
+        refused.text
+    );
+
+    // An hour's grace: the page says until when, after the rotation and on every later visit.
+    let until = w
+        .now()
+        .plus(std::time::Duration::from_secs(3600))
+        .to_rfc3339();
+    let rotated = post(
+        &w,
+        Some(&admin.cookie),
+        &rotate,
+        &[("csrf", &admin.csrf), ("rotation_grace_seconds", "3600")],
+    )
+    .await;
+    assert_eq!(rotated.status, StatusCode::OK, "{}", rotated.text);
+    assert!(rotated
+        .text
+        .contains("data-testid=\"shown-signing_secret\">whsec_"));
+    for html in [
+        &rotated.text,
+        &get(&w, Some(&admin.cookie), "/console/acct/manage")
+            .await
+            .text,
+    ] {
+        let at = html
+            .find("data-testid=\"secret-overlap\"")
+            .unwrap_or_else(|| panic!("no overlap in {html}"));
+        let overlap = &html[at..at + html[at..].find("</p>").unwrap()];
+        // Relative (console.js) and absolute, both from the instant.
+        assert_eq!(
+            overlap.matches(&format!("datetime=\"{until}\"")).count(),
+            2,
+            "{overlap}"
+        );
+        assert!(overlap.contains("data-absolute"), "{overlap}");
+    }
+    let stored = w
+        .api
+        .get(&format!("/v1/integrations/{integration}"), &tenant.token)
+        .await;
+    assert_eq!(stored.ok()["previous_secret_expires_at"], until.as_str());
+
+    // Grace 0 retires the previous secret at once: no overlap shown.
+    let at_once = post(
+        &w,
+        Some(&admin.cookie),
+        &rotate,
+        &[("csrf", &admin.csrf), ("rotation_grace_seconds", "0")],
+    )
+    .await;
+    assert_eq!(at_once.status, StatusCode::OK, "{}", at_once.text);
+    assert!(
+        !at_once.text.contains("data-testid=\"secret-overlap\""),
+        "{}",
+        at_once.text
+    );
+}
+
+#[tokio::test]
+async fn an_administrator_reads_a_subscriptions_delivery_log_from_the_overview() {
+    let w = World::new().await;
+    let (tenant, sub, dead) = dead_delivery(&w).await;
+    let s = sub.subscription_id.as_str();
+    let admin = sign_in_with_token(&w, &tenant.token).await;
+    let log_path = format!("/console/acct/subscriptions/{s}");
+    let overview = get(&w, Some(&admin.cookie), "/console/acct").await;
+    assert!(
+        overview.text.contains(&format!("href=\"{log_path}\"")),
+        "{}",
+        overview.text
+    );
+
+    let log = get(&w, Some(&admin.cookie), &log_path).await;
+    assert_page(&log, &log_path);
+    assert!(log.text.contains("id=\"deliveries\""));
+    let row = &log.text[log
+        .text
+        .find("data-testid=\"delivery-row\"")
+        .expect("a row")..];
+    assert!(
+        row.contains("data-testid=\"delivery-status\"><span class=\"badge s-dead\""),
+        "{row}"
+    );
+    assert!(row.contains("data-testid=\"http-code\">503<"), "{row}");
+    assert!(row.contains(&format!(
+        "href=\"/console/acct/subscriptions/{s}/deliveries/{}\"",
+        dead.change_id
+    )));
+    assert!(log.text.contains("data-testid=\"last-page\""));
+    // Filtered by status with the API's checks.
+    let delivered = get(
+        &w,
+        Some(&admin.cookie),
+        &format!("{log_path}?status=delivered"),
+    )
+    .await;
+    assert_eq!(delivered.status, StatusCode::OK);
+    assert!(!delivered.text.contains("data-testid=\"delivery-row\""));
+    let bad = get(&w, Some(&admin.cookie), &format!("{log_path}?status=lost")).await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.text);
+    let bad = get(&w, Some(&admin.cookie), &format!("{log_path}?cursor=nope")).await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.text);
+
+    // Another account's subscription is not found.
+    let other = w.api.account("Other").await;
+    let intruder = sign_in_with_token(&w, &other.token).await;
+    let foreign = get(&w, Some(&intruder.cookie), &log_path).await;
     assert_eq!(foreign.status, StatusCode::NOT_FOUND, "{}", foreign.text);
 }

@@ -63,6 +63,8 @@ async fn seed(w: &World) -> Seeded {
         .as_str()
         .unwrap()
         .to_owned();
+    // Test events go to this one (the spare webhook subscription may be deleted first).
+    let tested = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
     let now = w.now();
     let changes = w
         .write_changes(&tenant.account_id, &[now.minus(MINUTE)])
@@ -106,6 +108,10 @@ async fn seed(w: &World) -> Seeded {
                 webhook.subscription_id.to_string(),
             ),
             ("RHYTHM_SPARE_INTEGRATION_ID", spare_integration_id),
+            (
+                "RHYTHM_WEBHOOK_SUBSCRIPTION_ID",
+                tested.subscription_id.to_string(),
+            ),
         ],
     }
 }

@@ -595,15 +595,16 @@ fn signing_secrets_are_sealed_under_a_rotating_key_only_the_api_and_the_worker_m
             }
         }
     }
-    // The functions get its id (not a secret), the API may only generate data keys, the worker
-    // may only decrypt them, and nobody else may do anything with it.
+    // The functions get its id (not a secret), the API may generate data keys (and decrypt
+    // them for a test event), the worker may only decrypt them, and nobody else may do anything
+    // with it.
     let globals = &template()["Globals"]["Function"]["Environment"]["Variables"];
     assert!(is_ref(&globals["SIGNING_KEY_ID"], "SigningSecretsKey"));
     for function in functions() {
         let grants = signing_key_grants(role_of(function));
         let actions: Vec<&str> = grants.iter().map(|(a, _)| a.as_str()).collect();
         let expected: &[&str] = match function {
-            "ApiFunction" => &["kms:GenerateDataKey"],
+            "ApiFunction" => &["kms:GenerateDataKey", "kms:Decrypt"],
             "DeliverFunction" => &["kms:Decrypt"],
             _ => &[],
         };
@@ -977,8 +978,9 @@ const CODE_NEEDS: &[(&str, Needs)] = &[
             // The web console's signing key, read once per container.
             ("ConsoleSigningKey", &["secretsmanager:GetSecretValue"]),
             ("OperationsKey", &["kms:Decrypt"]),
-            // envelope::SecretSealer: data keys for sealing webhook signing secrets.
-            ("SigningSecretsKey", &["kms:GenerateDataKey"]),
+            // envelope::SecretSealer: data keys for sealing webhook signing secrets; the
+            // SecretOpener of v1::test_event: unwrapping them to sign a test event.
+            ("SigningSecretsKey", &["kms:GenerateDataKey", "kms:Decrypt"]),
         ],
     ),
 ];
@@ -1896,6 +1898,8 @@ mod measured {
             ("NotificationTable/index/watch", "dynamodb:Query"),
             // Sealing the webhook's signing secret.
             ("SigningSecretsKey", "kms:GenerateDataKey"),
+            // Opening it to sign a test event.
+            ("SigningSecretsKey", "kms:Decrypt"),
         ] {
             assert!(
                 seen.contains(&(resource.to_string(), action.to_string())),

@@ -1,7 +1,9 @@
 //! The management API against the emulator: operator accounts, integrations, subscriptions, token
 //! authentication and rotation, account scoping, and problem+json for every failure.
 
+use crate::signing_secrets::verifies;
 use axum::http::{header, Method, StatusCode};
+use local::receiver::Reply;
 use local::testkit::api::{ApiAccount, ApiClient, OPERATOR_TOKEN, PROBLEM_JSON};
 use local::testkit::World;
 use serde_json::{json, Value};
@@ -1088,4 +1090,207 @@ async fn account_creation_and_token_issuance_are_written_to_the_audit_history() 
         assert_eq!(e["account_id"], account_id.as_str());
         assert!(e.get("subscription_id").is_none(), "{e}");
     }
+}
+
+// ------------------------------------------------------------------------------- test events
+
+#[tokio::test]
+async fn a_test_event_reaches_the_endpoint_signed_and_marked_and_is_audited_but_never_a_delivery() {
+    let w = World::new().await;
+    let api = &w.api;
+    let tenant = api.account("Tester").await;
+    let created = api
+        .post(
+            "/v1/integrations",
+            &tenant.token,
+            json!({"name": "CRM", "method": "webhook", "webhook_url": w.receiver.url("/hooks"),
+                   "event_access_accepted": true}),
+        )
+        .await
+        .created()
+        .clone();
+    let secret = created["signing_secret"].as_str().unwrap().to_owned();
+    let sub = id(&subscription(api, &tenant.token, &id(&created)).await);
+    let path = format!("/v1/subscriptions/{sub}/test-event");
+
+    w.receiver.script([Reply::Full {
+        status: 202,
+        headers: vec![],
+        body: "queued by the receiver".into(),
+    }]);
+    let reply = api
+        .call(Method::POST, &path, Some(&tenant.token), None)
+        .await;
+    let outcome = reply.ok().clone();
+    assert_eq!(outcome["delivered"], true, "{outcome}");
+    assert_eq!(outcome["http_status"], 202);
+    assert_eq!(outcome["classification"], "success");
+    assert_eq!(outcome["response"], "queued by the receiver");
+    assert_eq!(outcome["event_type"], "rhythm.test");
+    assert_eq!(outcome["subscription_id"], sub.as_str());
+    assert_eq!(outcome["url"], w.receiver.url("/hooks"));
+    assert!(outcome["latency_ms"].is_u64(), "{outcome}");
+
+    // The receiver got one request, signed with the integration's secret, marked as a test.
+    let got = w.receiver.received();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].path, "/hooks");
+    assert!(verifies(&secret, &got[0], w.now()));
+    assert_eq!(got[0].header("webhook-id"), outcome["message_id"].as_str());
+    assert!(outcome["message_id"].as_str().unwrap().starts_with("test_"));
+    let body = got[0].json();
+    assert_eq!(body["type"], "rhythm.test");
+    assert_eq!(body["test"], true);
+    assert_eq!(body["subscription_id"], sub.as_str());
+
+    // A failing endpoint is the outcome, not an error; each send has a fresh message id.
+    w.receiver.script([Reply::Status(500)]);
+    let failed = api
+        .call(Method::POST, &path, Some(&tenant.token), None)
+        .await
+        .ok()
+        .clone();
+    assert_eq!(failed["delivered"], false);
+    assert_eq!(failed["http_status"], 500);
+    assert_eq!(failed["classification"], "transient");
+    assert_ne!(failed["message_id"], outcome["message_id"]);
+
+    // During a rotation's grace it is signed with the new secret and the previous one.
+    let rotated = api
+        .patch(
+            &format!("/v1/integrations/{}", id(&created)),
+            &tenant.token,
+            json!({"rotate_signing_secret": true, "rotation_grace_seconds": 3600}),
+        )
+        .await
+        .ok()
+        .clone();
+    let new_secret = rotated["signing_secret"].as_str().unwrap().to_owned();
+    api.call(Method::POST, &path, Some(&tenant.token), None)
+        .await
+        .ok();
+    let last = w.receiver.received().pop().unwrap();
+    assert_eq!(
+        last.header("webhook-signature").unwrap().split(' ').count(),
+        2
+    );
+    assert!(verifies(&new_secret, &last, w.now()) && verifies(&secret, &last, w.now()));
+
+    // No delivery record, no dead count: the subscription is as it was.
+    let deliveries = api
+        .get(
+            &format!(
+                "/operator/accounts/{}/subscriptions/{sub}/deliveries",
+                tenant.account_id
+            ),
+            OPERATOR_TOKEN,
+        )
+        .await;
+    assert_eq!(deliveries.ok()["data"], json!([]));
+    let read = api
+        .get(&format!("/v1/subscriptions/{sub}"), &tenant.token)
+        .await;
+    assert_eq!(read.ok()["consecutive_dead"], 0);
+    assert_eq!(read.ok()["status"], "active");
+
+    // The audit history keeps who sent each one, when, and what came of it (newest first).
+    let audit = api
+        .get(
+            &format!(
+                "/operator/accounts/{}/subscriptions/{sub}/audit",
+                tenant.account_id
+            ),
+            OPERATOR_TOKEN,
+        )
+        .await;
+    let entries = audit.ok()["data"].as_array().unwrap().clone();
+    assert_eq!(entries.len(), 3, "{entries:?}");
+    assert!(entries.iter().all(|e| e["action"] == "send_test_event"));
+    assert!(entries
+        .iter()
+        .all(|e| e["operator"].as_str().unwrap().starts_with("token ")));
+    assert_eq!(entries[1]["details"]["http_status"], "500");
+    assert_eq!(entries[1]["details"]["classification"], "transient");
+    assert_eq!(entries[2]["details"]["http_status"], "202");
+    assert_eq!(
+        entries[2]["details"]["message_id"],
+        outcome["message_id"].clone()
+    );
+}
+
+#[tokio::test]
+async fn test_events_are_refused_for_another_accounts_a_pull_or_a_paused_subscription_and_a_forbidden_target(
+) {
+    let w = World::new().await;
+    let api = &w.api;
+    let tenant = api.account("Tester").await;
+    let other = api.account("Other").await;
+    let send = |api: &ApiClient, sub: &str, token: &str| {
+        api.call(
+            Method::POST,
+            &format!("/v1/subscriptions/{sub}/test-event"),
+            Some(token),
+            None,
+        )
+    };
+
+    // Another account's subscription is not found, as on every route.
+    let hook = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
+    let sub = hook.subscription_id.to_string();
+    send(api, &sub, &other.token)
+        .await
+        .problem_of(StatusCode::NOT_FOUND, "not-found");
+    send(api, "not-an-id", &tenant.token)
+        .await
+        .problem_of(StatusCode::NOT_FOUND, "not-found");
+
+    // A pull subscription has no endpoint.
+    let pull = w.subscribe_through_api(&tenant, "poll", json!({})).await;
+    let refused = send(api, &pull.subscription_id.to_string(), &tenant.token).await;
+    let detail = refused.problem_of(StatusCode::CONFLICT, "conflict")["detail"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        detail.contains("webhook") && detail.contains("poll"),
+        "{detail}"
+    );
+
+    // A paused subscription receives nothing, test events included.
+    let integration = w.integration(&tenant.account_id).await;
+    let paused = w.subscribe(&integration).paused().await;
+    let refused = send(api, paused.subscription_id.as_str(), &tenant.token).await;
+    let detail = refused.problem_of(StatusCode::CONFLICT, "conflict")["detail"].clone();
+    assert!(detail.as_str().unwrap().contains("paused"), "{detail}");
+
+    // The SSRF guard of a production deployment refuses a loopback endpoint before any send.
+    let loopback = api
+        .post(
+            "/v1/integrations",
+            &tenant.token,
+            json!({"name": "Loopback", "method": "webhook",
+                   "webhook_url": "https://127.0.0.1:9/hooks",
+                   "event_access_accepted": true}),
+        )
+        .await
+        .created()
+        .clone();
+    let guarded = id(&subscription(api, &tenant.token, &id(&loopback)).await);
+    let refused = send(&w.production_api(), &guarded, &tenant.token).await;
+    let detail = refused.problem_of(StatusCode::CONFLICT, "conflict")["detail"].clone();
+    assert!(detail.as_str().unwrap().contains("SSRF"), "{detail}");
+
+    assert_eq!(w.receiver.count(), 0, "nothing was sent");
+    // A refusal is not audited (nothing was sent).
+    let audit = api
+        .get(
+            &format!("/operator/accounts/{}/audit", tenant.account_id),
+            OPERATOR_TOKEN,
+        )
+        .await;
+    assert!(!audit.ok()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["action"] == "send_test_event"));
 }

@@ -73,7 +73,8 @@ fn material(secret: &str) -> &str {
     secret.strip_prefix("whsec_").unwrap()
 }
 
-fn verifies(secret: &str, got: &ReceivedRequest, now: Timestamp) -> bool {
+/// Whether `secret` (`whsec_…`) verifies the Standard Webhooks signature of `got` at `now`.
+pub(crate) fn verifies(secret: &str, got: &ReceivedRequest, now: Timestamp) -> bool {
     verify(
         &SigningSecret::parse(secret).unwrap(),
         got.header("webhook-id").unwrap(),

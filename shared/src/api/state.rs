@@ -26,8 +26,14 @@ pub struct ApiState {
     /// How provider events are authenticated; `None`: this process's
     /// [`crate::notify::confirm::settings`].
     pub provider_events: Option<Arc<crate::notify::confirm::ProviderEventSettings>>,
-    /// Seals webhook signing secrets (one KMS data key per container; the API never decrypts).
+    /// Seals webhook signing secrets (one KMS data key per container).
     pub sealer: Arc<crate::envelope::SecretSealer>,
+    /// Opens them for a test event ([`crate::api::v1::test_event`]): one KMS `Decrypt` per
+    /// wrapped data key per container, as the delivery worker does.
+    pub opener: Arc<crate::envelope::SecretOpener>,
+    /// The delivery worker's webhook adapter (the SSRF-guarded client, its timeout and response
+    /// cap) under this deployment's target policy, for test events.
+    pub webhook: crate::worker::webhook::WebhookAdapter,
     /// Signs the web console's login links and sessions ([`crate::api::console::session`]); a random
     /// key of the process unless [`ApiState::with_console_key`] sets the configured one.
     pub console_key: Arc<crate::api::console::session::ConsoleKey>,
@@ -41,11 +47,20 @@ impl ApiState {
         clock: Arc<dyn Clock>,
         operator_auth: OperatorAuth,
     ) -> Self {
+        let policy = crate::domain::ssrf::TargetPolicy {
+            allow_private: config.allow_private_targets,
+            require_https: !config.allow_private_targets,
+        };
         ApiState {
             sealer: Arc::new(crate::envelope::SecretSealer::new(
                 clients.kms.clone(),
                 config.signing_key_id.clone(),
             )),
+            opener: Arc::new(crate::envelope::SecretOpener::new(clients.kms.clone())),
+            webhook: crate::worker::webhook::WebhookAdapter::new(
+                policy,
+                crate::worker::webhook::DEFAULT_TIMEOUT,
+            ),
             clients,
             config,
             clock,
@@ -145,9 +160,6 @@ impl ApiState {
     /// The webhook target policy: the SSRF guard, relaxed only where private targets are allowed
     /// (the local demo and tests).
     pub fn target_policy(&self) -> crate::domain::ssrf::TargetPolicy {
-        crate::domain::ssrf::TargetPolicy {
-            allow_private: self.config.allow_private_targets,
-            require_https: !self.config.allow_private_targets,
-        }
+        self.webhook.policy()
     }
 }

@@ -3,8 +3,9 @@
 //! A KMS data key (256 bits) encrypts the `whsec_…` text locally; the item keeps the ciphertext,
 //! the random 96-bit nonce, the data key as KMS encrypted it (`wrapped_key`) and the KMS key id.
 //! The associated data names the account and the integration, so a ciphertext copied onto
-//! another integration (or altered in any byte) does not open. Only the delivery function can
-//! unwrap a data key (KMS `Decrypt`); the API only generates them.
+//! another integration (or altered in any byte) does not open. The delivery function unwraps data
+//! keys (KMS `Decrypt`) to sign deliveries; the API generates them, and unwraps them only to sign
+//! a test event.
 //!
 //! Pure: the caller supplies the data key, the nonce and the time; nothing here calls KMS.
 

@@ -1,4 +1,5 @@
-//! The audit entry item: who did what, when and why, for every operator action.
+//! The audit entry item: who did what, when and why, for every operator action (and the test
+//! events an account's administrator sends).
 //!
 //! | item  | pk                 | sk                            | listing (`list_key` / `list_sort`)      |
 //! |-------|--------------------|-------------------------------|-----------------------------------------|
@@ -53,6 +54,9 @@ pub enum AuditAction {
     SetNoticeAllowlist,
     /// Issued a web console login link for the account's administrator.
     IssueConsoleLink,
+    /// Sent a test event to a subscription's webhook endpoint (an account administrator, or an
+    /// operator acting as one); the details hold the outcome.
+    SendTestEvent,
 }
 
 impl AuditAction {
@@ -66,6 +70,7 @@ impl AuditAction {
             AuditAction::IssueAccountToken => "issue_account_token",
             AuditAction::SetNoticeAllowlist => "set_notice_allowlist",
             AuditAction::IssueConsoleLink => "issue_console_link",
+            AuditAction::SendTestEvent => "send_test_event",
         }
     }
 }

@@ -342,21 +342,10 @@ impl DeliveryWorker {
         let payload = d.payload.as_deref().unwrap_or("{}");
         match &integration.target {
             Target::Webhook { url, secret } => {
-                let now = self.clock.now();
-                // The current secret, then the previous one while its rotation grace lasts.
-                let mut secrets = Vec::with_capacity(2);
-                for sealed in secret.signing_at(now) {
-                    let opened = self
-                        .opener
-                        .open(&integration.account_id, &integration.integration_id, sealed)
-                        .await;
-                    match opened {
-                        Ok(s) => secrets.push(s),
-                        Err(e) => return unsealed_failure(&e),
-                    }
-                }
+                let integration = (&integration.account_id, &integration.integration_id);
+                let (id, now) = (d.delivery_id.as_str(), self.clock.now());
                 self.webhook
-                    .deliver(url, &secrets, &d.delivery_id, payload, now)
+                    .send_signed(&self.opener, integration, url, secret, id, payload, now)
                     .await
             }
             Target::Internal { handler } => {
@@ -554,21 +543,4 @@ fn decide(
         }
     };
     Ok(Decision { movement, retry_in })
-}
-
-/// The attempt a signing secret that cannot be used comes to: a KMS outage is retried; a sealed
-/// secret that does not open (altered, moved from another integration, its data key refused)
-/// fails the delivery as configuration loss until the secret is rotated. Nothing secret is in
-/// the detail.
-fn unsealed_failure(e: &crate::envelope::UnsealError) -> AttemptResult {
-    let detail = format!("signing secret: {e}");
-    if e.is_transient() {
-        AttemptResult::new(
-            AttemptClass::Transient { retry_after: None },
-            None,
-            Some(detail),
-        )
-    } else {
-        AttemptResult::configuration_loss(detail)
-    }
 }

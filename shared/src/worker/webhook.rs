@@ -10,12 +10,15 @@
 //! (see [`crate::guarded_http`]); the attempt is classified by its status all the same.
 
 use super::adapters::{truncate, AttemptResult, DETAIL_LIMIT};
+use crate::domain::classify::AttemptClass;
 use crate::domain::classify::{classify_http_status, classify_transport, TransportFailure};
 use crate::domain::signing::{SigningSecret, WebhookHeaders};
 use crate::domain::ssrf::{check_url, TargetPolicy};
+use crate::domain::target::WebhookSecret;
 use crate::domain::time::Timestamp;
+use crate::envelope::{SecretOpener, UnsealError};
 use crate::guarded_http;
-use crate::ids::DeliveryId;
+use crate::ids::{AccountId, IntegrationId};
 use std::time::Duration;
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -42,13 +45,45 @@ impl WebhookAdapter {
         self.timeout
     }
 
+    /// The SSRF policy this adapter enforces.
+    pub fn policy(&self) -> TargetPolicy {
+        self.policy
+    }
+
+    /// Opens the integration's signing secrets that sign at `now` (the current one, then the
+    /// previous one while its rotation grace lasts) and posts `payload` to `url` signed with
+    /// them, as `message_id` (`webhook-id`). The worker's attempts and the API's test events
+    /// both send through here. A secret that cannot be opened is the attempt's failure
+    /// (transient while KMS is unavailable, else a configuration loss).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn send_signed(
+        &self,
+        opener: &SecretOpener,
+        integration: (&AccountId, &IntegrationId),
+        url: &str,
+        secret: &WebhookSecret,
+        message_id: &str,
+        payload: &str,
+        now: Timestamp,
+    ) -> AttemptResult {
+        let (account_id, integration_id) = integration;
+        let mut secrets = Vec::with_capacity(2);
+        for sealed in secret.signing_at(now) {
+            match opener.open(account_id, integration_id, sealed).await {
+                Ok(s) => secrets.push(s),
+                Err(e) => return unsealed_failure(&e),
+            }
+        }
+        self.deliver(url, &secrets, message_id, payload, now).await
+    }
+
     /// Posts `payload` to `url`, signed with every secret of `secrets` (the current one first;
     /// during a rotation's grace the previous one too), and classifies the answer.
     pub async fn deliver(
         &self,
         url: &str,
         secrets: &[SigningSecret],
-        delivery_id: &DeliveryId,
+        message_id: &str,
         payload: &str,
         now: Timestamp,
     ) -> AttemptResult {
@@ -62,7 +97,7 @@ impl WebhookAdapter {
                 )
             }
         };
-        let headers = WebhookHeaders::sign(secrets, delivery_id.as_str(), now, payload.as_bytes());
+        let headers = WebhookHeaders::sign(secrets, message_id, now, payload.as_bytes());
         let mut request = self
             .client
             .post(url)
@@ -96,6 +131,23 @@ impl WebhookAdapter {
                 )
             }
         }
+    }
+}
+
+/// The attempt a signing secret that cannot be used comes to: a KMS outage is retried; a sealed
+/// secret that does not open (altered, moved from another integration, its data key refused)
+/// fails the delivery as configuration loss until the secret is rotated. Nothing secret is in
+/// the detail.
+fn unsealed_failure(e: &UnsealError) -> AttemptResult {
+    let detail = format!("signing secret: {e}");
+    if e.is_transient() {
+        AttemptResult::new(
+            AttemptClass::Transient { retry_after: None },
+            None,
+            Some(detail),
+        )
+    } else {
+        AttemptResult::configuration_loss(detail)
     }
 }
 

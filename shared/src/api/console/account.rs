@@ -4,7 +4,7 @@
 
 use super::account_parts::{integrations_and_subscriptions, integrations_table, nav_at};
 use super::operator::attention_page;
-use super::page::{badge, error_page, html_response, shell, Ctx, SignIn};
+use super::page::{badge, encode, error_page, html_response, shell, when_text, Ctx, NotYours};
 use super::views::{self, Scope};
 use super::Params;
 use crate::api::problem::ApiError;
@@ -19,7 +19,7 @@ use crate::operations::operator::history::{list_deliveries, DeliveryQuery};
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use maud::{html, Markup};
@@ -34,6 +34,10 @@ pub fn router() -> Router<Arc<ApiState>> {
         .route("/console/acct/events/{change_id}", get(event))
         .route("/console/acct/attention", get(attention))
         .route(
+            "/console/acct/subscriptions/{subscription_id}",
+            get(delivery_log),
+        )
+        .route(
             "/console/acct/subscriptions/{subscription_id}/deliveries/{change_id}",
             get(delivery),
         )
@@ -45,29 +49,9 @@ pub struct Admin {
     pub account_id: AccountId,
 }
 
-/// No session (sign in), or an operator's session (403: operators use `/console/op/`).
-pub enum NotAdmin {
-    SignIn(SignIn),
-    Forbidden(Box<Ctx>),
-}
-
-impl IntoResponse for NotAdmin {
-    fn into_response(self) -> Response {
-        match self {
-            NotAdmin::SignIn(s) => s.into_response(),
-            NotAdmin::Forbidden(ctx) => error_page(
-                &ctx,
-                &super::operator::nav(None, ""),
-                &ApiError::forbidden(
-                    "these pages are an account administrator's; operators use /console/op/",
-                ),
-            ),
-        }
-    }
-}
-
 impl FromRequestParts<Arc<ApiState>> for Admin {
-    type Rejection = NotAdmin;
+    /// No session (sign in), or an operator's session (403: operators use `/console/op/`).
+    type Rejection = NotYours;
 
     async fn from_request_parts(
         parts: &mut Parts,
@@ -75,10 +59,14 @@ impl FromRequestParts<Arc<ApiState>> for Admin {
     ) -> Result<Self, Self::Rejection> {
         let ctx = Ctx::from_request_parts(parts, state)
             .await
-            .map_err(NotAdmin::SignIn)?;
+            .map_err(NotYours::SignIn)?;
         match ctx.account_id().cloned() {
             Some(account_id) => Ok(Admin { ctx, account_id }),
-            None => Err(NotAdmin::Forbidden(Box::new(ctx))),
+            None => Err(NotYours::Forbidden {
+                ctx: Box::new(ctx),
+                nav: super::operator::nav(None, ""),
+                detail: "these pages are an account administrator's; operators use /console/op/",
+            }),
         }
     }
 }
@@ -159,7 +147,12 @@ pub async fn health(
     Ok(out)
 }
 
-fn health_table(rows: &[Health]) -> Markup {
+/// A subscription's id, linking to its delivery log.
+fn log_link(ctx: &Ctx, id: &crate::ids::SubscriptionId) -> Markup {
+    html! { a class="mono" data-testid="delivery-log-link" href=(ctx.url(&format!("/console/acct/subscriptions/{}", encode(id)))) { (id) } }
+}
+
+fn health_table(ctx: &Ctx, rows: &[Health]) -> Markup {
     html! {
         h2 { "Endpoint health" }
         div class="table-wrap" {
@@ -168,7 +161,7 @@ fn health_table(rows: &[Health]) -> Markup {
                 tbody {
                     @for h in rows {
                         tr data-testid="health-row" data-subscription-id=(h.subscription.id) {
-                            td data-label="Subscription" class="mono" { (h.subscription.id) }
+                            td data-label="Subscription" { (log_link(ctx, &h.subscription.id)) }
                             td data-label="Status" { (badge(h.subscription.status.as_str())) }
                             td data-label="Success rate" data-testid="success-rate" {
                                 @if let Some(percent) = h.success_percent() { (percent) "% " span class="muted" { "(" (h.delivered) " of " (h.delivered + h.ended_badly) " finished, newest " (h.seen) ")" } }
@@ -195,7 +188,7 @@ async fn overview(admin: Admin, State(state): S) -> Response {
         Ok(l) => l,
         Err(e) => return error_page(ctx, &nav, &e),
     };
-    let subscriptions = subscriptions_table(&subs);
+    let subscriptions = subscriptions_table(ctx, &subs);
     let health = match health(&state, subs).await {
         Ok(h) => h,
         Err(e) => return error_page(ctx, &nav, &e),
@@ -205,14 +198,14 @@ async fn overview(admin: Admin, State(state): S) -> Response {
             h1 { "Your account" }
             (integrations_table(&integrations))
             (subscriptions)
-            (health_table(&health))
+            (health_table(ctx, &health))
         }
     };
     html_response(StatusCode::OK, shell(Some((ctx, &nav)), "Overview", body))
 }
 
 /// The account's subscriptions with their filters, projected fields and retry policies.
-fn subscriptions_table(subs: &[SubscriptionView]) -> Markup {
+fn subscriptions_table(ctx: &Ctx, subs: &[SubscriptionView]) -> Markup {
     html! {
         h2 { "Subscriptions" }
         div class="table-wrap" {
@@ -221,7 +214,7 @@ fn subscriptions_table(subs: &[SubscriptionView]) -> Markup {
                 tbody {
                     @for s in subs {
                         tr data-testid="subscription-row" data-subscription-id=(s.id) {
-                            td data-label="Subscription" class="mono" { (s.id) }
+                            td data-label="Subscription" { (log_link(ctx, &s.id)) }
                             td data-label="Integration" class="mono" { (s.integration_id) }
                             td data-label="Status" { (badge(s.status.as_str())) }
                             td data-label="Record types" { (s.record_types.join(", ")) }
@@ -245,6 +238,57 @@ async fn events(admin: Admin, State(state): S, Query(p): Query<Params>) -> Respo
 async fn event(admin: Admin, State(state): S, Path(c): Path<String>) -> Response {
     let sc = scope(&admin.account_id);
     views::event_page(&state, &admin.ctx, &nav_at("nav-events"), &sc, &c).await
+}
+
+/// A subscription's delivery log: its facts and its deliveries (the Integration history's own
+/// read, scoped to the session's account: another account's subscription is not found).
+async fn delivery_log(
+    admin: Admin,
+    State(state): S,
+    Path(s): Path<String>,
+    Query(p): Query<Params>,
+) -> Response {
+    let ctx = &admin.ctx;
+    let nav = nav_at("nav-overview");
+    let sc = scope(&admin.account_id);
+    let found = match crate::api::extract::path_id(&s, "subscription") {
+        Ok(id) => state
+            .ops()
+            .subscription(&admin.account_id, &id)
+            .await
+            .map_err(ApiError::from),
+        Err(e) => Err(e),
+    };
+    let sub = match found {
+        Ok(sub) => SubscriptionView::from(&sub),
+        Err(e) => return error_page(ctx, &nav, &e),
+    };
+    let (deliveries, refused) = views::subscription_deliveries(&state, ctx, &sc, &sub.id, &p).await;
+    let body = html! {
+        main id="main" {
+            p { a href=(ctx.url("/console/acct")) { "← Overview" } }
+            h1 { "Delivery log " span class="mono" { (sub.id) } }
+            section class="panel" {
+                dl class="facts" {
+                    dt { "Status" } dd data-testid="subscription-status" { (badge(sub.status.as_str())) }
+                    dt { "Integration" } dd class="mono" { (sub.integration_id) }
+                    dt { "Record types" } dd { (sub.record_types.join(", ")) }
+                    dt { "Dead in a row" } dd { (sub.consecutive_dead) " of " (MAX_CONSECUTIVE_DEAD) " (pauses at " (MAX_CONSECUTIVE_DEAD) ")" }
+                    @if let Some(t) = &sub.paused_at { dt { "Paused" } dd { (when_text(Some(t))) } }
+                }
+                div class="actions" {
+                    a class="button secondary" href=(ctx.url("/console/acct/manage")) { "Manage (edit, send a test event)" }
+                }
+            }
+            h2 { "Deliveries" }
+            (deliveries)
+        }
+    };
+    let status = refused
+        .as_ref()
+        .map(|e| e.status())
+        .unwrap_or(StatusCode::OK);
+    html_response(status, shell(Some((ctx, &nav)), "Delivery log", body))
 }
 
 async fn delivery(admin: Admin, State(state): S, Path((s, c)): Path<(String, String)>) -> Response {

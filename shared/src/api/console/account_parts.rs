@@ -25,6 +25,7 @@ pub(super) fn nav_at(current: &'static str) -> Nav {
                 "/console/acct/attention".into(),
                 "nav-attention",
             ),
+            ("Manage", "/console/acct/manage".into(), "nav-manage"),
         ],
         current,
     }

@@ -1,7 +1,8 @@
 //! `/console/acct/manage…`: an account administrator changes their integrations and
 //! subscriptions through the management API's own handlers (create an integration or a
 //! subscription, edit a subscription's record types, filter, projected fields and retry policy,
-//! rotate a webhook signing secret, issue a pull token). A form's fields become the JSON body the
+//! rotate a webhook signing secret with a chosen grace, issue a pull token, send a test event to a
+//! webhook subscription's endpoint). A form's fields become the JSON body the
 //! handler reads, so a refusal is the API's problem; a secret the API shows once is shown once
 //! here too (the page is `no-store`).
 
@@ -9,13 +10,16 @@ use super::account::Admin;
 use super::account_parts::integrations_and_subscriptions;
 use super::operator::refuse_without_csrf;
 use super::page::{
-    csrf_field, encode, error_page, field, form_fields, html_response, problem, shell, Nav,
+    badge, csrf_field, encode, error_page, field, form_fields, html_response, problem, shell,
+    when_text, Ctx, Nav,
 };
 use crate::api::auth::AccountAuth;
 use crate::api::extract::{ApiPath, Fields, JsonBody};
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
+use crate::api::v1::test_event::{send_test_event, TestEventView};
 use crate::api::v1::{integrations, subscriptions};
+use crate::domain::time::Timestamp;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -44,6 +48,10 @@ pub fn router() -> Router<Arc<ApiState>> {
             post(edit_subscription),
         )
         .route(
+            "/console/acct/manage/subscriptions/{subscription_id}/test-event",
+            post(test_event),
+        )
+        .route(
             "/console/acct/manage/integrations/{integration_id}/rotate-secret",
             post(rotate_secret),
         )
@@ -59,15 +67,19 @@ fn nav() -> Nav {
     nav
 }
 
-fn auth(admin: &Admin) -> AccountAuth {
-    let actor = match &admin.ctx.session.audience {
+/// Who acts: the session's signed actor text (`token …`, `link from operator …`).
+fn actor(admin: &Admin) -> String {
+    match &admin.ctx.session.audience {
         super::session::Audience::Account { actor, .. } => actor.clone(),
         super::session::Audience::Operator { operator_id } => operator_id.clone(),
-    };
+    }
+}
+
+fn auth(admin: &Admin) -> AccountAuth {
     AccountAuth {
         account_id: admin.account_id.clone(),
         // The session's signed actor text stands in for the token (as the API records it).
-        token_id: crate::ids::TokenId::from_stored(actor),
+        token_id: crate::ids::TokenId::from_stored(actor(admin)),
     }
 }
 
@@ -115,18 +127,76 @@ async fn body_json(response: Response) -> Value {
     serde_json::from_slice(&bytes).unwrap_or(Value::Null)
 }
 
-async fn manage(admin: Admin, State(state): S) -> Response {
-    page(&state, &admin, None, None).await
+/// What the management page shows above its lists: the outcome of the last action.
+enum Shown<'a> {
+    Nothing,
+    Refused(&'a ApiError),
+    /// What was done and the API's answer (secrets it shows once included).
+    Done(&'a str, Value),
+    /// A test event's outcome, beside the subscription it went to.
+    TestEvent(&'a TestEventView),
 }
 
-/// The management page, with the outcome of the last action: a refusal, or what the API
-/// answered (secrets it shows once included).
-async fn page(
-    state: &ApiState,
-    admin: &Admin,
-    refused: Option<&ApiError>,
-    done: Option<(&str, Value)>,
-) -> Response {
+async fn manage(admin: Admin, State(state): S) -> Response {
+    page(&state, &admin, Shown::Nothing).await
+}
+
+/// The rotation grace (seconds) the form proposes: the API's default.
+const DEFAULT_GRACE_SECONDS: u64 = 86_400;
+
+/// A time absolute and relative (`1 Dec 2026, 17:00:00 (in 1 day)`, by `console.js` in the
+/// viewer's timezone; the UTC text without script).
+fn when_both(t: Option<&str>) -> Markup {
+    match t.and_then(Timestamp::parse_rfc3339) {
+        Some(t) => {
+            let rfc = t.to_rfc3339();
+            html! { time datetime=(rfc) data-absolute { (rfc) } " (" (super::page::when(Some(t))) ")" }
+        }
+        None => when_text(None),
+    }
+}
+
+/// While a rotation's previous secret still signs: until when.
+fn overlap(ctx: &Ctx, expires_at: Option<&str>) -> Markup {
+    let open = expires_at
+        .and_then(Timestamp::parse_rfc3339)
+        .filter(|t| *t > ctx.now);
+    html! {
+        @if open.is_some() {
+            p class="muted" data-testid="secret-overlap" {
+                "The previous signing secret stays valid until " (when_both(expires_at))
+                ": until then every delivery is signed with both."
+            }
+        }
+    }
+}
+
+/// A test event's outcome (the htmx fragment, and the same markup in the full page).
+fn test_event_result(outcome: Result<&TestEventView, &ApiError>) -> Markup {
+    match outcome {
+        Err(e) => problem(&e.problem()),
+        Ok(v) => html! {
+            div class=(if v.delivered { "notice" } else { "problem" }) role="status"
+                data-testid="test-event-result" data-delivered=(v.delivered) {
+                p {
+                    strong { @if v.delivered { "Test event delivered" } @else { "Test event not delivered" } }
+                    " to " code { (v.url) } " " (when_text(Some(&v.sent_at)))
+                }
+                dl class="facts" {
+                    dt { "HTTP status" } dd data-testid="test-event-status" { @if let Some(c) = v.http_status { (c) } @else { "none" } }
+                    dt { "Outcome" } dd data-testid="test-event-class" { (badge(v.classification)) }
+                    dt { "Latency" } dd data-testid="test-event-latency" { (v.latency_ms) " ms" }
+                    dt { "Message id" } dd class="mono" { (v.message_id) " (type " (v.event_type) ")" }
+                    dt { "Response" } dd { @if let Some(r) = &v.response { pre data-testid="test-event-response" { (r) } } @else { "—" } }
+                }
+            }
+            p class="muted" { "Nothing was recorded as a delivery; the audit history keeps the send." }
+        },
+    }
+}
+
+/// The management page, with the outcome of the last action.
+async fn page(state: &ApiState, admin: &Admin, shown: Shown<'_>) -> Response {
     let ctx = &admin.ctx;
     let nav = nav();
     let (integrations, subs) = match integrations_and_subscriptions(state, &admin.account_id).await
@@ -134,7 +204,13 @@ async fn page(
         Ok(l) => l,
         Err(e) => return error_page(ctx, &nav, &e),
     };
-    let shown_once = done.as_ref().map(|(_, v)| {
+    let (refused, done, tested) = match &shown {
+        Shown::Nothing => (None, None, None),
+        Shown::Refused(e) => (Some(*e), None, None),
+        Shown::Done(what, answer) => (None, Some((*what, answer)), None),
+        Shown::TestEvent(v) => (None, None, Some(*v)),
+    };
+    let shown_once = done.map(|(_, v)| {
         ["signing_secret", "token"]
             .iter()
             .filter_map(|k| {
@@ -144,12 +220,18 @@ async fn page(
             })
             .collect::<Vec<_>>()
     });
+    let webhook_url = |integration_id: &crate::ids::IntegrationId| {
+        integrations
+            .iter()
+            .find(|i| &i.id == integration_id && i.method == "webhook")
+            .and_then(|i| i.webhook_url.clone())
+    };
     let action = |path: &str| ctx.url(path);
     let body = html! {
         main id="main" {
             h1 { "Integrations and subscriptions" }
             @if let Some(e) = refused { (problem(&e.problem())) }
-            @if let Some((what, answer)) = &done {
+            @if let Some((what, answer)) = done {
                 div class="notice" role="status" data-testid="notice" {
                     p { "Done: " (what) "." }
                     @if let Some(secrets) = &shown_once {
@@ -158,8 +240,9 @@ async fn page(
                         }
                     }
                     @if let Some(rotated) = answer.get("signing_secret_rotated_at").and_then(Value::as_str) {
-                        p { "Rotated " (super::page::when_text(Some(rotated))) }
+                        p { "Rotated " (when_text(Some(rotated))) }
                     }
+                    (overlap(ctx, answer.get("previous_secret_expires_at").and_then(Value::as_str)))
                 }
             }
             h2 { "Integrations" }
@@ -171,12 +254,17 @@ async fn page(
                             tr data-testid="integration-row" data-integration-id=(i.id) {
                                 td data-label="Integration" class="mono" { (i.id) }
                                 td data-label="Name" { (i.name) }
-                                td data-label="Method" { (i.method) }
+                                td data-label="Method" { (i.method) (overlap(ctx, i.previous_secret_expires_at.as_deref())) }
                                 td data-label="Actions" {
                                     div class="actions" {
                                         @if i.method == "webhook" {
                                             form method="post" action=(action(&format!("/console/acct/manage/integrations/{}/rotate-secret", encode(&i.id)))) {
                                                 (csrf_field(ctx))
+                                                label {
+                                                    span { "Old secret valid for (seconds, 0 to 604800)" }
+                                                    input type="number" name="rotation_grace_seconds" min="0" max="604800" step="1"
+                                                        value=(DEFAULT_GRACE_SECONDS) data-testid="rotation-grace";
+                                                }
                                                 button type="submit" class="secondary" data-testid="rotate-secret" { "Rotate signing secret" }
                                             }
                                         }
@@ -211,7 +299,23 @@ async fn page(
                     (csrf_field(ctx))
                     (subscription_fields(&format!("edit-{}", s.id), Some(s)))
                     label { span { "Remove the filter" } input type="checkbox" name="remove_filter"; }
-                    div class="actions" { button type="submit" { "Save subscription" } }
+                    div class="actions" {
+                        button type="submit" { "Save subscription" }
+                        a class="button secondary" href=(ctx.url(&format!("/console/acct/subscriptions/{}", encode(&s.id)))) data-testid="delivery-log-link" { "Delivery log" }
+                    }
+                }
+                @if let Some(url) = webhook_url(&s.integration_id) {
+                    @let target = format!("test-result-{}", s.id);
+                    @let to = action(&format!("/console/acct/manage/subscriptions/{}/test-event", encode(&s.id)));
+                    form class="panel" method="post" action=(to) hx-post=(to) hx-target=(format!("#{target}")) hx-swap="innerHTML"
+                        aria-label=(format!("Send a test event for {}", s.id)) data-testid="test-event-form" data-subscription-id=(s.id) {
+                        (csrf_field(ctx))
+                        p { "Send one signed test event (type " code { "rhythm.test" } ") to " code { (url) } " now, and see what it answers. It is no delivery: nothing is counted." }
+                        div class="actions" { button type="submit" class="secondary" data-testid="send-test-event" { "Send test event" } }
+                        div id=(target) aria-live="polite" {
+                            @if let Some(v) = tested.filter(|v| v.subscription_id == s.id) { (test_event_result(Ok(v))) }
+                        }
+                    }
                 }
             }
             form class="panel" method="post" action=(action("/console/acct/manage/subscriptions")) aria-label="New subscription" {
@@ -252,63 +356,112 @@ fn subscription_fields(
     }
 }
 
-/// Runs a form's action: CSRF, then the handler; the page again with its outcome.
-async fn outcome<F, R>(state: &ApiState, admin: &Admin, what: &str, run: F) -> Response
+type Form = [(String, String)];
+
+/// Every management form: the CSRF check, the form's fields as the JSON body `json` makes of
+/// them, the API's own handler (`run`) with it, and the page again with the outcome (the
+/// handler's refusal, or what it answered).
+async fn form_action<Run, Fut, R>(
+    admin: Admin,
+    state: Arc<ApiState>,
+    body: Bytes,
+    what: &str,
+    json: impl FnOnce(&Form) -> Map<String, Value>,
+    run: Run,
+) -> Response
 where
-    F: std::future::Future<Output = Result<R, ApiError>>,
+    Run: FnOnce(AccountAuth, S, JsonBody) -> Fut,
+    Fut: std::future::Future<Output = Result<R, ApiError>>,
     R: IntoResponse,
 {
-    match run.await {
-        Ok(r) => {
-            let answer = body_json(r.into_response()).await;
-            page(state, admin, None, Some((what, answer))).await
-        }
-        Err(e) => page(state, admin, Some(&e), None).await,
-    }
-}
-
-async fn create_integration(admin: Admin, State(state): S, body: Bytes) -> Response {
     let fields = form_fields(&body);
     if let Some(r) = refuse_without_csrf(&admin.ctx, &fields) {
         return r;
     }
+    let body = JsonBody(Fields::new(json(&fields)));
+    match run(auth(&admin), State(state.clone()), body).await {
+        Ok(r) => {
+            let answer = body_json(r.into_response()).await;
+            page(&state, &admin, Shown::Done(what, answer)).await
+        }
+        Err(e) => page(&state, &admin, Shown::Refused(&e)).await,
+    }
+}
+
+fn integration_body(fields: &Form) -> Map<String, Value> {
     let mut map = Map::new();
     for name in ["name", "method", "webhook_url", "handler"] {
-        if let Some(v) = field(&fields, name)
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-        {
+        if let Some(v) = field(fields, name).map(str::trim).filter(|v| !v.is_empty()) {
             map.insert(name.into(), Value::String(v.to_owned()));
         }
     }
     map.insert(
         "event_access_accepted".into(),
-        Value::Bool(field(&fields, "event_access_accepted") == Some("on")),
+        Value::Bool(field(fields, "event_access_accepted") == Some("on")),
     );
-    let run = integrations::create(
-        auth(&admin),
-        State(state.clone()),
-        JsonBody(Fields::new(map)),
-    );
-    outcome(&state, &admin, "integration created", run).await
+    map
+}
+
+fn new_subscription_body(fields: &Form) -> Map<String, Value> {
+    let mut map = Map::new();
+    if let Some(i) = field(fields, "integration_id") {
+        map.insert("integration_id".into(), Value::String(i.to_owned()));
+    }
+    subscription_body(fields, &mut map);
+    map
+}
+
+fn edit_body(fields: &Form) -> Map<String, Value> {
+    let mut map = Map::new();
+    subscription_body(fields, &mut map);
+    map
+}
+
+/// A rotation, with the grace the form names: a number as a number, anything else as the text
+/// (so the API names what is wrong with it); empty leaves the API's default.
+fn rotate_body(fields: &Form) -> Map<String, Value> {
+    let mut map = Map::from_iter([("rotate_signing_secret".to_string(), Value::Bool(true))]);
+    if let Some(grace) = field(fields, "rotation_grace_seconds")
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+    {
+        let value = serde_json::from_str::<serde_json::Number>(grace)
+            .map(Value::Number)
+            .unwrap_or_else(|_| Value::String(grace.to_owned()));
+        map.insert("rotation_grace_seconds".into(), value);
+    }
+    map
+}
+
+fn token_body(fields: &Form) -> Map<String, Value> {
+    let revoke = field(fields, "revoke_existing") == Some("on");
+    Map::from_iter([("revoke_existing".to_string(), Value::Bool(revoke))])
+}
+
+async fn create_integration(admin: Admin, State(state): S, body: Bytes) -> Response {
+    let what = "integration created";
+    form_action(
+        admin,
+        state,
+        body,
+        what,
+        integration_body,
+        integrations::create,
+    )
+    .await
 }
 
 async fn create_subscription(admin: Admin, State(state): S, body: Bytes) -> Response {
-    let fields = form_fields(&body);
-    if let Some(r) = refuse_without_csrf(&admin.ctx, &fields) {
-        return r;
-    }
-    let mut map = Map::new();
-    if let Some(i) = field(&fields, "integration_id") {
-        map.insert("integration_id".into(), Value::String(i.to_owned()));
-    }
-    subscription_body(&fields, &mut map);
-    let run = subscriptions::create(
-        auth(&admin),
-        State(state.clone()),
-        JsonBody(Fields::new(map)),
-    );
-    outcome(&state, &admin, "subscription created", run).await
+    let what = "subscription created";
+    form_action(
+        admin,
+        state,
+        body,
+        what,
+        new_subscription_body,
+        subscriptions::create,
+    )
+    .await
 }
 
 async fn edit_subscription(
@@ -317,19 +470,8 @@ async fn edit_subscription(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let fields = form_fields(&body);
-    if let Some(r) = refuse_without_csrf(&admin.ctx, &fields) {
-        return r;
-    }
-    let mut map = Map::new();
-    subscription_body(&fields, &mut map);
-    let run = subscriptions::update(
-        auth(&admin),
-        State(state.clone()),
-        ApiPath(id),
-        JsonBody(Fields::new(map)),
-    );
-    outcome(&state, &admin, "subscription saved", run).await
+    let run = move |a, s, j| subscriptions::update(a, s, ApiPath(id), j);
+    form_action(admin, state, body, "subscription saved", edit_body, run).await
 }
 
 async fn rotate_secret(
@@ -338,18 +480,16 @@ async fn rotate_secret(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let fields = form_fields(&body);
-    if let Some(r) = refuse_without_csrf(&admin.ctx, &fields) {
-        return r;
-    }
-    let map = Map::from_iter([("rotate_signing_secret".to_string(), Value::Bool(true))]);
-    let run = integrations::update(
-        auth(&admin),
-        State(state.clone()),
-        ApiPath(id),
-        JsonBody(Fields::new(map)),
-    );
-    outcome(&state, &admin, "signing secret rotated", run).await
+    let run = move |a, s, j| integrations::update(a, s, ApiPath(id), j);
+    form_action(
+        admin,
+        state,
+        body,
+        "signing secret rotated",
+        rotate_body,
+        run,
+    )
+    .await
 }
 
 async fn issue_token(
@@ -358,17 +498,28 @@ async fn issue_token(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let fields = form_fields(&body);
-    if let Some(r) = refuse_without_csrf(&admin.ctx, &fields) {
+    let run = move |a, s, j| integrations::rotate_token(a, s, ApiPath(id), j);
+    form_action(admin, state, body, "pull token issued", token_body, run).await
+}
+
+/// "Send test event": the API's own operation; htmx gets the outcome as a fragment (a refusal
+/// inside it, so the swap happens), a plain form post the page with the outcome beside the
+/// subscription (a refusal with its status).
+async fn test_event(
+    admin: Admin,
+    State(state): S,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    if let Some(r) = refuse_without_csrf(&admin.ctx, &form_fields(&body)) {
         return r;
     }
-    let revoke = field(&fields, "revoke_existing") == Some("on");
-    let map = Map::from_iter([("revoke_existing".to_string(), Value::Bool(revoke))]);
-    let run = integrations::rotate_token(
-        auth(&admin),
-        State(state.clone()),
-        ApiPath(id),
-        JsonBody(Fields::new(map)),
-    );
-    outcome(&state, &admin, "pull token issued", run).await
+    let sent = send_test_event(&state, &admin.account_id, &id, &actor(&admin)).await;
+    if admin.ctx.htmx {
+        return html_response(StatusCode::OK, test_event_result(sent.as_ref()));
+    }
+    match &sent {
+        Ok(v) => page(&state, &admin, Shown::TestEvent(v)).await,
+        Err(e) => page(&state, &admin, Shown::Refused(e)).await,
+    }
 }

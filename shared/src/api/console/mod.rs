@@ -23,7 +23,8 @@
 //!
 //! Every page: `main#main`, `h1`, `[data-testid=signed-in-as]`, `[data-testid=logout]`
 //! (sign-out button), navigation links `nav-events`, `nav-attention`, `nav-replays`,
-//! `nav-notifications` (operator) or `nav-overview`, `nav-events`, `nav-attention` (account).
+//! `nav-notifications` (operator) or `nav-overview`, `nav-events`, `nav-attention`, `nav-manage`
+//! (account).
 //! A refusal is `[data-testid=problem]` with `[data-testid=problem-detail]` (the API's
 //! `detail`) and `data-problem-type` (its `type`); a success message `[data-testid=notice]`.
 //!
@@ -56,14 +57,24 @@
 //! * Notification (`/console/op/notifications/{n}`): `#progress`, `#channel-deliveries`
 //!   (`[data-testid=requeue-link]`), `#provider-events`.
 //! * Account overview (`/console/acct`): `#integrations`, `#subscriptions`, `#endpoint-health`
-//!   (rows `tr[data-testid=health-row]`: `success-rate`, `last-failure`, `dead-run`).
+//!   (rows `tr[data-testid=health-row]`: `success-rate`, `last-failure`, `dead-run`); each
+//!   subscription's id is a `[data-testid=delivery-log-link]`.
+//! * Delivery log (`/console/acct/subscriptions/{s}`): `[data-testid=subscription-status]`, the
+//!   filter form (`#filter-status`, `#filter-from`, `#filter-to`), `#deliveries` (rows as in an
+//!   event's Delivery log, `[data-testid=delivery-link]` to the attempts), `next-page`.
 //! * Manage (`/console/acct/manage`, `nav-manage`): `#manage-integrations` with
 //!   `[data-testid=rotate-secret]` and `[data-testid=issue-token]`; new integration `#new-name`,
 //!   `#new-method`, `#new-url`, `[data-testid=create-integration]`; new subscription
 //!   `#new-integration`, `#new-types`, `#new-fields`, `#new-filter`, `#new-retry`,
 //!   `[data-testid=create-subscription]`; `form[data-testid=edit-subscription]` per
 //!   subscription; secrets shown once in `[data-testid=shown-signing_secret]` and
-//!   `[data-testid=shown-token]`.
+//!   `[data-testid=shown-token]`. The rotate form's grace is `[data-testid=rotation-grace]`; while
+//!   a previous secret still signs, `[data-testid=secret-overlap]` holds its expiry (a relative
+//!   `time` and an absolute `time[data-absolute]`). Per webhook subscription
+//!   `form[data-testid=test-event-form][data-subscription-id]` with
+//!   `[data-testid=send-test-event]`; its outcome `[data-testid=test-event-result]`
+//!   (`data-delivered`, `test-event-status`, `test-event-class`, `test-event-latency`,
+//!   `test-event-response`) is swapped into `#test-result-{s}` (htmx) or rendered there.
 
 pub mod account;
 pub mod account_parts;

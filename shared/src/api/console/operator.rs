@@ -5,13 +5,13 @@
 
 use super::page::{
     badge, csrf_field, encode, error_page, field, form_fields, html_response, pager, problem,
-    redirect, shell, when, when_text, Ctx, Nav, SignIn,
+    redirect, shell, when, when_text, Ctx, Nav, NotYours,
 };
 use super::views::{self, delivery_path, form_time, Scope};
 use super::Params;
 use crate::api::auth::Operator;
 use crate::api::extract::{path_id, resource_id, ApiPath, Fields, JsonBody};
-use crate::api::operator::deliveries::{self, delivery_query};
+use crate::api::operator::deliveries;
 use crate::api::operator::history::AuditView;
 use crate::api::operator::replays::{self, ReplayJobView};
 use crate::api::operator::{notifications, subscriptions};
@@ -23,7 +23,7 @@ use crate::domain::lifecycle::Status;
 use crate::domain::subscription::MAX_CONSECUTIVE_DEAD;
 use crate::ids::AccountId;
 use crate::monitor::query::{attention_deliveries, paused_subscriptions, DeliveryLogEntry};
-use crate::operations::operator::{audit, history, replay};
+use crate::operations::operator::{audit, replay};
 use crate::store::audit::AuditScope;
 use axum::body::Bytes;
 use axum::extract::{FromRequestParts, Path, Query, State};
@@ -82,26 +82,9 @@ pub struct Op {
     pub operator: Operator,
 }
 
-/// Why a request is not an operator's: no session (sign in) or an account's session (403).
-pub enum NotOperator {
-    SignIn(SignIn),
-    Forbidden(Box<Ctx>),
-}
-
-impl IntoResponse for NotOperator {
-    fn into_response(self) -> Response {
-        match self {
-            NotOperator::SignIn(s) => s.into_response(),
-            NotOperator::Forbidden(ctx) => {
-                let e = ApiError::forbidden("these pages are for operators");
-                error_page(&ctx, &super::account_parts::nav(), &e)
-            }
-        }
-    }
-}
-
 impl FromRequestParts<Arc<ApiState>> for Op {
-    type Rejection = NotOperator;
+    /// No session (sign in), or an account's session (403).
+    type Rejection = NotYours;
 
     async fn from_request_parts(
         parts: &mut Parts,
@@ -109,13 +92,17 @@ impl FromRequestParts<Arc<ApiState>> for Op {
     ) -> Result<Self, Self::Rejection> {
         let ctx = Ctx::from_request_parts(parts, state)
             .await
-            .map_err(NotOperator::SignIn)?;
+            .map_err(NotYours::SignIn)?;
         match ctx.operator_id() {
             Some(id) => {
                 let operator = Operator { id: id.to_owned() };
                 Ok(Op { ctx, operator })
             }
-            None => Err(NotOperator::Forbidden(Box::new(ctx))),
+            None => Err(NotYours::Forbidden {
+                ctx: Box::new(ctx),
+                nav: super::account_parts::nav(),
+                detail: "these pages are for operators",
+            }),
         }
     }
 }
@@ -595,27 +582,6 @@ fn account_picker(ctx: &Ctx, nav: &Nav, title: &str, action: &str) -> Response {
 }
 
 /// One line of a delivery list (Needs Attention, Integration history).
-fn delivery_rows(ctx: &Ctx, sc: &Scope, rows: &[DeliveryLogEntry]) -> Markup {
-    html! {
-        @for d in rows {
-            tr data-testid="delivery-row" data-delivery-id=(d.delivery_id) data-subscription-id=(d.subscription_id) {
-                td data-label="Event" { a class="mono" data-testid="delivery-link" href=(ctx.url(&sc.delivery(&d.subscription_id, &d.change_id))) { (d.change_id) } }
-                td data-label="Subscription" { a class="mono" href=(ctx.url(&format!("{}/subscriptions/{}", sc.base, encode(&d.subscription_id)))) { (d.subscription_id) } }
-                td data-label="Status" data-testid="delivery-status" { (badge(d.status.as_str())) }
-                td data-label="Attempts" data-testid="attempts" { (d.attempts) }
-                td data-label="HTTP" data-testid="http-code" { @if let Some(c) = d.http_code { (c) } @else { "—" } }
-                td data-label="Last error" data-testid="last-error" { @if let Some(x) = &d.last_error { (x) } @else { "—" } }
-                td data-label="Updated" { (when_text(Some(&d.updated_at))) }
-            }
-        }
-        @if rows.is_empty() { tr { td colspan="7" class="muted" { "Nothing here." } } }
-    }
-}
-
-fn delivery_head() -> Markup {
-    html! { thead { tr { th scope="col" { "Event" } th scope="col" { "Subscription" } th scope="col" { "Status" } th scope="col" { "Attempts" } th scope="col" { "HTTP" } th scope="col" { "Last error" } th scope="col" { "Updated" } } } }
-}
-
 async fn attention(op: Op, State(state): S, Query(p): Query<Params>) -> Response {
     let account = account_param(&p);
     let nav = nav(account.as_deref(), "nav-attention");
@@ -691,8 +657,8 @@ pub async fn attention_page(
             h2 { "Dead and failed deliveries" }
             div class="table-wrap" {
                 table id="attention-deliveries" class="stack" {
-                    (delivery_head())
-                    tbody { (delivery_rows(ctx, sc, &rows)) }
+                    (views::delivery_head())
+                    tbody { (views::delivery_rows(ctx, sc, &rows)) }
                 }
             }
             (pager(ctx, &list_path, page.next_cursor.as_deref()))
@@ -814,27 +780,8 @@ async fn integration_history(
         Ok(sub) => SubscriptionView::from(&sub),
         Err(e) => return error_page(ctx, &nav, &e.into()),
     };
-    let param = |k: &str| p.get(k).filter(|v| !v.trim().is_empty()).cloned();
-    let query = delivery_query(deliveries::ListParams {
-        status: param("status"),
-        from: param("from").as_deref().and_then(form_time),
-        to: param("to").as_deref().and_then(form_time),
-        limit: Some(50),
-        cursor: param("cursor"),
-    });
-    let (rows, next, refused) = match query {
-        Ok(q) => match history::list_deliveries(&ops, &account_id, &subscription_id, &q).await {
-            Ok((ds, next)) => (
-                ds.iter()
-                    .map(|d| DeliveryLogEntry::new(d, ctx.now))
-                    .collect::<Vec<_>>(),
-                next,
-                None,
-            ),
-            Err(e) => (Vec::new(), None, Some(ApiError::from(e))),
-        },
-        Err(e) => (Vec::new(), None, Some(e)),
-    };
+    let (deliveries, refused) =
+        views::subscription_deliveries(&state, ctx, &sc, &subscription_id, &p).await;
     let audit = audit::list(
         &ops,
         AuditScope::Subscription {
@@ -850,8 +797,7 @@ async fn integration_history(
         Err(e) => return error_page(ctx, &nav, &e.into()),
     };
     let base = format!("{}/subscriptions/{}", sc.base, encode(&subscription_id));
-    let chosen = param("status").unwrap_or_default();
-    let done = param("done");
+    let done = p.get("done").filter(|v| !v.trim().is_empty());
     let body = html! {
         main id="main" {
             h1 { "Integration history " span class="mono" { (sub.id) } }
@@ -874,22 +820,7 @@ async fn integration_history(
                 }
             }
             h2 { "Deliveries" }
-            form class="filters panel" method="get" action=(ctx.url(&base)) aria-label="Filter deliveries" {
-                label for="filter-status" { "Status"
-                    select id="filter-status" name="status" {
-                        option value="" { "any" }
-                        @for st in crate::domain::integration_delivery::DeliveryStatus::ALL.iter().map(|s| s.as_str()) {
-                            option value=(st) selected[chosen == st] { (st) }
-                        }
-                    }
-                }
-                label for="filter-from" { "Occurred from (UTC)" input id="filter-from" name="from" type="datetime-local" value=(param("from").unwrap_or_default()); }
-                label for="filter-to" { "Occurred before (UTC)" input id="filter-to" name="to" type="datetime-local" value=(param("to").unwrap_or_default()); }
-                button type="submit" data-testid="filter-apply" { "Apply" }
-            }
-            @if let Some(e) = &refused { (problem(&e.problem())) }
-            div class="table-wrap" { table id="deliveries" class="stack" { (delivery_head()) tbody { (delivery_rows(ctx, &sc, &rows)) } } }
-            (pager(ctx, &base, next.as_deref()))
+            (deliveries)
             h2 { "Audit history" }
             (audit_table(&audit))
         }

@@ -125,6 +125,28 @@ impl IntoResponse for SignIn {
     }
 }
 
+/// Why a request may not see one audience's pages: no session (sign in), or the other
+/// audience's session (403, shown with that audience's navigation).
+pub enum NotYours {
+    SignIn(SignIn),
+    Forbidden {
+        ctx: Box<Ctx>,
+        nav: Nav,
+        detail: &'static str,
+    },
+}
+
+impl IntoResponse for NotYours {
+    fn into_response(self) -> Response {
+        match self {
+            NotYours::SignIn(s) => s.into_response(),
+            NotYours::Forbidden { ctx, nav, detail } => {
+                error_page(&ctx, &nav, &ApiError::forbidden(detail))
+            }
+        }
+    }
+}
+
 impl FromRequestParts<Arc<ApiState>> for Ctx {
     type Rejection = SignIn;
 

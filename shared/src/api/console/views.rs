@@ -6,7 +6,7 @@
 
 use super::page::{badge, encode, error_page, html_response, pager, shell, when_text, Ctx, Nav};
 use super::Params;
-use crate::api::operator::deliveries::DeliveryView;
+use crate::api::operator::deliveries::{self, delivery_query, DeliveryView};
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::api::v1::events::{monitor_error, read_params, ListParams};
@@ -15,9 +15,10 @@ use crate::domain::lifecycle::Status;
 use crate::domain::pull_cursor::change_id as change_id_of;
 use crate::ids::{AccountId, ChangeId, SubscriptionId};
 use crate::monitor::query::{event_with_deliveries, list_events, DeliveryLogEntry, EventSummary};
+use crate::operations::operator::history;
 use axum::http::StatusCode;
 use axum::response::Response;
-use maud::html;
+use maud::{html, Markup};
 
 /// Where one account's pages live for this audience.
 pub struct Scope {
@@ -442,4 +443,99 @@ pub async fn delivery_page(
         }
     };
     html_response(StatusCode::OK, shell(Some((ctx, nav)), "Delivery", body))
+}
+
+/// Page size of a subscription's deliveries.
+pub const DELIVERIES_PAGE: u32 = 50;
+
+/// A subscription's deliveries, newest change first (the operator's Integration history and an
+/// administrator's delivery log): the filter form (status, time), `#deliveries` and the pager
+/// on the API's cursors, read with the Integration history's own operation. A refused filter or
+/// cursor is shown in place of the rows, with the problem beside it.
+pub async fn subscription_deliveries(
+    state: &ApiState,
+    ctx: &Ctx,
+    scope: &Scope,
+    subscription_id: &SubscriptionId,
+    p: &Params,
+) -> (Markup, Option<ApiError>) {
+    let ops = state.ops();
+    let query = delivery_query(deliveries::ListParams {
+        status: param(p, "status").map(str::to_owned),
+        from: param(p, "from").and_then(form_time),
+        to: param(p, "to").and_then(form_time),
+        limit: Some(DELIVERIES_PAGE),
+        cursor: param(p, "cursor").map(str::to_owned),
+    });
+    let listed = match query {
+        Ok(q) => history::list_deliveries(&ops, &scope.account_id, subscription_id, &q)
+            .await
+            .map_err(ApiError::from),
+        Err(e) => Err(e),
+    };
+    let (rows, next, refused) = match listed {
+        Ok((ds, next)) => (
+            ds.iter()
+                .map(|d| DeliveryLogEntry::new(d, ctx.now))
+                .collect::<Vec<_>>(),
+            next,
+            None,
+        ),
+        Err(e) => (Vec::new(), None, Some(e)),
+    };
+    let base = format!("{}/subscriptions/{}", scope.base, encode(subscription_id));
+    // The pager keeps the filters.
+    let filters: Vec<String> = ["status", "from", "to"]
+        .iter()
+        .filter_map(|k| param(p, k).map(|v| format!("{k}={}", encode(v))))
+        .collect();
+    let paged = if filters.is_empty() {
+        base.clone()
+    } else {
+        format!("{base}?{}", filters.join("&"))
+    };
+    let chosen = param(p, "status").unwrap_or_default();
+    let markup = html! {
+        form class="filters panel" method="get" action=(ctx.url(&base)) aria-label="Filter deliveries" {
+            label for="filter-status" { "Status"
+                select id="filter-status" name="status" {
+                    option value="" { "any" }
+                    @for st in crate::domain::integration_delivery::DeliveryStatus::ALL.iter().map(|s| s.as_str()) {
+                        option value=(st) selected[chosen == st] { (st) }
+                    }
+                }
+            }
+            label for="filter-from" { "Occurred from (UTC)" input id="filter-from" name="from" type="datetime-local" value=(param(p, "from").unwrap_or_default()); }
+            label for="filter-to" { "Occurred before (UTC)" input id="filter-to" name="to" type="datetime-local" value=(param(p, "to").unwrap_or_default()); }
+            button type="submit" data-testid="filter-apply" { "Apply" }
+        }
+        @if let Some(e) = &refused { (super::page::problem(&e.problem())) }
+        div class="table-wrap" { table id="deliveries" class="stack" { (delivery_head()) tbody { (delivery_rows(ctx, scope, &rows)) } } }
+        (pager(ctx, &paged, next.as_deref()))
+    };
+    (markup, refused)
+}
+
+/// Rows of a list of deliveries (a subscription's, or Needs Attention's), each linking to its
+/// attempts and its subscription.
+pub fn delivery_rows(ctx: &Ctx, sc: &Scope, rows: &[DeliveryLogEntry]) -> Markup {
+    html! {
+        @for d in rows {
+            tr data-testid="delivery-row" data-delivery-id=(d.delivery_id) data-subscription-id=(d.subscription_id) {
+                td data-label="Event" { a class="mono" data-testid="delivery-link" href=(ctx.url(&sc.delivery(&d.subscription_id, &d.change_id))) { (d.change_id) } }
+                td data-label="Subscription" { a class="mono" href=(ctx.url(&format!("{}/subscriptions/{}", sc.base, encode(&d.subscription_id)))) { (d.subscription_id) } }
+                td data-label="Status" data-testid="delivery-status" { (badge(d.status.as_str())) }
+                td data-label="Attempts" data-testid="attempts" { (d.attempts) }
+                td data-label="HTTP" data-testid="http-code" { @if let Some(c) = d.http_code { (c) } @else { "—" } }
+                td data-label="Last error" data-testid="last-error" { @if let Some(x) = &d.last_error { (x) } @else { "—" } }
+                td data-label="Updated" { (when_text(Some(&d.updated_at))) }
+            }
+        }
+        @if rows.is_empty() { tr { td colspan="7" class="muted" { "Nothing here." } } }
+    }
+}
+
+/// The head of [`delivery_rows`]'s table.
+pub fn delivery_head() -> Markup {
+    html! { thead { tr { th scope="col" { "Event" } th scope="col" { "Subscription" } th scope="col" { "Status" } th scope="col" { "Attempts" } th scope="col" { "HTTP" } th scope="col" { "Last error" } th scope="col" { "Updated" } } } }
 }

@@ -7,6 +7,7 @@ pub mod notices;
 pub mod provider_events;
 pub mod pull;
 pub mod subscriptions;
+pub mod test_event;
 pub mod whoami;
 
 use super::ApiState;
@@ -20,6 +21,7 @@ pub fn router() -> Router<Arc<ApiState>> {
         .merge(notices::router())
         .merge(provider_events::router())
         .merge(subscriptions::router())
+        .merge(test_event::router())
         .merge(whoami::router())
         .merge(pull::router())
         .merge(events::router())
