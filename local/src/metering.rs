@@ -7,9 +7,15 @@
 //! plus the conditional writes DynamoDB refused (which consume capacity but report none). Against
 //! AWS these are the billed units; the local emulator computes them by AWS's rules
 //! (`scripts/capacity.py`).
+//!
+//! With [`RequestMeter::count_partitions`] on, it also counts the items each write request puts,
+//! updates or deletes per partition key: of the table, and of every global secondary index whose
+//! partition-key attribute the write sets (read from the request: a put's item, an update's
+//! `SET` assignments). Those counts are what `docs/scale.md` turns into writes per second per
+//! partition.
 
 use aws_sdk_dynamodb::operation as ddb;
-use aws_sdk_dynamodb::types::{ConsumedCapacity, ReturnConsumedCapacity};
+use aws_sdk_dynamodb::types::{AttributeValue, ConsumedCapacity, ReturnConsumedCapacity};
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::{
     AfterDeserializationInterceptorContextRef, BeforeSerializationInterceptorContextMut,
@@ -41,7 +47,14 @@ pub struct RequestMeter {
     counts: Arc<Mutex<BTreeMap<(String, String), u64>>>,
     units: Arc<Mutex<BTreeMap<String, Units>>>,
     capacity: Arc<AtomicBool>,
+    /// Partition-key attributes whose writes are counted (empty: none are).
+    partition_keys: Arc<Mutex<Vec<String>>>,
+    /// (table name, partition-key attribute) → value → items written.
+    partitions: Arc<Mutex<PartitionWrites>>,
 }
+
+/// Items written per partition: (table name, partition-key attribute) → key value → count.
+pub type PartitionWrites = BTreeMap<(String, String), BTreeMap<String, u64>>;
 
 impl RequestMeter {
     pub fn new() -> Self {
@@ -56,6 +69,100 @@ impl RequestMeter {
     pub fn reset(&self) {
         self.counts.lock().unwrap().clear();
         self.units.lock().unwrap().clear();
+        self.partitions.lock().unwrap().clear();
+    }
+
+    /// Counts, from now on, the items every write request writes per value of these
+    /// partition-key attributes (a table's and its indexes'; none: stop counting).
+    pub fn count_partitions(&self, key_attributes: &[&str]) {
+        *self.partition_keys.lock().unwrap() =
+            key_attributes.iter().map(|a| a.to_string()).collect();
+    }
+
+    /// Items written per partition since the last reset (with `count_partitions` on).
+    pub fn partition_writes(&self) -> PartitionWrites {
+        self.partitions.lock().unwrap().clone()
+    }
+
+    /// Counts one item written to `table` with these attribute values (a put's item, an update's
+    /// key and assigned values).
+    fn add_partition_write<'a>(
+        &self,
+        table: Option<&str>,
+        values: impl IntoIterator<Item = (&'a str, &'a AttributeValue)>,
+    ) {
+        let keys = self.partition_keys.lock().unwrap();
+        let mut partitions = self.partitions.lock().unwrap();
+        for (attribute, value) in values {
+            if !keys.iter().any(|k| k == attribute) {
+                continue;
+            }
+            let value = match value {
+                AttributeValue::S(v) | AttributeValue::N(v) => v.clone(),
+                other => format!("{other:?}"),
+            };
+            let table = table.unwrap_or_default().to_string();
+            *partitions
+                .entry((table, attribute.to_string()))
+                .or_default()
+                .entry(value)
+                .or_default() += 1;
+        }
+    }
+
+    /// Counts the items one DynamoDB write request writes, per partition key.
+    fn count_partition_writes(
+        &self,
+        input: &aws_smithy_runtime_api::client::interceptors::context::Input,
+    ) {
+        if self.partition_keys.lock().unwrap().is_empty() {
+            return;
+        }
+        let empty = Default::default();
+        if let Some(i) = input.downcast_ref::<ddb::put_item::PutItemInput>() {
+            self.add_partition_write(i.table_name(), item(i.item().unwrap_or(&empty)));
+        } else if let Some(i) = input.downcast_ref::<ddb::update_item::UpdateItemInput>() {
+            let mut values = item(i.key().unwrap_or(&empty));
+            values.extend(assigned(
+                i.update_expression(),
+                i.expression_attribute_names(),
+                i.expression_attribute_values(),
+            ));
+            self.add_partition_write(i.table_name(), values);
+        } else if let Some(i) = input.downcast_ref::<ddb::delete_item::DeleteItemInput>() {
+            self.add_partition_write(i.table_name(), item(i.key().unwrap_or(&empty)));
+        } else if let Some(i) =
+            input.downcast_ref::<ddb::transact_write_items::TransactWriteItemsInput>()
+        {
+            for t in i.transact_items() {
+                if let Some(p) = t.put() {
+                    self.add_partition_write(Some(p.table_name()), item(p.item()));
+                }
+                if let Some(u) = t.update() {
+                    let mut values = item(u.key());
+                    values.extend(assigned(
+                        Some(u.update_expression()),
+                        u.expression_attribute_names(),
+                        u.expression_attribute_values(),
+                    ));
+                    self.add_partition_write(Some(u.table_name()), values);
+                }
+                if let Some(d) = t.delete() {
+                    self.add_partition_write(Some(d.table_name()), item(d.key()));
+                }
+            }
+        } else if let Some(i) = input.downcast_ref::<ddb::batch_write_item::BatchWriteItemInput>() {
+            for (table, requests) in i.request_items().into_iter().flatten() {
+                for r in requests {
+                    if let Some(p) = r.put_request() {
+                        self.add_partition_write(Some(table), item(p.item()));
+                    }
+                    if let Some(d) = r.delete_request() {
+                        self.add_partition_write(Some(table), item(d.key()));
+                    }
+                }
+            }
+        }
     }
 
     /// Asks DynamoDB for consumed capacity on every request from now on (see the module notes).
@@ -97,6 +204,45 @@ impl RequestMeter {
             .map(|(_, n)| n)
             .sum()
     }
+}
+
+/// An item's (or key's) attributes with their values.
+fn item(m: &std::collections::HashMap<String, AttributeValue>) -> Vec<(&str, &AttributeValue)> {
+    m.iter().map(|(k, v)| (k.as_str(), v)).collect()
+}
+
+/// The attributes an update expression's `SET` clause assigns a placeholder value to
+/// (`#name = :value` or `name = :value`), with the values: how an update moves an item onto an
+/// index partition. Other assignments (`if_not_exists(...)`, arithmetic) are left out.
+fn assigned<'a>(
+    expression: Option<&'a str>,
+    names: Option<&'a std::collections::HashMap<String, String>>,
+    values: Option<&'a std::collections::HashMap<String, AttributeValue>>,
+) -> Vec<(&'a str, &'a AttributeValue)> {
+    let Some(expression) = expression else {
+        return Vec::new();
+    };
+    // Up to the next clause (REMOVE, ADD, DELETE) after SET.
+    let set = expression
+        .split_once("SET ")
+        .map(|(_, rest)| rest)
+        .unwrap_or_default();
+    let set = ["REMOVE ", "ADD ", "DELETE "]
+        .iter()
+        .filter_map(|c| set.find(c))
+        .min()
+        .map_or(set, |end| &set[..end]);
+    set.split(',')
+        .filter_map(|assignment| {
+            let (name, value) = assignment.split_once('=')?;
+            let (name, value) = (name.trim(), value.trim());
+            let name = match name.strip_prefix('#') {
+                Some(_) => names?.get(name)?.as_str(),
+                None => name,
+            };
+            Some((name, values?.get(value)?))
+        })
+        .collect()
 }
 
 /// A write DynamoDB refused because a condition failed (a transaction: was cancelled).
@@ -150,6 +296,7 @@ impl Intercept for RequestMeter {
         _runtime_components: &RuntimeComponents,
         _cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
+        self.count_partition_writes(context.input());
         if self.capacity.load(Ordering::Relaxed) {
             ask_for_capacity!(
                 context.input_mut(),
@@ -238,3 +385,29 @@ pub const DYNAMO_READS: &[&str] = &[
     "BatchGetItem",
     "TransactGetItems",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_update_assigns_the_placeholder_values_of_its_set_clause() {
+        let s = |v: &str| AttributeValue::S(v.to_string());
+        let names = std::collections::HashMap::from([("#d".to_string(), "due_shard".to_string())]);
+        let values = std::collections::HashMap::from([
+            (":d".to_string(), s("7")),
+            (":l".to_string(), s("ACCT#a")),
+            (":one".to_string(), AttributeValue::N("1".into())),
+        ]);
+        let got = assigned(
+            Some("SET #d = :d, list_key = :l, n = if_not_exists(n, :one) REMOVE due_at"),
+            Some(&names),
+            Some(&values),
+        );
+        assert_eq!(
+            got,
+            vec![("due_shard", &s("7")), ("list_key", &s("ACCT#a"))]
+        );
+        assert!(assigned(Some("REMOVE due_shard"), Some(&names), Some(&values)).is_empty());
+    }
+}

@@ -280,39 +280,53 @@ impl Dispatcher {
 
     /// Sends up to ten messages in one request. Returns the indexes that were not accepted.
     async fn publish(&self, entries: &[(DeliveryWork, Duration)]) -> Vec<usize> {
-        if entries.is_empty() {
-            return Vec::new();
-        }
-        let batch: Vec<SendMessageBatchRequestEntry> = entries
+        publish(&self.clients.sqs, &self.config.delivery_queue_url, entries).await
+    }
+}
+
+/// Sends up to ten delivery messages to the delivery queue in one request, each visible after its
+/// delay. Returns the indexes that were not accepted.
+///
+/// Every message carries its account as `MessageGroupId`: on a standard queue that makes it an
+/// SQS fair queue, where a backlog of one group (a noisy account) does not raise the dwell time
+/// of the others' messages (docs/scale.md, "Fairness between tenants"). Ordering and
+/// exactly-once stay a FIFO queue's; a standard queue keeps its throughput and delays.
+pub async fn publish(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    entries: &[(DeliveryWork, Duration)],
+) -> Vec<usize> {
+    if entries.is_empty() {
+        return Vec::new();
+    }
+    let batch: Vec<SendMessageBatchRequestEntry> = entries
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (work, delay))| {
+            SendMessageBatchRequestEntry::builder()
+                .id(i.to_string())
+                .message_body(serde_json::to_string(work).ok()?)
+                .delay_seconds(delay.as_secs() as i32)
+                .message_group_id(work.account_id.to_string())
+                .build()
+                .ok()
+        })
+        .collect();
+    match sqs
+        .send_message_batch()
+        .queue_url(queue_url)
+        .set_entries(Some(batch))
+        .send()
+        .await
+    {
+        Ok(out) => out
+            .failed
             .iter()
-            .enumerate()
-            .filter_map(|(i, (work, delay))| {
-                SendMessageBatchRequestEntry::builder()
-                    .id(i.to_string())
-                    .message_body(serde_json::to_string(work).ok()?)
-                    .delay_seconds(delay.as_secs() as i32)
-                    .build()
-                    .ok()
-            })
-            .collect();
-        match self
-            .clients
-            .sqs
-            .send_message_batch()
-            .queue_url(&self.config.delivery_queue_url)
-            .set_entries(Some(batch))
-            .send()
-            .await
-        {
-            Ok(out) => out
-                .failed
-                .iter()
-                .filter_map(|f| f.id.parse().ok())
-                .collect(),
-            Err(e) => {
-                tracing::warn!(error = %StoreError::dynamo(e), "SendMessageBatch failed");
-                (0..entries.len()).collect()
-            }
+            .filter_map(|f| f.id.parse().ok())
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %StoreError::dynamo(e), "SendMessageBatch failed");
+            (0..entries.len()).collect()
         }
     }
 }

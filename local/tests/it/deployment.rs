@@ -876,6 +876,8 @@ const CODE_NEEDS: &[(&str, Needs)] = &[
             // worker: the auto-pause transaction puts the administrator notice.
             ("NotificationTable", &["dynamodb:PutItem"]),
             ("DeliveryQueue", QUEUE_READ),
+            // worker::defer: delayed copies of a timed-out endpoint's messages (SendMessageBatch).
+            ("DeliveryQueue", &["sqs:SendMessage"]),
             // envelope::SecretOpener: unwraps the signing secrets' data keys.
             ("SigningSecretsKey", &["kms:Decrypt"]),
         ],

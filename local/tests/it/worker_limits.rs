@@ -1,5 +1,6 @@
 //! What one receiver cannot do to the delivery worker: exhaust its memory with an endless
-//! answer, or hold a batch past the invocation's deadline.
+//! answer, hold a batch past the invocation's deadline, or hold other endpoints' deliveries
+//! behind its timeouts.
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use local::receiver::{Receiver, Reply};
@@ -12,7 +13,9 @@ use shared::store::subscription::Subscription;
 use shared::worker::adapters::DETAIL_LIMIT;
 use shared::worker::internal::InternalRegistry;
 use shared::worker::webhook::WebhookAdapter;
-use shared::worker::{BATCH_CONCURRENCY, DEADLINE_MARGIN, PER_SUBSCRIPTION_CONCURRENCY};
+use shared::worker::{
+    BATCH_CONCURRENCY, DEADLINE_MARGIN, ENDPOINT_DEFERRAL, PER_SUBSCRIPTION_CONCURRENCY,
+};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -150,10 +153,14 @@ async fn a_batch_hands_back_unclaimed_what_cannot_finish_before_the_deadline() {
     }
     let (event, _) = one_batch(&w, &subs.iter().collect::<Vec<_>>(), MESSAGES / 3).await;
     let timeout = Duration::from_secs(1);
-    let worker = w.worker_with(
-        WebhookAdapter::new(TargetPolicy::LOCAL_DEMO, timeout),
-        InternalRegistry::default(),
-    );
+    // Without the per-endpoint bound, which would defer what a timed-out endpoint has left
+    // (tested below): here every message is attempted.
+    let worker = w
+        .worker_with(
+            WebhookAdapter::new(TargetPolicy::LOCAL_DEMO, timeout),
+            InternalRegistry::default(),
+        )
+        .without_endpoint_bound();
     // Room for at most two rounds of attempts to start (each needs timeout + margin before the
     // deadline), never for the third.
     let allowed = timeout * 2 + DEADLINE_MARGIN + timeout / 2;
@@ -230,10 +237,14 @@ async fn a_hanging_endpoint_holds_only_its_share_of_a_batchs_slots() {
     let mut event = slow_batch;
     event.records.extend(fine_batch.records);
     let timeout = Duration::from_secs(8);
-    let worker = w.worker_with(
-        WebhookAdapter::new(TargetPolicy::LOCAL_DEMO, timeout),
-        InternalRegistry::default(),
-    );
+    // Without the per-endpoint bound, which would defer what a timed-out endpoint has left
+    // (tested below): here every message is attempted.
+    let worker = w
+        .worker_with(
+            WebhookAdapter::new(TargetPolicy::LOCAL_DEMO, timeout),
+            InternalRegistry::default(),
+        )
+        .without_endpoint_bound();
     let started = Instant::now();
     let response = worker.handle(event).await;
     assert!(response.batch_item_failures.is_empty());
@@ -259,4 +270,124 @@ async fn a_hanging_endpoint_holds_only_its_share_of_a_batchs_slots() {
         hanging_messages,
         "the hanging endpoint's messages are all attempted"
     );
+}
+
+/// Messages on the delivery queue waiting out an SQS delay, as SQS approximates it.
+async fn delayed_on_queue(w: &World) -> u64 {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let attrs =
+        w.t.clients
+            .sqs
+            .get_queue_attributes()
+            .queue_url(&w.t.queue("DeliveryQueue").queue_url)
+            .attribute_names(A::ApproximateNumberOfMessagesDelayed)
+            .send()
+            .await
+            .unwrap()
+            .attributes
+            .unwrap_or_default();
+    attrs
+        .get(&A::ApproximateNumberOfMessagesDelayed)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// One batch of thirty messages to an endpoint hanging past the attempt timeout, then ten of
+/// another account to a well-behaved endpoint; each message carries its account as
+/// `MessageGroupId` (the fair queue's tenant). The batch's hanging attempts time out together
+/// after one timeout, and the rest of the hanging endpoint's messages are deferred then: the
+/// invocation returns after one timeout (plus the store calls) instead of one per ten hanging
+/// messages, the other account's deliveries are all made before the first timeout, and every
+/// deferred delivery is unclaimed (no attempt number spent), its message acknowledged and a
+/// delayed copy waiting on the queue. Handled again with the bound off (the old behaviour), the
+/// same kind of batch holds the invocation for three timeouts.
+#[tokio::test]
+async fn a_hanging_endpoint_costs_a_batch_one_timeout_and_its_other_messages_wait_unclaimed() {
+    let w = World::new().await;
+    let hanging = Receiver::start().await;
+    hanging.set_default(Reply::Hang(Duration::from_secs(60)));
+    let slow = subscription_to(&w, &hanging).await;
+    let fine = subscription_to(&w, &w.receiver).await;
+    assert_ne!(slow.account_id, fine.account_id);
+    let hanging_messages = 3 * PER_SUBSCRIPTION_CONCURRENCY;
+    let (slow_batch, _) = one_batch(&w, &[&slow], hanging_messages).await;
+    let (fine_batch, _) = one_batch(&w, &[&fine], 10).await;
+    let mut event = slow_batch;
+    event.records.extend(fine_batch.records);
+    for m in &event.records {
+        let work: DeliveryWork = serde_json::from_str(m.body.as_deref().unwrap()).unwrap();
+        assert_eq!(
+            m.attributes.get("MessageGroupId"),
+            Some(&work.account_id.to_string()),
+            "a delivery message's fair-queue group is its account"
+        );
+    }
+    let timeout = Duration::from_secs(4);
+    let adapter = || WebhookAdapter::new(TargetPolicy::LOCAL_DEMO, timeout);
+    let worker = w.worker_with(adapter(), InternalRegistry::default());
+    let started = Instant::now();
+    let response = worker.handle(event.clone()).await;
+    let took = started.elapsed();
+    assert!(response.batch_item_failures.is_empty());
+
+    let fine_early = w
+        .receiver
+        .received_with_times()
+        .iter()
+        .filter(|(at, _)| *at < started + timeout)
+        .count();
+    println!(
+        "bounded: {hanging_messages} hanging + 10 well-behaved messages, timeout {timeout:?}: returned after {took:?}, {fine_early} of 10 well-behaved deliveries before the first timeout, {} hanging attempts",
+        hanging.count()
+    );
+    assert_eq!(fine_early, 10, "the well-behaved endpoint waited");
+    assert!(
+        took < timeout * 2,
+        "a hanging endpoint held the batch for more than one timeout: {took:?}"
+    );
+    assert_eq!(hanging.count(), PER_SUBSCRIPTION_CONCURRENCY);
+    let mut attempted = 0;
+    for message in &event.records[..hanging_messages] {
+        let d = delivery_of(&w, message).await;
+        if d.attempts == 1 {
+            attempted += 1;
+            assert_eq!(d.status, DeliveryStatus::Retrying);
+            assert_eq!(d.attempt_log[0].class, "transient", "the attempt timed out");
+        } else {
+            assert_eq!(d.attempts, 0);
+            assert_eq!(d.status, DeliveryStatus::Pending);
+            assert!(
+                d.lease_token.is_none() && d.lease_until.is_none(),
+                "a deferred delivery was claimed"
+            );
+        }
+    }
+    assert_eq!(attempted, PER_SUBSCRIPTION_CONCURRENCY);
+    let deferred = (hanging_messages - attempted) as u64;
+    assert_eq!(
+        delayed_on_queue(&w).await,
+        deferred,
+        "a delayed copy of each deferred message waits {ENDPOINT_DEFERRAL:?} on the queue"
+    );
+    assert!(w
+        .t
+        .queue("DeliveryQueue")
+        .receive()
+        .await
+        .unwrap()
+        .is_empty());
+
+    // The old behaviour on a batch of the same shape: every hanging message is attempted, ten at
+    // a time, and the invocation lasts a timeout per ten.
+    let (again, _) = one_batch(&w, &[&slow], hanging_messages).await;
+    let unbounded = w
+        .worker_with(adapter(), InternalRegistry::default())
+        .without_endpoint_bound();
+    let started = Instant::now();
+    unbounded.handle(again).await;
+    let took_unbounded = started.elapsed();
+    println!(
+        "unbounded: the same {hanging_messages} hanging messages held the batch {took_unbounded:?}"
+    );
+    assert!(took_unbounded >= timeout * 3, "{took_unbounded:?}");
 }

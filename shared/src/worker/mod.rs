@@ -60,6 +60,10 @@ pub const PER_SUBSCRIPTION_CONCURRENCY: usize = 10;
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(2);
 /// Attempts kept on a delivery's history; older ones are summarised by the count.
 pub const ATTEMPT_LOG_LIMIT: usize = 30;
+/// How long the rest of a batch's messages for an endpoint that has just timed out wait, as
+/// copies on the delivery queue with this SQS delay, before they are tried again (unclaimed, so
+/// no attempt number is spent on them): the endpoint's next batch probes it again.
+pub const ENDPOINT_DEFERRAL: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
@@ -76,6 +80,9 @@ enum Handled {
     Done(Result<WorkOutcome, WorkerError>),
     /// Not started: its attempt could not have finished before the invocation's deadline.
     HandedBack,
+    /// Not started: an attempt to its endpoint timed out earlier in the batch; a delayed copy is
+    /// put on the queue (handed back instead, should that send fail).
+    Deferred,
 }
 
 /// What handling one message came to (all of them are successes for the queue).
@@ -97,6 +104,9 @@ pub struct DeliveryWorker {
     cache: ConfigCache,
     /// Unwraps the signing secrets' data keys: one KMS `Decrypt` per key per container.
     opener: SecretOpener,
+    /// Whether an endpoint that timed out in a batch has the rest of its messages deferred
+    /// ([`ENDPOINT_DEFERRAL`]); off only to measure the behaviour without that bound.
+    endpoint_bound: bool,
 }
 
 impl DeliveryWorker {
@@ -131,7 +141,16 @@ impl DeliveryWorker {
             cache: ConfigCache::new(CONFIG_LEASE),
             opener: SecretOpener::new(clients.kms.clone()),
             clients,
+            endpoint_bound: true,
         }
+    }
+
+    /// Without the per-batch bound on a timed-out endpoint: every message of a batch is attempted
+    /// however many of its endpoint's attempts have timed out already (the behaviour before the
+    /// bound, for the bench's noisy-neighbour comparison and for tests of other limits).
+    pub fn without_endpoint_bound(mut self) -> Self {
+        self.endpoint_bound = false;
+        self
     }
 
     /// Drops cached account configuration (tests change it and want the change seen at once).
@@ -146,11 +165,16 @@ impl DeliveryWorker {
 
     /// The Lambda handler: messages are handled concurrently, in order as slots free up, at
     /// most [`PER_SUBSCRIPTION_CONCURRENCY`] of one subscription at once (so one hanging
-    /// endpoint cannot hold every slot of the batch). A message fails (and comes back) only when
-    /// it is malformed or storage could not be reached, or when it was not started: with the
-    /// invocation's `deadline`, a message whose attempt could not finish before it (the webhook
-    /// timeout and [`DEADLINE_MARGIN`] from now) is handed back unread and unclaimed, so no
-    /// attempt number is spent on it and the invocation ends before its timeout.
+    /// endpoint cannot hold every slot of the batch). Once an attempt to a subscription's endpoint
+    /// has run for the whole webhook timeout, the batch's messages for it not yet started are
+    /// deferred: sent again with an SQS delay of [`ENDPOINT_DEFERRAL`] and acknowledged, unread
+    /// and unclaimed (a hanging endpoint costs a batch one timeout, not one per
+    /// [`PER_SUBSCRIPTION_CONCURRENCY`] of its messages). A message fails (and comes back) only
+    /// when it is malformed or storage could not be reached, or when it was not started: with
+    /// the invocation's `deadline`, a message whose attempt could not finish before it (the
+    /// webhook timeout and [`DEADLINE_MARGIN`] from now) is handed back unread and unclaimed, so
+    /// no attempt number is spent on it and the invocation ends before its timeout; so is a
+    /// deferred one whose copy could not be sent.
     pub async fn handle_until(
         &self,
         event: SqsEvent,
@@ -158,14 +182,14 @@ impl DeliveryWorker {
     ) -> SqsBatchResponse {
         let budget = self.webhook.timeout() + DEADLINE_MARGIN;
         let records = &event.records;
-        // The subscription each message is for (a malformed body has none and waits for none).
-        let subscriptions: Vec<Option<String>> = records
+        // The work each message asks for (a malformed body has none and waits for none).
+        let works: Vec<Option<DeliveryWork>> = records
             .iter()
-            .map(|m| {
-                serde_json::from_str::<DeliveryWork>(m.body.as_deref().unwrap_or_default())
-                    .ok()
-                    .map(|w| w.subscription_id.to_string())
-            })
+            .map(|m| serde_json::from_str(m.body.as_deref().unwrap_or_default()).ok())
+            .collect();
+        let subscriptions: Vec<Option<String>> = works
+            .iter()
+            .map(|w| w.as_ref().map(|w| w.subscription_id.to_string()))
             .collect();
         let mut results: Vec<Option<Handled>> = records.iter().map(|_| None).collect();
         let mut waiting: std::collections::VecDeque<usize> = (0..records.len()).collect();
@@ -188,32 +212,60 @@ impl DeliveryWorker {
                 in_flight.push(async move {
                     // Checked when the message's turn comes, not when the batch starts.
                     if deadline.is_some_and(|d| Instant::now() + budget > d) {
-                        return (i, Handled::HandedBack);
+                        return (i, Handled::HandedBack, false);
                     }
-                    (i, Handled::Done(self.handle_message(&records[i]).await))
+                    let (done, timed_out) = match self.handle_message(&records[i]).await {
+                        Ok((outcome, timed_out)) => (Ok(outcome), timed_out),
+                        Err(e) => (Err(e), false),
+                    };
+                    (i, Handled::Done(done), timed_out)
                 });
             }
-            let Some((i, handled)) = in_flight.next().await else {
+            let Some((i, handled, timed_out)) = in_flight.next().await else {
                 break;
             };
-            if let Some(n) = subscriptions[i].as_deref().and_then(|s| running.get_mut(s)) {
-                *n -= 1;
+            if let Some(s) = subscriptions[i].as_deref() {
+                if let Some(n) = running.get_mut(s) {
+                    *n -= 1;
+                }
+                if timed_out && self.endpoint_bound {
+                    waiting.retain(|&j| {
+                        let same = subscriptions[j].as_deref() == Some(s);
+                        if same {
+                            results[j] = Some(Handled::Deferred);
+                        }
+                        !same
+                    });
+                }
             }
             results[i] = Some(handled);
         }
+        let deferred: Vec<usize> = (0..records.len())
+            .filter(|&i| matches!(results[i], Some(Handled::Deferred)))
+            .collect();
+        let unsent = self.defer(&works, &deferred).await;
         let mut response = SqsBatchResponse::default();
         let mut handed_back = 0;
-        for (message, result) in records.iter().zip(results) {
+        for (i, (message, result)) in records.iter().zip(results).enumerate() {
             match result {
                 Some(Handled::Done(Ok(_))) => continue,
+                Some(Handled::Deferred) if !unsent.contains(&i) => continue,
                 Some(Handled::Done(Err(e))) => {
                     tracing::error!(message_id = ?message.message_id, error = %e, "delivery work failed; the queue returns it");
                 }
-                Some(Handled::HandedBack) | None => handed_back += 1,
+                Some(Handled::HandedBack | Handled::Deferred) | None => handed_back += 1,
             }
             let mut f = BatchItemFailure::default();
             f.item_identifier = message.message_id.clone().unwrap_or_default();
             response.batch_item_failures.push(f);
+        }
+        if !deferred.is_empty() {
+            tracing::warn!(
+                deferred = deferred.len(),
+                not_sent = unsent.len(),
+                messages = records.len(),
+                "an endpoint timed out in this batch; its other messages wait on the queue, unclaimed"
+            );
         }
         if handed_back > 0 {
             tracing::warn!(
@@ -225,34 +277,65 @@ impl DeliveryWorker {
         response
     }
 
-    async fn handle_message(&self, message: &SqsMessage) -> Result<WorkOutcome, WorkerError> {
+    /// Puts delayed copies of the messages `deferred` (indexes into `works`) on the delivery
+    /// queue, ten to a request. Returns the indexes whose copy was not sent.
+    async fn defer(&self, works: &[Option<DeliveryWork>], deferred: &[usize]) -> Vec<usize> {
+        let mut unsent = Vec::new();
+        for chunk in deferred.chunks(10) {
+            let entries: Vec<(DeliveryWork, Duration)> = chunk
+                .iter()
+                .filter_map(|&i| Some((works[i].clone()?, ENDPOINT_DEFERRAL)))
+                .collect();
+            let failed = crate::dispatch::publish(
+                &self.clients.sqs,
+                &self.config.delivery_queue_url,
+                &entries,
+            )
+            .await;
+            unsent.extend(failed.into_iter().map(|k| chunk[k]));
+        }
+        unsent
+    }
+
+    /// A message's work, and whether its attempt ran for the whole webhook timeout.
+    async fn handle_message(
+        &self,
+        message: &SqsMessage,
+    ) -> Result<(WorkOutcome, bool), WorkerError> {
         let body = message.body.as_deref().unwrap_or_default();
         let work: DeliveryWork =
             serde_json::from_str(body).map_err(|e| WorkerError::Malformed(e.to_string()))?;
-        self.process(&work).await
+        self.process_timed(&work).await
     }
 
     pub async fn process(&self, work: &DeliveryWork) -> Result<WorkOutcome, WorkerError> {
+        Ok(self.process_timed(work).await?.0)
+    }
+
+    /// [`Self::process`], also telling whether the attempt ran for the whole webhook timeout (the
+    /// endpoint hangs or is that slow).
+    async fn process_timed(&self, work: &DeliveryWork) -> Result<(WorkOutcome, bool), WorkerError> {
+        let skipped = |why| Ok((WorkOutcome::Skipped(why), false));
         let table = &self.config.delivery_table;
         let dynamo = &self.clients.dynamo;
         let Some(delivery) = store::delivery::get(dynamo, table, work).await? else {
-            return Ok(WorkOutcome::Skipped("no such delivery"));
+            return skipped("no such delivery");
         };
         let now = self.clock.now();
         if !delivery.status.is_open() {
-            return Ok(WorkOutcome::Skipped("already settled"));
+            return skipped("already settled");
         }
         if delivery.method.is_poll() {
-            return Ok(WorkOutcome::Skipped("pull delivery"));
+            return skipped("pull delivery");
         }
         if delivery
             .not_before
             .is_some_and(|t| t > now.plus(EARLY_TOLERANCE))
         {
-            return Ok(WorkOutcome::Skipped("not yet due"));
+            return skipped("not yet due");
         }
         if lease_held(delivery.lease_until, now) {
-            return Ok(WorkOutcome::Skipped("leased by another worker"));
+            return skipped("leased by another worker");
         }
         let token = uuid::Uuid::new_v4().to_string();
         let claim = store::delivery::claim(table, &delivery, &token, now, LEASE)?;
@@ -264,13 +347,14 @@ impl DeliveryWorker {
                 .as_deref()
                 != Some(token.as_str())
         {
-            return Ok(WorkOutcome::Skipped("another worker claimed the attempt"));
+            return skipped("another worker claimed the attempt");
         }
         let number = delivery.attempts + 1;
         let config = self.cache.get(dynamo, table, &work.account_id, now).await?;
         let started = Instant::now();
         let result = self.attempt(&delivery, &config).await;
         let elapsed = started.elapsed();
+        let timed_out = elapsed >= self.webhook.timeout();
         let attempt = AttemptRecord {
             number,
             at: now,
@@ -301,9 +385,7 @@ impl DeliveryWorker {
             }
         };
         if !saved {
-            return Ok(WorkOutcome::Skipped(
-                "lease taken over before the outcome was saved",
-            ));
+            return skipped("lease taken over before the outcome was saved");
         }
         if decision.status() == DeliveryStatus::Delivered {
             self.after_delivered(&delivery, &result).await?;
@@ -318,10 +400,13 @@ impl DeliveryWorker {
             status = %decision.status(),
             "delivery attempt"
         );
-        Ok(WorkOutcome::Attempted {
-            number,
-            status: decision.status(),
-        })
+        Ok((
+            WorkOutcome::Attempted {
+                number,
+                status: decision.status(),
+            },
+            timed_out,
+        ))
     }
 
     /// Calls the adapter the integration names, after checking that configuration still permits

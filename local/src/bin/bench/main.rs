@@ -2,9 +2,10 @@
 //! costs in AWS requests (counted by an SDK interceptor on the handlers' clients), Lambda
 //! invocations (batches as template.yaml configures them), throughput and latency.
 //!
-//!   bench [--changes N] [--json]
+//!   bench [--changes N] [--json] [--noisy-only]
 
 mod memory;
+mod noisy;
 
 use anyhow::Result;
 use local::fixtures::{catalog_change, Fixtures};
@@ -370,17 +371,7 @@ async fn latency(changes: usize, per_second: u64) -> Result<Value> {
         now: p.now(),
     };
     let account = f.account(&[]).await?;
-    let integration = f
-        .webhook(&account.account_id, receiver.url("/latency"))
-        .await?;
-    f.subscription(
-        &integration,
-        &["catalog_item"],
-        None,
-        &["sku", "price"],
-        RetryPolicy::FixedSchedule,
-    )
-    .await?;
+    noisy::subscribe_webhook(&f, &account.account_id, receiver.url("/latency")).await?;
     let done = AtomicBool::new(false);
     let b = batches();
     let windows = [
@@ -431,12 +422,7 @@ async fn latency(changes: usize, per_second: u64) -> Result<Value> {
         })
         .collect();
     millis.sort_by(|a, b| a.total_cmp(b));
-    let pick = |q: f64| {
-        millis
-            .get(((millis.len() as f64 - 1.0) * q).round() as usize)
-            .copied()
-            .unwrap_or(f64::NAN)
-    };
+    let pick = |q: f64| noisy::quantile(&millis, q);
     // Invocations as the pollers' timing filled the batches (not full batches of the template's
     // size): what a steady trickle of changes costs in invocations.
     let invocations = [&p.billed.ingest, &p.billed.dispatch, &p.billed.deliver]
@@ -554,6 +540,15 @@ async fn main() -> Result<()> {
     let b = batches();
     let prices = Prices::load();
     check_capacity_accounting().await?;
+    // `--noisy-only`: just the noisy-neighbour scenario and the writes per partition key.
+    if args.iter().any(|a| a == "--noisy-only") {
+        let noisy = noisy::noisy_neighbour().await?;
+        match json_out {
+            true => println!("{}", serde_json::to_string_pretty(&noisy)?),
+            false => noisy::print_noisy(&noisy),
+        }
+        return Ok(());
+    }
     let raw_rate = emulator_conditional_writes_per_second().await?;
     let latency = latency(changes.min(100), 10).await?;
     let mut scenarios = Vec::new();
@@ -566,6 +561,7 @@ async fn main() -> Result<()> {
     scenarios.push(run("one retry, then success", changes, 1, Setup::OneRetry).await?);
     scenarios.push(run("filtered out", changes, 1, Setup::FilteredOut).await?);
     scenarios.push(run_pull(changes).await?);
+    let noisy = noisy::noisy_neighbour().await?;
     let memory = memory_per_batch().await?;
     let vm_hwm = vm_hwm_bytes();
     let mut rows = Vec::new();
@@ -612,6 +608,7 @@ async fn main() -> Result<()> {
         .map(|m| (m.handler.to_string(), m.json()))
         .collect();
     doc["process_vm_hwm_bytes"] = json!(vm_hwm);
+    doc["noisy_neighbour"] = noisy.clone();
     if let Some(path) = &json_path {
         if let Some(dir) = std::path::Path::new(path).parent() {
             std::fs::create_dir_all(dir)?;
@@ -730,6 +727,7 @@ async fn main() -> Result<()> {
             ops.join(", ")
         );
     }
+    noisy::print_noisy(&noisy);
     print_memory(&memory, vm_hwm);
     Ok(())
 }
