@@ -28,19 +28,22 @@ use tokio::sync::Mutex;
 pub struct Pipeline {
     pub t: TestStack,
     pub clock: ManualClock,
-    pub ingest: Ingest,
-    pub dispatcher: Dispatcher,
-    pub worker: DeliveryWorker,
+    pub ingest: Arc<Ingest>,
+    pub dispatcher: Arc<Dispatcher>,
+    pub worker: Arc<DeliveryWorker>,
     /// The event monitor's roll-up (the dispatcher's stream path also runs it promptly).
     pub rollup: RollUp,
     changes: Mutex<StreamTap>,
     deliveries: Mutex<StreamTap>,
     /// The wall time of every handler invocation, per function, as Lambda bills it.
     pub billed: Billed,
+    /// With CPU accounting ([`Pipeline::measured`]): each function's own runtime and thread.
+    containers: Option<Containers>,
 }
 
 /// Handler invocations and their billed duration (each rounded up to the millisecond, as Lambda
-/// bills it) per function: what the bench turns into dollars of Lambda duration.
+/// bills it) per function: what the bench turns into dollars of Lambda duration; with CPU
+/// accounting, also the CPU time each function's handler used.
 #[derive(Debug, Default)]
 pub struct Billed {
     pub ingest: BilledTime,
@@ -51,29 +54,118 @@ pub struct Billed {
 impl Billed {
     pub fn reset(&self) {
         for f in [&self.ingest, &self.dispatch, &self.deliver] {
-            *f.0.lock().expect("billed time") = (0, 0);
+            *f.0.lock().expect("billed time") = Tally::default();
         }
     }
 }
 
-/// Invocations and billed milliseconds of one function.
+/// Invocations, billed milliseconds and handler CPU time of one function.
 #[derive(Debug, Default)]
-pub struct BilledTime(std::sync::Mutex<(u64, u64)>);
+pub struct BilledTime(std::sync::Mutex<Tally>);
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    invocations: u64,
+    billed_ms: u64,
+    cpu: Duration,
+}
 
 impl BilledTime {
     /// Runs one invocation's future and bills its wall time.
     pub async fn time<F: std::future::Future>(&self, invocation: F) -> F::Output {
         let started = std::time::Instant::now();
         let out = invocation.await;
-        let ms = started.elapsed().as_micros().div_ceil(1000) as u64;
-        let mut t = self.0.lock().expect("billed time");
-        *t = (t.0 + 1, t.1 + ms.max(1));
+        self.bill(started.elapsed(), Duration::ZERO);
         out
+    }
+    fn bill(&self, wall: Duration, cpu: Duration) {
+        let ms = wall.as_micros().div_ceil(1000) as u64;
+        let mut t = self.0.lock().expect("billed time");
+        t.invocations += 1;
+        t.billed_ms += ms.max(1);
+        t.cpu += cpu;
     }
     /// (invocations, billed milliseconds) so far.
     pub fn get(&self) -> (u64, u64) {
-        *self.0.lock().expect("billed time")
+        let t = self.0.lock().expect("billed time");
+        (t.invocations, t.billed_ms)
     }
+    /// The CPU time the function's handler used so far (zero without CPU accounting).
+    pub fn cpu(&self) -> Duration {
+        self.0.lock().expect("billed time").cpu
+    }
+}
+
+/// Each function's container: a thread of its own running a current-thread tokio runtime, which
+/// its invocations run on. A Lambda container runs one invocation at a time on its own CPU; the
+/// CPU clock of this thread across an invocation is that invocation's CPU: the handler, the SDK's
+/// signing and (de)serialisation and the connection tasks its HTTP clients spawn (they live on
+/// this runtime, as the function's clients are its own), and nothing of the harness (taps,
+/// receiver, the bench itself run on the caller's runtime; the emulator is another process).
+struct Containers {
+    ingest: Container,
+    dispatch: Container,
+    deliver: Container,
+}
+
+type Job = Box<dyn FnOnce(&tokio::runtime::Runtime) + Send>;
+
+struct Container {
+    jobs: std::sync::mpsc::Sender<Job>,
+}
+
+impl Container {
+    fn start(name: &str) -> Self {
+        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a function's runtime");
+                // Ends when the pipeline (the sender) is dropped.
+                for job in queue {
+                    job(&runtime);
+                }
+            })
+            .expect("a function's thread");
+        Container { jobs }
+    }
+
+    /// Runs the invocation `job` makes on this container: its output, wall time and CPU time.
+    async fn run<T, Fut>(
+        &self,
+        job: impl FnOnce() -> Fut + Send + 'static,
+    ) -> (T, Duration, Duration)
+    where
+        T: Send + 'static,
+        Fut: std::future::Future<Output = T> + 'static,
+    {
+        let (done, result) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move |runtime| {
+            let (cpu, started) = (thread_cpu_time(), std::time::Instant::now());
+            let out = runtime.block_on(job());
+            let wall = started.elapsed();
+            let _ = done.send((out, wall, thread_cpu_time().saturating_sub(cpu)));
+        });
+        self.jobs.send(job).expect("the function's thread runs");
+        result
+            .await
+            .expect("the function's thread finished the invocation")
+    }
+}
+
+/// The CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`: user and system).
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// What one `pump` moved.
@@ -92,30 +184,55 @@ impl Pipeline {
     }
 
     pub async fn with_stack(t: TestStack) -> Self {
+        Self::build(t, false)
+    }
+
+    /// A pipeline that also measures each function's CPU time per invocation
+    /// ([`BilledTime::cpu`]): every function has clients of its own and runs its invocations on a
+    /// runtime and thread of its own (see `Containers`). For the bench: a handler of this
+    /// pipeline must only be invoked through it (`ingest_pending`, `dispatch_pending`,
+    /// `work_pending`, `advance`), as its connections live on its own runtime.
+    pub async fn measured() -> Self {
+        Self::build(TestStack::new().await, true)
+    }
+
+    fn build(t: TestStack, measured: bool) -> Self {
         let clock = ManualClock::starting_now();
         let shared_clock: Arc<dyn Clock> = Arc::new(clock.clone());
-        let ingest = Ingest::new(t.clients.clone(), t.config.clone(), shared_clock.clone());
-        let dispatcher = Dispatcher::new(t.clients.clone(), t.config.clone(), shared_clock.clone())
-            .without_lookahead();
+        let clients = || {
+            if measured {
+                t.function_clients()
+            } else {
+                t.clients.clone()
+            }
+        };
+        let ingest = Ingest::new(clients(), t.config.clone(), shared_clock.clone());
+        let dispatcher =
+            Dispatcher::new(clients(), t.config.clone(), shared_clock.clone()).without_lookahead();
         let rollup = RollUp::new(
             t.clients.dynamo.clone(),
             t.config.delivery_table.clone(),
             shared_clock.clone(),
         );
-        let worker = DeliveryWorker::new(t.clients.clone(), t.config.clone(), shared_clock);
+        let worker = DeliveryWorker::new(clients(), t.config.clone(), shared_clock);
         let changes = Mutex::new(t.stream("ChangesTable"));
         // The dispatcher's event source mapping filters with template.yaml's FilterCriteria.
         let deliveries = Mutex::new(t.mapped_stream("DeliveryTable", "DispatchFunction"));
         Pipeline {
             t,
             clock,
-            ingest,
-            dispatcher,
-            worker,
+            ingest: Arc::new(ingest),
+            dispatcher: Arc::new(dispatcher),
+            worker: Arc::new(worker),
             rollup,
             changes,
             deliveries,
             billed: Billed::default(),
+            containers: measured.then(|| Containers {
+                ingest: Container::start("ingest"),
+                dispatch: Container::start("dispatch"),
+                deliver: Container::start("deliver"),
+            }),
         }
     }
 
@@ -140,7 +257,16 @@ impl Pipeline {
     pub async fn ingest_pending(&self) -> Result<(usize, usize)> {
         let mut tap = self.changes.lock().await;
         let r = tap
-            .drain(|event| self.billed.ingest.time(self.ingest.handle(event)))
+            .drain(|event| {
+                let container = self.containers.as_ref().map(|c| &c.ingest);
+                self.invoke_with(
+                    &self.billed.ingest,
+                    container,
+                    &self.ingest,
+                    event,
+                    |h, event| async move { h.handle(event).await },
+                )
+            })
             .await?;
         Ok((r.records, r.failures))
     }
@@ -158,9 +284,14 @@ impl Pipeline {
         let mut tap = self.deliveries.lock().await;
         let r = tap
             .drain(|event| {
-                self.billed
-                    .dispatch
-                    .time(self.dispatcher.handle_stream(event))
+                let container = self.containers.as_ref().map(|c| &c.dispatch);
+                self.invoke_with(
+                    &self.billed.dispatch,
+                    container,
+                    &self.dispatcher,
+                    event,
+                    |h, event| async move { h.handle_stream(event).await },
+                )
             })
             .await?;
         Ok((r.records, r.failures))
@@ -170,10 +301,74 @@ impl Pipeline {
     pub async fn work_pending(&self) -> Result<QueueReport> {
         let tap = self.t.queue("DeliveryQueue");
         tap.drain(
-            |event| self.billed.deliver.time(self.worker.handle(event)),
+            |event| {
+                let container = self.containers.as_ref().map(|c| &c.deliver);
+                self.invoke_with(
+                    &self.billed.deliver,
+                    container,
+                    &self.worker,
+                    event,
+                    |h, event| async move { h.handle(event).await },
+                )
+            },
             1000,
         )
         .await
+    }
+
+    /// One invocation of a function's handler with `event` (`call` on both), billed to `billed`.
+    /// With CPU accounting, as the Lambda runtime hands it over: the event's JSON is parsed and
+    /// the response serialised inside the invocation, on the function's container.
+    async fn invoke_with<H, E, T, Fut>(
+        &self,
+        billed: &BilledTime,
+        container: Option<&Container>,
+        handler: &Arc<H>,
+        event: E,
+        call: impl FnOnce(Arc<H>, E) -> Fut + Send + 'static,
+    ) -> T
+    where
+        H: Send + Sync + 'static,
+        E: serde::Serialize + serde::de::DeserializeOwned + 'static,
+        T: serde::Serialize + Send + 'static,
+        Fut: std::future::Future<Output = T> + 'static,
+    {
+        if container.is_none() {
+            return billed.time(call(handler.clone(), event)).await;
+        }
+        let json = serde_json::to_vec(&event).expect("a Lambda event serialises");
+        self.invoke(billed, container, handler, move |h| async move {
+            let event: E = serde_json::from_slice(&json).expect("a Lambda event parses");
+            let out = call(h, event).await;
+            std::hint::black_box(serde_json::to_vec(&out).expect("a response serialises"));
+            out
+        })
+        .await
+    }
+
+    /// One invocation of a function's handler (`call` on it), billed to `billed`: on the
+    /// function's container when the pipeline measures CPU, else on the caller's runtime.
+    async fn invoke<H, T, Fut>(
+        &self,
+        billed: &BilledTime,
+        container: Option<&Container>,
+        handler: &Arc<H>,
+        call: impl FnOnce(Arc<H>) -> Fut + Send + 'static,
+    ) -> T
+    where
+        H: Send + Sync + 'static,
+        T: Send + 'static,
+        Fut: std::future::Future<Output = T> + 'static,
+    {
+        let handler = handler.clone();
+        match container {
+            None => billed.time(call(handler)).await,
+            Some(container) => {
+                let (out, wall, cpu) = container.run(move || call(handler)).await;
+                billed.bill(wall, cpu);
+                out
+            }
+        }
     }
 
     /// Runs every stage until nothing moves.
@@ -200,7 +395,14 @@ impl Pipeline {
     /// Moves the clock on, runs the dispatcher's sweep (as its schedule would) and pumps.
     pub async fn advance(&self, by: Duration) -> Result<PumpReport> {
         self.clock.advance(by);
-        self.billed.dispatch.time(self.dispatcher.sweep()).await?;
+        let container = self.containers.as_ref().map(|c| &c.dispatch);
+        self.invoke(
+            &self.billed.dispatch,
+            container,
+            &self.dispatcher,
+            |h| async move { h.sweep().await },
+        )
+        .await?;
         self.pump().await
     }
 

@@ -73,6 +73,33 @@ pub struct TestStack {
     pub meter: RequestMeter,
     /// Faults injected between the handlers' clients and the emulator (none unless a test asks).
     pub faults: Faults,
+    /// The SDK sleep the handlers' clients use instead of real time, if any.
+    sdk_sleep: Option<aws_smithy_async::rt::sleep::SharedAsyncSleep>,
+}
+
+/// Handler clients on `sdk`: every request counted by `meter`, passing through `faults`, on an
+/// HTTP client (and so a connection pool) of their own.
+fn handler_clients(
+    sdk: &SdkConfig,
+    faults: &Faults,
+    meter: &RequestMeter,
+    sleep: Option<&aws_smithy_async::rt::sleep::SharedAsyncSleep>,
+) -> Clients {
+    // The client the SDK would pick by itself (the configuration names none).
+    let inner = match sdk.http_client() {
+        Some(client) => client,
+        None => {
+            use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
+            aws_smithy_http_client::Builder::new()
+                .tls_provider(Provider::Rustls(CryptoMode::AwsLc))
+                .build_https()
+        }
+    };
+    let mut faulty = sdk.to_builder().http_client(faults.client(inner));
+    if let Some(sleep) = sleep {
+        faulty = faulty.sleep_impl(sleep.clone());
+    }
+    Clients::with_interceptor(&faulty.build(), meter.clone())
 }
 
 impl TestStack {
@@ -112,22 +139,7 @@ impl TestStack {
         let config = stack.config()?;
         let meter = RequestMeter::new();
         let faults = Faults::new();
-        // The client the SDK would pick by itself (the configuration names none).
-        let inner = match sdk.http_client() {
-            Some(client) => client,
-            None => {
-                use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
-                aws_smithy_http_client::Builder::new()
-                    .tls_provider(Provider::Rustls(CryptoMode::AwsLc))
-                    .build_https()
-            }
-        };
-        let mut faulty = sdk.to_builder().http_client(faults.client(inner));
-        if let Some(sleep) = sleep {
-            faulty = faulty.sleep_impl(sleep);
-        }
-        let faulty = faulty.build();
-        let clients = Clients::with_interceptor(&faulty, meter.clone());
+        let clients = handler_clients(&sdk, &faults, &meter, sleep.as_ref());
         Ok(TestStack {
             sdk,
             stack,
@@ -135,7 +147,20 @@ impl TestStack {
             clients,
             meter,
             faults,
+            sdk_sleep: sleep,
         })
+    }
+
+    /// Another set of handler clients like [`Self::clients`] (counted by the same meter, through
+    /// the same faults) with a connection pool of their own: what one function's container holds
+    /// (the pipeline's per-function CPU accounting runs each function on its own runtime).
+    pub fn function_clients(&self) -> Clients {
+        handler_clients(
+            &self.sdk,
+            &self.faults,
+            &self.meter,
+            self.sdk_sleep.as_ref(),
+        )
     }
 
     pub fn stream(&self, table_logical_id: &str) -> StreamTap {

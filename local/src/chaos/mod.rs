@@ -305,13 +305,13 @@ async fn run_wave(config: &ChaosConfig, index: usize, changes: usize) -> Result<
     ));
     let mut p = Pipeline::with_stack(TestStack::try_new_with_sdk_sleep(Some(sleep)).await?).await;
     let shared_clock: std::sync::Arc<dyn Clock> = std::sync::Arc::new(p.clock.clone());
-    p.worker = DeliveryWorker::with_adapters(
+    p.worker = std::sync::Arc::new(DeliveryWorker::with_adapters(
         p.t.clients.clone(),
         p.t.config.clone(),
         shared_clock,
         WebhookAdapter::new(TargetPolicy::LOCAL_DEMO, config.attempt_timeout),
         InternalRegistry::default(),
-    );
+    ));
     let hang = config.attempt_timeout * 3;
     let mut endpoints = Vec::new();
     let mut subscriptions = Vec::new();

@@ -57,6 +57,8 @@ struct Scenario {
     cpu: std::time::Duration,
     /// Function logical id → (invocations, billed milliseconds): the handlers' wall time.
     billed: BTreeMap<&'static str, (u64, u64)>,
+    /// Function → the CPU time its handler used (each function on its own thread and runtime).
+    function_cpu: BTreeMap<&'static str, std::time::Duration>,
 }
 
 impl Scenario {
@@ -134,6 +136,15 @@ fn billed(p: &Pipeline) -> BTreeMap<&'static str, (u64, u64)> {
     ])
 }
 
+/// The CPU time each function's handler used since the pipeline's last reset.
+fn function_cpu(p: &Pipeline) -> BTreeMap<&'static str, std::time::Duration> {
+    BTreeMap::from([
+        ("ingest", p.billed.ingest.cpu()),
+        ("dispatch", p.billed.dispatch.cpu()),
+        ("deliver", p.billed.deliver.cpu()),
+    ])
+}
+
 /// A `MaximumBatchingWindowInSeconds` of template.yaml (none: Lambda's stream default, 0).
 fn batching_window(function: &str, event: &str) -> std::time::Duration {
     let doc = template_doc();
@@ -155,7 +166,7 @@ pub(crate) fn batch_size(function: &str, event: &str) -> usize {
 /// `changes` changes of one account, each to `fan_out` webhook subscriptions (one integration
 /// each) on one receiver: `changes × fan_out` deliveries.
 async fn run(name: &str, changes: usize, fan_out: usize, setup: Setup) -> Result<Scenario> {
-    let p = Pipeline::new().await;
+    let p = Pipeline::measured().await;
     let receiver = Receiver::start().await;
     let f = Fixtures {
         clients: &p.t.clients,
@@ -213,6 +224,7 @@ async fn run(name: &str, changes: usize, fan_out: usize, setup: Setup) -> Result
         seconds,
         cpu,
         billed: billed(&p),
+        function_cpu: function_cpu(&p),
     })
 }
 
@@ -287,7 +299,7 @@ pub(crate) async fn pull_setup(p: &Pipeline) -> Result<PullSetup> {
 /// Pull delivery: the changes are ingested as pending pull deliveries and an adapter reads and
 /// acknowledges them through the cursor API, a hundred per page.
 async fn run_pull(changes: usize) -> Result<Scenario> {
-    let p = Pipeline::new().await;
+    let p = Pipeline::measured().await;
     let PullSetup {
         app,
         account_id,
@@ -351,6 +363,7 @@ async fn run_pull(changes: usize) -> Result<Scenario> {
         seconds: started.elapsed().as_secs_f64(),
         cpu: cpu_time().saturating_sub(cpu_before),
         billed,
+        function_cpu: function_cpu(&p),
     })
 }
 
@@ -438,6 +451,21 @@ async fn latency(changes: usize, per_second: u64) -> Result<Value> {
         "p99_ms": pick(0.99),
         "max_ms": millis.last().copied().unwrap_or(f64::NAN),
     }))
+}
+
+/// Each function's CPU milliseconds per delivery, and their `total`.
+fn function_cpu_json(s: &Scenario) -> Value {
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0 / s.deliveries.max(1) as f64;
+    let mut m: serde_json::Map<String, Value> = s
+        .function_cpu
+        .iter()
+        .map(|(f, d)| (f.to_string(), json!(ms(*d))))
+        .collect();
+    m.insert(
+        "total".into(),
+        json!(ms(s.function_cpu.values().sum::<std::time::Duration>())),
+    );
+    Value::Object(m)
 }
 
 /// The emulator's own rate of sequential conditional puts, measured in the same run: pipeline
@@ -595,6 +623,7 @@ async fn main() -> Result<()> {
             "dollars_per_million_deliveries": prices.per_million(write_units, read_units, s.per(sqs_handlers + sqs_mapping), s.per(invocations)),
             "lambda_gb_seconds_per_delivery": s.gb_seconds_per_delivery(),
             "dollars_per_million_all_in": prices.per_million(write_units, read_units, s.per(sqs_handlers + sqs_mapping), s.per(invocations)) + s.gb_seconds_per_delivery() * prices.get("lambda_arm64_gb_second") * 1e6,
+            "function_cpu_ms_per_delivery": function_cpu_json(s),
             "billed_ms_per_delivery": s.billed.iter().map(|(f, (_, ms))| (f.to_string(), json!(s.per(*ms)))).collect::<serde_json::Map<String, Value>>(),
             "units_by_operation": s.units.iter().map(|(op, u)| (op.clone(), json!({"write": s.per(1) * u.write, "read": s.per(1) * u.read, "indexes": s.per(1) * u.indexes, "refused": s.per(u.refused)}))).collect::<serde_json::Map<String, Value>>(),
             "by_operation": s.requests.iter().map(|((svc, op), n)| (format!("{svc}.{op}"), json!(s.per(*n)))).collect::<serde_json::Map<String, Value>>(),
@@ -681,6 +710,22 @@ async fn main() -> Result<()> {
         "  Lambda invocations per delivery at that trickle's batch fill (each mapping's batching window): {:.3}",
         latency["lambda_invocations_per_delivery"].as_f64().unwrap_or(f64::NAN)
     );
+    println!("\nthe functions' own CPU ms per delivery (each function's thread CPU clock across its invocations):");
+    println!(
+        "{:<32} {:>8} {:>8} {:>8} {:>8}",
+        "scenario", "ingest", "dispatch", "deliver", "total"
+    );
+    for r in &rows {
+        let c = &r["function_cpu_ms_per_delivery"];
+        println!(
+            "{:<32} {:>8.3} {:>8.3} {:>8.3} {:>8.3}",
+            r["scenario"].as_str().unwrap_or_default(),
+            f(c, "ingest"),
+            f(c, "dispatch"),
+            f(c, "deliver"),
+            f(c, "total"),
+        );
+    }
     println!("\nper delivery, by operation:");
     for r in &rows {
         let ops: Vec<String> = r["by_operation"]
