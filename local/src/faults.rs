@@ -363,8 +363,9 @@ struct FaultyConnector {
     faults: Faults,
 }
 
-/// The operation a request names: DynamoDB and SQS (JSON protocols) in `X-Amz-Target`
-/// (`DynamoDB_20120810.UpdateItem`, `AmazonSQS.SendMessageBatch`); SES v2 (REST) by its path.
+/// The operation a request names: DynamoDB, SQS and KMS (JSON protocols) in `X-Amz-Target`
+/// (`DynamoDB_20120810.UpdateItem`, `AmazonSQS.SendMessageBatch`, `TrentService.Decrypt`); SES v2
+/// (REST) by its path.
 fn operation_of(request: &HttpRequest) -> String {
     if let Some(target) = request.headers().get("x-amz-target") {
         return target.rsplit('.').next().unwrap_or(target).to_string();
@@ -388,7 +389,29 @@ fn error_response(status: u16, body: serde_json::Value) -> Response {
     response
 }
 
+/// KMS's operations (the signing secrets' data keys): its errors have their own names and its
+/// protocol is JSON 1.1.
+const KMS_OPERATIONS: [&str; 3] = ["Decrypt", "GenerateDataKey", "Encrypt"];
+
+fn kms_answer(fault: &Fault) -> Response {
+    let (status, error) = match fault {
+        Fault::Throttle => (400, "ThrottlingException"),
+        _ => (500, "KMSInternalException"),
+    };
+    let mut response = error_response(
+        status,
+        serde_json::json!({"__type": error, "message": "injected KMS fault"}),
+    );
+    response
+        .headers_mut()
+        .insert("content-type", "application/x-amz-json-1.1");
+    response
+}
+
 fn answer(fault: &Fault, operation: &str) -> Response {
+    if KMS_OPERATIONS.contains(&operation) {
+        return kms_answer(fault);
+    }
     match fault {
         Fault::TransactionConflict => error_response(
             400,

@@ -1,7 +1,8 @@
 //! `make chaos CHANGES=N SEED=S`: the chaos scenario (`local::chaos`) on the local emulator,
 //! large, in waves; prints its summary line and writes the JSON report.
 //!
-//!   chaos [--changes N] [--seed S] [--subscriptions K] [--wave N] [--report PATH]
+//!   chaos [--changes N] [--seed S] [--subscriptions K] [--wave N] [--attempt-timeout-ms MS]
+//!         [--report PATH]
 
 use anyhow::Result;
 use clap::Parser;
@@ -21,6 +22,11 @@ struct Args {
     /// Changes written between two pumps.
     #[arg(long, default_value_t = 50)]
     round: usize,
+    /// The worker's attempt timeout in milliseconds (hangs last three times this). On a loaded
+    /// machine an answer can take longer than the default to reach the worker, which then
+    /// records a timeout for a request its endpoint answered (RELIABILITY.md, "Defects found").
+    #[arg(long)]
+    attempt_timeout_ms: Option<u64>,
     #[arg(long, default_value = "target/chaos-report.json")]
     report: std::path::PathBuf,
 }
@@ -43,6 +49,9 @@ async fn main() -> Result<()> {
     config.subscriptions = args.subscriptions;
     config.wave_changes = args.wave;
     config.round_changes = args.round;
+    if let Some(ms) = args.attempt_timeout_ms {
+        config.attempt_timeout = std::time::Duration::from_millis(ms);
+    }
     if let Some(dir) = args.report.parent() {
         std::fs::create_dir_all(dir)?;
     }

@@ -488,8 +488,14 @@ fn check_delivery(
                 f.defect(
                     |x| x.history += 1,
                     format!(
-                        "history: {id} attempt {} recorded {} {:?}, the endpoint answered {:?}",
-                        a.number, a.class, a.http_status, l.answer
+                        "history: {id} attempt {} recorded {} {:?} after {} ms ({}), the \
+                         endpoint answered {:?}",
+                        a.number,
+                        a.class,
+                        a.http_status,
+                        a.duration_ms,
+                        a.detail.as_deref().unwrap_or("no detail"),
+                        l.answer
                     ),
                 );
             }

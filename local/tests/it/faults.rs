@@ -170,3 +170,64 @@ async fn a_throttled_claim_is_retried_by_the_sdk_and_the_delivery_is_made_once()
     assert_eq!(d.status, DeliveryStatus::Delivered);
     assert_eq!(r.count(), 1);
 }
+
+#[tokio::test]
+async fn a_kms_decrypt_that_keeps_failing_fails_the_attempt_of_that_delivery_only_and_its_retry_delivers(
+) {
+    for fault in [Fault::Throttle, Fault::InternalError] {
+        let (p, r) = (Pipeline::new().await, Receiver::start().await);
+        let (account, sub) = webhook_subscription(&p, &r).await;
+        // Three: every one of the SDK's tries of the first Decrypt of the signing secret's data
+        // key; the next Decrypt (the other delivery's, or the retry's) gets through.
+        p.t.faults.inject("Decrypt", fault.clone(), 3);
+        let changes = [1.0, 2.0].map(|price| catalog_change(&id(&account), p.now(), price));
+        for change in &changes {
+            p.write_change(change).await.unwrap();
+        }
+        let report = p.pump().await.unwrap();
+        assert_eq!(p.t.faults.injected().len(), 3, "{fault:?}");
+        // The failed unwrap is the delivery's attempt (transient, on the retry schedule), not a
+        // message handed back to the queue.
+        assert_eq!(report.queue.failures, 0, "{fault:?}");
+        let mut deliveries = Vec::new();
+        for change in &changes {
+            deliveries.push(
+                p.delivery(&id(&account), &change.change_id, &sub.subscription_id)
+                    .await
+                    .unwrap(),
+            );
+        }
+        let (failed, delivered): (Vec<_>, Vec<_>) = deliveries
+            .iter()
+            .partition(|d| d.status != DeliveryStatus::Delivered);
+        assert_eq!((failed.len(), delivered.len()), (1, 1), "{fault:?}");
+        let failed = failed[0];
+        assert_eq!(failed.status, DeliveryStatus::Retrying, "{fault:?}");
+        assert_eq!(failed.attempts, 1);
+        let attempt = &failed.attempt_log[0];
+        assert_eq!(attempt.class, "transient");
+        assert_eq!(attempt.http_status, None);
+        assert!(
+            attempt
+                .detail
+                .as_deref()
+                .is_some_and(|d| d.contains("signing secret")),
+            "{:?}",
+            attempt.detail
+        );
+        assert_eq!(r.count(), 1, "only the other delivery reached the endpoint");
+
+        // Its retry comes on the schedule (a minute) and delivers it, once.
+        p.advance(Duration::from_secs(30)).await.unwrap();
+        assert_eq!(r.count(), 1, "not before the schedule");
+        p.advance(Duration::from_secs(31)).await.unwrap();
+        let again = p
+            .delivery(&id(&account), &failed.change_id, &sub.subscription_id)
+            .await
+            .unwrap();
+        assert_eq!(again.status, DeliveryStatus::Delivered, "{fault:?}");
+        assert_eq!(again.attempts, 2);
+        assert_eq!(r.count(), 2);
+        assert_eq!(p.t.faults.injected().len(), 3, "no further fault");
+    }
+}

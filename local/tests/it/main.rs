@@ -7,6 +7,7 @@ mod concurrency;
 mod console;
 mod contract;
 mod deployment;
+mod emulator;
 mod event_monitor;
 mod fault_matrix;
 mod faults;
