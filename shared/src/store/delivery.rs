@@ -979,6 +979,42 @@ mod operator_actions {
         pub listing: Option<&'a AccountId>,
     }
 
+    /// A key condition `partition` plus the sort-key bounds of a range: after `lo` (exclusive),
+    /// up to `hi` (`true`: inclusive). With both bounds it is `BETWEEN`, inclusive at both ends
+    /// (DynamoDB has no exclusive BETWEEN): the reader drops the bound entries ([`excluded`]).
+    fn sort_range(
+        partition: &str,
+        mut e: Expr,
+        sort_attr: &str,
+        lo: Option<&str>,
+        hi: Option<(&str, bool)>,
+    ) -> (String, Expr) {
+        let mut key = partition.to_string();
+        if lo.is_some() || hi.is_some() {
+            e = e.name("#sort", sort_attr);
+        }
+        match (lo, hi) {
+            (Some(l), Some((h, _))) => {
+                e = e.value(":lo", s(l)).value(":hi", s(h));
+                key.push_str(" AND #sort BETWEEN :lo AND :hi");
+            }
+            (Some(l), None) => {
+                e = e.value(":lo", s(l));
+                key.push_str(" AND #sort > :lo");
+            }
+            (None, Some((h, inclusive))) => {
+                e = e.value(":hi", s(h));
+                key.push_str(if inclusive {
+                    " AND #sort <= :hi"
+                } else {
+                    " AND #sort < :hi"
+                });
+            }
+            (None, None) => {}
+        }
+        (key, e)
+    }
+
     /// The index query of a page of `range`. BETWEEN is inclusive at both ends: the entries at
     /// an exclusive bound are dropped from the page ([`excluded`]).
     pub fn range_query(
@@ -987,32 +1023,22 @@ mod operator_actions {
         start: Option<Item>,
         limit: i32,
     ) -> Query {
-        let mut e = Expr::new()
+        let e = Expr::new()
             .name("#sk_sub", by_subscription::KEY)
             .value(":sub", s(range.subscription_id));
-        if range.after.is_some() || range.upper.is_some() {
-            e = e.name("#sort", by_subscription::SORT);
-        }
-        let mut key = "#sk_sub = :sub".to_string();
-        match (&range.after, &range.upper) {
-            (Some(lo), Some(Upper::Through(hi))) | (Some(lo), Some(Upper::Before(hi))) => {
-                e = e.value(":lo", s(*lo)).value(":hi", s(*hi));
-                key.push_str(" AND #sort BETWEEN :lo AND :hi");
-            }
-            (Some(lo), None) => {
-                e = e.value(":lo", s(*lo));
-                key.push_str(" AND #sort > :lo");
-            }
-            (None, Some(Upper::Through(hi))) => {
-                e = e.value(":hi", s(*hi));
-                key.push_str(" AND #sort <= :hi");
-            }
-            (None, Some(Upper::Before(hi))) => {
-                e = e.value(":hi", s(*hi));
-                key.push_str(" AND #sort < :hi");
-            }
-            (None, None) => {}
-        }
+        let hi = match range.upper {
+            Some(Upper::Through(c)) => Some((String::from(c), true)),
+            Some(Upper::Before(c)) => Some((String::from(c), false)),
+            None => None,
+        };
+        let lo = range.after.map(String::from);
+        let (key, e) = sort_range(
+            "#sk_sub = :sub",
+            e,
+            by_subscription::SORT,
+            lo.as_deref(),
+            hi.as_ref().map(|(h, inclusive)| (h.as_str(), *inclusive)),
+        );
         Query {
             table: table.to_owned(),
             index: Some(by_subscription::INDEX.to_owned()),
@@ -1083,32 +1109,16 @@ mod operator_actions {
             Some(c) => listing_position(dynamo, table, account_id, c).await?,
             None => None,
         };
-        let mut e = Expr::new()
+        let e = Expr::new()
             .name("#lk", listing::KEY)
             .value(":lk", s(events_list_key(account_id)));
-        let mut key = "#lk = :lk".to_string();
-        if lo.is_some() || hi.is_some() {
-            e = e.name("#ls", listing::SORT);
-        }
-        match (&lo, &hi) {
-            (Some(l), Some(h)) => {
-                e = e.value(":lo", s(l)).value(":hi", s(h));
-                key.push_str(" AND #ls BETWEEN :lo AND :hi");
-            }
-            (Some(l), None) => {
-                e = e.value(":lo", s(l));
-                key.push_str(" AND #ls > :lo");
-            }
-            (None, Some(h)) if hi_inclusive => {
-                e = e.value(":hi", s(h));
-                key.push_str(" AND #ls <= :hi");
-            }
-            (None, Some(h)) => {
-                e = e.value(":hi", s(h));
-                key.push_str(" AND #ls < :hi");
-            }
-            (None, None) => {}
-        }
+        let (key, e) = sort_range(
+            "#lk = :lk",
+            e,
+            listing::SORT,
+            lo.as_deref(),
+            hi.as_deref().map(|h| (h, hi_inclusive)),
+        );
         let page = read::query_page(
             dynamo,
             &Query {
