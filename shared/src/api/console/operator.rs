@@ -282,22 +282,69 @@ fn confirm_page(
     html_response(status, shell(Some((ctx, nav)), title, body))
 }
 
+/// One confirmed action's page: where it sits, what it is called and does, where it returns.
+struct Confirm {
+    nav: Nav,
+    title: &'static str,
+    explain: Markup,
+    back: String,
+}
+
+impl Confirm {
+    /// The confirmation form (with the action's own `extra` fields), or again with a refusal.
+    fn page(self, ctx: &Ctx, extra: Markup, refused: Option<&ApiError>) -> Response {
+        confirm_page(
+            ctx,
+            &self.nav,
+            self.title,
+            self.explain,
+            extra,
+            refused,
+            &self.back,
+        )
+    }
+
+    /// The POST of an action whose form carries only its reason: the CSRF check, the API's own
+    /// handler (`run`) with `{"reason"}`, then back with `?done=<done>`, or the confirmation
+    /// again with the API's refusal.
+    async fn run<Fut, R>(
+        self,
+        op: &Op,
+        body: &Bytes,
+        done: &str,
+        run: impl FnOnce(JsonBody) -> Fut,
+    ) -> Response
+    where
+        Fut: std::future::Future<Output = Result<R, ApiError>>,
+    {
+        let fields = form_fields(body);
+        if let Some(r) = refuse_without_csrf(&op.ctx, &fields) {
+            return r;
+        }
+        match run(body_of(&fields, &["reason"])).await {
+            Ok(_) => redirect(&op.ctx.url(&format!("{}?done={done}", self.back))),
+            Err(e) => self.page(&op.ctx, html! {}, Some(&e)),
+        }
+    }
+}
+
 fn retry_explain() -> Markup {
     html! {
         p { "The delivery goes back to " (badge("pending")) " with its attempts reset; its attempt history is kept, and the change's event reopens. The adapter may receive the change again." }
     }
 }
 
+fn retry_confirm(a: &str, s: &str, c: &str) -> Confirm {
+    Confirm {
+        nav: nav(Some(a), "nav-events"),
+        title: "Retry delivery",
+        explain: retry_explain(),
+        back: delivery_path(&base(a), s, c),
+    }
+}
+
 async fn retry_form(op: Op, Path((a, s, c)): Path<(String, String, String)>) -> Response {
-    confirm_page(
-        &op.ctx,
-        &nav(Some(&a), "nav-events"),
-        "Retry delivery",
-        retry_explain(),
-        html! {},
-        None,
-        &delivery_path(&base(&a), &s, &c),
-    )
+    retry_confirm(&a, &s, &c).page(&op.ctx, html! {}, None)
 }
 
 async fn retry(
@@ -306,46 +353,35 @@ async fn retry(
     Path((a, s, c)): Path<(String, String, String)>,
     body: Bytes,
 ) -> Response {
-    let fields = form_fields(&body);
-    if let Some(r) = refuse_without_csrf(&op.ctx, &fields) {
-        return r;
-    }
-    let back = delivery_path(&base(&a), &s, &c);
-    match deliveries::retry(
-        op.operator.clone(),
-        State(state.clone()),
-        ApiPath((a.clone(), s.clone(), c.clone())),
-        body_of(&fields, &["reason"]),
-    )
-    .await
-    {
-        Ok(_) => redirect(&op.ctx.url(&format!("{back}?done=retried"))),
-        Err(e) => confirm_page(
-            &op.ctx,
-            &nav(Some(&a), "nav-events"),
-            "Retry delivery",
-            retry_explain(),
-            html! {},
-            Some(&e),
-            &back,
-        ),
-    }
+    let confirm = retry_confirm(&a, &s, &c);
+    let path = ApiPath((a, s, c));
+    confirm
+        .run(&op, &body, "retried", |reason| {
+            deliveries::retry(op.operator.clone(), State(state), path, reason)
+        })
+        .await
 }
 
 fn resume_explain() -> Markup {
     html! { p { "The subscription becomes " (badge("active")) " and its run of dead deliveries starts again from zero. Changes skipped while it was paused stay skipped (replay a window to send existing deliveries again)." } }
 }
 
+/// An operator's page of one subscription (its Integration history).
+fn subscription_path(a: &str, s: &str) -> String {
+    format!("{}/subscriptions/{}", base(a), encode(s))
+}
+
+fn resume_confirm(a: &str, s: &str) -> Confirm {
+    Confirm {
+        nav: nav(Some(a), "nav-attention"),
+        title: "Resume subscription",
+        explain: resume_explain(),
+        back: subscription_path(a, s),
+    }
+}
+
 async fn resume_form(op: Op, Path((a, s)): Path<(String, String)>) -> Response {
-    confirm_page(
-        &op.ctx,
-        &nav(Some(&a), "nav-attention"),
-        "Resume subscription",
-        resume_explain(),
-        html! {},
-        None,
-        &format!("{}/subscriptions/{}", base(&a), encode(&s)),
-    )
+    resume_confirm(&a, &s).page(&op.ctx, html! {}, None)
 }
 
 async fn resume(
@@ -354,30 +390,13 @@ async fn resume(
     Path((a, s)): Path<(String, String)>,
     body: Bytes,
 ) -> Response {
-    let fields = form_fields(&body);
-    if let Some(r) = refuse_without_csrf(&op.ctx, &fields) {
-        return r;
-    }
-    let back = format!("{}/subscriptions/{}", base(&a), encode(&s));
-    match subscriptions::resume(
-        op.operator.clone(),
-        State(state.clone()),
-        ApiPath((a.clone(), s.clone())),
-        body_of(&fields, &["reason"]),
-    )
-    .await
-    {
-        Ok(_) => redirect(&op.ctx.url(&format!("{back}?done=resumed"))),
-        Err(e) => confirm_page(
-            &op.ctx,
-            &nav(Some(&a), "nav-attention"),
-            "Resume subscription",
-            resume_explain(),
-            html! {},
-            Some(&e),
-            &back,
-        ),
-    }
+    let confirm = resume_confirm(&a, &s);
+    let path = ApiPath((a, s));
+    confirm
+        .run(&op, &body, "resumed", |reason| {
+            subscriptions::resume(op.operator.clone(), State(state), path, reason)
+        })
+        .await
 }
 
 fn replay_fields(from: &str, to: &str) -> Markup {
@@ -391,16 +410,17 @@ fn replay_explain() -> Markup {
     html! { p { "Every existing delivery of this subscription whose change occurred in the window (at most 7 days, within retained history) goes back to " (badge("pending")) ". Changes skipped while the subscription was paused have no delivery and are not replayed." } }
 }
 
+fn replay_confirm(a: &str, s: &str) -> Confirm {
+    Confirm {
+        nav: nav(Some(a), "nav-replays"),
+        title: "Replay a window",
+        explain: replay_explain(),
+        back: subscription_path(a, s),
+    }
+}
+
 async fn replay_form(op: Op, Path((a, s)): Path<(String, String)>) -> Response {
-    confirm_page(
-        &op.ctx,
-        &nav(Some(&a), "nav-replays"),
-        "Replay a window",
-        replay_explain(),
-        replay_fields("", ""),
-        None,
-        &format!("{}/subscriptions/{}", base(&a), encode(&s)),
-    )
+    replay_confirm(&a, &s).page(&op.ctx, replay_fields("", ""), None)
 }
 
 async fn replay_create(
@@ -424,7 +444,6 @@ async fn replay_create(
     if let Some(r) = field(&fields, "reason") {
         map.insert("reason".into(), Value::String(r.to_owned()));
     }
-    let back = format!("{}/subscriptions/{}", base(&a), encode(&s));
     let refused = match replays::create(
         op.operator.clone(),
         State(state.clone()),
@@ -454,15 +473,7 @@ async fn replay_create(
         }
         Err(e) => e,
     };
-    confirm_page(
-        &op.ctx,
-        &nav(Some(&a), "nav-replays"),
-        "Replay a window",
-        replay_explain(),
-        replay_fields(&from_text, &to_text),
-        Some(&refused),
-        &back,
-    )
+    replay_confirm(&a, &s).page(&op.ctx, replay_fields(&from_text, &to_text), Some(&refused))
 }
 
 fn replay_row(ctx: &Ctx, j: &ReplayJobView) -> Markup {
@@ -957,16 +968,17 @@ fn requeue_explain() -> Markup {
     html! { p { "The exhausted delivery goes back to " (badge("queued")) " with fresh dispatch work; the next dispatcher run sends it again." } }
 }
 
+fn requeue_confirm(n: &str) -> Confirm {
+    Confirm {
+        nav: nav(None, "nav-notifications"),
+        title: "Requeue notification delivery",
+        explain: requeue_explain(),
+        back: format!("/console/op/notifications/{}", encode(n)),
+    }
+}
+
 async fn requeue_form(op: Op, Path((n, _key)): Path<(String, String)>) -> Response {
-    confirm_page(
-        &op.ctx,
-        &nav(None, "nav-notifications"),
-        "Requeue notification delivery",
-        requeue_explain(),
-        html! {},
-        None,
-        &format!("/console/op/notifications/{}", encode(&n)),
-    )
+    requeue_confirm(&n).page(&op.ctx, html! {}, None)
 }
 
 async fn requeue(
@@ -975,28 +987,11 @@ async fn requeue(
     Path((n, k)): Path<(String, String)>,
     body: Bytes,
 ) -> Response {
-    let fields = form_fields(&body);
-    if let Some(r) = refuse_without_csrf(&op.ctx, &fields) {
-        return r;
-    }
-    let back = format!("/console/op/notifications/{}", encode(&n));
-    match notifications::requeue(
-        op.operator.clone(),
-        State(state.clone()),
-        ApiPath((n.clone(), k.clone())),
-        body_of(&fields, &["reason"]),
-    )
-    .await
-    {
-        Ok(_) => redirect(&op.ctx.url(&format!("{back}?done=requeued"))),
-        Err(e) => confirm_page(
-            &op.ctx,
-            &nav(None, "nav-notifications"),
-            "Requeue notification delivery",
-            requeue_explain(),
-            html! {},
-            Some(&e),
-            &back,
-        ),
-    }
+    let confirm = requeue_confirm(&n);
+    let path = ApiPath((n, k));
+    confirm
+        .run(&op, &body, "requeued", |reason| {
+            notifications::requeue(op.operator.clone(), State(state), path, reason)
+        })
+        .await
 }
