@@ -173,8 +173,9 @@ mod tests {
     #[test]
     fn notification_items_past_their_expiry_read_as_gone() {
         let at = Timestamp(1_700_000_000_000);
-        let ttl = Some(notice_ttl_seconds(at));
-        let expiry = ttl_instant(ttl.unwrap());
+        let seconds = notice_ttl_seconds(at);
+        let ttl = Some(seconds);
+        let expiry = ttl_instant(seconds);
         assert!(notification_visible(ttl, expiry.minus(SECOND)));
         assert!(!notification_visible(ttl, expiry));
         assert!(notification_visible(None, expiry.plus(RETENTION)));

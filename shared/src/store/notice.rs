@@ -27,8 +27,9 @@
 use super::attrs::EXPIRES_AT;
 use super::expr::{n, s, Expr};
 use super::read::{self, Query};
+use super::update::conditional_update;
 use super::write::put_new;
-use super::write::{built, Write};
+use super::write::Write;
 use super::{from_item, to_item, Item, StoreError};
 use crate::domain::lifecycle::Status;
 use crate::domain::notice::{NoticeStatus, NoticeTrigger, NOTICE_LIFECYCLE};
@@ -38,7 +39,7 @@ use crate::domain::retention::{
 };
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, NoticeId, SubscriptionId};
-use aws_sdk_dynamodb::types::{AttributeValue, Update};
+use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 pub const NOTICE_SK: &str = "NOTICE";
@@ -325,18 +326,13 @@ fn moved(
             .value(&format!(":v{i}"), value.clone());
         set.push(format!("#a{i} = :v{i}"));
     }
-    let (pk, sk) = key(notice_id);
-    Ok(Write::Update(built(
-        Update::builder()
-            .table_name(table)
-            .key("pk", s(pk))
-            .key("sk", s(sk))
-            .update_expression(format!("SET {}", set.join(", ")))
-            .condition_expression(format!("attribute_exists(pk) AND ({status_condition})"))
-            .set_expression_attribute_names(e.names_opt())
-            .set_expression_attribute_values(e.values_opt())
-            .build(),
-    )?))
+    conditional_update(
+        table,
+        key(notice_id),
+        format!("SET {}", set.join(", ")),
+        format!("attribute_exists(pk) AND ({status_condition})"),
+        &e,
+    )
 }
 
 /// Keeps a notice for one of its deliveries that an operator requeued at `at`: its expiry moves
@@ -345,18 +341,13 @@ pub fn retain(table: &str, notice_id: &NoticeId, at: Timestamp) -> Result<Write,
     let e = Expr::new()
         .name("#expires", EXPIRES_AT)
         .value(":expires", n(notice_ttl_seconds(at)));
-    let (pk, sk) = key(notice_id);
-    Ok(Write::Update(built(
-        Update::builder()
-            .table_name(table)
-            .key("pk", s(pk))
-            .key("sk", s(sk))
-            .update_expression("SET #expires = :expires")
-            .condition_expression("attribute_exists(pk)")
-            .set_expression_attribute_names(e.names_opt())
-            .set_expression_attribute_values(e.values_opt())
-            .build(),
-    )?))
+    conditional_update(
+        table,
+        key(notice_id),
+        "SET #expires = :expires".into(),
+        "attribute_exists(pk)".into(),
+        &e,
+    )
 }
 
 /// The items of a notice's partition whose sort key starts with `prefix`, in key order; only
@@ -434,7 +425,7 @@ fn partition_query(
 mod tests {
     use super::*;
     use crate::ids::id;
-    use aws_sdk_dynamodb::types::AttributeValue;
+    use aws_sdk_dynamodb::types::{AttributeValue, Update};
 
     #[test]
     fn the_administrator_notice_stores_plain_addresses() {

@@ -337,13 +337,7 @@ async fn the_worker_cancels_instead_of_sending_a_delivery_whose_notice_expired()
     let w = World::new().await;
     let n = &w.notify;
     let slack = Receiver::start().await;
-    let notice = n
-        .create(new_notice(
-            vec![contact("ops", None, Some(slack.url("/h")))],
-            &["slack"],
-            "Stuck",
-        ))
-        .await;
+    let notice = n.create(ops_on_slack(&slack, "Stuck")).await;
     let id = &notice.request.notice_id;
     // The pipeline stood still past the settle bound and the retention: the notice is gone to
     // readers, so its still-queued delivery does not apply any more.
