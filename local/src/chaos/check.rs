@@ -233,8 +233,9 @@ impl WaveFigures {
         self.virtual_secs += o.virtual_secs;
         self.walk_steps += o.walk_steps;
         self.defects.add(&o.defects);
+        // Twenty of each wave's, so a late wave's defects are named too.
         for e in &o.examples {
-            if self.examples.len() < 20 {
+            if self.examples.len() < 200 {
                 self.examples.push(e.clone());
             }
         }

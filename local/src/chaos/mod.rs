@@ -189,7 +189,7 @@ impl ChaosReport {
         format!(
             "chaos: seed={} changes={} subs={} waves={} deliveries={} attempts={} requests={} \
              faults={} (endpoint={} sdk={} dup_stream={} dup_msg={} worker_deaths={}) paused={} \
-             lost={} duplicated={} stuck={} lifecycle={} history={} off_schedule={} signatures={} \
+             late_answers={} lost={} duplicated={} stuck={} lifecycle={} history={} off_schedule={} signatures={} \
              rollup={} pauses={} notices={} dead_counts={} virtual_hours={:.1} elapsed={:.0}s",
             self.config.seed,
             self.config.changes,
@@ -209,6 +209,7 @@ impl ChaosReport {
             h.duplicate_messages,
             h.worker_deaths,
             f.paused_subscriptions,
+            f.answered_after_timeout,
             d.lost,
             d.duplicated,
             d.stuck,
