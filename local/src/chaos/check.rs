@@ -408,7 +408,42 @@ fn heard_too_late(l: &Logged, log: &[AttemptRecord], timeout: Duration) -> bool 
     !matches!(l.answer, Answer::Hang | Answer::LostAck)
         && log
             .iter()
-            .any(|a| a.at.millis().abs_diff(l.at.millis()) <= 1 && timed_out(a, timeout))
+            .any(|a| same_moment(a, l) && timed_out(a, timeout))
+}
+
+fn same_moment(a: &AttemptRecord, l: &Logged) -> bool {
+    a.at.millis().abs_diff(l.at.millis()) <= 1
+}
+
+/// A delivery's requests and recorded attempts, for a defect's example.
+fn trace(d: &Delivery, reqs: &[(usize, &Logged)]) -> String {
+    let t0 = d.created_at;
+    let requests: Vec<String> = reqs
+        .iter()
+        .map(|(_, l)| format!("+{}s {:?}", l.at.since(t0).as_secs(), l.answer))
+        .collect();
+    let attempts: Vec<String> = d
+        .attempt_log
+        .iter()
+        .map(|a| {
+            format!(
+                "#{} +{}s {} {:?} {}ms",
+                a.number,
+                a.at.since(t0).as_secs(),
+                a.class,
+                a.http_status,
+                a.duration_ms
+            )
+        })
+        .collect();
+    format!(
+        "{} {} attempts={}; requests [{}]; recorded [{}]",
+        d.delivery_id,
+        d.status,
+        d.attempts,
+        requests.join(", "),
+        attempts.join(", ")
+    )
 }
 
 fn check_delivery(
@@ -437,17 +472,25 @@ fn check_delivery(
         .map(|(_, l)| heard_too_late(l, log, timeout))
         .collect();
     f.answered_after_timeout += late.iter().filter(|x| **x).count() as u64;
-    // Duplicates at the endpoint: anything after an acknowledged request the worker heard.
+    // Duplicates at the endpoint: anything after an acknowledgement the worker heard and
+    // saved (an attempt recorded at that request's moment). One it could not save (its outcome
+    // write failed beyond the SDK's tries; the message came back and the same attempt number
+    // was made again) is the repeat at least once allows, and shows as an unrecorded request.
+    let complete = log.len() == d.attempts as usize;
+    let saved = |l: &Logged| !complete || log.iter().any(|a| same_moment(a, l));
     if let Some(acked) = reqs
         .iter()
         .zip(&late)
-        .position(|((_, l), late)| l.answer.acknowledged() && !late)
+        .position(|((_, l), late)| l.answer.acknowledged() && !late && saved(l))
     {
         let after = reqs.len() - acked - 1;
         if after > 0 {
             f.defect(
                 |x| x.duplicated += after as u64,
-                format!("duplicated: {after} request(s) of {id} after it was acknowledged"),
+                format!(
+                    "duplicated: {after} request(s) of {id} after it was acknowledged: {}",
+                    trace(d, reqs)
+                ),
             );
         }
     } else if d.status == DeliveryStatus::Delivered {
@@ -550,7 +593,7 @@ fn check_delivery(
                         a.duration_ms,
                         a.detail.as_deref().unwrap_or("no detail"),
                         l.answer
-                    ),
+                    ) + &format!(": {}", trace(d, reqs)),
                 );
             }
         }
@@ -590,7 +633,11 @@ fn check_delivery(
         if late > LATENESS_BOUND {
             f.defect(
                 |x| x.off_schedule += 1,
-                format!("off schedule: {id} attempt {} came {late:?} late", b.number),
+                format!(
+                    "off schedule: {id} attempt {} came {late:?} late: {}",
+                    b.number,
+                    trace(d, reqs)
+                ),
             );
         }
     }
@@ -916,6 +963,27 @@ mod tests {
             logged(Answer::Ok, 1, T0 + 60_000),
         ];
         assert_eq!(figures(&d, &log).defects.total(), 0);
+    }
+
+    #[test]
+    fn a_request_repeated_after_an_acknowledgement_the_worker_could_not_save_is_no_duplicate() {
+        // Attempt 1 was answered 200 but its outcome write failed for good; the message came
+        // back after its visibility timeout and attempt 1 was made again, and saved.
+        let d = delivery("delivered", &[("success", Some(200), T0 + 370_000)]);
+        let log = [
+            logged(Answer::Ok, 0, T0),
+            logged(Answer::Ok, 1, T0 + 370_000),
+        ];
+        let f = figures(&d, &log);
+        assert_eq!(f.defects.total(), 0, "{:?}", f.examples);
+        assert_eq!(f.unrecorded_requests, 1);
+        // A third request after the saved one is a duplicate.
+        let log = [
+            logged(Answer::Ok, 0, T0),
+            logged(Answer::Ok, 1, T0 + 370_000),
+            logged(Answer::Ok, 2, T0 + 740_000),
+        ];
+        assert_eq!(checked(&d, &log).duplicated, 1);
     }
 
     #[test]
