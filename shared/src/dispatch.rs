@@ -49,8 +49,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How often the sweep runs (template.yaml's `Sweep` schedule, `rate(1 minute)`).
+pub const SWEEP_EVERY: Duration = Duration::from_secs(60);
 /// How far ahead the sweep publishes (as SQS delays): one sweep interval.
-pub const SWEEP_HORIZON: Duration = Duration::from_secs(60);
+pub const SWEEP_HORIZON: Duration = SWEEP_EVERY;
 /// After the sweep publishes a delivery, how long before it may publish it again if nobody claims it.
 pub const REDISPATCH_GRACE: Duration = Duration::from_secs(5 * 60);
 /// SQS's longest message delay.
@@ -230,10 +232,14 @@ impl Dispatcher {
     /// Sweep path: publish what is due within the horizon on every shard of the `due` index.
     pub async fn sweep(&self) -> Result<SweepReport, StoreError> {
         let mut report = SweepReport::default();
+        let mut first_error = None;
         for shard in 0..SHARDS {
-            let r = self.sweep_shard(&shard.to_string()).await?;
-            report.published += r.published;
-            report.failed += r.failed;
+            // A storage error in one shard does not hold back the other shards' due work for
+            // a minute: each is swept, and the run fails at the end with the first error.
+            if let Err(e) = self.sweep_shard(&shard.to_string(), &mut report).await {
+                tracing::warn!(shard, error = %e, "dispatch sweep: a shard failed");
+                first_error.get_or_insert(e);
+            }
         }
         if report.published + report.failed > 0 {
             tracing::info!(
@@ -242,10 +248,10 @@ impl Dispatcher {
                 "dispatch sweep"
             );
         }
-        Ok(report)
+        first_error.map_or(Ok(report), Err)
     }
 
-    async fn sweep_shard(&self, shard: &str) -> Result<SweepReport, StoreError> {
+    async fn sweep_shard(&self, shard: &str, report: &mut SweepReport) -> Result<(), StoreError> {
         let now = self.clock.now();
         let horizon = now.plus(self.horizon);
         let due = store::delivery::due_by(
@@ -256,7 +262,7 @@ impl Dispatcher {
             SWEEP_LIMIT_PER_SHARD,
         )
         .await?;
-        let mut report = SweepReport::default();
+        let mut first_error = None;
         for chunk in due.chunks(10) {
             let entries: Vec<(DeliveryWork, Duration)> = chunk
                 .iter()
@@ -271,11 +277,15 @@ impl Dispatcher {
                 report.published += 1;
                 let next = d.due_at.max(now).plus(REDISPATCH_GRACE);
                 // Refused: the delivery moved since the sweep read it; nothing to postpone.
+                // Failed: it stays due, and the next run publishes it again (a second message
+                // the claim makes harmless), so the rest of the shard goes on.
                 let w = store::delivery::postpone(&self.config.delivery_table, d, next)?;
-                send(&self.clients.dynamo, w).await?;
+                if let Err(e) = send(&self.clients.dynamo, w).await {
+                    first_error.get_or_insert(e);
+                }
             }
         }
-        Ok(report)
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Sends up to ten messages in one request. Returns the indexes that were not accepted.

@@ -12,7 +12,7 @@ use shared::domain::retry::{RetryDecision, RetryPolicy};
 use shared::domain::subscription::{SubscriptionStatus, MAX_CONSECUTIVE_DEAD};
 use shared::domain::time::Timestamp;
 use shared::ids::ChangeId;
-use shared::store::delivery::Delivery;
+use shared::store::delivery::{AttemptRecord, Delivery};
 use shared::store::event::EventRecord;
 use shared::store::subscription::Subscription;
 use shared::store::Item;
@@ -84,22 +84,37 @@ impl Snapshot {
                 .count()
     }
 
-    /// The next moment after `now` at which something open becomes due: a retry, a lapsing
-    /// lease, the end of a first dispatch's grace.
-    pub fn next_moment(&self, now: Timestamp, grace: Duration) -> Option<Timestamp> {
-        self.deliveries
-            .iter()
-            .filter(|d| !d.status.is_terminal())
+    /// The first moment after `now` at which something open becomes due: a retry, a lapsing
+    /// lease, the end of a first dispatch's grace, the sweep's next look at a delivery it
+    /// published.
+    pub fn next_due(&self, now: Timestamp, grace: Duration) -> Option<Timestamp> {
+        self.open_deliveries()
             .flat_map(|d| {
                 [
                     d.not_before,
                     d.lease_until,
                     (d.attempts == 0).then(|| d.created_at.plus(grace)),
+                    d.due_at.map(Timestamp::from_millis),
                 ]
             })
             .flatten()
             .filter(|t| *t > now)
             .min()
+    }
+
+    /// Whether an open delivery is overdue for the schedules: due on the `due` index at or
+    /// before `now` (a sweep call that failed, a message the worker put back on the queue), or
+    /// a first dispatch past its grace that nothing has attempted (a roll-up run that failed).
+    /// In production the sweep and the roll-up run come again within minutes, whatever is due.
+    pub fn overdue(&self, now: Timestamp, grace: Duration) -> bool {
+        self.open_deliveries().any(|d| {
+            d.due_at.is_some_and(|at| at <= now.millis())
+                || (d.attempts == 0 && d.created_at.plus(grace) <= now)
+        })
+    }
+
+    fn open_deliveries(&self) -> impl Iterator<Item = &Delivery> {
+        self.deliveries.iter().filter(|d| !d.status.is_terminal())
     }
 }
 
@@ -179,6 +194,10 @@ pub struct WaveFigures {
     /// Requests an endpoint received again after a lost acknowledgement or a timeout (allowed:
     /// at least once; receivers deduplicate by webhook-id).
     pub redelivered_unacknowledged: u64,
+    /// Requests the endpoint answered at once but whose answer reached the worker only after
+    /// its attempt timeout (on a loaded machine): the worker recorded a timeout and retried, as
+    /// it must (at least once). Judged as unanswered requests, not as defects.
+    pub answered_after_timeout: u64,
     /// Requests whose attempt record is missing (the worker's outcome write was lost or refused
     /// and the attempt number was run again).
     pub unrecorded_requests: u64,
@@ -207,14 +226,16 @@ impl WaveFigures {
             *self.endpoint_faults_by_kind.entry(k.clone()).or_default() += v;
         }
         self.redelivered_unacknowledged += o.redelivered_unacknowledged;
+        self.answered_after_timeout += o.answered_after_timeout;
         self.unrecorded_requests += o.unrecorded_requests;
         self.paused_subscriptions += o.paused_subscriptions;
         self.max_lateness_secs = self.max_lateness_secs.max(o.max_lateness_secs);
         self.virtual_secs += o.virtual_secs;
         self.walk_steps += o.walk_steps;
         self.defects.add(&o.defects);
+        // Twenty of each wave's, so a late wave's defects are named too.
         for e in &o.examples {
-            if self.examples.len() < 20 {
+            if self.examples.len() < 200 {
                 self.examples.push(e.clone());
             }
         }
@@ -235,6 +256,8 @@ pub struct Inputs<'a> {
     pub snapshot: &'a Snapshot,
     pub logs: &'a [Vec<Logged>],
     pub notices: &'a [Item],
+    /// The worker's attempt timeout in the run.
+    pub attempt_timeout: Duration,
 }
 
 /// The longest a wait may run past its scheduled time: the recovery bound of a worker that died
@@ -337,7 +360,7 @@ pub fn check(i: &Inputs<'_>) -> WaveFigures {
                 .get(d.delivery_id.as_str())
                 .map(Vec::as_slice)
                 .unwrap_or(&[]);
-            check_delivery(&mut f, d, reqs, &sub.retry_policy);
+            check_delivery(&mut f, d, reqs, &sub.retry_policy, i.attempt_timeout);
         }
         if event.event_status.is_final() {
             let expected = roll_up(EventStatus::New, event.subscribers > 0, &facts);
@@ -369,11 +392,66 @@ fn outcome_of(class: &str, number: u32, policy: &RetryPolicy) -> Option<Delivery
     })
 }
 
+/// Whether the worker recorded attempt `a` as timed out: transient, no HTTP status, after the
+/// whole attempt timeout.
+fn timed_out(a: &AttemptRecord, timeout: Duration) -> bool {
+    a.class == "transient"
+        && a.http_status.is_none()
+        && Duration::from_millis(a.duration_ms + 1) >= timeout
+}
+
+/// Whether request `l` was answered at once by the endpoint but heard by the worker too late:
+/// the attempt made at the request's moment (the virtual clock stands still within a step, and
+/// one delivery has at most one attempt per moment) is recorded as timed out. Such an answer
+/// did not reach the worker, whatever the endpoint's log says.
+fn heard_too_late(l: &Logged, log: &[AttemptRecord], timeout: Duration) -> bool {
+    !matches!(l.answer, Answer::Hang | Answer::LostAck)
+        && log
+            .iter()
+            .any(|a| same_moment(a, l) && timed_out(a, timeout))
+}
+
+fn same_moment(a: &AttemptRecord, l: &Logged) -> bool {
+    a.at.millis().abs_diff(l.at.millis()) <= 1
+}
+
+/// A delivery's requests and recorded attempts, for a defect's example.
+fn trace(d: &Delivery, reqs: &[(usize, &Logged)]) -> String {
+    let t0 = d.created_at;
+    let requests: Vec<String> = reqs
+        .iter()
+        .map(|(_, l)| format!("+{}s {:?}", l.at.since(t0).as_secs(), l.answer))
+        .collect();
+    let attempts: Vec<String> = d
+        .attempt_log
+        .iter()
+        .map(|a| {
+            format!(
+                "#{} +{}s {} {:?} {}ms",
+                a.number,
+                a.at.since(t0).as_secs(),
+                a.class,
+                a.http_status,
+                a.duration_ms
+            )
+        })
+        .collect();
+    format!(
+        "{} {} attempts={}; requests [{}]; recorded [{}]",
+        d.delivery_id,
+        d.status,
+        d.attempts,
+        requests.join(", "),
+        attempts.join(", ")
+    )
+}
+
 fn check_delivery(
     f: &mut WaveFigures,
     d: &Delivery,
     reqs: &[(usize, &Logged)],
     policy: &RetryPolicy,
+    timeout: Duration,
 ) {
     let id = d.delivery_id.as_str();
     f.attempts += u64::from(d.attempts);
@@ -388,13 +466,31 @@ fn check_delivery(
             format!("stuck: delivery {id} is {}", d.status),
         );
     }
-    // Duplicates at the endpoint: anything after an acknowledged request.
-    if let Some(acked) = reqs.iter().position(|(_, l)| l.answer.acknowledged()) {
+    let log = &d.attempt_log;
+    let late: Vec<bool> = reqs
+        .iter()
+        .map(|(_, l)| heard_too_late(l, log, timeout))
+        .collect();
+    f.answered_after_timeout += late.iter().filter(|x| **x).count() as u64;
+    // Duplicates at the endpoint: anything after an acknowledgement the worker heard and
+    // saved (an attempt recorded at that request's moment). One it could not save (its outcome
+    // write failed beyond the SDK's tries; the message came back and the same attempt number
+    // was made again) is the repeat at least once allows, and shows as an unrecorded request.
+    let complete = log.len() == d.attempts as usize;
+    let saved = |l: &Logged| !complete || log.iter().any(|a| same_moment(a, l));
+    if let Some(acked) = reqs
+        .iter()
+        .zip(&late)
+        .position(|((_, l), late)| l.answer.acknowledged() && !late && saved(l))
+    {
         let after = reqs.len() - acked - 1;
         if after > 0 {
             f.defect(
                 |x| x.duplicated += after as u64,
-                format!("duplicated: {after} request(s) of {id} after it was acknowledged"),
+                format!(
+                    "duplicated: {after} request(s) of {id} after it was acknowledged: {}",
+                    trace(d, reqs)
+                ),
             );
         }
     } else if d.status == DeliveryStatus::Delivered {
@@ -405,10 +501,10 @@ fn check_delivery(
     }
     f.redelivered_unacknowledged += reqs
         .windows(2)
-        .filter(|w| matches!(w[0].1.answer, Answer::Hang | Answer::LostAck))
+        .zip(&late)
+        .filter(|(w, late)| matches!(w[0].1.answer, Answer::Hang | Answer::LostAck) || **late)
         .count() as u64;
     // The history, replayed through the lifecycle table.
-    let log = &d.attempt_log;
     let numbers_ok = log
         .iter()
         .enumerate()
@@ -483,8 +579,9 @@ fn check_delivery(
     f.unrecorded_requests += (reqs.len() - log.len()) as u64;
     // Attempts match the endpoint's answers one to one when no request went unrecorded.
     if reqs.len() == log.len() {
-        for (a, (_, l)) in log.iter().zip(reqs) {
-            if a.class != l.answer.class() || a.http_status != l.answer.status() {
+        for ((a, (_, l)), late) in log.iter().zip(reqs).zip(&late) {
+            let heard = !late;
+            if heard && (a.class != l.answer.class() || a.http_status != l.answer.status()) {
                 f.defect(
                     |x| x.history += 1,
                     format!(
@@ -496,7 +593,7 @@ fn check_delivery(
                         a.duration_ms,
                         a.detail.as_deref().unwrap_or("no detail"),
                         l.answer
-                    ),
+                    ) + &format!(": {}", trace(d, reqs)),
                 );
             }
         }
@@ -515,7 +612,10 @@ fn check_delivery(
             .rev()
             .find(|(_, l)| l.at <= a.at.plus(Duration::from_millis(1)) || l.at < b.at)
             .map(|(_, l)| l.answer);
-        let retry_after = answer.and_then(Answer::retry_after);
+        // A Retry-After the worker did not hear (its attempt timed out) does not hold it back.
+        let retry_after = answer
+            .filter(|_| !timed_out(a, timeout))
+            .and_then(Answer::retry_after);
         let RetryDecision::RetryAfter(expected) =
             policy.after_failed_attempt(a.number, retry_after)
         else {
@@ -533,7 +633,11 @@ fn check_delivery(
         if late > LATENESS_BOUND {
             f.defect(
                 |x| x.off_schedule += 1,
-                format!("off schedule: {id} attempt {} came {late:?} late", b.number),
+                format!(
+                    "off schedule: {id} attempt {} came {late:?} late: {}",
+                    b.number,
+                    trace(d, reqs)
+                ),
             );
         }
     }
@@ -736,11 +840,29 @@ mod tests {
         }
     }
 
-    fn checked(d: &Delivery, log: &[Logged]) -> Defects {
+    const TIMEOUT: Duration = Duration::from_millis(300);
+
+    fn figures(d: &Delivery, log: &[Logged]) -> WaveFigures {
         let mut f = WaveFigures::default();
         let reqs: Vec<(usize, &Logged)> = log.iter().enumerate().collect();
-        check_delivery(&mut f, d, &reqs, &RetryPolicy::FixedSchedule);
-        f.defects
+        check_delivery(&mut f, d, &reqs, &RetryPolicy::FixedSchedule, TIMEOUT);
+        f
+    }
+
+    fn checked(d: &Delivery, log: &[Logged]) -> Defects {
+        figures(d, log).defects
+    }
+
+    /// A delivery whose first attempt the worker recorded as a transport failure after
+    /// `duration_ms`, then delivered a minute later.
+    fn failed_in_transport_then_delivered(duration_ms: u64) -> Delivery {
+        let mut d = delivery(
+            "delivered",
+            &[("transient", None, T0), ("success", Some(200), T0 + 60_000)],
+        );
+        d.attempt_log[0].duration_ms = duration_ms;
+        d.attempt_log[0].detail = Some("operation timed out".into());
+        d
     }
 
     #[test]
@@ -814,6 +936,107 @@ mod tests {
         );
         let log = [logged(Answer::Ok, 0, T0), logged(Answer::Ok, 1, T0)];
         assert!(checked(&d, &log).lifecycle >= 1);
+    }
+
+    #[test]
+    fn an_answer_heard_only_after_the_timeout_counts_as_unanswered_not_as_a_defect() {
+        // The endpoint answered 200 at once; the worker's attempt timed out before it heard it
+        // (a loaded machine), so its retry is at least once, not a duplicate.
+        let d = failed_in_transport_then_delivered(300);
+        let log = [
+            logged(Answer::Ok, 0, T0),
+            logged(Answer::Ok, 1, T0 + 60_000),
+        ];
+        let f = figures(&d, &log);
+        assert_eq!(f.defects.total(), 0, "{:?}", f.examples);
+        assert_eq!(f.answered_after_timeout, 1);
+        assert_eq!(f.redelivered_unacknowledged, 1);
+        // Its Retry-After never reached the worker either: the schedule's minute is on time.
+        let log = [
+            logged(
+                Answer::TooMany {
+                    retry_after: Some(900),
+                },
+                0,
+                T0,
+            ),
+            logged(Answer::Ok, 1, T0 + 60_000),
+        ];
+        assert_eq!(figures(&d, &log).defects.total(), 0);
+    }
+
+    #[test]
+    fn a_request_repeated_after_an_acknowledgement_the_worker_could_not_save_is_no_duplicate() {
+        // Attempt 1 was answered 200 but its outcome write failed for good; the message came
+        // back after its visibility timeout and attempt 1 was made again, and saved.
+        let d = delivery("delivered", &[("success", Some(200), T0 + 370_000)]);
+        let log = [
+            logged(Answer::Ok, 0, T0),
+            logged(Answer::Ok, 1, T0 + 370_000),
+        ];
+        let f = figures(&d, &log);
+        assert_eq!(f.defects.total(), 0, "{:?}", f.examples);
+        assert_eq!(f.unrecorded_requests, 1);
+        // A third request after the saved one is a duplicate.
+        let log = [
+            logged(Answer::Ok, 0, T0),
+            logged(Answer::Ok, 1, T0 + 370_000),
+            logged(Answer::Ok, 2, T0 + 740_000),
+        ];
+        assert_eq!(checked(&d, &log).duplicated, 1);
+    }
+
+    #[test]
+    fn a_transport_failure_recorded_before_the_timeout_against_an_answer_is_a_defect() {
+        // The same history, but the failure came after 40 ms: no timeout explains missing the
+        // 200, so the record is wrong and the retry a duplicate.
+        let d = failed_in_transport_then_delivered(40);
+        let log = [
+            logged(Answer::Ok, 0, T0),
+            logged(Answer::Ok, 1, T0 + 60_000),
+        ];
+        let f = figures(&d, &log);
+        assert_eq!(f.defects.history, 1);
+        assert_eq!(f.defects.duplicated, 1);
+        assert_eq!(f.answered_after_timeout, 0);
+    }
+
+    #[test]
+    fn the_walk_knows_the_next_due_moment_and_whether_a_delivery_is_overdue() {
+        let now = Timestamp::from_millis(T0 + 3_600_000);
+        let later = now.plus(Duration::from_secs(6 * 3600));
+        let mut retrying = delivery("retrying", &[("transient", Some(500), T0)]);
+        retrying.not_before = Some(later);
+        retrying.due_at = Some(later.millis());
+        let mut snapshot = Snapshot {
+            deliveries: vec![retrying.clone()],
+            ..Snapshot::default()
+        };
+        let grace = FIRST_DISPATCH_GRACE;
+        assert_eq!(snapshot.next_due(now, grace), Some(later));
+        assert!(!snapshot.overdue(now, grace));
+        // Published by the sweep, its next look comes first.
+        let look = now.plus(Duration::from_secs(300));
+        snapshot.deliveries[0].due_at = Some(look.millis());
+        assert_eq!(snapshot.next_due(now, grace), Some(look));
+        // Overdue on the due index (the sweep's call failed).
+        let mut overdue = retrying.clone();
+        overdue.not_before = Some(now);
+        overdue.due_at = Some(now.millis());
+        snapshot.deliveries.push(overdue);
+        assert!(snapshot.overdue(now, grace));
+        assert_eq!(snapshot.next_due(now, grace), Some(look));
+        // A first dispatch past its grace with no attempt (the roll-up run failed).
+        let mut lost = delivery("pending", &[]);
+        lost.created_at = now.minus(grace);
+        snapshot.deliveries = vec![retrying, lost];
+        assert!(snapshot.overdue(now, grace));
+        // Terminal deliveries are never due.
+        for d in &mut snapshot.deliveries {
+            d.status = DeliveryStatus::Delivered;
+        }
+        assert!(!snapshot.overdue(now, grace));
+        assert_eq!(snapshot.next_due(now, grace), None);
     }
 
     #[test]

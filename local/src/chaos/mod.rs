@@ -30,6 +30,7 @@ use endpoint::{Behaviour, Endpoint};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use serde::Serialize;
 use shared::clock::Clock;
+use shared::dispatch::SWEEP_EVERY;
 use shared::domain::integration_delivery::{FIRST_DISPATCH_GRACE, PROCESSING_LEASE};
 use shared::domain::retry::RetryPolicy;
 use shared::domain::ssrf::TargetPolicy;
@@ -188,7 +189,7 @@ impl ChaosReport {
         format!(
             "chaos: seed={} changes={} subs={} waves={} deliveries={} attempts={} requests={} \
              faults={} (endpoint={} sdk={} dup_stream={} dup_msg={} worker_deaths={}) paused={} \
-             lost={} duplicated={} stuck={} lifecycle={} history={} off_schedule={} signatures={} \
+             late_answers={} lost={} duplicated={} stuck={} lifecycle={} history={} off_schedule={} signatures={} \
              rollup={} pauses={} notices={} dead_counts={} virtual_hours={:.1} elapsed={:.0}s",
             self.config.seed,
             self.config.changes,
@@ -208,6 +209,7 @@ impl ChaosReport {
             h.duplicate_messages,
             h.worker_deaths,
             f.paused_subscriptions,
+            f.answered_after_timeout,
             d.lost,
             d.duplicated,
             d.stuck,
@@ -398,6 +400,7 @@ async fn run_wave(config: &ChaosConfig, index: usize, changes: usize) -> Result<
         snapshot: &snapshot,
         logs: &logs,
         notices: &notices,
+        attempt_timeout: run.config.attempt_timeout,
     });
     figures.virtual_secs = run.p.now().since(started_at).as_secs();
     figures.walk_steps = steps;
@@ -581,6 +584,7 @@ impl Run<'_> {
     async fn walk(&self, changes: usize, subscriptions: usize) -> Result<(Snapshot, u64)> {
         let mut last_open = usize::MAX;
         let mut quiet_since = self.p.now();
+        let mut still_steps = 0u32;
         for step in 0.. {
             self.pump().await?;
             let snapshot = Snapshot::read(&self.raw, &self.p.t.config.delivery_table).await?;
@@ -592,13 +596,27 @@ impl Run<'_> {
             if open != last_open {
                 last_open = open;
                 quiet_since = now;
+                still_steps = 0;
             } else if now.since(quiet_since) > shared::domain::time::DAY * 2 {
                 return Ok((snapshot, step));
+            } else {
+                still_steps += 1;
             }
+            // While something is overdue the schedules run a minute apart, as in production
+            // (a jump to the next due moment would leave it waiting hours); past the recovery
+            // bound without a change it is a defect the check reports, and the walk jumps on.
+            let sweep_next = snapshot.overdue(now, FIRST_DISPATCH_GRACE)
+                && u64::from(still_steps) * SWEEP_EVERY.as_secs()
+                    <= check::LATENESS_BOUND.as_secs();
             let wait = snapshot
-                .next_moment(now, FIRST_DISPATCH_GRACE)
+                .next_due(now, FIRST_DISPATCH_GRACE)
                 .map(|t: Timestamp| t.since(now))
                 .unwrap_or(PROCESSING_LEASE + Duration::from_secs(1));
+            let wait = if sweep_next {
+                wait.min(SWEEP_EVERY)
+            } else {
+                wait
+            };
             self.advance(wait.max(Duration::from_secs(1))).await;
         }
         unreachable!("the walk ends when everything is terminal or nothing moves")

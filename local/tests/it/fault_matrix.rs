@@ -27,6 +27,7 @@ use shared::domain::change::Change;
 use shared::domain::event::EventStatus;
 use shared::domain::integration_delivery::{DeliveryStatus, FIRST_DISPATCH_GRACE};
 use shared::domain::notification_delivery::NotificationStatus;
+use shared::domain::retry::RetryPolicy;
 use shared::domain::subscription::SubscriptionStatus;
 use shared::ids::NoticeId;
 use shared::store::audit::{self, AuditScope};
@@ -586,4 +587,62 @@ async fn the_roll_up_run_recovers_lost_first_dispatches_under_every_fault() {
 #[tokio::test]
 async fn the_operator_retry_route_keeps_every_guarantee_under_every_fault() {
     run_all(Handler::ApiRetry).await;
+}
+
+#[tokio::test]
+async fn a_sweep_whose_read_of_one_shard_fails_still_publishes_every_other_shards_due_work() {
+    let w = World::new().await;
+    let account = w.account().await;
+    let hook = w.integration(&account.account_id).await;
+    let sub = w.subscribe(&hook).policy(RetryPolicy::FixedSchedule).await;
+    // Every first attempt fails; the retries are due a minute later, spread over the shards.
+    let changes = 16;
+    w.receiver.script((0..changes).map(|_| Reply::Status(503)));
+    let mut written = Vec::new();
+    for i in 0..changes {
+        written.push(w.change(&account.account_id).price(i as f64).await);
+    }
+    let mut sim = Sim::new(&w);
+    sim.run_now().await;
+    let mut in_first_shard = 0;
+    for change in &written {
+        let d = w
+            .delivery(&account.account_id, &change.change_id, &sub.subscription_id)
+            .await
+            .unwrap();
+        assert_eq!(d.status, DeliveryStatus::Retrying);
+        in_first_shard += usize::from(d.due_shard.as_deref() == Some("0"));
+    }
+    assert!(
+        in_first_shard < changes,
+        "some retries are due in other shards"
+    );
+    w.clock.advance(SWEEP_EVERY + Duration::from_secs(1));
+    // The first shard's due-index read fails on every try the SDK makes.
+    w.t.faults.inject_matching(
+        Matcher::operation("Query").on("\"IndexName\":\"due\""),
+        Fault::InternalError,
+        SDK_TRIES,
+    );
+    assert!(
+        w.dispatcher.sweep().await.is_err(),
+        "the run reports the failed shard"
+    );
+    let mut published = Vec::new();
+    loop {
+        let batch = sim.deliveries.receive().await;
+        if batch.is_empty() {
+            break;
+        }
+        published.extend(batch);
+    }
+    assert_eq!(
+        published.len(),
+        changes - in_first_shard,
+        "the other shards were swept"
+    );
+    // The next run, a minute later, publishes the failed shard's retries.
+    w.clock.advance(SWEEP_EVERY);
+    let report = w.dispatcher.sweep().await.unwrap();
+    assert_eq!(report.published as usize, in_first_shard);
 }

@@ -18,8 +18,9 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::time::Duration;
 
-/// The dispatcher's sweep schedule (template.yaml `Sweep`: `rate(1 minute)`).
-pub const SWEEP_EVERY: Duration = Duration::from_secs(60);
+/// The dispatcher's sweep schedule (template.yaml `Sweep`: `rate(1 minute)`; `recovery.rs`
+/// holds the template to it).
+pub use shared::dispatch::SWEEP_EVERY;
 /// The roll-up reconcile run (template.yaml `RollUpWalk`: `rate(10 minutes)`).
 pub const ROLLUP_EVERY: Duration = Duration::from_secs(600);
 /// template.yaml `DeliveryQueue.VisibilityTimeout`.

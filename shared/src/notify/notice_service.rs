@@ -24,6 +24,7 @@ use super::NotifyError;
 use crate::clock::Clock;
 use crate::domain::notice::NoticeStatus;
 use crate::domain::notification_delivery::{NotificationStatus as N, NotificationTrigger as NT};
+use crate::domain::retention::notice_ttl_seconds;
 use crate::domain::ssrf::TargetPolicy;
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, NoticeId};
@@ -31,6 +32,7 @@ use crate::store::console_inbox::{console_ref, inbox_key};
 use crate::store::notice::{self, NoticeRecord, NoticeRequest, Recipient};
 use crate::store::notice_progress::Progress;
 use crate::store::notice_quota;
+use crate::store::notice_retention;
 use crate::store::notification_delivery::{delivery_key, Effects, NotificationDelivery};
 use crate::store::notification_work::WorkRow;
 use crate::store::supersede_pointer::{self, SupersedePointer};
@@ -303,17 +305,36 @@ impl NoticeService {
         }
     }
 
-    /// The notice, if it belongs to `account_id`.
+    /// The notice, unless it is past its expiry (then its whole partition is gone to readers).
+    pub async fn notice(&self, notice_id: &NoticeId) -> Result<Option<NoticeRecord>, StoreError> {
+        let now = self.clock.now();
+        Ok(self
+            .store
+            .notice(notice_id)
+            .await?
+            .filter(|n| n.visible(now)))
+    }
+
+    /// The notice, if it belongs to `account_id` (and is not past its expiry).
     pub async fn notice_of(
         &self,
         account_id: &AccountId,
         notice_id: &NoticeId,
     ) -> Result<Option<NoticeRecord>, StoreError> {
         Ok(self
-            .store
             .notice(notice_id)
             .await?
             .filter(|n| &n.request.account_id == account_id))
+    }
+
+    /// A notice's deliveries that are not past their expiry, in key order.
+    pub async fn deliveries(
+        &self,
+        notice_id: &NoticeId,
+    ) -> Result<Vec<NotificationDelivery>, StoreError> {
+        let now = self.clock.now();
+        let all = self.store.deliveries(notice_id).await?;
+        Ok(all.into_iter().filter(|d| d.visible(now)).collect())
     }
 
     /// The progress summary (counts by state).
@@ -355,7 +376,7 @@ impl NoticeService {
             .await?;
         report.created = created.iter().filter(|c| **c).count() as u32;
         self.store
-            .send(notice::activate(
+            .send(notice_retention::activate(
                 &self.store.table,
                 notice_id,
                 now,
@@ -370,18 +391,21 @@ impl NoticeService {
             return Ok(Replacement::Current { cancelled: 0 });
         };
         let (table, account) = (&self.store.table, &notice.request.account_id);
+        let now = self.clock.now();
         let mine = SupersedePointer {
             notice_id: notice.request.notice_id.clone(),
             created_at: notice.request.created_at,
+            expires_at: Some(notice_ttl_seconds(now)),
         };
         for _ in 0..5 {
-            let pointer = supersede_pointer::get(&self.store.dynamo, table, account, key).await?;
+            let pointer =
+                supersede_pointer::get(&self.store.dynamo, table, account, key, now).await?;
             match pointer {
                 Some(p) if p.notice_id == notice.request.notice_id => {
                     return Ok(Replacement::Current { cancelled: 0 })
                 }
                 None => {
-                    let claim = supersede_pointer::claim(table, account, key, &mine)?;
+                    let claim = supersede_pointer::claim(table, account, key, &mine, now)?;
                     if self.store.send(claim).await?.applied() {
                         return Ok(Replacement::Current { cancelled: 0 });
                     }
@@ -413,7 +437,12 @@ impl NoticeService {
     pub async fn supersede(&self, replaced: &NoticeId, by: &NoticeId) -> Result<u32, NotifyError> {
         let now = self.clock.now();
         self.store
-            .send(notice::supersede(&self.store.table, replaced, by, now)?)
+            .send(notice_retention::supersede(
+                &self.store.table,
+                replaced,
+                by,
+                now,
+            )?)
             .await?;
         self.cancel_queued(replaced, &format!("superseded by {by}"), CANCEL_LIMIT)
             .await
@@ -437,7 +466,11 @@ impl NoticeService {
         if notice.status != NoticeStatus::Withdrawn {
             let moved = self
                 .store
-                .send(notice::withdraw(&self.store.table, notice_id, now)?)
+                .send(notice_retention::withdraw(
+                    &self.store.table,
+                    notice_id,
+                    now,
+                )?)
                 .await?
                 .applied();
             if !moved {

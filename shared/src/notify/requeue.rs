@@ -8,6 +8,10 @@
 //! provider fields or history, which gains only the `requeued` event. The failure reason is
 //! cleared because it describes a failure the delivery is no longer in (the history keeps it).
 //!
+//! A delivery past its expiry is gone (not found). The requeue takes the delivery's expiry off
+//! and, in the same transaction, pushes out its notice's and the notice's progress shards'
+//! (`store::notice_retention::reopened`), so they stay readable while it is open again.
+//!
 //! The write is a conditional update of its own (not the claim's): storage accepts it only while
 //! the delivery is still `failed` *and* still `attempts_exhausted`
 //! ([`requeue_condition`]). An ambiguous failure is refused with the reason: the provider may
@@ -55,6 +59,7 @@ pub async fn requeue(
     let current = store
         .delivery(notice_id, delivery_key)
         .await?
+        .filter(|d| d.visible(now))
         .ok_or(RequeueError::NotFound)?;
     requeue_allowed(current.status, current.failure_reason.as_ref())?;
     let work = WorkRow::fresh(notice_id, delivery_key, now);

@@ -256,6 +256,8 @@ impl NotificationWorker {
         let Some(delivery) = delivery else {
             return Ok(WorkOutcome::Ignored("no such delivery"));
         };
+        // A notice past its expiry is gone (TTL deletes lazily): its deliveries do not apply.
+        let notice = notice.filter(|n| n.visible(self.clock.now()));
         if row
             .as_ref()
             .is_some_and(|r| r.dispatch_id != work.dispatch_id)

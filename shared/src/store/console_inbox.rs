@@ -1,12 +1,19 @@
 //! Console inbox entries: a console delivery *is* the in-app message (created `delivered` by the
 //! fan-out, with its subject and body), and the sparse `inbox` index lists a recipient's
 //! entries in time order under `INBOX#{account}#{recipient}`.
+//!
+//! Retention: an entry expires as the delivery it is ([`RETENTION`] after its creation), before
+//! its notice does, so the inbox never shows an entry whose notice is gone; an entry past its
+//! expiry is left out (TTL deletes lazily).
+//!
+//! [`RETENTION`]: crate::domain::event::RETENTION
 
 use super::attrs::inbox;
 use super::expr::{s, Expr};
 use super::notification_delivery::NotificationDelivery;
 use super::read::{self, Query};
 use super::{from_item, StoreError};
+use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, NoticeId};
 
 /// The `inbox` index key of a recipient of an account.
@@ -32,20 +39,24 @@ pub fn newest_query(table: &str, account_id: &AccountId, recipient: &str, limit:
     }
 }
 
-/// A recipient's newest `limit` console entries, newest first (one index page).
+/// A recipient's newest `limit` console entries, newest first (one index page), without those
+/// past their expiry at `now` (the oldest: they end the page).
 pub async fn newest(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
     account_id: &AccountId,
     recipient: &str,
     limit: i32,
+    now: Timestamp,
 ) -> Result<Vec<NotificationDelivery>, StoreError> {
-    read::query_page(dynamo, &newest_query(table, account_id, recipient, limit))
-        .await?
-        .items
-        .into_iter()
-        .map(from_item)
-        .collect()
+    let entries: Vec<NotificationDelivery> =
+        read::query_page(dynamo, &newest_query(table, account_id, recipient, limit))
+            .await?
+            .items
+            .into_iter()
+            .map(from_item)
+            .collect::<Result<_, _>>()?;
+    Ok(entries.into_iter().filter(|d| d.visible(now)).collect())
 }
 
 #[cfg(test)]

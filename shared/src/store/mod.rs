@@ -17,6 +17,7 @@ pub mod keys;
 pub mod notice;
 pub mod notice_progress;
 pub mod notice_quota;
+pub mod notice_retention;
 pub mod notification_delivery;
 pub mod notification_work;
 pub mod page;

@@ -1,15 +1,22 @@
 //! The notice item: a request to tell recipients something on some channels, and the partition
 //! of the notification table that everything about it lives in:
 //!
-//! | item              | pk                                 | sk              | module |
-//! |-------------------|------------------------------------|-----------------|--------|
-//! | notice            | `NOTICE#{notice}`                  | `NOTICE`        | here |
-//! | delivery          | `NOTICE#{notice}`                  | `DLV#{key}`     | [`super::notification_delivery`] (console ones: [`super::console_inbox`]) |
-//! | dispatch work     | `NOTICE#{notice}`                  | `WORK#{key}`    | [`super::notification_work`] |
-//! | progress shard    | `NOTICE#{notice}`                  | `PROGRESS#{n}`  | [`super::notice_progress`] |
-//! | provider ref      | `PROVREF#{provider}#{reference}`   | `REF`           | [`super::provider_ref`] |
-//! | supersede pointer | `SUPERSEDE#{account}#{key}`        | `CURRENT`       | [`super::supersede_pointer`] |
-//! | daily quota       | `QUOTA#{account}#{yyyy-mm-dd}`     | `RECIPIENTS`    | [`super::notice_quota`] |
+//! | item              | pk                                 | sk              | module | expires (`expires_at`) |
+//! |-------------------|------------------------------------|-----------------|--------|------------------------|
+//! | notice            | `NOTICE#{notice}`                  | `NOTICE`        | here | N after each move of it and each requeue of one of its deliveries; never while `requested` |
+//! | delivery          | `NOTICE#{notice}`                  | `DLV#{key}`     | [`super::notification_delivery`] (console ones: [`super::console_inbox`]) | R after it comes to rest (sent or final; console: at creation); a requeue removes it |
+//! | dispatch work     | `NOTICE#{notice}`                  | `WORK#{key}`    | [`super::notification_work`] | never: deleted in the write that takes its delivery out of the queue |
+//! | progress shard    | `NOTICE#{notice}`                  | `PROGRESS#{n}`  | [`super::notice_progress`] | N after each count on it, and with the notice at each move of it |
+//! | provider ref      | `PROVREF#{provider}#{reference}`   | `REF`           | [`super::provider_ref`] | with its delivery's `sent` expiry |
+//! | supersede pointer | `SUPERSEDE#{account}#{key}`        | `CURRENT`       | [`super::supersede_pointer`] | N after the fan-out that made its notice current |
+//! | daily quota       | `QUOTA#{account}#{yyyy-mm-dd}`     | `RECIPIENTS`    | [`super::notice_quota`] | after its day |
+//!
+//! R is the events' retention (thirty days); N is R plus the bound within which an opened
+//! delivery comes to rest ([`crate::domain::retention::NOTICE_SETTLE_BOUND`], seven days), so a
+//! notice and its shards outlive every delivery of theirs (the reasoning:
+//! [`crate::domain::retention`]). The moves that stamp the notice's shards with it are in
+//! [`super::notice_retention`]. Readers treat an item past its expiry as gone (TTL deletes
+//! lazily): [`NoticeRecord::visible`].
 //!
 //! Notices are written by the notices API ([`create`]) and, in a transaction with a
 //! subscription's pause, by the delivery worker ([`request`]); the notification pipeline
@@ -17,17 +24,22 @@
 //! request a no-op. A notice's own status follows [`NOTICE_LIFECYCLE`]; every status write here
 //! is conditional on the table's `from` states for its move.
 
+use super::attrs::EXPIRES_AT;
 use super::expr::{n, s, Expr};
 use super::read::{self, Query};
+use super::update::conditional_update;
 use super::write::put_new;
-use super::write::{built, Write};
+use super::write::Write;
 use super::{from_item, to_item, Item, StoreError};
 use crate::domain::lifecycle::Status;
 use crate::domain::notice::{NoticeStatus, NoticeTrigger, NOTICE_LIFECYCLE};
 use crate::domain::notification_delivery::NotificationStatus;
+use crate::domain::retention::{
+    notice_status_ttl_seconds, notice_ttl_seconds, notification_visible,
+};
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, NoticeId, SubscriptionId};
-use aws_sdk_dynamodb::types::{AttributeValue, Update};
+use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 pub const NOTICE_SK: &str = "NOTICE";
@@ -169,6 +181,10 @@ pub struct NoticeRecord {
     pub superseded_by: Option<NoticeId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded_at: Option<Timestamp>,
+    /// TTL, epoch **seconds**: stamped by every move out of `requested` and by a requeue of one
+    /// of its deliveries ([`crate::domain::retention::notice_ttl_seconds`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
 }
 
 impl NoticeRecord {
@@ -184,7 +200,14 @@ impl NoticeRecord {
             withdrawn_at: None,
             superseded_by: None,
             superseded_at: None,
+            expires_at: None,
         }
+    }
+
+    /// The read filter: a notice past its expiry is gone (with its whole partition), whatever
+    /// TTL has deleted yet.
+    pub fn visible(&self, now: Timestamp) -> bool {
+        notification_visible(self.expires_at, now)
     }
 }
 
@@ -244,6 +267,7 @@ pub fn activate(
         notice_id,
         NoticeTrigger::FanOut,
         NoticeStatus::Active,
+        at,
         &[
             ("fanned_out_at", n(at.millis())),
             ("deliveries", n(deliveries)),
@@ -258,6 +282,7 @@ pub fn withdraw(table: &str, notice_id: &NoticeId, at: Timestamp) -> Result<Writ
         notice_id,
         NoticeTrigger::Withdraw,
         NoticeStatus::Withdrawn,
+        at,
         &[("withdrawn_at", n(at.millis()))],
     )
 }
@@ -274,41 +299,55 @@ pub fn supersede(
         notice_id,
         NoticeTrigger::Supersede,
         NoticeStatus::Superseded,
+        at,
         &[("superseded_by", s(by)), ("superseded_at", n(at.millis()))],
     )
 }
 
-/// Moves a notice by its lifecycle, setting `sets` (`(attribute, value)` pairs) too; refused
-/// when the notice is not in a source state of the move (or is gone).
+/// Moves a notice by its lifecycle at `at`, setting `sets` (`(attribute, value)` pairs) and its
+/// retention from `at` too; refused when the notice is not in a source state of the move (or is
+/// gone).
 fn moved(
     table: &str,
     notice_id: &NoticeId,
     trigger: NoticeTrigger,
     to: NoticeStatus,
+    at: Timestamp,
     sets: &[(&str, AttributeValue)],
 ) -> Result<Write, StoreError> {
     let condition = NOTICE_LIFECYCLE.condition(trigger, to)?;
     let mut e = Expr::new().value(":to", s(to.as_str()));
     let status_condition = e.status(&condition);
     let mut set = vec!["#status = :to".to_string()];
-    for (i, (attribute, value)) in sets.iter().enumerate() {
+    let retention = notice_status_ttl_seconds(to, at).map(|ttl| (EXPIRES_AT, n(ttl)));
+    for (i, (attribute, value)) in sets.iter().cloned().chain(retention).enumerate() {
         e = e
             .name(&format!("#a{i}"), attribute)
             .value(&format!(":v{i}"), value.clone());
         set.push(format!("#a{i} = :v{i}"));
     }
-    let (pk, sk) = key(notice_id);
-    Ok(Write::Update(built(
-        Update::builder()
-            .table_name(table)
-            .key("pk", s(pk))
-            .key("sk", s(sk))
-            .update_expression(format!("SET {}", set.join(", ")))
-            .condition_expression(format!("attribute_exists(pk) AND ({status_condition})"))
-            .set_expression_attribute_names(e.names_opt())
-            .set_expression_attribute_values(e.values_opt())
-            .build(),
-    )?))
+    conditional_update(
+        table,
+        key(notice_id),
+        format!("SET {}", set.join(", ")),
+        format!("attribute_exists(pk) AND ({status_condition})"),
+        &e,
+    )
+}
+
+/// Keeps a notice for one of its deliveries that an operator requeued at `at`: its expiry moves
+/// to [`notice_ttl_seconds`] of `at` (later than any it had). Refused when the notice is gone.
+pub fn retain(table: &str, notice_id: &NoticeId, at: Timestamp) -> Result<Write, StoreError> {
+    let e = Expr::new()
+        .name("#expires", EXPIRES_AT)
+        .value(":expires", n(notice_ttl_seconds(at)));
+    conditional_update(
+        table,
+        key(notice_id),
+        "SET #expires = :expires".into(),
+        "attribute_exists(pk)".into(),
+        &e,
+    )
 }
 
 /// The items of a notice's partition whose sort key starts with `prefix`, in key order; only
@@ -386,7 +425,7 @@ fn partition_query(
 mod tests {
     use super::*;
     use crate::ids::id;
-    use aws_sdk_dynamodb::types::AttributeValue;
+    use aws_sdk_dynamodb::types::{AttributeValue, Update};
 
     #[test]
     fn the_administrator_notice_stores_plain_addresses() {
@@ -441,15 +480,23 @@ mod tests {
         assert_eq!(u.table_name(), "t");
         assert_eq!(u.key()["pk"].as_s().unwrap(), "NOTICE#n1");
         assert_eq!(u.key()["sk"].as_s().unwrap(), NOTICE_SK);
-        assert_eq!(u.update_expression(), "SET #status = :to, #a0 = :v0");
+        assert_eq!(
+            u.update_expression(),
+            "SET #status = :to, #a0 = :v0, #a1 = :v1"
+        );
         let condition = u.condition_expression().unwrap();
         assert!(condition.starts_with("attribute_exists(pk) AND (#status IN ("));
         let names = u.expression_attribute_names().unwrap();
         assert_eq!(names["#status"], "status");
         assert_eq!(names["#a0"], "withdrawn_at");
+        assert_eq!(names["#a1"], EXPIRES_AT);
         let values = u.expression_attribute_values().unwrap();
         assert_eq!(values[":to"].as_s().unwrap(), "withdrawn");
         assert_eq!(values[":v0"].as_n().unwrap(), "7");
+        assert_eq!(
+            values[":v1"].as_n().unwrap(),
+            &notice_ttl_seconds(Timestamp(7)).to_string()
+        );
         let mut sources: Vec<&str> = values
             .iter()
             .filter(|(k, _)| k.starts_with(":status_from"))
@@ -464,13 +511,14 @@ mod tests {
         let u = update(activate("t", &id("n1"), Timestamp(9), 4).unwrap());
         assert_eq!(
             u.update_expression(),
-            "SET #status = :to, #a0 = :v0, #a1 = :v1"
+            "SET #status = :to, #a0 = :v0, #a1 = :v1, #a2 = :v2"
         );
         let names = u.expression_attribute_names().unwrap();
         assert_eq!(
             (names["#a0"].as_str(), names["#a1"].as_str()),
             ("fanned_out_at", "deliveries")
         );
+        assert_eq!(names["#a2"], EXPIRES_AT);
         let values = u.expression_attribute_values().unwrap();
         assert_eq!(values[":to"].as_s().unwrap(), "active");
         assert_eq!(values[":v1"].as_n().unwrap(), "4");
@@ -489,6 +537,30 @@ mod tests {
         assert_eq!(values[":to"].as_s().unwrap(), "superseded");
         assert_eq!(values[":v0"].as_s().unwrap(), "new");
         assert_eq!(values[":v1"].as_n().unwrap(), "3");
+    }
+
+    #[test]
+    fn a_requeue_keeps_an_existing_notice_for_the_retention_from_its_instant() {
+        let u = update(retain("t", &id("n1"), Timestamp(9_000)).unwrap());
+        assert_eq!(u.key()["sk"].as_s().unwrap(), NOTICE_SK);
+        assert_eq!(u.update_expression(), "SET #expires = :expires");
+        assert_eq!(u.condition_expression(), Some("attribute_exists(pk)"));
+        assert_eq!(
+            u.expression_attribute_values().unwrap()[":expires"]
+                .as_n()
+                .unwrap(),
+            &notice_ttl_seconds(Timestamp(9_000)).to_string()
+        );
+    }
+
+    #[test]
+    fn a_notice_past_its_expiry_is_not_visible_and_a_requested_one_has_none() {
+        let req = subscription_paused_notice(&id("a"), &id("s"), &[], 3, Timestamp(1));
+        let mut record = NoticeRecord::requested(req);
+        assert!(record.visible(Timestamp(i64::MAX / 2)));
+        record.expires_at = Some(100);
+        assert!(record.visible(Timestamp(99_999)));
+        assert!(!record.visible(Timestamp(100_000)));
     }
 
     #[test]

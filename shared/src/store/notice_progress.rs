@@ -3,7 +3,12 @@
 //! has no single hot item. A delivery's count changes in the same transaction as the status it
 //! counts ([`count`], added by [`super::notification_delivery`]'s writes), so the summary (the
 //! shards' sum, [`summary`]) is exact.
+//!
+//! Retention: every count stamps the shard's `expires_at` from its own instant
+//! ([`crate::domain::retention::notice_ttl_seconds`]), and every move of the notice stamps all
+//! shards with the notice's own ([`retain`]), so a shard never expires before its notice.
 
+use super::attrs::EXPIRES_AT;
 use super::expr::{n, s, Expr};
 use super::keys::shard_of;
 use super::notice::{notice_pk, partition};
@@ -11,6 +16,7 @@ use super::write::{built, Write};
 use super::StoreError;
 use crate::domain::lifecycle::Status;
 use crate::domain::notification_delivery::NotificationStatus;
+use crate::domain::retention::notice_ttl_seconds;
 use crate::domain::time::Timestamp;
 use crate::ids::NoticeId;
 use aws_sdk_dynamodb::types::Update;
@@ -63,7 +69,8 @@ impl Progress {
     }
 }
 
-/// Counts a delivery in `to` (and no longer in `from`, unless it is new) on its shard.
+/// Counts a delivery in `to` (and no longer in `from`, unless it is new) on its shard, and
+/// stamps the shard's retention from `now`.
 pub fn count(
     table: &str,
     notice_id: &NoticeId,
@@ -76,9 +83,11 @@ pub fn count(
         .name("#to", &progress_attribute(to))
         .name("#kind", "kind")
         .name("#updated", "updated_at")
+        .name("#expires", EXPIRES_AT)
         .value(":one", n(1))
         .value(":kind", s(PROGRESS_KIND))
-        .value(":now", n(now.millis()));
+        .value(":now", n(now.millis()))
+        .value(":expires", n(notice_ttl_seconds(now)));
     let mut add = vec!["#to :one"];
     if let Some(from) = from {
         e = e
@@ -92,13 +101,45 @@ pub fn count(
             .key("pk", s(notice_pk(notice_id)))
             .key("sk", s(progress_sk(delivery_key)))
             .update_expression(format!(
-                "ADD {} SET #kind = :kind, #updated = :now",
+                "ADD {} SET #kind = :kind, #updated = :now, #expires = :expires",
                 add.join(", ")
             ))
             .set_expression_attribute_names(e.names_opt())
             .set_expression_attribute_values(e.values_opt())
             .build(),
     )?))
+}
+
+/// Stamps every progress shard of a notice (but `except`, a shard the same transaction already
+/// counts on) with the retention `expires_at` (epoch seconds). A shard nothing counted on yet is
+/// written with no counts: it reads as zeros.
+pub fn retain(
+    table: &str,
+    notice_id: &NoticeId,
+    expires_at: i64,
+    except: Option<&str>,
+) -> Result<Vec<Write>, StoreError> {
+    let e = Expr::new()
+        .name("#kind", "kind")
+        .name("#expires", EXPIRES_AT)
+        .value(":kind", s(PROGRESS_KIND))
+        .value(":expires", n(expires_at));
+    (0..PROGRESS_SHARDS)
+        .map(|shard| format!("{PROGRESS_PREFIX}{shard}"))
+        .filter(|sk| Some(sk.as_str()) != except)
+        .map(|sk| {
+            Ok(Write::Update(built(
+                Update::builder()
+                    .table_name(table)
+                    .key("pk", s(notice_pk(notice_id)))
+                    .key("sk", s(sk))
+                    .update_expression("SET #kind = :kind, #expires = :expires")
+                    .set_expression_attribute_names(e.names_opt())
+                    .set_expression_attribute_values(e.values_opt())
+                    .build(),
+            )?))
+        })
+        .collect()
 }
 
 /// The progress summary: the sum of the notice's progress shards (one consistent query).
@@ -164,7 +205,7 @@ mod tests {
         assert_eq!(u.key()["sk"].as_s().unwrap(), "PROGRESS#2");
         assert_eq!(
             u.update_expression(),
-            "ADD #to :one, #from :minus_one SET #kind = :kind, #updated = :now"
+            "ADD #to :one, #from :minus_one SET #kind = :kind, #updated = :now, #expires = :expires"
         );
         assert_eq!(u.condition_expression(), None, "counting is never refused");
         let names = u.expression_attribute_names().unwrap();
@@ -173,6 +214,37 @@ mod tests {
         let values = u.expression_attribute_values().unwrap();
         assert_eq!(values[":minus_one"].as_n().unwrap(), "-1");
         assert_eq!(values[":kind"].as_s().unwrap(), PROGRESS_KIND);
+        assert_eq!(
+            values[":expires"].as_n().unwrap(),
+            &notice_ttl_seconds(Timestamp(5)).to_string()
+        );
+    }
+
+    #[test]
+    fn retention_stamps_every_shard_but_the_one_already_counted_on() {
+        let all = retain("t", &id("n1"), 1_800_000_000, None).unwrap();
+        assert_eq!(all.len(), PROGRESS_SHARDS as usize);
+        let others = retain("t", &id("n1"), 1_800_000_000, Some("PROGRESS#2")).unwrap();
+        let keys: Vec<String> = others
+            .into_iter()
+            .map(|w| {
+                let u = update(w);
+                assert_eq!(
+                    u.update_expression(),
+                    "SET #kind = :kind, #expires = :expires"
+                );
+                assert_eq!(u.condition_expression(), None);
+                assert_eq!(
+                    u.expression_attribute_values().unwrap()[":expires"]
+                        .as_n()
+                        .unwrap(),
+                    "1800000000"
+                );
+                u.key()["sk"].as_s().unwrap().clone()
+            })
+            .collect();
+        assert_eq!(keys.len(), 7);
+        assert!(!keys.contains(&"PROGRESS#2".to_string()));
     }
 
     #[test]
@@ -180,7 +252,7 @@ mod tests {
         let u = update(count("t", &id("n1"), "email-0", None, N::Queued, Timestamp(5)).unwrap());
         assert_eq!(
             u.update_expression(),
-            "ADD #to :one SET #kind = :kind, #updated = :now"
+            "ADD #to :one SET #kind = :kind, #updated = :now, #expires = :expires"
         );
         assert!(!u
             .expression_attribute_names()

@@ -11,7 +11,10 @@
 //! 2. the notice's progress count ([`super::notice_progress::count`]) on the delivery's shard;
 //! 3. the work row effect ([`super::notification_work`]: a fresh row for a requeue, its
 //!    deletion when the delivery leaves the queue for good), and the provider reference
-//!    ([`super::provider_ref`]) of a sent delivery.
+//!    ([`super::provider_ref`]) of a sent delivery;
+//! 4. when the move opens a delivery that was at rest (an operator's requeue), the retention of
+//!    its notice and the notice's other progress shards, pushed out from the move
+//!    ([`super::notice_retention::reopened`]): the delivery's own expiry is removed meanwhile.
 //!
 //! Concurrent transactions on one progress shard can conflict: send these writes with
 //! [`super::write::send_resolving_conflicts`]. A refused condition is a decision, not a fault:
@@ -30,13 +33,15 @@ use super::notification_work::{self, WorkRow};
 use super::provider_ref::{self, ProviderRef};
 use super::read::{self, Query};
 use super::write::{built, Write};
-use super::{from_item, keys, notice_progress, to_item, Item, StoreError};
+use super::{from_item, keys, notice_progress, notice_retention, to_item, Item, StoreError};
 use crate::domain::lifecycle::{Status, StatusCondition};
 use crate::domain::notification_delivery::{
     FailureReason, HistoryEvent, NotificationStatus, NotificationTrigger, AMBIGUITY_TIMEOUT,
     NOTIFICATION_LIFECYCLE,
 };
-use crate::domain::retention::notification_ttl_seconds;
+use crate::domain::retention::{
+    notification_reopens, notification_ttl_seconds, notification_visible,
+};
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, NoticeId};
 use aws_sdk_dynamodb::types::Put;
@@ -215,6 +220,12 @@ impl NotificationDelivery {
     /// status write once the delivery is at rest.
     pub fn refresh_retention(&mut self) {
         self.expires_at = notification_ttl_seconds(self.status, self.updated_at);
+    }
+
+    /// The read filter: a delivery (a console entry too) past its expiry is gone, whatever TTL
+    /// has deleted yet.
+    pub fn visible(&self, now: Timestamp) -> bool {
+        notification_visible(self.expires_at, now)
     }
 
     /// Appends a history event (deduplicated by id, capped at fifty). `false` for a duplicate.
@@ -469,7 +480,23 @@ pub fn transition(
         .as_ref()
         .map(|r| provider_ref::put(table, r, next.expires_at))
         .transpose()?;
-    let write = Write::all([put, count].into_iter().chain(work).chain(reference))?;
+    let kept = if notification_reopens(from, to) {
+        notice_retention::reopened(
+            table,
+            &next.notice_id,
+            &notice_progress::progress_sk(&next.delivery_key),
+            next.updated_at,
+        )?
+    } else {
+        Vec::new()
+    };
+    let write = Write::all(
+        [put, count]
+            .into_iter()
+            .chain(work)
+            .chain(reference)
+            .chain(kept),
+    )?;
     Ok((write, next))
 }
 
@@ -597,7 +624,7 @@ mod tests {
         let count = all[1].update().unwrap();
         assert_eq!(
             count.update_expression(),
-            "ADD #to :one SET #kind = :kind, #updated = :now"
+            "ADD #to :one SET #kind = :kind, #updated = :now, #expires = :expires"
         );
         assert_eq!(
             count.expression_attribute_names().unwrap()["#to"],
@@ -813,6 +840,13 @@ mod tests {
         );
         let row = all[2].put().unwrap();
         assert_eq!(row.item()["dispatch_id"].as_s().unwrap(), &work.dispatch_id);
+        // The requeue keeps the notice and its other shards (its own shard: the count above).
+        let kept = sort_keys(&all[3..]);
+        assert_eq!(kept.len(), 8);
+        assert_eq!(kept[0], "NOTICE#n/NOTICE");
+        assert!(kept[1..]
+            .iter()
+            .all(|k| k.starts_with("NOTICE#n/PROGRESS#") && k != "NOTICE#n/PROGRESS#2"));
     }
 
     #[test]

@@ -1,11 +1,19 @@
 //! The supersede pointer (`SUPERSEDE#{account}#{key}`): per account and supersede key, the
 //! notice that is current. A later notice takes the pointer over, conditionally on the notice it
 //! saw there, so that of two racing notices exactly one wins each step.
+//!
+//! Retention: a pointer expires with the notice it made current at its fan-out
+//! ([`crate::domain::retention::notice_ttl_seconds`] of the claim): it is needed while that
+//! notice's deliveries may still be queued (a replacement cancels those) and to refuse an earlier
+//! notice that arrives late, both far inside it. A pointer past its expiry reads as none and may
+//! be claimed again.
 
-use super::expr::{s, Expr};
+use super::attrs::EXPIRES_AT;
+use super::expr::{n, s, Expr};
 use super::read;
 use super::write::{built, Write};
 use super::{from_item, to_item, StoreError};
+use crate::domain::retention::notification_visible;
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, NoticeId};
 use aws_sdk_dynamodb::types::Put;
@@ -24,35 +32,44 @@ pub fn supersede_pk(account_id: &AccountId, key: &str) -> String {
 pub struct SupersedePointer {
     pub notice_id: NoticeId,
     pub created_at: Timestamp,
+    /// TTL, epoch **seconds**.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
 }
 
-/// A consistent read of the pointer of an account's supersede key.
+/// A consistent read of the pointer of an account's supersede key; none once past its expiry.
 pub async fn get(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
     account_id: &AccountId,
     key: &str,
+    now: Timestamp,
 ) -> Result<Option<SupersedePointer>, StoreError> {
-    read::get(dynamo, table, &supersede_pk(account_id, key), SUPERSEDE_SK)
-        .await?
-        .map(from_item)
-        .transpose()
+    let pointer: Option<SupersedePointer> =
+        read::get(dynamo, table, &supersede_pk(account_id, key), SUPERSEDE_SK)
+            .await?
+            .map(from_item)
+            .transpose()?;
+    Ok(pointer.filter(|p| notification_visible(p.expires_at, now)))
 }
 
-/// Points a key nobody holds yet at `current`.
+/// Points a key nobody holds yet (or whose pointer expired by `now`) at `current`.
 pub fn claim(
     table: &str,
     account_id: &AccountId,
     key: &str,
     current: &SupersedePointer,
+    now: Timestamp,
 ) -> Result<Write, StoreError> {
     pointer_put(
         table,
         account_id,
         key,
         current,
-        "attribute_not_exists(pk)",
-        Expr::new(),
+        "attribute_not_exists(pk) OR #expires <= :now",
+        Expr::new()
+            .name("#expires", EXPIRES_AT)
+            .value(":now", n(now.seconds())),
     )
 }
 
@@ -93,6 +110,7 @@ fn pointer_put(
             .table_name(table)
             .set_item(Some(item))
             .condition_expression(condition)
+            .set_expression_attribute_names(e.names_opt())
             .set_expression_attribute_values(e.values_opt())
             .build(),
     )?))
@@ -107,6 +125,7 @@ mod tests {
         SupersedePointer {
             notice_id: "n2".parse().unwrap(),
             created_at: Timestamp(8),
+            expires_at: Some(1_800_000_000),
         }
     }
 
@@ -119,9 +138,23 @@ mod tests {
 
     #[test]
     fn a_free_key_is_claimed_only_if_nobody_holds_it() {
-        let p = put(claim("t", &id("acct"), "weekly", &pointer()).unwrap());
-        assert_eq!(p.condition_expression(), Some("attribute_not_exists(pk)"));
-        assert_eq!(p.expression_attribute_values(), None);
+        let p = put(claim("t", &id("acct"), "weekly", &pointer(), Timestamp(5_999)).unwrap());
+        assert_eq!(
+            p.condition_expression(),
+            Some("attribute_not_exists(pk) OR #expires <= :now")
+        );
+        assert_eq!(
+            p.expression_attribute_names().unwrap()["#expires"],
+            EXPIRES_AT
+        );
+        // Epoch seconds, as TTL stores them: a pointer expiring at second 5 is free at 5.999.
+        assert_eq!(
+            p.expression_attribute_values().unwrap()[":now"]
+                .as_n()
+                .unwrap(),
+            "5"
+        );
+        assert_eq!(p.item()[EXPIRES_AT].as_n().unwrap(), "1800000000");
         assert_eq!(p.item()["pk"].as_s().unwrap(), "SUPERSEDE#acct#weekly");
         assert_eq!(p.item()["sk"].as_s().unwrap(), SUPERSEDE_SK);
         assert_eq!(p.item()["kind"].as_s().unwrap(), SUPERSEDE_KIND);

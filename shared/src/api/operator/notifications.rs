@@ -44,12 +44,11 @@ pub async fn fetch(
     let id = path_id(&notice_id, "notice")?;
     let svc = service(&state);
     let notice = svc
-        .store()
         .notice(&id)
         .await?
         .ok_or_else(|| ApiError::not_found("notice"))?;
     let progress = svc.summary(&id).await?;
-    let deliveries = svc.store().deliveries(&id).await?;
+    let deliveries = svc.deliveries(&id).await?;
     Ok(Json(OperatorNoticeView {
         notice: NoticeView::new(&notice, Some(progress)),
         deliveries: deliveries.iter().map(NoticeDeliveryView::from).collect(),

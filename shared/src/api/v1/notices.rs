@@ -422,7 +422,6 @@ async fn deliveries(
 ) -> Result<Json<DeliveriesResponse>, ApiError> {
     let notice = own_notice(&state, &auth.account_id, &notice_id).await?;
     let all = service(&state)
-        .store()
         .deliveries(&notice.request.notice_id)
         .await?;
     Ok(Json(DeliveriesResponse {
@@ -482,6 +481,7 @@ async fn console(
         &auth.account_id,
         &recipient,
         limit as i32,
+        state.clock.now(),
     )
     .await?;
     Ok(Json(DeliveriesResponse {
