@@ -853,6 +853,11 @@ mod tests {
         figures(d, log).defects
     }
 
+    /// Two 200s at the endpoint, the second `later` ms after the first.
+    fn acknowledged_twice(later: i64) -> [Logged; 2] {
+        [logged(Answer::Ok, 0, T0), logged(Answer::Ok, 1, T0 + later)]
+    }
+
     /// A delivery whose first attempt the worker recorded as a transport failure after
     /// `duration_ms`, then delivered a minute later.
     fn failed_in_transport_then_delivered(duration_ms: u64) -> Delivery {
@@ -943,11 +948,7 @@ mod tests {
         // The endpoint answered 200 at once; the worker's attempt timed out before it heard it
         // (a loaded machine), so its retry is at least once, not a duplicate.
         let d = failed_in_transport_then_delivered(300);
-        let log = [
-            logged(Answer::Ok, 0, T0),
-            logged(Answer::Ok, 1, T0 + 60_000),
-        ];
-        let f = figures(&d, &log);
+        let f = figures(&d, &acknowledged_twice(60_000));
         assert_eq!(f.defects.total(), 0, "{:?}", f.examples);
         assert_eq!(f.answered_after_timeout, 1);
         assert_eq!(f.redelivered_unacknowledged, 1);
@@ -970,11 +971,7 @@ mod tests {
         // Attempt 1 was answered 200 but its outcome write failed for good; the message came
         // back after its visibility timeout and attempt 1 was made again, and saved.
         let d = delivery("delivered", &[("success", Some(200), T0 + 370_000)]);
-        let log = [
-            logged(Answer::Ok, 0, T0),
-            logged(Answer::Ok, 1, T0 + 370_000),
-        ];
-        let f = figures(&d, &log);
+        let f = figures(&d, &acknowledged_twice(370_000));
         assert_eq!(f.defects.total(), 0, "{:?}", f.examples);
         assert_eq!(f.unrecorded_requests, 1);
         // A third request after the saved one is a duplicate.
@@ -991,11 +988,7 @@ mod tests {
         // The same history, but the failure came after 40 ms: no timeout explains missing the
         // 200, so the record is wrong and the retry a duplicate.
         let d = failed_in_transport_then_delivered(40);
-        let log = [
-            logged(Answer::Ok, 0, T0),
-            logged(Answer::Ok, 1, T0 + 60_000),
-        ];
-        let f = figures(&d, &log);
+        let f = figures(&d, &acknowledged_twice(60_000));
         assert_eq!(f.defects.history, 1);
         assert_eq!(f.defects.duplicated, 1);
         assert_eq!(f.answered_after_timeout, 0);
