@@ -174,8 +174,13 @@ def test_the_event_monitor_with_a_thousand_events_is_measured_in_the_browser(bro
             context.add_cookies(cookies)
         page.goto(stack.url(path), wait_until="load")
         expect(page.locator("#events tr[data-testid=event-row]").first).to_be_visible()
-        # The paint entry may be recorded after the load event on a busy machine.
-        page.wait_for_function("performance.getEntriesByName('first-contentful-paint').length > 0")
+        # The paint entry may be recorded after the load event on a busy machine. Polled from
+        # here: `wait_for_function` polls by evaluating a string in the page, which the console's
+        # Content-Security-Policy (no 'unsafe-eval') refuses whenever the entry is not there yet.
+        for _ in range(200):
+            if page.evaluate("performance.getEntriesByName('first-contentful-paint').length > 0"):
+                break
+            page.wait_for_timeout(50)
         figures[run] = page.evaluate(
             """() => {
               const nav = performance.getEntriesByType('navigation')[0];
