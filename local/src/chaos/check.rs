@@ -853,6 +853,14 @@ mod tests {
         figures(d, log).defects
     }
 
+    /// A 429 asking for 900 s, then a 200 a minute later.
+    fn asked_for_900_s_then_acknowledged() -> [Logged; 2] {
+        let too_many = Answer::TooMany {
+            retry_after: Some(900),
+        };
+        [logged(too_many, 0, T0), logged(Answer::Ok, 1, T0 + 60_000)]
+    }
+
     /// Two 200s at the endpoint, the second `later` ms after the first.
     fn acknowledged_twice(later: i64) -> [Logged; 2] {
         [logged(Answer::Ok, 0, T0), logged(Answer::Ok, 1, T0 + later)]
@@ -897,16 +905,7 @@ mod tests {
             ],
         );
         // The endpoint asked for 900 s; the worker came back after the schedule's 60 s.
-        let log = [
-            logged(
-                Answer::TooMany {
-                    retry_after: Some(900),
-                },
-                0,
-                T0,
-            ),
-            logged(Answer::Ok, 1, T0 + 60_000),
-        ];
+        let log = asked_for_900_s_then_acknowledged();
         assert_eq!(checked(&d, &log).off_schedule, 1);
     }
 
@@ -953,16 +952,7 @@ mod tests {
         assert_eq!(f.answered_after_timeout, 1);
         assert_eq!(f.redelivered_unacknowledged, 1);
         // Its Retry-After never reached the worker either: the schedule's minute is on time.
-        let log = [
-            logged(
-                Answer::TooMany {
-                    retry_after: Some(900),
-                },
-                0,
-                T0,
-            ),
-            logged(Answer::Ok, 1, T0 + 60_000),
-        ];
+        let log = asked_for_900_s_then_acknowledged();
         assert_eq!(figures(&d, &log).defects.total(), 0);
     }
 

@@ -962,6 +962,16 @@ mod operator_actions {
         Before(&'a ChangeId),
     }
 
+    impl<'a> Upper<'a> {
+        /// The bound's change and whether it is inclusive.
+        fn bound(self) -> (&'a ChangeId, bool) {
+            match self {
+                Upper::Through(c) => (c, true),
+                Upper::Before(c) => (c, false),
+            }
+        }
+    }
+
     /// A range of one subscription's deliveries: on the `by_subscription` index in change order,
     /// or (`listing`) through its account's event listing in the order changes were ingested.
     #[derive(Debug, Clone)]
@@ -979,16 +989,38 @@ mod operator_actions {
         pub listing: Option<&'a AccountId>,
     }
 
-    /// A key condition `partition` plus the sort-key bounds of a range: after `lo` (exclusive),
-    /// up to `hi` (`true`: inclusive). With both bounds it is `BETWEEN`, inclusive at both ends
-    /// (DynamoDB has no exclusive BETWEEN): the reader drops the bound entries ([`excluded`]).
+    /// The sort-key bounds of a range on one of `index`'s partitions (`partition`, its names and
+    /// values in `e`).
+    struct IndexRange<'q> {
+        index: &'q str,
+        partition: &'q str,
+        e: Expr,
+        sort_attr: &'q str,
+        /// Exclusive lower bound.
+        lo: Option<&'q str>,
+        /// Upper bound, `true`: inclusive.
+        hi: Option<(&'q str, bool)>,
+    }
+
+    /// The query of a page of `r`, in `range`'s direction: the key condition `partition` plus
+    /// the bounds, after `lo`, up to `hi`. With both bounds it is `BETWEEN`, inclusive at both
+    /// ends (DynamoDB has no exclusive BETWEEN): the reader drops the bound entries
+    /// ([`excluded`]).
     fn sort_range(
-        partition: &str,
-        mut e: Expr,
-        sort_attr: &str,
-        lo: Option<&str>,
-        hi: Option<(&str, bool)>,
-    ) -> (String, Expr) {
+        table: &str,
+        r: IndexRange<'_>,
+        range: &SubscriptionRange<'_>,
+        start: Option<Item>,
+        limit: i32,
+    ) -> Query {
+        let IndexRange {
+            index,
+            partition,
+            mut e,
+            sort_attr,
+            lo,
+            hi,
+        } = r;
         let mut key = partition.to_string();
         if lo.is_some() || hi.is_some() {
             e = e.name("#sort", sort_attr);
@@ -1012,7 +1044,16 @@ mod operator_actions {
             }
             (None, None) => {}
         }
-        (key, e)
+        Query {
+            table: table.to_owned(),
+            index: Some(index.to_owned()),
+            key_condition: key,
+            expr: e,
+            limit: Some(limit),
+            start,
+            backwards: !range.forward,
+            ..Query::default()
+        }
     }
 
     /// The index query of a page of `range`. BETWEEN is inclusive at both ends: the entries at
@@ -1026,29 +1067,18 @@ mod operator_actions {
         let e = Expr::new()
             .name("#sk_sub", by_subscription::KEY)
             .value(":sub", s(range.subscription_id));
-        let hi = match range.upper {
-            Some(Upper::Through(c)) => Some((String::from(c), true)),
-            Some(Upper::Before(c)) => Some((String::from(c), false)),
-            None => None,
-        };
-        let lo = range.after.map(String::from);
-        let (key, e) = sort_range(
-            "#sk_sub = :sub",
+        let r = IndexRange {
+            index: by_subscription::INDEX,
+            partition: "#sk_sub = :sub",
             e,
-            by_subscription::SORT,
-            lo.as_deref(),
-            hi.as_ref().map(|(h, inclusive)| (h.as_str(), *inclusive)),
-        );
-        Query {
-            table: table.to_owned(),
-            index: Some(by_subscription::INDEX.to_owned()),
-            key_condition: key,
-            expr: e,
-            limit: Some(limit),
-            start,
-            backwards: !range.forward,
-            ..Query::default()
-        }
+            sort_attr: by_subscription::SORT,
+            lo: range.after.map(ChangeId::as_str),
+            hi: range.upper.map(|u| {
+                let (c, inclusive) = u.bound();
+                (c.as_str(), inclusive)
+            }),
+        };
+        sort_range(table, r, range, start, limit)
     }
 
     /// The change of an entry: its `sub_sort`, or the change of an event listing position
@@ -1100,9 +1130,8 @@ mod operator_actions {
             Some(c) => listing_position(dynamo, table, account_id, c).await?,
             None => None,
         };
-        let (hi_change, hi_inclusive) = match range.upper {
-            Some(Upper::Through(c)) => (Some(c), true),
-            Some(Upper::Before(c)) => (Some(c), false),
+        let (hi_change, hi_inclusive) = match range.upper.map(Upper::bound) {
+            Some((c, inclusive)) => (Some(c), inclusive),
             None => (None, false),
         };
         let hi = match hi_change {
@@ -1112,27 +1141,15 @@ mod operator_actions {
         let e = Expr::new()
             .name("#lk", listing::KEY)
             .value(":lk", s(events_list_key(account_id)));
-        let (key, e) = sort_range(
-            "#lk = :lk",
+        let r = IndexRange {
+            index: listing::INDEX,
+            partition: "#lk = :lk",
             e,
-            listing::SORT,
-            lo.as_deref(),
-            hi.as_deref().map(|h| (h, hi_inclusive)),
-        );
-        let page = read::query_page(
-            dynamo,
-            &Query {
-                table: table.to_owned(),
-                index: Some(listing::INDEX.to_owned()),
-                key_condition: key,
-                expr: e,
-                limit: Some(limit),
-                start,
-                backwards: !range.forward,
-                ..Query::default()
-            },
-        )
-        .await?;
+            sort_attr: listing::SORT,
+            lo: lo.as_deref(),
+            hi: hi.as_deref().map(|h| (h, hi_inclusive)),
+        };
+        let page = read::query_page(dynamo, &sort_range(table, r, range, start, limit)).await?;
         let after_lo = |c: &str| match (range.after, &lo) {
             (Some(after), None) => c > after.as_str(),
             _ => true,
