@@ -528,18 +528,17 @@ impl Run<'_> {
             return false;
         };
         let table = &self.p.t.config.delivery_table;
-        let Ok(Some(d)) = shared::store::delivery::get(&self.raw, table, &work).await else {
-            return false;
-        };
         let now = self.p.now();
-        if !d.status.is_open()
-            || shared::domain::integration_delivery::lease_held(d.lease_until, now)
-        {
-            return false;
-        }
-        let Ok(claim) =
-            shared::store::delivery::claim(table, &d, "dead-worker", now, PROCESSING_LEASE)
-        else {
+        // The worker's own claim: it refuses a settled, not yet due or leased delivery.
+        let due_by = now.plus(shared::worker::EARLY_TOLERANCE);
+        let Ok(claim) = shared::store::delivery::claim(
+            table,
+            &work,
+            "dead-worker",
+            now,
+            PROCESSING_LEASE,
+            due_by,
+        ) else {
             return false;
         };
         matches!(write::send(&self.raw, claim).await, Ok(w) if w.applied())

@@ -1,6 +1,7 @@
 //! True concurrency: two worker instances on their own tokio tasks handle the same queue messages
-//! at the same time, their reads held by injected latency so that both read before either
-//! claims. Exactly one attempt per claim number reaches the receiver and the table; no notice is
+//! at the same time, their first requests held by injected latency so that both have asked before
+//! either has written (the delivery worker's claims reach the table together; the notification
+//! worker's reads all happen before either claims). Exactly one attempt per claim number reaches the receiver and the table; no notice is
 //! sent twice.
 
 use crate::sim::{slack_notice, Sim};
@@ -17,18 +18,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const CHANGES: usize = 6;
-/// Long enough that both tasks have read before either writes.
+/// Long enough that both tasks have asked before either writes.
 const HOLD: Duration = Duration::from_millis(400);
 
-/// Every read of the next `reads` meets `HOLD` of latency.
-fn hold_reads(w: &World, reads: u32) {
+/// Each of the next `requests` requests of `operation` (whose body contains `text`, if given)
+/// meets `HOLD` of latency.
+fn hold(w: &World, operation: &str, text: Option<&str>, requests: u32) {
     w.t.faults.inject_matching(
         Matcher {
-            operation: "GetItem".into(),
-            body_contains: None,
+            operation: operation.into(),
+            body_contains: text.map(str::to_string),
         },
         Fault::Latency(HOLD),
-        reads,
+        requests,
     );
 }
 
@@ -82,8 +84,13 @@ async fn two_delivery_workers_on_the_same_messages_make_each_numbered_attempt_on
             "round {round}: one message per delivery"
         );
         let event = sim.deliveries.event(&messages);
-        // Both workers read every delivery (held), then both claim.
-        hold_reads(&w, 2 * CHANGES as u32);
+        // Both workers' claims of every delivery (held) reach the table together.
+        hold(
+            &w,
+            "UpdateItem",
+            Some("lease_until = :lease"),
+            2 * CHANGES as u32,
+        );
         race(
             workers.clone(),
             event,
@@ -158,7 +165,7 @@ async fn two_notification_workers_on_the_same_messages_send_each_notice_once() {
     let workers: [Arc<NotificationWorker>; 2] =
         [0, 1].map(|_| Arc::new(w.notify.worker_with(|a| a)));
     // Each worker reads the delivery, its work row and its notice (held), then claims.
-    hold_reads(&w, 2 * 3 * CHANGES as u32);
+    hold(&w, "GetItem", None, 2 * 3 * CHANGES as u32);
     race(
         workers,
         event,

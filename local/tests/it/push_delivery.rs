@@ -16,6 +16,7 @@ use shared::domain::subscription::SubscriptionStatus;
 use shared::domain::time::{MINUTE, SECOND};
 use shared::store::integration::Integration;
 use shared::store::subscription::Subscription;
+use shared::worker::WorkOutcome;
 use std::time::Duration;
 
 /// An account with an administrator, a webhook to the world's receiver, and a catalog
@@ -415,6 +416,80 @@ async fn a_worker_that_dies_after_its_claim_is_taken_over_when_the_lease_lapses(
         .unwrap();
     assert_eq!(d.status, DeliveryStatus::Delivered);
     assert_eq!(d.attempts, 1);
+}
+
+/// The DynamoDB requests `w`'s meter counted since its last reset, per operation.
+fn dynamo_requests(w: &World) -> Vec<(String, u64)> {
+    w.t.meter
+        .snapshot()
+        .into_iter()
+        .filter(|((service, _), _)| service == "DynamoDB")
+        .map(|((_, operation), n)| (operation, n))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_worker_claims_without_reading_first_and_a_refused_claim_says_why_from_the_delivery_it_answers_with(
+) {
+    let w = World::new().await;
+    let r = &w.receiver;
+    let (account, _, sub) = webhook_subscription(&w).await;
+    let change = w.change(&id(&account)).price(2.5).await;
+    w.ingest_pending().await.unwrap();
+    let job = work(&change, &sub);
+    let lease = w.now().plus(Duration::from_secs(60));
+    w.lease(&change, &sub.subscription_id, lease, "another-worker")
+        .await;
+
+    // Another worker's live lease: the claim is refused and is the only request.
+    w.t.meter.reset();
+    let outcome = w.worker.process(&job).await.unwrap();
+    assert_eq!(outcome, WorkOutcome::Skipped("leased by another worker"));
+    assert_eq!(dynamo_requests(&w), [("UpdateItem".to_string(), 1)]);
+    assert_eq!(r.count(), 0);
+
+    // The lease lapses: claim, outcome and the dead count's read; the claim's answer carried the
+    // delivery, so nothing read it first.
+    w.clock.advance(Duration::from_secs(61));
+    w.worker.forget_config(&id(&account));
+    w.t.meter.reset();
+    let outcome = w.worker.process(&job).await.unwrap();
+    assert_eq!(
+        outcome,
+        WorkOutcome::Attempted {
+            number: 1,
+            status: DeliveryStatus::Delivered
+        }
+    );
+    let requests = dynamo_requests(&w);
+    assert!(
+        requests.contains(&("UpdateItem".to_string(), 2))
+            && requests.contains(&("GetItem".to_string(), 1)),
+        "claim and outcome, the dead count's read: {requests:?}"
+    );
+    assert_eq!(r.count(), 1);
+    assert_eq!(
+        r.received()[0].json()["data"]["price"],
+        json!(2.5),
+        "the payload came with the claim"
+    );
+
+    // A copy of the message after the success, and a message for a delivery that does not
+    // exist: each is refused by the claim alone, which says why.
+    w.t.meter.reset();
+    let outcome = w.worker.process(&job).await.unwrap();
+    assert_eq!(outcome, WorkOutcome::Skipped("already settled"));
+    let mut missing = job.clone();
+    missing.change_id = id("01NOSUCHCHANGE");
+    let outcome = w.worker.process(&missing).await.unwrap();
+    assert_eq!(outcome, WorkOutcome::Skipped("no such delivery"));
+    assert_eq!(dynamo_requests(&w), [("UpdateItem".to_string(), 2)]);
+    assert_eq!(r.count(), 1);
+    let d = w
+        .delivery(&id(&account), &change.change_id, &sub.subscription_id)
+        .await
+        .unwrap();
+    assert_eq!((d.status, d.attempts), (DeliveryStatus::Delivered, 1));
 }
 
 #[tokio::test]

@@ -138,7 +138,7 @@ impl ApiState {
     pub async fn create(&self, write: Write) -> Result<(), ApiError> {
         match send(self.dynamo(), write).await? {
             Written::Applied(_) => Ok(()),
-            Written::Refused | Written::Conflict => Err(ApiError::conflict(
+            Written::Refused(_) | Written::Conflict => Err(ApiError::conflict(
                 "the resource was created or changed concurrently; retry the request",
             )),
         }
@@ -153,7 +153,7 @@ impl ApiState {
     ) -> Result<Option<crate::store::Item>, ApiError> {
         match send(self.dynamo(), write).await? {
             Written::Applied(item) => Ok(item),
-            Written::Refused | Written::Conflict => Err(ApiError::not_found(what)),
+            Written::Refused(_) | Written::Conflict => Err(ApiError::not_found(what)),
         }
     }
 

@@ -13,7 +13,7 @@
 use super::attrs::{due, listing, EXPIRES_AT};
 use super::expr::{n, s, Expr};
 use super::read::{self, Consistency};
-use super::write::{built, put_new, Write};
+use super::write::{built, put_new, Write, Written};
 use super::{from_item, keys, to_item, Item, StoreError};
 use crate::domain::delivery_method::DeliveryMethod;
 use crate::domain::event::delivery_expires_at;
@@ -22,6 +22,7 @@ use crate::domain::integration_delivery::{
     lease_held, transmit_status, DeliveryMove, DeliveryStatus, TransmitStatus, DELIVERY_LIFECYCLE,
     FIRST_DISPATCH_GRACE,
 };
+use crate::domain::lifecycle::{Status, StatusCondition};
 use crate::domain::retention::delivery_visible;
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, ChangeId, DeliveryId, IntegrationId, ReplayJobId, SubscriptionId};
@@ -272,8 +273,11 @@ pub fn create(table: &str, d: &Delivery, now: Timestamp) -> Result<Write, StoreE
     put_new(table, new_item(d, now)?)
 }
 
-/// Claims attempt `attempts + 1` of `d` with a lease: only if nobody moved the delivery since it
-/// was read and no live lease exists.
+/// Claims the next numbered attempt (`attempts + 1`) of the delivery `work` names with a lease,
+/// in one conditional write that reads nothing first: only an open push delivery, due by
+/// `due_by`, that holds no live lease is claimed. It is sent as an update that answers with the
+/// delivery either way ([`Claim::of`]): as claimed, or as it stood when the condition refused it,
+/// which tells the worker why without a read.
 ///
 /// The claim leaves the `due` index alone (moving `due_at` there would bill two index writes
 /// per attempt). If the worker dies, its message is not deleted and comes back after the queue's
@@ -282,21 +286,29 @@ pub fn create(table: &str, d: &Delivery, now: Timestamp) -> Result<Write, StoreE
 /// event.
 pub fn claim(
     table: &str,
-    d: &Delivery,
+    work: &DeliveryWork,
     token: &str,
     now: Timestamp,
     lease: Duration,
+    due_by: Timestamp,
 ) -> Result<Write, StoreError> {
-    let (pk, sk) = d.key();
-    let e = Expr::new()
-        .name("#status", "status")
-        .value(":status", s(d.status.to_string()))
-        .value(":attempts", n(d.attempts))
+    let (pk, sk) = key(&work.account_id, &work.change_id, &work.subscription_id);
+    let open: Vec<&str> = DeliveryStatus::ALL
+        .iter()
+        .filter(|s| s.is_open())
+        .map(|s| Status::as_str(*s))
+        .collect();
+    let mut e = Expr::new();
+    let open = e.status(&StatusCondition::status_in(&open));
+    let e = e
+        .name("#method", "method")
+        .value(":poll", s(DeliveryMethod::Poll.as_str()))
+        .value(":due_by", n(due_by.millis()))
         .value(":now", n(now.millis()))
         .value(":lease", n(now.plus(lease).millis()))
         .value(":token", s(token))
         .value(":updated", n(now.millis()));
-    Ok(Write::Update(built(
+    Ok(Write::UpdateReturningNew(built(
         Update::builder()
             .table_name(table)
             .key("pk", s(pk))
@@ -304,14 +316,37 @@ pub fn claim(
             .update_expression(
                 "SET lease_until = :lease, lease_token = :token, updated_at = :updated",
             )
-            .condition_expression(
-                "#status = :status AND attempts = :attempts AND \
-                 (attribute_not_exists(lease_until) OR lease_until <= :now)",
-            )
+            .condition_expression(format!(
+                "{open} AND #method <> :poll \
+                 AND (attribute_not_exists(not_before) OR not_before <= :due_by) \
+                 AND (attribute_not_exists(lease_until) OR lease_until <= :now)"
+            ))
             .set_expression_attribute_names(e.names_opt())
             .set_expression_attribute_values(e.values_opt())
             .build(),
     )?))
+}
+
+/// What a [`claim`] came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Claim {
+    /// The attempt is ours: the delivery as the claim left it.
+    Claimed(Delivery),
+    /// Not claimed: the delivery as it stood (`None`: there is no such delivery).
+    Refused(Option<Delivery>),
+}
+
+impl Claim {
+    /// The claim's answer.
+    pub fn of(written: Written) -> Result<Claim, StoreError> {
+        match written {
+            Written::Applied(Some(item)) => Ok(Claim::Claimed(from_item(item)?)),
+            Written::Refused(item) => Ok(Claim::Refused(item.map(from_item).transpose()?)),
+            other => Err(StoreError::Dynamo(format!(
+                "a claim answered {other:?}, neither the claimed delivery nor a refusal"
+            ))),
+        }
+    }
 }
 
 /// The outcome of one attempt, decided by the worker.
@@ -606,7 +641,7 @@ mod tests {
 
     fn update(w: Write) -> Update {
         match w {
-            Write::Update(u) => u,
+            Write::Update(u) | Write::UpdateReturningNew(u) => u,
             other => panic!("not an update: {other:?}"),
         }
     }
@@ -698,17 +733,29 @@ mod tests {
     }
 
     #[test]
-    fn a_claim_is_conditional_on_the_status_and_attempts_read_and_no_live_lease() {
+    fn a_claim_needs_an_open_due_push_delivery_without_a_live_lease_and_answers_with_it() {
         let d = delivery(DeliveryStatus::Retrying, 2);
-        let u = update(claim("t", &d, "tok", Timestamp(5_000), Duration::from_secs(60)).unwrap());
+        let (now, due_by) = (Timestamp(5_000), Timestamp(7_000));
+        let w = claim("t", &d.work(), "tok", now, Duration::from_secs(60), due_by).unwrap();
+        assert!(matches!(w, Write::UpdateReturningNew(_)), "{w:?}");
+        let u = update(w);
         let condition = u.condition_expression().unwrap();
-        assert!(condition.contains("attempts = :attempts"));
-        assert!(condition.contains("lease_until <= :now"));
+        assert!(condition.starts_with("#status IN ("), "{condition}");
+        assert!(condition.contains("#method <> :poll"), "{condition}");
+        assert!(condition.contains("not_before <= :due_by"), "{condition}");
+        assert!(condition.contains("lease_until <= :now"), "{condition}");
         let values = u.expression_attribute_values().unwrap();
-        assert_eq!(values[":attempts"].as_n().unwrap(), "2");
-        assert_eq!(values[":status"].as_s().unwrap(), "retrying");
+        let mut open: Vec<&str> = values
+            .iter()
+            .filter(|(k, _)| k.starts_with(":status"))
+            .map(|(_, v)| v.as_s().unwrap().as_str())
+            .collect();
+        open.sort();
+        assert_eq!(open, ["pending", "retrying"]);
+        assert_eq!(values[":due_by"].as_n().unwrap(), "7000");
         assert_eq!(values[":lease"].as_n().unwrap(), "65000");
         assert!(!u.update_expression().contains(due::AT));
+        assert!(!u.update_expression().contains("attempts"));
     }
 
     #[test]

@@ -16,8 +16,10 @@
 use super::{Item, StoreError};
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    ConditionCheck, Delete, Put, ReturnValue, TransactWriteItem, Update,
+    ConditionCheck, Delete, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
 };
 use std::time::Duration;
 
@@ -29,7 +31,8 @@ pub const CONFLICT_TRIES: u32 = 8;
 pub enum Write {
     Put(Put),
     Update(Update),
-    /// An update that answers with the item as it is after the write.
+    /// An update that answers with the item: as it is after the write, or, when its condition
+    /// refuses it, as it stood (so the caller learns why without a read).
     UpdateReturningNew(Update),
     Delete(Delete),
     /// All of the writes or none of them.
@@ -41,8 +44,9 @@ pub enum Write {
 pub enum Written {
     /// The write was applied; for [`Write::UpdateReturningNew`], with the item as it is now.
     Applied(Option<Item>),
-    /// A condition was false: nothing was written.
-    Refused,
+    /// A condition was false: nothing was written. For [`Write::UpdateReturningNew`], with the
+    /// item as it stood (`None`: there is no such item); `None` for every other write.
+    Refused(Option<Item>),
     /// A concurrent transaction cancelled this one: nothing was written; try again.
     Conflict,
 }
@@ -153,7 +157,15 @@ pub async fn send(dynamo: &aws_sdk_dynamodb::Client, write: Write) -> Result<Wri
                 .map(|_| None),
         ),
         Write::Update(u) => answer(update(dynamo, u, false).await),
-        Write::UpdateReturningNew(u) => answer(update(dynamo, u, true).await),
+        Write::UpdateReturningNew(u) => {
+            let result = update(dynamo, u, true).await;
+            if let Err(SdkError::ServiceError(e)) = &result {
+                if let UpdateItemError::ConditionalCheckFailedException(refused) = e.err() {
+                    return Ok(Written::Refused(refused.item().cloned()));
+                }
+            }
+            answer(result)
+        }
         Write::Delete(d) => answer(
             dynamo
                 .delete_item()
@@ -211,13 +223,7 @@ async fn update(
     dynamo: &aws_sdk_dynamodb::Client,
     u: Update,
     return_new: bool,
-) -> Result<
-    Option<Item>,
-    SdkError<
-        aws_sdk_dynamodb::operation::update_item::UpdateItemError,
-        aws_smithy_runtime_api::http::Response,
-    >,
-> {
+) -> Result<Option<Item>, SdkError<UpdateItemError, aws_smithy_runtime_api::http::Response>> {
     dynamo
         .update_item()
         .table_name(u.table_name())
@@ -227,6 +233,10 @@ async fn update(
         .set_expression_attribute_names(u.expression_attribute_names().cloned())
         .set_expression_attribute_values(u.expression_attribute_values().cloned())
         .set_return_values(return_new.then_some(ReturnValue::AllNew))
+        // Costs no read capacity: the item comes with the refusal.
+        .set_return_values_on_condition_check_failure(
+            return_new.then_some(ReturnValuesOnConditionCheckFailure::AllOld),
+        )
         .send()
         .await
         .map(|out| out.attributes)
@@ -241,7 +251,7 @@ where
     match result {
         Ok(item) => Ok(Written::Applied(item)),
         Err(e) => match error_code(&e) {
-            Some("ConditionalCheckFailedException") => Ok(Written::Refused),
+            Some("ConditionalCheckFailedException") => Ok(Written::Refused(None)),
             Some(code) if is_throttle(code) => Err(StoreError::throttled(e)),
             _ => Err(StoreError::dynamo(e)),
         },
@@ -283,7 +293,7 @@ fn transaction_failure(
                 if codes.contains(&"ConditionalCheckFailed")
                     || (codes.is_empty() && message.contains("ConditionalCheckFailed"))
                 {
-                    return Ok(Written::Refused);
+                    return Ok(Written::Refused(None));
                 }
                 if codes.contains(&"TransactionConflict")
                     || (codes.is_empty() && message.contains("TransactionConflict"))

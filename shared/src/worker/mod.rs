@@ -1,8 +1,9 @@
 //! The delivery worker (seed 002, hops 4–5; seed 000's worker transitions).
 //!
-//! For each message: read the delivery, claim its next numbered attempt with a conditional write
-//! and a sixty-second lease, call the adapter with the stable delivery id, classify the result and
-//! write the outcome conditionally on still holding the lease. Two copies of one message cannot
+//! For each message: claim the delivery's next numbered attempt with a sixty-second lease in one
+//! conditional write that answers with the delivery (no read first), call the adapter with the
+//! stable delivery id, classify the result and write the outcome conditionally on still holding
+//! the lease. Two copies of one message cannot
 //! both call the adapter for one attempt; a worker that dies leaves a lease that lapses, after
 //! which the dispatcher's sweep publishes the delivery again and another worker claims the same
 //! attempt number. A dead outcome and its subscription's dead count are one transaction, so a
@@ -29,7 +30,7 @@ use crate::envelope::SecretOpener;
 use crate::ids::AccountId;
 use crate::store;
 use crate::store::account_config::{AccountConfig, ConfigCache};
-use crate::store::delivery::{AttemptRecord, Delivery, DeliveryWork, Outcome};
+use crate::store::delivery::{AttemptRecord, Claim, Delivery, DeliveryWork, Outcome};
 use crate::store::notice::{notice_item, subscription_paused_notice};
 use crate::store::subscription::Subscription;
 use crate::store::write::{send, send_resolving_conflicts, Write, Written};
@@ -55,7 +56,7 @@ pub const EARLY_TOLERANCE: Duration = Duration::from_secs(2);
 /// endpoint holds at most this many of the [`BATCH_CONCURRENCY`] slots, the others go on.
 pub const PER_SUBSCRIPTION_CONCURRENCY: usize = 10;
 /// Kept free before the invocation's deadline beyond an attempt's own timeout, for the store calls
-/// around the attempt (read, claim, outcome, dead count): an attempt starts only if its timeout
+/// around the attempt (claim, outcome, dead count): an attempt starts only if its timeout
 /// plus this much fits before the deadline.
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(2);
 /// Attempts kept on a delivery's history; older ones are summarised by the count.
@@ -318,37 +319,17 @@ impl DeliveryWorker {
         let skipped = |why| Ok((WorkOutcome::Skipped(why), false));
         let table = &self.config.delivery_table;
         let dynamo = &self.clients.dynamo;
-        let Some(delivery) = store::delivery::get(dynamo, table, work).await? else {
-            return skipped("no such delivery");
-        };
         let now = self.clock.now();
-        if !delivery.status.is_open() {
-            return skipped("already settled");
-        }
-        if delivery.method.is_poll() {
-            return skipped("pull delivery");
-        }
-        if delivery
-            .not_before
-            .is_some_and(|t| t > now.plus(EARLY_TOLERANCE))
-        {
-            return skipped("not yet due");
-        }
-        if lease_held(delivery.lease_until, now) {
-            return skipped("leased by another worker");
-        }
         let token = uuid::Uuid::new_v4().to_string();
-        let claim = store::delivery::claim(table, &delivery, &token, now, LEASE)?;
-        // Refused can also be our own claim: applied, its answer lost, and the SDK's retry of it
-        // refused by the lease it had just written. The token tells.
-        if !send(dynamo, claim).await?.applied()
-            && store::delivery::lease_token(dynamo, table, &delivery)
-                .await?
-                .as_deref()
-                != Some(token.as_str())
-        {
-            return skipped("another worker claimed the attempt");
-        }
+        let claim =
+            store::delivery::claim(table, work, &token, now, LEASE, now.plus(EARLY_TOLERANCE))?;
+        let delivery = match Claim::of(send(dynamo, claim).await?)? {
+            Claim::Claimed(d) => d,
+            // Refused can also be our own claim: applied, its answer lost, and the SDK's retry of
+            // it refused by the lease it had just written. The token tells.
+            Claim::Refused(Some(d)) if d.lease_token.as_deref() == Some(token.as_str()) => d,
+            Claim::Refused(d) => return skipped(why_not_claimed(d.as_ref(), now)),
+        };
         let number = delivery.attempts + 1;
         let config = self.cache.get(dynamo, table, &work.account_id, now).await?;
         let started = Instant::now();
@@ -584,6 +565,25 @@ impl DeliveryWorker {
             send(dynamo, w).await?;
         }
         Ok(())
+    }
+}
+
+/// Why a refused claim was refused, from the delivery as it stood (`None`: there is none).
+fn why_not_claimed(d: Option<&Delivery>, now: Timestamp) -> &'static str {
+    let Some(d) = d else {
+        return "no such delivery";
+    };
+    if !d.status.is_open() {
+        "already settled"
+    } else if d.method.is_poll() {
+        "pull delivery"
+    } else if d.not_before.is_some_and(|t| t > now.plus(EARLY_TOLERANCE)) {
+        "not yet due"
+    } else if lease_held(d.lease_until, now) {
+        "leased by another worker"
+    } else {
+        // Claimed and released again between the condition's check and this look.
+        "another worker claimed the attempt"
     }
 }
 
