@@ -157,7 +157,7 @@ impl Container {
 }
 
 /// The CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`: user and system).
-fn thread_cpu_time() -> Duration {
+pub fn thread_cpu_time() -> Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

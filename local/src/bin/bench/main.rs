@@ -2,10 +2,11 @@
 //! costs in AWS requests (counted by an SDK interceptor on the handlers' clients), Lambda
 //! invocations (batches as template.yaml configures them), throughput and latency.
 //!
-//!   bench [--changes N] [--json] [--noisy-only]
+//!   bench [--changes N] [--json] [--noisy-only] [--sdk-cost N]
 
 mod memory;
 mod noisy;
+mod sdk_cost;
 
 use anyhow::Result;
 use local::fixtures::{catalog_change, Fixtures};
@@ -554,6 +555,11 @@ async fn main() -> Result<()> {
     if let Some(i) = args.iter().position(|a| a == "--hostile-receiver") {
         let status = args.get(i + 1).and_then(|s| s.parse().ok()).unwrap_or(200);
         return memory::hostile_receiver(status).await;
+    }
+    // `--sdk-cost N`: only N rounds of SDK requests, for instruction counts (see `sdk_cost`).
+    if let Some(i) = args.iter().position(|a| a == "--sdk-cost") {
+        let rounds = args.get(i + 1).and_then(|v| v.parse().ok()).unwrap_or(100);
+        return sdk_cost::run(rounds);
     }
     let json_out = args.iter().any(|a| a == "--json");
     // `--json-out PATH`: the JSON is also written there (the table is still printed).
