@@ -3,12 +3,11 @@
 //! For each message: claim the delivery's next numbered attempt with a sixty-second lease in one
 //! conditional write that answers with the delivery (no read first), call the adapter with the
 //! stable delivery id, classify the result and write the outcome conditionally on still holding
-//! the lease. Two copies of one message cannot
-//! both call the adapter for one attempt; a worker that dies leaves a lease that lapses, after
-//! which the dispatcher's sweep publishes the delivery again and another worker claims the same
-//! attempt number. A dead outcome and its subscription's dead count are one transaction, so a
-//! redelivered message can never count twice, and the fiftieth pauses the subscription and
-//! requests exactly one administrator notice.
+//! the lease. Two copies of one message cannot both call the adapter for one attempt; a worker
+//! that dies leaves a lease that lapses, after which the dispatcher's sweep publishes the delivery
+//! again and another worker claims the same attempt number. A dead outcome and its subscription's
+//! dead count are one transaction, so a redelivered message can never count twice, and the
+//! fiftieth pauses the subscription and requests exactly one administrator notice.
 
 pub mod adapters;
 pub mod internal;
@@ -582,7 +581,7 @@ fn why_not_claimed(d: Option<&Delivery>, now: Timestamp) -> &'static str {
     } else if lease_held(d.lease_until, now) {
         "leased by another worker"
     } else {
-        // Claimed and released again between the condition's check and this look.
+        // Not expected: the item is as the refusing condition saw it, so one of the above holds.
         "another worker claimed the attempt"
     }
 }
