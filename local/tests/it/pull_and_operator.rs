@@ -45,6 +45,29 @@ fn op_sub_path(sub: &ApiSubscription, rest: &str) -> String {
 // --------------------------------------------------------------------------------- pull cursor
 
 #[tokio::test]
+async fn a_stray_message_for_a_pull_delivery_is_refused_by_the_claim_and_never_pushed() {
+    let w = World::new().await;
+    let tenant = w.api.account("Tenant").await;
+    let sub = w.subscribe_through_api(&tenant, "poll", json!({})).await;
+    let changes = w.write_changes(&sub.account_id, &[w.now()]).await;
+    let work = DeliveryWork {
+        account_id: sub.account_id.clone(),
+        change_id: changes[0].change_id.clone(),
+        subscription_id: sub.subscription_id.clone(),
+    };
+    // The claim's condition refuses a pull delivery: no lease is written, nothing is pushed.
+    let outcome = w.worker.process(&work).await.unwrap();
+    assert_eq!(outcome, WorkOutcome::Skipped("pull delivery"));
+    let d = w
+        .delivery(&sub.account_id, &work.change_id, &sub.subscription_id)
+        .await
+        .unwrap();
+    assert_eq!((d.status, d.attempts), (DeliveryStatus::Pending, 0));
+    assert!(d.lease_until.is_none() && d.lease_token.is_none());
+    assert_eq!(w.receiver.count(), 0);
+}
+
+#[tokio::test]
 async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
     let w = World::new().await;
     let tenant = w.api.account("Tenant").await;
