@@ -1,5 +1,6 @@
-//! A global allocator that counts: `std::alloc::System` underneath, with the bytes currently
-//! allocated and the most ever allocated at once (since the last `reset_peak`) kept in atomics.
+//! A global allocator that counts: the functions' own allocator (`shared::alloc`) underneath,
+//! with the bytes currently allocated and the most ever allocated at once (since the last
+//! `reset_peak`) kept in atomics.
 //! The bench installs it to measure the heap a handler peaks at for one batch:
 //!
 //! ```ignore
@@ -14,7 +15,8 @@
 //! The figures are the bytes requested (`Layout::size`), process-wide (every thread), without
 //! the allocator's own overhead and fragmentation, which the resident set (`VmHWM`) includes.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use shared::alloc::Allocator;
+use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 pub struct PeakAlloc {
@@ -61,10 +63,10 @@ impl Default for PeakAlloc {
     }
 }
 
-// SAFETY: every call is forwarded to `System` unchanged; the counters only observe sizes.
+// SAFETY: every call is forwarded to the functions' allocator unchanged; the counters only observe sizes.
 unsafe impl GlobalAlloc for PeakAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = System.alloc(layout);
+        let p = Allocator.alloc(layout);
         if !p.is_null() {
             self.grew(layout.size());
         }
@@ -72,7 +74,7 @@ unsafe impl GlobalAlloc for PeakAlloc {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = System.alloc_zeroed(layout);
+        let p = Allocator.alloc_zeroed(layout);
         if !p.is_null() {
             self.grew(layout.size());
         }
@@ -80,12 +82,12 @@ unsafe impl GlobalAlloc for PeakAlloc {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout);
+        Allocator.dealloc(ptr, layout);
         self.shrank(layout.size());
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = System.realloc(ptr, layout, new_size);
+        let p = Allocator.realloc(ptr, layout, new_size);
         if !p.is_null() {
             if new_size >= layout.size() {
                 self.grew(new_size - layout.size());

@@ -1,6 +1,7 @@
 //! Rhythm delivery's shared library: the pure domain core (`domain`) and the shell every Lambda
 //! function uses to apply its decisions to DynamoDB, SQS and HTTP.
 
+pub mod alloc;
 pub mod api;
 pub mod aws;
 pub mod batch;

@@ -6,6 +6,9 @@ use shared::notify::{confirm, sns};
 use std::sync::Arc;
 use tower::ServiceExt;
 
+#[global_allocator]
+static ALLOC: shared::alloc::Allocator = shared::alloc::Allocator;
+
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     let ctx = shared::runtime::Context::from_env().await?;

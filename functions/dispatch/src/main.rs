@@ -7,6 +7,9 @@ use shared::dispatch::Dispatcher;
 use shared::metrics::StdoutLines;
 use shared::runtime::Context;
 
+#[global_allocator]
+static ALLOC: shared::alloc::Allocator = shared::alloc::Allocator;
+
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     let ctx = Context::from_env().await?;

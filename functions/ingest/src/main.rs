@@ -5,6 +5,9 @@ use lambda_runtime::{service_fn, LambdaEvent};
 use shared::ingest::Ingest;
 use shared::runtime::Context;
 
+#[global_allocator]
+static ALLOC: shared::alloc::Allocator = shared::alloc::Allocator;
+
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     let ctx = Context::from_env().await?;

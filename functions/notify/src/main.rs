@@ -9,6 +9,9 @@ use shared::notify::stream::NotificationStream;
 use shared::notify::worker::NotificationWorker;
 use shared::runtime::Context;
 
+#[global_allocator]
+static ALLOC: shared::alloc::Allocator = shared::alloc::Allocator;
+
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     let ctx = Context::from_env().await?;

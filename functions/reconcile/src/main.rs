@@ -13,6 +13,9 @@ use shared::runtime::Context;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+#[global_allocator]
+static ALLOC: shared::alloc::Allocator = shared::alloc::Allocator;
+
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     let ctx = Context::from_env().await?;

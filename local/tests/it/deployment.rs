@@ -2019,3 +2019,36 @@ async fn the_dispatchers_stream_filter_passes_exactly_the_records_its_code_acts_
         assert_eq!(seen.get(kind), Some(&passed), "{kind}; seen: {seen:#?}");
     }
 }
+
+// ------------------------------------------------------------------ the functions' allocator
+
+/// Every deployed function allocates through `shared::alloc::Allocator` (mimalloc), the
+/// allocator the bench's counting allocator forwards to: a function built on glibc's malloc
+/// would run slower than the bench says (BENCHMARKS.md, "The allocator").
+#[test]
+fn every_deployed_function_runs_on_the_allocator_the_bench_measures() {
+    let installs = |main: &str| {
+        let mut lines = main.lines().map(str::trim);
+        while let Some(line) = lines.next() {
+            if line == "#[global_allocator]" {
+                return lines.next().is_some_and(|next| {
+                    next.starts_with("static ")
+                        && next.ends_with("shared::alloc::Allocator = shared::alloc::Allocator;")
+                });
+            }
+        }
+        false
+    };
+    let functions = functions();
+    assert!(functions.len() >= 6, "{functions:?}");
+    for function in functions {
+        let binary = resource(function)["Metadata"]["BuildProperties"]["Binary"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{function} names no Binary"));
+        let main = read(&format!("functions/{binary}/src/main.rs"));
+        assert!(
+            installs(&main),
+            "functions/{binary}/src/main.rs ({function}) does not install shared::alloc::Allocator"
+        );
+    }
+}
