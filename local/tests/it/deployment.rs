@@ -2052,3 +2052,111 @@ fn every_deployed_function_runs_on_the_allocator_the_bench_measures() {
         );
     }
 }
+
+// ------------------------------------------------ the delivery table on provisioned capacity
+
+/// `DeliveryTableCapacity: provisioned` bills the delivery table by the hour (BENCHMARKS.md,
+/// "Provisioned capacity"): the table and every one of its indexes get capacity, and each of
+/// them, reads and writes, is target-tracked at 70 % between the two bounds; an index left
+/// unscaled would throttle the table's writes once traffic outgrew its minimum. On-demand stays
+/// the default, and throttling is alarmed in either mode.
+#[test]
+fn the_delivery_table_can_run_on_provisioned_capacity_with_the_table_and_every_index_scaled() {
+    let parameter = &template()["Parameters"]["DeliveryTableCapacity"];
+    assert_eq!(parameter["Default"], "on-demand");
+    assert_eq!(
+        strings(&parameter["AllowedValues"]),
+        ["on-demand", "provisioned"]
+    );
+    let condition = &template()["Conditions"]["ProvisionedDeliveryTable"];
+    let (tag, args) = tagged(condition).expect("ProvisionedDeliveryTable is !Equals");
+    assert_eq!(tag, "!Equals");
+    assert!(is_ref(&args[0], "DeliveryTableCapacity") && args[1] == "provisioned");
+
+    let provisioned_or_nothing = |v: &Value, what: &str| {
+        let (tag, args) = tagged(v).unwrap_or_else(|| panic!("{what}: not an !If"));
+        assert_eq!(tag, "!If", "{what}");
+        assert_eq!(args[0], "ProvisionedDeliveryTable", "{what}");
+        for units in ["ReadCapacityUnits", "WriteCapacityUnits"] {
+            assert!(
+                is_ref(&args[1][units], "DeliveryTableMinCapacity"),
+                "{what}: {units}"
+            );
+        }
+        assert!(is_ref(&args[2], "AWS::NoValue"), "{what}");
+    };
+    let table = &resource("DeliveryTable")["Properties"];
+    assert_eq!(
+        canonical(&table["BillingMode"]),
+        "PROVISIONED | PAY_PER_REQUEST"
+    );
+    provisioned_or_nothing(&table["ProvisionedThroughput"], "the table");
+    let mut scaled = vec!["table/${DeliveryTable}".to_string()];
+    for index in list(&table["GlobalSecondaryIndexes"]) {
+        let name = index["IndexName"].as_str().expect("IndexName");
+        provisioned_or_nothing(&index["ProvisionedThroughput"], name);
+        scaled.push(format!("table/${{DeliveryTable}}/index/{name}"));
+    }
+    assert_eq!(scaled.len(), 5, "{scaled:?}");
+
+    let targets = of_type("AWS::ApplicationAutoScaling::ScalableTarget");
+    let policies = of_type("AWS::ApplicationAutoScaling::ScalingPolicy");
+    for resource_id in &scaled {
+        let kind = if resource_id.contains("/index/") {
+            "index"
+        } else {
+            "table"
+        };
+        for units in ["Read", "Write"] {
+            let dimension = format!("dynamodb:{kind}:{units}CapacityUnits");
+            let found: Vec<_> = targets
+                .iter()
+                .filter(|(_, t)| {
+                    let p = &t["Properties"];
+                    canonical(&p["ResourceId"]) == *resource_id
+                        && p["ScalableDimension"] == dimension
+                })
+                .collect();
+            assert_eq!(found.len(), 1, "{resource_id} {dimension}: {found:?}");
+            let (id, t) = found[0];
+            let p = &t["Properties"];
+            assert_eq!(t["Condition"], "ProvisionedDeliveryTable", "{id}");
+            assert_eq!(p["ServiceNamespace"], "dynamodb", "{id}");
+            assert!(
+                is_ref(&p["MinCapacity"], "DeliveryTableMinCapacity"),
+                "{id}"
+            );
+            assert!(
+                is_ref(&p["MaxCapacity"], "DeliveryTableMaxCapacity"),
+                "{id}"
+            );
+            let tracking: Vec<_> = policies
+                .iter()
+                .filter(|(_, policy)| target(&policy["Properties"]["ScalingTargetId"]) == Some(id))
+                .collect();
+            assert_eq!(tracking.len(), 1, "{id}: {tracking:?}");
+            let (policy_id, policy) = tracking[0];
+            let p = &policy["Properties"];
+            assert_eq!(
+                policy["Condition"], "ProvisionedDeliveryTable",
+                "{policy_id}"
+            );
+            assert_eq!(p["PolicyType"], "TargetTrackingScaling", "{policy_id}");
+            let config = &p["TargetTrackingScalingPolicyConfiguration"];
+            assert_eq!(config["TargetValue"].as_f64(), Some(70.0), "{policy_id}");
+            assert_eq!(
+                config["PredefinedMetricSpecification"]["PredefinedMetricType"],
+                format!("DynamoDB{units}CapacityUtilization").as_str(),
+                "{policy_id}"
+            );
+        }
+    }
+    assert_eq!(targets.len(), 10, "nothing else is scaled");
+
+    for metric in ["WriteThrottleEvents", "ReadThrottleEvents"] {
+        assert!(
+            alarm_on("AWS/DynamoDB", metric, "TableName", "DeliveryTable"),
+            "{metric}"
+        );
+    }
+}

@@ -118,6 +118,18 @@ fn template_doc() -> &'static serde_yaml::Value {
     })
 }
 
+/// The utilisation the delivery table's capacity is scaled to keep when it is provisioned
+/// (`DeliveryTableCapacity: provisioned`): the `TargetValue` of its scaling policies, as a
+/// fraction (every one of them carries the same; a deployment test holds them to it).
+fn provisioned_utilisation() -> f64 {
+    let doc = template_doc();
+    let target = doc["Resources"]["DeliveryTableScalingTableWritePolicy"]["Properties"]
+        ["TargetTrackingScalingPolicyConfiguration"]["TargetValue"]
+        .as_f64()
+        .unwrap_or(100.0);
+    target / 100.0
+}
+
 /// A function's configured memory in GB (its own `MemorySize`, else the Globals').
 fn memory_gb(function: &str) -> f64 {
     let doc = template_doc();
@@ -519,7 +531,7 @@ async fn emulator_conditional_writes_per_second() -> Result<f64> {
     Ok(n as f64 / started.elapsed().as_secs_f64())
 }
 
-/// Published on-demand prices (local/prices.json, with their date).
+/// Published prices (local/prices.json, with their date).
 struct Prices {
     json: Value,
 }
@@ -541,6 +553,24 @@ impl Prices {
     fn per_million(&self, write_units: f64, read_units: f64, sqs: f64, invocations: f64) -> f64 {
         write_units * self.get("dynamodb_write_request_unit_per_million")
             + read_units * self.get("dynamodb_read_request_unit_per_million")
+            + sqs * self.get("sqs_standard_request_per_million")
+            + invocations * self.get("lambda_request_per_million")
+    }
+    /// The same with the delivery table on provisioned capacity, scaled to keep `utilisation` of
+    /// it in use: a capacity unit-hour serves 3,600 request units at full use, so a million
+    /// units cost a million / (3,600 × utilisation) unit-hours. Capacity that traffic leaves
+    /// idle (below the scaling's target, or at its minimum) costs more than this per unit.
+    fn per_million_provisioned(
+        &self,
+        utilisation: f64,
+        write_units: f64,
+        read_units: f64,
+        sqs: f64,
+        invocations: f64,
+    ) -> f64 {
+        let unit_hours_per_million = 1e6 / (3600.0 * utilisation);
+        write_units * self.get("dynamodb_provisioned_wcu_hour") * unit_hours_per_million
+            + read_units * self.get("dynamodb_provisioned_rcu_hour") * unit_hours_per_million
             + sqs * self.get("sqs_standard_request_per_million")
             + invocations * self.get("lambda_request_per_million")
     }
@@ -576,6 +606,7 @@ async fn main() -> Result<()> {
         .unwrap_or(200);
     let b = batches();
     let prices = Prices::load();
+    let utilisation = provisioned_utilisation();
     check_capacity_accounting().await?;
     // `--noisy-only`: just the noisy-neighbour scenario and the writes per partition key.
     if args.iter().any(|a| a == "--noisy-only") {
@@ -616,6 +647,8 @@ async fn main() -> Result<()> {
         // A refused conditional write costs (at least) one write unit; DynamoDB reports none.
         let write_units = s.per(1) * (units.write + units.refused as f64);
         let read_units = s.per(1) * units.read;
+        let lambda_seconds_dollars =
+            s.gb_seconds_per_delivery() * prices.get("lambda_arm64_gb_second") * 1e6;
         rows.push(json!({
             "scenario": s.name,
             "deliveries": s.deliveries,
@@ -631,7 +664,8 @@ async fn main() -> Result<()> {
             "dynamodb_refused_writes_per_delivery": s.per(units.refused),
             "dollars_per_million_deliveries": prices.per_million(write_units, read_units, s.per(sqs_handlers + sqs_mapping), s.per(invocations)),
             "lambda_gb_seconds_per_delivery": s.gb_seconds_per_delivery(),
-            "dollars_per_million_all_in": prices.per_million(write_units, read_units, s.per(sqs_handlers + sqs_mapping), s.per(invocations)) + s.gb_seconds_per_delivery() * prices.get("lambda_arm64_gb_second") * 1e6,
+            "dollars_per_million_all_in": prices.per_million(write_units, read_units, s.per(sqs_handlers + sqs_mapping), s.per(invocations)) + lambda_seconds_dollars,
+            "dollars_per_million_all_in_provisioned": prices.per_million_provisioned(utilisation, write_units, read_units, s.per(sqs_handlers + sqs_mapping), s.per(invocations)) + lambda_seconds_dollars,
             "function_cpu_ms_per_delivery": function_cpu_json(s),
             "billed_ms_per_delivery": s.billed.iter().map(|(f, (_, ms))| (f.to_string(), json!(s.per(*ms)))).collect::<serde_json::Map<String, Value>>(),
             "units_by_operation": s.units.iter().map(|(op, u)| (op.clone(), json!({"write": s.per(1) * u.write, "read": s.per(1) * u.read, "indexes": s.per(1) * u.indexes, "refused": s.per(u.refused)}))).collect::<serde_json::Map<String, Value>>(),
@@ -660,7 +694,7 @@ async fn main() -> Result<()> {
     println!("Pipeline benchmark on the local emulator: about {changes} deliveries per scenario (fan-out N: a change to N subscriptions; otherwise one)\n");
     println!("DynamoDB: requests (wr, rd) and request units (WRU, RRU: tables and indexes, as DynamoDB reports them)");
     println!(
-        "{:<32} {:>7} {:>7} {:>7} {:>7} {:>8} {:>10} {:>10} {:>9} {:>9} {:>7}",
+        "{:<32} {:>7} {:>7} {:>7} {:>7} {:>8} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7}",
         "scenario",
         "wr",
         "WRU",
@@ -670,13 +704,14 @@ async fn main() -> Result<()> {
         "Lambda inv",
         "$/million",
         "$ all-in",
+        "$ prov.",
         "deliv/s",
         "CPU ms"
     );
     let f = |r: &Value, key: &str| r[key].as_f64().unwrap_or_default();
     for r in &rows {
         println!(
-            "{:<32} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>8.2} {:>10.3} {:>10.2} {:>9.2} {:>9.1} {:>7.2}",
+            "{:<32} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>8.2} {:>10.3} {:>10.2} {:>9.2} {:>9.2} {:>9.1} {:>7.2}",
             r["scenario"].as_str().unwrap_or_default(),
             f(r, "dynamodb_writes_per_delivery"),
             f(r, "dynamodb_write_units_per_delivery"),
@@ -686,6 +721,7 @@ async fn main() -> Result<()> {
             f(r, "lambda_invocations_per_delivery"),
             f(r, "dollars_per_million_deliveries"),
             f(r, "dollars_per_million_all_in"),
+            f(r, "dollars_per_million_all_in_provisioned"),
             f(r, "deliveries_per_second"),
             f(r, "cpu_ms_per_delivery"),
         );
@@ -707,6 +743,13 @@ async fn main() -> Result<()> {
     );
     println!(
         "        GB-s price (the emulator answers on loopback, slower than DynamoDB per call)"
+    );
+    println!(
+        "$ prov.: all-in with the delivery table on provisioned capacity (DeliveryTableCapacity),"
+    );
+    println!(
+        "        capacity-hours at the {:.0} % utilisation its scaling keeps (idle capacity costs more)",
+        utilisation * 100.0
     );
     println!(
         "latency, change written → webhook called ({} changes at {}/s): p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
