@@ -1219,6 +1219,62 @@ async fn a_test_event_reaches_the_endpoint_signed_and_marked_and_is_audited_but_
 }
 
 #[tokio::test]
+async fn an_account_sends_ten_test_events_a_minute_and_the_rest_wait_for_the_next_while_another_account_still_sends(
+) {
+    let w = World::new().await;
+    let api = &w.api;
+    // At the start of a minute of the virtual clock.
+    let into_minute = w.now().millis().rem_euclid(60_000) as u64;
+    w.clock
+        .advance(std::time::Duration::from_millis(60_000 - into_minute));
+    let busy = api.account("Busy").await;
+    let quiet = api.account("Quiet").await;
+    let busy_sub = w.subscribe_through_api(&busy, "webhook", json!({})).await;
+    let quiet_sub = w.subscribe_through_api(&quiet, "webhook", json!({})).await;
+    let send = |account: &ApiAccount, sub: &str| {
+        let path = format!("/v1/subscriptions/{sub}/test-event");
+        let token = account.token.clone();
+        async move { api.call(Method::POST, &path, Some(&token), None).await }
+    };
+    let busy_id = busy_sub.subscription_id.to_string();
+
+    // Twelve at once: exactly ten are sent, whichever they are; the other two send nothing.
+    let replies = futures::future::join_all((0..12).map(|_| send(&busy, &busy_id))).await;
+    let sent = replies
+        .iter()
+        .filter(|r| r.status == StatusCode::OK)
+        .count();
+    assert_eq!(
+        sent,
+        10,
+        "{:?}",
+        replies.iter().map(|r| r.status).collect::<Vec<_>>()
+    );
+    for refused in replies.iter().filter(|r| r.status != StatusCode::OK) {
+        let problem = refused.problem_of(StatusCode::TOO_MANY_REQUESTS, "quota-exceeded");
+        assert!(problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("10 test events a minute"));
+        assert_eq!(refused.header("retry-after"), Some("60"));
+    }
+    assert_eq!(w.receiver.count(), 10);
+
+    // Twenty seconds on, the account still waits, forty seconds now; another account sends.
+    w.clock.advance(std::time::Duration::from_secs(20));
+    let refused = send(&busy, &busy_id).await;
+    refused.problem_of(StatusCode::TOO_MANY_REQUESTS, "quota-exceeded");
+    assert_eq!(refused.header("retry-after"), Some("40"));
+    send(&quiet, quiet_sub.subscription_id.as_str()).await.ok();
+    assert_eq!(w.receiver.count(), 11, "only the other account's was sent");
+
+    // The next minute the account sends again.
+    w.clock.advance(std::time::Duration::from_secs(40));
+    assert_eq!(send(&busy, &busy_id).await.ok()["delivered"], true);
+    assert_eq!(w.receiver.count(), 12);
+}
+
+#[tokio::test]
 async fn test_events_are_refused_for_another_accounts_a_pull_or_a_paused_subscription_and_a_forbidden_target(
 ) {
     let w = World::new().await;

@@ -27,6 +27,7 @@ pub mod replay_job;
 pub mod snapshot;
 pub mod subscription;
 pub mod supersede_pointer;
+pub mod test_event_quota;
 pub mod token;
 pub mod update;
 pub mod walk_mark;

@@ -11,8 +11,11 @@
 //!
 //! Refused (problem+json): another account's or an unknown subscription (`404`); a paused
 //! subscription, an integration that is not a webhook (pull, built-in), one without accepted
-//! event access, or an endpoint the SSRF guard refuses (`409`). Whatever the endpoint answers —
-//! a 2xx, an error status, a timeout — is the `200` answer's outcome.
+//! event access, or an endpoint the SSRF guard refuses (`409`); past the account's
+//! [`test_event_quota::PER_MINUTE`] test events in the current minute (`429`, `Retry-After`: the
+//! seconds to the next minute), since each holds an API invocation for as long as the endpoint
+//! takes. Whatever the endpoint answers — a 2xx, an error status, a timeout — is the `200`
+//! answer's outcome.
 //!
 //! The web console's "Send test event" button calls [`send_test_event`] too.
 //!
@@ -29,6 +32,8 @@ use crate::domain::target::Target;
 use crate::ids::{AccountId, IntegrationId, SubscriptionId};
 use crate::store::audit::{self, AuditAction, AuditRecord};
 use crate::store::integration;
+use crate::store::test_event_quota;
+use crate::store::write::{send_resolving_conflicts, Written};
 use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
@@ -128,6 +133,7 @@ pub async fn send_test_event(
     })?;
 
     let now = state.clock.now();
+    charge_test_event(state, account_id, now).await?;
     let message_id = format!("test_{}", ulid::Ulid::new().to_string().to_lowercase());
     let payload = json!({
         "type": TEST_EVENT_TYPE,
@@ -197,4 +203,29 @@ pub async fn send_test_event(
         "test event sent"
     );
     Ok(view)
+}
+
+/// Counts the test event against its account's minute ([`test_event_quota`]), or refuses it
+/// with `429` when the minute's are used up.
+async fn charge_test_event(
+    state: &ApiState,
+    account_id: &AccountId,
+    now: crate::domain::time::Timestamp,
+) -> Result<(), ApiError> {
+    let limit = test_event_quota::PER_MINUTE;
+    let charge = test_event_quota::charge(state.table(), account_id, now, limit)?;
+    match send_resolving_conflicts(state.dynamo(), charge).await? {
+        Written::Applied(_) => Ok(()),
+        Written::Refused(_) | Written::Conflict => {
+            let wait = test_event_quota::until_next_minute(now);
+            Err(ApiError::QuotaExceeded {
+                detail: format!(
+                    "an account may send {limit} test events a minute, and this minute's are \
+                     used up; try again in {} s",
+                    wait.as_secs_f64().ceil()
+                ),
+                retry_after_secs: wait.as_secs_f64().ceil() as u64,
+            })
+        }
+    }
 }
