@@ -63,7 +63,8 @@ impl Default for PeakAlloc {
     }
 }
 
-// SAFETY: every call is forwarded to the functions' allocator unchanged; the counters only observe sizes.
+// SAFETY: every call is forwarded to the functions' allocator unchanged; the counters only
+// observe sizes.
 unsafe impl GlobalAlloc for PeakAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let p = Allocator.alloc(layout);

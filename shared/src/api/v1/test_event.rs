@@ -216,16 +216,21 @@ async fn charge_test_event(
     let charge = test_event_quota::charge(state.table(), account_id, now, limit)?;
     match send_resolving_conflicts(state.dynamo(), charge).await? {
         Written::Applied(_) => Ok(()),
-        Written::Refused(_) | Written::Conflict => {
-            let wait = test_event_quota::until_next_minute(now);
+        Written::Refused(_) => {
+            let wait = test_event_quota::until_next_minute(now)
+                .as_secs_f64()
+                .ceil() as u64;
             Err(ApiError::QuotaExceeded {
                 detail: format!(
                     "an account may send {limit} test events a minute, and this minute's are \
-                     used up; try again in {} s",
-                    wait.as_secs_f64().ceil()
+                     used up; try again in {wait} s"
                 ),
-                retry_after_secs: wait.as_secs_f64().ceil() as u64,
+                retry_after_secs: wait,
             })
         }
+        // Conflicts that outlasted their retries: nothing was counted or sent.
+        Written::Conflict => Err(ApiError::Unavailable {
+            detail: "the test event could not be counted; try again".into(),
+        }),
     }
 }
