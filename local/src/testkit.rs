@@ -278,6 +278,17 @@ impl World {
         ApiClient::new(state)
     }
 
+    /// The DynamoDB requests the stack's meter counted since its last reset, per operation.
+    pub fn dynamo_requests(&self) -> Vec<(String, u64)> {
+        self.t
+            .meter
+            .snapshot()
+            .into_iter()
+            .filter(|((service, _), _)| service == "DynamoDB")
+            .map(|((_, operation), n)| (operation, n))
+            .collect()
+    }
+
     /// The plain fixture writer (as the demo and the benchmarks use it), at the world's now.
     pub fn fixtures(&self) -> Fixtures<'_> {
         Fixtures {

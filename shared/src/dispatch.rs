@@ -36,7 +36,7 @@ use crate::ids::{AccountId, ChangeId, SubscriptionId};
 use crate::metrics::{self, EmfSink, Metric};
 use crate::monitor::RollUp;
 use crate::store;
-use crate::store::delivery::DeliveryWork;
+use crate::store::delivery::{Delivery, DeliveryWork};
 use crate::store::keys::{self, SHARDS};
 use crate::store::write::send;
 use crate::store::StoreError;
@@ -97,6 +97,14 @@ pub struct Dispatcher {
     rollup: RollUp,
 }
 
+/// An event a stream batch rolls up: the record a failure is reported at (its first), and the
+/// push delivery the batch's last record of the event shows settling its first attempt, when it
+/// is the event's only delivery (decided from it alone, [`RollUp::roll_up_settled`]).
+struct RollUpWork {
+    record: String,
+    settled: Option<(Delivery, DeliveryStatus)>,
+}
+
 /// Work parsed from a stream record, with the record's identifier for failure reporting.
 struct StreamWork {
     record: String,
@@ -130,14 +138,24 @@ impl Dispatcher {
     /// the events that were inserted or whose push delivery just became terminal.
     pub async fn handle_stream(&self, event: DynamoDbEvent) -> DynamoDbEventResponse {
         // Each event once per batch, reported (on failure) at its first record.
-        let mut rollups: BTreeMap<String, String> = BTreeMap::new();
+        let mut rollups: BTreeMap<String, RollUpWork> = BTreeMap::new();
         for r in &event.records {
-            if let Some(pk) =
-                rollup_trigger(&r.event_name, &r.change.new_image, &r.change.old_image)
-            {
-                rollups
-                    .entry(pk)
-                    .or_insert_with(|| crate::runtime::stream_record_id(r));
+            let (new, old) = (&r.change.new_image, &r.change.old_image);
+            match rollup_trigger(&r.event_name, new, old) {
+                Some(pk) => {
+                    let work = rollups.entry(pk).or_insert_with(|| RollUpWork {
+                        record: crate::runtime::stream_record_id(r),
+                        settled: None,
+                    });
+                    work.settled = settled_sole_delivery(new, old);
+                }
+                // A later write in the batch to an event's partition (an operator restart of the
+                // delivery): the earlier image no longer tells the event's state alone.
+                None => {
+                    if let Some(work) = event_pk(new).and_then(|pk| rollups.get_mut(&pk)) {
+                        work.settled = None;
+                    }
+                }
             }
         }
         let work: Vec<StreamWork> = event
@@ -171,10 +189,17 @@ impl Dispatcher {
             }
         }
         let failed_rollups: Vec<String> = futures::stream::iter(rollups)
-            .map(|(pk, record)| async move {
-                match self.rollup.roll_up_pk(&pk).await {
+            .map(|(pk, work)| async move {
+                let rolled = match &work.settled {
+                    Some((delivery, previous)) => {
+                        self.rollup.roll_up_settled(delivery, *previous).await
+                    }
+                    None => self.rollup.roll_up_pk(&pk).await,
+                };
+                match rolled {
                     Ok(_) => None,
                     Err(e) => {
+                        let record = work.record;
                         tracing::warn!(%pk, %record, error = %e, "prompt roll-up failed; the stream retries it");
                         Some(record)
                     }
@@ -372,6 +397,33 @@ pub fn wanted(record: &aws_lambda_events::event::dynamodb::EventRecord) -> bool 
     entered_pending(new, old) || rollup_trigger(&record.event_name, new, old).is_some()
 }
 
+/// The delivery of a record that settles the first attempt of its change's only delivery
+/// ([`Delivery::sole`]), and the status it left (`pending`). Only such an image is parsed whole:
+/// no other can decide its event alone.
+fn settled_sole_delivery(
+    new: &serde_dynamo::Item,
+    old: &serde_dynamo::Item,
+) -> Option<(Delivery, DeliveryStatus)> {
+    let sole = matches!(new.get("sole"), Some(StreamValue::Bool(true)));
+    if !sole || attr(new, "kind") != Some("delivery") {
+        return None;
+    }
+    let previous = DeliveryStatus::parse(attr(old, "status")?)?;
+    if previous != DeliveryStatus::Pending {
+        return None;
+    }
+    let delivery: Delivery = serde_dynamo::from_item(new.clone()).ok()?;
+    Some((delivery, previous))
+}
+
+/// The event partition of an event or delivery image.
+fn event_pk(image: &serde_dynamo::Item) -> Option<String> {
+    Some(keys::event_pk(
+        &AccountId::from_stored(attr(image, "account_id")?),
+        &ChangeId::from_stored(attr(image, "change_id")?),
+    ))
+}
+
 fn number(image: &serde_dynamo::Item, name: &str) -> Option<u64> {
     match image.get(name) {
         Some(StreamValue::N(v)) => v.parse().ok(),
@@ -389,18 +441,12 @@ pub fn rollup_trigger(
     new: &serde_dynamo::Item,
     old: &serde_dynamo::Item,
 ) -> Option<String> {
-    let event_pk = || {
-        Some(keys::event_pk(
-            &AccountId::from_stored(attr(new, "account_id")?),
-            &ChangeId::from_stored(attr(new, "change_id")?),
-        ))
-    };
     match attr(new, "kind")? {
         // An event is rolled up when it is written only if no push delivery will finish later
         // and trigger it (nobody took it, or only pull subscribers did): otherwise a first
         // `new → partial` write would buy nothing.
         "event" if event_name == "INSERT" && number(new, "push_subscribers") == Some(0) => {
-            event_pk()
+            event_pk(new)
         }
         "delivery" => {
             let to = DeliveryStatus::parse(attr(new, "status")?)?;
@@ -408,7 +454,8 @@ pub fn rollup_trigger(
             let push = attr(new, "method") != Some("poll");
             // Terminal, or the first failure (a retry now waits: the event becomes partial).
             let first_failure = from == DeliveryStatus::Pending && to == DeliveryStatus::Retrying;
-            (push && from.is_open() && (to.is_terminal() || first_failure)).then(event_pk)?
+            (push && from.is_open() && (to.is_terminal() || first_failure))
+                .then(|| event_pk(new))?
         }
         _ => None,
     }

@@ -125,8 +125,10 @@ impl Ingest {
         let mut outcome = IngestOutcome::default();
         let mut push_subscribers = 0;
         let prepared = PreparedChange::new(change);
+        // A change that makes one delivery leaves its event's roll-up to that delivery alone.
+        let sole = eligible.len() == 1;
         for compiled in &eligible {
-            let record = delivery_record(&prepared, compiled, &config, now);
+            let record = delivery_record(&prepared, compiled, &config, sole, now);
             match record.status {
                 DeliveryStatus::Pending => {
                     outcome.pending += 1;
@@ -187,11 +189,13 @@ fn parse_change(record: &StreamRecord) -> Result<Change, IngestError> {
 }
 
 /// The delivery record a subscription makes of a change: filtered at change time, projected to
-/// its allowed fields (never the row). The change is prepared once for all its subscriptions.
+/// its allowed fields (never the row). The change is prepared once for all its subscriptions;
+/// `sole`: this is the only delivery the change makes.
 pub fn delivery_record(
     prepared: &PreparedChange<'_>,
     compiled: &CompiledSubscription,
     config: &AccountConfig,
+    sole: bool,
     now: Timestamp,
 ) -> Delivery {
     let change = prepared.change();
@@ -215,6 +219,7 @@ pub fn delivery_record(
             DeliveryStatus::SkippedFilter
         },
         attempts: 0,
+        sole,
         payload: matched.then(|| prepared.payload_json(&compiled.projection)),
         created_at: now,
         updated_at: now,

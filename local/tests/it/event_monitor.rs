@@ -376,6 +376,127 @@ async fn a_roll_up_waits_for_ingest_to_record_every_delivery() {
     assert_open(&w, &c, EventStatus::New).await;
 }
 
+#[tokio::test]
+async fn the_prompt_roll_up_settles_an_event_from_its_only_delivery_without_reading_and_reads_when_it_has_more(
+) {
+    let w = World::new().await;
+    let acct = w.account().await.account_id;
+    let only = w.subscribe(&w.integration(&acct).await).await;
+    let c = w.change(&acct).await;
+    w.ingest_pending().await.unwrap();
+    assert!(delivery(&w, &c, &only).await.sole);
+    w.dispatch_pending().await.unwrap();
+    w.work_pending().await.unwrap();
+    assert_eq!(
+        delivery(&w, &c, &only).await.status,
+        DeliveryStatus::Delivered
+    );
+    assert_open(&w, &c, EventStatus::New).await;
+    // The dispatcher sees the delivery settle: one conditional write of the event, no read.
+    w.t.meter.reset();
+    assert_eq!(w.dispatch_pending().await.unwrap(), 1);
+    assert_eq!(w.dynamo_requests(), [("UpdateItem".to_string(), 1)]);
+    assert_final(
+        &w,
+        &c,
+        EventStatus::Sent,
+        EventTrigger::NothingWaitsNoneFailed,
+    )
+    .await;
+
+    // A change two subscriptions take: neither delivery decides the event alone, so each
+    // settling reads the partition, and the second moves the event.
+    let other = w.account().await.account_id;
+    let subs = [
+        w.subscribe(&w.integration(&other).await).await,
+        w.subscribe(&w.integration(&other).await).await,
+    ];
+    let two = w.change(&other).await;
+    w.ingest_pending().await.unwrap();
+    for sub in &subs {
+        assert!(!delivery(&w, &two, sub).await.sole);
+    }
+    w.dispatch_pending().await.unwrap();
+    w.work_pending().await.unwrap();
+    w.t.meter.reset();
+    w.dispatch_pending().await.unwrap();
+    let requests = w.dynamo_requests();
+    assert!(
+        requests.contains(&("Query".to_string(), 1))
+            && requests.contains(&("UpdateItem".to_string(), 1)),
+        "one read of the partition per batch, then the move: {requests:?}"
+    );
+    assert_final(
+        &w,
+        &two,
+        EventStatus::Sent,
+        EventTrigger::NothingWaitsNoneFailed,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_only_deliverys_settling_seen_after_an_operator_restart_leaves_its_event_to_the_restarted_attempt(
+) {
+    let w = World::new().await;
+    w.receiver.set_default(Reply::Status(410));
+    let acct = w.account().await.account_id;
+    let sub = w.subscribe(&w.integration(&acct).await).await;
+    let c = w.change(&acct).await;
+    w.ingest_pending().await.unwrap();
+    w.dispatch_pending().await.unwrap();
+    w.work_pending().await.unwrap();
+    let dead = delivery(&w, &c, &sub).await;
+    assert_eq!((dead.status, dead.sole), (DeliveryStatus::Dead, true));
+    // An operator retries it before the dispatcher has seen it die: the delivery waits again and
+    // the still-new event is fenced.
+    w.receiver.set_default(Reply::Status(200));
+    let path = format!(
+        "/operator/accounts/{acct}/subscriptions/{}/deliveries/{}/retry",
+        sub.subscription_id, c.change_id
+    );
+    let retried = w
+        .api
+        .post(
+            &path,
+            OPERATOR_TOKEN,
+            json!({"reason": "the endpoint is back"}),
+        )
+        .await;
+    assert_eq!(retried.ok()["event"], "already_open");
+    assert_eq!(event(&w, &c).await.reopens, Some(1));
+    // The image of its death alone no longer decides the event: the write it would make is
+    // refused by the fence, and the roll-up that reads instead finds the delivery waiting.
+    let outcome = w
+        .rollup
+        .roll_up_settled(&dead, DeliveryStatus::Pending)
+        .await
+        .unwrap();
+    assert!(
+        !matches!(outcome, RollUpOutcome::Moved { to, .. } if to.is_final()),
+        "{outcome:?}"
+    );
+    let open = event(&w, &c).await;
+    assert!(!open.status().is_final(), "{:?}", open.status());
+    // The dispatcher's batch holds the death and then the restart: the event stays open, and
+    // the restarted attempt settles it.
+    w.dispatch_pending().await.unwrap();
+    assert!(!event(&w, &c).await.status().is_final());
+    w.advance(MINUTE).await.unwrap();
+    let delivered = delivery(&w, &c, &sub).await;
+    assert_eq!(
+        (delivered.status, delivered.restarts),
+        (DeliveryStatus::Delivered, 1)
+    );
+    assert_final(
+        &w,
+        &c,
+        EventStatus::Sent,
+        EventTrigger::NothingWaitsNoneFailed,
+    )
+    .await;
+}
+
 // --------------------------------------------------------------------------- poll deliveries
 
 #[tokio::test]

@@ -418,16 +418,6 @@ async fn a_worker_that_dies_after_its_claim_is_taken_over_when_the_lease_lapses(
     assert_eq!(d.attempts, 1);
 }
 
-/// The DynamoDB requests `w`'s meter counted since its last reset, per operation.
-fn dynamo_requests(w: &World) -> Vec<(String, u64)> {
-    w.t.meter
-        .snapshot()
-        .into_iter()
-        .filter(|((service, _), _)| service == "DynamoDB")
-        .map(|((_, operation), n)| (operation, n))
-        .collect()
-}
-
 #[tokio::test]
 async fn the_worker_claims_without_reading_first_and_a_refused_claim_says_why_from_the_delivery_it_answers_with(
 ) {
@@ -445,7 +435,7 @@ async fn the_worker_claims_without_reading_first_and_a_refused_claim_says_why_fr
     w.t.meter.reset();
     let outcome = w.worker.process(&job).await.unwrap();
     assert_eq!(outcome, WorkOutcome::Skipped("leased by another worker"));
-    assert_eq!(dynamo_requests(&w), [("UpdateItem".to_string(), 1)]);
+    assert_eq!(w.dynamo_requests(), [("UpdateItem".to_string(), 1)]);
     assert_eq!(r.count(), 0);
 
     // The lease lapses: claim, outcome and the dead count's read; the claim's answer carried the
@@ -461,7 +451,7 @@ async fn the_worker_claims_without_reading_first_and_a_refused_claim_says_why_fr
             status: DeliveryStatus::Delivered
         }
     );
-    let requests = dynamo_requests(&w);
+    let requests = w.dynamo_requests();
     assert!(
         requests.contains(&("UpdateItem".to_string(), 2))
             && requests.contains(&("GetItem".to_string(), 1)),
@@ -483,7 +473,7 @@ async fn the_worker_claims_without_reading_first_and_a_refused_claim_says_why_fr
     missing.change_id = id("01NOSUCHCHANGE");
     let outcome = w.worker.process(&missing).await.unwrap();
     assert_eq!(outcome, WorkOutcome::Skipped("no such delivery"));
-    assert_eq!(dynamo_requests(&w), [("UpdateItem".to_string(), 2)]);
+    assert_eq!(w.dynamo_requests(), [("UpdateItem".to_string(), 2)]);
     assert_eq!(r.count(), 1);
     let d = w
         .delivery(&id(&account), &change.change_id, &sub.subscription_id)

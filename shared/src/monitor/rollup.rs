@@ -8,7 +8,10 @@
 //!   (sixteen shards, merged by creation time), after the listing read below;
 //! * **the prompt trigger**: the dispatcher's stream consumer rolls an event up when it is inserted
 //!   and when one of its push deliveries becomes terminal, so the status is current within
-//!   seconds;
+//!   seconds. When that delivery is the only one its change made and it settled its first
+//!   attempt ([`RollUp::roll_up_settled`]), the event's move follows from the delivery alone and
+//!   is written without reading the partition, conditional on the event still being `new` and
+//!   never reopened; anything else is decided from a read;
 //! * **the walk** ([`RollUp::walk`]): reconciliation walks the whole index, batch after batch of
 //!   at most one pass each, within a time and item budget. Final events leave the index, so a
 //!   walk cut short by its budget resumes where the work is on the next invocation.
@@ -26,13 +29,14 @@ use super::error::MonitorError;
 pub use super::items::read_partition;
 use crate::clock::Clock;
 use crate::domain::event::{roll_up_move, DeliveryFacts, EventStatus, EventTrigger, ROLLUP_BATCH};
+use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::retention::ttl_seconds;
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, ChangeId};
 use crate::store;
 use crate::store::attrs::rollup as rollup_attrs;
 use crate::store::delivery::Delivery;
-use crate::store::event::EventRecord;
+use crate::store::event::{EventRecord, RollUpBasis};
 use crate::store::keys::{self, SHARDS};
 use crate::store::write::{send, Write, Written};
 use crate::store::StoreError;
@@ -398,6 +402,31 @@ impl RollUp {
         Ok(self.roll_up_counting(pk).await?.0)
     }
 
+    /// The prompt roll-up of the event of a push delivery that just settled its first attempt
+    /// (`previous`: the status it left), as the delivery stream shows it. When that delivery is
+    /// its event's only one ([`sole_roll_up`]), the event's move is decided from the delivery
+    /// alone and written without reading the partition: one query less per change. Otherwise, or
+    /// when the write's condition refuses it (the event is no longer `new`, or an operator
+    /// reopened it), the event is rolled up from a read, as [`Self::roll_up_pk`] does.
+    pub async fn roll_up_settled(
+        &self,
+        d: &Delivery,
+        previous: DeliveryStatus,
+    ) -> Result<RollUpOutcome, MonitorError> {
+        let now = self.clock.now();
+        if let Some((basis, trigger, to)) = sole_roll_up(d, previous, now) {
+            let w = store::event::roll_up(&self.table, &basis, trigger, to, now)?;
+            if send(&self.dynamo, w).await?.applied() {
+                tracing::info!(pk = %basis.pk, from = %basis.status, %to, trigger = ?trigger, "event status rolled up from its sole delivery");
+                return Ok(RollUpOutcome::Moved {
+                    from: basis.status,
+                    to,
+                });
+            }
+        }
+        self.roll_up_pk(&d.key().0).await
+    }
+
     /// [`Self::roll_up_pk`], and how many lost first dispatches of the event's deliveries it put
     /// back on the `due` index.
     async fn roll_up_counting(&self, pk: &str) -> Result<(RollUpOutcome, u32), MonitorError> {
@@ -478,7 +507,7 @@ impl RollUp {
         to: EventStatus,
         now: Timestamp,
     ) -> Result<bool, MonitorError> {
-        let w = store::event::roll_up(&self.table, event, trigger, to, now)?;
+        let w = store::event::roll_up(&self.table, &event.roll_up_basis(), trigger, to, now)?;
         Ok(send(&self.dynamo, w).await?.applied())
     }
 
@@ -491,6 +520,46 @@ impl RollUp {
         .await?;
         Ok(())
     }
+}
+
+/// The roll-up of the event of `d`, a push delivery that has just left `previous`, decided
+/// without reading the event, when `d` alone decides it: `d` is the only delivery its change made
+/// ([`Delivery::sole`]), never restarted, and it left `pending`, so its event was created with
+/// it, has taken no other move (only this delivery's settling moves it) and is `new` unless an
+/// operator reopened it. That is the basis the write is conditional on (`new`, no reopen
+/// counter), so a basis that no longer holds is refused, never written over. `None` when `d`
+/// does not decide it alone, or when the roll-up would also have to write `d`'s retention
+/// ([`set_delivery_expiry`]): the caller reads the partition instead. The move is the one the
+/// partition's read would decide ([`roll_up_move`] of `d`'s facts from `new`).
+pub fn sole_roll_up(
+    d: &Delivery,
+    previous: DeliveryStatus,
+    now: Timestamp,
+) -> Option<(RollUpBasis, EventTrigger, EventStatus)> {
+    if !d.sole || d.restarts > 0 || d.method.is_poll() || previous != DeliveryStatus::Pending {
+        return None;
+    }
+    let facts = d.facts(now)?;
+    let (trigger, to) = roll_up_move(EventStatus::New, true, &[facts])?;
+    if to == EventStatus::New {
+        return None;
+    }
+    let own_expiry_holds = match ttl_seconds(to, now) {
+        Some(ttl) => d.expires_at.is_some_and(|own| own >= ttl),
+        None => d.expires_at.is_none(),
+    };
+    own_expiry_holds.then(|| {
+        (
+            RollUpBasis {
+                pk: d.key().0,
+                status: EventStatus::New,
+                reopens: None,
+                created_at: d.created_at,
+            },
+            trigger,
+            to,
+        )
+    })
 }
 
 /// Sets (`Some`) the TTL of every delivery of an event that would otherwise expire before the
@@ -733,6 +802,88 @@ mod tests {
         total.add(&r);
         assert_eq!(total.examined, 8);
         assert_eq!(EventStatus::parse("sent"), Some(EventStatus::Sent));
+    }
+
+    /// A sole first-attempt delivery of `status`, settled at `at` with its own expiry stamped as
+    /// the worker stamps it.
+    fn settled(status: DeliveryStatus, at: Timestamp) -> Delivery {
+        let mut d = store::delivery::test_delivery(status, 1);
+        d.sole = true;
+        d.expires_at = status
+            .is_terminal()
+            .then(|| crate::domain::event::delivery_expires_at(at).seconds());
+        d
+    }
+
+    #[test]
+    fn only_a_sole_never_restarted_push_delivery_leaving_pending_decides_its_event_alone() {
+        let now = Timestamp(5_000);
+        let cases = [
+            (DeliveryStatus::Delivered, EventStatus::Sent),
+            (DeliveryStatus::Dead, EventStatus::Failed),
+            (DeliveryStatus::Failed, EventStatus::Failed),
+            (DeliveryStatus::Retrying, EventStatus::Partial),
+        ];
+        for (status, to) in cases {
+            let d = settled(status, now);
+            let (basis, trigger, decided) =
+                sole_roll_up(&d, DeliveryStatus::Pending, now).expect("decided alone");
+            assert_eq!(decided, to, "{status}");
+            // The move a read of the partition would decide.
+            assert_eq!(
+                roll_up_move(EventStatus::New, true, &[d.facts(now).unwrap()]),
+                Some((trigger, to))
+            );
+            assert_eq!(
+                basis,
+                RollUpBasis {
+                    pk: d.key().0,
+                    status: EventStatus::New,
+                    reopens: None,
+                    created_at: d.created_at,
+                }
+            );
+        }
+        let delivered = settled(DeliveryStatus::Delivered, now);
+        let not_alone = [
+            Delivery {
+                sole: false,
+                ..delivered.clone()
+            },
+            Delivery {
+                restarts: 1,
+                ..delivered.clone()
+            },
+            Delivery {
+                method: crate::domain::delivery_method::DeliveryMethod::Poll,
+                ..delivered.clone()
+            },
+            // Its retention would have to be written too: the roll-up reads.
+            Delivery {
+                expires_at: None,
+                ..delivered.clone()
+            },
+            Delivery {
+                expires_at: Some(now.seconds()),
+                ..delivered.clone()
+            },
+        ];
+        for d in &not_alone {
+            assert_eq!(sole_roll_up(d, DeliveryStatus::Pending, now), None, "{d:?}");
+        }
+        // A retry that ends: its event may be partial by now, which the delivery does not tell.
+        assert_eq!(
+            sole_roll_up(&delivered, DeliveryStatus::Retrying, now),
+            None
+        );
+        let retrying_with_expiry = Delivery {
+            expires_at: Some(now.seconds()),
+            ..settled(DeliveryStatus::Retrying, now)
+        };
+        assert_eq!(
+            sole_roll_up(&retrying_with_expiry, DeliveryStatus::Pending, now),
+            None
+        );
     }
 
     #[test]

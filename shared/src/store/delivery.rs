@@ -62,6 +62,11 @@ pub struct Delivery {
     /// Attempts made in the current progression (reset by an operator restart).
     #[serde(default)]
     pub attempts: u32,
+    /// The only delivery its change made: its settling alone decides its event's prompt
+    /// roll-up, which is then written without reading the event
+    /// ([`crate::monitor::rollup::sole_roll_up`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sole: bool,
     /// The envelope delivered to the adapter (JSON text); absent for `skipped_filter`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<String>,
@@ -585,48 +590,52 @@ pub fn postpone(table: &str, due: &Due, next: Timestamp) -> Result<Write, StoreE
     )?))
 }
 
+/// A webhook delivery of change `01C` to `sub1` of `acct`, for the crate's unit tests.
+#[cfg(test)]
+pub(crate) fn test_delivery(status: DeliveryStatus, attempts: u32) -> Delivery {
+    Delivery {
+        delivery_id: keys::delivery_id(&crate::ids::id("01C"), &crate::ids::id("sub1")),
+        account_id: "acct".parse().unwrap(),
+        change_id: "01C".parse().unwrap(),
+        subscription_id: "sub1".parse().unwrap(),
+        integration_id: "int1".parse().unwrap(),
+        method: DeliveryMethod::Webhook,
+        status,
+        attempts,
+        sole: false,
+        payload: Some("{}".into()),
+        created_at: Timestamp(1_000),
+        updated_at: Timestamp(1_000),
+        occurred_at: Timestamp(900),
+        not_before: Some(Timestamp(1_000)),
+        lease_until: None,
+        lease_token: None,
+        last_error: None,
+        last_http_status: None,
+        attempt_log: vec![],
+        restarts: 0,
+        restarted_at: None,
+        restarted_by: None,
+        replay_job: None,
+        delivered_at: None,
+        expires_at: None,
+        due_shard: None,
+        due_at: None,
+        list_key: None,
+        list_sort: None,
+        sub_key: None,
+        sub_sort: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_delivery as delivery;
     use super::*;
     use crate::domain::integration_delivery::{after_success, after_transient_failure};
     use crate::domain::time::SECOND;
     use crate::ids::id;
     use crate::store::attrs::by_subscription;
-
-    fn delivery(status: DeliveryStatus, attempts: u32) -> Delivery {
-        Delivery {
-            delivery_id: keys::delivery_id(&id("01C"), &id("sub1")),
-            account_id: "acct".parse().unwrap(),
-            change_id: "01C".parse().unwrap(),
-            subscription_id: "sub1".parse().unwrap(),
-            integration_id: "int1".parse().unwrap(),
-            method: DeliveryMethod::Webhook,
-            status,
-            attempts,
-            payload: Some("{}".into()),
-            created_at: Timestamp(1_000),
-            updated_at: Timestamp(1_000),
-            occurred_at: Timestamp(900),
-            not_before: Some(Timestamp(1_000)),
-            lease_until: None,
-            lease_token: None,
-            last_error: None,
-            last_http_status: None,
-            attempt_log: vec![],
-            restarts: 0,
-            restarted_at: None,
-            restarted_by: None,
-            replay_job: None,
-            delivered_at: None,
-            expires_at: None,
-            due_shard: None,
-            due_at: None,
-            list_key: None,
-            list_sort: None,
-            sub_key: None,
-            sub_sort: None,
-        }
-    }
 
     fn attempt(number: u32, http: Option<u16>, detail: Option<&str>) -> AttemptRecord {
         AttemptRecord {
@@ -1455,6 +1464,7 @@ mod operator_actions {
                 method,
                 status,
                 attempts: 3,
+                sole: false,
                 payload: Some("{}".into()),
                 created_at: Timestamp(1_000),
                 updated_at: Timestamp(1_000),

@@ -219,18 +219,42 @@ fn event_update(
     )?))
 }
 
-/// A roll-up's status move `event.status() → to` by `trigger`: conditional on the stored status
+/// What a roll-up's status write is decided on: the event, its stored status and reopen
+/// counter as the decision saw them, and its creation time (the `rollup` index's sort key,
+/// should the event stay open). Read from the event ([`EventRecord::roll_up_basis`]), or, for an
+/// event whose only delivery just settled, known from that delivery
+/// ([`crate::monitor::RollUp::roll_up_sole`]): a new event never reopened, created with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RollUpBasis {
+    pub pk: String,
+    pub status: EventStatus,
+    pub reopens: Option<i64>,
+    pub created_at: Timestamp,
+}
+
+impl EventRecord {
+    pub fn roll_up_basis(&self) -> RollUpBasis {
+        RollUpBasis {
+            pk: self.key().0,
+            status: self.status(),
+            reopens: self.reopens,
+            created_at: self.created_at,
+        }
+    }
+}
+
+/// A roll-up's status move `basis.status → to` by `trigger`: conditional on the stored status
 /// still being the one the decision was made on (the table's `from` states) and on no operator
-/// reopen since the event was read. A final status carries the retention and leaves the
-/// `rollup` index.
+/// reopen since (the counter as the basis has it). A final status carries the retention and
+/// leaves the `rollup` index.
 pub fn roll_up(
     table: &str,
-    event: &EventRecord,
+    basis: &RollUpBasis,
     trigger: EventTrigger,
     to: EventStatus,
     now: Timestamp,
 ) -> Result<Write, StoreError> {
-    let condition = EVENT_LIFECYCLE.expect(event.status(), trigger, to)?;
+    let condition = EVENT_LIFECYCLE.expect(basis.status, trigger, to)?;
     let mut e = Expr::new()
         .value(":to", s(to.as_str()))
         .value(":now", n(now.millis()))
@@ -242,7 +266,7 @@ pub fn roll_up(
         "status_trigger = :trigger".to_string(),
     ];
     let mut remove: Vec<&str> = Vec::new();
-    let (pk, _) = event.key();
+    let pk = &basis.pk;
     if let Some(ttl) = ttl_seconds(to, now) {
         e = e.value(":ttl", n(ttl));
         set.push(format!("{FINALIZED_AT} = :now"));
@@ -252,15 +276,15 @@ pub fn roll_up(
         // An event that stays open (a delivery waits on its retries) enters the index, where
         // every later walk looks at it; `if_not_exists` leaves an entry that is there alone.
         e = e
-            .value(":shard", s(keys::shard_of(&pk)))
-            .value(":at", n(event.created_at.millis()));
+            .value(":shard", s(keys::shard_of(pk)))
+            .value(":at", n(basis.created_at.millis()));
         set.push(format!(
             "{shard} = if_not_exists({shard}, :shard)",
             shard = rollup::SHARD
         ));
         set.push(format!("{at} = if_not_exists({at}, :at)", at = rollup::AT));
     }
-    let fence = match event.reopens {
+    let fence = match basis.reopens {
         Some(r) => {
             e = e.value(":reopens", n(r));
             format!("{REOPENS} = :reopens")
@@ -273,7 +297,7 @@ pub fn roll_up(
     }
     event_update(
         table,
-        &pk,
+        pk,
         expression,
         format!("({status_condition}) AND {fence}"),
         e,
@@ -538,7 +562,7 @@ mod tests {
         let partial = update(
             roll_up(
                 "t",
-                &e,
+                &e.roll_up_basis(),
                 EventTrigger::DeliveriesStillWaiting,
                 EventStatus::Partial,
                 Timestamp(5),
@@ -563,7 +587,7 @@ mod tests {
             }],
         );
         let (trigger, to) = move_to.expect("all sent is a move");
-        let u = update(roll_up("t", &e, trigger, to, Timestamp(5_000)).unwrap());
+        let u = update(roll_up("t", &e.roll_up_basis(), trigger, to, Timestamp(5_000)).unwrap());
         let expression = u.update_expression();
         assert!(expression.contains("expires_at = :ttl"));
         assert!(expression.contains("REMOVE rollup_shard, rollup_at"));
@@ -578,7 +602,7 @@ mod tests {
         let e = event(EventStatus::New, None);
         let w = roll_up(
             "t",
-            &e,
+            &e.roll_up_basis(),
             EventTrigger::OperatorRestartReopens,
             EventStatus::Partial,
             Timestamp(1),
