@@ -2,7 +2,7 @@
 //! costs in AWS requests (counted by an SDK interceptor on the handlers' clients), Lambda
 //! invocations (batches as template.yaml configures them), throughput and latency.
 //!
-//!   bench [--changes N] [--json] [--noisy-only] [--sdk-cost N]
+//!   bench [--changes N] [--json] [--noisy-only] [--sdk-cost N] [--only SCENARIO]
 
 mod memory;
 mod noisy;
@@ -576,6 +576,32 @@ impl Prices {
     }
 }
 
+/// The pipeline scenarios, about `changes` deliveries each; `only`: the one of that name.
+async fn run_scenarios(changes: usize, only: Option<&str>) -> Result<Vec<Scenario>> {
+    let wanted = |name: &str| only.is_none_or(|o| name == o);
+    let mut scenarios = Vec::new();
+    // Fan-out N: a change to N subscriptions; about `changes` deliveries in each scenario.
+    for fan_out in [1, 3, 10] {
+        let name = format!("first-attempt push, fan-out {fan_out}");
+        let n = changes.div_ceil(fan_out).max(10);
+        if wanted(&name) {
+            scenarios.push(run(&name, n, fan_out, Setup::FirstAttempt).await?);
+        }
+    }
+    for (name, setup) in [
+        ("one retry, then success", Setup::OneRetry),
+        ("filtered out", Setup::FilteredOut),
+    ] {
+        if wanted(name) {
+            scenarios.push(run(name, changes, 1, setup).await?);
+        }
+    }
+    if wanted("pull (cursor API)") {
+        scenarios.push(run_pull(changes).await?);
+    }
+    Ok(scenarios)
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -617,18 +643,29 @@ async fn main() -> Result<()> {
         }
         return Ok(());
     }
+    // `--only SCENARIO`: that scenario alone (its whole name), and what each function ran for
+    // it; short enough to run under valgrind, whose instruction counts do not move with the
+    // machine's load as its CPU clock does.
+    if let Some(only) = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+    {
+        for s in run_scenarios(changes, Some(only)).await? {
+            println!("{}: {} deliveries", s.name, s.deliveries);
+            println!(
+                "  functions' CPU ms per delivery: {}",
+                function_cpu_json(&s)
+            );
+            for ((service, operation), n) in &s.requests {
+                println!("  {service}.{operation} {:.3} per delivery", s.per(*n));
+            }
+        }
+        return Ok(());
+    }
     let raw_rate = emulator_conditional_writes_per_second().await?;
     let latency = latency(changes.min(100), 10).await?;
-    let mut scenarios = Vec::new();
-    // Fan-out N: a change to N subscriptions; about `changes` deliveries in each scenario.
-    for fan_out in [1, 3, 10] {
-        let name = format!("first-attempt push, fan-out {fan_out}");
-        let n = changes.div_ceil(fan_out).max(10);
-        scenarios.push(run(&name, n, fan_out, Setup::FirstAttempt).await?);
-    }
-    scenarios.push(run("one retry, then success", changes, 1, Setup::OneRetry).await?);
-    scenarios.push(run("filtered out", changes, 1, Setup::FilteredOut).await?);
-    scenarios.push(run_pull(changes).await?);
+    let scenarios = run_scenarios(changes, None).await?;
     let noisy = noisy::noisy_neighbour().await?;
     let memory = memory_per_batch().await?;
     let vm_hwm = vm_hwm_bytes();
