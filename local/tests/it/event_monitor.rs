@@ -404,8 +404,8 @@ async fn the_prompt_roll_up_settles_an_event_from_its_only_delivery_without_read
     )
     .await;
 
-    // A change two subscriptions take: neither delivery decides the event alone, so each
-    // settling reads the partition, and the second moves the event.
+    // A change two subscriptions take: neither delivery decides the event alone, so the roll-up
+    // reads the partition (once for the batch that holds both settlings) and then moves it.
     let other = w.account().await.account_id;
     let subs = [
         w.subscribe(&w.integration(&other).await).await,
