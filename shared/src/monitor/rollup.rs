@@ -544,11 +544,7 @@ pub fn sole_roll_up(
     if to == EventStatus::New {
         return None;
     }
-    let own_expiry_holds = match ttl_seconds(to, now) {
-        Some(ttl) => d.expires_at.is_some_and(|own| own >= ttl),
-        None => d.expires_at.is_none(),
-    };
-    own_expiry_holds.then(|| {
+    (!expiry_needs_write(d, ttl_seconds(to, now))).then(|| {
         (
             RollUpBasis {
                 pk: d.key().0,
@@ -577,10 +573,7 @@ async fn set_delivery_expiry(
     // vanish before their event (poll and filtered ones, or none at all) are written.
     let todo: Vec<Write> = deliveries
         .iter()
-        .filter(|d| match ttl {
-            Some(ttl) => d.expires_at.is_none_or(|own| own < ttl),
-            None => d.expires_at.is_some(),
-        })
+        .filter(|d| expiry_needs_write(d, ttl))
         .map(|d| store::delivery::set_expiry(table, d, ttl))
         .collect::<Result<_, _>>()?;
     // A delivery gone since the read is not recreated (the write's condition refuses it).
@@ -591,6 +584,15 @@ async fn set_delivery_expiry(
         .await;
     results.into_iter().collect::<Result<Vec<_>, _>>()?;
     Ok(())
+}
+
+/// Whether the roll-up must write `d`'s TTL for its event's `ttl` ([`set_delivery_expiry`]): a
+/// final event's delivery that would expire before it, or an open event's delivery that has one.
+fn expiry_needs_write(d: &Delivery, ttl: Option<i64>) -> bool {
+    match ttl {
+        Some(ttl) => d.expires_at.is_none_or(|own| own < ttl),
+        None => d.expires_at.is_some(),
+    }
 }
 
 /// What [`reopen_event`] did.
