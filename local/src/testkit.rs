@@ -289,6 +289,22 @@ impl World {
             .collect()
     }
 
+    /// Takes `account_id` off the `ACCOUNTS` listing: the account as one created before the
+    /// listing existed was stored.
+    pub async fn unlist_account(&self, account_id: &AccountId) {
+        use shared::store::attrs::listing;
+        let (pk, sk) = shared::store::account::key(account_id);
+        let unlist = shared::store::update::Edit::new()
+            .remove(listing::KEY)
+            .remove(listing::SORT)
+            .of_existing(&self.t.config.delivery_table, &pk, &sk)
+            .expect("an edit of the account");
+        let written = shared::store::write::send(&self.t.clients.dynamo, unlist)
+            .await
+            .expect("the account's edit is sent");
+        assert!(written.applied(), "{account_id} exists");
+    }
+
     /// The plain fixture writer (as the demo and the benchmarks use it), at the world's now.
     pub fn fixtures(&self) -> Fixtures<'_> {
         Fixtures {

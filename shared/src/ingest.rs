@@ -94,14 +94,21 @@ impl Ingest {
         let config = match configs.get(&change.account_id) {
             Some(c) => c.clone(),
             None => {
+                let table = &self.config.delivery_table;
                 let loaded = Arc::new(
-                    account_config::load(
-                        &self.clients.dynamo,
-                        &self.config.delivery_table,
-                        &change.account_id,
-                    )
-                    .await?,
+                    account_config::load(&self.clients.dynamo, table, &change.account_id).await?,
                 );
+                if loaded.unlisted {
+                    // Created before the ACCOUNTS listing: listed before any event of it is
+                    // written, or the roll-up walk would never read its events. A refusal is
+                    // a concurrent ingest that listed it first; an error fails this record, to
+                    // be tried again with the change.
+                    send(
+                        &self.clients.dynamo,
+                        store::account::enlist(table, &change.account_id)?,
+                    )
+                    .await?;
+                }
                 configs.insert(change.account_id.clone(), loaded.clone());
                 loaded
             }

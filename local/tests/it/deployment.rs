@@ -831,8 +831,12 @@ const CODE_NEEDS: &[(&str, Needs)] = &[
     (
         "IngestFunction",
         &[
-            // store::account_config::load (query by account); ingest::put_new (conditional put).
-            ("DeliveryTable", &["dynamodb:Query", "dynamodb:PutItem"]),
+            // store::account_config::load (query by account); ingest::put_new (conditional put);
+            // store::account::enlist (an account created before the ACCOUNTS listing).
+            (
+                "DeliveryTable",
+                &["dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+            ),
             // The Changes mapping, on the created table or the application's own.
             (
                 "ChangesTable/stream | dynamodb:table/${ExistingChangesTableName}/stream/*",
@@ -1072,6 +1076,36 @@ fn every_function_role_grants_exactly_what_its_code_calls() {
             }
         }
     }
+}
+
+#[test]
+fn ingest_may_update_only_the_accounts_listing_attributes_of_account_items() {
+    use shared::store::attrs::listing;
+    let updates: Vec<_> = statements("IngestRole")
+        .into_iter()
+        .filter(|s| {
+            strings(&s["Action"])
+                .iter()
+                .any(|a| a == "dynamodb:UpdateItem")
+        })
+        .collect();
+    assert_eq!(updates.len(), 1, "{updates:#?}");
+    let update = updates[0];
+    assert_eq!(strings(&update["Action"]), ["dynamodb:UpdateItem"]);
+    let condition = &update["Condition"];
+    assert_eq!(
+        strings(&condition["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]),
+        [shared::store::keys::account_pk(&id("a1")).replace("a1", "*")]
+    );
+    let mut attributes = strings(&condition["ForAllValues:StringEquals"]["dynamodb:Attributes"]);
+    attributes.sort();
+    let mut expected = vec!["pk", "sk", listing::KEY, listing::SORT];
+    expected.sort();
+    assert_eq!(attributes, expected);
+    assert_eq!(
+        condition["StringEqualsIfExists"]["dynamodb:ReturnValues"],
+        "NONE"
+    );
 }
 
 // ------------------------------------------------------------- 17: deploying as a team

@@ -1185,6 +1185,52 @@ async fn the_roll_up_walk_enrols_open_events_from_the_account_listings_and_reads
 }
 
 #[tokio::test]
+async fn an_account_made_before_the_accounts_listing_is_listed_by_its_first_ingest_so_the_walk_reads_its_events(
+) {
+    use shared::store::attrs::listing;
+    let w = World::new().await;
+    let acct = w.account().await.account_id;
+    w.subscribe(&w.integration(&acct).await).await;
+    let (dynamo, table) = (&w.t.clients.dynamo, w.t.config.delivery_table.as_str());
+    let (pk, sk) = shared::store::account::key(&acct);
+    // As an account created before the listing existed was stored: without its listing entry.
+    w.unlist_account(&acct).await;
+    let listed = || async {
+        shared::store::read::get(dynamo, table, &pk, &sk)
+            .await
+            .unwrap()
+            .unwrap()
+            .get(listing::SORT)
+            .and_then(|v| v.as_s().ok().cloned())
+    };
+    assert_eq!(listed().await, None);
+    assert_eq!(w.rollup.enrol_open(None).await.unwrap().accounts, 0);
+
+    // Its next change: ingest lists it (one update) before writing the event.
+    let open = w.change(&acct).await;
+    w.t.meter.reset();
+    w.ingest_pending().await.unwrap();
+    let updates = w
+        .dynamo_requests()
+        .into_iter()
+        .find(|(op, _)| op == "UpdateItem");
+    assert_eq!(updates, Some(("UpdateItem".to_string(), 1)));
+    assert_eq!(listed().await.as_deref(), Some(acct.as_str()));
+    // A listed account costs ingest no update.
+    let second = w.change(&acct).await;
+    w.t.meter.reset();
+    w.ingest_pending().await.unwrap();
+    assert!(!w.dynamo_requests().iter().any(|(op, _)| op == "UpdateItem"));
+
+    // The walk now reads its listing and enrols both open events.
+    w.clock.advance(2 * MINUTE);
+    let walk = w.rollup.enrol_open(None).await.unwrap();
+    assert_eq!((walk.accounts, walk.listed, walk.enrolled), (1, 2, 2));
+    assert!(event(&w, &open).await.on_rollup_index());
+    assert!(event(&w, &second).await.on_rollup_index());
+}
+
+#[tokio::test]
 async fn reconciliation_finishes_a_large_backlog_across_invocations_without_redoing_or_skipping() {
     let w = World::new().await;
     let acct = w.account().await.account_id;

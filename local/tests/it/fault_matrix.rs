@@ -45,6 +45,8 @@ const CHANGES: usize = 3;
 enum Handler {
     /// Stream ingest's conditional put of a delivery record.
     Ingest,
+    /// Stream ingest putting an account created before the `ACCOUNTS` listing on it.
+    IngestListing,
     /// The dispatcher's stream path publishing new work.
     Dispatch,
     /// The delivery worker's claim of an attempt.
@@ -68,6 +70,7 @@ impl Handler {
     fn request(self) -> Matcher {
         let (operation, text) = match self {
             Handler::Ingest => ("PutItem", r#""S":"delivery""#),
+            Handler::IngestListing => ("UpdateItem", r#""S":"ACCOUNTS""#),
             Handler::Dispatch => ("SendMessageBatch", "change_id"),
             Handler::DeliverClaim => ("UpdateItem", "lease_until = :lease"),
             Handler::DeliverOutcome => ("UpdateItem", "attempt_log"),
@@ -90,6 +93,8 @@ impl Handler {
         match self {
             // The record of each subscription (the filtered one's too) of each change.
             Handler::Ingest => 3 * changes,
+            // Each change's record tries to list the account until one succeeds.
+            Handler::IngestListing => changes,
             // All the new work in one publish request.
             Handler::Dispatch => 1,
             Handler::DeliverClaim => 2 * changes,
@@ -164,8 +169,8 @@ impl Row {
             return 0;
         }
         match self.handler {
-            // A change's record fails when one of its puts does.
-            Handler::Ingest => CHANGES,
+            // A change's record fails when one of its puts does, or the account's listing.
+            Handler::Ingest | Handler::IngestListing => CHANGES,
             // One publish request carries the new work of all three changes' two push deliveries.
             Handler::Dispatch => 2 * CHANGES,
             // Not batch handlers: a run reports the fault, an API client gets a 5xx.
@@ -190,7 +195,10 @@ impl Row {
         let sdk = self.outlasts_sdk();
         match self.handler {
             // The stream hands a failed record over again at once.
-            Handler::Ingest | Handler::Dispatch | Handler::NotifyStream => Duration::ZERO,
+            Handler::Ingest
+            | Handler::IngestListing
+            | Handler::Dispatch
+            | Handler::NotifyStream => Duration::ZERO,
             // The queue returns the failed message after its visibility timeout.
             Handler::DeliverClaim | Handler::DeliverOutcome | Handler::DeliverDead if sdk => {
                 DELIVERY_VISIBILITY
@@ -487,6 +495,9 @@ async fn lose_first_dispatch(sim: &mut Sim<'_>) {
 async fn run(row: Row) {
     let w = World::new().await;
     let mut scenario = Scenario::new(&w).await;
+    if row.handler == Handler::IngestListing {
+        w.unlist_account(&scenario.healthy.account_id).await;
+    }
     let mut sim = Sim::new(&w);
     let prepared = matches!(row.handler, Handler::ApiRetry);
     if !prepared {
@@ -524,6 +535,17 @@ async fn run(row: Row) {
         "{row:?}: the fault never met its request"
     );
     scenario.check(&w, &row, &sim).await;
+    if row.handler == Handler::IngestListing {
+        let (accounts, _) =
+            shared::store::account::ids_page(&w.t.clients.dynamo, &w.t.config.delivery_table, None)
+                .await
+                .unwrap();
+        assert_eq!(
+            accounts,
+            [scenario.healthy.account_id.clone()],
+            "{row:?}: the account is listed"
+        );
+    }
     assert!(
         took <= on_the_schedule(row.bound()),
         "{row:?}: whole again after {took:?}, beyond the bound of {:?}",
@@ -547,6 +569,11 @@ async fn run_all(handler: Handler) {
 #[tokio::test]
 async fn ingest_keeps_every_guarantee_under_every_fault() {
     run_all(Handler::Ingest).await;
+}
+
+#[tokio::test]
+async fn ingest_lists_an_account_made_before_the_accounts_listing_under_every_fault() {
+    run_all(Handler::IngestListing).await;
 }
 
 #[tokio::test]

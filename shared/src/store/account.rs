@@ -1,12 +1,13 @@
 //! The account item: a tenant of the owning application, at the head of its partition (beside
 //! its integrations and subscriptions, so one query loads its configuration). Every account is
-//! on the `ACCOUNTS` listing (keys only, written once when the account is created): the roll-up
-//! walk learns from it whose event listings to read.
+//! on the `ACCOUNTS` listing (keys only, written when the account is created, or by ingest for an
+//! account created before the listing existed): the roll-up walk learns from it whose event
+//! listings to read.
 
 use super::attrs::listing;
 use super::expr::{s, Expr};
 use super::read::{self, Query};
-use super::update::Edit;
+use super::update::{conditional_update, Edit};
 use super::write::put_new;
 use super::write::Write;
 use super::{keys, to_item, Item, StoreError};
@@ -76,6 +77,31 @@ impl Account {
 
 /// The `listing` key every account is on (sorted by account id).
 pub const ACCOUNTS_LIST_KEY: &str = "ACCOUNTS";
+
+/// Whether an account item is on the `ACCOUNTS` listing. One created before the listing existed
+/// is not, until [`enlist`] puts it there.
+pub fn is_listed(item: &Item) -> bool {
+    item.contains_key(listing::KEY)
+}
+
+/// Puts an existing account that is not on the `ACCOUNTS` listing on it (refused when it is
+/// there already, or there is no such account). Ingest does it the first time it loads such an
+/// account, before it writes any of the account's events, so the roll-up walk reads every event
+/// listing: an account missing from the listing would have its open events never enrolled.
+pub fn enlist(table: &str, account_id: &AccountId) -> Result<Write, StoreError> {
+    let e = Expr::new()
+        .name("#lk", listing::KEY)
+        .name("#ls", listing::SORT)
+        .value(":lk", s(ACCOUNTS_LIST_KEY))
+        .value(":ls", s(account_id));
+    conditional_update(
+        table,
+        key(account_id),
+        "SET #lk = :lk, #ls = :ls".into(),
+        "attribute_exists(pk) AND attribute_not_exists(#lk)".into(),
+        &e,
+    )
+}
 
 /// One page of the ids of every account (the `ACCOUNTS` listing), from `start`.
 pub async fn ids_page(
@@ -180,6 +206,37 @@ mod tests {
         assert_eq!(item[listing::KEY].as_s().unwrap(), "ACCOUNTS");
         assert_eq!(item[listing::SORT].as_s().unwrap(), "a1");
         assert_eq!(Account::from_item(item.clone()).unwrap(), account);
+    }
+
+    #[test]
+    fn an_unlisted_account_is_enlisted_under_its_id_only_if_it_exists_and_is_not_listed() {
+        let u = crate::store::update::expect_update(enlist("t", &id("a1")).unwrap());
+        assert_eq!(u.key()["pk"].as_s().unwrap(), "ACCT#a1");
+        assert_eq!(u.key()["sk"].as_s().unwrap(), "ACCOUNT");
+        assert_eq!(u.update_expression(), "SET #lk = :lk, #ls = :ls");
+        assert_eq!(
+            u.condition_expression(),
+            Some("attribute_exists(pk) AND attribute_not_exists(#lk)")
+        );
+        let names = u.expression_attribute_names().unwrap();
+        assert_eq!(
+            (names["#lk"].as_str(), names["#ls"].as_str()),
+            (listing::KEY, listing::SORT)
+        );
+        let values = u.expression_attribute_values().unwrap();
+        assert_eq!(values[":lk"].as_s().unwrap(), "ACCOUNTS");
+        assert_eq!(values[":ls"].as_s().unwrap(), "a1");
+        let account = Account {
+            account_id: id("a1"),
+            name: "Acme".into(),
+            admin_emails: vec![],
+            created_at: Timestamp(5),
+            notice_allowlist: NoticeAllowlist::default(),
+        };
+        let mut item = account.item().unwrap();
+        assert!(is_listed(&item));
+        item.remove(listing::KEY);
+        assert!(!is_listed(&item));
     }
 
     #[test]

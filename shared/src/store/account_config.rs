@@ -34,6 +34,9 @@ pub struct AccountConfig {
     pub subscriptions: Vec<CompiledSubscription>,
     /// Subscriptions whose stored filter or fields no longer parse (logged; never matched).
     pub broken: Vec<(SubscriptionId, String)>,
+    /// The account exists but is not on the `ACCOUNTS` listing (it was created before the
+    /// listing existed): see [`super::account::enlist`].
+    pub unlisted: bool,
 }
 
 impl AccountConfig {
@@ -85,6 +88,7 @@ pub async fn load(
             .cloned()
             .unwrap_or_default();
         if sk == ACCOUNT_SK {
+            config.unlisted = !super::account::is_listed(&item);
             config.account = Some(Account::from_item(item)?);
         } else if sk.starts_with(INTEGRATION_PREFIX) {
             let integration = Integration::from_item(item)?;
