@@ -6,12 +6,14 @@ use crate::queues::QueueReport;
 use crate::streams::StreamTap;
 use crate::testkit::TestStack;
 use anyhow::Result;
+use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use shared::clock::{Clock, ManualClock};
-use shared::dispatch::Dispatcher;
+use shared::dispatch::{Dispatcher, Invocation};
 use shared::domain::change::Change;
 use shared::domain::time::Timestamp;
 use shared::ids::{AccountId, ChangeId, SubscriptionId};
 use shared::ingest::Ingest;
+use shared::metrics::CapturedEmf;
 use shared::monitor::{RollUp, RollUpReport};
 use shared::notify::settle::reconcile_settler;
 use shared::reconcile::{Budget, ReconcileReport, Reconciler, RunKind};
@@ -285,13 +287,23 @@ impl Pipeline {
         let r = tap
             .drain(|event| {
                 let container = self.containers.as_ref().map(|c| &c.dispatch);
-                self.invoke_with(
+                // Through the function's own entry, its payload parsed as the function parses it.
+                let answer = self.invoke_with(
                     &self.billed.dispatch,
                     container,
                     &self.dispatcher,
-                    event,
-                    |h, event| async move { h.handle_stream(event).await },
-                )
+                    Invocation::Stream(event),
+                    |h, invocation| async move {
+                        h.handle_invocation(invocation, &CapturedEmf::default())
+                            .await
+                            .map_err(|e| e.to_string())
+                    },
+                );
+                async move {
+                    let answer = answer.await.expect("a stream batch is dispatched");
+                    serde_json::from_value::<DynamoDbEventResponse>(answer)
+                        .expect("the dispatcher answers a stream batch's failures")
+                }
             })
             .await?;
         Ok((r.records, r.failures))

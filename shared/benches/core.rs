@@ -1,5 +1,6 @@
 //! Micro-benchmarks of the hot pure paths: change-time filtering and projection for a stream batch
-//! of 100 changes against 1, 10 and 100 subscriptions, lifecycle checks, webhook signing.
+//! of 100 changes against 1, 10 and 100 subscriptions, lifecycle checks, webhook signing, and the
+//! dispatcher's parse of a full stream batch (as a JSON tree then records, or once).
 //! `cargo bench -p shared --bench core` (the figures go into BENCHMARKS.md).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -137,11 +138,38 @@ fn signing(c: &mut Criterion) {
     });
 }
 
+/// A full dispatcher batch: the sample delivery-stream record, 100 times.
+fn dispatcher_batch() -> String {
+    let sample: Value =
+        serde_json::from_str(include_str!("../../events/dispatch-delivery-stream.json")).unwrap();
+    json!({"Records": vec![sample["Records"][0].clone(); 100]}).to_string()
+}
+
+fn dispatcher_payload(c: &mut Criterion) {
+    use aws_lambda_events::event::dynamodb::Event as DynamoDbEvent;
+    use shared::dispatch::Invocation;
+    let batch = dispatcher_batch();
+    let mut group = c.benchmark_group("dispatcher_payload_100_records");
+    group.throughput(Throughput::Elements(100));
+    // As the function parsed it before: a JSON tree, then the records from it.
+    group.bench_function("json_tree_then_records", |b| {
+        b.iter(|| {
+            let tree: Value = serde_json::from_str(black_box(&batch)).unwrap();
+            black_box(serde_json::from_value::<DynamoDbEvent>(tree).unwrap())
+        })
+    });
+    group.bench_function("once", |b| {
+        b.iter(|| black_box(serde_json::from_str::<Invocation>(black_box(&batch)).unwrap()))
+    });
+    group.finish();
+}
+
 criterion_group!(
     benches,
     filter_and_project,
     filter_only,
     transitions,
-    signing
+    signing,
+    dispatcher_payload
 );
 criterion_main!(benches);

@@ -49,6 +49,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod invocation;
+pub use invocation::Invocation;
+
 /// How often the sweep runs (template.yaml's `Sweep` schedule, `rate(1 minute)`).
 pub const SWEEP_EVERY: Duration = Duration::from_secs(60);
 /// How far ahead the sweep publishes (as SQS delays): one sweep interval.
@@ -223,13 +226,26 @@ impl Dispatcher {
         payload: serde_json::Value,
         sink: &dyn EmfSink,
     ) -> Result<serde_json::Value, DispatchError> {
-        if payload.get("Records").is_some() {
-            let records: DynamoDbEvent = serde_json::from_value(payload)
-                .map_err(|e| DispatchError::Payload(e.to_string()))?;
-            let response = self.handle_stream(records).await;
-            return serde_json::to_value(response)
-                .map_err(|e| DispatchError::Payload(e.to_string()));
-        }
+        let invocation =
+            serde_json::from_value(payload).map_err(|e| DispatchError::Payload(e.to_string()))?;
+        self.handle_invocation(invocation, sink).await
+    }
+
+    /// [`Self::handle_payload`] of a payload parsed as the function's runtime parses it (once,
+    /// the stream's records straight into their types).
+    pub async fn handle_invocation(
+        &self,
+        invocation: Invocation,
+        sink: &dyn EmfSink,
+    ) -> Result<serde_json::Value, DispatchError> {
+        let payload = match invocation {
+            Invocation::Stream(records) => {
+                let response = self.handle_stream(records).await;
+                return serde_json::to_value(response)
+                    .map_err(|e| DispatchError::Payload(e.to_string()));
+            }
+            Invocation::Other(payload) => payload,
+        };
         if serde_json::from_str::<serde_json::Value>(SWEEP_PAYLOAD).ok() != Some(payload.clone()) {
             return Err(DispatchError::Payload(format!(
                 "the dispatcher takes a delivery-stream batch or its schedule's payload \

@@ -2,8 +2,7 @@
 //! the `due` index, both publishing to the delivery queue.
 
 use lambda_runtime::{service_fn, LambdaEvent};
-use serde_json::Value;
-use shared::dispatch::Dispatcher;
+use shared::dispatch::{Dispatcher, Invocation};
 use shared::metrics::StdoutLines;
 use shared::runtime::Context;
 
@@ -14,13 +13,15 @@ static ALLOC: shared::alloc::Allocator = shared::alloc::Allocator;
 async fn main() -> Result<(), lambda_runtime::Error> {
     let ctx = Context::from_env().await?;
     let dispatcher = &Dispatcher::new(ctx.clients, ctx.config, ctx.clock);
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
-        // A delivery-stream batch, or the schedule's exact `{"sweep": "due"}`; anything else is
-        // refused. A scheduled sweep writes its DispatcherSweepRuns EMF line to stdout.
-        dispatcher
-            .handle_payload(event.payload, &StdoutLines)
-            .await
-            .map_err(lambda_runtime::Error::from)
-    }))
+    lambda_runtime::run(service_fn(
+        move |event: LambdaEvent<Invocation>| async move {
+            // A delivery-stream batch, or the schedule's exact `{"sweep": "due"}`; anything else is
+            // refused. A scheduled sweep writes its DispatcherSweepRuns EMF line to stdout.
+            dispatcher
+                .handle_invocation(event.payload, &StdoutLines)
+                .await
+                .map_err(lambda_runtime::Error::from)
+        },
+    ))
     .await
 }
