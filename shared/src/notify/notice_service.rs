@@ -182,6 +182,10 @@ fn request_hash(n: &NewNotice) -> String {
 pub enum CreateError {
     #[error("the idempotency key was already used for a different notice")]
     IdempotencyConflict,
+    /// The key's notice is past its expiry (gone to every reader) but still stored until the
+    /// table's TTL deletes it: the key cannot make a new notice yet, nor find the old one.
+    #[error("the notice this idempotency key created has expired")]
+    IdempotencyKeyExpired,
     /// The account's notices already named the day's quota of outbound recipients (or this
     /// notice would pass it).
     #[error("the account's daily quota of notice recipients has no room for this notice")]
@@ -293,6 +297,8 @@ impl NoticeService {
         // Refused: the key was used before (the same request finds its notice again), or else
         // the day's quota has no room for this notice.
         match self.store.notice(&notice_id).await? {
+            // Answered as gone, as a read of it is: not the expired notice.
+            Some(existing) if !existing.visible(now) => Err(CreateError::IdempotencyKeyExpired),
             Some(existing)
                 if &existing.request.account_id == account_id
                     && existing.request_hash.as_deref() == Some(hash.as_str()) =>

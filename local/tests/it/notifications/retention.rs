@@ -352,13 +352,14 @@ async fn the_worker_cancels_instead_of_sending_a_delivery_whose_notice_expired()
 }
 
 #[tokio::test]
-async fn the_notices_api_console_inbox_and_operator_view_hide_what_expired() {
+async fn the_notices_api_console_inbox_and_operator_view_hide_what_expired_and_its_key_does_not_answer_with_it(
+) {
     let w = World::new().await;
     let n = &w.notify;
     let api = &w.api;
     let ApiAccount { token, .. } = api.account("Retention").await;
-    let created = api
-        .post(
+    let request = || {
+        api.post(
             "/v1/notices",
             &token,
             json!({
@@ -369,7 +370,8 @@ async fn the_notices_api_console_inbox_and_operator_view_hide_what_expired() {
             }),
         )
         .header("idempotency-key", "retention-1")
-        .await;
+    };
+    let created = request().await;
     let id = created.accepted()["id"].as_str().unwrap().to_string();
     n.pump().await;
     let notice_id: NoticeId = id.parse().unwrap();
@@ -423,5 +425,21 @@ async fn the_notices_api_console_inbox_and_operator_view_hide_what_expired() {
         .post(&format!("/v1/notices/{id}/withdraw"), &token, json!({}))
         .await;
     assert_eq!(withdraw.status, StatusCode::NOT_FOUND);
+    // The same request again, with its key: not the expired notice, and no new one (its
+    // partition is still stored), but a conflict that says to use a new key.
+    let again = request().await;
+    assert_eq!(again.status, StatusCode::CONFLICT, "{}", again.json);
+    assert!(
+        again.json["detail"]
+            .as_str()
+            .unwrap()
+            .contains("expired; send the notice with a new idempotency key"),
+        "{}",
+        again.json
+    );
+    assert_eq!(
+        api.get(&notice_path, &token).await.status,
+        StatusCode::NOT_FOUND
+    );
     assert!(n.partition(&notice_id).await.contains_key("NOTICE"));
 }

@@ -324,6 +324,12 @@ async fn create(
                 "the idempotency key was already used for a different notice",
             ))
         }
+        Err(CreateError::IdempotencyKeyExpired) => {
+            return Err(ApiError::conflict(
+                "the notice this idempotency key created has expired; send the notice with a \
+                 new idempotency key",
+            ))
+        }
         Err(CreateError::QuotaExceeded) => {
             return Err(ApiError::QuotaExceeded {
                 detail: format!(
