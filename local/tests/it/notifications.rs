@@ -315,14 +315,42 @@ async fn answers_a_429_as_a_retryable_failure_carrying_retry_after() {
 
 /// Runs a Slack delivery that always fails retryably through all eight receives.
 async fn exhaust(n: &Notifications, slack: &Receiver, subject: &str) -> (NoticeRecord, String) {
+    exhaust_keyed(n, slack, subject, None).await
+}
+
+/// The operator's requeue of `notice_id`'s delivery `key`, now.
+async fn requeue_now(
+    n: &Notifications,
+    notice_id: &shared::ids::NoticeId,
+    key: &str,
+) -> (NotificationDelivery, WorkRow) {
+    requeue(
+        &n.store,
+        notice_id,
+        key,
+        "op@rhythm",
+        "provider fixed",
+        n.now(),
+    )
+    .await
+    .unwrap()
+}
+
+/// [`exhaust`] of a notice with `supersede_key`.
+async fn exhaust_keyed(
+    n: &Notifications,
+    slack: &Receiver,
+    subject: &str,
+    supersede_key: Option<&str>,
+) -> (NoticeRecord, String) {
     slack.set_default(Reply::Status(500));
-    let notice = n
-        .create(new_notice(
-            vec![contact("ops", None, Some(slack.url("/services/T/B/x")))],
-            &["slack"],
-            subject,
-        ))
-        .await;
+    let mut new = new_notice(
+        vec![contact("ops", None, Some(slack.url("/services/T/B/x")))],
+        &["slack"],
+        subject,
+    );
+    new.supersede_key = supersede_key.map(str::to_string);
+    let notice = n.create(new).await;
     let original_dispatch = n
         .store
         .work(&notice.request.notice_id, "slack-0")
@@ -479,16 +507,7 @@ async fn queues_a_delivery_that_ran_out_of_receives_again_with_its_work_row_and_
     assert!(!before.contains_key(&work_sk("slack-0")));
     n.clock.advance(MINUTE);
 
-    let (queued, work) = requeue(
-        &n.store,
-        &notice.request.notice_id,
-        "slack-0",
-        "op@rhythm",
-        "provider fixed",
-        n.now(),
-    )
-    .await
-    .unwrap();
+    let (queued, work) = requeue_now(n, &notice.request.notice_id, "slack-0").await;
     assert_eq!(queued.status, N::Queued);
     assert_ne!(work.dispatch_id, old_dispatch, "fresh dispatch work");
 

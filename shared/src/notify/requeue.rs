@@ -10,7 +10,11 @@
 //!
 //! A delivery past its expiry is gone (not found). The requeue takes the delivery's expiry off
 //! and, in the same transaction, pushes out its notice's and the notice's progress shards'
-//! (`store::notice_retention::reopened`), so they stay readable while it is open again.
+//! (`store::notice_retention::reopened`), so they stay readable while it is open again. Before
+//! it, the notice's supersede pointer, if it still names the notice, is kept as long
+//! (`store::supersede_pointer::retain`): a later notice with the key then still replaces this one
+//! and cancels the requeued delivery. (That write is not in the transaction: its condition may
+//! well be false, and must not refuse the requeue.)
 //!
 //! The write is a conditional update of its own (not the claim's): storage accepts it only while
 //! the delivery is still `failed` *and* still `attempts_exhausted`
@@ -27,6 +31,7 @@ use crate::domain::time::Timestamp;
 use crate::ids::NoticeId;
 use crate::store::notification_delivery::{Effects, NotificationDelivery, WorkEffect};
 use crate::store::notification_work::WorkRow;
+use crate::store::supersede_pointer;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RequeueError {
@@ -62,6 +67,14 @@ pub async fn requeue(
         .filter(|d| d.visible(now))
         .ok_or(RequeueError::NotFound)?;
     requeue_allowed(current.status, current.failure_reason.as_ref())?;
+    if let Some(notice) = store.notice(notice_id).await? {
+        if let Some(key) = &notice.request.supersede_key {
+            let account = &notice.request.account_id;
+            let keep = supersede_pointer::retain(&store.table, account, key, notice_id, now)?;
+            // Refused: a later notice holds the key, or the pointer is kept as long already.
+            store.send(keep).await?;
+        }
+    }
     let work = WorkRow::fresh(notice_id, delivery_key, now);
     let mut next = current.clone();
     next.status = N::Queued;

@@ -6,14 +6,16 @@
 //! ([`crate::domain::retention::notice_ttl_seconds`] of the claim): it is needed while that
 //! notice's deliveries may still be queued (a replacement cancels those) and to refuse an earlier
 //! notice that arrives late, both far inside it. A pointer past its expiry reads as none and may
-//! be claimed again.
+//! be claimed again. An operator's requeue of one of its notice's deliveries keeps it as long as
+//! the notice ([`retain`]), so that a requeued delivery is still cancelled by a replacement.
 
 use super::attrs::EXPIRES_AT;
 use super::expr::{n, s, Expr};
 use super::read;
+use super::update::conditional_update;
 use super::write::{built, Write};
 use super::{from_item, to_item, StoreError};
-use crate::domain::retention::notification_visible;
+use crate::domain::retention::{notice_ttl_seconds, notification_visible};
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, NoticeId};
 use aws_sdk_dynamodb::types::Put;
@@ -91,6 +93,31 @@ pub fn take_over(
     )
 }
 
+/// Keeps the pointer of an account's supersede key until [`notice_ttl_seconds`] of `at`, if it
+/// still names `notice_id` and would expire before then (refused otherwise: it names a later
+/// notice, or it is kept as long already). A requeue of one of the notice's deliveries at `at`
+/// makes it; else the pointer could expire, and a later notice with the key claim it without
+/// replacing this one, while the requeued delivery is still queued.
+pub fn retain(
+    table: &str,
+    account_id: &AccountId,
+    key: &str,
+    notice_id: &NoticeId,
+    at: Timestamp,
+) -> Result<Write, StoreError> {
+    let e = Expr::new()
+        .name("#expires", EXPIRES_AT)
+        .value(":expires", n(notice_ttl_seconds(at)))
+        .value(":notice", s(notice_id));
+    conditional_update(
+        table,
+        (supersede_pk(account_id, key), SUPERSEDE_SK.to_string()),
+        "SET #expires = :expires".into(),
+        "notice_id = :notice AND #expires < :expires".into(),
+        &e,
+    )
+}
+
 fn pointer_put(
     table: &str,
     account_id: &AccountId,
@@ -159,6 +186,27 @@ mod tests {
         assert_eq!(p.item()["sk"].as_s().unwrap(), SUPERSEDE_SK);
         assert_eq!(p.item()["kind"].as_s().unwrap(), SUPERSEDE_KIND);
         assert_eq!(p.item()["notice_id"].as_s().unwrap(), "n2");
+    }
+
+    #[test]
+    fn a_requeue_keeps_the_pointer_only_if_it_names_the_notice_and_only_for_longer() {
+        let at = Timestamp(1_700_000_000_000);
+        let u = crate::store::update::expect_update(
+            retain("t", &id("acct"), "weekly", &id("n1"), at).unwrap(),
+        );
+        assert_eq!(u.key()["pk"].as_s().unwrap(), "SUPERSEDE#acct#weekly");
+        assert_eq!(u.key()["sk"].as_s().unwrap(), SUPERSEDE_SK);
+        assert_eq!(u.update_expression(), "SET #expires = :expires");
+        assert_eq!(
+            u.condition_expression(),
+            Some("notice_id = :notice AND #expires < :expires")
+        );
+        let values = u.expression_attribute_values().unwrap();
+        assert_eq!(values[":notice"].as_s().unwrap(), "n1");
+        assert_eq!(
+            values[":expires"].as_n().unwrap(),
+            &notice_ttl_seconds(at).to_string()
+        );
     }
 
     #[test]

@@ -55,6 +55,15 @@ fn assert_the_notice_outlives_its_deliveries_and_its_shards_outlive_it(p: &HashM
     }
 }
 
+/// The supersede pointer of `key`, read raw: the store's reader hides an expired pointer.
+async fn stored_pointer(n: &Notifications, key: &str) -> Item {
+    n.store
+        .get(&supersede_pointer::supersede_pk(&n.account, key), "CURRENT")
+        .await
+        .unwrap()
+        .expect("the pointer")
+}
+
 /// How many entries a listing answers.
 async fn entries(api: &local::testkit::api::ApiClient, path: &str, token: &str) -> usize {
     api.get(path, token).await.ok()["data"]
@@ -219,16 +228,7 @@ async fn a_requeue_keeps_the_notice_and_its_shards_past_the_expiry_they_had_unti
     // An hour before it, the operator requeues it: the delivery loses its expiry, the notice and
     // every shard take the requeue's.
     n.clock.set(last_day);
-    requeue(
-        &n.store,
-        id,
-        "slack-0",
-        "op@rhythm",
-        "provider fixed",
-        n.now(),
-    )
-    .await
-    .unwrap();
+    requeue_now(n, id, "slack-0").await;
     let p = n.partition(id).await;
     assert_eq!(expiry(&p[&delivery_sk("slack-0")]), None);
     assert_eq!(
@@ -256,6 +256,63 @@ async fn a_requeue_keeps_the_notice_and_its_shards_past_the_expiry_they_had_unti
 }
 
 #[tokio::test]
+async fn a_requeue_keeps_its_notices_supersede_pointer_so_a_later_notice_with_the_key_still_replaces_it(
+) {
+    let w = World::new().await;
+    let n = &w.notify;
+    let slack = Receiver::start().await;
+    let (old, _) = exhaust_keyed(n, &slack, "Week 1", Some("weekly")).await;
+    let id = &old.request.notice_id;
+    let pointer = || stored_pointer(n, "weekly");
+    let first_expiry = notice_ttl_seconds(old.fanned_out_at.unwrap());
+    assert_eq!(expiry(&pointer().await), Some(first_expiry));
+
+    // Requeued on the last day it can be: the pointer is kept as long as the notice.
+    let failed = n.delivery(id, "slack-0").await;
+    let last_day = failed.updated_at.plus(RETENTION).minus(HOUR);
+    n.clock.set(last_day);
+    requeue_now(n, id, "slack-0").await;
+    let kept = pointer().await;
+    assert_eq!(expiry(&kept), Some(notice_ttl_seconds(last_day)));
+    assert_eq!(kept["notice_id"].as_s().unwrap(), id.as_str());
+
+    // Past the expiry the pointer had, with the requeued delivery still queued: a later notice
+    // with the key replaces this one, and the requeued delivery is cancelled, not sent.
+    n.clock.set(ttl_instant(first_expiry));
+    let mut week_2 = new_notice(
+        vec![contact("ops", None, Some(slack.url("/services/T/B/x")))],
+        &["slack"],
+        "Week 2",
+    );
+    week_2.supersede_key = Some("weekly".into());
+    let later = n.create(week_2).await;
+    assert_eq!(
+        pointer().await["notice_id"].as_s().unwrap(),
+        later.request.notice_id.as_str()
+    );
+    let old_now = n.store.notice(id).await.unwrap().unwrap();
+    assert_eq!(old_now.status, NoticeStatus::Superseded);
+    slack.set_default(Reply::Status(200));
+    let sent_before = slack.count();
+    n.pump().await;
+    assert_eq!(n.delivery(id, "slack-0").await.status, N::Cancelled);
+    assert_eq!(
+        n.delivery(&later.request.notice_id, "slack-0").await.status,
+        N::Delivered
+    );
+    assert_eq!(
+        slack.count(),
+        sent_before + 1,
+        "only the later notice is sent"
+    );
+
+    // A requeue that finds a later notice holding the key leaves its pointer alone.
+    let unkeyed =
+        supersede_pointer::retain(&n.store.table, &n.account, "weekly", id, n.now()).unwrap();
+    assert!(!n.store.send(unkeyed).await.unwrap().applied());
+}
+
+#[tokio::test]
 async fn a_replaced_notice_takes_the_replacement_s_expiry_and_an_expired_pointer_is_claimed_again()
 {
     let w = World::new().await;
@@ -267,17 +324,7 @@ async fn a_replaced_notice_takes_the_replacement_s_expiry_and_an_expired_pointer
         new.supersede_key = Some("weekly".into());
         new
     };
-    let pointer = || async {
-        // Read raw: the store's reader hides an expired pointer.
-        n.store
-            .get(
-                &supersede_pointer::supersede_pk(&n.account, "weekly"),
-                "CURRENT",
-            )
-            .await
-            .unwrap()
-            .expect("the pointer")
-    };
+    let pointer = || stored_pointer(n, "weekly");
 
     let a = n.create(keyed("Week 1")).await;
     let a_at = a.fanned_out_at.unwrap();
