@@ -101,8 +101,8 @@ impl Ingest {
                 if loaded.unlisted {
                     // Created before the ACCOUNTS listing: listed before any event of it is
                     // written, or the roll-up walk would never read its events. A refusal is
-                    // a concurrent ingest that listed it first; an error fails this record, to
-                    // be tried again with the change.
+                    // a concurrent ingest that listed it first (or the account is gone); an
+                    // error fails this record, to be tried again with the change.
                     send(
                         &self.clients.dynamo,
                         store::account::enlist(table, &change.account_id)?,

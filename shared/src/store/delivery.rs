@@ -1454,39 +1454,19 @@ mod operator_actions {
         use crate::ids::id;
         use std::collections::HashMap;
 
+        /// A failed-looking delivery on the attention and subscription listings, with an expiry.
         fn delivery(status: DeliveryStatus, method: DeliveryMethod) -> Delivery {
             Delivery {
-                delivery_id: keys::delivery_id(&id("01C"), &id("sub1")),
-                account_id: "acct".parse().unwrap(),
-                change_id: "01C".parse().unwrap(),
-                subscription_id: "sub1".parse().unwrap(),
-                integration_id: "int1".parse().unwrap(),
                 method,
-                status,
-                attempts: 3,
-                sole: false,
-                payload: Some("{}".into()),
-                created_at: Timestamp(1_000),
-                updated_at: Timestamp(1_000),
-                occurred_at: Timestamp(900),
                 not_before: None,
-                lease_until: None,
-                lease_token: None,
                 last_error: Some("boom".into()),
                 last_http_status: Some(500),
-                attempt_log: vec![],
-                restarts: 0,
-                restarted_at: None,
-                restarted_by: None,
-                replay_job: None,
-                delivered_at: None,
                 expires_at: Some(99),
-                due_shard: None,
-                due_at: None,
                 list_key: Some("ATTENTION#acct".into()),
                 list_sort: Some("x".into()),
                 sub_key: Some("sub1".into()),
                 sub_sort: Some("01C".into()),
+                ..crate::store::delivery::test_delivery(status, 3)
             }
         }
 
