@@ -4,6 +4,7 @@
 use anyhow::Result;
 use serde_json::{json, Map, Value};
 use shared::aws::Clients;
+use shared::data_keys::SecretSealer;
 use shared::domain::change::Change;
 use shared::domain::delivery_method::DeliveryMethod;
 use shared::domain::retry::RetryPolicy;
@@ -11,7 +12,6 @@ use shared::domain::signing::SigningSecret;
 use shared::domain::subscription::SubscriptionStatus;
 use shared::domain::target::{Target, TargetParts, WebhookSecret};
 use shared::domain::time::Timestamp;
-use shared::envelope::SecretSealer;
 use shared::ids::{AccountId, IntegrationId, SubscriptionId};
 use shared::store::account::Account;
 use shared::store::integration::Integration;

@@ -147,7 +147,7 @@ fn dispatcher_batch() -> String {
 
 fn dispatcher_payload(c: &mut Criterion) {
     use aws_lambda_events::event::dynamodb::Event as DynamoDbEvent;
-    use shared::dispatch::Invocation;
+    use shared::delivery::dispatch::Invocation;
     let batch = dispatcher_batch();
     let mut group = c.benchmark_group("dispatcher_payload_100_records");
     group.throughput(Throughput::Elements(100));

@@ -29,10 +29,10 @@
 use crate::aws::Clients;
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::dispatch::Dispatcher;
+use crate::delivery::dispatch::Dispatcher;
+use crate::delivery::rollup::{RollUp, RollUpReport};
 use crate::domain::time::Timestamp;
 use crate::metrics::{self, Metric};
-use crate::monitor::{RollUp, RollUpReport};
 use crate::operations::operator::replay::{self, StalledReport};
 use crate::operations::Ops;
 use async_trait::async_trait;

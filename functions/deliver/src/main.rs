@@ -2,8 +2,8 @@
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{service_fn, LambdaEvent};
+use shared::delivery::worker::DeliveryWorker;
 use shared::runtime::{deadline_of, Context};
-use shared::worker::DeliveryWorker;
 
 #[global_allocator]
 static ALLOC: shared::alloc::Allocator = shared::alloc::Allocator;

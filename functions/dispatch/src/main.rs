@@ -2,7 +2,7 @@
 //! the `due` index, both publishing to the delivery queue.
 
 use lambda_runtime::{service_fn, LambdaEvent};
-use shared::dispatch::{Dispatcher, Invocation};
+use shared::delivery::dispatch::{Dispatcher, Invocation};
 use shared::metrics::StdoutLines;
 use shared::runtime::Context;
 

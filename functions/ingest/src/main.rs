@@ -2,7 +2,7 @@
 
 use aws_lambda_events::event::dynamodb::Event;
 use lambda_runtime::{service_fn, LambdaEvent};
-use shared::ingest::Ingest;
+use shared::delivery::ingest::Ingest;
 use shared::runtime::Context;
 
 #[global_allocator]

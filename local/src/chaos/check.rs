@@ -4,6 +4,7 @@
 use super::endpoint::{Answer, Logged};
 use anyhow::{Context, Result};
 use serde::Serialize;
+use shared::delivery::worker::{ATTEMPT_LOG_LIMIT, BATCH_CONCURRENCY, EARLY_TOLERANCE};
 use shared::domain::event::{roll_up, EventStatus};
 use shared::domain::integration_delivery::{
     DeliveryOutcome, DeliveryStatus, DELIVERY_LIFECYCLE, FIRST_DISPATCH_GRACE, PROCESSING_LEASE,
@@ -16,7 +17,6 @@ use shared::store::delivery::{AttemptRecord, Delivery};
 use shared::store::event::EventRecord;
 use shared::store::subscription::Subscription;
 use shared::store::Item;
-use shared::worker::{ATTEMPT_LOG_LIMIT, BATCH_CONCURRENCY, EARLY_TOLERANCE};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 

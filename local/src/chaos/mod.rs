@@ -30,7 +30,10 @@ use endpoint::{Behaviour, Endpoint};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use serde::Serialize;
 use shared::clock::Clock;
-use shared::dispatch::SWEEP_EVERY;
+use shared::delivery::dispatch::SWEEP_EVERY;
+use shared::delivery::worker::internal::InternalRegistry;
+use shared::delivery::worker::webhook::WebhookAdapter;
+use shared::delivery::worker::DeliveryWorker;
 use shared::domain::integration_delivery::{FIRST_DISPATCH_GRACE, PROCESSING_LEASE};
 use shared::domain::retry::RetryPolicy;
 use shared::domain::ssrf::TargetPolicy;
@@ -38,9 +41,6 @@ use shared::domain::time::Timestamp;
 use shared::reconcile::RunKind;
 use shared::store::delivery::DeliveryWork;
 use shared::store::write;
-use shared::worker::internal::InternalRegistry;
-use shared::worker::webhook::WebhookAdapter;
-use shared::worker::DeliveryWorker;
 use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -530,7 +530,7 @@ impl Run<'_> {
         let table = &self.p.t.config.delivery_table;
         let now = self.p.now();
         // The worker's own claim: it refuses a settled, not yet due or leased delivery.
-        let due_by = now.plus(shared::worker::EARLY_TOLERANCE);
+        let due_by = now.plus(shared::delivery::worker::EARLY_TOLERANCE);
         let Ok(claim) = shared::store::delivery::claim(
             table,
             &work,

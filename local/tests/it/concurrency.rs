@@ -9,11 +9,11 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use local::faults::{Fault, Matcher};
 use local::receiver::{Receiver, Reply};
 use local::testkit::World;
+use shared::delivery::worker::DeliveryWorker;
 use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::notification_delivery::NotificationStatus;
 use shared::domain::retry::RetryPolicy;
 use shared::notify::worker::NotificationWorker;
-use shared::worker::DeliveryWorker;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -589,7 +589,7 @@ fn signing_secrets_are_sealed_under_a_rotating_key_only_the_api_and_the_worker_m
             {
                 assert_eq!(
                     context(s).as_deref(),
-                    Some(shared::envelope::CONTEXT_VALUE),
+                    Some(shared::data_keys::CONTEXT_VALUE),
                     "{action} without the signing-secret context"
                 );
             }
@@ -612,7 +612,7 @@ fn signing_secrets_are_sealed_under_a_rotating_key_only_the_api_and_the_worker_m
         for (action, s) in grants {
             assert_eq!(
                 context(s).as_deref(),
-                Some(shared::envelope::CONTEXT_VALUE),
+                Some(shared::data_keys::CONTEXT_VALUE),
                 "{function}: {action} without the signing-secret context"
             );
         }
@@ -1277,7 +1277,9 @@ fn seconds(v: &Value, what: &str) -> u64 {
 /// for SQS event sources) and longer than the processing lease.
 #[test]
 fn the_delivery_workers_worst_batch_fits_its_timeout_and_the_queue_outwaits_it() {
-    use shared::worker::{webhook::DEFAULT_TIMEOUT, BATCH_CONCURRENCY, DEADLINE_MARGIN, LEASE};
+    use shared::delivery::worker::{
+        webhook::DEFAULT_TIMEOUT, BATCH_CONCURRENCY, DEADLINE_MARGIN, LEASE,
+    };
     let function = &resource("DeliverFunction")["Properties"];
     let timeout = seconds(&function["Timeout"], "DeliverFunction's Timeout");
     let work = &function["Events"]["Work"]["Properties"];
@@ -1335,9 +1337,10 @@ mod measured {
     use shared::api::{router, ApiState, OperatorAuth};
     use shared::aws::Clients;
     use shared::clock::{Clock, ManualClock};
-    use shared::dispatch::Dispatcher;
+    use shared::delivery::dispatch::Dispatcher;
+    use shared::delivery::ingest::Ingest;
+    use shared::delivery::worker::DeliveryWorker;
     use shared::domain::retry::RetryPolicy;
-    use shared::ingest::Ingest;
     use shared::notify::notice_service::{NewNotice, NoticeService};
     use shared::notify::settle::reconcile_settler;
     use shared::notify::stream::NotificationStream;
@@ -1345,7 +1348,6 @@ mod measured {
     use shared::notify::worker::NotificationWorker;
     use shared::reconcile::{Budget, Reconciler, RunKind};
     use shared::store::notice::{Contact, Recipient};
-    use shared::worker::DeliveryWorker;
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
     use tower::ServiceExt;
@@ -2030,7 +2032,7 @@ async fn the_dispatchers_stream_filter_passes_exactly_the_records_its_code_acts_
     let mut seen = BTreeMap::<String, bool>::new();
     for (json, record) in &records {
         let by_template = local::event_filter::passes(&patterns, json);
-        let by_code = shared::dispatch::wanted(record);
+        let by_code = shared::delivery::route::wanted(record);
         assert_eq!(by_template, by_code, "{}: {json}", write_kind(json));
         seen.insert(write_kind(json), by_code);
     }

@@ -11,6 +11,10 @@ use local::testkit::api::OPERATOR_TOKEN;
 use local::testkit::id;
 use local::testkit::{sample, work, World};
 use serde_json::{json, Value};
+use shared::delivery::rollup::{reopen_event, ReopenOutcome, RollUpOutcome};
+use shared::delivery::worker::internal::{InternalCall, InternalHandler, InternalRegistry};
+use shared::delivery::worker::webhook::WebhookAdapter;
+use shared::delivery::worker::{DeliveryWorker, WorkOutcome};
 use shared::domain::change::Change;
 use shared::domain::classify::AttemptClass;
 use shared::domain::delivery_method::DeliveryMethod;
@@ -20,16 +24,12 @@ use shared::domain::retention::ttl_seconds;
 use shared::domain::retry::RetryPolicy;
 use shared::domain::target::{Incomplete, Target};
 use shared::domain::time::{Timestamp, DAY, MINUTE, SECOND};
-use shared::monitor::query::{event_with_deliveries, list_events, EventQuery};
-use shared::monitor::{reopen_event, ReopenOutcome, RollUpOutcome};
+use shared::operations::event_monitor::{event_with_deliveries, list_events, EventQuery};
 use shared::reconcile::{RunKind, SettleReport};
 use shared::store::delivery::Delivery;
 use shared::store::event::EventRecord;
 use shared::store::keys;
 use shared::store::subscription::Subscription;
-use shared::worker::internal::{InternalCall, InternalHandler, InternalRegistry};
-use shared::worker::webhook::WebhookAdapter;
-use shared::worker::{DeliveryWorker, WorkOutcome};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -82,7 +82,7 @@ async fn assert_final(w: &World, c: &Change, status: EventStatus, trigger: Event
     let ttl = ttl_seconds(status, finalized).unwrap();
     assert_eq!(e.expires_at, Some(ttl));
     assert_eq!(ttl, finalized.plus(RETENTION).seconds());
-    let partition = shared::monitor::rollup::read_partition(
+    let partition = shared::delivery::rollup::read_partition(
         &w.t.clients.dynamo,
         &w.t.config.delivery_table,
         &keys::event_pk(&c.account_id, &c.change_id),
@@ -1077,7 +1077,7 @@ async fn an_operator_restart_reopens_a_final_event_onto_the_roll_up_index() {
     assert_open(&w, &c, EventStatus::Partial).await;
     assert_eq!(e.status_trigger, Some(EventTrigger::OperatorRestartReopens));
     assert_eq!((e.reopens, e.finalized_at), (Some(1), None));
-    let partition = shared::monitor::rollup::read_partition(
+    let partition = shared::delivery::rollup::read_partition(
         dynamo,
         table,
         &keys::event_pk(&acct, &c.change_id),

@@ -6,11 +6,11 @@ use local::fixtures::{catalog_change, Fixtures};
 use local::pipeline::Pipeline;
 use local::receiver::{Receiver, Reply};
 use local::testkit::id;
+use shared::delivery::worker::WorkOutcome;
 use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::retry::RetryPolicy;
 use shared::store::delivery::DeliveryWork;
 use shared::store::subscription::Subscription;
-use shared::worker::WorkOutcome;
 use std::time::Duration;
 
 async fn webhook_subscription(p: &Pipeline, r: &Receiver) -> (String, Subscription) {

@@ -11,6 +11,7 @@ use local::testkit::id;
 use local::testkit::through_api::{change_ids, ApiSubscription};
 use local::testkit::World;
 use serde_json::{json, Value};
+use shared::delivery::worker::WorkOutcome;
 use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::pull_cursor::PullCursor;
 use shared::domain::replay::ReplayStatus;
@@ -21,7 +22,6 @@ use shared::operations::operator::replay::{
 use shared::operations::Ops;
 use shared::store::delivery::DeliveryWork;
 use shared::store::keys;
-use shared::worker::WorkOutcome;
 use std::time::{Duration, Instant};
 
 // ------------------------------------------------------------------------------------ harness

@@ -8,6 +8,7 @@ use local::receiver::Reply;
 use local::testkit::id;
 use local::testkit::{work, World};
 use serde_json::json;
+use shared::delivery::worker::WorkOutcome;
 use shared::domain::event::InternalStatus;
 use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::retry::FIXED_SCHEDULE;
@@ -16,7 +17,6 @@ use shared::domain::subscription::SubscriptionStatus;
 use shared::domain::time::{MINUTE, SECOND};
 use shared::store::integration::Integration;
 use shared::store::subscription::Subscription;
-use shared::worker::WorkOutcome;
 use std::time::Duration;
 
 /// An account with an administrator, a webhook to the world's receiver, and a catalog
@@ -499,11 +499,11 @@ async fn a_lost_acknowledgement_is_retried_with_the_same_delivery_id() {
         .fields(&["sku"])
         .await;
     let worker = w.worker_with(
-        shared::worker::webhook::WebhookAdapter::new(
+        shared::delivery::worker::webhook::WebhookAdapter::new(
             shared::domain::ssrf::TargetPolicy::LOCAL_DEMO,
             Duration::from_millis(300),
         ),
-        shared::worker::internal::InternalRegistry::default(),
+        shared::delivery::worker::internal::InternalRegistry::default(),
     );
     let change = w.change(&account.account_id).price(1.0).await;
     w.ingest_pending().await.unwrap();
@@ -624,7 +624,7 @@ async fn an_internal_subscriber_stores_its_result_and_marks_the_event_done() {
     // The late, older change did not overwrite the newer snapshot.
     let snap = w
         .get(
-            &shared::worker::internal::snapshot_pk(&account.account_id, "catalog_item"),
+            &shared::delivery::worker::internal::snapshot_pk(&account.account_id, "catalog_item"),
             "SKU-1",
         )
         .await
@@ -645,7 +645,7 @@ async fn the_ssrf_guard_refuses_private_targets_in_production() {
     let (account, _, sub) = webhook_subscription(&w).await;
     let mut production = w.t.config.clone();
     production.allow_private_targets = false;
-    let worker = shared::worker::DeliveryWorker::new(
+    let worker = shared::delivery::worker::DeliveryWorker::new(
         w.t.clients.clone(),
         production,
         std::sync::Arc::new(w.clock.clone()),

@@ -106,7 +106,7 @@ fn the_schedule_payloads_are_what_the_template_sends() {
 #[tokio::test]
 async fn the_dispatcher_sweeps_only_on_its_schedules_payload_and_writes_one_sweep_metric_each_time()
 {
-    use shared::dispatch::{DispatchError, Dispatcher};
+    use shared::delivery::dispatch::{DispatchError, Dispatcher};
     use shared::metrics::CapturedEmf;
     use std::sync::Arc;
     let w = World::new().await;

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 /// The dispatcher's sweep schedule (template.yaml `Sweep`: `rate(1 minute)`; `recovery.rs`
 /// holds the template to it).
-pub use shared::dispatch::SWEEP_EVERY;
+pub use shared::delivery::dispatch::SWEEP_EVERY;
 /// The roll-up reconcile run (template.yaml `RollUpWalk`: `rate(10 minutes)`).
 pub const ROLLUP_EVERY: Duration = Duration::from_secs(600);
 /// template.yaml `DeliveryQueue.VisibilityTimeout`.

@@ -6,16 +6,16 @@ use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use local::receiver::{Receiver, Reply};
 use local::testkit::id;
 use local::testkit::World;
+use shared::delivery::worker::adapters::DETAIL_LIMIT;
+use shared::delivery::worker::internal::InternalRegistry;
+use shared::delivery::worker::webhook::WebhookAdapter;
+use shared::delivery::worker::{
+    BATCH_CONCURRENCY, DEADLINE_MARGIN, ENDPOINT_DEFERRAL, PER_SUBSCRIPTION_CONCURRENCY,
+};
 use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::ssrf::TargetPolicy;
 use shared::store::delivery::{Delivery, DeliveryWork};
 use shared::store::subscription::Subscription;
-use shared::worker::adapters::DETAIL_LIMIT;
-use shared::worker::internal::InternalRegistry;
-use shared::worker::webhook::WebhookAdapter;
-use shared::worker::{
-    BATCH_CONCURRENCY, DEADLINE_MARGIN, ENDPOINT_DEFERRAL, PER_SUBSCRIPTION_CONCURRENCY,
-};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 

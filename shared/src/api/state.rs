@@ -27,13 +27,13 @@ pub struct ApiState {
     /// [`crate::notify::confirm::settings`].
     pub provider_events: Option<Arc<crate::notify::confirm::ProviderEventSettings>>,
     /// Seals webhook signing secrets (one KMS data key per container).
-    pub sealer: Arc<crate::envelope::SecretSealer>,
+    pub sealer: Arc<crate::data_keys::SecretSealer>,
     /// Opens them for a test event ([`crate::api::v1::test_event`]): one KMS `Decrypt` per
     /// wrapped data key per container, as the delivery worker does.
-    pub opener: Arc<crate::envelope::SecretOpener>,
+    pub opener: Arc<crate::data_keys::SecretOpener>,
     /// The delivery worker's webhook adapter (the SSRF-guarded client, its timeout and response
     /// cap) under this deployment's target policy, for test events.
-    pub webhook: crate::worker::webhook::WebhookAdapter,
+    pub webhook: crate::delivery::worker::webhook::WebhookAdapter,
     /// Signs the web console's login links and sessions ([`crate::api::console::session`]); a random
     /// key of the process unless [`ApiState::with_console_key`] sets the configured one.
     pub console_key: Arc<crate::api::console::session::ConsoleKey>,
@@ -52,14 +52,14 @@ impl ApiState {
             require_https: !config.allow_private_targets,
         };
         ApiState {
-            sealer: Arc::new(crate::envelope::SecretSealer::new(
+            sealer: Arc::new(crate::data_keys::SecretSealer::new(
                 clients.kms.clone(),
                 config.signing_key_id.clone(),
             )),
-            opener: Arc::new(crate::envelope::SecretOpener::new(clients.kms.clone())),
-            webhook: crate::worker::webhook::WebhookAdapter::new(
+            opener: Arc::new(crate::data_keys::SecretOpener::new(clients.kms.clone())),
+            webhook: crate::delivery::worker::webhook::WebhookAdapter::new(
                 policy,
-                crate::worker::webhook::DEFAULT_TIMEOUT,
+                crate::delivery::worker::webhook::DEFAULT_TIMEOUT,
             ),
             clients,
             config,

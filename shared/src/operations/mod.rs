@@ -10,6 +10,7 @@
 //!   and the history and audit they read and write.
 //! * [`pull`] — the adapters' pull cursor: read pending changes, acknowledge them.
 
+pub mod event_monitor;
 pub mod operator;
 pub mod pull;
 

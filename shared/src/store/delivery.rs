@@ -64,7 +64,7 @@ pub struct Delivery {
     pub attempts: u32,
     /// The only delivery its change made: its settling alone decides its event's prompt
     /// roll-up, which is then written without reading the event
-    /// ([`crate::monitor::rollup::sole_roll_up`]).
+    /// ([`crate::delivery::rollup::sole_roll_up`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sole: bool,
     /// The envelope delivered to the adapter (JSON text); absent for `skipped_filter`.
@@ -636,6 +636,25 @@ mod tests {
     use crate::domain::time::SECOND;
     use crate::ids::id;
     use crate::store::attrs::by_subscription;
+
+    #[test]
+    fn keys_name_their_work() {
+        let w = work_from_key(
+            &keys::event_pk(&id("a1"), &id("c1")),
+            &keys::delivery_sk(&id("s1")),
+        )
+        .unwrap();
+        assert_eq!(
+            w,
+            DeliveryWork {
+                account_id: "a1".parse().unwrap(),
+                change_id: "c1".parse().unwrap(),
+                subscription_id: "s1".parse().unwrap()
+            }
+        );
+        assert!(work_from_key("ACCT#a", "DLV#s").is_none());
+        assert!(work_from_key("EVT#a#c", "EVENT").is_none());
+    }
 
     fn attempt(number: u32, http: Option<u16>, detail: Option<&str>) -> AttemptRecord {
         AttemptRecord {

@@ -9,6 +9,7 @@ pub mod console_inbox;
 pub mod cursor;
 pub mod delivery;
 pub mod event;
+pub mod event_partition;
 pub mod expr;
 pub mod integration;
 #[cfg(test)]
@@ -25,6 +26,7 @@ pub mod provider_ref;
 pub mod read;
 pub mod replay_job;
 pub mod snapshot;
+pub mod stream_image;
 pub mod subscription;
 pub mod supersede_pointer;
 pub mod test_event_quota;

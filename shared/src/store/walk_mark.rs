@@ -2,7 +2,7 @@
 //! event listing. One item, `ROLLUP_WALK` / `LISTING`, written once per walk that read them all.
 //!
 //! The walk reads each account's listing from a little before the mark
-//! ([`crate::monitor::rollup::LISTING_OVERLAP`], for entries the eventually consistent index had
+//! ([`crate::delivery::rollup::LISTING_OVERLAP`], for entries the eventually consistent index had
 //! not shown yet) up to the walk's start, and puts the events still open on the `rollup` index.
 
 use super::expr::{n, Expr};

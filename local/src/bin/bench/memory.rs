@@ -299,7 +299,7 @@ pub(crate) async fn memory_per_batch() -> Result<Vec<HeapPeak>> {
     let batches = stream_batches(p.t.stream("ChangesTable"), |_| true, n_ingest).await?;
     out.push(invoke_batches("ingest", batches, |e| p.ingest.handle(e)).await?);
     // The records the dispatcher's FilterCriteria let through: the new deliveries.
-    let wanted = shared::dispatch::wanted;
+    let wanted = shared::delivery::route::wanted;
     let batches = stream_batches(p.t.stream("DeliveryTable"), wanted, n_dispatch).await?;
     out.push(invoke_batches("dispatch", batches, |e| p.dispatcher.handle_stream(e)).await?);
     let batches = queue_batches(&p.t.queue("DeliveryQueue"), n_deliver).await?;

@@ -20,11 +20,11 @@ use local::pipeline::Pipeline;
 use local::receiver::{Receiver, Reply};
 use local::template::Template;
 use serde_json::{json, Value};
+use shared::delivery::worker::internal::InternalRegistry;
+use shared::delivery::worker::webhook::WebhookAdapter;
+use shared::delivery::worker::DeliveryWorker;
 use shared::domain::retry::RetryPolicy;
 use shared::domain::ssrf::TargetPolicy;
-use shared::worker::internal::InternalRegistry;
-use shared::worker::webhook::WebhookAdapter;
-use shared::worker::DeliveryWorker;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 /// The attempt timeout: the real one (a shorter one would be no longer than the emulator's store
 /// calls for a batch, which are a hundred times DynamoDB's, and would hide what a hanging
 /// endpoint costs). Each invocation has the function's deadline (template.yaml's Timeout).
-const TIMEOUT: Duration = shared::worker::webhook::DEFAULT_TIMEOUT;
+const TIMEOUT: Duration = shared::delivery::worker::webhook::DEFAULT_TIMEOUT;
 const QUIET_ACCOUNTS: usize = 5;
 /// Changes per quiet account; the noisy one writes ten times as many.
 const QUIET_CHANGES: usize = 20;

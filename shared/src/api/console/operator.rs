@@ -22,7 +22,9 @@ use crate::api::v1::subscriptions::SubscriptionView;
 use crate::domain::lifecycle::Status;
 use crate::domain::subscription::MAX_CONSECUTIVE_DEAD;
 use crate::ids::AccountId;
-use crate::monitor::query::{attention_deliveries, paused_subscriptions, DeliveryLogEntry};
+use crate::operations::event_monitor::{
+    attention_deliveries, paused_subscriptions, DeliveryLogEntry,
+};
 use crate::operations::operator::{audit, replay};
 use crate::store::audit::AuditScope;
 use axum::body::Bytes;

@@ -14,7 +14,9 @@ use crate::domain::event::{EventStatus, InternalStatus};
 use crate::domain::lifecycle::Status;
 use crate::domain::pull_cursor::change_id as change_id_of;
 use crate::ids::{AccountId, ChangeId, SubscriptionId};
-use crate::monitor::query::{event_with_deliveries, list_events, DeliveryLogEntry, EventSummary};
+use crate::operations::event_monitor::{
+    event_with_deliveries, list_events, DeliveryLogEntry, EventSummary,
+};
 use crate::operations::operator::history;
 use axum::http::StatusCode;
 use axum::response::Response;

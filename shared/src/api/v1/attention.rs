@@ -12,7 +12,9 @@ use crate::api::auth::AccountAuth;
 use crate::api::extract::{page_limit, ApiQuery};
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
-use crate::monitor::query::{attention_deliveries, paused_subscriptions, DeliveryLogEntry};
+use crate::operations::event_monitor::{
+    attention_deliveries, paused_subscriptions, DeliveryLogEntry,
+};
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};

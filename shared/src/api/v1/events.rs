@@ -22,10 +22,10 @@ use crate::domain::event::EventStatus;
 use crate::domain::lifecycle::Status;
 use crate::domain::pull_cursor::change_id;
 use crate::domain::time::Timestamp;
-use crate::monitor::query::{
+use crate::operations::event_monitor::MonitorError;
+use crate::operations::event_monitor::{
     event_with_deliveries, list_events, DeliveryLogEntry, EventQuery, EventSummary,
 };
-use crate::monitor::MonitorError;
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
@@ -43,7 +43,6 @@ pub fn monitor_error(e: MonitorError) -> ApiError {
     match e {
         MonitorError::BadCursor => ApiError::field("cursor", "is not a cursor of this list"),
         MonitorError::Store(e) => e.into(),
-        MonitorError::Transition(e) => ApiError::internal(e.to_string()),
     }
 }
 

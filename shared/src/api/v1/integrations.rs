@@ -9,7 +9,7 @@
 //!   secret keeps signing beside the new one until `previous_secret_expires_at`; 0 retires
 //!   it at once. The method cannot change.
 //!
-//! Signing secrets are stored sealed ([`crate::envelope::SecretSealer`]): the API seals them with
+//! Signing secrets are stored sealed ([`crate::data_keys::SecretSealer`]): the API seals them with
 //! a KMS data key and cannot open them again; only the delivery worker can.
 //! * `DELETE /v1/integrations/{id}` → 204. Its subscriptions stay; their deliveries fail as a
 //!   configuration loss (seed behaviour). Its integration tokens are revoked.

@@ -19,7 +19,7 @@
 //!
 //! The web console's "Send test event" button calls [`send_test_event`] too.
 //!
-//! [`WebhookAdapter::send_signed`]: crate::worker::webhook::WebhookAdapter::send_signed
+//! [`WebhookAdapter::send_signed`]: crate::delivery::worker::webhook::WebhookAdapter::send_signed
 
 use crate::api::auth::AccountAuth;
 use crate::api::extract::{path_id, ApiPath};

@@ -24,7 +24,7 @@
 //! ([`history::attempt_runs`] numbers the runs). A push delivery also goes back on the sharded
 //! `due` index; the dispatcher's stream handler publishes it as it enters `pending`, and the
 //! sweep publishes it again if that message is lost. Finally the event monitor reopens the
-//! change's event ([`crate::monitor::reopen_event`]).
+//! change's event ([`crate::delivery::rollup::reopen_event`]).
 //!
 //! A pull (`poll`) delivery restarted behind the subscription's acknowledged cursor would never be
 //! read again, so the cursor first moves back to just before it and the subscription's pull epoch

@@ -34,7 +34,7 @@ pub async fn reopen_event(ops: &Ops<'_>, d: &Delivery) -> Option<String> {
     if d.method.is_poll() {
         return None;
     }
-    match crate::monitor::reopen_event(
+    match crate::delivery::rollup::reopen_event(
         ops.dynamo,
         ops.table,
         &d.account_id,
@@ -45,10 +45,10 @@ pub async fn reopen_event(ops: &Ops<'_>, d: &Delivery) -> Option<String> {
     {
         Ok(outcome) => Some(
             match outcome {
-                crate::monitor::ReopenOutcome::Reopened { .. } => "reopened",
-                crate::monitor::ReopenOutcome::AlreadyOpen { .. } => "already_open",
-                crate::monitor::ReopenOutcome::NotReopenable { .. } => "not_reopenable",
-                crate::monitor::ReopenOutcome::Missing => "missing",
+                crate::delivery::rollup::ReopenOutcome::Reopened { .. } => "reopened",
+                crate::delivery::rollup::ReopenOutcome::AlreadyOpen { .. } => "already_open",
+                crate::delivery::rollup::ReopenOutcome::NotReopenable { .. } => "not_reopenable",
+                crate::delivery::rollup::ReopenOutcome::Missing => "missing",
             }
             .to_owned(),
         ),

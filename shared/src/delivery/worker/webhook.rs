@@ -10,13 +10,13 @@
 //! (see [`crate::guarded_http`]); the attempt is classified by its status all the same.
 
 use super::adapters::{truncate, AttemptResult, DETAIL_LIMIT};
+use crate::data_keys::{SecretOpener, UnsealError};
 use crate::domain::classify::AttemptClass;
 use crate::domain::classify::{classify_http_status, classify_transport, TransportFailure};
 use crate::domain::signing::{SigningSecret, WebhookHeaders};
 use crate::domain::ssrf::{check_url, TargetPolicy};
 use crate::domain::target::WebhookSecret;
 use crate::domain::time::Timestamp;
-use crate::envelope::{SecretOpener, UnsealError};
 use crate::guarded_http;
 use crate::ids::{AccountId, IntegrationId};
 use std::time::Duration;

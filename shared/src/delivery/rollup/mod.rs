@@ -24,9 +24,38 @@
 //! ones still open on the index. An open event is therefore either on the index or created
 //! after the last complete listing read, which the next walk reads: no open event is missed, and
 //! a healthy event costs reads only (a keys-only listing entry and one item read per walk).
+//!
+//! # Who writes what
+//!
+//! Only the system sets `event_status` and `internal_status`: ingest writes `new`/`new`,
+//! the roll-up writes every later `event_status`, the delivery worker writes `internal_status =
+//! done`, and [`reopen_event`] (called by operator retry) writes `sent | failed → partial`. No API
+//! route sets either field.
+//!
+//! # Decisions (documented here because the lifecycle table leaves them open)
+//!
+//! * **"Took the event".** A subscriber took an event when ingest recorded a delivery for it that
+//!   is not `skipped_filter`. Paused subscriptions get no delivery and subscriptions whose
+//!   change-time filter rejected the change get a `skipped_filter` one: neither took it. An event
+//!   nobody took is `skipped`.
+//! * **Ingest still writing.** Ingest writes an event and its deliveries concurrently, so a roll-up
+//!   may see the event before all of its deliveries. The event records how many subscribers took
+//!   it (`subscribers`); while fewer such deliveries are visible the roll-up leaves the event alone
+//!   ([`RollUpOutcome::Deferred`]) rather than calling it `skipped` too early.
+//! * **Races.** Every status write is `EVENT_LIFECYCLE.expect(from, trigger, to)`: the stored
+//!   status must still be the one the decision was made on, so of a prompt roll-up and a pass that
+//!   race, exactly one moves the event and the other re-reads and finds nothing to do. The write is
+//!   also conditional on the event's `reopens` counter, which only [`reopen_event`] increments, so a
+//!   decision made from deliveries read before an operator restart can never land after it.
+//! * **Retention of deliveries.** When an event becomes final its deliveries get the same
+//!   `expires_at` (they are written first, then the event; a crash in between leaves the event on
+//!   the index and the next roll-up repeats both). A roll-up that finds an open event whose
+//!   deliveries carry an expiry (a reopened event, or a lost race) removes it.
+//! * **Prompt roll-up.** The dispatcher's stream consumer rolls an event up when the event is
+//!   inserted and when one of its push deliveries reaches a terminal state; the reconciliation
+//!   function's schedules walk the index for anything those triggers missed.
 
-use super::error::MonitorError;
-pub use super::items::read_partition;
+mod error;
 use crate::clock::Clock;
 use crate::domain::event::{roll_up_move, DeliveryFacts, EventStatus, EventTrigger, ROLLUP_BATCH};
 use crate::domain::integration_delivery::DeliveryStatus;
@@ -37,9 +66,11 @@ use crate::store;
 use crate::store::attrs::rollup as rollup_attrs;
 use crate::store::delivery::Delivery;
 use crate::store::event::{EventRecord, RollUpBasis};
+pub use crate::store::event_partition::read_partition;
 use crate::store::keys::{self, SHARDS};
 use crate::store::write::{send, Write, Written};
 use crate::store::StoreError;
+pub use error::RollUpError;
 use futures::stream::{self, StreamExt};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
@@ -102,7 +133,7 @@ pub struct RollUpReport {
 }
 
 impl RollUpReport {
-    pub fn record(&mut self, outcome: &Result<RollUpOutcome, MonitorError>) {
+    pub fn record(&mut self, outcome: &Result<RollUpOutcome, RollUpError>) {
         self.examined += 1;
         match outcome {
             Ok(RollUpOutcome::Moved { to, .. }) => match to {
@@ -197,7 +228,7 @@ impl RollUp {
 
     /// One roll-up pass: the [`ROLLUP_BATCH`] oldest `new` or `partial` events, each moved per
     /// the event status table (`docs/lifecycles.md#event-status`).
-    pub async fn pass(&self) -> Result<RollUpReport, MonitorError> {
+    pub async fn pass(&self) -> Result<RollUpReport, RollUpError> {
         self.enrol_logged(None).await;
         let mut walk = IndexWalk::new();
         let batch = walk.next_batch(self, ROLLUP_BATCH).await?;
@@ -211,7 +242,7 @@ impl RollUp {
         &self,
         max_events: usize,
         deadline: Instant,
-    ) -> Result<WalkReport, MonitorError> {
+    ) -> Result<WalkReport, RollUpError> {
         let enrolled = self.enrol_logged(Some(deadline)).await;
         let mut walk = IndexWalk::new();
         let mut report = RollUpReport::default();
@@ -268,7 +299,7 @@ impl RollUp {
     /// Reads every account's event listing from the walk's mark (less [`LISTING_OVERLAP`]) to
     /// now and puts the events still open on the `rollup` index; then moves the mark on to the
     /// instant the read started. Starts no account after `deadline` (the mark then stays).
-    pub async fn enrol_open(&self, deadline: Option<Instant>) -> Result<EnrolReport, MonitorError> {
+    pub async fn enrol_open(&self, deadline: Option<Instant>) -> Result<EnrolReport, RollUpError> {
         let through = self.clock.now();
         let from = store::walk_mark::get(&self.dynamo, &self.table)
             .await?
@@ -354,7 +385,7 @@ impl RollUp {
     /// returned: one event's failure does not hold up the others.
     pub async fn roll_up_batch(&self, batch: &[IndexEntry]) -> RollUpReport {
         let pks: Vec<String> = batch.iter().map(|e| e.pk.clone()).collect();
-        let counted: Vec<Result<(RollUpOutcome, u32), MonitorError>> = stream::iter(pks)
+        let counted: Vec<Result<(RollUpOutcome, u32), RollUpError>> = stream::iter(pks)
             .map(|pk| {
                 let this = self.clone();
                 async move { this.roll_up_counting(&pk).await }
@@ -367,7 +398,7 @@ impl RollUp {
             .filter_map(|c| c.as_ref().ok())
             .map(|(_, n)| n)
             .sum();
-        let outcomes: Vec<Result<RollUpOutcome, MonitorError>> = counted
+        let outcomes: Vec<Result<RollUpOutcome, RollUpError>> = counted
             .into_iter()
             .map(|c| c.map(|(outcome, _)| outcome))
             .collect();
@@ -392,13 +423,13 @@ impl RollUp {
         &self,
         account_id: &AccountId,
         change_id: &ChangeId,
-    ) -> Result<RollUpOutcome, MonitorError> {
+    ) -> Result<RollUpOutcome, RollUpError> {
         self.roll_up_pk(&keys::event_pk(account_id, change_id))
             .await
     }
 
     /// Rolls up the event of partition `pk` (`EVT#{account}#{change}`).
-    pub async fn roll_up_pk(&self, pk: &str) -> Result<RollUpOutcome, MonitorError> {
+    pub async fn roll_up_pk(&self, pk: &str) -> Result<RollUpOutcome, RollUpError> {
         Ok(self.roll_up_counting(pk).await?.0)
     }
 
@@ -412,7 +443,7 @@ impl RollUp {
         &self,
         d: &Delivery,
         previous: DeliveryStatus,
-    ) -> Result<RollUpOutcome, MonitorError> {
+    ) -> Result<RollUpOutcome, RollUpError> {
         let now = self.clock.now();
         if let Some((basis, trigger, to)) = sole_roll_up(d, previous, now) {
             let w = store::event::roll_up(&self.table, &basis, trigger, to, now)?;
@@ -429,7 +460,7 @@ impl RollUp {
 
     /// [`Self::roll_up_pk`], and how many lost first dispatches of the event's deliveries it put
     /// back on the `due` index.
-    async fn roll_up_counting(&self, pk: &str) -> Result<(RollUpOutcome, u32), MonitorError> {
+    async fn roll_up_counting(&self, pk: &str) -> Result<(RollUpOutcome, u32), RollUpError> {
         let mut requeued = 0;
         for _ in 0..ROLLUP_ATTEMPTS {
             let partition = read_partition(&self.dynamo, &self.table, pk).await?;
@@ -486,7 +517,7 @@ impl RollUp {
         pk: &str,
         deliveries: &[Delivery],
         now: Timestamp,
-    ) -> Result<u32, MonitorError> {
+    ) -> Result<u32, RollUpError> {
         let mut requeued = 0;
         for d in deliveries.iter().filter(|d| d.first_dispatch_lost(now)) {
             let w = store::delivery::requeue_lost_dispatch(&self.table, d, now)?;
@@ -506,12 +537,12 @@ impl RollUp {
         trigger: EventTrigger,
         to: EventStatus,
         now: Timestamp,
-    ) -> Result<bool, MonitorError> {
+    ) -> Result<bool, RollUpError> {
         let w = store::event::roll_up(&self.table, &event.roll_up_basis(), trigger, to, now)?;
         Ok(send(&self.dynamo, w).await?.applied())
     }
 
-    async fn leave_index(&self, pk: &str, status: EventStatus) -> Result<(), MonitorError> {
+    async fn leave_index(&self, pk: &str, status: EventStatus) -> Result<(), RollUpError> {
         // Refused: the event moved since the read; the next roll-up sees it as it is.
         send(
             &self.dynamo,
@@ -566,7 +597,7 @@ async fn set_delivery_expiry(
     table: &str,
     deliveries: &[Delivery],
     ttl: Option<i64>,
-) -> Result<(), MonitorError> {
+) -> Result<(), RollUpError> {
     // Owned items only: the futures must be `Send` for any caller (axum handlers included),
     // which closures over borrowed items cannot promise.
     // A push delivery stamped its own (longer) expiry when it ended: only deliveries that would
@@ -630,7 +661,7 @@ pub async fn reopen_event(
     account_id: &AccountId,
     change_id: &ChangeId,
     now: Timestamp,
-) -> Result<ReopenOutcome, MonitorError> {
+) -> Result<ReopenOutcome, RollUpError> {
     let pk = keys::event_pk(account_id, change_id);
     for _ in 0..ROLLUP_ATTEMPTS {
         let partition = read_partition(dynamo, table, &pk).await?;
@@ -659,7 +690,7 @@ pub async fn reopen_event(
             });
         }
     }
-    Err(MonitorError::Store(StoreError::Dynamo(format!(
+    Err(RollUpError::Store(StoreError::Dynamo(format!(
         "reopening {pk}: the event kept changing under {ROLLUP_ATTEMPTS} attempts"
     ))))
 }
@@ -794,7 +825,9 @@ mod tests {
         r.record(&Ok(RollUpOutcome::Unchanged {
             status: EventStatus::Partial,
         }));
-        r.record(&Err(MonitorError::BadCursor));
+        r.record(&Err(RollUpError::Store(StoreError::Dynamo(
+            "unavailable".into(),
+        ))));
         assert_eq!(
             (r.examined, r.finalized(), r.moved(), r.unchanged, r.errors),
             (4, 1, 2, 1, 1)

@@ -108,7 +108,7 @@ mod tests {
 
     #[test]
     fn a_payload_with_records_is_a_stream_batch_parsed_as_the_stream_event_is() {
-        let text = include_str!("../../../events/dispatch-delivery-stream.json");
+        let text = include_str!("../../../../events/dispatch-delivery-stream.json");
         let Invocation::Stream(event) = parsed(text) else {
             panic!("not a stream batch")
         };

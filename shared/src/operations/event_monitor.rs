@@ -14,8 +14,6 @@
 //! stored statuses: a delivery shows its stored `status` and its `transmit_status`
 //! (`docs/lifecycles.md#delivery-log-words`).
 
-use super::error::MonitorError;
-use super::items::read_partition;
 use crate::domain::event::{EventStatus, EventTrigger, InternalStatus};
 use crate::domain::integration_delivery::{DeliveryStatus, TransmitStatus};
 use crate::domain::lifecycle::Term;
@@ -26,6 +24,7 @@ use crate::store::attrs::listing;
 use crate::store::delivery::AttemptRecord;
 use crate::store::delivery::Delivery;
 use crate::store::event::EventRecord;
+use crate::store::event_partition::read_partition;
 use crate::store::expr::{s, Expr};
 use crate::store::keys;
 use crate::store::subscription::Subscription;
@@ -35,6 +34,15 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+
+/// Everything the event monitor's reads can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum MonitorError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the cursor is not one this listing issued")]
+    BadCursor,
+}
 
 /// The per-account listing index (template.yaml).
 pub const LISTING_INDEX: &str = crate::store::attrs::listing::INDEX;

@@ -16,6 +16,7 @@ pub mod webhook;
 use crate::aws::Clients;
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::data_keys::SecretOpener;
 use crate::domain::classify::AttemptClass;
 use crate::domain::integration_delivery::{
     self as lifecycle, lease_held, DeliveryMove, DeliveryStatus, UnknownDeliveryMethod,
@@ -25,7 +26,6 @@ use crate::domain::ssrf::TargetPolicy;
 use crate::domain::subscription::should_auto_pause;
 use crate::domain::target::Target;
 use crate::domain::time::Timestamp;
-use crate::envelope::SecretOpener;
 use crate::ids::AccountId;
 use crate::store;
 use crate::store::account_config::{AccountConfig, ConfigCache};
@@ -286,7 +286,7 @@ impl DeliveryWorker {
                 .iter()
                 .filter_map(|&i| Some((works[i].clone()?, ENDPOINT_DEFERRAL)))
                 .collect();
-            let failed = crate::dispatch::publish(
+            let failed = crate::delivery::dispatch::publish(
                 &self.clients.sqs,
                 &self.config.delivery_queue_url,
                 &entries,
