@@ -9,14 +9,13 @@ use shared::domain::change::Change;
 use shared::domain::delivery_method::DeliveryMethod;
 use shared::domain::retry::RetryPolicy;
 use shared::domain::signing::SigningSecret;
-use shared::domain::subscription::SubscriptionStatus;
 use shared::domain::target::{Target, TargetParts, WebhookSecret};
 use shared::domain::time::Timestamp;
 use shared::ids::{AccountId, IntegrationId, SubscriptionId};
 use shared::store::account::Account;
 use shared::store::integration::Integration;
 use shared::store::keys;
-use shared::store::subscription::Subscription;
+use shared::store::subscription::{NewSubscription, Subscription};
 use shared::store::to_item;
 
 pub struct Fixtures<'a> {
@@ -62,13 +61,12 @@ impl<'a> Fixtures<'a> {
     }
 
     pub async fn account(&self, admin_emails: &[&str]) -> Result<Account> {
-        let account = Account {
-            account_id: format!("acct{}", new_id().to_lowercase()).parse().unwrap(),
-            name: "Test account".into(),
-            admin_emails: admin_emails.iter().map(|s| s.to_string()).collect(),
-            created_at: self.now,
-            notice_allowlist: Default::default(),
-        };
+        let account = Account::new(
+            format!("acct{}", new_id().to_lowercase()).parse().unwrap(),
+            "Test account".into(),
+            admin_emails.iter().map(|s| s.to_string()).collect(),
+            self.now,
+        );
         self.save_account(&account).await?;
         Ok(account)
     }
@@ -99,20 +97,21 @@ impl<'a> Fixtures<'a> {
             ),
             None => None,
         };
-        let integration = Integration {
-            account_id: account_id.clone(),
+        let name = format!("{} integration", method.as_str());
+        let target = Target::from_parts(TargetParts {
+            signing_secret,
+            webhook_url,
+            handler: handler.map(str::to_string),
+            method,
+        });
+        let integration = Integration::new(
+            account_id.clone(),
             integration_id,
-            name: format!("{} integration", method.as_str()),
-            target: Target::from_parts(TargetParts {
-                signing_secret,
-                webhook_url,
-                handler: handler.map(str::to_string),
-                method,
-            }),
-            event_access_accepted: true,
-            created_at: self.now,
-            updated_at: self.now,
-        };
+            name,
+            target,
+            true,
+            self.now,
+        );
         self.save_integration(&integration).await?;
         Ok(integration)
     }
@@ -140,26 +139,18 @@ impl<'a> Fixtures<'a> {
         fields: &[&str],
         retry_policy: RetryPolicy,
     ) -> Result<Subscription> {
-        let subscription = Subscription {
-            account_id: integration.account_id.clone(),
-            subscription_id: SubscriptionId::new(),
-            integration_id: integration.integration_id.clone(),
-            record_types: record_types.iter().map(|s| s.to_string()).collect(),
-            filter: filter.map(|f| f.to_string()),
-            fields: fields.iter().map(|s| s.to_string()).collect(),
-            retry_policy,
-            status: SubscriptionStatus::Active,
-            consecutive_dead: 0,
-            paused_at: None,
-            created_at: self.now,
-            updated_at: self.now,
-            pull_cursor: None,
-            pull_cursor_at: None,
-            pull_epoch: 0,
-            pull_rewound_at: None,
-            resumed_at: None,
-            resumed_by: None,
-        };
+        let subscription = Subscription::new(
+            NewSubscription {
+                account_id: integration.account_id.clone(),
+                subscription_id: SubscriptionId::new(),
+                integration_id: integration.integration_id.clone(),
+                record_types: record_types.iter().map(|s| s.to_string()).collect(),
+                filter: filter.map(|f| f.to_string()),
+                fields: fields.iter().map(|s| s.to_string()).collect(),
+                retry_policy,
+            },
+            self.now,
+        );
         self.save_subscription(&subscription).await?;
         Ok(subscription)
     }

@@ -22,7 +22,8 @@ use local::receiver::{Receiver, Reply};
 use local::served::{back_date, interrupted, HttpApi, ServedStack};
 use serde_json::{json, Value};
 use shared::api::{ApiState, OperatorAuth};
-use shared::domain::event::{EventStatus, InternalStatus};
+use shared::domain::change::Change;
+use shared::domain::event::EventStatus;
 use shared::domain::retry::FIXED_SCHEDULE;
 use shared::domain::time::Timestamp;
 use shared::ids::{AccountId, ChangeId};
@@ -190,7 +191,7 @@ async fn bulk_events(p: &Pipeline, account_id: &AccountId, n: usize) -> Result<(
             };
             let subscribers = if status == EventStatus::Skipped { 0 } else { 2 };
             let change_id = ulid::Ulid::from_parts(at.millis() as u64, i as u128).to_string();
-            let record = EventRecord {
+            let change = Change {
                 account_id: account_id.clone(),
                 change_id: ChangeId::from_stored(change_id),
                 record_type: "catalog_item".into(),
@@ -203,22 +204,13 @@ async fn bulk_events(p: &Pipeline, account_id: &AccountId, n: usize) -> Result<(
                 .into(),
                 warehouse: Some("W1".into()),
                 occurred_at: at,
-                event_status: status,
-                internal_status: InternalStatus::New,
-                created_at: at,
-                subscribers,
-                push_subscribers: subscribers,
-                expires_at: None,
-                finalized_at: Some(at),
-                status_changed_at: Some(at),
-                status_trigger: None,
-                reopens: None,
-                internal_result: None,
-                rollup_shard: None,
-                rollup_at: None,
-                list_key: None,
-                list_sort: None,
+                changed_fields: Vec::new(),
+                record: Default::default(),
             };
+            let mut record = EventRecord::ingested(&change, subscribers, subscribers, at);
+            record.event_status = status;
+            record.finalized_at = Some(at);
+            record.status_changed_at = Some(at);
             let mut item = event::new_item(&record)?;
             // Final events are off the roll-up index.
             item.remove("rollup_shard");

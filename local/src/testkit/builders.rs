@@ -17,7 +17,7 @@ use shared::domain::time::Timestamp;
 use shared::ids::{AccountId, IntegrationId, SubscriptionId};
 use shared::store::account::Account;
 use shared::store::integration::Integration;
-use shared::store::subscription::Subscription;
+use shared::store::subscription::{NewSubscription, Subscription};
 use std::future::IntoFuture;
 
 /// The path webhook integrations post to on their receiver.
@@ -52,15 +52,10 @@ impl<'a> IntoFuture for AccountBuilder<'a> {
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
-            let account = Account {
-                account_id: id(&self
-                    .id
-                    .unwrap_or_else(|| format!("acct{}", new_id().to_lowercase()))),
-                name: self.name,
-                admin_emails: self.admins,
-                created_at: self.world.now(),
-                notice_allowlist: Default::default(),
-            };
+            let account_id = id(&self
+                .id
+                .unwrap_or_else(|| format!("acct{}", new_id().to_lowercase())));
+            let account = Account::new(account_id, self.name, self.admins, self.world.now());
             self.world
                 .fixtures()
                 .save_account(&account)
@@ -143,22 +138,23 @@ impl<'a> IntoFuture for IntegrationBuilder<'a> {
                 ),
                 None => None,
             };
-            let integration = Integration {
-                account_id: self.account_id.clone(),
+            let name = self
+                .name
+                .unwrap_or_else(|| format!("{} integration", self.method.as_str()));
+            let target = Target::from_parts(TargetParts {
+                signing_secret,
+                webhook_url: self.webhook_url,
+                handler: self.handler,
+                method: self.method,
+            });
+            let integration = Integration::new(
+                self.account_id.clone(),
                 integration_id,
-                name: self
-                    .name
-                    .unwrap_or_else(|| format!("{} integration", self.method.as_str())),
-                target: Target::from_parts(TargetParts {
-                    signing_secret,
-                    webhook_url: self.webhook_url,
-                    handler: self.handler,
-                    method: self.method,
-                }),
-                event_access_accepted: true,
-                created_at: now,
-                updated_at: now,
-            };
+                name,
+                target,
+                true,
+                now,
+            );
             self.world.save_integration(&integration).await;
             integration
         })
@@ -214,26 +210,19 @@ impl<'a> IntoFuture for SubscriptionBuilder<'a> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let now = self.world.now();
-            let subscription = Subscription {
-                account_id: self.account_id.clone(),
-                subscription_id: self.id.map_or_else(SubscriptionId::new, |t| id(&t)),
-                integration_id: self.integration_id.clone(),
-                record_types: self.record_types,
-                filter: self.filter.map(|f| f.to_string()),
-                fields: self.fields,
-                retry_policy: self.policy,
-                status: self.status,
-                consecutive_dead: 0,
-                paused_at: None,
-                created_at: now,
-                updated_at: now,
-                pull_cursor: None,
-                pull_cursor_at: None,
-                pull_epoch: 0,
-                pull_rewound_at: None,
-                resumed_at: None,
-                resumed_by: None,
-            };
+            let mut subscription = Subscription::new(
+                NewSubscription {
+                    account_id: self.account_id.clone(),
+                    subscription_id: self.id.map_or_else(SubscriptionId::new, |t| id(&t)),
+                    integration_id: self.integration_id.clone(),
+                    record_types: self.record_types,
+                    filter: self.filter.map(|f| f.to_string()),
+                    fields: self.fields,
+                    retry_policy: self.policy,
+                },
+                now,
+            );
+            subscription.status = self.status;
             self.world.save_subscription(&subscription).await;
             subscription
         })

@@ -852,7 +852,7 @@ const CODE_NEEDS: &[(&str, Needs)] = &[
     (
         "DispatchFunction",
         &[
-            // monitor::rollup (read_partition, status writes, lost-dispatch requeue) and
+            // delivery::rollup (read_partition, status writes, lost-dispatch requeue) and
             // dispatch::postpone.
             ("DeliveryTable", &["dynamodb:Query", "dynamodb:UpdateItem"]),
             // dispatch::sweep_shard.
@@ -921,7 +921,7 @@ const CODE_NEEDS: &[(&str, Needs)] = &[
     (
         "ReconcileFunction",
         &[
-            // monitor::rollup (walk, partitions, writes), dispatch sweep (postpone), stopped
+            // delivery::rollup (walk, partitions, writes), dispatch sweep (postpone), stopped
             // replay jobs (replay_job::stalled, the job by key, by_subscription_page behind the
             // keys-only index, restarts).
             (
@@ -955,7 +955,7 @@ const CODE_NEEDS: &[(&str, Needs)] = &[
         "ApiFunction",
         &[
             // api::db, api::auth (tokens), operations (retry, replay, restart, audit
-            // transactions), monitor::query, store::batch (BatchGetItem behind keys-only
+            // transactions), operations::event_monitor, store::batch (BatchGetItem behind keys-only
             // indexes), and the operator's reconcile run (roll-up, sweep).
             (
                 "DeliveryTable",

@@ -160,15 +160,14 @@ pub fn issue_token(
         "{TOKEN_PREFIX}_{}_{token_id}_{secret}",
         kind.as_str()
     ));
-    let record = TokenRecord {
+    let record = TokenRecord::new(
         token_id,
-        token_kind: kind,
-        account_id: account_id.clone(),
-        integration_id: integration_id.cloned(),
-        secret_sha256: sha256_hex(&secret),
-        created_at: now,
-        revoked_at: None,
-    };
+        kind,
+        account_id.clone(),
+        integration_id.cloned(),
+        sha256_hex(&secret),
+        now,
+    );
     (plaintext, record)
 }
 

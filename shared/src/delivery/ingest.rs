@@ -12,7 +12,6 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::domain::change::Change;
 use crate::domain::delivery_method::DeliveryMethod;
-use crate::domain::event::{EventStatus, InternalStatus};
 use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::projection::PreparedChange;
 use crate::domain::subscription::SubscriptionStatus;
@@ -22,7 +21,6 @@ use crate::store;
 use crate::store::account_config::{self, AccountConfig, CompiledSubscription};
 use crate::store::delivery::Delivery;
 use crate::store::event::EventRecord;
-use crate::store::keys;
 use crate::store::write::{send, Written};
 use crate::store::StoreError;
 use aws_lambda_events::event::dynamodb::{Event as DynamoDbEvent, EventRecord as StreamRecord};
@@ -145,30 +143,7 @@ impl Ingest {
             }
             writes.push(store::delivery::create(table, &record, now)?);
         }
-        let event = EventRecord {
-            account_id: change.account_id.clone(),
-            change_id: change.change_id.clone(),
-            record_type: change.record_type.clone(),
-            record_id: change.record_id.clone(),
-            event_code: change.event_code.clone(),
-            warehouse: change.warehouse.clone(),
-            occurred_at: change.occurred_at,
-            event_status: EventStatus::New,
-            internal_status: InternalStatus::New,
-            created_at: now,
-            subscribers: outcome.pending,
-            push_subscribers,
-            expires_at: None,
-            finalized_at: None,
-            status_changed_at: None,
-            status_trigger: None,
-            reopens: None,
-            internal_result: None,
-            rollup_shard: None,
-            rollup_at: None,
-            list_key: None,
-            list_sort: None,
-        };
+        let event = EventRecord::ingested(change, outcome.pending, push_subscribers, now);
         writes.push(store::event::create(table, &event)?);
 
         // One conditional put per item (not a transaction: a repeated stream record finds some
@@ -212,42 +187,17 @@ pub fn delivery_record(
         .get(&sub.integration_id)
         .map(store::integration::Integration::delivery_method)
         .unwrap_or(DeliveryMethod::Webhook);
-    let matched = compiled.filter.matches(change);
-    Delivery {
-        delivery_id: keys::delivery_id(&change.change_id, &sub.subscription_id),
-        account_id: change.account_id.clone(),
-        change_id: change.change_id.clone(),
-        subscription_id: sub.subscription_id.clone(),
-        integration_id: sub.integration_id.clone(),
+    let payload = compiled
+        .filter
+        .matches(change)
+        .then(|| prepared.payload_json(&compiled.projection));
+    Delivery::ingested(
+        change,
+        &sub.subscription_id,
+        &sub.integration_id,
         method,
-        status: if matched {
-            DeliveryStatus::Pending
-        } else {
-            DeliveryStatus::SkippedFilter
-        },
-        attempts: 0,
+        payload,
         sole,
-        payload: matched.then(|| prepared.payload_json(&compiled.projection)),
-        created_at: now,
-        updated_at: now,
-        occurred_at: change.occurred_at,
-        not_before: matched.then_some(now),
-        lease_until: None,
-        lease_token: None,
-        last_error: None,
-        last_http_status: None,
-        attempt_log: Vec::new(),
-        restarts: 0,
-        restarted_at: None,
-        restarted_by: None,
-        replay_job: None,
-        delivered_at: None,
-        expires_at: None,
-        due_shard: None,
-        due_at: None,
-        list_key: None,
-        list_sort: None,
-        sub_key: None,
-        sub_sort: None,
-    }
+        now,
+    )
 }

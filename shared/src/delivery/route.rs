@@ -28,7 +28,7 @@ pub enum Route {
     /// status it left, where its settling decides the event alone.
     RollUp {
         event_pk: String,
-        settled: Option<(Delivery, DeliveryStatus)>,
+        settled: Option<(Box<Delivery>, DeliveryStatus)>,
     },
     /// Nothing to do.
     Nowhere,
@@ -44,8 +44,9 @@ pub fn route(record: &EventRecord) -> Route {
     match roll_up_trigger(&record.event_name, &new_image, &old_image) {
         Some(event_pk) => Route::RollUp {
             event_pk,
-            settled: settled_sole_delivery(&new_image, &old_image)
-                .and_then(|previous| Some((stream_image::whole_delivery(new)?, previous))),
+            settled: settled_sole_delivery(&new_image, &old_image).and_then(|previous| {
+                Some((Box::new(stream_image::whole_delivery(new)?), previous))
+            }),
         },
         None => Route::Nowhere,
     }

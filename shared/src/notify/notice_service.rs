@@ -24,7 +24,6 @@ use super::NotifyError;
 use crate::clock::Clock;
 use crate::domain::notice::NoticeStatus;
 use crate::domain::notification_delivery::{NotificationStatus as N, NotificationTrigger as NT};
-use crate::domain::retention::notice_ttl_seconds;
 use crate::domain::ssrf::TargetPolicy;
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, NoticeId};
@@ -398,11 +397,11 @@ impl NoticeService {
         };
         let (table, account) = (&self.store.table, &notice.request.account_id);
         let now = self.clock.now();
-        let mine = SupersedePointer {
-            notice_id: notice.request.notice_id.clone(),
-            created_at: notice.request.created_at,
-            expires_at: Some(notice_ttl_seconds(now)),
-        };
+        let mine = SupersedePointer::to_notice(
+            notice.request.notice_id.clone(),
+            notice.request.created_at,
+            now,
+        );
         for _ in 0..5 {
             let pointer =
                 supersede_pointer::get(&self.store.dynamo, table, account, key, now).await?;

@@ -609,12 +609,12 @@ fn outcome_write(
                 now,
                 Some(format!("{provider} {provider_ref}")),
             );
-            effects.provider_ref = Some(ProviderRef {
-                provider: provider.to_string(),
-                provider_ref: provider_ref.clone(),
-                notice_id: current.notice_id.clone(),
-                delivery_key: current.delivery_key.clone(),
-            });
+            effects.provider_ref = Some(ProviderRef::new(
+                provider,
+                provider_ref,
+                current.notice_id.clone(),
+                current.delivery_key.clone(),
+            ));
         }
         WorkOutcome::Retrying { delay, .. } => {
             let detail = match answer {

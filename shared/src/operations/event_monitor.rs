@@ -51,13 +51,7 @@ pub const MAX_ROUNDS: usize = 10;
 /// Items read per index page.
 const FETCH: i32 = 100;
 
-pub fn events_list_key(account_id: &AccountId) -> String {
-    format!("EVENTS#{account_id}")
-}
-
-pub fn attention_list_key(account_id: &AccountId) -> String {
-    format!("ATTENTION#{account_id}")
-}
+pub use crate::store::keys::{attention_list_key, events_list_key};
 
 /// A position in one of an account's listings. Opaque to callers: base64url of its JSON.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,7 +78,7 @@ impl Cursor {
             .decode(text.trim())
             .map_err(|_| MonitorError::BadCursor)?;
         let cursor: Cursor = serde_json::from_slice(&bytes).map_err(|_| MonitorError::BadCursor)?;
-        let own_partition = format!("EVT#{account_id}#");
+        let own_partition = keys::event_pk_prefix(account_id);
         if cursor.list != list || !cursor.pk.starts_with(&own_partition) {
             return Err(MonitorError::BadCursor);
         }

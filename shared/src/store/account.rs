@@ -58,6 +58,22 @@ pub fn key(account_id: &AccountId) -> (String, String) {
 }
 
 impl Account {
+    /// A new account: no notices allowed beyond its administrators until an operator says so.
+    pub fn new(
+        account_id: AccountId,
+        name: String,
+        admin_emails: Vec<String>,
+        now: Timestamp,
+    ) -> Self {
+        Account {
+            account_id,
+            name,
+            admin_emails,
+            created_at: now,
+            notice_allowlist: NoticeAllowlist::default(),
+        }
+    }
+
     pub fn key(&self) -> (String, String) {
         key(&self.account_id)
     }

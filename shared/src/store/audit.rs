@@ -22,17 +22,8 @@ use std::collections::BTreeMap;
 
 /// The `kind` of an audit item.
 pub const KIND: &str = "audit";
-const SK_PREFIX: &str = "AT#";
-
-pub fn audit_pk(account_id: &AccountId) -> String {
-    format!("AUDIT#{account_id}")
-}
-pub fn audit_sk(at: Timestamp, audit_id: &AuditId) -> String {
-    format!("{SK_PREFIX}{}", time_sort(at, audit_id.as_str()))
-}
-pub fn audit_list_key(account_id: &AccountId, subscription_id: &SubscriptionId) -> String {
-    format!("AUDIT#{account_id}#{subscription_id}")
-}
+use super::keys::AUDIT_SK_PREFIX as SK_PREFIX;
+pub use super::keys::{audit_list_key, audit_pk, audit_sk};
 
 /// What an operator did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -16,10 +16,7 @@ use super::{from_item, StoreError};
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, NoticeId};
 
-/// The `inbox` index key of a recipient of an account.
-pub fn inbox_key(account_id: &AccountId, recipient: &str) -> String {
-    format!("INBOX#{account_id}#{recipient}")
-}
+pub use super::keys::inbox_key;
 
 /// The provider reference of a console delivery (the console is its own provider).
 pub fn console_ref(notice_id: &NoticeId, delivery_key: &str) -> String {

@@ -15,6 +15,7 @@ use super::expr::{n, s, Expr};
 use super::read::{self, Consistency};
 use super::write::{built, put_new, Write, Written};
 use super::{from_item, keys, to_item, Item, StoreError};
+use crate::domain::change::Change;
 use crate::domain::delivery_method::DeliveryMethod;
 use crate::domain::event::delivery_expires_at;
 use crate::domain::event::DeliveryFacts;
@@ -149,12 +150,61 @@ pub fn key(
     )
 }
 
-/// The `listing` key of an account's needs-attention entries.
-pub fn attention_list_key(account_id: &AccountId) -> String {
-    format!("ATTENTION#{account_id}")
-}
+pub use super::keys::attention_list_key;
 
 impl Delivery {
+    /// The delivery ingest records of a change for one subscription: `pending` with its projected
+    /// `payload`, or `skipped_filter` (the change-time filter refused it) with none. `sole`: the
+    /// only delivery the change makes.
+    pub fn ingested(
+        change: &Change,
+        subscription_id: &SubscriptionId,
+        integration_id: &IntegrationId,
+        method: DeliveryMethod,
+        payload: Option<String>,
+        sole: bool,
+        now: Timestamp,
+    ) -> Self {
+        let matched = payload.is_some();
+        Delivery {
+            delivery_id: keys::delivery_id(&change.change_id, subscription_id),
+            account_id: change.account_id.clone(),
+            change_id: change.change_id.clone(),
+            subscription_id: subscription_id.clone(),
+            integration_id: integration_id.clone(),
+            method,
+            status: if matched {
+                DeliveryStatus::Pending
+            } else {
+                DeliveryStatus::SkippedFilter
+            },
+            attempts: 0,
+            sole,
+            payload,
+            created_at: now,
+            updated_at: now,
+            occurred_at: change.occurred_at,
+            not_before: matched.then_some(now),
+            lease_until: None,
+            lease_token: None,
+            last_error: None,
+            last_http_status: None,
+            attempt_log: Vec::new(),
+            restarts: 0,
+            restarted_at: None,
+            restarted_by: None,
+            replay_job: None,
+            delivered_at: None,
+            expires_at: None,
+            due_shard: None,
+            due_at: None,
+            list_key: None,
+            list_sort: None,
+            sub_key: None,
+            sub_sort: None,
+        }
+    }
+
     pub fn key(&self) -> (String, String) {
         key(&self.account_id, &self.change_id, &self.subscription_id)
     }
@@ -523,8 +573,7 @@ pub struct Due {
 
 /// The work a delivery's key names (`EVT#{account}#{change}` / `DLV#{subscription}`).
 pub fn work_from_key(pk: &str, sk: &str) -> Option<DeliveryWork> {
-    let rest = pk.strip_prefix("EVT#")?;
-    let (account_id, change_id) = rest.split_once('#')?;
+    let (account_id, change_id) = keys::parse_event_pk(pk)?;
     let subscription_id = sk.strip_prefix(keys::DELIVERY_PREFIX)?;
     Some(DeliveryWork {
         account_id: AccountId::from_stored(account_id),

@@ -10,6 +10,7 @@ use super::expr::{n, s, Expr};
 use super::read::{self, Query};
 use super::write::{built, Write};
 use super::{keys, Item, StoreError};
+use crate::domain::change::Change;
 use crate::domain::event::{
     EventStatus, EventTrigger, InternalStatus, InternalTrigger, EVENT_LIFECYCLE, INTERNAL_LIFECYCLE,
 };
@@ -90,6 +91,40 @@ pub fn key(account_id: &AccountId, change_id: &ChangeId) -> (String, String) {
 }
 
 impl EventRecord {
+    /// The event ingest records for a change: `new`, taken by `subscribers` (of whom
+    /// `push_subscribers` are pushed to), on no index yet.
+    pub fn ingested(
+        change: &Change,
+        subscribers: u32,
+        push_subscribers: u32,
+        now: Timestamp,
+    ) -> Self {
+        EventRecord {
+            account_id: change.account_id.clone(),
+            change_id: change.change_id.clone(),
+            record_type: change.record_type.clone(),
+            record_id: change.record_id.clone(),
+            event_code: change.event_code.clone(),
+            warehouse: change.warehouse.clone(),
+            occurred_at: change.occurred_at,
+            event_status: EventStatus::New,
+            internal_status: InternalStatus::New,
+            created_at: now,
+            subscribers,
+            push_subscribers,
+            expires_at: None,
+            finalized_at: None,
+            status_changed_at: None,
+            status_trigger: None,
+            reopens: None,
+            internal_result: None,
+            rollup_shard: None,
+            rollup_at: None,
+            list_key: None,
+            list_sort: None,
+        }
+    }
+
     pub fn key(&self) -> (String, String) {
         key(&self.account_id, &self.change_id)
     }
@@ -146,10 +181,7 @@ pub fn record_internal_result(
     )?))
 }
 
-/// The `listing` key of an account's events.
-pub fn events_list_key(account_id: &AccountId) -> String {
-    format!("EVENTS#{account_id}")
-}
+pub use super::keys::events_list_key;
 
 /// The item ingest writes for a new event: on its account's time listing, off the `rollup` index
 /// (the roll-up walk enrols it from the listing if it is still open when the walk looks).

@@ -49,6 +49,26 @@ pub struct Integration {
 }
 
 impl Integration {
+    /// A new integration of an account.
+    pub fn new(
+        account_id: AccountId,
+        integration_id: IntegrationId,
+        name: String,
+        target: Target,
+        event_access_accepted: bool,
+        now: Timestamp,
+    ) -> Self {
+        Integration {
+            account_id,
+            integration_id,
+            name,
+            target,
+            event_access_accepted,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
     /// The delivery method alone, for code that needs nothing of the target.
     pub fn delivery_method(&self) -> DeliveryMethod {
         self.target.delivery_method()

@@ -9,13 +9,27 @@
 //! | event         | `EVT#{account}#{change}`    | `EVENT`             |
 //! | delivery      | `EVT#{account}#{change}`    | `DLV#{subscription}`|
 //! | walk mark     | `ROLLUP_WALK`               | `LISTING`           |
+//! | token listing | `TOKENS#{account}`          | `TOKEN#{token id}`  |
+//! | audit entry   | `AUDIT#{account}`           | `AT#{time}#{id}`    |
+//! | replay job    | `REPLAY#{account}`          | `JOB#{job}`         |
+//! | snapshot      | `SNAP#{account}#{type}`     | the record's id     |
+//! | test events   | `TESTQ#{account}#{minute}`  | `TEST_EVENTS`       |
+//!
+//! and the `listing` index's keys: `EVENTS#{account}` (an account's events),
+//! `ATTENTION#{account}` (its dead and failed deliveries), `AUDIT#{account}#{subscription}` (a
+//! subscription's audit), `REPLAYS_RUNNING#{shard}` (running replay jobs).
+//!
+//! The notification table's keys follow, in their own section.
 //!
 //! An account's configuration is one partition (one query loads it); an event and its deliveries
 //! are one partition (one query rolls it up). The delivery key *is* the subscription-change
 //! idempotency key: a conditional put on it can succeed once.
 
 use crate::domain::time::Timestamp;
-use crate::ids::{AccountId, ChangeId, DeliveryId, IntegrationId, SubscriptionId, TokenId};
+use crate::ids::{
+    AccountId, AuditId, ChangeId, DeliveryId, IntegrationId, NoticeId, ReplayJobId, SubscriptionId,
+    TokenId,
+};
 
 pub const ACCOUNT_SK: &str = "ACCOUNT";
 pub const EVENT_SK: &str = "EVENT";
@@ -71,6 +85,105 @@ pub fn subscription_sort(change_id: &ChangeId) -> String {
 /// `list_sort` for time listings: zero-padded millis, then a tiebreaker.
 pub fn time_sort(at: Timestamp, tiebreak: &str) -> String {
     format!("{:015}#{tiebreak}", at.millis().max(0))
+}
+
+/// The account and change of an event partition's key (`EVT#{account}#{change}`).
+pub fn parse_event_pk(pk: &str) -> Option<(&str, &str)> {
+    pk.strip_prefix("EVT#")?.split_once('#')
+}
+/// The start of every event partition key of an account.
+pub fn event_pk_prefix(account_id: &AccountId) -> String {
+    format!("EVT#{account_id}#")
+}
+
+/// The `listing` key of an account's events.
+pub fn events_list_key(account_id: &AccountId) -> String {
+    format!("EVENTS#{account_id}")
+}
+/// The `listing` key of an account's needs-attention entries.
+pub fn attention_list_key(account_id: &AccountId) -> String {
+    format!("ATTENTION#{account_id}")
+}
+
+/// The partition listing an account's tokens (one reference item per token).
+pub fn token_ref_pk(account_id: &AccountId) -> String {
+    format!("TOKENS#{account_id}")
+}
+pub const TOKEN_REF_PREFIX: &str = "TOKEN#";
+pub fn token_ref_sk(token_id: &TokenId) -> String {
+    format!("{TOKEN_REF_PREFIX}{token_id}")
+}
+
+pub const AUDIT_SK_PREFIX: &str = "AT#";
+pub fn audit_pk(account_id: &AccountId) -> String {
+    format!("AUDIT#{account_id}")
+}
+pub fn audit_sk(at: Timestamp, audit_id: &AuditId) -> String {
+    format!("{AUDIT_SK_PREFIX}{}", time_sort(at, audit_id.as_str()))
+}
+/// The `listing` key of a subscription's audit entries.
+pub fn audit_list_key(account_id: &AccountId, subscription_id: &SubscriptionId) -> String {
+    format!("AUDIT#{account_id}#{subscription_id}")
+}
+
+pub const JOB_SK_PREFIX: &str = "JOB#";
+/// The `listing` key of a shard of the running replay jobs.
+pub const RUNNING_LIST_PREFIX: &str = "REPLAYS_RUNNING#";
+pub fn job_pk(account_id: &AccountId) -> String {
+    format!("REPLAY#{account_id}")
+}
+pub fn job_sk(job_id: &ReplayJobId) -> String {
+    format!("{JOB_SK_PREFIX}{job_id}")
+}
+
+/// The partition of an account's snapshots of one record type.
+pub fn snapshot_pk(account_id: &AccountId, record_type: &str) -> String {
+    format!("SNAP#{account_id}#{record_type}")
+}
+
+/// The partition of an account's test-event counter of one minute (minutes since the epoch).
+pub fn test_event_quota_pk(account_id: &AccountId, minute: i64) -> String {
+    format!("TESTQ#{account_id}#{minute}")
+}
+
+// The notification table:
+//
+// | item                  | pk                              | sk                  |
+// |-----------------------|---------------------------------|---------------------|
+// | notice                | `NOTICE#{notice}`               | `NOTICE`            |
+// | notification delivery | `NOTICE#{notice}`               | `DLV#{channel}-{n}` |
+// | work row              | `NOTICE#{notice}`               | `WORK#{channel}-{n}`|
+// | progress shard        | `NOTICE#{notice}`               | `PROGRESS#{shard}`  |
+// | recipients quota      | `QUOTA#{account}#{day}`         | `RECIPIENTS`        |
+// | supersede pointer     | `SUPERSEDE#{account}#{key}`     | `CURRENT`           |
+// | provider reference    | `PROVREF#{provider}#{ref}`      | `REF`               |
+//
+// and the `inbox` index's key `INBOX#{account}#{recipient}`.
+
+pub fn notice_pk(notice_id: &NoticeId) -> String {
+    format!("NOTICE#{notice_id}")
+}
+pub const NOTIFICATION_DELIVERY_PREFIX: &str = "DLV#";
+pub fn notification_delivery_sk(delivery_key: &str) -> String {
+    format!("{NOTIFICATION_DELIVERY_PREFIX}{delivery_key}")
+}
+pub const WORK_PREFIX: &str = "WORK#";
+pub fn work_sk(delivery_key: &str) -> String {
+    format!("{WORK_PREFIX}{delivery_key}")
+}
+pub const PROGRESS_PREFIX: &str = "PROGRESS#";
+pub fn notice_quota_pk(account_id: &AccountId, day: &str) -> String {
+    format!("QUOTA#{account_id}#{day}")
+}
+pub fn supersede_pk(account_id: &AccountId, key: &str) -> String {
+    format!("SUPERSEDE#{account_id}#{key}")
+}
+pub fn provider_ref_pk(provider: &str, reference: &str) -> String {
+    format!("PROVREF#{provider}#{reference}")
+}
+/// The `inbox` index key of a recipient of an account.
+pub fn inbox_key(account_id: &AccountId, recipient: &str) -> String {
+    format!("INBOX#{account_id}#{recipient}")
 }
 
 #[cfg(test)]

@@ -48,9 +48,7 @@ pub const NOTICE_KIND: &str = "notice";
 /// The status a notice is requested in; the fan-out picks up notices in this status.
 pub const REQUESTED: &str = "requested";
 
-pub fn notice_pk(notice_id: &NoticeId) -> String {
-    format!("NOTICE#{notice_id}")
-}
+pub use super::keys::notice_pk;
 
 /// The key of a notice.
 pub fn key(notice_id: &NoticeId) -> (String, String) {

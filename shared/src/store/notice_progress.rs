@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 
 /// The `kind` of a progress shard.
 pub const PROGRESS_KIND: &str = "notice_progress";
-pub const PROGRESS_PREFIX: &str = "PROGRESS#";
+pub use super::keys::PROGRESS_PREFIX;
 /// Progress counters are spread over this many items per notice.
 pub const PROGRESS_SHARDS: u32 = 8;
 

@@ -41,9 +41,7 @@ pub fn next_utc_day(at: Timestamp) -> Timestamp {
     Timestamp::from_millis((at.millis().div_euclid(DAY_MS) + 1) * DAY_MS)
 }
 
-pub fn pk(account_id: &AccountId, day: &str) -> String {
-    format!("QUOTA#{account_id}#{day}")
-}
+pub use super::keys::notice_quota_pk as pk;
 
 /// The key of an account's counter for `day`.
 pub fn key(account_id: &AccountId, day: &str) -> (String, String) {

@@ -49,11 +49,9 @@ use serde::{Deserialize, Serialize};
 
 /// The `kind` of a notification delivery item.
 pub const DELIVERY_KIND: &str = "notification_delivery";
-pub const DELIVERY_PREFIX: &str = "DLV#";
-
-pub fn delivery_sk(delivery_key: &str) -> String {
-    format!("{DELIVERY_PREFIX}{delivery_key}")
-}
+pub use super::keys::{
+    notification_delivery_sk as delivery_sk, NOTIFICATION_DELIVERY_PREFIX as DELIVERY_PREFIX,
+};
 
 /// `{channel}-{recipient index}`.
 pub fn delivery_key(channel: &str, recipient_index: usize) -> String {

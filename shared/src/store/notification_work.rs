@@ -16,11 +16,7 @@ use serde::{Deserialize, Serialize};
 
 /// The `kind` of a work row.
 pub const WORK_KIND: &str = "notification_work";
-pub const WORK_PREFIX: &str = "WORK#";
-
-pub fn work_sk(delivery_key: &str) -> String {
-    format!("{WORK_PREFIX}{delivery_key}")
-}
+pub use super::keys::{work_sk, WORK_PREFIX};
 
 /// The dispatch work of a queued delivery. Inserting it publishes a message naming `dispatch_id`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

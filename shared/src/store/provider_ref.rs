@@ -14,9 +14,7 @@ use serde::{Deserialize, Serialize};
 pub const PROVIDER_REF_KIND: &str = "provider_ref";
 pub const PROVIDER_REF_SK: &str = "REF";
 
-pub fn provider_ref_pk(provider: &str, reference: &str) -> String {
-    format!("PROVREF#{provider}#{reference}")
-}
+pub use super::keys::provider_ref_pk;
 
 /// Where a provider reference points.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -25,6 +23,23 @@ pub struct ProviderRef {
     pub provider_ref: String,
     pub notice_id: NoticeId,
     pub delivery_key: String,
+}
+
+impl ProviderRef {
+    /// The reference `provider` gave the send of notification delivery `delivery_key`.
+    pub fn new(
+        provider: &str,
+        provider_ref: &str,
+        notice_id: NoticeId,
+        delivery_key: String,
+    ) -> Self {
+        ProviderRef {
+            provider: provider.to_string(),
+            provider_ref: provider_ref.to_string(),
+            notice_id,
+            delivery_key,
+        }
+    }
 }
 
 /// A consistent read of a provider reference.

@@ -25,20 +25,14 @@ use std::time::Duration;
 
 /// The `kind` of a replay job item.
 pub const KIND: &str = "replay_job";
-const JOB_SK_PREFIX: &str = "JOB#";
-const RUNNING_LIST_PREFIX: &str = "REPLAYS_RUNNING#";
 /// How long a run holds the job; a run that dies lets it go after this.
 pub const JOB_LEASE: Duration = Duration::from_secs(30);
 /// Jobs read per query page of a listing, and pages a listing reads at most.
 const LIST_PAGE: i32 = 100;
 const LIST_ROUNDS: usize = 10;
 
-pub fn job_pk(account_id: &AccountId) -> String {
-    format!("REPLAY#{account_id}")
-}
-pub fn job_sk(job_id: &ReplayJobId) -> String {
-    format!("{JOB_SK_PREFIX}{job_id}")
-}
+pub use super::keys::{job_pk, job_sk};
+use super::keys::{JOB_SK_PREFIX, RUNNING_LIST_PREFIX};
 
 /// Counts of a job (cumulative over its runs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,6 +105,43 @@ pub struct ReplayJob {
 }
 
 impl ReplayJob {
+    /// A new job, running, not yet started on its window.
+    pub fn new(
+        job_id: ReplayJobId,
+        account_id: AccountId,
+        subscription_id: SubscriptionId,
+        window: ReplayWindow,
+        reason: String,
+        requested_by: String,
+        now: Timestamp,
+    ) -> Self {
+        ReplayJob {
+            job_id,
+            account_id,
+            subscription_id,
+            from: window.from,
+            to: window.to,
+            reason,
+            requested_by,
+            status: ReplayStatus::Running,
+            position: None,
+            chunks: 0,
+            runs: 0,
+            in_window: 0,
+            restarted: 0,
+            already_pending: 0,
+            skipped_filter: 0,
+            conflicts: 0,
+            created_at: now,
+            updated_at: now,
+            completed_at: None,
+            lease_until: None,
+            lease_token: None,
+            list_key: None,
+            list_sort: None,
+        }
+    }
+
     pub fn key(&self) -> (String, String) {
         (job_pk(&self.account_id), job_sk(&self.job_id))
     }

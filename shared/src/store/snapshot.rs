@@ -10,10 +10,7 @@ use aws_sdk_dynamodb::types::Put;
 /// The `kind` of a snapshot item.
 pub const KIND: &str = "snapshot";
 
-/// The partition of an account's snapshots of one record type.
-pub fn snapshot_pk(account_id: &AccountId, record_type: &str) -> String {
-    format!("SNAP#{account_id}#{record_type}")
-}
+pub use super::keys::snapshot_pk;
 
 /// One record's version: the change it came from and its data (JSON text).
 #[derive(Debug, Clone, PartialEq)]
@@ -25,6 +22,28 @@ pub struct Snapshot<'a> {
     /// When the change occurred (millis).
     pub occurred_ms: i64,
     pub data: String,
+}
+
+impl<'a> Snapshot<'a> {
+    /// The version of record `record_id` (of `record_type`) that change `change_id`, which occurred
+    /// at `occurred_ms`, left: its `data`.
+    pub fn of_change(
+        account_id: &'a AccountId,
+        record_type: &'a str,
+        record_id: &'a str,
+        change_id: &'a ChangeId,
+        occurred_ms: i64,
+        data: String,
+    ) -> Self {
+        Snapshot {
+            account_id,
+            record_type,
+            record_id,
+            change_id,
+            occurred_ms,
+            data,
+        }
+    }
 }
 
 /// Saves a snapshot unless a newer one is stored: newer by the change's time, ties broken by the

@@ -65,7 +65,44 @@ pub fn key(account_id: &AccountId, subscription_id: &SubscriptionId) -> (String,
     )
 }
 
+/// What a tenant sets when it subscribes an integration: the rest of a new subscription is the
+/// system's ([`Subscription::new`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSubscription {
+    pub account_id: AccountId,
+    pub subscription_id: SubscriptionId,
+    pub integration_id: IntegrationId,
+    pub record_types: Vec<String>,
+    pub filter: Option<String>,
+    pub fields: Vec<String>,
+    pub retry_policy: RetryPolicy,
+}
+
 impl Subscription {
+    /// A new subscription: active, with no dead deliveries and no pull cursor yet.
+    pub fn new(new: NewSubscription, now: Timestamp) -> Self {
+        Subscription {
+            account_id: new.account_id,
+            subscription_id: new.subscription_id,
+            integration_id: new.integration_id,
+            record_types: new.record_types,
+            filter: new.filter,
+            fields: new.fields,
+            retry_policy: new.retry_policy,
+            status: SubscriptionStatus::Active,
+            consecutive_dead: 0,
+            paused_at: None,
+            created_at: now,
+            updated_at: now,
+            pull_cursor: None,
+            pull_cursor_at: None,
+            pull_epoch: 0,
+            pull_rewound_at: None,
+            resumed_at: None,
+            resumed_by: None,
+        }
+    }
+
     pub fn key(&self) -> (String, String) {
         key(&self.account_id, &self.subscription_id)
     }

@@ -25,9 +25,7 @@ use serde::{Deserialize, Serialize};
 pub const SUPERSEDE_KIND: &str = "notice_supersede";
 pub const SUPERSEDE_SK: &str = "CURRENT";
 
-pub fn supersede_pk(account_id: &AccountId, key: &str) -> String {
-    format!("SUPERSEDE#{account_id}#{key}")
-}
+pub use super::keys::supersede_pk;
 
 /// The current notice of a supersede key.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -37,6 +35,18 @@ pub struct SupersedePointer {
     /// TTL, epoch **seconds**.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<i64>,
+}
+
+impl SupersedePointer {
+    /// The pointer naming `notice_id` as its key's current notice, written at `now`: it expires
+    /// with a notice written then.
+    pub fn to_notice(notice_id: NoticeId, created_at: Timestamp, now: Timestamp) -> Self {
+        SupersedePointer {
+            notice_id,
+            created_at,
+            expires_at: Some(crate::domain::retention::notice_ttl_seconds(now)),
+        }
+    }
 }
 
 /// A consistent read of the pointer of an account's supersede key; none once past its expiry.

@@ -46,7 +46,7 @@ pub fn until_next_minute(at: Timestamp) -> Duration {
 /// The key of an account's counter for the minute `at` falls in.
 pub fn key(account_id: &AccountId, at: Timestamp) -> (String, String) {
     (
-        format!("TESTQ#{account_id}#{}", minute_of(at)),
+        super::keys::test_event_quota_pk(account_id, minute_of(at)),
         SK.to_string(),
     )
 }

@@ -20,15 +20,8 @@ use std::fmt;
 /// The `kind` of token items and of their reference items.
 pub const TOKEN_KIND: &str = "token";
 pub const TOKEN_REF_KIND: &str = "token_ref";
-const TOKEN_REF_PREFIX: &str = "TOKEN#";
-
-/// The partition listing an account's tokens (one reference item per token).
-pub fn token_ref_pk(account_id: &AccountId) -> String {
-    format!("TOKENS#{account_id}")
-}
-pub fn token_ref_sk(token_id: &TokenId) -> String {
-    format!("{TOKEN_REF_PREFIX}{token_id}")
-}
+use super::keys::TOKEN_REF_PREFIX;
+pub use super::keys::{token_ref_pk, token_ref_sk};
 
 /// What a token may be used for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -90,6 +83,26 @@ pub struct TokenRef {
 }
 
 impl TokenRecord {
+    /// A new, live token whose secret hashes to `secret_sha256`.
+    pub fn new(
+        token_id: TokenId,
+        token_kind: TokenKind,
+        account_id: AccountId,
+        integration_id: Option<IntegrationId>,
+        secret_sha256: String,
+        now: Timestamp,
+    ) -> Self {
+        TokenRecord {
+            token_id,
+            token_kind,
+            account_id,
+            integration_id,
+            secret_sha256,
+            created_at: now,
+            revoked_at: None,
+        }
+    }
+
     pub fn item(&self) -> Result<Item, StoreError> {
         to_item(self, &token_pk(&self.token_id), TOKEN_SK, TOKEN_KIND)
     }

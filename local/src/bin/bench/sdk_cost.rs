@@ -48,7 +48,10 @@ async fn rounds_of_requests(rounds: usize) -> Result<()> {
     let payload = "x".repeat(600);
     let started = cpu_time();
     for i in 0..rounds {
-        let pk = format!("EVT#acct#{i:08}");
+        let pk = shared::store::keys::event_pk(
+            &"acct".parse().unwrap(),
+            &format!("{i:08}").parse().unwrap(),
+        );
         dynamo
             .put_item()
             .table_name(TABLE)

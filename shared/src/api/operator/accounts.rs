@@ -169,13 +169,7 @@ async fn create(
     let name = name.ok_or_else(|| ApiError::internal("validated name missing"))?;
 
     let now = state.clock.now();
-    let account = Account {
-        account_id: AccountId::new(),
-        name,
-        admin_emails,
-        created_at: now,
-        notice_allowlist: Default::default(),
-    };
+    let account = Account::new(AccountId::new(), name, admin_emails, now);
     let (token, record) = issue_token(TokenKind::Acct, &account.account_id, None, now);
     let audit = AuditRecord::for_account(
         AuditAction::CreateAccount,

@@ -256,15 +256,14 @@ pub async fn create(
     };
 
     let now = state.clock.now();
-    let integration = Integration {
-        account_id: auth.account_id.clone(),
+    let integration = Integration::new(
+        auth.account_id.clone(),
         integration_id,
         name,
         target,
         event_access_accepted,
-        created_at: now,
-        updated_at: now,
-    };
+        now,
+    );
     let (token, record) = issue_token(
         TokenKind::Intg,
         &auth.account_id,

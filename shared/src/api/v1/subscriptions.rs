@@ -25,7 +25,7 @@ use crate::domain::retry::{RetryPolicy, RetryPolicyError};
 use crate::domain::subscription::SubscriptionStatus;
 use crate::ids::{AccountId, IntegrationId, SubscriptionId};
 use crate::store::integration;
-use crate::store::subscription::{self, Subscription};
+use crate::store::subscription::{self, NewSubscription, Subscription};
 use crate::store::update::Edit;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -235,26 +235,18 @@ pub async fn create(
     };
 
     let now = state.clock.now();
-    let subscription = Subscription {
-        account_id: auth.account_id.clone(),
-        subscription_id: SubscriptionId::new(),
-        integration_id,
-        record_types,
-        filter,
-        fields,
-        retry_policy,
-        status: SubscriptionStatus::Active,
-        consecutive_dead: 0,
-        paused_at: None,
-        created_at: now,
-        updated_at: now,
-        pull_cursor: None,
-        pull_cursor_at: None,
-        pull_epoch: 0,
-        pull_rewound_at: None,
-        resumed_at: None,
-        resumed_by: None,
-    };
+    let subscription = Subscription::new(
+        NewSubscription {
+            account_id: auth.account_id.clone(),
+            subscription_id: SubscriptionId::new(),
+            integration_id,
+            record_types,
+            filter,
+            fields,
+            retry_policy,
+        },
+        now,
+    );
     state
         .create(subscription::create(state.table(), &subscription)?)
         .await?;

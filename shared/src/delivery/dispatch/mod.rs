@@ -100,7 +100,7 @@ pub struct Dispatcher {
 /// is the event's only delivery (decided from it alone, [`RollUp::roll_up_settled`]).
 struct RollUpWork {
     record: String,
-    settled: Option<(Delivery, DeliveryStatus)>,
+    settled: Option<(Box<Delivery>, DeliveryStatus)>,
 }
 
 /// Work parsed from a stream record, with the record's identifier for failure reporting.

@@ -109,14 +109,14 @@ impl InternalHandler for RecordSnapshot {
             .to_string();
         // The payload is the change envelope ingest wrote from the stored change.
         let change_id = ChangeId::from_stored(change_id);
-        let snapshot = Snapshot {
-            account_id: call.account_id,
+        let snapshot = Snapshot::of_change(
+            call.account_id,
             record_type,
             record_id,
-            change_id: &change_id,
+            &change_id,
             occurred_ms,
             data,
-        };
+        );
         let written = match snapshot::save_unless_newer(&self.table, &snapshot) {
             Ok(w) => send(&self.dynamo, w).await,
             Err(e) => Err(e),

@@ -78,31 +78,15 @@ pub async fn create_job(ops: &Ops<'_>, req: ReplayRequest<'_>) -> Result<ReplayJ
     })?;
     ops.subscription(req.account_id, req.subscription_id)
         .await?;
-    let job = ReplayJob {
-        job_id: ReplayJobId::new(),
-        account_id: req.account_id.clone(),
-        subscription_id: req.subscription_id.clone(),
-        from: window.from,
-        to: window.to,
-        reason: req.reason.to_owned(),
-        requested_by: req.operator.to_owned(),
-        status: ReplayStatus::Running,
-        position: None,
-        chunks: 0,
-        runs: 0,
-        in_window: 0,
-        restarted: 0,
-        already_pending: 0,
-        skipped_filter: 0,
-        conflicts: 0,
-        created_at: now,
-        updated_at: now,
-        completed_at: None,
-        lease_until: None,
-        lease_token: None,
-        list_key: None,
-        list_sort: None,
-    };
+    let job = ReplayJob::new(
+        ReplayJobId::new(),
+        req.account_id.clone(),
+        req.subscription_id.clone(),
+        window,
+        req.reason.to_owned(),
+        req.operator.to_owned(),
+        now,
+    );
     let mut audit = AuditRecord::new(
         AuditAction::ReplayWindow,
         req.account_id,
