@@ -19,11 +19,13 @@
 //! units `s`, `m`, `h`, `d`). Output is a short summary; `--json` prints the API's JSON instead.
 //! A refused request prints the API's problem document and exits 1; a usage error exits 2.
 
-use anyhow::{anyhow, bail, Context as _, Result};
+mod client;
+
+use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
-use serde_json::{json, Value};
+use client::{Client, DeliveryFilter, Page, Refusal};
+use serde_json::Value;
 use std::process::ExitCode;
-use std::time::Duration;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -201,114 +203,6 @@ fn parse_when_at(text: &str, now: chrono::DateTime<chrono::Utc>) -> Result<Strin
         })
 }
 
-struct Client {
-    http: reqwest::Client,
-    base: url::Url,
-    token: String,
-}
-
-/// An API call that answered with a problem document.
-#[derive(Debug)]
-struct Refused(String);
-
-impl std::fmt::Display for Refused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-impl std::error::Error for Refused {}
-
-impl Client {
-    fn new(api_url: &str, token: String) -> Result<Self> {
-        let mut base = url::Url::parse(api_url).with_context(|| format!("--api-url {api_url}"))?;
-        if !matches!(base.scheme(), "http" | "https") {
-            bail!("--api-url must be an http(s) URL");
-        }
-        if !base.path().ends_with('/') {
-            let path = format!("{}/", base.path());
-            base.set_path(&path);
-        }
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(60))
-            .build()?;
-        Ok(Client { http, base, token })
-    }
-
-    /// The URL of path segments (each percent-encoded) and query pairs (absent ones left out).
-    fn url(&self, segments: &[&str], query: &[(&str, Option<String>)]) -> Result<url::Url> {
-        let mut url = self.base.clone();
-        {
-            let mut path = url
-                .path_segments_mut()
-                .map_err(|_| anyhow!("--api-url cannot have a path"))?;
-            path.pop_if_empty();
-            path.extend(segments);
-        }
-        let pairs: Vec<(&str, &String)> = query
-            .iter()
-            .filter_map(|(k, v)| v.as_ref().map(|v| (*k, v)))
-            .collect();
-        if !pairs.is_empty() {
-            url.query_pairs_mut().extend_pairs(pairs);
-        }
-        Ok(url)
-    }
-
-    async fn send(
-        &self,
-        method: reqwest::Method,
-        url: url::Url,
-        body: Option<Value>,
-    ) -> Result<Value> {
-        let mut request = self
-            .http
-            .request(method, url.clone())
-            .bearer_auth(&self.token);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request
-            .send()
-            .await
-            .with_context(|| format!("calling {url}"))?;
-        let status = response.status();
-        let text = response.text().await.unwrap_or_default();
-        let value: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        if status.is_success() {
-            return Ok(value);
-        }
-        Err(Refused(problem_text(status.as_u16(), &value)).into())
-    }
-
-    async fn get(&self, segments: &[&str], query: &[(&str, Option<String>)]) -> Result<Value> {
-        self.send(reqwest::Method::GET, self.url(segments, query)?, None)
-            .await
-    }
-
-    async fn post(&self, segments: &[&str], body: Value) -> Result<Value> {
-        self.send(reqwest::Method::POST, self.url(segments, &[])?, Some(body))
-            .await
-    }
-}
-
-/// A problem document for people: title, status, detail and each invalid field.
-fn problem_text(status: u16, problem: &Value) -> String {
-    let title = problem["title"].as_str().unwrap_or("Request failed");
-    let detail = problem["detail"]
-        .as_str()
-        .map(str::to_owned)
-        .unwrap_or_else(|| problem.to_string());
-    let mut out = format!("{title} ({status}): {detail}");
-    for e in problem["errors"].as_array().into_iter().flatten() {
-        out.push_str(&format!(
-            "\n  {}: {}",
-            e["field"].as_str().unwrap_or("?"),
-            e["message"].as_str().unwrap_or("?")
-        ));
-    }
-    out
-}
-
 fn s(v: &Value) -> &str {
     v.as_str().unwrap_or("-")
 }
@@ -350,7 +244,6 @@ fn print_next(page: &Value) {
 
 async fn run(cli: Cli) -> Result<()> {
     let client = Client::new(&cli.api_url, cli.token)?;
-    let ops = ["operator", "accounts"];
     let out = |value: &Value, human: &dyn Fn(&Value)| {
         if cli.json {
             println!(
@@ -364,19 +257,7 @@ async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Retry { at, change, reason } => {
             let v = client
-                .post(
-                    &[
-                        ops[0],
-                        ops[1],
-                        &at.account,
-                        "subscriptions",
-                        &at.subscription,
-                        "deliveries",
-                        &change,
-                        "retry",
-                    ],
-                    json!({"reason": reason}),
-                )
+                .retry_delivery(&at.account, &at.subscription, &change, &reason)
                 .await?;
             out(&v, &|v| {
                 println!(
@@ -395,24 +276,12 @@ async fn run(cli: Cli) -> Result<()> {
             reason,
         }) => {
             let v = client
-                .post(
-                    &[
-                        ops[0],
-                        ops[1],
-                        &at.account,
-                        "subscriptions",
-                        &at.subscription,
-                        "replays",
-                    ],
-                    json!({"from": from, "to": to, "reason": reason}),
-                )
+                .create_replay(&at.account, &at.subscription, &from, &to, &reason)
                 .await?;
             out(&v, &print_job);
         }
         Command::Replay(ReplayCommand::Status { account, job }) => {
-            let v = client
-                .get(&[ops[0], ops[1], &account, "replays", &job], &[])
-                .await?;
+            let v = client.get_replay(&account, &job).await?;
             out(&v, &print_job);
         }
         Command::Replay(ReplayCommand::Resume {
@@ -420,12 +289,7 @@ async fn run(cli: Cli) -> Result<()> {
             job,
             reason,
         }) => {
-            let v = client
-                .post(
-                    &[ops[0], ops[1], &account, "replays", &job, "resume"],
-                    json!({"reason": reason}),
-                )
-                .await?;
+            let v = client.resume_replay(&account, &job, &reason).await?;
             out(&v, &print_job);
         }
         Command::Replay(ReplayCommand::List {
@@ -433,10 +297,7 @@ async fn run(cli: Cli) -> Result<()> {
             subscription,
         }) => {
             let v = client
-                .get(
-                    &[ops[0], ops[1], &account, "replays"],
-                    &[("subscription_id", subscription)],
-                )
+                .list_replays(&account, subscription.as_deref())
                 .await?;
             out(&v, &|v| {
                 for job in v["data"].as_array().into_iter().flatten() {
@@ -447,17 +308,7 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Resume { at, reason } => {
             let v = client
-                .post(
-                    &[
-                        ops[0],
-                        ops[1],
-                        &at.account,
-                        "subscriptions",
-                        &at.subscription,
-                        "resume",
-                    ],
-                    json!({"reason": reason}),
-                )
+                .resume_subscription(&at.account, &at.subscription, &reason)
                 .await?;
             out(&v, &|v| {
                 println!(
@@ -471,16 +322,7 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::History(HistoryCommand::Subscription { at }) => {
             let v = client
-                .get(
-                    &[
-                        ops[0],
-                        ops[1],
-                        &at.account,
-                        "subscriptions",
-                        &at.subscription,
-                    ],
-                    &[],
-                )
+                .get_subscription(&at.account, &at.subscription)
                 .await?;
             out(&v, &|v| {
                 println!(
@@ -507,24 +349,17 @@ async fn run(cli: Cli) -> Result<()> {
             limit,
             cursor,
         }) => {
+            let filter = DeliveryFilter {
+                statuses: status.as_deref(),
+                from: from.as_deref(),
+                to: to.as_deref(),
+            };
+            let page = Page {
+                limit,
+                cursor: cursor.as_deref(),
+            };
             let v = client
-                .get(
-                    &[
-                        ops[0],
-                        ops[1],
-                        &at.account,
-                        "subscriptions",
-                        &at.subscription,
-                        "deliveries",
-                    ],
-                    &[
-                        ("status", status),
-                        ("from", from),
-                        ("to", to),
-                        ("limit", limit.map(|l| l.to_string())),
-                        ("cursor", cursor),
-                    ],
-                )
+                .list_deliveries(&at.account, &at.subscription, &filter, &page)
                 .await?;
             out(&v, &|v| {
                 for d in v["data"].as_array().into_iter().flatten() {
@@ -546,19 +381,7 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::History(HistoryCommand::Attempts { at, change }) => {
             let v = client
-                .get(
-                    &[
-                        ops[0],
-                        ops[1],
-                        &at.account,
-                        "subscriptions",
-                        &at.subscription,
-                        "deliveries",
-                        &change,
-                        "attempts",
-                    ],
-                    &[],
-                )
+                .list_attempts(&at.account, &at.subscription, &change)
                 .await?;
             out(&v, &|v| {
                 println!(
@@ -593,21 +416,17 @@ async fn run(cli: Cli) -> Result<()> {
             limit,
             cursor,
         }) => {
-            let query = [("limit", limit.map(|l| l.to_string())), ("cursor", cursor)];
+            let page = Page {
+                limit,
+                cursor: cursor.as_deref(),
+            };
             let v = match &subscription {
-                Some(sub) => {
+                Some(subscription) => {
                     client
-                        .get(
-                            &[ops[0], ops[1], &account, "subscriptions", sub, "audit"],
-                            &query,
-                        )
+                        .list_subscription_audit(&account, subscription, &page)
                         .await?
                 }
-                None => {
-                    client
-                        .get(&[ops[0], ops[1], &account, "audit"], &query)
-                        .await?
-                }
+                None => client.list_account_audit(&account, &page).await?,
             };
             out(&v, &|v| {
                 for e in v["data"].as_array().into_iter().flatten() {
@@ -639,7 +458,7 @@ async fn main() -> ExitCode {
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            if e.downcast_ref::<Refused>().is_some() {
+            if e.downcast_ref::<Refusal>().is_some() {
                 eprintln!("rhythm: refused: {e}");
             } else {
                 eprintln!("rhythm: {e:#}");
@@ -828,33 +647,5 @@ mod tests {
         );
         assert!(parse_when_at("now-7w", now).is_err());
         assert!(parse_when_at("yesterday", now).is_err());
-    }
-
-    #[test]
-    fn urls_encode_each_segment_and_skip_absent_query_values() {
-        let c = Client::new("http://127.0.0.1:9/prod", "t".into()).unwrap();
-        let url = c
-            .url(
-                &["operator", "accounts", "a b", "replays"],
-                &[("subscription_id", None), ("limit", Some("5".into()))],
-            )
-            .unwrap();
-        assert_eq!(
-            url.as_str(),
-            "http://127.0.0.1:9/prod/operator/accounts/a%20b/replays?limit=5"
-        );
-        assert!(Client::new("ftp://x", "t".into()).is_err());
-    }
-
-    #[test]
-    fn problems_are_printed_with_their_fields() {
-        let text = problem_text(
-            422,
-            &json!({"title": "Validation failed", "detail": "to: too long", "errors": [{"field": "to", "message": "too long"}]}),
-        );
-        assert_eq!(
-            text,
-            "Validation failed (422): to: too long\n  to: too long"
-        );
     }
 }
