@@ -18,4 +18,5 @@ pub mod receiver;
 pub mod served;
 pub mod streams;
 pub mod template;
+pub mod test_stack;
 pub mod testkit;
