@@ -3,7 +3,7 @@
 # integration test of the workspace against the local emulator (started here, stopped at the
 # end). The integration tests include the API contract test (local/tests/it/contract.rs:
 # schemathesis, from .venv-contract, which scripts/venv.sh installs, generates requests from
-# openapi.yaml and checks every answer).
+# openapi.yaml and checks every answer) and run each function's real binary.
 set -euo pipefail
 export SAM_CLI_TELEMETRY=0
 cd "$(dirname "$0")/.."
@@ -19,6 +19,10 @@ echo "== template security scan (checkov; skips and why in .checkov.yaml)"
 echo "== import cycles (shared and local, one module per file)"
 python3 scripts/import_cycles.py
 python3 scripts/import_cycles.py --src local/src
+# The integration tests run each function's real binary (local/tests/it/lambda_binaries.rs); a
+# test cannot build them itself, as `cargo test` holds cargo's build lock.
+echo "== function binaries (cargo build)"
+cargo build -p ingest -p dispatch -p deliver -p notify -p reconcile -p api
 echo "== cargo test (unit + integration against the emulator)"
 log=$(mktemp)
 status=0
