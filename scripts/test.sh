@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# `make test`: formatting, the template linters, then every unit and integration test of the
-# workspace against the local emulator (started here, stopped at the end). The integration tests
-# include the API contract test (local/tests/it/contract.rs: schemathesis, from .venv-contract,
-# which scripts/venv.sh installs, generates requests from openapi.yaml and checks every answer).
+# `make test`: formatting, the template linters, the import-cycle checks, then every unit and
+# integration test of the workspace against the local emulator (started here, stopped at the
+# end). The integration tests include the API contract test (local/tests/it/contract.rs:
+# schemathesis, from .venv-contract, which scripts/venv.sh installs, generates requests from
+# openapi.yaml and checks every answer) and run each function's real binary.
 set -euo pipefail
 export SAM_CLI_TELEMETRY=0
 cd "$(dirname "$0")/.."
@@ -15,6 +16,15 @@ echo "== template lint (cfn-lint, sam validate --lint)"
 .venv/bin/sam validate --lint --template template.yaml --region us-east-1 >/dev/null
 echo "== template security scan (checkov; skips and why in .checkov.yaml)"
 .venv-checkov/bin/checkov --config-file .checkov.yaml --file template.yaml
+echo "== import cycles (shared and local, one module per file)"
+python3 scripts/import_cycles.py
+python3 scripts/import_cycles.py --src local/src
+echo "== stored items (no whole item written outside shared/src/store/)"
+python3 scripts/stored_literals.py
+# The integration tests run each function's real binary (local/tests/it/lambda_binaries.rs); a
+# test cannot build them itself, as `cargo test` holds cargo's build lock.
+echo "== function binaries (cargo build)"
+cargo build --workspace --lib --bins --tests
 echo "== cargo test (unit + integration against the emulator)"
 log=$(mktemp)
 status=0

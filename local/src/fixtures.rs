@@ -31,6 +31,15 @@ pub fn new_id() -> String {
     ulid::Ulid::new().to_string()
 }
 
+/// Tests' shorthand for a typed id of fixture text: `id("s1")` (panics when it is not an id).
+pub fn id<T: std::str::FromStr>(text: &str) -> T
+where
+    T::Err: std::fmt::Debug,
+{
+    text.parse()
+        .unwrap_or_else(|e| panic!("{text:?} is not a fixture id: {e:?}"))
+}
+
 /// A signing secret for tests (fixed bytes: tests verify signatures with it).
 pub fn test_secret() -> String {
     SigningSecret::from_bytes(&[7u8; 32])

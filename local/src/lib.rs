@@ -1,5 +1,6 @@
 //! The development harness: provisions `template.yaml` on the local emulator, drains streams and
-//! queues into handlers as Lambda would, runs a scripted HTTP receiver, and drives the demo and the
+//! queues into handlers as Lambda would, runs a scripted HTTP receiver, runs the functions' real
+//! binaries under a local Lambda Runtime API ([`function_process`]), and drives the demo and the
 //! benchmarks. The integration tests (`local/tests/it/`, one binary) are built on it through
 //! [`testkit::World`].
 
@@ -9,13 +10,16 @@ pub mod emulator;
 pub mod event_filter;
 pub mod faults;
 pub mod fixtures;
+pub mod function_process;
 pub mod metering;
 pub mod peak_alloc;
 pub mod pipeline;
 pub mod provision;
 pub mod queues;
 pub mod receiver;
+pub mod runtime_api;
 pub mod served;
 pub mod streams;
 pub mod template;
+pub mod test_stack;
 pub mod testkit;

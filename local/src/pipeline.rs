@@ -4,7 +4,7 @@
 
 use crate::queues::QueueReport;
 use crate::streams::StreamTap;
-use crate::testkit::TestStack;
+use crate::test_stack::TestStack;
 use anyhow::Result;
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use shared::clock::{Clock, ManualClock};

@@ -1,7 +1,7 @@
 //! Creates the tables, queues and KMS keys `template.yaml` declares on the emulator, under a name
 //! prefix, and the environment the template would give a function in AWS.
 
-use crate::template::{EnvValue, KeyElement, TableSpec, Template};
+use crate::template::{EnvValue, FunctionSpec, KeyElement, TableSpec, Template};
 use anyhow::{anyhow, Context, Result};
 use aws_config::SdkConfig;
 use aws_sdk_dynamodb::types::{
@@ -40,6 +40,8 @@ pub struct Stack {
     pub tables: BTreeMap<String, ProvisionedTable>,
     pub queues: BTreeMap<String, ProvisionedQueue>,
     pub keys: BTreeMap<String, ProvisionedKey>,
+    /// The template's parameters as this stack sets them: the defaults and the overrides.
+    pub parameters: BTreeMap<String, String>,
     /// The variables of `Globals.Function.Environment`, with `!Ref`s resolved.
     pub env: BTreeMap<String, String>,
 }
@@ -61,6 +63,68 @@ impl Stack {
         self.queues
             .get(logical_id)
             .unwrap_or_else(|| panic!("template.yaml declares no queue {logical_id}"))
+    }
+
+    /// What `!Ref id` gives in this stack: a table's name, a queue's URL, a KMS key's id or a
+    /// parameter's value; `None` for a resource the harness does not provision.
+    pub fn reference(&self, id: &str) -> Option<String> {
+        if let Some(t) = self.tables.get(id) {
+            Some(t.name.clone())
+        } else if let Some(q) = self.queues.get(id) {
+            Some(q.url.clone())
+        } else if let Some(k) = self.keys.get(id) {
+            Some(k.id.clone())
+        } else {
+            self.parameters.get(id).cloned()
+        }
+    }
+
+    /// `variables` with every `!Ref` resolved, by this stack or else by `provided` (the values of
+    /// resources the harness does not provision with the stack, by logical id).
+    pub fn resolve(
+        &self,
+        variables: &BTreeMap<String, EnvValue>,
+        provided: &BTreeMap<String, String>,
+    ) -> Result<BTreeMap<String, String>> {
+        variables
+            .iter()
+            .map(|(var, value)| {
+                let resolved = match value {
+                    EnvValue::Literal(s) => s.clone(),
+                    EnvValue::Ref(id) => self
+                        .reference(id)
+                        .or_else(|| provided.get(id).cloned())
+                        .ok_or_else(|| {
+                        anyhow!("{var}: !Ref {id} names nothing the harness provides")
+                    })?,
+                };
+                Ok((var.clone(), resolved))
+            })
+            .collect()
+    }
+
+    /// The `!Ref`s of `function`'s own environment that this stack does not resolve.
+    pub fn unprovisioned_refs<'a>(&self, function: &'a FunctionSpec) -> Vec<&'a str> {
+        function
+            .environment
+            .values()
+            .filter_map(|value| match value {
+                EnvValue::Ref(id) if self.reference(id).is_none() => Some(id.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The environment variables the template gives `function`: the Globals ones with its own
+    /// over them (`provided` as in [`Stack::resolve`]).
+    pub fn function_env(
+        &self,
+        function: &FunctionSpec,
+        provided: &BTreeMap<String, String>,
+    ) -> Result<BTreeMap<String, String>> {
+        let mut env = self.env.clone();
+        env.extend(self.resolve(&function.environment, provided)?);
+        Ok(env)
     }
 
     /// The configuration a function deployed from the template would read.
@@ -151,35 +215,18 @@ pub async fn provision(
             .ok_or_else(|| anyhow!("no ARN for queue {name}"))?;
         queues.insert(spec.logical_id.clone(), ProvisionedQueue { name, url, arn });
     }
-    let mut env = BTreeMap::new();
-    for (var, value) in &template.function_env {
-        let resolved = match value {
-            EnvValue::Literal(s) => s.clone(),
-            EnvValue::Ref(id) => {
-                if let Some(t) = tables.get(id) {
-                    t.name.clone()
-                } else if let Some(q) = queues.get(id) {
-                    q.url.clone()
-                } else if let Some(k) = keys.get(id) {
-                    k.id.clone()
-                } else if let Some(v) = overrides.get(id).or(template.parameters.get(id)) {
-                    v.clone()
-                } else {
-                    return Err(anyhow!(
-                        "{var}: !Ref {id} names nothing the harness provides"
-                    ));
-                }
-            }
-        };
-        env.insert(var.clone(), resolved);
-    }
-    Ok(Stack {
+    let mut parameters = template.parameters.clone();
+    parameters.extend(overrides.clone());
+    let mut stack = Stack {
         prefix: prefix.to_string(),
         tables,
         queues,
         keys,
-        env,
-    })
+        parameters,
+        env: BTreeMap::new(),
+    };
+    stack.env = stack.resolve(&template.function_env, &BTreeMap::new())?;
+    Ok(stack)
 }
 
 fn key_schema(keys: &[KeyElement]) -> Result<Vec<KeySchemaElement>> {

@@ -1,5 +1,5 @@
-//! Reads `template.yaml`: the DynamoDB tables, SQS queues, KMS keys and function environment it
-//! declares.
+//! Reads `template.yaml`: the DynamoDB tables, SQS queues, KMS keys, functions and function
+//! environment it declares.
 //! The harness provisions exactly these, so the template stays the single source of truth.
 
 use serde::Deserialize;
@@ -64,6 +64,23 @@ pub enum EnvValue {
     Ref(String),
 }
 
+/// A function (`AWS::Serverless::Function`) as Lambda runs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FunctionSpec {
+    pub logical_id: String,
+    /// The executable `cargo lambda` builds for it (`Metadata.BuildProperties.Binary`).
+    pub binary: String,
+    /// Its own `Environment.Variables`, which Lambda sets over the Globals ones.
+    pub environment: BTreeMap<String, EnvValue>,
+    pub memory_mb: u32,
+    /// How long an invocation may run: what its deadline is set to.
+    pub timeout_seconds: u32,
+}
+
+/// Lambda's own settings for a function that names none (and whose Globals name none).
+const DEFAULT_MEMORY_MB: u32 = 128;
+const DEFAULT_TIMEOUT_SECONDS: u32 = 3;
+
 #[derive(Debug, Clone)]
 pub struct Template {
     pub tables: Vec<TableSpec>,
@@ -72,6 +89,7 @@ pub struct Template {
     pub kms_keys: Vec<String>,
     /// `Globals.Function.Environment.Variables`.
     pub function_env: BTreeMap<String, EnvValue>,
+    pub functions: Vec<FunctionSpec>,
     /// Parameter defaults.
     pub parameters: BTreeMap<String, String>,
     /// Function logical id → the `FilterCriteria` patterns of its DynamoDB stream event, parsed
@@ -115,6 +133,18 @@ impl Template {
         let mut queues = Vec::new();
         let mut kms_keys = Vec::new();
         let mut stream_filters = BTreeMap::new();
+        let mut functions = Vec::new();
+        let globals = doc.get("Globals").and_then(|g| g.get("Function"));
+        let global_number = |key: &str, default: u32| {
+            globals
+                .and_then(|g| g.get(key))
+                .and_then(Value::as_u64)
+                .map_or(default, |n| n as u32)
+        };
+        let (memory_mb, timeout_seconds) = (
+            global_number("MemorySize", DEFAULT_MEMORY_MB),
+            global_number("Timeout", DEFAULT_TIMEOUT_SECONDS),
+        );
         if let Some(resources) = doc.get("Resources").and_then(Value::as_mapping) {
             for (id, resource) in resources {
                 let id = id.as_str().unwrap_or_default().to_string();
@@ -134,35 +164,40 @@ impl Template {
                         if let Some(patterns) = stream_filter_patterns(&id, &props)? {
                             stream_filters.insert(id.clone(), patterns);
                         }
+                        let number = |key: &str, default: u32| {
+                            props
+                                .get(key)
+                                .and_then(Value::as_u64)
+                                .map_or(default, |n| n as u32)
+                        };
+                        functions.push(FunctionSpec {
+                            binary: resource
+                                .get("Metadata")
+                                .and_then(|m| m.get("BuildProperties"))
+                                .and_then(|b| b.get("Binary"))
+                                .and_then(Value::as_str)
+                                .ok_or_else(|| TemplateError::Resource {
+                                    resource: id.clone(),
+                                    message: "no Metadata.BuildProperties.Binary".into(),
+                                })?
+                                .to_string(),
+                            environment: environment(props.get("Environment"), &conditions)?,
+                            memory_mb: number("MemorySize", memory_mb),
+                            timeout_seconds: number("Timeout", timeout_seconds),
+                            logical_id: id.clone(),
+                        });
                     }
                     _ => {}
                 }
             }
         }
-        let mut function_env = BTreeMap::new();
-        if let Some(vars) = doc
-            .get("Globals")
-            .and_then(|g| g.get("Function"))
-            .and_then(|f| f.get("Environment"))
-            .and_then(|e| e.get("Variables"))
-            .and_then(Value::as_mapping)
-        {
-            for (name, value) in vars {
-                let name = name.as_str().unwrap_or_default().to_string();
-                let value = match value {
-                    Value::Tagged(tagged) if tagged.tag == "!If" => {
-                        conditions.env_branch(&name, &tagged.value)?
-                    }
-                    other => env_value(other),
-                };
-                function_env.insert(name, value);
-            }
-        }
+        let function_env = environment(globals.and_then(|f| f.get("Environment")), &conditions)?;
         Ok(Template {
             tables,
             queues,
             kms_keys,
             function_env,
+            functions,
             parameters,
             stream_filters,
         })
@@ -181,6 +216,32 @@ impl Template {
     pub fn queue(&self, logical_id: &str) -> Option<&QueueSpec> {
         self.queues.iter().find(|q| q.logical_id == logical_id)
     }
+
+    pub fn function(&self, logical_id: &str) -> Option<&FunctionSpec> {
+        self.functions.iter().find(|f| f.logical_id == logical_id)
+    }
+}
+
+/// The `Variables` of an `Environment` (none without one), each `!If` decided by the defaults.
+fn environment(
+    environment: Option<&Value>,
+    conditions: &Conditions,
+) -> Result<BTreeMap<String, EnvValue>, TemplateError> {
+    let mut variables = BTreeMap::new();
+    let declared = environment
+        .and_then(|e| e.get("Variables"))
+        .and_then(Value::as_mapping);
+    for (name, value) in declared.into_iter().flatten() {
+        let name = name.as_str().unwrap_or_default().to_string();
+        let value = match value {
+            Value::Tagged(tagged) if tagged.tag == "!If" => {
+                conditions.env_branch(&name, &tagged.value)?
+            }
+            other => env_value(other),
+        };
+        variables.insert(name, value);
+    }
+    Ok(variables)
 }
 
 /// The filter patterns of a function's DynamoDB event, if it has one with `FilterCriteria`.
@@ -473,6 +534,19 @@ mod tests {
             t.parameters.get("AllowPrivateTargets").map(String::as_str),
             Some("false")
         );
+        let deliver = t
+            .function("DeliverFunction")
+            .expect("DeliverFunction declared");
+        assert_eq!(deliver.binary, "deliver");
+        assert_eq!((deliver.memory_mb, deliver.timeout_seconds), (256, 60));
+        let notify = t
+            .function("NotifyFunction")
+            .expect("NotifyFunction declared");
+        assert_eq!(
+            notify.environment.get("NOTIFICATION_CONFIGURATION_SET"),
+            Some(&EnvValue::Ref("NotificationConfigurationSet".into()))
+        );
+        assert_eq!(t.functions.len(), 6);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::fixtures::{catalog_change, Fixtures};
 use crate::pipeline::Pipeline;
 use crate::queues::QueueTap;
 use crate::streams::StreamTap;
-use crate::testkit::TestStack;
+use crate::test_stack::TestStack;
 use anyhow::Result;
 use aws_lambda_events::event::dynamodb::Event as DynamoDbEvent;
 use aws_lambda_events::event::sqs::SqsEvent;

@@ -1,7 +1,7 @@
 //! The test world's API client: the `api` Lambda's router, called in process with `oneshot`, and
 //! its replies with the checks every test makes (a success status, a problem+json document).
 
-use crate::testkit::id;
+use crate::fixtures::id;
 use axum::body::Body;
 use axum::http::{header, HeaderMap, Method, Request, StatusCode};
 use axum::Router;

@@ -3,9 +3,8 @@
 //! a builder to write it; a change can also be `.build()` without writing.
 
 use super::World;
-use crate::fixtures::{catalog_change, new_id, sealed_secret, test_secret};
+use crate::fixtures::{catalog_change, id, new_id, sealed_secret, test_secret};
 use crate::receiver::Receiver;
-use crate::testkit::id;
 use futures::future::BoxFuture;
 use serde_json::Value;
 use shared::domain::change::Change;
@@ -23,12 +22,63 @@ use std::future::IntoFuture;
 /// The path webhook integrations post to on their receiver.
 pub const HOOK_PATH: &str = "/hooks/rhythm";
 
+/// The builders' starting points.
+impl World {
+    /// An account (see [`AccountBuilder`] for its defaults).
+    pub fn account(&self) -> AccountBuilder<'_> {
+        AccountBuilder {
+            world: self,
+            id: None,
+            name: "Test account".into(),
+            admins: vec!["admin@example.com".into()],
+        }
+    }
+
+    /// An integration of `account_id` (see [`IntegrationBuilder`]).
+    pub fn integration(&self, account_id: &AccountId) -> IntegrationBuilder<'_> {
+        IntegrationBuilder {
+            world: self,
+            account_id: account_id.to_owned(),
+            id: None,
+            name: None,
+            method: DeliveryMethod::Webhook,
+            webhook_url: Some(self.receiver.url(HOOK_PATH)),
+            handler: None,
+        }
+    }
+
+    /// A subscription of `integration` (see [`SubscriptionBuilder`]).
+    pub fn subscribe(&self, integration: &Integration) -> SubscriptionBuilder<'_> {
+        SubscriptionBuilder {
+            world: self,
+            account_id: integration.account_id.clone(),
+            integration_id: integration.integration_id.clone(),
+            id: None,
+            record_types: vec!["catalog_item".into()],
+            filter: None,
+            fields: vec!["sku".into(), "price".into()],
+            policy: RetryPolicy::FixedSchedule,
+            status: SubscriptionStatus::Active,
+        }
+    }
+
+    /// A change of `account_id` the owning application writes (see [`ChangeBuilder`]).
+    pub fn change(&self, account_id: &AccountId) -> ChangeBuilder<'_> {
+        ChangeBuilder {
+            world: self,
+            account_id: account_id.to_owned(),
+            at: None,
+            price: 4.5,
+        }
+    }
+}
+
 /// An account; by default with a fresh id and `admin@example.com` as its administrator.
 pub struct AccountBuilder<'a> {
-    pub(super) world: &'a World,
-    pub(super) id: Option<String>,
-    pub(super) name: String,
-    pub(super) admins: Vec<String>,
+    world: &'a World,
+    id: Option<String>,
+    name: String,
+    admins: Vec<String>,
 }
 
 impl AccountBuilder<'_> {
@@ -69,13 +119,13 @@ impl<'a> IntoFuture for AccountBuilder<'a> {
 /// An integration of an account; by default a consented webhook to the world's receiver at
 /// [`HOOK_PATH`], signed with [`test_secret`].
 pub struct IntegrationBuilder<'a> {
-    pub(super) world: &'a World,
-    pub(super) account_id: AccountId,
-    pub(super) id: Option<String>,
-    pub(super) name: Option<String>,
-    pub(super) method: DeliveryMethod,
-    pub(super) webhook_url: Option<String>,
-    pub(super) handler: Option<String>,
+    world: &'a World,
+    account_id: AccountId,
+    id: Option<String>,
+    name: Option<String>,
+    method: DeliveryMethod,
+    webhook_url: Option<String>,
+    handler: Option<String>,
 }
 
 impl IntegrationBuilder<'_> {
@@ -164,15 +214,15 @@ impl<'a> IntoFuture for IntegrationBuilder<'a> {
 /// A subscription of an integration; by default active, to `catalog_item` changes, carrying
 /// `sku` and `price`, with the fixed retry schedule.
 pub struct SubscriptionBuilder<'a> {
-    pub(super) world: &'a World,
-    pub(super) account_id: AccountId,
-    pub(super) integration_id: IntegrationId,
-    pub(super) id: Option<String>,
-    pub(super) record_types: Vec<String>,
-    pub(super) filter: Option<Value>,
-    pub(super) fields: Vec<String>,
-    pub(super) policy: RetryPolicy,
-    pub(super) status: SubscriptionStatus,
+    world: &'a World,
+    account_id: AccountId,
+    integration_id: IntegrationId,
+    id: Option<String>,
+    record_types: Vec<String>,
+    filter: Option<Value>,
+    fields: Vec<String>,
+    policy: RetryPolicy,
+    status: SubscriptionStatus,
 }
 
 impl SubscriptionBuilder<'_> {
@@ -232,10 +282,10 @@ impl<'a> IntoFuture for SubscriptionBuilder<'a> {
 /// A catalog item change (see [`catalog_change`]) the owning application writes into its
 /// changes table; by default occurring now at a price of 4.5.
 pub struct ChangeBuilder<'a> {
-    pub(super) world: &'a World,
-    pub(super) account_id: AccountId,
-    pub(super) at: Option<Timestamp>,
-    pub(super) price: f64,
+    world: &'a World,
+    account_id: AccountId,
+    at: Option<Timestamp>,
+    price: f64,
 }
 
 impl ChangeBuilder<'_> {

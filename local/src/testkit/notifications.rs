@@ -4,7 +4,7 @@
 
 use crate::queues::{QueueReport, QueueTap};
 use crate::streams::StreamTap;
-use crate::testkit::TestStack;
+use crate::test_stack::TestStack;
 use aws_config::SdkConfig;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use shared::aws::Clients;

@@ -4,7 +4,7 @@
 
 use super::api::ApiAccount;
 use super::World;
-use crate::testkit::id;
+use crate::fixtures::id;
 use serde_json::{json, Value};
 use shared::domain::change::Change;
 use shared::domain::integration_delivery::DeliveryStatus;

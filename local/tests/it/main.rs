@@ -12,6 +12,7 @@ mod event_monitor;
 mod fault_matrix;
 mod faults;
 mod harness;
+mod lambda_binaries;
 mod management_api;
 mod notice_bounds;
 mod notifications;

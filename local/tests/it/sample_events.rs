@@ -10,7 +10,7 @@ use shared::domain::integration_delivery::DeliveryStatus;
 
 /// The account, integration and subscription the samples name (the integration posts to the
 /// world's receiver).
-async fn sample_configuration(w: &World) {
+pub(crate) async fn sample_configuration(w: &World) {
     w.account()
         .id("acct-sample")
         .named("Sample")
