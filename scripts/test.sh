@@ -16,9 +16,12 @@ echo "== template lint (cfn-lint, sam validate --lint)"
 .venv/bin/sam validate --lint --template template.yaml --region us-east-1 >/dev/null
 echo "== template security scan (checkov; skips and why in .checkov.yaml)"
 .venv-checkov/bin/checkov --config-file .checkov.yaml --file template.yaml
-echo "== import cycles (shared and local, one module per file)"
+echo "== import cycles (shared: files, depth 1 and 2; local and console: files)"
 python3 scripts/import_cycles.py
+python3 scripts/import_cycles.py --depth 1
+python3 scripts/import_cycles.py --depth 2
 python3 scripts/import_cycles.py --src local/src
+python3 scripts/import_cycles.py --src console/src
 echo "== stored items (no whole item written outside shared/src/store/)"
 python3 scripts/stored_literals.py
 # The integration tests run each function's real binary (local/tests/it/lambda_binaries.rs); a

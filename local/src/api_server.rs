@@ -1,8 +1,8 @@
-//! The HTTP API on loopback, for the demo and the CLI: the same router the `api` Lambda serves,
+//! The HTTP API on loopback, for the demo and the CLI: the same app (the JSON API and the console) the `api` Lambda serves,
 //! on a real TCP listener.
 
 use anyhow::{bail, Context as _, Result};
-use shared::api::{router, ApiState};
+use shared::api::ApiState;
 use std::net::SocketAddr;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -17,7 +17,7 @@ pub async fn serve(state: ApiState, addr: SocketAddr) -> Result<(SocketAddr, Joi
         .await
         .with_context(|| format!("binding the local API server to {addr}"))?;
     let bound = listener.local_addr()?;
-    let app = router(state);
+    let app = console::app(state);
     let handle = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "the local API server stopped");

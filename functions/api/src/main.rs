@@ -25,7 +25,7 @@ async fn main() -> Result<(), lambda_http::Error> {
     )
     .await?;
     // The web console's signing key: from Secrets Manager (CONSOLE_SIGNING_KEY_ARN), read once.
-    let console_key = shared::api::console::session::ConsoleKey::load(&secrets_manager, |name| {
+    let console_key = shared::api::console_session::ConsoleKey::load(&secrets_manager, |name| {
         std::env::var(name).ok()
     })
     .await?;
@@ -33,6 +33,8 @@ async fn main() -> Result<(), lambda_http::Error> {
         .with_provider_events(Arc::new(provider_events))
         .with_console_key(console_key);
     // Routes are declared without the API Gateway stage prefix.
-    let app = api::router(state).map_request(api::lambda::strip_stage::<lambda_http::Body>);
+    // The JSON API and the web console's pages, side by side.
+    let app = api::app(state, api::routes().merge(console::router()))
+        .map_request(api::lambda::strip_stage::<lambda_http::Body>);
     lambda_http::run(app).await
 }

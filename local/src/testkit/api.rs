@@ -7,7 +7,7 @@ use axum::http::{header, HeaderMap, Method, Request, StatusCode};
 use axum::Router;
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
-use shared::api::{router, ApiState};
+use shared::api::ApiState;
 use shared::ids::AccountId;
 use std::future::IntoFuture;
 use tower::ServiceExt;
@@ -33,7 +33,9 @@ pub struct ApiAccount {
 
 impl ApiClient {
     pub fn new(state: ApiState) -> Self {
-        ApiClient { app: router(state) }
+        ApiClient {
+            app: console::app(state),
+        }
     }
 
     /// The router itself (for its route table).

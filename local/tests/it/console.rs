@@ -1,17 +1,17 @@
-//! The web console's HTTP behaviour (`shared::api::console`) on the emulator, through the test world's
+//! The web console's HTTP behaviour (the `console` crate) on the emulator, through the test world's
 //! API router: sign-in by link and by token and the session cookie's attributes, refused links
 //! and cookies, CSRF, every page's audience and security headers, account isolation, an audited
 //! retry through a form, the API's refusal of an eight-day replay, and the Event monitor's page
 //! weight with 1,000 events. (The browser tests drive the same pages in Chromium.)
 
 use axum::http::{Method, StatusCode};
+use console::page::CSP;
 use local::receiver::Reply as Answer;
 use local::testkit::api::{ApiAccount, Reply, OPERATOR, OPERATOR_TOKEN};
 use local::testkit::through_api::ApiSubscription;
 use local::testkit::World;
 use serde_json::json;
-use shared::api::console::page::CSP;
-use shared::api::console::session::{LINK_TTL, SESSION_TTL};
+use shared::api::console_session::{LINK_TTL, SESSION_TTL};
 use shared::domain::change::Change;
 use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::time::{Timestamp, DAY, MINUTE, SECOND};

@@ -1334,7 +1334,7 @@ mod measured {
     use local::provision::Stack;
     use local::receiver::{Receiver, Reply};
     use local::testkit::TestStack;
-    use shared::api::{router, ApiState, OperatorAuth};
+    use shared::api::{ApiState, OperatorAuth};
     use shared::aws::Clients;
     use shared::clock::{Clock, ManualClock};
     use shared::delivery::dispatch::Dispatcher;
@@ -1792,7 +1792,7 @@ mod measured {
             Arc::new(clock.clone()),
             OperatorAuth::static_token(OPERATOR_TOKEN, "ops@example.com"),
         );
-        let app = router(state);
+        let app = console::app(state);
         let receiver = Receiver::start().await;
         receiver.set_default(Reply::Status(200));
         let op = Some(OPERATOR_TOKEN);

@@ -4,7 +4,7 @@
 //! Layout (one file per resource):
 //!
 //! ```text
-//! api/mod.rs                   ApiState, router(), /health, fallbacks, request log
+//! api/mod.rs                   routes(), app(), router(), /health, fallbacks, request log
 //! api/problem.rs               ApiError → RFC 7807 application/problem+json
 //! api/auth.rs                  tokens, AccountAuth / IntegrationAuth / Operator extractors
 //! api/extract.rs               JsonBody + Fields, ApiPath, ApiQuery (problem+json rejections)
@@ -19,8 +19,12 @@
 //! api/operator/replays.rs      …/subscriptions/{s}/replays, /operator/accounts/{a}/replays…
 //! api/operator/history.rs      /operator/accounts/{a}[/subscriptions/{s}]/audit
 //! api/routes.rs                the router's (method, path) table, read back from the router
-//! api/console/                 the web console: HTML pages under /console/, its sign-in links
+//! api/console_links.rs         /operator/console-links, /v1/console-links: the console's login links
+//! api/console_session.rs       the console's signing key, login links, sessions and CSRF tokens
 //! ```
+//!
+//! The web console (the `console` crate) is mounted beside these routes by the api function
+//! ([`app`]); nothing here imports it.
 //!
 //! Every route is documented in `openapi.yaml`; `local/tests/it/openapi.rs` compares the two.
 //!
@@ -30,7 +34,8 @@
 //! `operator::router()`). Scope every read and write by the caller's account id.
 
 pub mod auth;
-pub mod console;
+pub mod console_links;
+pub mod console_session;
 pub mod credentials;
 pub mod extract;
 pub mod lambda;
@@ -58,20 +63,29 @@ use std::time::Instant;
 /// Largest request body accepted (filters and field lists are small).
 pub use limits::MAX_BODY_BYTES;
 
-/// The whole API.
-pub fn router(state: ApiState) -> Router {
+/// The JSON API's routes, before the state and the layers every request passes ([`app`]).
+pub fn routes() -> Router<Arc<ApiState>> {
     Router::new()
         .route("/health", get(health))
         .merge(v1::router())
         .merge(operator::router())
-        // The web console (HTML under /console/) and the JSON routes that issue its links.
-        .merge(crate::api::console::links::router())
-        .merge(crate::api::console::router())
+        .merge(console_links::router())
+}
+
+/// The app serving `routes` (the JSON API's, and whatever the caller mounts beside them, such as
+/// the web console's pages) with the API's fallbacks, body limit and request log.
+pub fn app(state: ApiState, routes: Router<Arc<ApiState>>) -> Router {
+    routes
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn(log_request))
         .with_state(Arc::new(state))
+}
+
+/// The JSON API alone.
+pub fn router(state: ApiState) -> Router {
+    app(state, routes())
 }
 
 async fn health() -> impl IntoResponse {

@@ -22,7 +22,7 @@ pub struct RouteTableError(pub &'static str);
 /// Every `(method, path)` of the JSON API the router serves, sorted by path then method. Paths
 /// are axum's (`/v1/subscriptions/{subscription_id}`), which are also OpenAPI's.
 ///
-/// The web console's HTML pages (`/console`, `/console/…`, [`crate::api::console::PREFIX`]) are left
+/// The web console's HTML pages (`/console`, `/console/…`, [`crate::api::console_links::CONSOLE_PREFIX`]) are left
 /// out on purpose: they are pages for a browser, not operations of the JSON API, and
 /// `openapi.yaml` does not describe them (the console's JSON link routes, under `/operator/` and
 /// `/v1/`, are in the table and the spec like every other route).
@@ -33,7 +33,7 @@ pub fn routes(router: &Router) -> Result<Vec<(Method, String)>, RouteTableError>
 }
 
 fn is_console_page(path: &str) -> bool {
-    let prefix = crate::api::console::PREFIX;
+    let prefix = crate::api::console_links::CONSOLE_PREFIX;
     path == prefix || path.starts_with(&format!("{prefix}/"))
 }
 

@@ -34,9 +34,9 @@ pub struct ApiState {
     /// The delivery worker's webhook adapter (the SSRF-guarded client, its timeout and response
     /// cap) under this deployment's target policy, for test events.
     pub webhook: crate::delivery::worker::webhook::WebhookAdapter,
-    /// Signs the web console's login links and sessions ([`crate::api::console::session`]); a random
+    /// Signs the web console's login links and sessions ([`crate::api::console_session`]); a random
     /// key of the process unless [`ApiState::with_console_key`] sets the configured one.
-    pub console_key: Arc<crate::api::console::session::ConsoleKey>,
+    pub console_key: Arc<crate::api::console_session::ConsoleKey>,
 }
 
 impl ApiState {
@@ -70,12 +70,12 @@ impl ApiState {
                 .map(|s| s.to_string())
                 .collect(),
             provider_events: None,
-            console_key: Arc::new(crate::api::console::session::ConsoleKey::random()),
+            console_key: Arc::new(crate::api::console_session::ConsoleKey::random()),
         }
     }
 
     /// Signs console links and sessions with `key` (the api function's, loaded at start).
-    pub fn with_console_key(mut self, key: crate::api::console::session::ConsoleKey) -> Self {
+    pub fn with_console_key(mut self, key: crate::api::console_session::ConsoleKey) -> Self {
         self.console_key = Arc::new(key);
         self
     }

@@ -3,17 +3,17 @@
 //! pieces every page uses (a status badge, a time, a problem, a pager).
 
 use super::assets;
-use super::session::{Audience, Session, SessionError, COOKIE};
-use crate::api::lambda::StagePrefix;
-use crate::api::problem::{ApiError, Problem};
-use crate::api::state::ApiState;
-use crate::domain::time::Timestamp;
-use crate::ids::AccountId;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
+use shared::api::console_session::{Audience, Session, SessionError, COOKIE};
+use shared::api::lambda::StagePrefix;
+use shared::api::problem::{ApiError, Problem};
+use shared::api::state::ApiState;
+use shared::domain::time::Timestamp;
+use shared::ids::AccountId;
 use std::sync::Arc;
 
 /// The Content-Security-Policy of every console response: only this origin's scripts, styles,

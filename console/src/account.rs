@@ -7,15 +7,6 @@ use super::operator::attention_page;
 use super::page::{badge, encode, error_page, html_response, shell, when_text, Ctx, NotYours};
 use super::views::{self, Scope};
 use super::Params;
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
-use crate::api::v1::subscriptions::SubscriptionView;
-use crate::domain::integration_delivery::DeliveryStatus;
-use crate::domain::lifecycle::Status;
-use crate::domain::subscription::MAX_CONSECUTIVE_DEAD;
-use crate::domain::time::Timestamp;
-use crate::ids::AccountId;
-use crate::operations::operator::history::{list_deliveries, DeliveryQuery};
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
@@ -23,6 +14,15 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use maud::{html, Markup};
+use shared::api::problem::ApiError;
+use shared::api::state::ApiState;
+use shared::api::v1::subscriptions::SubscriptionView;
+use shared::domain::integration_delivery::DeliveryStatus;
+use shared::domain::lifecycle::Status;
+use shared::domain::subscription::MAX_CONSECUTIVE_DEAD;
+use shared::domain::time::Timestamp;
+use shared::ids::AccountId;
+use shared::operations::operator::history::{list_deliveries, DeliveryQuery};
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;
@@ -148,7 +148,7 @@ pub async fn health(
 }
 
 /// A subscription's id, linking to its delivery log.
-fn log_link(ctx: &Ctx, id: &crate::ids::SubscriptionId) -> Markup {
+fn log_link(ctx: &Ctx, id: &shared::ids::SubscriptionId) -> Markup {
     html! { a class="mono" data-testid="delivery-log-link" href=(ctx.url(&format!("/console/acct/subscriptions/{}", encode(id)))) { (id) } }
 }
 
@@ -251,7 +251,7 @@ async fn delivery_log(
     let ctx = &admin.ctx;
     let nav = nav_at("nav-overview");
     let sc = scope(&admin.account_id);
-    let found = match crate::api::extract::path_id(&s, "subscription") {
+    let found = match shared::api::extract::path_id(&s, "subscription") {
         Ok(id) => state
             .ops()
             .subscription(&admin.account_id, &id)

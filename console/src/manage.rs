@@ -13,13 +13,6 @@ use super::page::{
     badge, csrf_field, encode, error_page, field, form_fields, html_response, problem, shell,
     when_text, Ctx, Nav,
 };
-use crate::api::auth::AccountAuth;
-use crate::api::extract::{ApiPath, Fields, JsonBody};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
-use crate::api::v1::test_event::{send_test_event, TestEventView};
-use crate::api::v1::{integrations, subscriptions};
-use crate::domain::time::Timestamp;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -28,6 +21,13 @@ use axum::routing::{get, post};
 use axum::Router;
 use maud::{html, Markup};
 use serde_json::{Map, Value};
+use shared::api::auth::AccountAuth;
+use shared::api::extract::{ApiPath, Fields, JsonBody};
+use shared::api::problem::ApiError;
+use shared::api::state::ApiState;
+use shared::api::v1::test_event::{send_test_event, TestEventView};
+use shared::api::v1::{integrations, subscriptions};
+use shared::domain::time::Timestamp;
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;
@@ -70,8 +70,8 @@ fn nav() -> Nav {
 /// Who acts: the session's signed actor text (`token …`, `link from operator …`).
 fn actor(admin: &Admin) -> String {
     match &admin.ctx.session.audience {
-        super::session::Audience::Account { actor, .. } => actor.clone(),
-        super::session::Audience::Operator { operator_id } => operator_id.clone(),
+        shared::api::console_session::Audience::Account { actor, .. } => actor.clone(),
+        shared::api::console_session::Audience::Operator { operator_id } => operator_id.clone(),
     }
 }
 
@@ -79,7 +79,7 @@ fn auth(admin: &Admin) -> AccountAuth {
     AccountAuth {
         account_id: admin.account_id.clone(),
         // The session's signed actor text stands in for the token (as the API records it).
-        token_id: crate::ids::TokenId::from_stored(actor(admin)),
+        token_id: shared::ids::TokenId::from_stored(actor(admin)),
     }
 }
 
@@ -220,7 +220,7 @@ async fn page(state: &ApiState, admin: &Admin, shown: Shown<'_>) -> Response {
             })
             .collect::<Vec<_>>()
     });
-    let webhook_url = |integration_id: &crate::ids::IntegrationId| {
+    let webhook_url = |integration_id: &shared::ids::IntegrationId| {
         integrations
             .iter()
             .find(|i| &i.id == integration_id && i.method == "webhook")
@@ -337,7 +337,7 @@ async fn page(state: &ApiState, admin: &Admin, shown: Shown<'_>) -> Response {
 
 fn subscription_fields(
     id: &str,
-    s: Option<&crate::api::v1::subscriptions::SubscriptionView>,
+    s: Option<&shared::api::v1::subscriptions::SubscriptionView>,
 ) -> Markup {
     let record_types = s.map(|s| s.record_types.join(", ")).unwrap_or_default();
     let fields = s.map(|s| s.fields.join(", ")).unwrap_or_default();

@@ -3,12 +3,12 @@
 //! too). Its own module so that the account and operator pages do not import each other.
 
 use super::page::{when_text, Nav};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
-use crate::api::v1::integrations::IntegrationView;
-use crate::api::v1::subscriptions::SubscriptionView;
-use crate::ids::{AccountId, IntegrationId, SubscriptionId};
 use maud::{html, Markup};
+use shared::api::problem::ApiError;
+use shared::api::state::ApiState;
+use shared::api::v1::integrations::IntegrationView;
+use shared::api::v1::subscriptions::SubscriptionView;
+use shared::ids::{AccountId, IntegrationId, SubscriptionId};
 
 /// The account navigation.
 pub fn nav() -> Nav {
@@ -41,7 +41,8 @@ pub async fn integrations_and_subscriptions(
     let mut after: Option<IntegrationId> = None;
     loop {
         let (page, next) =
-            crate::store::integration::list(dynamo, table, account_id, 100, after.as_ref()).await?;
+            shared::store::integration::list(dynamo, table, account_id, 100, after.as_ref())
+                .await?;
         integrations.extend(page.iter().map(IntegrationView::from));
         match next {
             Some(n) => after = Some(n),
@@ -52,7 +53,7 @@ pub async fn integrations_and_subscriptions(
     let mut after: Option<SubscriptionId> = None;
     loop {
         let (page, next) =
-            crate::store::subscription::list(dynamo, table, account_id, None, 100, after.as_ref())
+            shared::store::subscription::list(dynamo, table, account_id, None, 100, after.as_ref())
                 .await?;
         subs.extend(page.iter().map(SubscriptionView::from));
         match next {

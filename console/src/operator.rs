@@ -9,24 +9,6 @@ use super::page::{
 };
 use super::views::{self, delivery_path, form_time, Scope};
 use super::Params;
-use crate::api::auth::Operator;
-use crate::api::extract::{path_id, resource_id, ApiPath, Fields, JsonBody};
-use crate::api::operator::deliveries;
-use crate::api::operator::history::AuditView;
-use crate::api::operator::replays::{self, ReplayJobView};
-use crate::api::operator::{notifications, subscriptions};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
-use crate::api::v1::events::monitor_error;
-use crate::api::v1::subscriptions::SubscriptionView;
-use crate::domain::lifecycle::Status;
-use crate::domain::subscription::MAX_CONSECUTIVE_DEAD;
-use crate::ids::AccountId;
-use crate::operations::event_monitor::{
-    attention_deliveries, paused_subscriptions, DeliveryLogEntry,
-};
-use crate::operations::operator::{audit, replay};
-use crate::store::audit::AuditScope;
 use axum::body::Bytes;
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
@@ -36,6 +18,24 @@ use axum::routing::get;
 use axum::Router;
 use maud::{html, Markup};
 use serde_json::{Map, Value};
+use shared::api::auth::Operator;
+use shared::api::extract::{path_id, resource_id, ApiPath, Fields, JsonBody};
+use shared::api::operator::deliveries;
+use shared::api::operator::history::AuditView;
+use shared::api::operator::replays::{self, ReplayJobView};
+use shared::api::operator::{notifications, subscriptions};
+use shared::api::problem::ApiError;
+use shared::api::state::ApiState;
+use shared::api::v1::events::monitor_error;
+use shared::api::v1::subscriptions::SubscriptionView;
+use shared::domain::lifecycle::Status;
+use shared::domain::subscription::MAX_CONSECUTIVE_DEAD;
+use shared::ids::AccountId;
+use shared::operations::event_monitor::{
+    attention_deliveries, paused_subscriptions, DeliveryLogEntry,
+};
+use shared::operations::operator::{audit, replay};
+use shared::store::audit::AuditScope;
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;
@@ -690,12 +690,12 @@ async fn account_page(op: Op, State(state): S, Path(a): Path<String>) -> Respons
         Ok(a) => a,
         Err(e) => return error_page(ctx, &nav, &e),
     };
-    let account = match crate::store::account::get(state.dynamo(), state.table(), &account_id).await
-    {
-        Ok(Some(a)) => a,
-        Ok(None) => return error_page(ctx, &nav, &ApiError::not_found("account")),
-        Err(e) => return error_page(ctx, &nav, &e.into()),
-    };
+    let account =
+        match shared::store::account::get(state.dynamo(), state.table(), &account_id).await {
+            Ok(Some(a)) => a,
+            Ok(None) => return error_page(ctx, &nav, &ApiError::not_found("account")),
+            Err(e) => return error_page(ctx, &nav, &e.into()),
+        };
     let sc = scope(&account_id);
     let lists = super::account_parts::integrations_and_subscriptions(&state, &account_id).await;
     let (integrations, subs) = match lists {

@@ -6,21 +6,21 @@
 
 use super::page::{badge, encode, error_page, html_response, pager, shell, when_text, Ctx, Nav};
 use super::Params;
-use crate::api::operator::deliveries::{self, delivery_query, DeliveryView};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
-use crate::api::v1::events::{monitor_error, read_params, ListParams};
-use crate::domain::event::{EventStatus, InternalStatus};
-use crate::domain::lifecycle::Status;
-use crate::domain::pull_cursor::change_id as change_id_of;
-use crate::ids::{AccountId, ChangeId, SubscriptionId};
-use crate::operations::event_monitor::{
-    event_with_deliveries, list_events, DeliveryLogEntry, EventSummary,
-};
-use crate::operations::operator::history;
 use axum::http::StatusCode;
 use axum::response::Response;
 use maud::{html, Markup};
+use shared::api::operator::deliveries::{self, delivery_query, DeliveryView};
+use shared::api::problem::ApiError;
+use shared::api::state::ApiState;
+use shared::api::v1::events::{monitor_error, read_params, ListParams};
+use shared::domain::event::{EventStatus, InternalStatus};
+use shared::domain::lifecycle::Status;
+use shared::domain::pull_cursor::change_id as change_id_of;
+use shared::ids::{AccountId, ChangeId, SubscriptionId};
+use shared::operations::event_monitor::{
+    event_with_deliveries, list_events, DeliveryLogEntry, EventSummary,
+};
+use shared::operations::operator::history;
 
 /// Where one account's pages live for this audience.
 pub struct Scope {
@@ -65,7 +65,7 @@ pub fn form_time(text: &str) -> Option<String> {
     if t.is_empty() {
         return None;
     }
-    if crate::domain::time::Timestamp::parse_rfc3339(t).is_some() {
+    if shared::domain::time::Timestamp::parse_rfc3339(t).is_some() {
         return Some(t.to_owned());
     }
     for format in ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"] {
@@ -358,7 +358,7 @@ pub async fn delivery_page(
     done: Option<&str>,
 ) -> Response {
     let found = match (
-        crate::api::extract::resource_id::<SubscriptionId>(subscription_id),
+        shared::api::extract::resource_id::<SubscriptionId>(subscription_id),
         change_id_of(change_id),
     ) {
         (Some(sub), Some(change_id)) => state
@@ -502,7 +502,7 @@ pub async fn subscription_deliveries(
             label for="filter-status" { "Status"
                 select id="filter-status" name="status" {
                     option value="" { "any" }
-                    @for st in crate::domain::integration_delivery::DeliveryStatus::ALL.iter().map(|s| s.as_str()) {
+                    @for st in shared::domain::integration_delivery::DeliveryStatus::ALL.iter().map(|s| s.as_str()) {
                         option value=(st) selected[chosen == st] { (st) }
                     }
                 }

@@ -79,15 +79,11 @@
 pub mod account;
 pub mod account_parts;
 pub mod assets;
-pub mod links;
 pub mod manage;
 pub mod operator;
 pub mod page;
-pub mod session;
 pub mod views;
 
-use crate::api::auth::{verify_token, Principal};
-use crate::api::state::ApiState;
 use axum::extract::{Query, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
@@ -97,15 +93,24 @@ use axum::Router;
 use maud::html;
 use page::{field, form_fields, html_response, prefix_of, redirect, shell, Ctx};
 use serde::Deserialize;
-use session::{Audience, COOKIE, SESSION_TTL};
+use shared::api::auth::{verify_token, Principal};
+use shared::api::console_session::{Audience, COOKIE, SESSION_TTL};
+use shared::api::state::ApiState;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Every path of the console's pages begins with this; they are HTML, not part of the JSON API
-/// (`openapi.yaml` leaves them out, see [`crate::api::routes`]).
-pub const PREFIX: &str = "/console";
+/// (`openapi.yaml` leaves them out, see [`shared::api::routes`]).
+pub const PREFIX: &str = shared::api::console_links::CONSOLE_PREFIX;
 
-/// The console's pages (HTML). The JSON link routes are [`links::router`].
+/// What the api function serves: the JSON API's routes and the console's pages, with the API's
+/// fallbacks, body limit and request log.
+pub fn app(state: ApiState) -> axum::Router {
+    shared::api::app(state, shared::api::routes().merge(router()))
+}
+
+/// The console's pages (HTML). The JSON routes that issue their links are the API's
+/// ([`shared::api::console_links`]).
 pub fn router() -> Router<Arc<ApiState>> {
     Router::new()
         .route("/console", get(to_index))
@@ -230,7 +235,7 @@ async fn login(State(state): State<Arc<ApiState>>, request: Request) -> Response
             token_form(&action),
         );
     }
-    let Ok(bytes) = axum::body::to_bytes(body, crate::api::limits::MAX_BODY_BYTES).await else {
+    let Ok(bytes) = axum::body::to_bytes(body, shared::api::limits::MAX_BODY_BYTES).await else {
         return login_shell(
             StatusCode::PAYLOAD_TOO_LARGE,
             Some("the form is too large"),
@@ -297,14 +302,14 @@ async fn audience_of_token(state: &ApiState, token: &str) -> Result<Audience, St
         .into_parts()
         .0;
     match &state.operator_auth {
-        crate::api::operator_auth::OperatorAuth::StaticToken { .. } => state
+        shared::api::operator_auth::OperatorAuth::StaticToken { .. } => state
             .operator_auth
             .identify(&parts)
             .map(|o| Audience::Operator { operator_id: o.id })
             .map_err(|_| refused),
         // In AWS operators sign in with a link (the identity provider's JWT is checked by the
         // gateway on /operator/*, not here).
-        crate::api::operator_auth::OperatorAuth::GatewayJwt { .. } => Err(refused),
+        shared::api::operator_auth::OperatorAuth::GatewayJwt { .. } => Err(refused),
     }
 }
 
@@ -326,7 +331,7 @@ async fn logout(ctx: Ctx, body: axum::body::Bytes) -> Response {
 
 /// A console login link's path for `audience` (the demo prints these for the local console).
 pub fn login_link(state: &ApiState, audience: Audience) -> String {
-    links::issue(state, audience).url
+    shared::api::console_links::issue(state, audience).url
 }
 
 /// Unused query parameters are ignored by the pages (a bookmarked URL keeps working).

@@ -9,9 +9,9 @@
 //! The answer's `url` is a path (`/console/login?link=…`): the caller puts the API's base URL in
 //! front. In AWS an operator first gets the identity provider's JWT (the one `/operator/*`
 //! takes), calls the operator route with it, and opens the link in the browser; the link lives
-//! [`super::session::LINK_TTL`] and the session it starts [`super::session::SESSION_TTL`].
+//! [`super::console_session::LINK_TTL`] and the session it starts [`super::console_session::SESSION_TTL`].
 
-use super::session::{Audience, LINK_TTL};
+use super::console_session::{Audience, LINK_TTL};
 use crate::api::auth::{AccountAuth, Operator};
 use crate::api::extract::{path_id, JsonBody};
 use crate::api::problem::ApiError;
@@ -26,6 +26,10 @@ use axum::routing::post;
 use axum::{Json, Router};
 use serde::Serialize;
 use std::sync::Arc;
+
+/// Every path of the console's pages begins with this (the links name its sign-in page); they are
+/// HTML, not part of the JSON API (`openapi.yaml` leaves them out, see [`crate::api::routes`]).
+pub const CONSOLE_PREFIX: &str = "/console";
 
 pub fn router() -> Router<Arc<ApiState>> {
     Router::new()
@@ -56,7 +60,7 @@ pub fn issue(state: &ApiState, audience: Audience) -> ConsoleLinkView {
         Audience::Account { account_id, .. } => ("account", Some(account_id)),
     };
     ConsoleLinkView {
-        url: format!("/console/login?link={token}"),
+        url: format!("{CONSOLE_PREFIX}/login?link={token}"),
         audience: kind,
         account_id,
         expires_at: expires.to_rfc3339(),
