@@ -27,8 +27,10 @@ use shared::api::operator::{notifications, subscriptions};
 use shared::api::problem::ApiError;
 use shared::api::state::ApiState;
 use shared::api::v1::events::monitor_error;
+use shared::api::v1::notices::NoticeDeliveryView;
 use shared::api::v1::subscriptions::SubscriptionView;
 use shared::domain::lifecycle::Status;
+use shared::domain::notification_delivery::{requeue_allowed, FailureReason, NotificationStatus};
 use shared::domain::subscription::MAX_CONSECUTIVE_DEAD;
 use shared::ids::AccountId;
 use shared::operations::event_monitor::{
@@ -478,8 +480,18 @@ async fn replay_create(
     replay_confirm(&a, &s).page(&op.ctx, replay_fields(&from_text, &to_text), Some(&refused))
 }
 
+/// Whether a notification delivery may be requeued, by the requeue's guard.
+fn requeueable(d: &NoticeDeliveryView) -> bool {
+    let reason = d
+        .failure_reason
+        .as_deref()
+        .and_then(|code| FailureReason::from_code(code, d.failure_detail.as_deref()));
+    NotificationStatus::parse(&d.status)
+        .is_some_and(|status| requeue_allowed(status, reason.as_ref()).is_ok())
+}
+
 fn replay_row(ctx: &Ctx, j: &ReplayJobView) -> Markup {
-    let state = if j.status.as_str() == "running" && !j.in_progress {
+    let state = if j.status.is_under_way() && !j.in_progress {
         "stopped"
     } else {
         j.status.as_str()
@@ -548,7 +560,7 @@ async fn replay_job(op: Op, State(state): S, Path((a, j)): Path<(String, String)
         Ok(job) => ReplayJobView::new(&job, ctx.now),
         Err(e) => return error_page(ctx, &nav, &e),
     };
-    let live = job.status.as_str() == "running";
+    let live = job.status.is_under_way();
     let here = ctx.url(&format!("{}/replays/{}", base(&a), encode(&job.id)));
     let c = &job.counts;
     let done = (c.restarted + c.already_pending + c.skipped_filter + c.conflicts).min(c.in_window);
@@ -826,7 +838,7 @@ async fn integration_history(
                 }
                 div class="actions" {
                     a class="button" data-testid="replay-link" href=(ctx.url(&format!("{base}/replay"))) { "Replay a window…" }
-                    @if sub.status.as_str() == "paused" {
+                    @if sub.status.may_be_resumed() {
                         a class="button" data-testid="resume-link" href=(ctx.url(&format!("{base}/resume"))) { "Resume…" }
                     }
                     a class="button secondary" href=(ctx.url(&format!("/console/op/replays?account={}", encode(&account_id)))) { "Replay jobs" }
@@ -931,7 +943,7 @@ async fn notification(
                                 td data-label="Failure" { (d.failure_reason.as_deref().unwrap_or_default()) " " (d.failure_detail.as_deref().or(d.last_error.as_deref()).or(d.skip_reason.as_deref()).unwrap_or_default()) }
                                 td data-label="Updated" { (when_text(Some(&d.updated_at))) }
                                 td data-label="Action" {
-                                    @if d.status == "failed" && d.failure_reason.as_deref() == Some("attempts_exhausted") {
+                                    @if requeueable(d) {
                                         a class="button" data-testid="requeue-link" href=(ctx.url(&format!("{base}/deliveries/{}/requeue", encode(&d.key)))) { "Requeue…" }
                                     }
                                 }

@@ -432,7 +432,7 @@ pub async fn delivery_page(
             p { a href=(ctx.url(&scope.event(&view.change_id))) { "← Event" } }
             h1 { "Delivery " span class="mono" { (view.id) } }
             @if let Some(d) = done { p class="notice" role="status" data-testid="notice" { "Done: " (d) "." } }
-            @if scope.operator && matches!(d.status.as_str(), "dead" | "failed" | "retrying" | "delivered") {
+            @if scope.operator && d.status.may_be_retried() {
                 div class="actions" {
                     a class="button" data-testid="retry-link" href=(format!("{here}/retry")) { "Retry this delivery…" }
                 }

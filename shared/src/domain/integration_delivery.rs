@@ -65,6 +65,12 @@ impl DeliveryStatus {
     pub fn is_open(self) -> bool {
         matches!(self, DeliveryStatus::Pending | DeliveryStatus::Retrying)
     }
+
+    /// Whether a retry may restart a delivery in this status: the table has an operator-restart
+    /// row from it (`docs/lifecycles.md#integration-delivery`).
+    pub fn may_be_retried(self) -> bool {
+        operator_restart(self).is_ok()
+    }
 }
 
 term_enum! {
@@ -265,6 +271,14 @@ mod tests {
     use crate::domain::lifecycle::{Status, Term};
     use proptest::prelude::*;
     use std::collections::HashSet;
+
+    #[test]
+    fn a_retry_may_restart_a_delivery_only_where_the_table_has_an_operator_restart_row() {
+        let restartable = [D::Delivered, D::Retrying, D::Failed, D::Dead];
+        for &s in D::ALL {
+            assert_eq!(s.may_be_retried(), restartable.contains(&s), "{s}");
+        }
+    }
 
     /// The lifecycle's rows, transcribed a second time, independently of the table.
     const ROWS: &[(DeliveryStatus, DeliveryTrigger, DeliveryStatus)] = &[

@@ -151,6 +151,18 @@ pub enum FailureReason {
 }
 
 impl FailureReason {
+    /// The reason a code names (the provider's message, for `provider`, is `detail`).
+    pub fn from_code(code: &str, detail: Option<&str>) -> Option<FailureReason> {
+        match code {
+            "provider" => Some(FailureReason::Provider(
+                detail.unwrap_or_default().to_string(),
+            )),
+            "attempts_exhausted" => Some(FailureReason::AttemptsExhausted),
+            "ambiguous" => Some(FailureReason::Ambiguous),
+            _ => None,
+        }
+    }
+
     /// The reason's code: `provider`, `attempts_exhausted` or `ambiguous`.
     pub fn code(&self) -> &'static str {
         match self {
@@ -368,6 +380,21 @@ mod tests {
     use crate::domain::lifecycle::testing::{assert_exhaustive, reachable};
     use crate::domain::lifecycle::{Status, Term};
     use proptest::prelude::*;
+
+    #[test]
+    fn a_failure_reason_is_read_back_from_its_code() {
+        for reason in [
+            FailureReason::AttemptsExhausted,
+            FailureReason::Ambiguous,
+            FailureReason::Provider("rejected".into()),
+        ] {
+            assert_eq!(
+                FailureReason::from_code(reason.code(), Some("rejected")),
+                Some(reason)
+            );
+        }
+        assert_eq!(FailureReason::from_code("lost", None), None);
+    }
 
     /// The lifecycle's rows, transcribed a second time, independently of the table.
     const ROWS: &[(NotificationStatus, NotificationTrigger, NotificationStatus)] = &[

@@ -176,6 +176,14 @@ pub static REPLAY_LIFECYCLE: Lifecycle<ReplayStatus, ReplayTrigger, ReplayEffect
     invalid: &[],
 };
 
+impl ReplayStatus {
+    /// Whether a job in this status still has work: the table moves it on (a completed job is
+    /// final, `docs/lifecycles.md#replay-job`).
+    pub fn is_under_way(self) -> bool {
+        !REPLAY_LIFECYCLE.is_absorbing(self)
+    }
+}
+
 /// After a chunk of a running job: whether the job is finished. The move is the trigger's row.
 pub fn after_chunk(more_remain: bool) -> (ReplayTrigger, ReplayStatus) {
     let trigger = if more_remain {
@@ -195,6 +203,12 @@ mod tests {
     use crate::domain::integration_delivery::DeliveryTrigger;
     use crate::domain::lifecycle::testing::assert_exhaustive;
     use crate::domain::time::{HOUR, MINUTE, SECOND};
+
+    #[test]
+    fn a_running_job_is_under_way_and_a_completed_one_is_not() {
+        assert!(ReplayStatus::Running.is_under_way());
+        assert!(!ReplayStatus::Completed.is_under_way());
+    }
 
     const NOW: Timestamp = Timestamp(1_700_000_000_000);
 

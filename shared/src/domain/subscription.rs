@@ -53,6 +53,16 @@ pub static SUBSCRIPTION_LIFECYCLE: Lifecycle<SubscriptionStatus, SubscriptionTri
     invalid: &[],
 };
 
+impl SubscriptionStatus {
+    /// Whether a resume may reactivate a subscription in this status: the table has a resume row
+    /// from it (`docs/lifecycles.md#subscription`).
+    pub fn may_be_resumed(self) -> bool {
+        SUBSCRIPTION_LIFECYCLE
+            .rows_for(ST::OperatorResume)
+            .any(|row| row.from == self)
+    }
+}
+
 /// What one more dead delivery does to its subscription.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeadCountDecision {
@@ -112,6 +122,12 @@ mod tests {
     use super::*;
     use crate::domain::lifecycle::testing::assert_exhaustive;
     use proptest::prelude::*;
+
+    #[test]
+    fn only_a_paused_subscription_may_be_resumed() {
+        assert!(SubscriptionStatus::Paused.may_be_resumed());
+        assert!(!SubscriptionStatus::Active.may_be_resumed());
+    }
 
     const ROWS: &[(SubscriptionStatus, SubscriptionTrigger, SubscriptionStatus)] = &[
         (S::Active, ST::AutoPause, S::Paused),
