@@ -13,13 +13,13 @@ use axum::body::Bytes;
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use maud::{html, Markup};
 use serde_json::{Map, Value};
 use shared::api::auth::Operator;
-use shared::api::extract::{path_id, resource_id, ApiPath, Fields, JsonBody};
+use shared::api::extract::{path_id, resource_id, Fields};
 use shared::api::operator::deliveries;
 use shared::api::operator::history::AuditView;
 use shared::api::operator::replays::{self, ReplayJobView};
@@ -33,9 +33,14 @@ use shared::domain::lifecycle::Status;
 use shared::domain::notification_delivery::{requeue_allowed, FailureReason, NotificationStatus};
 use shared::domain::subscription::MAX_CONSECUTIVE_DEAD;
 use shared::ids::AccountId;
+use shared::notify::requeue::requeue as requeue_delivery;
+use shared::notify::table::NotificationTable;
 use shared::operations::event_monitor::{
     attention_deliveries, paused_subscriptions, DeliveryLogEntry,
 };
+use shared::operations::operator::replay::{start_job, ReplayRequest};
+use shared::operations::operator::resume::resume_subscription;
+use shared::operations::operator::retry::{retry_delivery, RetryRequest};
 use shared::operations::operator::{audit, replay};
 use shared::store::audit::AuditScope;
 use std::sync::Arc;
@@ -178,14 +183,23 @@ pub fn refuse_without_csrf(ctx: &Ctx, fields: &[(String, String)]) -> Option<Res
 
 /// A form's fields as the JSON object the API handler reads (`csrf` left out; empty values
 /// left out, so a missing value is "required", as in the API).
-fn body_of(fields: &[(String, String)], names: &[&str]) -> JsonBody {
+/// The form's `names` fields as the fields of a JSON body, for the API's own validation.
+fn fields_of(fields: &[(String, String)], names: &[&str]) -> Fields {
     let mut map = Map::new();
     for name in names {
         if let Some(v) = field(fields, name) {
             map.insert((*name).to_owned(), Value::String(v.to_owned()));
         }
     }
-    JsonBody(Fields::new(map))
+    Fields::new(map)
+}
+
+/// The form's `reason`, refused as the API refuses a JSON body's.
+fn reason_of(fields: &[(String, String)]) -> Result<String, ApiError> {
+    let mut f = fields_of(fields, &["reason"]);
+    let reason = subscriptions::reason(&mut f);
+    f.finish()?;
+    reason.ok_or_else(|| ApiError::internal("validated reason missing"))
 }
 
 fn account_param(p: &Params) -> Option<String> {
@@ -308,15 +322,15 @@ impl Confirm {
         )
     }
 
-    /// The POST of an action whose form carries only its reason: the CSRF check, the API's own
-    /// handler (`run`) with `{"reason"}`, then back with `?done=<done>`, or the confirmation
-    /// again with the API's refusal.
+    /// The POST of an action whose form carries only its reason: the CSRF check, the reason
+    /// (refused as the API refuses it), the operation (`run`) with it, then back with
+    /// `?done=<done>`, or the confirmation again with the refusal (the API's problem).
     async fn run<Fut, R>(
         self,
         op: &Op,
         body: &Bytes,
         done: &str,
-        run: impl FnOnce(JsonBody) -> Fut,
+        run: impl FnOnce(String) -> Fut,
     ) -> Response
     where
         Fut: std::future::Future<Output = Result<R, ApiError>>,
@@ -325,7 +339,11 @@ impl Confirm {
         if let Some(r) = refuse_without_csrf(&op.ctx, &fields) {
             return r;
         }
-        match run(body_of(&fields, &["reason"])).await {
+        let ran = match reason_of(&fields) {
+            Ok(reason) => run(reason).await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        match ran {
             Ok(_) => redirect(&op.ctx.url(&format!("{}?done={done}", self.back))),
             Err(e) => self.page(&op.ctx, html! {}, Some(&e)),
         }
@@ -358,10 +376,18 @@ async fn retry(
     body: Bytes,
 ) -> Response {
     let confirm = retry_confirm(&a, &s, &c);
-    let path = ApiPath((a, s, c));
+    let operator = op.operator.id.clone();
     confirm
-        .run(&op, &body, "retried", |reason| {
-            deliveries::retry(op.operator.clone(), State(state), path, reason)
+        .run(&op, &body, "retried", |reason| async move {
+            let (account_id, subscription_id, change_id) = deliveries::delivery_path(&a, &s, &c)?;
+            let request = RetryRequest {
+                account_id: &account_id,
+                subscription_id: &subscription_id,
+                change_id: &change_id,
+                operator: &operator,
+                reason: &reason,
+            };
+            Ok::<_, ApiError>(retry_delivery(&state.ops(), request).await?)
         })
         .await
 }
@@ -395,10 +421,15 @@ async fn resume(
     body: Bytes,
 ) -> Response {
     let confirm = resume_confirm(&a, &s);
-    let path = ApiPath((a, s));
+    let operator = op.operator.id.clone();
     confirm
-        .run(&op, &body, "resumed", |reason| {
-            subscriptions::resume(op.operator.clone(), State(state), path, reason)
+        .run(&op, &body, "resumed", |reason| async move {
+            let (account_id, subscription_id) = subscriptions::subscription_path(&a, &s)?;
+            let ops = state.ops();
+            let resumed =
+                resume_subscription(&ops, &account_id, &subscription_id, &operator, &reason)
+                    .await?;
+            Ok::<_, ApiError>(resumed)
         })
         .await
 }
@@ -448,32 +479,28 @@ async fn replay_create(
     if let Some(r) = field(&fields, "reason") {
         map.insert("reason".into(), Value::String(r.to_owned()));
     }
-    let refused = match replays::create(
-        op.operator.clone(),
-        State(state.clone()),
-        ApiPath((a.clone(), s.clone())),
-        JsonBody(Fields::new(map)),
-    )
-    .await
-    {
-        Ok(r) => {
-            // The job's id is the last segment of the API's `Location`.
-            let response = r.into_response();
-            let job = response
-                .headers()
-                .get(axum::http::header::LOCATION)
-                .and_then(|l| l.to_str().ok())
-                .and_then(|l| l.rsplit('/').next())
-                .map(str::to_owned);
-            match job {
-                Some(job) => {
-                    return redirect(
-                        &op.ctx
-                            .url(&format!("{}/replays/{}", base(&a), encode(&job))),
-                    )
-                }
-                None => ApiError::internal("the replay job has no location"),
-            }
+    // The window and the reason refused as the API refuses a JSON body's, then the operation.
+    let started = async {
+        let mut f = Fields::new(map);
+        let window = replays::replay_fields(&mut f, state.clock.now());
+        f.finish()?;
+        let (from, to, reason) =
+            window.ok_or_else(|| ApiError::internal("validated replay fields missing"))?;
+        let (account_id, subscription_id) = subscriptions::subscription_path(&a, &s)?;
+        let request = ReplayRequest {
+            account_id: &account_id,
+            subscription_id: &subscription_id,
+            from,
+            to,
+            operator: &op.operator.id,
+            reason: &reason,
+        };
+        Ok::<_, ApiError>(start_job(&state.ops(), request).await?)
+    };
+    let refused = match started.await {
+        Ok(job) => {
+            let at = format!("{}/replays/{}", base(&a), encode(job.job_id.as_str()));
+            return redirect(&op.ctx.url(&at));
         }
         Err(e) => e,
     };
@@ -894,14 +921,8 @@ async fn notification(
 ) -> Response {
     let nav = nav(None, "nav-notifications");
     let ctx = &op.ctx;
-    let view = match notifications::fetch(
-        op.operator.clone(),
-        State(state.clone()),
-        ApiPath(n.clone()),
-    )
-    .await
-    {
-        Ok(axum::Json(v)) => v,
+    let view = match notifications::notice_with_deliveries(&state, &n).await {
+        Ok(v) => v,
         Err(e) => return error_page(ctx, &nav, &e),
     };
     let notice = &view.notice;
@@ -1002,10 +1023,17 @@ async fn requeue(
     body: Bytes,
 ) -> Response {
     let confirm = requeue_confirm(&n);
-    let path = ApiPath((n, k));
+    let operator = op.operator.id.clone();
     confirm
-        .run(&op, &body, "requeued", |reason| {
-            notifications::requeue(op.operator.clone(), State(state), path, reason)
+        .run(&op, &body, "requeued", |reason| async move {
+            let notice_id = path_id(&n, "notification delivery")?;
+            let delivery_key: String = path_id(&k, "notification delivery")?;
+            let store = NotificationTable::from_config(&state.clients, &state.config);
+            let now = state.clock.now();
+            let requeued =
+                requeue_delivery(&store, &notice_id, &delivery_key, &operator, &reason, now)
+                    .await?;
+            Ok::<_, ApiError>(requeued)
         })
         .await
 }

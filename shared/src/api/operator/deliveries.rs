@@ -264,7 +264,8 @@ async fn list(
 }
 
 /// The `(account, subscription, change)` of a delivery path, or 404.
-fn delivery_path(
+/// The ids of a delivery's path; any that is not an id is the delivery not found.
+pub fn delivery_path(
     account_id: &str,
     subscription_id: &str,
     change_id: &str,

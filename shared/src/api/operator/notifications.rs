@@ -36,23 +36,31 @@ pub struct OperatorNoticeView {
     pub deliveries: Vec<NoticeDeliveryView>,
 }
 
-pub async fn fetch(
+async fn fetch(
     _operator: Operator,
     State(state): State<Arc<ApiState>>,
     ApiPath(notice_id): ApiPath<String>,
 ) -> Result<Json<OperatorNoticeView>, ApiError> {
-    let id = path_id(&notice_id, "notice")?;
-    let svc = service(&state);
+    notice_with_deliveries(&state, &notice_id).await.map(Json)
+}
+
+/// A notice (any account's: operators only) with its progress and its channel deliveries.
+pub async fn notice_with_deliveries(
+    state: &ApiState,
+    notice_id: &str,
+) -> Result<OperatorNoticeView, ApiError> {
+    let id = path_id(notice_id, "notice")?;
+    let svc = service(state);
     let notice = svc
         .notice(&id)
         .await?
         .ok_or_else(|| ApiError::not_found("notice"))?;
     let progress = svc.summary(&id).await?;
     let deliveries = svc.deliveries(&id).await?;
-    Ok(Json(OperatorNoticeView {
+    Ok(OperatorNoticeView {
         notice: NoticeView::new(&notice, Some(progress)),
         deliveries: deliveries.iter().map(NoticeDeliveryView::from).collect(),
-    }))
+    })
 }
 
 #[derive(Debug, Serialize)]
@@ -74,7 +82,7 @@ pub async fn requeue(
     let notice_id = path_id(&notice_id, "notification delivery")?;
     let delivery_key: String = path_id(&delivery_key, "notification delivery")?;
     let store = NotificationTable::from_config(&state.clients, &state.config);
-    match requeue_delivery(
+    let (delivery, work) = requeue_delivery(
         &store,
         &notice_id,
         &delivery_key,
@@ -82,16 +90,21 @@ pub async fn requeue(
         &reason,
         state.clock.now(),
     )
-    .await
-    {
-        Ok((delivery, work)) => Ok(Json(RequeuedView {
-            delivery: NoticeDeliveryView::from(&delivery),
-            dispatch_id: work.dispatch_id,
-        })),
-        Err(RequeueError::NotFound) => Err(ApiError::not_found("notification delivery")),
-        Err(e @ (RequeueError::Refused(_) | RequeueError::Changed)) => {
-            Err(ApiError::conflict(e.to_string()))
+    .await?;
+    Ok(Json(RequeuedView {
+        delivery: NoticeDeliveryView::from(&delivery),
+        dispatch_id: work.dispatch_id,
+    }))
+}
+
+/// A requeue's refusal as a problem: a delivery not found, one whose status or failure does not
+/// qualify (or that moved meanwhile) a conflict.
+impl From<RequeueError> for ApiError {
+    fn from(e: RequeueError) -> Self {
+        match e {
+            RequeueError::NotFound => ApiError::not_found("notification delivery"),
+            RequeueError::Refused(_) | RequeueError::Changed => ApiError::conflict(e.to_string()),
+            RequeueError::Fault(e) => fault(e),
         }
-        Err(RequeueError::Fault(e)) => Err(fault(e)),
     }
 }

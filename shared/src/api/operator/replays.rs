@@ -15,7 +15,7 @@
 
 use super::subscriptions::{reason, subscription_path};
 use crate::api::auth::Operator;
-use crate::api::extract::{page_limit, path_id, ApiPath, ApiQuery, JsonBody};
+use crate::api::extract::{page_limit, path_id, ApiPath, ApiQuery, Fields, JsonBody};
 use crate::api::problem::{ApiError, FieldError};
 use crate::api::state::ApiState;
 use crate::api::v1::ListResponse;
@@ -23,7 +23,7 @@ use crate::domain::replay::{validate_window, ReplayStatus};
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, ChangeId, ReplayJobId, SubscriptionId};
 use crate::operations::operator::replay::{
-    create_job, list_jobs, load_job, resume_job, run_job, Budget, ReplayRequest,
+    list_jobs, load_job, resume_job, start_job, Budget, ReplayRequest,
 };
 use crate::store::replay_job::{ReplayCounts, ReplayJob};
 use axum::extract::State;
@@ -99,22 +99,21 @@ impl ReplayJobView {
     }
 }
 
-fn location(job: &ReplayJob) -> String {
+/// The job's URL (the `Location` of the answer that started it).
+pub fn location(job: &ReplayJob) -> String {
     format!(
         "/operator/accounts/{}/replays/{}",
         job.account_id, job.job_id
     )
 }
 
-pub async fn create(
-    operator: Operator,
-    State(state): State<Arc<ApiState>>,
-    ApiPath((account_id, subscription_id)): ApiPath<(String, String)>,
-    JsonBody(mut f): JsonBody,
-) -> Result<impl IntoResponse, ApiError> {
+/// A replay request's fields (the JSON body's, or the console's form's): `from` and `to` as RFC
+/// 3339 instants making a window [`validate_window`] accepts, and a `reason`. `None` after
+/// recording every refusal in `f` (its `finish` answers them).
+pub fn replay_fields(f: &mut Fields, now: Timestamp) -> Option<(Timestamp, Timestamp, String)> {
     let from: Option<String> = f.required("from");
     let to: Option<String> = f.required("to");
-    let reason = reason(&mut f);
+    let reason = reason(f);
     let mut instant = |name: &str, text: Option<String>| {
         text.and_then(|t| match Timestamp::parse_rfc3339(t.trim()) {
             Some(ts) => Some(ts),
@@ -129,7 +128,6 @@ pub async fn create(
     };
     let from = instant("from", from);
     let to = instant("to", to);
-    let now = state.clock.now();
     if let (Some(from), Some(to)) = (from, to) {
         if let Err(errors) = validate_window(from, to, now) {
             for e in errors {
@@ -137,13 +135,22 @@ pub async fn create(
             }
         }
     }
+    Some((from?, to?, reason?))
+}
+
+pub async fn create(
+    operator: Operator,
+    State(state): State<Arc<ApiState>>,
+    ApiPath((account_id, subscription_id)): ApiPath<(String, String)>,
+    JsonBody(mut f): JsonBody,
+) -> Result<impl IntoResponse, ApiError> {
+    let fields = replay_fields(&mut f, state.clock.now());
     f.finish()?;
-    let (Some(from), Some(to), Some(reason)) = (from, to, reason) else {
-        return Err(ApiError::internal("validated replay fields missing"));
-    };
+    let (from, to, reason) =
+        fields.ok_or_else(|| ApiError::internal("validated replay fields missing"))?;
     let (account_id, subscription_id) = subscription_path(&account_id, &subscription_id)?;
     let ops = state.ops();
-    let job = create_job(
+    let job = start_job(
         &ops,
         ReplayRequest {
             account_id: &account_id,
@@ -155,15 +162,6 @@ pub async fn create(
         },
     )
     .await?;
-    // The job is recorded: a run that fails is reported on the job (still `running`, not in
-    // progress — resume it), not by losing the job's id in an error.
-    let job = match run_job(&ops, &account_id, &job.job_id, Budget::api()).await {
-        Ok(job) => job,
-        Err(e) => {
-            tracing::error!(job_id = %job.job_id, error = %e, "replay run failed; the job can be resumed");
-            load_job(&ops, &account_id, &job.job_id).await?
-        }
-    };
     Ok((
         StatusCode::ACCEPTED,
         [(header::LOCATION, location(&job))],

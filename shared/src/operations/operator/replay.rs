@@ -114,6 +114,21 @@ pub async fn create_job(ops: &Ops<'_>, req: ReplayRequest<'_>) -> Result<ReplayJ
     Ok(job)
 }
 
+/// Records the job and runs it as far as one request's budget goes. The job is recorded first:
+/// a run that fails is reported on the job (still `running`, not in progress, for a resume), not
+/// by losing the job's id in an error.
+pub async fn start_job(ops: &Ops<'_>, req: ReplayRequest<'_>) -> Result<ReplayJob, OpsError> {
+    let account_id = req.account_id.clone();
+    let job = create_job(ops, req).await?;
+    match run_job(ops, &account_id, &job.job_id, Budget::api()).await {
+        Ok(job) => Ok(job),
+        Err(e) => {
+            tracing::error!(job_id = %job.job_id, error = %e, "replay run failed; the job can be resumed");
+            load_job(ops, &account_id, &job.job_id).await
+        }
+    }
+}
+
 /// The account's job, or "replay job not found".
 pub async fn load_job(
     ops: &Ops<'_>,
