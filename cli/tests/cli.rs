@@ -58,7 +58,7 @@ async fn the_rhythm_cli_parses_its_arguments_and_retries_through_a_local_api_ser
     w.receiver.set_default(Reply::Status(410));
     let tenant = w.api.account("Tenant").await;
     let sub = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
-    let changes = w.write_changes(&sub.account_id, &[w.now()]).await;
+    let changes = w.write_changes(&sub.account_id, &[w.pipeline.now()]).await;
     assert_eq!(
         w.delivery_status(&sub, &changes[0]).await,
         DeliveryStatus::Dead
@@ -122,7 +122,7 @@ async fn the_rhythm_cli_parses_its_arguments_and_retries_through_a_local_api_ser
     );
     let out = String::from_utf8_lossy(&retried.stdout);
     assert!(out.contains("dead → pending"), "{out}");
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     assert_eq!(
         w.delivery_status(&sub, &changes[0]).await,
         DeliveryStatus::Delivered

@@ -28,7 +28,7 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 
 pub struct Pipeline {
-    pub t: TestStack,
+    pub stack: TestStack,
     pub clock: ManualClock,
     pub ingest: Arc<Ingest>,
     pub dispatcher: Arc<Dispatcher>,
@@ -185,8 +185,8 @@ impl Pipeline {
         Self::with_stack(TestStack::new().await).await
     }
 
-    pub async fn with_stack(t: TestStack) -> Self {
-        Self::build(t, false)
+    pub async fn with_stack(stack: TestStack) -> Self {
+        Self::build(stack, false)
     }
 
     /// A pipeline that also measures each function's CPU time per invocation
@@ -198,30 +198,30 @@ impl Pipeline {
         Self::build(TestStack::new().await, true)
     }
 
-    fn build(t: TestStack, measured: bool) -> Self {
+    fn build(stack: TestStack, measured: bool) -> Self {
         let clock = ManualClock::starting_now();
         let shared_clock: Arc<dyn Clock> = Arc::new(clock.clone());
         let clients = || {
             if measured {
-                t.function_clients()
+                stack.function_clients()
             } else {
-                t.clients.clone()
+                stack.clients.clone()
             }
         };
-        let ingest = Ingest::new(clients(), t.config.clone(), shared_clock.clone());
-        let dispatcher =
-            Dispatcher::new(clients(), t.config.clone(), shared_clock.clone()).without_lookahead();
+        let ingest = Ingest::new(clients(), stack.config.clone(), shared_clock.clone());
+        let dispatcher = Dispatcher::new(clients(), stack.config.clone(), shared_clock.clone())
+            .without_lookahead();
         let rollup = RollUp::new(
-            t.clients.dynamo.clone(),
-            t.config.delivery_table.clone(),
+            stack.clients.dynamo.clone(),
+            stack.config.delivery_table.clone(),
             shared_clock.clone(),
         );
-        let worker = DeliveryWorker::new(clients(), t.config.clone(), shared_clock);
-        let changes = Mutex::new(t.stream("ChangesTable"));
+        let worker = DeliveryWorker::new(clients(), stack.config.clone(), shared_clock);
+        let changes = Mutex::new(stack.stream("ChangesTable"));
         // The dispatcher's event source mapping filters with template.yaml's FilterCriteria.
-        let deliveries = Mutex::new(t.mapped_stream("DeliveryTable", "DispatchFunction"));
+        let deliveries = Mutex::new(stack.mapped_stream("DeliveryTable", "DispatchFunction"));
         Pipeline {
-            t,
+            stack,
             clock,
             ingest: Arc::new(ingest),
             dispatcher: Arc::new(dispatcher),
@@ -250,8 +250,8 @@ impl Pipeline {
 
     /// Writes a raw item into the changes table (for malformed-record tests).
     pub async fn write_raw_change(&self, item: Item) -> Result<()> {
-        let put = write::put(&self.t.config.changes_table, item)?;
-        write::send(&self.t.clients.dynamo, put).await?;
+        let put = write::put(&self.stack.config.changes_table, item)?;
+        write::send(&self.stack.clients.dynamo, put).await?;
         Ok(())
     }
 
@@ -311,7 +311,7 @@ impl Pipeline {
 
     /// Drains the delivery queue into the worker.
     pub async fn work_pending(&self) -> Result<QueueReport> {
-        let tap = self.t.queue("DeliveryQueue");
+        let tap = self.stack.queue("DeliveryQueue");
         tap.drain(
             |event| {
                 let container = self.containers.as_ref().map(|c| &c.deliver);
@@ -428,15 +428,18 @@ impl Pipeline {
     /// publishes only what is already due (the manual clock's minutes are not the queue's seconds).
     pub async fn reconcile(&self, kind: RunKind, max_events: usize) -> ReconcileReport {
         let clock: Arc<dyn Clock> = Arc::new(self.clock.clone());
-        let dispatcher =
-            Dispatcher::new(self.t.clients.clone(), self.t.config.clone(), clock.clone())
-                .without_lookahead();
-        let settler = reconcile_settler(&self.t.clients, &self.t.config, &clock);
+        let dispatcher = Dispatcher::new(
+            self.stack.clients.clone(),
+            self.stack.config.clone(),
+            clock.clone(),
+        )
+        .without_lookahead();
+        let settler = reconcile_settler(&self.stack.clients, &self.stack.config, &clock);
         Reconciler::from_parts(self.rollup.clone(), dispatcher)
             .with_notification_settler(Arc::new(settler))
             .with_replays(
-                self.t.clients.dynamo.clone(),
-                self.t.config.delivery_table.clone(),
+                self.stack.clients.dynamo.clone(),
+                self.stack.config.delivery_table.clone(),
                 clock.clone(),
             )
             .run(kind, Budget::within(Duration::from_secs(3600), max_events))
@@ -479,8 +482,8 @@ impl Pipeline {
     /// A raw item of the delivery table.
     pub async fn get(&self, pk: &str, sk: &str) -> Option<Item> {
         read::get(
-            &self.t.clients.dynamo,
-            &self.t.config.delivery_table,
+            &self.stack.clients.dynamo,
+            &self.stack.config.delivery_table,
             pk,
             sk,
         )

@@ -45,22 +45,27 @@ impl NotificationPump {
     /// On `p`'s stack and clock, with the standard channel adapters.
     pub async fn new(p: &Pipeline) -> Self {
         let clock: Arc<dyn Clock> = Arc::new(p.clock.clone());
-        let stream =
-            NotificationStream::new(p.t.clients.clone(), p.t.config.clone(), clock.clone());
-        let worker = NotificationWorker::new(p.t.clients.clone(), p.t.config.clone(), clock);
+        let stream = NotificationStream::new(
+            p.stack.clients.clone(),
+            p.stack.config.clone(),
+            clock.clone(),
+        );
+        let worker =
+            NotificationWorker::new(p.stack.clients.clone(), p.stack.config.clone(), clock);
         // SES (and the emulator) refuse mail from an unverified sender.
-        let _ =
-            p.t.clients
-                .ses
-                .create_email_identity()
-                .email_identity(&p.t.config.notification_sender)
-                .send()
-                .await;
+        let _ = p
+            .stack
+            .clients
+            .ses
+            .create_email_identity()
+            .email_identity(&p.stack.config.notification_sender)
+            .send()
+            .await;
         NotificationPump {
             stream,
             worker,
-            tap: Mutex::new(p.t.stream("NotificationTable")),
-            queue: p.t.queue("NotificationQueue"),
+            tap: Mutex::new(p.stack.stream("NotificationTable")),
+            queue: p.stack.queue("NotificationQueue"),
         }
     }
 

@@ -31,7 +31,6 @@ use shared::store::delivery::DeliveryWork;
 use shared::store::integration::Integration;
 use shared::store::subscription::Subscription;
 use shared::store::{keys, write};
-use std::ops::Deref;
 use std::sync::Arc;
 
 /// A sample payload of the repository's `events/` (what `sam local invoke` would send).
@@ -52,10 +51,12 @@ pub fn work(change: &Change, subscription: &Subscription) -> DeliveryWork {
 }
 
 /// Everything one integration test talks to, on its own [`TestStack`]: the delivery pipeline
-/// (which it dereferences to: `w.pump()`, `w.clock`, `w.t`, …), the notification pipeline on the
-/// same clock, the API on the same clock, a receiver on loopback, and fixture builders.
+/// (`w.pipeline.pump()`, `w.pipeline.clock`, `w.pipeline.stack`, …), the notification pipeline on
+/// the same clock, the API on the same clock, a receiver on loopback, and fixture builders.
 pub struct World {
-    pipeline: Pipeline,
+    /// The delivery pipeline, on this world's stack (`pipeline.stack`) and clock
+    /// (`pipeline.clock`).
+    pub pipeline: Pipeline,
     pub notify: Notifications,
     /// The API as the `api` function serves it, accepting [`OPERATOR_TOKEN`].
     pub api: ApiClient,
@@ -63,21 +64,14 @@ pub struct World {
     pub receiver: Receiver,
 }
 
-impl Deref for World {
-    type Target = Pipeline;
-    fn deref(&self) -> &Pipeline {
-        &self.pipeline
-    }
-}
-
 impl World {
     /// Provisions a stack and wires the world on it. Panics with instructions when the emulator
     /// is not running: an integration test never skips itself.
     pub async fn new() -> Self {
         let pipeline = Pipeline::new().await;
-        let notify = Notifications::new(&pipeline.t, &pipeline.clock).await;
+        let notify = Notifications::new(&pipeline.stack, &pipeline.clock).await;
         let receiver = Receiver::start().await;
-        let api = ApiClient::new(api_state(&pipeline, pipeline.t.config.clone()));
+        let api = ApiClient::new(api_state(&pipeline, pipeline.stack.config.clone()));
         World {
             pipeline,
             notify,
@@ -89,12 +83,12 @@ impl World {
     /// The API's state: this stack, the world's clock, [`OPERATOR_TOKEN`] for [`OPERATOR`], and
     /// loopback targets allowed (the receivers are on loopback).
     pub fn api_state(&self) -> ApiState {
-        api_state(&self.pipeline, self.t.config.clone())
+        api_state(&self.pipeline, self.pipeline.stack.config.clone())
     }
 
     /// The API with the production SSRF policy: no private targets, HTTPS only.
     pub fn production_api(&self) -> ApiClient {
-        let mut config = self.t.config.clone();
+        let mut config = self.pipeline.stack.config.clone();
         config.allow_private_targets = false;
         ApiClient::new(api_state(&self.pipeline, config))
     }
@@ -111,7 +105,8 @@ impl World {
 
     /// The DynamoDB requests the stack's meter counted since its last reset, per operation.
     pub fn dynamo_requests(&self) -> Vec<(String, u64)> {
-        self.t
+        self.pipeline
+            .stack
             .meter
             .snapshot()
             .into_iter()
@@ -128,9 +123,9 @@ impl World {
         let unlist = shared::store::update::Edit::new()
             .remove(listing::KEY)
             .remove(listing::SORT)
-            .of_existing(&self.t.config.delivery_table, &pk, &sk)
+            .of_existing(&self.pipeline.stack.config.delivery_table, &pk, &sk)
             .expect("an edit of the account");
-        let written = shared::store::write::send(&self.t.clients.dynamo, unlist)
+        let written = shared::store::write::send(&self.pipeline.stack.clients.dynamo, unlist)
             .await
             .expect("the account's edit is sent");
         assert!(written.applied(), "{account_id} exists");
@@ -139,10 +134,10 @@ impl World {
     /// The plain fixture writer (as the demo and the benchmarks use it), at the world's now.
     pub fn fixtures(&self) -> Fixtures<'_> {
         Fixtures {
-            clients: &self.t.clients,
-            table: &self.t.config.delivery_table,
-            signing_key_id: &self.t.config.signing_key_id,
-            now: self.now(),
+            clients: &self.pipeline.stack.clients,
+            table: &self.pipeline.stack.config.delivery_table,
+            signing_key_id: &self.pipeline.stack.config.signing_key_id,
+            now: self.pipeline.now(),
         }
     }
 
@@ -170,9 +165,9 @@ impl World {
         internal: InternalRegistry,
     ) -> DeliveryWorker {
         DeliveryWorker::with_adapters(
-            self.t.clients.clone(),
-            self.t.config.clone(),
-            Arc::new(self.clock.clone()),
+            self.pipeline.stack.clients.clone(),
+            self.pipeline.stack.config.clone(),
+            Arc::new(self.pipeline.clock.clone()),
             webhook,
             internal,
         )
@@ -180,10 +175,11 @@ impl World {
 
     /// An account token for `account_id`, stored as the API stores tokens.
     pub async fn account_token(&self, account_id: &AccountId) -> String {
-        let (plaintext, record) = issue_token(TokenKind::Acct, account_id, None, self.now());
+        let (plaintext, record) =
+            issue_token(TokenKind::Acct, account_id, None, self.pipeline.now());
         for item in [record.item().unwrap(), record.reference_item().unwrap()] {
-            let put = write::put(&self.t.config.delivery_table, item).unwrap();
-            write::send(&self.t.clients.dynamo, put)
+            let put = write::put(&self.pipeline.stack.config.delivery_table, item).unwrap();
+            write::send(&self.pipeline.stack.clients.dynamo, put)
                 .await
                 .expect("write the token");
         }
@@ -222,7 +218,7 @@ impl World {
         values: &[(&str, AttributeValue)],
     ) {
         let mut update = aws_sdk_dynamodb::types::Update::builder()
-            .table_name(&self.t.config.delivery_table)
+            .table_name(&self.pipeline.stack.config.delivery_table)
             .key("pk", AttributeValue::S(pk.into()))
             .key("sk", AttributeValue::S(sk.into()))
             .update_expression(expression);
@@ -235,7 +231,7 @@ impl World {
             }
         }
         let update = write::Write::Update(update.build().expect("a complete update"));
-        write::send(&self.t.clients.dynamo, update)
+        write::send(&self.pipeline.stack.clients.dynamo, update)
             .await
             .expect("update the item");
     }
@@ -243,7 +239,7 @@ impl World {
 
 fn api_state(pipeline: &Pipeline, config: Config) -> ApiState {
     ApiState::new(
-        pipeline.t.clients.clone(),
+        pipeline.stack.clients.clone(),
         config,
         Arc::new(pipeline.clock.clone()),
         OperatorAuth::static_token(OPERATOR_TOKEN, OPERATOR),

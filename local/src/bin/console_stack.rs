@@ -54,8 +54,8 @@ async fn main() -> Result<()> {
         body: "upstream database unavailable".into(),
     });
     let state = ApiState::new(
-        p.t.clients.clone(),
-        p.t.config.clone(),
+        p.stack.clients.clone(),
+        p.stack.config.clone(),
         Arc::new(p.clock.clone()),
         OperatorAuth::static_token(OPERATOR_TOKEN, OPERATOR),
     );
@@ -215,8 +215,8 @@ async fn bulk_events(p: &Pipeline, account_id: &AccountId, n: usize) -> Result<(
             // Final events are off the roll-up index.
             item.remove("rollup_shard");
             item.remove("rollup_at");
-            let put = shared::store::write::put(&p.t.config.delivery_table, item)?;
-            shared::store::write::send(&p.t.clients.dynamo, put).await?;
+            let put = shared::store::write::put(&p.stack.config.delivery_table, item)?;
+            shared::store::write::send(&p.stack.clients.dynamo, put).await?;
             anyhow::Ok(())
         })
         .buffer_unordered(8)

@@ -43,7 +43,7 @@ async fn main() -> Result<()> {
     println!(
         "   emulator {}  ·  stack prefix {}",
         std::env::var("AWS_ENDPOINT_URL").unwrap_or_default(),
-        p.t.stack.prefix
+        p.stack.stack.prefix
     );
 
     // Receivers on loopback stand in for the integrations' endpoints.
@@ -58,8 +58,8 @@ async fn main() -> Result<()> {
     });
 
     let state = ApiState::new(
-        p.t.clients.clone(),
-        p.t.config.clone(),
+        p.stack.clients.clone(),
+        p.stack.config.clone(),
         Arc::new(p.clock.clone()),
         OperatorAuth::StaticToken {
             sha256_hex: sha256_hex(OPERATOR_TOKEN),
@@ -152,7 +152,7 @@ async fn main() -> Result<()> {
         p.write_change(&c).await?;
         changes.push((c.change_id.clone(), price));
     }
-    p.t.meter.reset();
+    p.stack.meter.reset();
     p.pump().await?;
     show(&p, &account_id, &columns, &changes, "t+0").await;
 
@@ -196,17 +196,18 @@ async fn main() -> Result<()> {
         erp.count(),
         crm.count()
     );
-    let dynamo = p.t.meter.total("DynamoDB", None);
-    let sqs = p.t.meter.total("SQS", None);
+    let dynamo = p.stack.meter.total("DynamoDB", None);
+    let sqs = p.stack.meter.total("SQS", None);
     println!(
         "   handler requests for the whole run: DynamoDB {dynamo}, SQS {sqs} ({delivered} deliveries delivered; retries and dead ones included)"
     );
-    let ops: Vec<String> =
-        p.t.meter
-            .snapshot()
-            .iter()
-            .map(|((_, op), n)| format!("{op} {n}"))
-            .collect();
+    let ops: Vec<String> = p
+        .stack
+        .meter
+        .snapshot()
+        .iter()
+        .map(|((_, op), n)| format!("{op} {n}"))
+        .collect();
     println!("   by operation: {}", ops.join(", "));
     println!("   (the dispatcher's one-minute sweep queries 16 shards per run: most reads above are sweeps)");
     let paused = p

@@ -308,8 +308,8 @@ async fn run_wave(config: &ChaosConfig, index: usize, changes: usize) -> Result<
     let mut p = Pipeline::with_stack(TestStack::try_new_with_sdk_sleep(Some(sleep)).await?).await;
     let shared_clock: std::sync::Arc<dyn Clock> = std::sync::Arc::new(p.clock.clone());
     p.worker = std::sync::Arc::new(DeliveryWorker::with_adapters(
-        p.t.clients.clone(),
-        p.t.config.clone(),
+        p.stack.clients.clone(),
+        p.stack.config.clone(),
         shared_clock,
         WebhookAdapter::new(TargetPolicy::LOCAL_DEMO, config.attempt_timeout),
         InternalRegistry::default(),
@@ -318,9 +318,9 @@ async fn run_wave(config: &ChaosConfig, index: usize, changes: usize) -> Result<
     let mut endpoints = Vec::new();
     let mut subscriptions = Vec::new();
     let f = Fixtures {
-        clients: &p.t.clients,
-        table: &p.t.config.delivery_table,
-        signing_key_id: &p.t.config.signing_key_id,
+        clients: &p.stack.clients,
+        table: &p.stack.config.delivery_table,
+        signing_key_id: &p.stack.config.signing_key_id,
         now: p.now(),
     };
     let account = f.account(&["admin@example.com"]).await?;
@@ -342,19 +342,20 @@ async fn run_wave(config: &ChaosConfig, index: usize, changes: usize) -> Result<
         subscriptions.push(sub);
     }
     // Only now: the fixtures above are the test's setup, not the handlers' work.
-    p.t.faults
+    p.stack
+        .faults
         .follow(sdk_schedule(wave_seed, config.sdk_fault_scale));
     // The dispatcher's mapping filters with template.yaml's FilterCriteria, as the pipeline's.
-    let deliveries = p.t.mapped_stream("DeliveryTable", "DispatchFunction");
-    let mut queue = p.t.queue("DeliveryQueue");
+    let deliveries = p.stack.mapped_stream("DeliveryTable", "DispatchFunction");
+    let mut queue = p.stack.queue("DeliveryQueue");
     // A failed message comes back after its visibility timeout in AWS; here at once (the
     // virtual clock does not move the queue's timers).
     queue.redeliver_failures_now = true;
     let run = Run {
         config,
-        raw: aws_sdk_dynamodb::Client::new(&p.t.sdk),
-        raw_sqs: aws_sdk_sqs::Client::new(&p.t.sdk),
-        changes: tokio::sync::Mutex::new(p.t.stream("ChangesTable")),
+        raw: aws_sdk_dynamodb::Client::new(&p.stack.sdk),
+        raw_sqs: aws_sdk_sqs::Client::new(&p.stack.sdk),
+        changes: tokio::sync::Mutex::new(p.stack.stream("ChangesTable")),
         deliveries: tokio::sync::Mutex::new(deliveries),
         queue,
         rng: Mutex::new(StdRng::seed_from_u64(wave_seed)),
@@ -371,7 +372,7 @@ async fn run_wave(config: &ChaosConfig, index: usize, changes: usize) -> Result<
                 catalog_change(&account.account_id, run.p.now(), (written.len() + i) as f64);
             // The owning application's write: not one of the handlers' calls.
             let put = write::put(
-                &run.p.t.config.changes_table,
+                &run.p.stack.config.changes_table,
                 serde_dynamo::to_item(&change)?,
             )?;
             write::send(&run.raw, put).await?;
@@ -393,7 +394,7 @@ async fn run_wave(config: &ChaosConfig, index: usize, changes: usize) -> Result<
         "chaos: walk done"
     );
     let logs: Vec<_> = endpoints.iter().map(Endpoint::log).collect();
-    let notices = check::scan(&run.raw, &run.p.t.config.notification_table).await?;
+    let notices = check::scan(&run.raw, &run.p.stack.config.notification_table).await?;
     let mut figures = check::check(&check::Inputs {
         changes: &written,
         subscriptions: &subscriptions,
@@ -406,8 +407,8 @@ async fn run_wave(config: &ChaosConfig, index: usize, changes: usize) -> Result<
     figures.walk_steps = steps;
     let signed = check::signed_requests(&logs);
     let harness = run.harness.lock().unwrap().clone();
-    let sdk_faults = run.p.t.faults.injected_by_kind();
-    run.p.t.faults.clear();
+    let sdk_faults = run.p.stack.faults.injected_by_kind();
+    run.p.stack.faults.clear();
     drop_stack(&run).await;
     Ok(Wave {
         figures,
@@ -419,10 +420,10 @@ async fn run_wave(config: &ChaosConfig, index: usize, changes: usize) -> Result<
 
 /// Deletes the wave's tables and queues so the emulator does not keep them in memory.
 async fn drop_stack(run: &Run<'_>) {
-    for table in run.p.t.stack.tables.values() {
+    for table in run.p.stack.stack.tables.values() {
         let _ = run.raw.delete_table().table_name(&table.name).send().await;
     }
-    for queue in run.p.t.stack.queues.values() {
+    for queue in run.p.stack.stack.queues.values() {
         let _ = run
             .raw_sqs
             .delete_queue()
@@ -527,7 +528,7 @@ impl Run<'_> {
         let Ok(work) = serde_json::from_str::<DeliveryWork>(body) else {
             return false;
         };
-        let table = &self.p.t.config.delivery_table;
+        let table = &self.p.stack.config.delivery_table;
         let now = self.p.now();
         // The worker's own claim: it refuses a settled, not yet due or leased delivery.
         let due_by = now.plus(shared::delivery::worker::EARLY_TOLERANCE);
@@ -586,7 +587,7 @@ impl Run<'_> {
         let mut still_steps = 0u32;
         for step in 0.. {
             self.pump().await?;
-            let snapshot = Snapshot::read(&self.raw, &self.p.t.config.delivery_table).await?;
+            let snapshot = Snapshot::read(&self.raw, &self.p.stack.config.delivery_table).await?;
             let open = snapshot.open();
             let now = self.p.now();
             if open == 0 && snapshot.events.len() >= changes && subscriptions > 0 {

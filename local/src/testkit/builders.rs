@@ -105,7 +105,12 @@ impl<'a> IntoFuture for AccountBuilder<'a> {
             let account_id = id(&self
                 .id
                 .unwrap_or_else(|| format!("acct{}", new_id().to_lowercase())));
-            let account = Account::new(account_id, self.name, self.admins, self.world.now());
+            let account = Account::new(
+                account_id,
+                self.name,
+                self.admins,
+                self.world.pipeline.now(),
+            );
             self.world
                 .fixtures()
                 .save_account(&account)
@@ -172,13 +177,13 @@ impl<'a> IntoFuture for IntegrationBuilder<'a> {
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
-            let now = self.world.now();
+            let now = self.world.pipeline.now();
             let integration_id: IntegrationId = self.id.map_or_else(IntegrationId::new, |t| id(&t));
             let signing_secret = match &self.webhook_url {
                 Some(_) => Some(
                     sealed_secret(
-                        &self.world.t.clients,
-                        &self.world.t.config.signing_key_id,
+                        &self.world.pipeline.stack.clients,
+                        &self.world.pipeline.stack.config.signing_key_id,
                         &self.account_id,
                         &integration_id,
                         &test_secret(),
@@ -259,7 +264,7 @@ impl<'a> IntoFuture for SubscriptionBuilder<'a> {
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
-            let now = self.world.now();
+            let now = self.world.pipeline.now();
             let mut subscription = Subscription::new(
                 NewSubscription {
                     account_id: self.account_id.clone(),
@@ -299,7 +304,7 @@ impl ChangeBuilder<'_> {
     }
     /// The change, not written.
     pub fn build(&self) -> Change {
-        let at = self.at.unwrap_or_else(|| self.world.now());
+        let at = self.at.unwrap_or_else(|| self.world.pipeline.now());
         catalog_change(&self.account_id, at, self.price)
     }
 }
@@ -312,6 +317,7 @@ impl<'a> IntoFuture for ChangeBuilder<'a> {
         Box::pin(async move {
             let change = self.build();
             self.world
+                .pipeline
                 .write_change(&change)
                 .await
                 .expect("write the change");

@@ -71,7 +71,7 @@ impl World {
         for (i, at) in occurred.iter().enumerate() {
             out.push(self.change(account_id).at(*at).price(1.0 + i as f64).await);
         }
-        self.pump().await.unwrap();
+        self.pipeline.pump().await.unwrap();
         out.sort_by(|a, b| a.change_id.cmp(&b.change_id));
         out
     }
@@ -79,6 +79,7 @@ impl World {
     /// The stored delivery of `sub` × `change`.
     pub async fn stored_delivery(&self, sub: &ApiSubscription, change: &Change) -> Delivery {
         let item = self
+            .pipeline
             .get(
                 &keys::event_pk(&sub.account_id, &change.change_id),
                 &keys::delivery_sk(&sub.subscription_id),

@@ -24,7 +24,7 @@ const HOLD: Duration = Duration::from_millis(400);
 /// Each of the next `requests` requests of `operation` (whose body contains `text`, if given)
 /// meets `HOLD` of latency.
 fn hold(w: &World, operation: &str, text: Option<&str>, requests: u32) {
-    w.t.faults.inject_matching(
+    w.pipeline.stack.faults.inject_matching(
         Matcher {
             operation: operation.into(),
             body_contains: text.map(str::to_string),
@@ -66,14 +66,14 @@ async fn two_delivery_workers_on_the_same_messages_make_each_numbered_attempt_on
     for i in 0..CHANGES {
         changes.push(w.change(&account.account_id).price(i as f64).await);
     }
-    w.ingest_pending().await.unwrap();
-    w.dispatch_pending().await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
+    w.pipeline.dispatch_pending().await.unwrap();
     let mut sim = Sim::new(&w);
     let workers = [0, 1].map(|_| {
         Arc::new(DeliveryWorker::new(
-            w.t.clients.clone(),
-            w.t.config.clone(),
-            Arc::new(w.clock.clone()),
+            w.pipeline.stack.clients.clone(),
+            w.pipeline.stack.config.clone(),
+            Arc::new(w.pipeline.clock.clone()),
         ))
     });
     for round in 1..=2u32 {
@@ -97,12 +97,13 @@ async fn two_delivery_workers_on_the_same_messages_make_each_numbered_attempt_on
             |worker: Arc<DeliveryWorker>, e| async move { worker.handle(e).await },
         )
         .await;
-        w.t.faults.clear();
+        w.pipeline.stack.faults.clear();
         sim.deliveries
-            .settle(w.now(), &messages, &Default::default())
+            .settle(w.pipeline.now(), &messages, &Default::default())
             .await;
         for change in &changes {
             let d = w
+                .pipeline
                 .delivery(&account.account_id, &change.change_id, &sub.subscription_id)
                 .await
                 .unwrap();
@@ -127,8 +128,8 @@ async fn two_delivery_workers_on_the_same_messages_make_each_numbered_attempt_on
             assert_eq!(d.status, expected);
         }
         // The retries fall due: the sweep publishes them.
-        w.clock.advance(Duration::from_secs(61));
-        w.dispatcher.sweep().await.unwrap();
+        w.pipeline.clock.advance(Duration::from_secs(61));
+        w.pipeline.dispatcher.sweep().await.unwrap();
     }
     assert_eq!(w.receiver.count(), 2 * CHANGES);
 }
@@ -172,7 +173,7 @@ async fn two_notification_workers_on_the_same_messages_send_each_notice_once() {
         |worker: Arc<NotificationWorker>, e| async move { worker.handle(e).await },
     )
     .await;
-    w.t.faults.clear();
+    w.pipeline.stack.faults.clear();
     assert_eq!(slack.count(), CHANGES, "each notice sent once");
     for notice_id in &notices {
         let d = w.notify.delivery(notice_id, "slack-0").await;

@@ -139,8 +139,8 @@ async fn dead_delivery(w: &World) -> (ApiAccount, ApiSubscription, Change) {
             json!({"retry_policy": {"kind": "exponential", "max_retries": 2, "retry_delay_secs": 60}}),
         )
         .await;
-    let changes = w.write_changes(&sub.account_id, &[w.now()]).await;
-    w.advance(2 * MINUTE).await.unwrap();
+    let changes = w.write_changes(&sub.account_id, &[w.pipeline.now()]).await;
+    w.pipeline.advance(2 * MINUTE).await.unwrap();
     assert_eq!(
         w.delivery_status(&sub, &changes[0]).await,
         DeliveryStatus::Dead
@@ -301,7 +301,7 @@ async fn an_expired_or_forged_link_or_cookie_is_refused() {
 
     // A link expires after LINK_TTL, a session after SESSION_TTL.
     let admin_link = operator_link(&w, json!({"account_id": tenant.account_id})).await;
-    w.clock.advance(LINK_TTL + SECOND);
+    w.pipeline.clock.advance(LINK_TTL + SECOND);
     let late = get(&w, None, &admin_link).await;
     assert_eq!(late.status, StatusCode::UNAUTHORIZED);
     assert!(late.text.contains("expired"), "{}", late.text);
@@ -309,7 +309,7 @@ async fn an_expired_or_forged_link_or_cookie_is_refused() {
         &get(&w, Some(&op.cookie), "/console/op").await,
         "/console/op",
     );
-    w.clock.advance(SESSION_TTL);
+    w.pipeline.clock.advance(SESSION_TTL);
     let stale = get(&w, Some(&op.cookie), "/console/op").await;
     assert_eq!(stale.status, StatusCode::UNAUTHORIZED);
     assert!(stale.text.contains("expired"), "{}", stale.text);
@@ -573,7 +573,7 @@ async fn a_retry_through_the_console_form_lands_in_the_audit_with_its_reason() {
         .contains("data-testid=\"audit-reason\">receiver back after &lt;maintenance&gt;<"));
 
     // The delivery goes out again and its page stops refreshing itself.
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     let page = get(&w, Some(&op.cookie), &delivery).await;
     assert!(page.text.contains("data-live=\"false\""), "{}", page.text);
     assert!(page.text.contains("badge s-delivered"));
@@ -584,7 +584,7 @@ async fn an_eight_day_replay_is_refused_with_the_apis_message_and_a_seven_day_on
     let w = World::new().await;
     let tenant = w.api.account("Tenant").await;
     let sub = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
-    let now = w.now();
+    let now = w.pipeline.now();
     w.write_changes(&sub.account_id, &[now.minus(DAY), now.minus(2 * DAY)])
         .await;
     let op = operator(&w).await;
@@ -660,7 +660,7 @@ async fn an_eight_day_replay_is_refused_with_the_apis_message_and_a_seven_day_on
 async fn the_event_monitor_of_a_thousand_events_stays_a_light_page() {
     let w = World::new().await;
     let tenant = w.api.account("Busy").await;
-    let now = w.now();
+    let now = w.pipeline.now();
     let started = Instant::now();
     for i in 0..1000 {
         w.change(&tenant.account_id)
@@ -668,7 +668,7 @@ async fn the_event_monitor_of_a_thousand_events_stays_a_light_page() {
             .price(1.0)
             .await;
     }
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     let written = started.elapsed();
     let op = operator(&w).await;
     let path = format!("/console/op/events?account={}", tenant.account_id);
@@ -936,6 +936,7 @@ async fn a_rotation_with_a_chosen_grace_shows_until_when_the_previous_secret_sta
 
     // An hour's grace: the page says until when, after the rotation and on every later visit.
     let until = w
+        .pipeline
         .now()
         .plus(std::time::Duration::from_secs(3600))
         .to_rfc3339();

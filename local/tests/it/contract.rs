@@ -65,7 +65,7 @@ async fn seed(w: &World) -> Seeded {
         .to_owned();
     // Test events go to this one (the spare webhook subscription may be deleted first).
     let tested = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
-    let now = w.now();
+    let now = w.pipeline.now();
     let changes = w
         .write_changes(&tenant.account_id, &[now.minus(MINUTE)])
         .await;

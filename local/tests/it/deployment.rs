@@ -1991,9 +1991,12 @@ async fn the_dispatchers_stream_filter_passes_exactly_the_records_its_code_acts_
     let pull = w.subscribe_through_api(&tenant, "poll", json!({})).await;
     let nobody = w.api.account("Nobody subscribes").await;
     // Claims, a first failure, a retry's claim, death; an event nobody pushes to.
-    let changes = w.write_changes(&tenant.account_id, &[w.now()]).await;
-    w.write_changes(&nobody.account_id, &[w.now()]).await;
-    w.advance(2 * MINUTE).await.unwrap();
+    let changes = w
+        .write_changes(&tenant.account_id, &[w.pipeline.now()])
+        .await;
+    w.write_changes(&nobody.account_id, &[w.pipeline.now()])
+        .await;
+    w.pipeline.advance(2 * MINUTE).await.unwrap();
     // An operator's restart, then success.
     w.receiver.set_default(Reply::Status(200));
     let retry = format!(
@@ -2004,9 +2007,9 @@ async fn the_dispatchers_stream_filter_passes_exactly_the_records_its_code_acts_
         .post(&retry, OPERATOR_TOKEN, json!({"reason": "receiver back"}))
         .await
         .ok();
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     // The pull delivery is read and acknowledged through the cursor.
-    w.clock.advance(3 * SECOND);
+    w.pipeline.clock.advance(3 * SECOND);
     let pull_path = |rest: &str| format!("/v1/pull/subscriptions/{}/{rest}", pull.subscription_id);
     let page = w
         .api
@@ -2021,14 +2024,20 @@ async fn the_dispatchers_stream_filter_passes_exactly_the_records_its_code_acts_
         )
         .await
         .ok();
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
 
     let patterns = local::template::Template::load_project()
         .unwrap()
         .stream_filter("DispatchFunction")
         .expect("the dispatcher's stream event has FilterCriteria")
         .to_vec();
-    let records = w.t.stream("DeliveryTable").peek().await.unwrap();
+    let records = w
+        .pipeline
+        .stack
+        .stream("DeliveryTable")
+        .peek()
+        .await
+        .unwrap();
     let mut seen = BTreeMap::<String, bool>::new();
     for (json, record) in &records {
         let by_template = local::event_filter::passes(&patterns, json);

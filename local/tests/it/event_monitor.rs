@@ -36,13 +36,15 @@ use std::time::Duration;
 // ------------------------------------------------------------------------------------ helpers
 
 async fn event(w: &World, c: &Change) -> EventRecord {
-    w.event(&c.account_id, &c.change_id)
+    w.pipeline
+        .event(&c.account_id, &c.change_id)
         .await
         .expect("the event exists")
 }
 
 async fn delivery(w: &World, c: &Change, sub: &Subscription) -> Delivery {
     let item = w
+        .pipeline
         .get(
             &keys::event_pk(&c.account_id, &c.change_id),
             &keys::delivery_sk(&sub.subscription_id),
@@ -53,11 +55,12 @@ async fn delivery(w: &World, c: &Change, sub: &Subscription) -> Delivery {
 }
 
 async fn transmit(w: &World, c: &Change, sub: &Subscription) -> Option<TransmitStatus> {
-    delivery(w, c, sub).await.transmit_status(w.now())
+    delivery(w, c, sub).await.transmit_status(w.pipeline.now())
 }
 
 async fn roll_up(w: &World, c: &Change) -> RollUpOutcome {
-    w.rollup
+    w.pipeline
+        .rollup
         .roll_up_event(&c.account_id, &c.change_id)
         .await
         .unwrap()
@@ -83,8 +86,8 @@ async fn assert_final(w: &World, c: &Change, status: EventStatus, trigger: Event
     assert_eq!(e.expires_at, Some(ttl));
     assert_eq!(ttl, finalized.plus(RETENTION).seconds());
     let partition = shared::delivery::rollup::read_partition(
-        &w.t.clients.dynamo,
-        &w.t.config.delivery_table,
+        &w.pipeline.stack.clients.dynamo,
+        &w.pipeline.stack.config.delivery_table,
         &keys::event_pk(&c.account_id, &c.change_id),
     )
     .await
@@ -129,11 +132,11 @@ async fn new_to_skipped_when_no_active_subscriber_exists() {
 
     let a = w.change(&lonely).await;
     let b = w.change(&paused_account).await;
-    w.ingest_pending().await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
     assert_open(&w, &a, EventStatus::New).await;
     assert_eq!(event(&w, &a).await.internal_status, InternalStatus::New);
 
-    let pass = w.roll_up_pass().await.unwrap();
+    let pass = w.pipeline.roll_up_pass().await.unwrap();
     assert_eq!((pass.examined, pass.to_skipped), (2, 2));
     for c in [&a, &b] {
         assert_final(
@@ -145,12 +148,13 @@ async fn new_to_skipped_when_no_active_subscriber_exists() {
         .await;
     }
     assert!(w
+        .pipeline
         .delivery(&paused_account, &b.change_id, &sub.subscription_id)
         .await
         .is_none());
     assert_eq!(r.count(), 0);
     // Final events are not looked at again.
-    assert_eq!(w.roll_up_pass().await.unwrap().examined, 0);
+    assert_eq!(w.pipeline.roll_up_pass().await.unwrap().examined, 0);
 }
 
 #[tokio::test]
@@ -168,11 +172,11 @@ async fn new_to_skipped_when_no_active_subscriber_matches_the_event() {
         .await;
     let c = w.change(&acct).await;
     // The whole pipeline: the prompt roll-up on the event's insert settles it.
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     let d = delivery(&w, &c, &expensive).await;
     assert_eq!(d.status, DeliveryStatus::SkippedFilter);
     assert_eq!(
-        d.transmit_status(w.now()),
+        d.transmit_status(w.pipeline.now()),
         None,
         "never a delivery in the Delivery log's sense"
     );
@@ -191,7 +195,7 @@ async fn partial_to_skipped_when_the_pass_finds_no_subscriber_took_the_event() {
     let w = World::new().await;
     let acct = w.account().await.account_id;
     let c = w.change(&acct).await;
-    w.ingest_pending().await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
     // An event some earlier pass left partial (e.g. before ingest's records said who took it).
     w.update(
         &keys::event_pk(&acct, &c.change_id),
@@ -221,15 +225,15 @@ async fn new_to_partial_while_a_push_delivery_waits_and_picked_up_again_every_pa
     let acct = w.account().await.account_id;
     let sub = w.subscribe(&w.integration(&acct).await).await;
     let c = w.change(&acct).await;
-    w.ingest_pending().await.unwrap();
-    w.worker.process(&work(&c, &sub)).await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
+    w.pipeline.worker.process(&work(&c, &sub)).await.unwrap();
     assert_eq!(
         delivery(&w, &c, &sub).await.status,
         DeliveryStatus::Retrying
     );
     assert_eq!(transmit(&w, &c, &sub).await, Some(TransmitStatus::Pending));
 
-    let first = w.roll_up_pass().await.unwrap();
+    let first = w.pipeline.roll_up_pass().await.unwrap();
     assert_eq!((first.examined, first.to_partial), (1, 1));
     assert_open(&w, &c, EventStatus::Partial).await;
     assert_eq!(
@@ -238,7 +242,7 @@ async fn new_to_partial_while_a_push_delivery_waits_and_picked_up_again_every_pa
     );
     // partial → partial: looked at again on every pass until final.
     for _ in 0..2 {
-        let again = w.roll_up_pass().await.unwrap();
+        let again = w.pipeline.roll_up_pass().await.unwrap();
         assert_eq!((again.examined, again.unchanged, again.moved()), (1, 1, 0));
         assert_open(&w, &c, EventStatus::Partial).await;
     }
@@ -254,9 +258,13 @@ async fn new_to_failed_when_nothing_waits_and_a_delivery_failed() {
     other.set_default(Reply::Status(410));
     let refused = w.subscribe(&w.integration(&acct).to(&other).await).await;
     let c = w.change(&acct).await;
-    w.ingest_pending().await.unwrap();
-    w.worker.process(&work(&c, &ok)).await.unwrap();
-    w.worker.process(&work(&c, &refused)).await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
+    w.pipeline.worker.process(&work(&c, &ok)).await.unwrap();
+    w.pipeline
+        .worker
+        .process(&work(&c, &refused))
+        .await
+        .unwrap();
     assert_eq!(transmit(&w, &c, &ok).await, Some(TransmitStatus::Sent));
     assert_eq!(
         transmit(&w, &c, &refused).await,
@@ -290,11 +298,11 @@ async fn partial_to_failed_when_the_last_retry_fails_promptly() {
         .await;
     let c = w.change(&acct).await;
     // Ingest, dispatch (the event's insert rolls it up: partial), first attempt fails.
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     assert_open(&w, &c, EventStatus::Partial).await;
     // The second and last attempt fails: dead, and the prompt roll-up makes the event failed
     // without waiting for a pass.
-    w.advance(Duration::from_secs(30)).await.unwrap();
+    w.pipeline.advance(Duration::from_secs(30)).await.unwrap();
     assert_eq!(delivery(&w, &c, &sub).await.status, DeliveryStatus::Dead);
     assert_final(
         &w,
@@ -312,11 +320,11 @@ async fn new_to_sent_when_nothing_waits_and_nothing_failed() {
     let a = w.subscribe(&w.integration(&acct).await).await;
     let b = w.subscribe(&w.integration(&acct).await).await;
     let c = w.change(&acct).await;
-    w.ingest_pending().await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
     for sub in [&a, &b] {
-        w.worker.process(&work(&c, sub)).await.unwrap();
+        w.pipeline.worker.process(&work(&c, sub)).await.unwrap();
     }
-    let pass = w.roll_up_pass().await.unwrap();
+    let pass = w.pipeline.roll_up_pass().await.unwrap();
     assert_eq!((pass.examined, pass.to_sent), (1, 1));
     assert_final(
         &w,
@@ -335,9 +343,9 @@ async fn partial_to_sent_when_a_retry_succeeds_promptly() {
     let acct = w.account().await.account_id;
     let sub = w.subscribe(&w.integration(&acct).await).await;
     let c = w.change(&acct).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     assert_open(&w, &c, EventStatus::Partial).await;
-    w.advance(MINUTE).await.unwrap();
+    w.pipeline.advance(MINUTE).await.unwrap();
     assert_eq!(
         delivery(&w, &c, &sub).await.status,
         DeliveryStatus::Delivered
@@ -357,13 +365,15 @@ async fn a_roll_up_waits_for_ingest_to_record_every_delivery() {
     let acct = w.account().await.account_id;
     let sub = w.subscribe(&w.integration(&acct).await).await;
     let c = w.change(&acct).await;
-    w.ingest_pending().await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
     // As if ingest had written the event but not yet its delivery.
     let pk = keys::event_pk(&acct, &c.change_id);
-    w.t.clients
+    w.pipeline
+        .stack
+        .clients
         .dynamo
         .delete_item()
-        .table_name(&w.t.config.delivery_table)
+        .table_name(&w.pipeline.stack.config.delivery_table)
         .key("pk", AttributeValue::S(pk))
         .key(
             "sk",
@@ -383,18 +393,18 @@ async fn the_prompt_roll_up_settles_an_event_from_its_only_delivery_without_read
     let acct = w.account().await.account_id;
     let only = w.subscribe(&w.integration(&acct).await).await;
     let c = w.change(&acct).await;
-    w.ingest_pending().await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
     assert!(delivery(&w, &c, &only).await.sole);
-    w.dispatch_pending().await.unwrap();
-    w.work_pending().await.unwrap();
+    w.pipeline.dispatch_pending().await.unwrap();
+    w.pipeline.work_pending().await.unwrap();
     assert_eq!(
         delivery(&w, &c, &only).await.status,
         DeliveryStatus::Delivered
     );
     assert_open(&w, &c, EventStatus::New).await;
     // The dispatcher sees the delivery settle: one conditional write of the event, no read.
-    w.t.meter.reset();
-    assert_eq!(w.dispatch_pending().await.unwrap(), 1);
+    w.pipeline.stack.meter.reset();
+    assert_eq!(w.pipeline.dispatch_pending().await.unwrap(), 1);
     assert_eq!(w.dynamo_requests(), [("UpdateItem".to_string(), 1)]);
     assert_final(
         &w,
@@ -412,14 +422,14 @@ async fn the_prompt_roll_up_settles_an_event_from_its_only_delivery_without_read
         w.subscribe(&w.integration(&other).await).await,
     ];
     let two = w.change(&other).await;
-    w.ingest_pending().await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
     for sub in &subs {
         assert!(!delivery(&w, &two, sub).await.sole);
     }
-    w.dispatch_pending().await.unwrap();
-    w.work_pending().await.unwrap();
-    w.t.meter.reset();
-    w.dispatch_pending().await.unwrap();
+    w.pipeline.dispatch_pending().await.unwrap();
+    w.pipeline.work_pending().await.unwrap();
+    w.pipeline.stack.meter.reset();
+    w.pipeline.dispatch_pending().await.unwrap();
     let requests = w.dynamo_requests();
     assert!(
         requests.contains(&("Query".to_string(), 1))
@@ -443,9 +453,9 @@ async fn an_only_deliverys_settling_seen_after_an_operator_restart_leaves_its_ev
     let acct = w.account().await.account_id;
     let sub = w.subscribe(&w.integration(&acct).await).await;
     let c = w.change(&acct).await;
-    w.ingest_pending().await.unwrap();
-    w.dispatch_pending().await.unwrap();
-    w.work_pending().await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
+    w.pipeline.dispatch_pending().await.unwrap();
+    w.pipeline.work_pending().await.unwrap();
     let dead = delivery(&w, &c, &sub).await;
     assert_eq!((dead.status, dead.sole), (DeliveryStatus::Dead, true));
     // An operator retries it before the dispatcher has seen it die: the delivery waits again and
@@ -468,6 +478,7 @@ async fn an_only_deliverys_settling_seen_after_an_operator_restart_leaves_its_ev
     // The image of its death alone no longer decides the event: the write it would make is
     // refused by the fence, and the roll-up that reads instead finds the delivery waiting.
     let outcome = w
+        .pipeline
         .rollup
         .roll_up_settled(&dead, DeliveryStatus::Pending)
         .await
@@ -480,9 +491,9 @@ async fn an_only_deliverys_settling_seen_after_an_operator_restart_leaves_its_ev
     assert!(!open.status().is_final(), "{:?}", open.status());
     // The dispatcher's batch holds the death and then the restart: the event stays open, and
     // the restarted attempt settles it.
-    w.dispatch_pending().await.unwrap();
+    w.pipeline.dispatch_pending().await.unwrap();
     assert!(!event(&w, &c).await.status().is_final());
-    w.advance(MINUTE).await.unwrap();
+    w.pipeline.advance(MINUTE).await.unwrap();
     let delivered = delivery(&w, &c, &sub).await;
     assert_eq!(
         (delivered.status, delivered.restarts),
@@ -505,10 +516,13 @@ async fn an_event_only_poll_subscribers_wait_for_becomes_sent_while_its_delivery
     let acct = w.account().await.account_id;
     let sub = w.subscribe(&w.integration(&acct).poll().await).await;
     let c = w.change(&acct).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     let d = delivery(&w, &c, &sub).await;
     assert_eq!(d.status, DeliveryStatus::Pending);
-    assert_eq!(d.transmit_status(w.now()), Some(TransmitStatus::Pending));
+    assert_eq!(
+        d.transmit_status(w.pipeline.now()),
+        Some(TransmitStatus::Pending)
+    );
     assert_final(
         &w,
         &c,
@@ -517,7 +531,7 @@ async fn an_event_only_poll_subscribers_wait_for_becomes_sent_while_its_delivery
     )
     .await;
     // Nobody pushes a poll delivery: it is still pending after a day of sweeps.
-    w.advance(DAY).await.unwrap();
+    w.pipeline.advance(DAY).await.unwrap();
     assert_eq!(delivery(&w, &c, &sub).await.status, DeliveryStatus::Pending);
 }
 
@@ -530,13 +544,13 @@ async fn poll_deliveries_are_left_out_of_a_mixed_event() {
     let poll = w.subscribe(&w.integration(&acct).poll().await).await;
     let push = w.subscribe(&w.integration(&acct).await).await;
     let c = w.change(&acct).await;
-    w.ingest_pending().await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
     // The poll delivery does not count; the push one has not been tried yet: partial.
     assert_eq!(
         roll_up(&w, &c).await,
         moved(EventStatus::New, EventStatus::Partial)
     );
-    w.worker.process(&work(&c, &push)).await.unwrap();
+    w.pipeline.worker.process(&work(&c, &push)).await.unwrap();
     assert_eq!(
         roll_up(&w, &c).await,
         moved(EventStatus::Partial, EventStatus::Failed)
@@ -552,9 +566,9 @@ async fn internal_status_is_new_until_a_built_in_subscriber_handles_the_event_th
     let acct = w.account().await.account_id;
     let sub = w.subscribe(&w.integration(&acct).internal().await).await;
     let c = w.change(&acct).await;
-    w.ingest_pending().await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
     assert_eq!(event(&w, &c).await.internal_status, InternalStatus::New);
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     let e = event(&w, &c).await;
     assert_eq!(e.internal_status, InternalStatus::Done);
     assert!(
@@ -614,7 +628,7 @@ async fn a_failed_in_house_handling_leaves_internal_status_new() {
     let acct = w.account().await.account_id;
     let sub = w.subscribe(&w.integration(&acct).internal().await).await;
     let c = w.change(&acct).await;
-    w.ingest_pending().await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
     let flaky = worker_with(&w, Broken(AttemptClass::Transient { retry_after: None }));
     flaky.process(&work(&c, &sub)).await.unwrap();
     let d = delivery(&w, &c, &sub).await;
@@ -626,7 +640,7 @@ async fn a_failed_in_house_handling_leaves_internal_status_new() {
         moved(EventStatus::New, EventStatus::Partial)
     );
 
-    w.clock.advance(MINUTE);
+    w.pipeline.clock.advance(MINUTE);
     let broken = worker_with(&w, Broken(AttemptClass::Permanent));
     broken.process(&work(&c, &sub)).await.unwrap();
     assert_eq!(delivery(&w, &c, &sub).await.status, DeliveryStatus::Dead);
@@ -645,9 +659,12 @@ async fn a_new_delivery_row_is_pending() {
     let acct = w.account().await.account_id;
     let sub = w.subscribe(&w.integration(&acct).await).await;
     let c = w.change(&acct).await;
-    w.ingest_pending().await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
     let d = delivery(&w, &c, &sub).await;
-    assert_eq!(d.transmit_status(w.now()), Some(TransmitStatus::Pending));
+    assert_eq!(
+        d.transmit_status(w.pipeline.now()),
+        Some(TransmitStatus::Pending)
+    );
     assert_eq!((d.attempts, d.last_error.as_deref()), (0, None));
 }
 
@@ -660,7 +677,7 @@ async fn pending_to_processing_when_a_worker_claims_it_with_a_sixty_second_lease
     let acct = w.account().await.account_id;
     let sub = w.subscribe(&w.integration(&acct).await).await;
     let c = w.change(&acct).await;
-    w.ingest_pending().await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
     let observe = async {
         loop {
             let d = delivery(&w, &c, &sub).await;
@@ -673,14 +690,14 @@ async fn pending_to_processing_when_a_worker_claims_it_with_a_sixty_second_lease
         }
     };
     let job = work(&c, &sub);
-    let (outcome, (seen, rolled)) = tokio::join!(w.worker.process(&job), observe);
+    let (outcome, (seen, rolled)) = tokio::join!(w.pipeline.worker.process(&job), observe);
     assert_eq!(
-        seen.transmit_status(w.now()),
+        seen.transmit_status(w.pipeline.now()),
         Some(TransmitStatus::Processing)
     );
     assert_eq!(
         seen.lease_until,
-        Some(w.now().plus(Duration::from_secs(60)))
+        Some(w.pipeline.now().plus(Duration::from_secs(60)))
     );
     assert_eq!(seen.attempts, 0, "attempts count when the attempt ends");
     assert_eq!(rolled, moved(EventStatus::New, EventStatus::Partial));
@@ -709,15 +726,18 @@ async fn processing_to_sent_counts_the_attempt_clears_the_last_error_and_stores_
     let acct = w.account().await.account_id;
     let sub = w.subscribe(&w.integration(&acct).await).await;
     let c = w.change(&acct).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     let d = delivery(&w, &c, &sub).await;
     assert_eq!(
         (d.attempts, d.last_error.as_deref(), d.last_http_status),
         (1, Some("busy"), Some(503))
     );
-    w.advance(MINUTE).await.unwrap();
+    w.pipeline.advance(MINUTE).await.unwrap();
     let d = delivery(&w, &c, &sub).await;
-    assert_eq!(d.transmit_status(w.now()), Some(TransmitStatus::Sent));
+    assert_eq!(
+        d.transmit_status(w.pipeline.now()),
+        Some(TransmitStatus::Sent)
+    );
     assert_eq!(
         (d.attempts, d.last_error.as_deref(), d.last_http_status),
         (2, None, Some(201))
@@ -738,13 +758,16 @@ async fn per_subscriber_retry_settings_wait_retry_delay_times_two_to_the_n_up_to
         })
         .await;
     let c = w.change(&acct).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     // processing → pending after each failure while attempts < Max Retries, waiting 10 × 2^n.
     for (n, wait_secs) in [10u64, 20, 40].into_iter().enumerate() {
         let attempts = n as u32 + 1;
         let d = delivery(&w, &c, &sub).await;
         assert_eq!(d.attempts, attempts);
-        assert_eq!(d.transmit_status(w.now()), Some(TransmitStatus::Pending));
+        assert_eq!(
+            d.transmit_status(w.pipeline.now()),
+            Some(TransmitStatus::Pending)
+        );
         let wait = Duration::from_secs(wait_secs);
         assert_eq!(
             d.not_before,
@@ -752,22 +775,25 @@ async fn per_subscriber_retry_settings_wait_retry_delay_times_two_to_the_n_up_to
         );
         // Not claimed before the wait has passed, even if a stray message arrives (beyond the
         // worker's two seconds of tolerance for early SQS delays) or the sweep runs.
-        w.clock.advance(wait - 3 * SECOND);
+        w.pipeline.clock.advance(wait - 3 * SECOND);
         assert_eq!(
-            w.worker.process(&work(&c, &sub)).await.unwrap(),
+            w.pipeline.worker.process(&work(&c, &sub)).await.unwrap(),
             WorkOutcome::Skipped("not yet due")
         );
-        w.advance(2 * SECOND).await.unwrap();
+        w.pipeline.advance(2 * SECOND).await.unwrap();
         assert_eq!(r.count() as u32, attempts);
-        w.advance(SECOND).await.unwrap();
+        w.pipeline.advance(SECOND).await.unwrap();
         assert_eq!(r.count() as u32, attempts + 1);
     }
     // processing → failed: the fourth attempt reached Max Retries.
     let d = delivery(&w, &c, &sub).await;
     assert_eq!(d.attempts, 4);
     assert_eq!(d.status, DeliveryStatus::Dead);
-    assert_eq!(d.transmit_status(w.now()), Some(TransmitStatus::Failed));
-    w.advance(DAY).await.unwrap();
+    assert_eq!(
+        d.transmit_status(w.pipeline.now()),
+        Some(TransmitStatus::Failed)
+    );
+    w.pipeline.advance(DAY).await.unwrap();
     assert_eq!(r.count(), 4, "no further attempt after the delivery failed");
     assert_final(
         &w,
@@ -788,10 +814,13 @@ async fn pending_to_failed_when_the_delivery_method_is_unknown() {
         .await;
     let sub = w.subscribe(&queue).await;
     let c = w.change(&acct).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     let d = delivery(&w, &c, &sub).await;
     assert_eq!(d.status, DeliveryStatus::Failed);
-    assert_eq!(d.transmit_status(w.now()), Some(TransmitStatus::Failed));
+    assert_eq!(
+        d.transmit_status(w.pipeline.now()),
+        Some(TransmitStatus::Failed)
+    );
     assert_eq!(
         d.last_error.as_deref(),
         Some("unknown delivery method queue")
@@ -820,7 +849,7 @@ async fn pending_to_failed_when_a_stored_webhook_has_no_url() {
     w.save_integration(&hook).await;
     let sub = w.subscribe(&hook).await;
     let c = w.change(&acct).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     let d = delivery(&w, &c, &sub).await;
     assert_eq!(d.status, DeliveryStatus::Failed);
     assert_eq!(
@@ -837,12 +866,12 @@ async fn a_dead_workers_delivery_is_taken_again_after_its_sixty_second_lease() {
     let acct = w.account().await.account_id;
     let sub = w.subscribe(&w.integration(&acct).await).await;
     let c = w.change(&acct).await;
-    w.ingest_pending().await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
     // A worker claims attempt 1 (as the worker's claim writes it) and dies.
     w.lease(
         &c,
         &sub.subscription_id,
-        w.now().plus(Duration::from_secs(60)),
+        w.pipeline.now().plus(Duration::from_secs(60)),
         "dead-worker",
     )
     .await;
@@ -850,28 +879,28 @@ async fn a_dead_workers_delivery_is_taken_again_after_its_sixty_second_lease() {
         transmit(&w, &c, &sub).await,
         Some(TransmitStatus::Processing)
     );
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     assert_eq!(r.count(), 0, "nobody else takes a leased delivery");
-    w.clock.advance(Duration::from_secs(59));
+    w.pipeline.clock.advance(Duration::from_secs(59));
     assert_eq!(
-        w.worker.process(&work(&c, &sub)).await.unwrap(),
+        w.pipeline.worker.process(&work(&c, &sub)).await.unwrap(),
         WorkOutcome::Skipped("leased by another worker")
     );
     // Nothing has finished yet, so nothing triggered a prompt roll-up; the pass moves it.
     assert_open(&w, &c, EventStatus::New).await;
-    w.roll_up_pass().await.unwrap();
+    w.pipeline.roll_up_pass().await.unwrap();
     assert_open(&w, &c, EventStatus::Partial).await;
     // The lease lapses: pending again in the Delivery log's words. The dead worker's own message,
     // never deleted, comes back after the queue's visibility timeout (120 s) and a new worker
     // takes attempt 1 over.
-    w.clock.advance(SECOND);
+    w.pipeline.clock.advance(SECOND);
     assert_eq!(transmit(&w, &c, &sub).await, Some(TransmitStatus::Pending));
-    w.clock.advance(Duration::from_secs(60));
+    w.pipeline.clock.advance(Duration::from_secs(60));
     assert!(matches!(
-        w.worker.process(&work(&c, &sub)).await.unwrap(),
+        w.pipeline.worker.process(&work(&c, &sub)).await.unwrap(),
         WorkOutcome::Attempted { number: 1, .. }
     ));
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     assert_eq!(r.count(), 1);
     let d = delivery(&w, &c, &sub).await;
     assert_eq!((d.status, d.attempts), (DeliveryStatus::Delivered, 1));
@@ -895,8 +924,8 @@ async fn backlog(w: &World, acct: &str, n: usize, chunk: usize) -> Vec<Vec<Chang
         for _ in start..(start + chunk).min(n) {
             these.push(w.change(&id(acct)).await);
         }
-        w.ingest_pending().await.unwrap();
-        w.clock.advance(SECOND);
+        w.pipeline.ingest_pending().await.unwrap();
+        w.pipeline.clock.advance(SECOND);
         chunks.push(these);
     }
     chunks
@@ -917,7 +946,7 @@ async fn a_pass_takes_at_most_a_hundred_events_oldest_first_and_a_250_event_back
     let chunks = backlog(&w, acct.as_str(), 250, 50).await;
     let expected_finals = [100, 200, 250];
     for (pass_no, finals) in expected_finals.into_iter().enumerate() {
-        let pass = w.roll_up_pass().await.unwrap();
+        let pass = w.pipeline.roll_up_pass().await.unwrap();
         let this_pass = if pass_no < 2 { 100 } else { 50 };
         assert_eq!((pass.examined, pass.to_skipped), (this_pass, this_pass));
         // Exactly the oldest `finals` events are final.
@@ -934,7 +963,7 @@ async fn a_pass_takes_at_most_a_hundred_events_oldest_first_and_a_250_event_back
             );
         }
     }
-    assert_eq!(w.roll_up_pass().await.unwrap().examined, 0);
+    assert_eq!(w.pipeline.roll_up_pass().await.unwrap().examined, 0);
 }
 
 #[tokio::test]
@@ -950,7 +979,8 @@ async fn a_pass_and_prompt_roll_ups_racing_move_each_event_exactly_once() {
         }
         outcomes
     };
-    let (pass_a, pass_b, outcomes) = tokio::join!(w.roll_up_pass(), w.roll_up_pass(), prompt);
+    let (pass_a, pass_b, outcomes) =
+        tokio::join!(w.pipeline.roll_up_pass(), w.pipeline.roll_up_pass(), prompt);
     let prompt_moves = outcomes
         .iter()
         .filter(|o| matches!(o, RollUpOutcome::Moved { .. }))
@@ -984,9 +1014,9 @@ async fn terminal_events_expire_thirty_days_after_becoming_final_and_reads_hide_
     let acct = w.account().await.account_id;
     let sub = w.subscribe(&w.integration(&acct).await).await;
     let sent = w.change(&acct).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     let waiting = w.change(&acct).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     assert_final(
         &w,
         &sent,
@@ -997,7 +1027,10 @@ async fn terminal_events_expire_thirty_days_after_becoming_final_and_reads_hide_
     assert_open(&w, &waiting, EventStatus::Partial).await;
     assert_eq!(delivery(&w, &waiting, &sub).await.expires_at, None);
 
-    let (dynamo, table) = (&w.t.clients.dynamo, w.t.config.delivery_table.as_str());
+    let (dynamo, table) = (
+        &w.pipeline.stack.clients.dynamo,
+        w.pipeline.stack.config.delivery_table.as_str(),
+    );
     let acct = acct.as_str();
     let visible = |now: Timestamp| {
         let q = EventQuery {
@@ -1034,7 +1067,7 @@ async fn terminal_events_expire_thirty_days_after_becoming_final_and_reads_hide_
             .is_none()
     );
     assert!(
-        w.event(&id(acct), &sent.change_id).await.is_some(),
+        w.pipeline.event(&id(acct), &sent.change_id).await.is_some(),
         "still stored"
     );
     assert!(event_with_deliveries(
@@ -1055,7 +1088,7 @@ async fn an_operator_restart_reopens_a_final_event_onto_the_roll_up_index() {
     let acct = w.account().await.account_id;
     let _sub = w.subscribe(&w.integration(&acct).await).await;
     let c = w.change(&acct).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     assert_final(
         &w,
         &c,
@@ -1063,8 +1096,11 @@ async fn an_operator_restart_reopens_a_final_event_onto_the_roll_up_index() {
         EventTrigger::NothingWaitsNoneFailed,
     )
     .await;
-    let (dynamo, table) = (&w.t.clients.dynamo, w.t.config.delivery_table.as_str());
-    let outcome = reopen_event(dynamo, table, &acct, &c.change_id, w.now())
+    let (dynamo, table) = (
+        &w.pipeline.stack.clients.dynamo,
+        w.pipeline.stack.config.delivery_table.as_str(),
+    );
+    let outcome = reopen_event(dynamo, table, &acct, &c.change_id, w.pipeline.now())
         .await
         .unwrap();
     assert_eq!(
@@ -1087,7 +1123,7 @@ async fn an_operator_restart_reopens_a_final_event_onto_the_roll_up_index() {
     assert!(partition.deliveries.iter().all(|d| d.expires_at.is_none()));
     // Open already: only the fence moves, so a roll-up decided before the restart cannot land.
     assert_eq!(
-        reopen_event(dynamo, table, &acct, &c.change_id, w.now())
+        reopen_event(dynamo, table, &acct, &c.change_id, w.pipeline.now())
             .await
             .unwrap(),
         ReopenOutcome::AlreadyOpen {
@@ -1096,7 +1132,7 @@ async fn an_operator_restart_reopens_a_final_event_onto_the_roll_up_index() {
     );
     assert_eq!(event(&w, &c).await.reopens, Some(2));
     // The next pass settles it again.
-    assert_eq!(w.roll_up_pass().await.unwrap().to_sent, 1);
+    assert_eq!(w.pipeline.roll_up_pass().await.unwrap().to_sent, 1);
     assert_final(
         &w,
         &c,
@@ -1108,9 +1144,9 @@ async fn an_operator_restart_reopens_a_final_event_onto_the_roll_up_index() {
     // skipped is never reopened.
     let nobody = w.account().await.account_id;
     let s = w.change(&nobody).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     assert_eq!(
-        reopen_event(dynamo, table, &nobody, &s.change_id, w.now())
+        reopen_event(dynamo, table, &nobody, &s.change_id, w.pipeline.now())
             .await
             .unwrap(),
         ReopenOutcome::NotReopenable {
@@ -1118,9 +1154,15 @@ async fn an_operator_restart_reopens_a_final_event_onto_the_roll_up_index() {
         }
     );
     assert_eq!(
-        reopen_event(dynamo, table, &nobody, &id("01NOSUCHCHANGE"), w.now())
-            .await
-            .unwrap(),
+        reopen_event(
+            dynamo,
+            table,
+            &nobody,
+            &id("01NOSUCHCHANGE"),
+            w.pipeline.now()
+        )
+        .await
+        .unwrap(),
         ReopenOutcome::Missing
     );
 }
@@ -1136,16 +1178,19 @@ async fn the_roll_up_walk_enrols_open_events_from_the_account_listings_and_reads
     w.subscribe(&w.integration(&acct).await).await;
     // Ingested, never dispatched: nothing rolls it up promptly, and it is not on the index.
     let open = w.change(&acct).await;
-    w.ingest_pending().await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
     assert!(!event(&w, &open).await.on_rollup_index());
-    let (dynamo, table) = (&w.t.clients.dynamo, w.t.config.delivery_table.as_str());
+    let (dynamo, table) = (
+        &w.pipeline.stack.clients.dynamo,
+        w.pipeline.stack.config.delivery_table.as_str(),
+    );
     assert_eq!(
         shared::store::walk_mark::get(dynamo, table).await.unwrap(),
         None
     );
 
-    w.clock.advance(2 * MINUTE);
-    let first = w.rollup.enrol_open(None).await.unwrap();
+    w.pipeline.clock.advance(2 * MINUTE);
+    let first = w.pipeline.rollup.enrol_open(None).await.unwrap();
     assert!(first.complete);
     assert_eq!(
         (first.accounts, first.listed, first.enrolled),
@@ -1153,7 +1198,7 @@ async fn the_roll_up_walk_enrols_open_events_from_the_account_listings_and_reads
         "both accounts read, the open event enrolled"
     );
     assert!(event(&w, &open).await.on_rollup_index());
-    let mark = w.now();
+    let mark = w.pipeline.now();
     assert_eq!(
         shared::store::walk_mark::get(dynamo, table).await.unwrap(),
         Some(mark)
@@ -1162,9 +1207,9 @@ async fn the_roll_up_walk_enrols_open_events_from_the_account_listings_and_reads
     // An event written as the walk read (its listing entry may show late) is in the next
     // walk's window; the one before the overlap is not read again.
     let newer = w.change(&other).await;
-    w.ingest_pending().await.unwrap();
-    w.clock.advance(Duration::from_secs(30));
-    let second = w.rollup.enrol_open(None).await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
+    w.pipeline.clock.advance(Duration::from_secs(30));
+    let second = w.pipeline.rollup.enrol_open(None).await.unwrap();
     assert_eq!(
         (second.listed, second.enrolled),
         (1, 1),
@@ -1172,14 +1217,14 @@ async fn the_roll_up_walk_enrols_open_events_from_the_account_listings_and_reads
     );
     assert!(event(&w, &newer).await.on_rollup_index());
     // Within the overlap it is read again, not enrolled twice; past it, nothing is read.
-    w.clock.advance(10 * MINUTE);
-    let third = w.rollup.enrol_open(None).await.unwrap();
+    w.pipeline.clock.advance(10 * MINUTE);
+    let third = w.pipeline.rollup.enrol_open(None).await.unwrap();
     assert_eq!((third.listed, third.enrolled), (1, 0));
-    w.clock.advance(10 * MINUTE);
-    let fourth = w.rollup.enrol_open(None).await.unwrap();
+    w.pipeline.clock.advance(10 * MINUTE);
+    let fourth = w.pipeline.rollup.enrol_open(None).await.unwrap();
     assert_eq!((fourth.accounts, fourth.listed), (2, 0));
     // The regular pass settles it from the index; the first stays open (its delivery waits).
-    let pass = w.roll_up_pass().await.unwrap();
+    let pass = w.pipeline.roll_up_pass().await.unwrap();
     assert_eq!((pass.to_skipped, pass.to_partial), (1, 1));
     assert_open(&w, &open, EventStatus::Partial).await;
 }
@@ -1191,7 +1236,10 @@ async fn an_account_made_before_the_accounts_listing_is_listed_by_its_first_inge
     let w = World::new().await;
     let acct = w.account().await.account_id;
     w.subscribe(&w.integration(&acct).await).await;
-    let (dynamo, table) = (&w.t.clients.dynamo, w.t.config.delivery_table.as_str());
+    let (dynamo, table) = (
+        &w.pipeline.stack.clients.dynamo,
+        w.pipeline.stack.config.delivery_table.as_str(),
+    );
     let (pk, sk) = shared::store::account::key(&acct);
     // As an account created before the listing existed was stored: without its listing entry.
     w.unlist_account(&acct).await;
@@ -1204,12 +1252,15 @@ async fn an_account_made_before_the_accounts_listing_is_listed_by_its_first_inge
             .and_then(|v| v.as_s().ok().cloned())
     };
     assert_eq!(listed().await, None);
-    assert_eq!(w.rollup.enrol_open(None).await.unwrap().accounts, 0);
+    assert_eq!(
+        w.pipeline.rollup.enrol_open(None).await.unwrap().accounts,
+        0
+    );
 
     // Its next change: ingest lists it (one update) before writing the event.
     let open = w.change(&acct).await;
-    w.t.meter.reset();
-    w.ingest_pending().await.unwrap();
+    w.pipeline.stack.meter.reset();
+    w.pipeline.ingest_pending().await.unwrap();
     let updates = w
         .dynamo_requests()
         .into_iter()
@@ -1218,13 +1269,13 @@ async fn an_account_made_before_the_accounts_listing_is_listed_by_its_first_inge
     assert_eq!(listed().await.as_deref(), Some(acct.as_str()));
     // A listed account costs ingest no update.
     let second = w.change(&acct).await;
-    w.t.meter.reset();
-    w.ingest_pending().await.unwrap();
+    w.pipeline.stack.meter.reset();
+    w.pipeline.ingest_pending().await.unwrap();
     assert!(!w.dynamo_requests().iter().any(|(op, _)| op == "UpdateItem"));
 
     // The walk now reads its listing and enrols both open events.
-    w.clock.advance(2 * MINUTE);
-    let walk = w.rollup.enrol_open(None).await.unwrap();
+    w.pipeline.clock.advance(2 * MINUTE);
+    let walk = w.pipeline.rollup.enrol_open(None).await.unwrap();
     assert_eq!((walk.accounts, walk.listed, walk.enrolled), (1, 2, 2));
     assert!(event(&w, &open).await.on_rollup_index());
     assert!(event(&w, &second).await.on_rollup_index());
@@ -1238,7 +1289,7 @@ async fn reconciliation_finishes_a_large_backlog_across_invocations_without_redo
     let changes: Vec<Change> = backlog(&w, acct.as_str(), 250, 50).await.concat();
     let mut runs = Vec::new();
     loop {
-        let report = w.reconcile(RunKind::Nightly, 100).await;
+        let report = w.pipeline.reconcile(RunKind::Nightly, 100).await;
         assert!(report.ok(), "{report:?}");
         // The notification settling ran too (nothing to settle in this stack).
         let SettleReport::Settled { counts } = &report.notifications else {
@@ -1260,7 +1311,7 @@ async fn reconciliation_finishes_a_large_backlog_across_invocations_without_redo
         assert_eq!(event(&w, c).await.status(), EventStatus::Sent);
         assert_eq!(transmit(&w, c, &poll).await, Some(TransmitStatus::Pending));
     }
-    let after = w.reconcile(RunKind::Rollup, 100).await;
+    let after = w.pipeline.reconcile(RunKind::Rollup, 100).await;
     assert_eq!((after.rollup.examined, after.more), (0, false));
 }
 
@@ -1271,31 +1322,32 @@ async fn reconciliation_republishes_overdue_dispatch_work_and_reports_it() {
     let sub = w.subscribe(&w.integration(&acct).await).await;
     let c = w.change(&acct).await;
     // Ingested, but its dispatch message was lost (the stream path never ran).
-    w.ingest_pending().await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
     // Within the grace the roll-up leaves it alone: the stream path may still publish it.
-    w.clock
+    w.pipeline
+        .clock
         .advance(shared::domain::integration_delivery::FIRST_DISPATCH_GRACE - SECOND);
-    let report = w.reconcile(RunKind::Nightly, 1000).await;
+    let report = w.pipeline.reconcile(RunKind::Nightly, 1000).await;
     assert_eq!((report.rollup.requeued, report.dispatch.published), (0, 0));
-    w.clock.advance(SECOND);
-    let report = w.reconcile(RunKind::Nightly, 1000).await;
+    w.pipeline.clock.advance(SECOND);
+    let report = w.pipeline.reconcile(RunKind::Nightly, 1000).await;
     assert!(report.dispatch.ran);
     // The roll-up walk found the lost first dispatch and the sweep after it published it.
     assert_eq!(report.rollup.requeued, 1);
     assert_eq!(report.dispatch.published, 1);
     // The runs rolled the waiting event up: partial.
     assert_eq!(report.rollup.to_partial + report.rollup.unchanged, 1);
-    w.work_pending().await.unwrap();
+    w.pipeline.work_pending().await.unwrap();
     assert_eq!(
         delivery(&w, &c, &sub).await.status,
         DeliveryStatus::Delivered
     );
     // The roll-up-only run leaves dispatch alone and finishes the event.
-    let report = w.reconcile(RunKind::Rollup, 1000).await;
+    let report = w.pipeline.reconcile(RunKind::Rollup, 1000).await;
     assert!(!report.dispatch.ran);
     assert_eq!(report.notifications, SettleReport::NotRun);
     assert_eq!(report.rollup.to_sent, 1);
-    let doc = shared::reconcile::emf_document(&report, "Ns", "test", w.now());
+    let doc = shared::reconcile::emf_document(&report, "Ns", "test", w.pipeline.now());
     assert_eq!(doc["ReconcileRollUpToSent"], 1);
     assert_eq!(doc["ReconcileLostDispatchRequeued"], 0);
 }
@@ -1325,10 +1377,10 @@ async fn the_api_lists_events_by_status_and_time_a_page_at_a_time() {
     let mut changes = Vec::new();
     let mut times = Vec::new();
     for _ in 0..5 {
-        times.push(w.now());
+        times.push(w.pipeline.now());
         changes.push(w.change(&acct).await);
-        w.pump().await.unwrap();
-        w.clock.advance(MINUTE);
+        w.pipeline.pump().await.unwrap();
+        w.pipeline.clock.advance(MINUTE);
     }
     let all: Vec<String> = changes
         .iter()
@@ -1416,7 +1468,7 @@ async fn the_api_shows_an_event_with_its_delivery_log_and_no_route_sets_a_status
         .await;
     let token = w.account_token(&acct).await;
     let c = w.change(&acct).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
 
     let path = format!("/v1/events/{}", c.change_id);
     let reply = api.get(&path, &token).await;
@@ -1501,10 +1553,10 @@ async fn the_api_shows_what_needs_attention_paused_subscriptions_and_dead_or_fai
     let paused = w.subscribe(&w.integration(&acct).await).paused().await;
     // First change: delivered and failed (unknown method); second: dead (400) and failed.
     let first = w.change(&acct).await;
-    w.pump().await.unwrap();
-    w.clock.advance(MINUTE);
+    w.pipeline.pump().await.unwrap();
+    w.pipeline.clock.advance(MINUTE);
     let second = w.change(&acct).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     assert_eq!(
         delivery(&w, &second, &sub).await.status,
         DeliveryStatus::Dead
@@ -1581,7 +1633,7 @@ async fn every_monitor_route_is_scoped_to_its_account() {
     let mine_token = w.account_token(&mine).await;
     let their_token = w.account_token(&theirs).await;
     let c = w.change(&mine).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     let path = format!("/v1/events/{}", c.change_id);
     api.get(&path, &mine_token).await.ok();
     // Another account's event is not found; its lists are empty.
@@ -1600,7 +1652,7 @@ async fn every_monitor_route_is_scoped_to_its_account() {
     );
     // A cursor of one account is refused by another's listing.
     let _second = w.change(&mine).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     let page = api.get("/v1/events?limit=1", &mine_token).await;
     let cursor = page.ok()["next_cursor"].as_str().unwrap().to_owned();
     api.get(&format!("/v1/events?cursor={cursor}"), &their_token)
@@ -1692,7 +1744,7 @@ async fn the_reconcile_schedules_payloads_select_their_runs() {
         );
         let request = ReconcileRequest::from_payload(&payload).unwrap();
         assert_eq!(request.run, kind);
-        let report = w.reconcile(request.run, 1000).await;
+        let report = w.pipeline.reconcile(request.run, 1000).await;
         assert!(report.ok(), "{report:?}");
         assert_eq!(report.dispatch.ran, kind == RunKind::Nightly);
     }

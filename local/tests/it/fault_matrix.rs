@@ -129,7 +129,9 @@ impl Row {
         } else {
             self.times
         };
-        w.t.faults
+        w.pipeline
+            .stack
+            .faults
             .inject_matching(self.handler.request(), self.fault.clone(), n);
     }
 }
@@ -281,10 +283,10 @@ impl Scenario {
 
     /// Every delivery item of a change's partition (read without faults).
     async fn deliveries(&self, w: &World, change: &Change) -> Vec<Delivery> {
-        let dynamo = aws_sdk_dynamodb::Client::new(&w.t.sdk);
+        let dynamo = aws_sdk_dynamodb::Client::new(&w.pipeline.stack.sdk);
         shared::store::event::partition_items(
             &dynamo,
-            &w.t.config.delivery_table,
+            &w.pipeline.stack.config.delivery_table,
             &keys::event_pk(&change.account_id, &change.change_id),
         )
         .await
@@ -314,7 +316,10 @@ impl Scenario {
             {
                 return false;
             }
-            let event = w.event(&change.account_id, &change.change_id).await;
+            let event = w
+                .pipeline
+                .event(&change.account_id, &change.change_id)
+                .await;
             if event.map(|e| e.status()) != Some(EventStatus::Failed) {
                 return false;
             }
@@ -369,7 +374,7 @@ impl Scenario {
         );
         let dead = |s: &Subscription| {
             let (a, id) = (s.account_id.clone(), s.subscription_id.clone());
-            async move { w.subscription(&a, &id).await.unwrap() }
+            async move { w.pipeline.subscription(&a, &id).await.unwrap() }
         };
         let failing = dead(&self.failing).await;
         assert_eq!(
@@ -451,8 +456,8 @@ async fn operator_retry(w: &World, s: &Scenario, row: &Row) {
         "{row:?}: a pending delivery is not retried"
     );
     let (entries, _) = audit::list(
-        &aws_sdk_dynamodb::Client::new(&w.t.sdk),
-        &w.t.config.delivery_table,
+        &aws_sdk_dynamodb::Client::new(&w.pipeline.stack.sdk),
+        &w.pipeline.stack.config.delivery_table,
         AuditScope::Subscription {
             account_id: &s.healthy.account_id,
             subscription_id: &s.healthy.subscription_id,
@@ -464,6 +469,7 @@ async fn operator_retry(w: &World, s: &Scenario, row: &Row) {
     .unwrap();
     assert_eq!(entries.len(), 1, "{row:?}: the retry is audited once");
     let d = w
+        .pipeline
         .delivery(
             &s.healthy.account_id,
             &s.changes[0].change_id,
@@ -477,9 +483,9 @@ async fn operator_retry(w: &World, s: &Scenario, row: &Row) {
 /// Loses every message on the delivery queue (as if the first dispatch went missing).
 async fn lose_first_dispatch(sim: &mut Sim<'_>) {
     let w = sim.w;
-    w.ingest_pending().await.unwrap();
-    w.dispatch_pending().await.unwrap();
-    let now = w.now();
+    w.pipeline.ingest_pending().await.unwrap();
+    w.pipeline.dispatch_pending().await.unwrap();
+    let now = w.pipeline.now();
     let lost = sim
         .deliveries
         .drain(now, |_| async { SqsBatchResponse::default() })
@@ -531,15 +537,18 @@ async fn run(row: Row) {
         );
     }
     assert!(
-        !w.t.faults.injected().is_empty(),
+        !w.pipeline.stack.faults.injected().is_empty(),
         "{row:?}: the fault never met its request"
     );
     scenario.check(&w, &row, &sim).await;
     if row.handler == Handler::IngestListing {
-        let (accounts, _) =
-            shared::store::account::ids_page(&w.t.clients.dynamo, &w.t.config.delivery_table, None)
-                .await
-                .unwrap();
+        let (accounts, _) = shared::store::account::ids_page(
+            &w.pipeline.stack.clients.dynamo,
+            &w.pipeline.stack.config.delivery_table,
+            None,
+        )
+        .await
+        .unwrap();
         assert_eq!(
             accounts,
             [scenario.healthy.account_id.clone()],
@@ -634,6 +643,7 @@ async fn a_sweep_whose_read_of_one_shard_fails_still_publishes_every_other_shard
     let mut in_first_shard = 0;
     for change in &written {
         let d = w
+            .pipeline
             .delivery(&account.account_id, &change.change_id, &sub.subscription_id)
             .await
             .unwrap();
@@ -644,15 +654,17 @@ async fn a_sweep_whose_read_of_one_shard_fails_still_publishes_every_other_shard
         in_first_shard < changes,
         "some retries are due in other shards"
     );
-    w.clock.advance(SWEEP_EVERY + Duration::from_secs(1));
+    w.pipeline
+        .clock
+        .advance(SWEEP_EVERY + Duration::from_secs(1));
     // The first shard's due-index read fails on every try the SDK makes.
-    w.t.faults.inject_matching(
+    w.pipeline.stack.faults.inject_matching(
         Matcher::operation("Query").on("\"IndexName\":\"due\""),
         Fault::InternalError,
         SDK_TRIES,
     );
     assert!(
-        w.dispatcher.sweep().await.is_err(),
+        w.pipeline.dispatcher.sweep().await.is_err(),
         "the run reports the failed shard"
     );
     let mut published = Vec::new();
@@ -669,7 +681,7 @@ async fn a_sweep_whose_read_of_one_shard_fails_still_publishes_every_other_shard
         "the other shards were swept"
     );
     // The next run, a minute later, publishes the failed shard's retries.
-    w.clock.advance(SWEEP_EVERY);
-    let report = w.dispatcher.sweep().await.unwrap();
+    w.pipeline.clock.advance(SWEEP_EVERY);
+    let report = w.pipeline.dispatcher.sweep().await.unwrap();
     assert_eq!(report.published as usize, in_first_shard);
 }

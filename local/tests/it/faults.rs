@@ -15,9 +15,9 @@ use std::time::Duration;
 
 async fn webhook_subscription(p: &Pipeline, r: &Receiver) -> (String, Subscription) {
     let f = Fixtures {
-        clients: &p.t.clients,
-        table: &p.t.config.delivery_table,
-        signing_key_id: &p.t.config.signing_key_id,
+        clients: &p.stack.clients,
+        table: &p.stack.config.delivery_table,
+        signing_key_id: &p.stack.config.signing_key_id,
         now: p.now(),
     };
     let account = f.account(&["admin@example.com"]).await.unwrap();
@@ -45,14 +45,15 @@ async fn a_dead_outcome_whose_transaction_meets_a_conflict_still_counts_toward_a
     // A 400 is permanent: the first attempt is dead, and its outcome and the subscription's dead
     // count are one transaction. The first try of it is cancelled by a concurrent transaction.
     r.set_default(Reply::Status(400));
-    p.t.faults
+    p.stack
+        .faults
         .inject("TransactWriteItems", Fault::TransactionConflict, 1);
     let change = catalog_change(&id(&account), p.now(), 1.0);
     p.write_change(&change).await.unwrap();
     p.pump().await.unwrap();
 
     assert_eq!(
-        p.t.faults.injected(),
+        p.stack.faults.injected(),
         [("TransactWriteItems".to_string(), Fault::TransactionConflict)]
     );
     let d = p
@@ -97,7 +98,7 @@ async fn a_success_ends_only_the_dead_run_it_saw_when_a_dead_outcome_lands_in_be
     // The success reads the run (3) and then ends it; that write is held by the fault layer, and
     // only once it is held does the other worker's dead delivery start (its count is a
     // transaction, not held), so the dead outcome lands between the read and the write.
-    p.t.faults.inject_matching(
+    p.stack.faults.inject_matching(
         Matcher {
             operation: "UpdateItem".into(),
             body_contains: Some("consecutive_dead".into()),
@@ -111,7 +112,7 @@ async fn a_success_ends_only_the_dead_run_it_saw_when_a_dead_outcome_lands_in_be
         subscription_id: sub.subscription_id.clone(),
     };
     let (success_work, dead_work) = (work(&success), work(&dead));
-    let faults = p.t.faults.clone();
+    let faults = p.stack.faults.clone();
     let (first, second) = tokio::join!(p.worker.process(&success_work), async {
         let waiting = std::time::Instant::now();
         while faults.injected().is_empty() {
@@ -137,7 +138,7 @@ async fn a_success_ends_only_the_dead_run_it_saw_when_a_dead_outcome_lands_in_be
             ..
         }
     ));
-    assert_eq!(p.t.faults.injected().len(), 1);
+    assert_eq!(p.stack.faults.injected().len(), 1);
     // The success ended the run of three it saw; the dead outcome after it still counts.
     let s = p
         .subscription(&id(&account), &sub.subscription_id)
@@ -151,7 +152,7 @@ async fn a_throttled_claim_is_retried_by_the_sdk_and_the_delivery_is_made_once()
     let (p, r) = (Pipeline::new().await, Receiver::start().await);
     let (account, sub) = webhook_subscription(&p, &r).await;
     // Two throttles: within the SDK's three tries, as in production.
-    p.t.faults.inject_matching(
+    p.stack.faults.inject_matching(
         Matcher {
             operation: "UpdateItem".into(),
             body_contains: Some("lease_token".into()),
@@ -162,7 +163,7 @@ async fn a_throttled_claim_is_retried_by_the_sdk_and_the_delivery_is_made_once()
     let change = catalog_change(&id(&account), p.now(), 1.0);
     p.write_change(&change).await.unwrap();
     p.pump().await.unwrap();
-    assert_eq!(p.t.faults.injected().len(), 2);
+    assert_eq!(p.stack.faults.injected().len(), 2);
     let d = p
         .delivery(&id(&account), &change.change_id, &sub.subscription_id)
         .await
@@ -179,13 +180,13 @@ async fn a_kms_decrypt_that_keeps_failing_fails_the_attempt_of_that_delivery_onl
         let (account, sub) = webhook_subscription(&p, &r).await;
         // Three: every one of the SDK's tries of the first Decrypt of the signing secret's data
         // key; the next Decrypt (the other delivery's, or the retry's) gets through.
-        p.t.faults.inject("Decrypt", fault.clone(), 3);
+        p.stack.faults.inject("Decrypt", fault.clone(), 3);
         let changes = [1.0, 2.0].map(|price| catalog_change(&id(&account), p.now(), price));
         for change in &changes {
             p.write_change(change).await.unwrap();
         }
         let report = p.pump().await.unwrap();
-        assert_eq!(p.t.faults.injected().len(), 3, "{fault:?}");
+        assert_eq!(p.stack.faults.injected().len(), 3, "{fault:?}");
         // The failed unwrap is the delivery's attempt (transient, on the retry schedule), not a
         // message handed back to the queue.
         assert_eq!(report.queue.failures, 0, "{fault:?}");
@@ -228,6 +229,6 @@ async fn a_kms_decrypt_that_keeps_failing_fails_the_attempt_of_that_delivery_onl
         assert_eq!(again.status, DeliveryStatus::Delivered, "{fault:?}");
         assert_eq!(again.attempts, 2);
         assert_eq!(r.count(), 2);
-        assert_eq!(p.t.faults.injected().len(), 3, "no further fault");
+        assert_eq!(p.stack.faults.injected().len(), 3, "no further fault");
     }
 }

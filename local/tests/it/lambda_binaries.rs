@@ -15,7 +15,7 @@ use shared::domain::integration_delivery::DeliveryStatus;
 
 /// The binary of the template's function `logical_id`, started on `w`'s stack.
 async fn start(w: &World, logical_id: &str) -> RunningFunction {
-    RunningFunction::start(&w.t, logical_id)
+    RunningFunction::start(&w.pipeline.stack, logical_id)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"))
 }
@@ -61,17 +61,24 @@ fn stop(function: RunningFunction) {
 async fn sample_delivery_recorded(w: &World) {
     sample_configuration(w).await;
     let change: DynamoDbEvent = serde_json::from_str(&sample("ingest-change-stream.json")).unwrap();
-    assert!(w.ingest.handle(change).await.batch_item_failures.is_empty());
+    assert!(w
+        .pipeline
+        .ingest
+        .handle(change)
+        .await
+        .batch_item_failures
+        .is_empty());
 }
 
 async fn sample_delivery_status(w: &World) -> Option<DeliveryStatus> {
-    w.delivery(
-        &id("acct-sample"),
-        &id("01JDX0SAMPLE0000000000CHG1"),
-        &id("01JDX0SAMPLE0000000000SUB1"),
-    )
-    .await
-    .map(|d| d.status)
+    w.pipeline
+        .delivery(
+            &id("acct-sample"),
+            &id("01JDX0SAMPLE0000000000CHG1"),
+            &id("01JDX0SAMPLE0000000000SUB1"),
+        )
+        .await
+        .map(|d| d.status)
 }
 
 #[tokio::test]
@@ -100,7 +107,13 @@ async fn the_dispatch_binary_answers_the_sweep_with_its_report_and_publishes_the
     );
     sample_delivery_recorded(&w).await;
     assert_no_failures(&answer(&mut dispatch, "dispatch-delivery-stream.json").await);
-    let published = w.t.queue("DeliveryQueue").receive().await.unwrap();
+    let published = w
+        .pipeline
+        .stack
+        .queue("DeliveryQueue")
+        .receive()
+        .await
+        .unwrap();
     assert_eq!(published.len(), 1, "the sample's work is published");
     stop(dispatch);
 }

@@ -154,8 +154,8 @@ async fn operators_create_accounts_that_manage_integrations_and_subscriptions() 
 
     // Ingest's loader compiles what the API stored.
     let config = shared::store::account_config::load(
-        &w.t.clients.dynamo,
-        &w.t.config.delivery_table,
+        &w.pipeline.stack.clients.dynamo,
+        &w.pipeline.stack.config.delivery_table,
         &local::testkit::id(&account_id),
     )
     .await
@@ -696,16 +696,18 @@ async fn secrets_appear_only_in_the_response_that_creates_them() {
         assert!(!r.text.contains("signing_secret"));
     }
     // The table holds token hashes, never a token.
-    let items =
-        w.t.clients
-            .dynamo
-            .scan()
-            .table_name(&w.t.config.delivery_table)
-            .send()
-            .await
-            .unwrap()
-            .items
-            .unwrap_or_default();
+    let items = w
+        .pipeline
+        .stack
+        .clients
+        .dynamo
+        .scan()
+        .table_name(&w.pipeline.stack.config.delivery_table)
+        .send()
+        .await
+        .unwrap()
+        .items
+        .unwrap_or_default();
     let dump = format!("{items:?}");
     for t in [&token, &intg_token, &new_token] {
         // `rhy_{kind}_{id}_{secret}`: the secret is base64url and may itself contain `_`.
@@ -714,26 +716,28 @@ async fn secrets_appear_only_in_the_response_that_creates_them() {
         assert!(!dump.contains(token_secret), "a token secret is stored");
     }
     let token_id = new_token.split('_').nth(2).unwrap();
-    let stored =
-        w.t.clients
-            .dynamo
-            .get_item()
-            .table_name(&w.t.config.delivery_table)
-            .key(
-                "pk",
-                aws_sdk_dynamodb::types::AttributeValue::S(keys::token_pk(&local::testkit::id(
-                    token_id,
-                ))),
-            )
-            .key(
-                "sk",
-                aws_sdk_dynamodb::types::AttributeValue::S(keys::TOKEN_SK.into()),
-            )
-            .send()
-            .await
-            .unwrap()
-            .item
-            .unwrap();
+    let stored = w
+        .pipeline
+        .stack
+        .clients
+        .dynamo
+        .get_item()
+        .table_name(&w.pipeline.stack.config.delivery_table)
+        .key(
+            "pk",
+            aws_sdk_dynamodb::types::AttributeValue::S(keys::token_pk(&local::testkit::id(
+                token_id,
+            ))),
+        )
+        .key(
+            "sk",
+            aws_sdk_dynamodb::types::AttributeValue::S(keys::TOKEN_SK.into()),
+        )
+        .send()
+        .await
+        .unwrap()
+        .item
+        .unwrap();
     assert_eq!(stored["kind"].as_s().unwrap(), "token");
     assert_eq!(stored["token_kind"].as_s().unwrap(), "intg");
     assert_eq!(stored["secret_sha256"].as_s().unwrap().len(), 64);
@@ -981,7 +985,7 @@ async fn an_operator_jwt_without_the_operator_scope_is_forbidden_and_with_it_is_
 async fn account_creation_and_token_issuance_are_written_to_the_audit_history() {
     use std::time::Duration;
     let w = World::new().await;
-    let created_at = w.now();
+    let created_at = w.pipeline.now();
     let created = w
         .api
         .post(
@@ -1002,8 +1006,8 @@ async fn account_creation_and_token_issuance_are_written_to_the_audit_history() 
         .unwrap()
         .to_owned();
 
-    w.clock.advance(Duration::from_secs(60));
-    let issued_at = w.now();
+    w.pipeline.clock.advance(Duration::from_secs(60));
+    let issued_at = w.pipeline.now();
     let issued = w
         .api
         .post(
@@ -1015,8 +1019,8 @@ async fn account_creation_and_token_issuance_are_written_to_the_audit_history() 
     let second_token_id = issued.created()["token_id"].as_str().unwrap().to_owned();
 
     // An operator behind the gateway, without a reason: its `sub` is who.
-    w.clock.advance(Duration::from_secs(60));
-    let third_at = w.now();
+    w.pipeline.clock.advance(Duration::from_secs(60));
+    let third_at = w.pipeline.now();
     let gateway = w.gateway_api("rhythm/operator");
     let path = format!("/operator/accounts/{account_id}/tokens");
     let third = gateway
@@ -1135,7 +1139,7 @@ async fn a_test_event_reaches_the_endpoint_signed_and_marked_and_is_audited_but_
     let got = w.receiver.received();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].path, "/hooks");
-    assert!(verifies(&secret, &got[0], w.now()));
+    assert!(verifies(&secret, &got[0], w.pipeline.now()));
     assert_eq!(got[0].header("webhook-id"), outcome["message_id"].as_str());
     assert!(outcome["message_id"].as_str().unwrap().starts_with("test_"));
     let body = got[0].json();
@@ -1174,7 +1178,10 @@ async fn a_test_event_reaches_the_endpoint_signed_and_marked_and_is_audited_but_
         last.header("webhook-signature").unwrap().split(' ').count(),
         2
     );
-    assert!(verifies(&new_secret, &last, w.now()) && verifies(&secret, &last, w.now()));
+    assert!(
+        verifies(&new_secret, &last, w.pipeline.now())
+            && verifies(&secret, &last, w.pipeline.now())
+    );
 
     // No delivery record, no dead count: the subscription is as it was.
     let deliveries = api
@@ -1224,8 +1231,9 @@ async fn an_account_sends_ten_test_events_a_minute_and_the_rest_wait_for_the_nex
     let w = World::new().await;
     let api = &w.api;
     // At the start of a minute of the virtual clock.
-    let into_minute = w.now().millis().rem_euclid(60_000) as u64;
-    w.clock
+    let into_minute = w.pipeline.now().millis().rem_euclid(60_000) as u64;
+    w.pipeline
+        .clock
         .advance(std::time::Duration::from_millis(60_000 - into_minute));
     let busy = api.account("Busy").await;
     let quiet = api.account("Quiet").await;
@@ -1261,7 +1269,7 @@ async fn an_account_sends_ten_test_events_a_minute_and_the_rest_wait_for_the_nex
     assert_eq!(w.receiver.count(), 10);
 
     // Twenty seconds on, the account still waits, forty seconds now; another account sends.
-    w.clock.advance(std::time::Duration::from_secs(20));
+    w.pipeline.clock.advance(std::time::Duration::from_secs(20));
     let refused = send(&busy, &busy_id).await;
     refused.problem_of(StatusCode::TOO_MANY_REQUESTS, "quota-exceeded");
     assert_eq!(refused.header("retry-after"), Some("40"));
@@ -1269,7 +1277,7 @@ async fn an_account_sends_ten_test_events_a_minute_and_the_rest_wait_for_the_nex
     assert_eq!(w.receiver.count(), 11, "only the other account's was sent");
 
     // The next minute the account sends again.
-    w.clock.advance(std::time::Duration::from_secs(40));
+    w.pipeline.clock.advance(std::time::Duration::from_secs(40));
     assert_eq!(send(&busy, &busy_id).await.ok()["delivered"], true);
     assert_eq!(w.receiver.count(), 12);
 }

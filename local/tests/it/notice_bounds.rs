@@ -34,10 +34,10 @@ fn email_notice(recipients: Value) -> Value {
 
 async fn counter(w: &World, account_id: &str) -> Option<DailyCount> {
     notice_quota::get(
-        &w.t.clients.dynamo,
-        &w.t.config.notification_table,
+        &w.pipeline.stack.clients.dynamo,
+        &w.pipeline.stack.config.notification_table,
         &id(account_id),
-        &utc_day(w.now()),
+        &utc_day(w.pipeline.now()),
     )
     .await
     .unwrap()
@@ -121,7 +121,7 @@ async fn a_recipient_outside_the_administrators_and_the_allowlist_is_refused_wit
     .accepted();
     let charged = counter(&w, account.account_id.as_str()).await.unwrap();
     assert_eq!(charged.recipients, 1);
-    assert_eq!(charged.day, utc_day(w.now()));
+    assert_eq!(charged.day, utc_day(w.pipeline.now()));
 }
 
 #[tokio::test]
@@ -325,7 +325,7 @@ async fn the_daily_quota_refuses_with_429_and_retry_after_until_the_next_utc_day
         .await;
     let problem = r.problem_of(StatusCode::TOO_MANY_REQUESTS, "quota-exceeded");
     assert!(problem["detail"].as_str().unwrap().contains("3 recipients"));
-    let expected = retry_after_secs(w.now());
+    let expected = retry_after_secs(w.pipeline.now());
     assert!((1..=86_400).contains(&expected));
     assert_eq!(r.header("retry-after"), Some(&*expected.to_string()));
     assert!(!notice_exists(&api, &account, "second").await);
@@ -432,10 +432,11 @@ async fn the_quota_counter_rolls_over_at_utc_midnight_on_the_virtual_clock() {
     let api = api_with_quota(&w, 1);
     let account = w.api.account("Midnight").await;
     // Thirty seconds before the next UTC midnight.
-    let to_midnight = retry_after_secs(w.now());
-    w.clock
+    let to_midnight = retry_after_secs(w.pipeline.now());
+    w.pipeline
+        .clock
         .advance(Duration::from_secs(to_midnight).saturating_sub(Duration::from_secs(30)));
-    let before = utc_day(w.now());
+    let before = utc_day(w.pipeline.now());
     let one = || email_notice(json!(["admin@example.com"]));
     api.post("/v1/notices", &account.token, one())
         .header("idempotency-key", "late")
@@ -450,16 +451,19 @@ async fn the_quota_counter_rolls_over_at_utc_midnight_on_the_virtual_clock() {
     assert!((29..=30).contains(&wait), "{wait}");
     let old = counter(&w, account.account_id.as_str()).await.unwrap();
 
-    w.clock.advance(Duration::from_secs(wait));
-    assert_ne!(utc_day(w.now()), before);
+    w.pipeline.clock.advance(Duration::from_secs(wait));
+    assert_ne!(utc_day(w.pipeline.now()), before);
     api.post("/v1/notices", &account.token, one())
         .header("idempotency-key", "too-late")
         .await
         .accepted();
     let new = counter(&w, account.account_id.as_str()).await.unwrap();
-    assert_eq!((new.recipients, new.day.clone()), (1, utc_day(w.now())));
+    assert_eq!(
+        (new.recipients, new.day.clone()),
+        (1, utc_day(w.pipeline.now()))
+    );
     // Each day's counter expires (TTL) the day after its own ends.
     assert_eq!(old.day, before);
     assert_eq!(new.expires_at - old.expires_at, 86_400);
-    assert!(new.expires_at > w.now().seconds() + 86_400);
+    assert!(new.expires_at > w.pipeline.now().seconds() + 86_400);
 }

@@ -409,7 +409,7 @@ async fn fails_the_delivery_attempts_exhausted_on_the_last_receive_and_gives_the
     assert_eq!((visible, in_flight), (1, 0), "given back at once");
     // ... so the next receive moves it to the dead-letter queue (maxReceiveCount 8).
     assert!(queue.receive().await.unwrap().is_empty());
-    let dlq = w.t.queue("NotificationDeadLetterQueue");
+    let dlq = w.pipeline.stack.queue("NotificationDeadLetterQueue");
     let dead = dlq.receive().await.unwrap();
     assert_eq!(dead.len(), 1, "the message reached the dead-letter queue");
     let work: NotificationWork = serde_json::from_str(dead[0].body.as_deref().unwrap()).unwrap();
@@ -876,19 +876,21 @@ async fn starts_console_deliveries_delivered_in_the_console_store() {
     let progress = n.store.progress(&notice.request.notice_id).await.unwrap();
     assert_eq!((progress.count(N::Delivered), progress.total), (2, 2));
     // The recipient's inbox lists it.
-    let inbox =
-        w.t.clients
-            .dynamo
-            .query()
-            .table_name(&w.t.config.notification_table)
-            .index_name(INBOX_INDEX)
-            .key_condition_expression("inbox_key = :k")
-            .expression_attribute_values(":k", AttributeValue::S(inbox_key(&n.account, "user-2")))
-            .send()
-            .await
-            .unwrap()
-            .items
-            .unwrap_or_default();
+    let inbox = w
+        .pipeline
+        .stack
+        .clients
+        .dynamo
+        .query()
+        .table_name(&w.pipeline.stack.config.notification_table)
+        .index_name(INBOX_INDEX)
+        .key_condition_expression("inbox_key = :k")
+        .expression_attribute_values(":k", AttributeValue::S(inbox_key(&n.account, "user-2")))
+        .send()
+        .await
+        .unwrap()
+        .items
+        .unwrap_or_default();
     assert_eq!(inbox.len(), 1);
     assert_eq!(inbox[0]["subject"], AttributeValue::S("Welcome".into()));
 }
@@ -918,7 +920,10 @@ async fn sends_email_through_ses_and_the_emulator_captures_it() {
     assert_eq!(emails.len(), 1, "{emails:?}");
     assert_eq!(emails[0]["id"], message_id.as_str());
     assert_eq!(emails[0]["subject"], "Your weekly summary");
-    assert_eq!(emails[0]["source"], w.t.config.notification_sender.as_str());
+    assert_eq!(
+        emails[0]["source"],
+        w.pipeline.stack.config.notification_sender.as_str()
+    );
     assert_eq!(emails[0]["body"], "Your weekly summary: body");
     // The provider reference leads back to the delivery.
     let found = confirm::delivery_of(&n.store, "ses", &message_id)
@@ -1463,10 +1468,12 @@ async fn delivers_the_auto_pause_notice_the_delivery_worker_writes() {
         n.now(),
     );
     // Written as the delivery worker writes it (a conditional put inside its pause transaction).
-    w.t.clients
+    w.pipeline
+        .stack
+        .clients
         .dynamo
         .put_item()
-        .table_name(&w.t.config.notification_table)
+        .table_name(&w.pipeline.stack.config.notification_table)
         .set_item(Some(notice_item(&request).unwrap()))
         .condition_expression("attribute_not_exists(pk)")
         .send()
@@ -1526,9 +1533,12 @@ async fn reconciliation_reaches_settling_through_its_hook() {
     let timed = n.create(timed).await;
     n.clock.advance(2 * MINUTE);
     let clock: Arc<dyn Clock> = Arc::new(n.clock.clone());
-    let settler: Arc<dyn shared::reconcile::NotificationSettler> = Arc::new(
-        shared::notify::settle::reconcile_settler(&w.t.clients, &w.t.config, &clock),
-    );
+    let settler: Arc<dyn shared::reconcile::NotificationSettler> =
+        Arc::new(shared::notify::settle::reconcile_settler(
+            &w.pipeline.stack.clients,
+            &w.pipeline.stack.config,
+            &clock,
+        ));
     let counts = settler
         .settle(std::time::Instant::now() + std::time::Duration::from_secs(60))
         .await
@@ -1705,7 +1715,7 @@ mod api {
         use local::testkit::api::ApiClient;
         let w = World::new().await;
         let n = &w.notify;
-        let secrets_manager = aws_sdk_secretsmanager::Client::new(&w.t.sdk);
+        let secrets_manager = aws_sdk_secretsmanager::Client::new(&w.pipeline.stack.sdk);
         let current = SigningSecret::from_bytes(&[21u8; 32]).unwrap();
         let env_only = SigningSecret::from_bytes(&[22u8; 32]).unwrap();
         let create = |name: String, value: String| {

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 /// Lets the pull reads see what was just written (`domain::pull_cursor::SETTLE`).
 fn settle(w: &World) {
-    w.clock.advance(3 * SECOND);
+    w.pipeline.clock.advance(3 * SECOND);
 }
 
 fn pull_path(sub: &ApiSubscription, rest: &str) -> String {
@@ -49,16 +49,17 @@ async fn a_stray_message_for_a_pull_delivery_is_refused_by_the_claim_and_never_p
     let w = World::new().await;
     let tenant = w.api.account("Tenant").await;
     let sub = w.subscribe_through_api(&tenant, "poll", json!({})).await;
-    let changes = w.write_changes(&sub.account_id, &[w.now()]).await;
+    let changes = w.write_changes(&sub.account_id, &[w.pipeline.now()]).await;
     let work = DeliveryWork {
         account_id: sub.account_id.clone(),
         change_id: changes[0].change_id.clone(),
         subscription_id: sub.subscription_id.clone(),
     };
     // The claim's condition refuses a pull delivery: no lease is written, nothing is pushed.
-    let outcome = w.worker.process(&work).await.unwrap();
+    let outcome = w.pipeline.worker.process(&work).await.unwrap();
     assert_eq!(outcome, WorkOutcome::Skipped("pull delivery"));
     let d = w
+        .pipeline
         .delivery(&sub.account_id, &work.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -72,7 +73,7 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
     let w = World::new().await;
     let tenant = w.api.account("Tenant").await;
     let sub = w.subscribe_through_api(&tenant, "poll", json!({})).await;
-    let now = w.now();
+    let now = w.pipeline.now();
     let changes = w.write_changes(&sub.account_id, &[now; 5]).await;
     for c in &changes {
         assert_eq!(w.delivery_status(&sub, c).await, DeliveryStatus::Pending);
@@ -210,7 +211,7 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
     }
     let past_end = PullCursor {
         epoch: 0,
-        read_at: w.now(),
+        read_at: w.pipeline.now(),
         change_id: Some("ZZZZZZZZZZZZZZZZZZZZZZZZZZ".parse().unwrap()),
     };
     let r = w
@@ -310,7 +311,7 @@ async fn a_cursor_write_racing_a_worker_never_overwrites_a_moved_delivery() {
     let w = World::new().await;
     let tenant = w.api.account("Tenant").await;
     let sub = w.subscribe_through_api(&tenant, "poll", json!({})).await;
-    let now = w.now();
+    let now = w.pipeline.now();
     let changes = w.write_changes(&sub.account_id, &[now; 3]).await;
     settle(&w);
     let page = w
@@ -325,7 +326,7 @@ async fn a_cursor_write_racing_a_worker_never_overwrites_a_moved_delivery() {
     w.lease(
         &changes[0],
         &sub.subscription_id,
-        w.now().plus(MINUTE),
+        w.pipeline.now().plus(MINUTE),
         "worker-lease",
     )
     .await;
@@ -344,8 +345,8 @@ async fn a_cursor_write_racing_a_worker_never_overwrites_a_moved_delivery() {
         .to_string()
         .parse()
         .unwrap();
-    w.write_change(&late).await.unwrap();
-    w.pump().await.unwrap();
+    w.pipeline.write_change(&late).await.unwrap();
+    w.pipeline.pump().await.unwrap();
     assert_eq!(
         w.delivery_status(&sub, &late).await,
         DeliveryStatus::Pending
@@ -418,7 +419,7 @@ async fn an_operator_restart_of_a_pull_delivery_rewinds_the_cursor_and_refuses_s
     let w = World::new().await;
     let tenant = w.api.account("Tenant").await;
     let sub = w.subscribe_through_api(&tenant, "poll", json!({})).await;
-    let now = w.now();
+    let now = w.pipeline.now();
     let changes = w.write_changes(&sub.account_id, &[now; 3]).await;
     settle(&w);
     let page = w
@@ -517,15 +518,16 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
         json!({"retry_policy": {"kind": "exponential", "max_retries": 2, "retry_delay_secs": 60}}),
     )
     .await;
-    let now = w.now();
+    let now = w.pipeline.now();
     let changes = w.write_changes(&sub.account_id, &[now]).await;
     let change = &changes[0];
-    w.advance(2 * MINUTE).await.unwrap();
+    w.pipeline.advance(2 * MINUTE).await.unwrap();
     let dead = w.stored_delivery(&sub, change).await;
     assert_eq!(dead.status, DeliveryStatus::Dead);
     assert_eq!(dead.attempts, 2);
     assert_eq!(w.receiver.count(), 2);
     let s = w
+        .pipeline
         .subscription(&sub.account_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -577,6 +579,7 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
     let restarted = w.stored_delivery(&sub, change).await;
     assert_eq!(restarted.attempt_log.len(), 2, "history kept");
     let item = w
+        .pipeline
         .get(
             &keys::event_pk(&sub.account_id, &change.change_id),
             &keys::delivery_sk(&sub.subscription_id),
@@ -590,7 +593,7 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
     assert!(!item.contains_key("list_key"), "no longer needs attention");
 
     // Dispatch is nudged by the status change: the receiver is called again, from attempt 1.
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     assert_eq!(w.receiver.count(), 3);
     let delivered = w.stored_delivery(&sub, change).await;
     assert_eq!(delivered.status, DeliveryStatus::Delivered);
@@ -623,6 +626,7 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
         ]
     );
     let s = w
+        .pipeline
         .subscription(&sub.account_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -651,7 +655,7 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
 
     // A pending delivery is a conflict; so is a skipped_filter one, with the lifecycle's why.
     w.receiver.set_default(Reply::Status(503));
-    let waiting = w.write_changes(&sub.account_id, &[w.now()]).await;
+    let waiting = w.write_changes(&sub.account_id, &[w.pipeline.now()]).await;
     assert_eq!(
         w.delivery_status(&sub, &waiting[0]).await,
         DeliveryStatus::Retrying
@@ -682,7 +686,7 @@ async fn retries_a_dead_delivery_an_operator_asks_for_from_its_first_attempt() {
             json!({"filter": {"field": "record.price", "gt": 1000}}),
         )
         .await;
-    let filtered = w.write_changes(&sub.account_id, &[w.now()]).await;
+    let filtered = w.write_changes(&sub.account_id, &[w.pipeline.now()]).await;
     assert_eq!(
         w.delivery_status(&filtered_sub, &filtered[0]).await,
         DeliveryStatus::SkippedFilter
@@ -721,13 +725,13 @@ async fn an_operator_retry_racing_a_worker_attempt_wins_and_the_stale_outcome_is
     let sub = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
     w.receiver
         .script([Reply::Status(503), Reply::Hang(Duration::from_millis(1500))]);
-    let changes = w.write_changes(&sub.account_id, &[w.now()]).await;
+    let changes = w.write_changes(&sub.account_id, &[w.pipeline.now()]).await;
     let change = &changes[0];
     assert_eq!(
         w.delivery_status(&sub, change).await,
         DeliveryStatus::Retrying
     );
-    w.clock.advance(MINUTE + SECOND);
+    w.pipeline.clock.advance(MINUTE + SECOND);
     let work = DeliveryWork {
         account_id: sub.account_id.as_str().parse().unwrap(),
         change_id: change.change_id.as_str().parse().unwrap(),
@@ -754,7 +758,7 @@ async fn an_operator_retry_racing_a_worker_attempt_wins_and_the_stale_outcome_is
             )
             .await
     };
-    let (outcome, retried) = tokio::join!(w.worker.process(&work), operator);
+    let (outcome, retried) = tokio::join!(w.pipeline.worker.process(&work), operator);
     assert_eq!(retried.ok()["previous_status"], "retrying");
     assert_eq!(
         outcome.unwrap(),
@@ -771,7 +775,7 @@ async fn an_operator_retry_racing_a_worker_attempt_wins_and_the_stale_outcome_is
     );
     assert!(d.lease_token.is_none());
 
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     let d = w.stored_delivery(&sub, change).await;
     assert_eq!(d.status, DeliveryStatus::Delivered);
     assert_eq!(d.attempts, 1);
@@ -791,7 +795,7 @@ async fn replays_a_seven_day_window_and_refuses_an_eight_day_one() {
             json!({"filter": {"field": "record.price", "lt": 100}}),
         )
         .await;
-    let now = w.now();
+    let now = w.pipeline.now();
     let occurred = [
         now.minus(DAY),
         now.minus(3 * DAY),
@@ -806,7 +810,7 @@ async fn replays_a_seven_day_window_and_refuses_an_eight_day_one() {
         .at(now.minus(2 * DAY))
         .price(500.0)
         .await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     assert_eq!(
         w.delivery_status(&sub, &expensive).await,
         DeliveryStatus::SkippedFilter
@@ -909,7 +913,7 @@ async fn replays_a_seven_day_window_and_refuses_an_eight_day_one() {
     );
 
     // Dispatch picks the restarted ones up; the adapter gets them again.
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     assert_eq!(w.receiver.count(), 8);
     for c in &changes[..3] {
         let d = w.stored_delivery(&sub, c).await;
@@ -964,11 +968,15 @@ async fn a_replay_cut_short_resumes_from_its_saved_position_without_restarting_a
     let w = World::new().await;
     let tenant = w.api.account("Tenant").await;
     let sub = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
-    let now = w.now();
+    let now = w.pipeline.now();
     let occurred: Vec<Timestamp> = (1..=6).map(|h| now.minus(h * HOUR)).collect();
     let changes = w.write_changes(&sub.account_id, &occurred).await;
     assert_eq!(w.receiver.count(), 6);
-    let ops = Ops::new(&w.t.clients.dynamo, &w.t.config.delivery_table, &w.clock);
+    let ops = Ops::new(
+        &w.pipeline.stack.clients.dynamo,
+        &w.pipeline.stack.config.delivery_table,
+        &w.pipeline.clock,
+    );
     let job = create_job(
         &ops,
         ReplayRequest {
@@ -1026,7 +1034,7 @@ async fn a_replay_cut_short_resumes_from_its_saved_position_without_restarting_a
             (":two", shared::store::expr::n(2)),
             (
                 ":l",
-                shared::store::expr::n(w.now().plus(30 * SECOND).millis()),
+                shared::store::expr::n(w.pipeline.now().plus(30 * SECOND).millis()),
             ),
             (":t", shared::store::expr::s("dead-run")),
         ],
@@ -1046,7 +1054,7 @@ async fn a_replay_cut_short_resumes_from_its_saved_position_without_restarting_a
         .as_str()
         .unwrap()
         .contains("being processed"));
-    w.clock.advance(31 * SECOND);
+    w.pipeline.clock.advance(31 * SECOND);
     let done = w
         .api
         .post(&resume, OPERATOR_TOKEN, json!({"reason": "it stopped"}))
@@ -1062,7 +1070,7 @@ async fn a_replay_cut_short_resumes_from_its_saved_position_without_restarting_a
             "restarted exactly once"
         );
     }
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     assert_eq!(w.receiver.count(), 12, "each change pushed once more");
     let audit = w
         .api
@@ -1092,12 +1100,13 @@ async fn resuming_a_paused_subscription_resets_its_dead_count_and_skipped_change
         &[
             (":paused", shared::store::expr::s("paused")),
             (":fifty", shared::store::expr::n(50)),
-            (":now", shared::store::expr::n(w.now().millis())),
+            (":now", shared::store::expr::n(w.pipeline.now().millis())),
         ],
     )
     .await;
-    let skipped = w.write_changes(&sub.account_id, &[w.now()]).await;
+    let skipped = w.write_changes(&sub.account_id, &[w.pipeline.now()]).await;
     assert!(w
+        .pipeline
         .delivery(&sub.account_id, &skipped[0].change_id, &sub.subscription_id)
         .await
         .is_none());
@@ -1127,22 +1136,23 @@ async fn resuming_a_paused_subscription_resets_its_dead_count_and_skipped_change
         .contains("only a paused"));
 
     // The skipped change stays skipped, even through a replay of its window.
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     assert_eq!(w.receiver.count(), 0);
     let job = w
         .api.post(
             &op_sub_path(&sub, "/replays"),
             OPERATOR_TOKEN,
-            json!({"from": w.now().minus(HOUR).to_rfc3339(), "to": w.now().to_rfc3339(), "reason": "catch up"}),
+            json!({"from": w.pipeline.now().minus(HOUR).to_rfc3339(), "to": w.pipeline.now().to_rfc3339(), "reason": "catch up"}),
         )
         .await;
     assert_eq!(job.accepted()["counts"]["in_window"], 0);
     assert!(w
+        .pipeline
         .delivery(&sub.account_id, &skipped[0].change_id, &sub.subscription_id)
         .await
         .is_none());
     // New changes are delivered again.
-    let fresh = w.write_changes(&sub.account_id, &[w.now()]).await;
+    let fresh = w.write_changes(&sub.account_id, &[w.pipeline.now()]).await;
     assert_eq!(
         w.delivery_status(&sub, &fresh[0]).await,
         DeliveryStatus::Delivered
@@ -1174,19 +1184,21 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
     let sub_a = w.subscribe_through_api(&a, "poll", json!({})).await;
     let other_integration_a = w.subscribe_through_api(&a, "poll", json!({})).await;
     let sub_b = w.subscribe_through_api(&b, "poll", json!({})).await;
-    let changes = w.write_changes(&sub_a.account_id, &[w.now()]).await;
+    let changes = w
+        .write_changes(&sub_a.account_id, &[w.pipeline.now()])
+        .await;
     settle(&w);
     let job = w
         .api.post(
             &op_sub_path(&sub_a, "/replays"),
             OPERATOR_TOKEN,
-            json!({"from": w.now().minus(HOUR).to_rfc3339(), "to": w.now().to_rfc3339(), "reason": "r"}),
+            json!({"from": w.pipeline.now().minus(HOUR).to_rfc3339(), "to": w.pipeline.now().to_rfc3339(), "reason": "r"}),
         )
         .await;
     let job_id = job.accepted()["id"].as_str().unwrap().to_owned();
     let cursor = PullCursor {
         epoch: 0,
-        read_at: w.now(),
+        read_at: w.pipeline.now(),
         change_id: Some(changes[0].change_id.clone()),
     }
     .encode();
@@ -1196,7 +1208,7 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
             // A PUT replaces with its body (an empty allowlist); without one it is a 400.
             ("PUT", p) if p.ends_with("/notice-allowlist") => Some(json!({})),
             ("POST", p) if p.ends_with("/replays") => Some(json!({
-                "from": w.now().minus(HOUR).to_rfc3339(), "to": w.now().to_rfc3339(), "reason": "r"})),
+                "from": w.pipeline.now().minus(HOUR).to_rfc3339(), "to": w.pipeline.now().to_rfc3339(), "reason": "r"})),
             ("POST", _) => Some(json!({"reason": "r"})),
             _ => None,
         }

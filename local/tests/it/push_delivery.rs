@@ -39,9 +39,10 @@ async fn turns_a_change_event_into_a_queued_delivery_of_the_catalog_projection_n
     let change = w.change(&id(&account)).price(3.5).await;
 
     // Ingest alone: the delivery is recorded pending with the projection, before any push.
-    let (records, failures) = w.ingest_pending().await.unwrap();
+    let (records, failures) = w.pipeline.ingest_pending().await.unwrap();
     assert_eq!((records, failures), (1, 0));
     let d = w
+        .pipeline
         .delivery(&id(&account), &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -56,11 +57,15 @@ async fn turns_a_change_event_into_a_queued_delivery_of_the_catalog_projection_n
         json!(["price"]),
         "hidden field names do not leak"
     );
-    let event = w.event(&id(&account), &change.change_id).await.unwrap();
+    let event = w
+        .pipeline
+        .event(&id(&account), &change.change_id)
+        .await
+        .unwrap();
     assert_eq!(event.subscribers, 1);
 
     // Dispatch and delivery: the receiver gets exactly the projection, signed.
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     let got = r.received();
     assert_eq!(got.len(), 1);
     let body = String::from_utf8(got[0].body.clone()).unwrap();
@@ -78,12 +83,13 @@ async fn turns_a_change_event_into_a_queued_delivery_of_the_catalog_projection_n
         got[0].header("webhook-timestamp").unwrap(),
         got[0].header("webhook-signature").unwrap(),
         &got[0].body,
-        w.now(),
+        w.pipeline.now(),
         DEFAULT_TOLERANCE,
     )
     .expect("the Standard Webhooks signature verifies");
 
     let d = w
+        .pipeline
         .delivery(&id(&account), &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -93,6 +99,7 @@ async fn turns_a_change_event_into_a_queued_delivery_of_the_catalog_projection_n
     assert_eq!(d.attempt_log[0].http_status, Some(200));
     assert!(d.lease_until.is_none(), "lease released");
     let item = w
+        .pipeline
         .get(
             &shared::store::keys::event_pk(&id(&account), &change.change_id),
             &shared::store::keys::delivery_sk(&sub.subscription_id),
@@ -113,12 +120,13 @@ async fn retries_a_classified_failure_with_the_backoff_and_records_the_delivery_
     r.set_default(Reply::Status(503));
     let (account, _, sub) = webhook_subscription(&w).await;
     let change = w.change(&id(&account)).price(1.0).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     assert_eq!(r.count(), 1);
 
     let mut expected_attempts = 1;
     for wait in FIXED_SCHEDULE {
         let d = w
+            .pipeline
             .delivery(&id(&account), &change.change_id, &sub.subscription_id)
             .await
             .unwrap();
@@ -131,17 +139,18 @@ async fn retries_a_classified_failure_with_the_backoff_and_records_the_delivery_
             "attempt {expected_attempts} waits {wait:?}"
         );
         // Just before the wait ends nothing happens, even when the sweep runs.
-        w.advance(wait - SECOND).await.unwrap();
+        w.pipeline.advance(wait - SECOND).await.unwrap();
         assert_eq!(
             r.count() as u32,
             expected_attempts,
             "no attempt before the backoff ends"
         );
-        w.advance(SECOND).await.unwrap();
+        w.pipeline.advance(SECOND).await.unwrap();
         expected_attempts += 1;
         assert_eq!(r.count() as u32, expected_attempts);
     }
     let d = w
+        .pipeline
         .delivery(&id(&account), &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -153,9 +162,13 @@ async fn retries_a_classified_failure_with_the_backoff_and_records_the_delivery_
         .iter()
         .all(|a| a.class == "transient" && a.http_status == Some(503)));
     // Nothing further: a day later there is no seventh attempt.
-    w.advance(Duration::from_secs(86_400)).await.unwrap();
+    w.pipeline
+        .advance(Duration::from_secs(86_400))
+        .await
+        .unwrap();
     assert_eq!(r.count(), 6);
     let s = w
+        .pipeline
         .subscription(&id(&account), &sub.subscription_id)
         .await
         .unwrap();
@@ -173,8 +186,9 @@ async fn honours_a_longer_retry_after_and_recovers_on_a_later_attempt() {
     }]);
     let (account, _, sub) = webhook_subscription(&w).await;
     let change = w.change(&id(&account)).price(1.0).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     let d = w
+        .pipeline
         .delivery(&id(&account), &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -185,11 +199,12 @@ async fn honours_a_longer_retry_after_and_recovers_on_a_later_attempt() {
         d.not_before,
         Some(d.attempt_log[0].at.plus(Duration::from_secs(600)))
     );
-    w.advance(MINUTE).await.unwrap();
+    w.pipeline.advance(MINUTE).await.unwrap();
     assert_eq!(r.count(), 1);
-    w.advance(Duration::from_secs(540)).await.unwrap();
+    w.pipeline.advance(Duration::from_secs(540)).await.unwrap();
     assert_eq!(r.count(), 2);
     let d = w
+        .pipeline
         .delivery(&id(&account), &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -204,8 +219,9 @@ async fn a_permanent_refusal_is_dead_at_once_and_configuration_loss_is_failed() 
     r.set_default(Reply::Status(410));
     let (account, integration, sub) = webhook_subscription(&w).await;
     let first = w.change(&id(&account)).price(1.0).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     let d = w
+        .pipeline
         .delivery(&id(&account), &first.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -217,11 +233,12 @@ async fn a_permanent_refusal_is_dead_at_once_and_configuration_loss_is_failed() 
     let mut withdrawn = integration.clone();
     withdrawn.event_access_accepted = false;
     w.save_integration(&withdrawn).await;
-    w.worker.forget_config(&id(&account));
+    w.pipeline.worker.forget_config(&id(&account));
     let second = w.change(&id(&account)).price(2.0).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     assert_eq!(r.count(), 1, "no call without consent");
     let d = w
+        .pipeline
         .delivery(&id(&account), &second.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -242,14 +259,15 @@ async fn pauses_a_subscription_after_fifty_dead_deliveries_in_a_row_and_tells_it
     // A success first, then fifty-two permanent failures.
     r.script([Reply::Status(200)]);
     w.change(&id(&account)).price(0.5).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     let mut changes = Vec::new();
     for i in 0..50 {
         let c = w.change(&id(&account)).price(i as f64).await;
         changes.push(c);
     }
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     let s = w
+        .pipeline
         .subscription(&id(&account), &sub.subscription_id)
         .await
         .unwrap();
@@ -258,16 +276,18 @@ async fn pauses_a_subscription_after_fifty_dead_deliveries_in_a_row_and_tells_it
     assert!(s.paused_at.is_some());
 
     // Exactly one notice, addressed to the account's administrators.
-    let notices =
-        w.t.clients
-            .dynamo
-            .scan()
-            .table_name(&w.t.config.notification_table)
-            .send()
-            .await
-            .unwrap()
-            .items
-            .unwrap_or_default();
+    let notices = w
+        .pipeline
+        .stack
+        .clients
+        .dynamo
+        .scan()
+        .table_name(&w.pipeline.stack.config.notification_table)
+        .send()
+        .await
+        .unwrap()
+        .items
+        .unwrap_or_default();
     assert_eq!(notices.len(), 1, "one administrator notice");
     let notice = &notices[0];
     assert_eq!(
@@ -281,10 +301,11 @@ async fn pauses_a_subscription_after_fifty_dead_deliveries_in_a_row_and_tells_it
 
     // Redelivering every message counts nothing twice.
     for c in &changes {
-        w.worker.process(&work(c, &sub)).await.unwrap();
+        w.pipeline.worker.process(&work(c, &sub)).await.unwrap();
     }
     assert_eq!(
-        w.subscription(&id(&account), &sub.subscription_id)
+        w.pipeline
+            .subscription(&id(&account), &sub.subscription_id)
             .await
             .unwrap()
             .consecutive_dead,
@@ -294,8 +315,9 @@ async fn pauses_a_subscription_after_fifty_dead_deliveries_in_a_row_and_tells_it
     // While paused, new changes are skipped: no delivery record, nothing sent.
     let calls = r.count();
     let skipped = w.change(&id(&account)).price(99.0).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     assert!(w
+        .pipeline
         .delivery(&id(&account), &skipped.change_id, &sub.subscription_id)
         .await
         .is_none());
@@ -309,24 +331,28 @@ async fn a_success_resets_the_consecutive_dead_count() {
     let (account, _, sub) = webhook_subscription(&w).await;
     r.script([Reply::Status(400), Reply::Status(400), Reply::Status(200)]);
     for i in 0..2 {
-        w.write_change(&w.change(&id(&account)).price(i as f64).build())
+        w.pipeline
+            .write_change(&w.change(&id(&account)).price(i as f64).build())
             .await
             .unwrap();
-        w.pump().await.unwrap();
+        w.pipeline.pump().await.unwrap();
     }
     assert_eq!(
-        w.subscription(&id(&account), &sub.subscription_id)
+        w.pipeline
+            .subscription(&id(&account), &sub.subscription_id)
             .await
             .unwrap()
             .consecutive_dead,
         2
     );
-    w.write_change(&w.change(&id(&account)).price(9.0).build())
+    w.pipeline
+        .write_change(&w.change(&id(&account)).price(9.0).build())
         .await
         .unwrap();
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     assert_eq!(
-        w.subscription(&id(&account), &sub.subscription_id)
+        w.pipeline
+            .subscription(&id(&account), &sub.subscription_id)
             .await
             .unwrap()
             .consecutive_dead,
@@ -341,12 +367,17 @@ async fn duplicate_stream_records_and_duplicate_messages_deliver_once() {
     let (account, _, sub) = webhook_subscription(&w).await;
     let change = w.change(&id(&account)).price(1.0).build();
     // The owning application writes the same change twice (the stream carries both).
-    w.write_change(&change).await.unwrap();
-    w.write_change(&change).await.unwrap();
-    w.ingest_pending().await.unwrap();
+    w.pipeline.write_change(&change).await.unwrap();
+    w.pipeline.write_change(&change).await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
     // The same stream record handled again (a retried batch).
     let mut configs = Default::default();
-    let again = w.ingest.ingest_change(&change, &mut configs).await.unwrap();
+    let again = w
+        .pipeline
+        .ingest
+        .ingest_change(&change, &mut configs)
+        .await
+        .unwrap();
     assert_eq!(again.pending, 1);
     assert_eq!(
         again.already_recorded, 2,
@@ -356,18 +387,21 @@ async fn duplicate_stream_records_and_duplicate_messages_deliver_once() {
     // Three copies of the work message.
     let job = work(&change, &sub);
     for _ in 0..3 {
-        w.t.clients
+        w.pipeline
+            .stack
+            .clients
             .sqs
             .send_message()
-            .queue_url(&w.t.config.delivery_queue_url)
+            .queue_url(&w.pipeline.stack.config.delivery_queue_url)
             .message_body(serde_json::to_string(&job).unwrap())
             .send()
             .await
             .unwrap();
     }
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     assert_eq!(r.count(), 1, "one adapter call");
     let d = w
+        .pipeline
         .delivery(&id(&account), &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -381,36 +415,38 @@ async fn a_worker_that_dies_after_its_claim_is_taken_over_when_the_lease_lapses(
     let r = &w.receiver;
     let (account, _, sub) = webhook_subscription(&w).await;
     let change = w.change(&id(&account)).price(1.0).await;
-    w.ingest_pending().await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
     // A worker claims attempt 1 and dies: its lease is written, nothing else (a claim does not
     // touch the `due` index).
     w.lease(
         &change,
         &sub.subscription_id,
-        w.now().plus(Duration::from_secs(60)),
+        w.pipeline.now().plus(Duration::from_secs(60)),
         "dead-worker",
     )
     .await;
     // A copy of its message arrives while the lease holds: nobody else may call the adapter.
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     assert_eq!(r.count(), 0, "the live lease keeps other workers out");
     // In AWS the dead worker's own message returns after the queue's visibility timeout (120 s,
     // past the lease). Here that message is lost too: nothing publishes the delivery until its
     // first-dispatch grace has passed; then the roll-up of its open event puts it on the `due`
     // index and the sweep publishes it, and attempt 1 is taken over.
-    w.advance(Duration::from_secs(61)).await.unwrap();
+    w.pipeline.advance(Duration::from_secs(61)).await.unwrap();
     assert_eq!(r.count(), 0, "not lost yet: the queue may still bring it");
-    w.clock
+    w.pipeline
+        .clock
         .advance(shared::domain::integration_delivery::FIRST_DISPATCH_GRACE);
-    assert_eq!(w.roll_up_pass().await.unwrap().requeued, 1);
+    assert_eq!(w.pipeline.roll_up_pass().await.unwrap().requeued, 1);
     assert_eq!(
-        w.roll_up_pass().await.unwrap().requeued,
+        w.pipeline.roll_up_pass().await.unwrap().requeued,
         0,
         "scheduled once"
     );
-    w.advance(Duration::from_secs(1)).await.unwrap();
+    w.pipeline.advance(Duration::from_secs(1)).await.unwrap();
     assert_eq!(r.count(), 1);
     let d = w
+        .pipeline
         .delivery(&id(&account), &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -425,25 +461,25 @@ async fn the_worker_claims_without_reading_first_and_a_refused_claim_says_why_fr
     let r = &w.receiver;
     let (account, _, sub) = webhook_subscription(&w).await;
     let change = w.change(&id(&account)).price(2.5).await;
-    w.ingest_pending().await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
     let job = work(&change, &sub);
-    let lease = w.now().plus(Duration::from_secs(60));
+    let lease = w.pipeline.now().plus(Duration::from_secs(60));
     w.lease(&change, &sub.subscription_id, lease, "another-worker")
         .await;
 
     // Another worker's live lease: the claim is refused and is the only request.
-    w.t.meter.reset();
-    let outcome = w.worker.process(&job).await.unwrap();
+    w.pipeline.stack.meter.reset();
+    let outcome = w.pipeline.worker.process(&job).await.unwrap();
     assert_eq!(outcome, WorkOutcome::Skipped("leased by another worker"));
     assert_eq!(w.dynamo_requests(), [("UpdateItem".to_string(), 1)]);
     assert_eq!(r.count(), 0);
 
     // The lease lapses: claim, outcome and the dead count's read; the claim's answer carried the
     // delivery, so nothing read it first.
-    w.clock.advance(Duration::from_secs(61));
-    w.worker.forget_config(&id(&account));
-    w.t.meter.reset();
-    let outcome = w.worker.process(&job).await.unwrap();
+    w.pipeline.clock.advance(Duration::from_secs(61));
+    w.pipeline.worker.forget_config(&id(&account));
+    w.pipeline.stack.meter.reset();
+    let outcome = w.pipeline.worker.process(&job).await.unwrap();
     assert_eq!(
         outcome,
         WorkOutcome::Attempted {
@@ -466,16 +502,17 @@ async fn the_worker_claims_without_reading_first_and_a_refused_claim_says_why_fr
 
     // A copy of the message after the success, and a message for a delivery that does not
     // exist: each is refused by the claim alone, which says why.
-    w.t.meter.reset();
-    let outcome = w.worker.process(&job).await.unwrap();
+    w.pipeline.stack.meter.reset();
+    let outcome = w.pipeline.worker.process(&job).await.unwrap();
     assert_eq!(outcome, WorkOutcome::Skipped("already settled"));
     let mut missing = job.clone();
     missing.change_id = id("01NOSUCHCHANGE");
-    let outcome = w.worker.process(&missing).await.unwrap();
+    let outcome = w.pipeline.worker.process(&missing).await.unwrap();
     assert_eq!(outcome, WorkOutcome::Skipped("no such delivery"));
     assert_eq!(w.dynamo_requests(), [("UpdateItem".to_string(), 2)]);
     assert_eq!(r.count(), 1);
     let d = w
+        .pipeline
         .delivery(&id(&account), &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -506,22 +543,24 @@ async fn a_lost_acknowledgement_is_retried_with_the_same_delivery_id() {
         shared::delivery::worker::internal::InternalRegistry::default(),
     );
     let change = w.change(&account.account_id).price(1.0).await;
-    w.ingest_pending().await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
     let job = work(&change, &sub);
     worker.process(&job).await.unwrap();
     let d = w
+        .pipeline
         .delivery(&account.account_id, &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
     assert_eq!(d.status, DeliveryStatus::Retrying);
     assert_eq!(d.attempt_log[0].class, "transient");
-    w.clock.advance(MINUTE);
+    w.pipeline.clock.advance(MINUTE);
     worker.process(&job).await.unwrap();
     let got = r.received();
     assert_eq!(got.len(), 2);
     assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
     assert_eq!(got[0].body, got[1].body);
     let d = w
+        .pipeline
         .delivery(&account.account_id, &change.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -543,8 +582,9 @@ async fn a_filter_change_does_not_resurrect_a_skipped_filter_record() {
         .filter(json!({"field": "record.price", "gt": 10}))
         .await;
     let cheap = w.change(&account.account_id).price(3.0).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     let d = w
+        .pipeline
         .delivery(&account.account_id, &cheap.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -559,9 +599,14 @@ async fn a_filter_change_does_not_resurrect_a_skipped_filter_record() {
     sub.filter = None;
     w.save_subscription(&sub).await;
     let mut configs = Default::default();
-    w.ingest.ingest_change(&cheap, &mut configs).await.unwrap();
-    w.pump().await.unwrap();
+    w.pipeline
+        .ingest
+        .ingest_change(&cheap, &mut configs)
+        .await
+        .unwrap();
+    w.pipeline.pump().await.unwrap();
     let d = w
+        .pipeline
         .delivery(&account.account_id, &cheap.change_id, &sub.subscription_id)
         .await
         .unwrap();
@@ -582,16 +627,18 @@ async fn a_malformed_stream_record_fails_alone_and_the_rest_of_the_batch_is_inge
     let mut bad: shared::store::Item =
         serde_dynamo::to_item(w.change(&id(&account)).price(2.0).build()).unwrap();
     bad.remove("event_code");
-    w.write_raw_change(bad).await.unwrap();
+    w.pipeline.write_raw_change(bad).await.unwrap();
     let after = w.change(&id(&account)).price(3.0).await;
-    let (_, failures) = w.ingest_pending().await.unwrap();
+    let (_, failures) = w.pipeline.ingest_pending().await.unwrap();
     assert!(failures >= 1, "the malformed record is reported");
     // The record after the bad one is processed too (each retry re-reads from the failure on).
     assert!(w
+        .pipeline
         .delivery(&id(&account), &before.change_id, &sub.subscription_id)
         .await
         .is_some());
     assert!(w
+        .pipeline
         .delivery(&id(&account), &after.change_id, &sub.subscription_id)
         .await
         .is_some());
@@ -605,24 +652,30 @@ async fn an_internal_subscriber_stores_its_result_and_marks_the_event_done() {
     let sub = w.subscribe(&integration).await;
     let newer = w
         .change(&account.account_id)
-        .at(w.now().plus(MINUTE))
+        .at(w.pipeline.now().plus(MINUTE))
         .price(8.0)
         .build();
     let older = w.change(&account.account_id).price(5.0).build();
-    w.write_change(&newer).await.unwrap();
-    w.write_change(&older).await.unwrap();
-    w.pump().await.unwrap();
+    w.pipeline.write_change(&newer).await.unwrap();
+    w.pipeline.write_change(&older).await.unwrap();
+    w.pipeline.pump().await.unwrap();
     for c in [&newer, &older] {
         let d = w
+            .pipeline
             .delivery(&account.account_id, &c.change_id, &sub.subscription_id)
             .await
             .unwrap();
         assert_eq!(d.status, DeliveryStatus::Delivered);
-        let e = w.event(&account.account_id, &c.change_id).await.unwrap();
+        let e = w
+            .pipeline
+            .event(&account.account_id, &c.change_id)
+            .await
+            .unwrap();
         assert_eq!(e.internal_status, InternalStatus::Done);
     }
     // The late, older change did not overwrite the newer snapshot.
     let snap = w
+        .pipeline
         .get(
             &shared::delivery::worker::internal::snapshot_pk(&account.account_id, "catalog_item"),
             "SKU-1",
@@ -643,18 +696,19 @@ async fn the_ssrf_guard_refuses_private_targets_in_production() {
     let w = World::new().await;
     let r = &w.receiver;
     let (account, _, sub) = webhook_subscription(&w).await;
-    let mut production = w.t.config.clone();
+    let mut production = w.pipeline.stack.config.clone();
     production.allow_private_targets = false;
     let worker = shared::delivery::worker::DeliveryWorker::new(
-        w.t.clients.clone(),
+        w.pipeline.stack.clients.clone(),
         production,
-        std::sync::Arc::new(w.clock.clone()),
+        std::sync::Arc::new(w.pipeline.clock.clone()),
     );
     let change = w.change(&id(&account)).price(1.0).await;
-    w.ingest_pending().await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
     worker.process(&work(&change, &sub)).await.unwrap();
     assert_eq!(r.count(), 0, "nothing reaches a loopback target");
     let d = w
+        .pipeline
         .delivery(&id(&account), &change.change_id, &sub.subscription_id)
         .await
         .unwrap();

@@ -94,11 +94,15 @@ async fn a_replay_job_cut_short_by_its_lambdas_timeout_is_continued_by_the_next_
     let w = World::new().await;
     let tenant = w.api.account("Tenant").await;
     let sub = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
-    let now = w.now();
+    let now = w.pipeline.now();
     let occurred: Vec<Timestamp> = (1..=5).map(|h| now.minus(h * HOUR)).collect();
     let changes = w.write_changes(&sub.account_id, &occurred).await;
     assert_eq!(w.receiver.count(), 5);
-    let ops = Ops::new(&w.t.clients.dynamo, &w.t.config.delivery_table, &w.clock);
+    let ops = Ops::new(
+        &w.pipeline.stack.clients.dynamo,
+        &w.pipeline.stack.config.delivery_table,
+        &w.pipeline.clock,
+    );
     let job = create_job(
         &ops,
         ReplayRequest {
@@ -128,7 +132,7 @@ async fn a_replay_job_cut_short_by_its_lambdas_timeout_is_continued_by_the_next_
         &[
             (
                 ":l",
-                shared::store::expr::n(w.now().plus(JOB_LEASE).millis()),
+                shared::store::expr::n(w.pipeline.now().plus(JOB_LEASE).millis()),
             ),
             (":t", shared::store::expr::s("timed-out-run")),
         ],
@@ -136,7 +140,7 @@ async fn a_replay_job_cut_short_by_its_lambdas_timeout_is_continued_by_the_next_
     .await;
 
     // A run while the dead run's lease lasts leaves the job alone.
-    let early = w.reconcile(RunKind::Rollup, 1000).await;
+    let early = w.pipeline.reconcile(RunKind::Rollup, 1000).await;
     assert!(early.ok(), "{early:?}");
     assert_eq!(early.replays.resumed, 0);
     let mut sim = Sim::new(&w);
@@ -158,10 +162,11 @@ async fn a_replay_job_cut_short_by_its_lambdas_timeout_is_continued_by_the_next_
     // Every delivery restarted once and delivered again; a later run does nothing more.
     sim.until(ROLLUP_EVERY, || async { w.receiver.count() == 10 })
         .await;
-    let again = w.reconcile(RunKind::Rollup, 1000).await;
+    let again = w.pipeline.reconcile(RunKind::Rollup, 1000).await;
     assert_eq!((again.replays.found, again.replays.resumed), (0, 0));
     for change in &changes {
         let d = w
+            .pipeline
             .delivery(&sub.account_id, &change.change_id, &sub.subscription_id)
             .await
             .unwrap();
@@ -176,26 +181,27 @@ async fn a_worker_that_died_after_its_claim_is_recovered_within_the_stated_bound
     let hook = w.integration(&account.account_id).await;
     let sub = w.subscribe(&hook).await;
     let change = w.change(&account.account_id).await;
-    w.ingest_pending().await.unwrap();
-    w.dispatch_pending().await.unwrap();
+    w.pipeline.ingest_pending().await.unwrap();
+    w.pipeline.dispatch_pending().await.unwrap();
     // The worker claims (its lease written) and dies; its message is gone too.
     w.lease(
         &change,
         &sub.subscription_id,
-        w.now().plus(PROCESSING_LEASE),
+        w.pipeline.now().plus(PROCESSING_LEASE),
         "dead-worker",
     )
     .await;
     let mut sim = Sim::new(&w);
     let lost = sim
         .deliveries
-        .drain(w.now(), |_| async { Default::default() })
+        .drain(w.pipeline.now(), |_| async { Default::default() })
         .await;
     assert_eq!(lost, 1);
     let bound = bounds()[5].1;
     let took = sim
         .until(bound + ROLLUP_EVERY, || async {
-            w.delivery(&account.account_id, &change.change_id, &sub.subscription_id)
+            w.pipeline
+                .delivery(&account.account_id, &change.change_id, &sub.subscription_id)
                 .await
                 .is_some_and(|d| d.status == DeliveryStatus::Delivered)
         })

@@ -33,9 +33,10 @@ async fn the_samples_run_through_ingest_dispatch_and_the_worker() {
     sample_configuration(&w).await;
 
     let change: DynamoDbEvent = serde_json::from_str(&sample("ingest-change-stream.json")).unwrap();
-    let response = w.ingest.handle(change).await;
+    let response = w.pipeline.ingest.handle(change).await;
     assert!(response.batch_item_failures.is_empty());
     let d = w
+        .pipeline
         .delivery(
             &id("acct-sample"),
             &id("01JDX0SAMPLE0000000000CHG1"),
@@ -47,9 +48,15 @@ async fn the_samples_run_through_ingest_dispatch_and_the_worker() {
 
     let stream: DynamoDbEvent =
         serde_json::from_str(&sample("dispatch-delivery-stream.json")).unwrap();
-    let response = w.dispatcher.handle_stream(stream).await;
+    let response = w.pipeline.dispatcher.handle_stream(stream).await;
     assert!(response.batch_item_failures.is_empty());
-    let published = w.t.queue("DeliveryQueue").receive().await.unwrap();
+    let published = w
+        .pipeline
+        .stack
+        .queue("DeliveryQueue")
+        .receive()
+        .await
+        .unwrap();
     assert_eq!(
         published.len(),
         1,
@@ -57,10 +64,11 @@ async fn the_samples_run_through_ingest_dispatch_and_the_worker() {
     );
 
     let work: SqsEvent = serde_json::from_str(&sample("deliver-sqs.json")).unwrap();
-    let response = w.worker.handle(work).await;
+    let response = w.pipeline.worker.handle(work).await;
     assert!(response.batch_item_failures.is_empty());
     assert_eq!(w.receiver.count(), 1);
     let d = w
+        .pipeline
         .delivery(
             &id("acct-sample"),
             &id("01JDX0SAMPLE0000000000CHG1"),
@@ -81,7 +89,7 @@ async fn a_malformed_work_message_fails_alone() {
     bad["body"] = "{not json".into();
     work["Records"] = Value::Array(vec![bad, good]);
     let event: SqsEvent = serde_json::from_value(work).unwrap();
-    let response = w.worker.handle(event).await;
+    let response = w.pipeline.worker.handle(event).await;
     let failed: Vec<&str> = response
         .batch_item_failures
         .iter()
@@ -110,10 +118,14 @@ async fn the_dispatcher_sweeps_only_on_its_schedules_payload_and_writes_one_swee
     use shared::metrics::CapturedEmf;
     use std::sync::Arc;
     let w = World::new().await;
-    let mut config = w.t.config.clone();
+    let mut config = w.pipeline.stack.config.clone();
     config.metrics_namespace = "RhythmTest".into();
     config.stage = "qa".into();
-    let dispatcher = Dispatcher::new(w.t.clients.clone(), config, Arc::new(w.clock.clone()));
+    let dispatcher = Dispatcher::new(
+        w.pipeline.stack.clients.clone(),
+        config,
+        Arc::new(w.pipeline.clock.clone()),
+    );
     let emf = CapturedEmf::default();
 
     // The schedule's sample payload sweeps (nothing is due: it publishes nothing) and still
@@ -133,7 +145,7 @@ async fn the_dispatcher_sweeps_only_on_its_schedules_payload_and_writes_one_swee
     );
     assert_eq!(doc["Stage"], "qa");
     assert_eq!(doc["DispatcherSweepRuns"], 1);
-    assert_eq!(doc["_aws"]["Timestamp"], w.now().millis());
+    assert_eq!(doc["_aws"]["Timestamp"], w.pipeline.now().millis());
     // A second run: a second line (the alarm counts runs).
     dispatcher
         .handle_payload(serde_json::json!({"sweep": "due"}), &emf)
@@ -179,7 +191,7 @@ async fn a_stream_record_without_a_sequence_number_is_reported_by_its_event_id()
     record["dynamodb"]["NewImage"] = serde_json::json!({"pk": {"S": "x"}});
     let event_id = record["eventID"].as_str().unwrap().to_owned();
     let event: DynamoDbEvent = serde_json::from_value(event).unwrap();
-    let response = w.ingest.handle(event).await;
+    let response = w.pipeline.ingest.handle(event).await;
     let failed: Vec<Option<&str>> = response
         .batch_item_failures
         .iter()

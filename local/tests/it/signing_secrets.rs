@@ -51,10 +51,12 @@ async fn webhook_through_api(
 
 /// The integration's item as DynamoDB holds it, read raw through the SDK.
 async fn raw_item(w: &World, account_id: &AccountId, integration_id: &IntegrationId) -> Item {
-    w.t.clients
+    w.pipeline
+        .stack
+        .clients
         .dynamo
         .get_item()
-        .table_name(&w.t.config.delivery_table)
+        .table_name(&w.pipeline.stack.config.delivery_table)
         .key("pk", AttributeValue::S(keys::account_pk(account_id)))
         .key(
             "sk",
@@ -109,7 +111,7 @@ async fn a_stored_webhook_and_its_stream_images_hold_no_plaintext_signing_secret
         assert!(sealed["key_id"]
             .as_s()
             .unwrap()
-            .contains(&w.t.config.signing_key_id));
+            .contains(&w.pipeline.stack.config.signing_key_id));
     }
     assert!(
         !item.contains_key("signing_secret"),
@@ -119,7 +121,9 @@ async fn a_stored_webhook_and_its_stream_images_hold_no_plaintext_signing_secret
     // Every image the table's stream carried of the integration (its creation and rotation).
     let images = Arc::new(Mutex::new(Vec::new()));
     let seen = images.clone();
-    w.t.stream("DeliveryTable")
+    w.pipeline
+        .stack
+        .stream("DeliveryTable")
         .drain(move |event: DynamoDbEvent| {
             let seen = seen.clone();
             async move {
@@ -155,21 +159,21 @@ async fn deliveries_sign_correctly_with_one_kms_decrypt_per_data_key_per_contain
     for _ in 0..3 {
         hooks.push(webhook_through_api(&w, &tenant).await);
     }
-    let meter = &w.t.meter;
+    let meter = &w.pipeline.stack.meter;
     // One API container: one data key for every secret it seals.
     assert_eq!(meter.total("KMS", Some(&["GenerateDataKey"])), 1);
     assert_eq!(meter.total("KMS", Some(&["Decrypt"])), 0);
 
     for round in 1..=2 {
         w.change(&tenant.account_id).price(round as f64).await;
-        w.pump().await.unwrap();
+        w.pipeline.pump().await.unwrap();
         let got = w.receiver.received();
         assert_eq!(got.len(), 3 * round);
         for request in &got[got.len() - 3..] {
             // Each request verifies with exactly its own integration's secret.
             let matching: Vec<_> = hooks
                 .iter()
-                .filter(|(_, _, secret)| verifies(secret, request, w.now()))
+                .filter(|(_, _, secret)| verifies(secret, request, w.pipeline.now()))
                 .collect();
             assert_eq!(
                 matching.len(),
@@ -258,7 +262,7 @@ async fn a_tampered_or_moved_sealed_secret_fails_its_delivery_as_configuration_l
     .await;
 
     let change = w.change(&acct).await;
-    let report = w.pump().await.unwrap();
+    let report = w.pipeline.pump().await.unwrap();
     assert_eq!(
         report.queue.failures, 0,
         "per-delivery outcomes, no batch failure"
@@ -266,14 +270,18 @@ async fn a_tampered_or_moved_sealed_secret_fails_its_delivery_as_configuration_l
     // Only the untouched integration was called.
     let got = w.receiver.received();
     assert_eq!(got.len(), 1);
-    assert!(verifies(&from_secret, &got[0], w.now()));
+    assert!(verifies(&from_secret, &got[0], w.pipeline.now()));
 
     for (sub, expected) in [
         (&moved_sub, "altered or belongs to another integration"),
         (&flipped_sub, "altered or belongs to another integration"),
         (&unwrapped_sub, "KMS refused the signing secret's data key"),
     ] {
-        let d = w.delivery(&acct, &change.change_id, sub).await.unwrap();
+        let d = w
+            .pipeline
+            .delivery(&acct, &change.change_id, sub)
+            .await
+            .unwrap();
         assert_eq!(d.status, DeliveryStatus::Failed, "{sub}");
         let attempt = d.attempt_log.last().unwrap();
         assert_eq!(attempt.class, "configuration_loss");
@@ -319,7 +327,7 @@ async fn a_rotation_signs_with_both_secrets_during_its_grace_and_with_the_new_on
         .await;
     refused.problem(http::StatusCode::UNPROCESSABLE_ENTITY);
 
-    let rotated_at = w.now();
+    let rotated_at = w.pipeline.now();
     let rotation = w
         .api
         .patch(
@@ -343,15 +351,15 @@ async fn a_rotation_signs_with_both_secrets_during_its_grace_and_with_the_new_on
     );
 
     // Within the grace: two signatures, the new secret's first; either secret verifies.
-    w.clock.advance(Duration::from_secs(3599));
+    w.pipeline.clock.advance(Duration::from_secs(3599));
     w.change(&tenant.account_id).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     let got = w.receiver.received();
     assert_eq!(got.len(), 1);
     let header = got[0].header("webhook-signature").unwrap();
     let entries: Vec<&str> = header.split(' ').collect();
     assert_eq!(entries.len(), 2, "{header}");
-    assert!(verifies(&old, &got[0], w.now()) && verifies(&new, &got[0], w.now()));
+    assert!(verifies(&old, &got[0], w.pipeline.now()) && verifies(&new, &got[0], w.pipeline.now()));
     let only_first = ReceivedRequest {
         headers: [("webhook-signature".to_string(), entries[0].to_string())]
             .into_iter()
@@ -366,14 +374,14 @@ async fn a_rotation_signs_with_both_secrets_during_its_grace_and_with_the_new_on
         ..got[0].clone()
     };
     assert!(
-        verifies(&new, &only_first, w.now()),
+        verifies(&new, &only_first, w.pipeline.now()),
         "the new secret's entry comes first"
     );
 
     // At the expiry and after: the new secret alone.
-    w.clock.advance(Duration::from_secs(1));
+    w.pipeline.clock.advance(Duration::from_secs(1));
     w.change(&tenant.account_id).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     let got = w.receiver.received();
     assert_eq!(got.len(), 2);
     assert_eq!(
@@ -384,9 +392,9 @@ async fn a_rotation_signs_with_both_secrets_during_its_grace_and_with_the_new_on
             .count(),
         1
     );
-    assert!(verifies(&new, &got[1], w.now()));
+    assert!(verifies(&new, &got[1], w.pipeline.now()));
     assert!(
-        !verifies(&old, &got[1], w.now()),
+        !verifies(&old, &got[1], w.pipeline.now()),
         "the old secret still verifies"
     );
 
@@ -404,11 +412,11 @@ async fn a_rotation_signs_with_both_secrets_during_its_grace_and_with_the_new_on
     assert!(!raw_item(&w, &tenant.account_id, &id)
         .await
         .contains_key(PREVIOUS_SECRET));
-    w.worker.forget_config(&tenant.account_id);
+    w.pipeline.worker.forget_config(&tenant.account_id);
     w.change(&tenant.account_id).await;
-    w.pump().await.unwrap();
+    w.pipeline.pump().await.unwrap();
     let got = w.receiver.received();
     assert_eq!(got.len(), 3);
-    assert!(verifies(&newest, &got[2], w.now()));
-    assert!(!verifies(&new, &got[2], w.now()));
+    assert!(verifies(&newest, &got[2], w.pipeline.now()));
+    assert!(!verifies(&new, &got[2], w.pipeline.now()));
 }

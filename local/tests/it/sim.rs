@@ -44,8 +44,8 @@ pub struct VirtualQueue {
 impl VirtualQueue {
     pub fn new(w: &World, queue_logical_id: &str, visibility: Duration) -> Self {
         VirtualQueue {
-            tap: w.t.queue(queue_logical_id),
-            client: aws_sdk_sqs::Client::new(&w.t.sdk),
+            tap: w.pipeline.stack.queue(queue_logical_id),
+            client: aws_sdk_sqs::Client::new(&w.pipeline.stack.sdk),
             visibility,
             returning: Vec::new(),
             handled: 0,
@@ -158,8 +158,8 @@ impl<'w> Sim<'w> {
             w,
             deliveries: VirtualQueue::new(w, "DeliveryQueue", DELIVERY_VISIBILITY),
             notifications: VirtualQueue::new(w, "NotificationQueue", NOTIFICATION_VISIBILITY),
-            notices: w.t.stream("NotificationTable"),
-            started: w.now(),
+            notices: w.pipeline.stack.stream("NotificationTable"),
+            started: w.pipeline.now(),
             stream_failures: 0,
             reconcile_errors: 0,
         }
@@ -167,7 +167,7 @@ impl<'w> Sim<'w> {
 
     /// Virtual time since the simulation started.
     pub fn elapsed(&self) -> Duration {
-        self.w.now().since(self.started)
+        self.w.pipeline.now().since(self.started)
     }
 
     /// The notification table's stream into its handler (fan-out, publishing work), once.
@@ -183,11 +183,17 @@ impl<'w> Sim<'w> {
     pub async fn run_now(&mut self) {
         let w = self.w;
         for _ in 0..20 {
-            let (changes, change_failures) = w.ingest_pending().await.expect("ingest");
-            let (published, dispatch_failures) =
-                w.dispatch_pending_with_failures().await.expect("dispatch");
-            let now = w.now();
-            let worked = self.deliveries.drain(now, |e| w.worker.handle(e)).await;
+            let (changes, change_failures) = w.pipeline.ingest_pending().await.expect("ingest");
+            let (published, dispatch_failures) = w
+                .pipeline
+                .dispatch_pending_with_failures()
+                .await
+                .expect("dispatch");
+            let now = w.pipeline.now();
+            let worked = self
+                .deliveries
+                .drain(now, |e| w.pipeline.worker.handle(e))
+                .await;
             let fanned = self.run_notification_stream().await;
             let sent = self
                 .notifications
@@ -204,14 +210,14 @@ impl<'w> Sim<'w> {
     /// handler.
     pub async fn tick(&mut self) {
         let w = self.w;
-        w.clock.advance(SWEEP_EVERY);
-        if w.dispatcher.sweep().await.is_err() {
+        w.pipeline.clock.advance(SWEEP_EVERY);
+        if w.pipeline.dispatcher.sweep().await.is_err() {
             // A failed sweep is retried by the next one, as the schedule's next run would.
             self.reconcile_errors += 1;
         }
         let minutes = self.elapsed().as_secs() / 60;
         if minutes % (ROLLUP_EVERY.as_secs() / 60) == 0 {
-            let report = w.reconcile(RunKind::Rollup, 10_000).await;
+            let report = w.pipeline.reconcile(RunKind::Rollup, 10_000).await;
             self.reconcile_errors += usize::from(!report.ok());
         }
         self.run_now().await;

@@ -42,9 +42,9 @@ async fn one_batch(
         }
         changes.push(ids);
     }
-    w.ingest_pending().await.unwrap();
-    w.dispatch_pending().await.unwrap();
-    let queue = w.t.queue("DeliveryQueue");
+    w.pipeline.ingest_pending().await.unwrap();
+    w.pipeline.dispatch_pending().await.unwrap();
+    let queue = w.pipeline.stack.queue("DeliveryQueue");
     let expected = subscriptions.len() * per_subscription;
     let mut messages = Vec::new();
     while messages.len() < expected {
@@ -72,7 +72,7 @@ async fn a_receiver_streaming_100_mib_gets_its_attempt_classified_with_at_most_t
     let err = subscription_to(&w, &hostile_err).await;
     let (event, changes) = one_batch(&w, &[&normal, &ok, &err], 4).await;
 
-    let response = w.worker.handle(event).await;
+    let response = w.pipeline.worker.handle(event).await;
     assert!(response.batch_item_failures.is_empty());
 
     let cap = DETAIL_LIMIT + '…'.len_utf8();
@@ -88,6 +88,7 @@ async fn a_receiver_streaming_100_mib_gets_its_attempt_classified_with_at_most_t
     ] {
         for change in changes {
             let d = w
+                .pipeline
                 .delivery(&sub.account_id, &id(change), &sub.subscription_id)
                 .await
                 .unwrap();
@@ -105,6 +106,7 @@ async fn a_receiver_streaming_100_mib_gets_its_attempt_classified_with_at_most_t
     }
     for change in &changes[0] {
         let d = w
+            .pipeline
             .delivery(&normal.account_id, &id(change), &normal.subscription_id)
             .await
             .unwrap();
@@ -130,7 +132,8 @@ async fn a_receiver_streaming_100_mib_gets_its_attempt_classified_with_at_most_t
 /// The delivery a queue message asks for.
 async fn delivery_of(w: &World, message: &SqsMessage) -> Delivery {
     let work: DeliveryWork = serde_json::from_str(message.body.as_deref().unwrap()).unwrap();
-    w.delivery(&work.account_id, &work.change_id, &work.subscription_id)
+    w.pipeline
+        .delivery(&work.account_id, &work.change_id, &work.subscription_id)
         .await
         .unwrap()
 }
@@ -164,13 +167,17 @@ async fn a_batch_hands_back_unclaimed_what_cannot_finish_before_the_deadline() {
     // Room for at most two rounds of attempts to start (each needs timeout + margin before the
     // deadline), never for the third.
     let allowed = timeout * 2 + DEADLINE_MARGIN + timeout / 2;
-    w.t.meter.reset();
+    w.pipeline.stack.meter.reset();
     let started = Instant::now();
     let response = worker
         .handle_until(event.clone(), Some(started + allowed))
         .await;
     let took = started.elapsed();
-    let updates = w.t.meter.total("DynamoDB", Some(&["UpdateItem"]));
+    let updates = w
+        .pipeline
+        .stack
+        .meter
+        .total("DynamoDB", Some(&["UpdateItem"]));
 
     let handed_back: BTreeSet<String> = response
         .batch_item_failures
@@ -275,17 +282,19 @@ async fn a_hanging_endpoint_holds_only_its_share_of_a_batchs_slots() {
 /// Messages on the delivery queue waiting out an SQS delay, as SQS approximates it.
 async fn delayed_on_queue(w: &World) -> u64 {
     use aws_sdk_sqs::types::QueueAttributeName as A;
-    let attrs =
-        w.t.clients
-            .sqs
-            .get_queue_attributes()
-            .queue_url(&w.t.queue("DeliveryQueue").queue_url)
-            .attribute_names(A::ApproximateNumberOfMessagesDelayed)
-            .send()
-            .await
-            .unwrap()
-            .attributes
-            .unwrap_or_default();
+    let attrs = w
+        .pipeline
+        .stack
+        .clients
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&w.pipeline.stack.queue("DeliveryQueue").queue_url)
+        .attribute_names(A::ApproximateNumberOfMessagesDelayed)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap_or_default();
     attrs
         .get(&A::ApproximateNumberOfMessagesDelayed)
         .and_then(|v| v.parse().ok())
@@ -370,7 +379,8 @@ async fn a_hanging_endpoint_costs_a_batch_one_timeout_and_its_other_messages_wai
         "a delayed copy of each deferred message waits {ENDPOINT_DEFERRAL:?} on the queue"
     );
     assert!(w
-        .t
+        .pipeline
+        .stack
         .queue("DeliveryQueue")
         .receive()
         .await

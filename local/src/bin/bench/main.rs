@@ -182,9 +182,9 @@ async fn run(name: &str, changes: usize, fan_out: usize, setup: Setup) -> Result
     let p = Pipeline::measured().await;
     let receiver = Receiver::start().await;
     let f = Fixtures {
-        clients: &p.t.clients,
-        table: &p.t.config.delivery_table,
-        signing_key_id: &p.t.config.signing_key_id,
+        clients: &p.stack.clients,
+        table: &p.stack.config.delivery_table,
+        signing_key_id: &p.stack.config.signing_key_id,
         now: p.now(),
     };
     let account = f.account(&[]).await?;
@@ -210,8 +210,8 @@ async fn run(name: &str, changes: usize, fan_out: usize, setup: Setup) -> Result
         p.write_change(&catalog_change(&account.account_id, p.now(), i as f64))
             .await?;
     }
-    p.t.meter.reset();
-    p.t.meter.count_capacity(true);
+    p.stack.meter.reset();
+    p.stack.meter.count_capacity(true);
     p.billed.reset();
     let started = Instant::now();
     let cpu_before = cpu_time();
@@ -231,8 +231,8 @@ async fn run(name: &str, changes: usize, fan_out: usize, setup: Setup) -> Result
     Ok(Scenario {
         name: name.to_string(),
         deliveries: (changes * fan_out) as u64,
-        requests: p.t.meter.snapshot(),
-        units: p.t.meter.units(),
+        requests: p.stack.meter.snapshot(),
+        units: p.stack.meter.units(),
         ingest_records: first.changes as u64,
         dispatch_records,
         worker_messages,
@@ -288,8 +288,8 @@ pub(crate) struct PullSetup {
 pub(crate) async fn pull_setup(p: &Pipeline) -> Result<PullSetup> {
     use shared::api::{auth::sha256_hex, router, ApiState, OperatorAuth};
     let app = router(ApiState::new(
-        p.t.clients.clone(),
-        p.t.config.clone(),
+        p.stack.clients.clone(),
+        p.stack.config.clone(),
         std::sync::Arc::new(p.clock.clone()),
         OperatorAuth::StaticToken {
             sha256_hex: sha256_hex("bench-operator"),
@@ -326,8 +326,8 @@ async fn run_pull(changes: usize) -> Result<Scenario> {
         p.write_change(&catalog_change(&account_id, p.now(), i as f64))
             .await?;
     }
-    p.t.meter.reset();
-    p.t.meter.count_capacity(true);
+    p.stack.meter.reset();
+    p.stack.meter.count_capacity(true);
     p.billed.reset();
     let api = local::pipeline::BilledTime::default();
     let started = Instant::now();
@@ -369,8 +369,8 @@ async fn run_pull(changes: usize) -> Result<Scenario> {
     Ok(Scenario {
         name: "pull (cursor API)".into(),
         deliveries: changes as u64,
-        requests: p.t.meter.snapshot(),
-        units: p.t.meter.units(),
+        requests: p.stack.meter.snapshot(),
+        units: p.stack.meter.units(),
         ingest_records: first.changes as u64,
         dispatch_records: first.dispatcher_records as u64,
         // API calls are Lambda invocations of the api function.
@@ -394,9 +394,9 @@ async fn latency(changes: usize, per_second: u64) -> Result<Value> {
     let p = Pipeline::new().await;
     let receiver = Receiver::start().await;
     let f = Fixtures {
-        clients: &p.t.clients,
-        table: &p.t.config.delivery_table,
-        signing_key_id: &p.t.config.signing_key_id,
+        clients: &p.stack.clients,
+        table: &p.stack.config.delivery_table,
+        signing_key_id: &p.stack.config.signing_key_id,
         now: p.now(),
     };
     let account = f.account(&[]).await?;

@@ -273,9 +273,9 @@ pub(crate) async fn memory_per_batch() -> Result<Vec<HeapPeak>> {
     );
     let p = Pipeline::new().await;
     let f = Fixtures {
-        clients: &p.t.clients,
-        table: &p.t.config.delivery_table,
-        signing_key_id: &p.t.config.signing_key_id,
+        clients: &p.stack.clients,
+        table: &p.stack.config.delivery_table,
+        signing_key_id: &p.stack.config.signing_key_id,
         now: p.now(),
     };
     let account = f.account(&[]).await?;
@@ -296,23 +296,31 @@ pub(crate) async fn memory_per_batch() -> Result<Vec<HeapPeak>> {
         p.write_change(&catalog_change(&account.account_id, p.now(), i as f64))
             .await?;
     }
-    let batches = stream_batches(p.t.stream("ChangesTable"), |_| true, n_ingest).await?;
+    let batches = stream_batches(p.stack.stream("ChangesTable"), |_| true, n_ingest).await?;
     out.push(invoke_batches("ingest", batches, |e| p.ingest.handle(e)).await?);
     // The records the dispatcher's FilterCriteria let through: the new deliveries.
     let wanted = shared::delivery::route::wanted;
-    let batches = stream_batches(p.t.stream("DeliveryTable"), wanted, n_dispatch).await?;
+    let batches = stream_batches(p.stack.stream("DeliveryTable"), wanted, n_dispatch).await?;
     out.push(invoke_batches("dispatch", batches, |e| p.dispatcher.handle_stream(e)).await?);
-    let batches = queue_batches(&p.t.queue("DeliveryQueue"), n_deliver).await?;
+    let batches = queue_batches(&p.stack.queue("DeliveryQueue"), n_deliver).await?;
     out.push(invoke_batches("deliver", batches, |e| p.worker.handle(e)).await?);
 
     // The notify function's channel worker: notices to as many Slack recipients as its batch.
     let n_notify = batch_size("NotifyFunction", "Work");
     let clock: std::sync::Arc<dyn shared::clock::Clock> = std::sync::Arc::new(p.clock.clone());
-    let fan_out = NotificationStream::new(p.t.clients.clone(), p.t.config.clone(), clock.clone());
-    let worker = NotificationWorker::new(p.t.clients.clone(), p.t.config.clone(), clock.clone())
-        .with_metrics(std::sync::Arc::new(CapturedMetrics::default()));
+    let fan_out = NotificationStream::new(
+        p.stack.clients.clone(),
+        p.stack.config.clone(),
+        clock.clone(),
+    );
+    let worker = NotificationWorker::new(
+        p.stack.clients.clone(),
+        p.stack.config.clone(),
+        clock.clone(),
+    )
+    .with_metrics(std::sync::Arc::new(CapturedMetrics::default()));
     let notices = NoticeService::new(
-        NotificationTable::from_config(&p.t.clients, &p.t.config),
+        NotificationTable::from_config(&p.stack.clients, &p.stack.config),
         clock,
     );
     for notice in 0..2 {
@@ -340,13 +348,13 @@ pub(crate) async fn memory_per_batch() -> Result<Vec<HeapPeak>> {
             .await
             .map_err(|e| anyhow::anyhow!("creating a notice: {e:?}"))?;
     }
-    let mut tap = p.t.stream("NotificationTable");
+    let mut tap = p.stack.stream("NotificationTable");
     for _ in 0..5 {
         if tap.drain(|e| fan_out.handle(e)).await?.records == 0 {
             break;
         }
     }
-    let batches = queue_batches(&p.t.queue("NotificationQueue"), n_notify).await?;
+    let batches = queue_batches(&p.stack.queue("NotificationQueue"), n_notify).await?;
     out.push(invoke_batches("notify", batches, |e| worker.handle(e)).await?);
 
     // The api function serving pull pages of a hundred changes.
@@ -446,9 +454,9 @@ pub(crate) async fn hostile_receiver(status: u16) -> Result<()> {
     let n = batch_size("DeliverFunction", "Work");
     let p = Pipeline::new().await;
     let f = Fixtures {
-        clients: &p.t.clients,
-        table: &p.t.config.delivery_table,
-        signing_key_id: &p.t.config.signing_key_id,
+        clients: &p.stack.clients,
+        table: &p.stack.config.delivery_table,
+        signing_key_id: &p.stack.config.signing_key_id,
         now: p.now(),
     };
     let mut subscriptions = Vec::new();
@@ -468,7 +476,7 @@ pub(crate) async fn hostile_receiver(status: u16) -> Result<()> {
             .await?;
         subscriptions.push((account.account_id, sub.subscription_id));
     }
-    let queue = p.t.queue("DeliveryQueue");
+    let queue = p.stack.queue("DeliveryQueue");
     // `n` changes, the first `hostile` of them of the hostile account, through ingest and the
     // dispatcher onto the delivery queue, to be handed to the worker as one batch; with the
     // hostile changes' ids.

@@ -67,9 +67,9 @@ async fn run(bounded: bool) -> Result<(Value, Value)> {
     let hanging = Receiver::start().await;
     hanging.set_default(Reply::Hang(TIMEOUT * 5));
     let f = Fixtures {
-        clients: &p.t.clients,
-        table: &p.t.config.delivery_table,
-        signing_key_id: &p.t.config.signing_key_id,
+        clients: &p.stack.clients,
+        table: &p.stack.config.delivery_table,
+        signing_key_id: &p.stack.config.signing_key_id,
         now: p.now(),
     };
     let mut accounts = Vec::new();
@@ -81,8 +81,8 @@ async fn run(bounded: bool) -> Result<(Value, Value)> {
         accounts.push(account.account_id);
     }
     let mut worker = DeliveryWorker::with_adapters(
-        p.t.clients.clone(),
-        p.t.config.clone(),
+        p.stack.clients.clone(),
+        p.stack.config.clone(),
         Arc::new(p.clock.clone()),
         WebhookAdapter::new(TargetPolicy::LOCAL_DEMO, TIMEOUT),
         InternalRegistry::default(),
@@ -90,9 +90,9 @@ async fn run(bounded: bool) -> Result<(Value, Value)> {
     if !bounded {
         worker = worker.without_endpoint_bound();
     }
-    p.t.meter.reset();
+    p.stack.meter.reset();
     if bounded {
-        p.t.meter.count_partitions(&partition_key_attributes());
+        p.stack.meter.count_partitions(&partition_key_attributes());
     }
     // The noisy account (index 0) writes ten changes for each one of every quiet account.
     let order: Vec<usize> = (0..QUIET_CHANGES)
@@ -132,7 +132,7 @@ async fn run(bounded: bool) -> Result<(Value, Value)> {
         "max_ms": millis.last().copied().unwrap_or(f64::NAN),
     });
     let partitions = hottest_partitions(&p, order.len());
-    p.t.meter.count_partitions(&[]);
+    p.stack.meter.count_partitions(&[]);
     Ok((latency, partitions))
 }
 
@@ -178,7 +178,7 @@ fn first_attempts(receiver: &Receiver) -> HashMap<String, Instant> {
 /// the template's batch size (for at least its batching window), invokes the worker with the function's
 /// deadline and deletes what the worker did not report as failed.
 async fn poll_worker(p: &Pipeline, worker: &DeliveryWorker, done: &AtomicBool) {
-    let tap = p.t.queue("DeliveryQueue");
+    let tap = p.stack.queue("DeliveryQueue");
     let full = crate::batch_size("DeliverFunction", "Work");
     let timeout = crate::template_doc()["Resources"]["DeliverFunction"]["Properties"]["Timeout"]
         .as_u64()
@@ -228,14 +228,15 @@ async fn poll_worker(p: &Pipeline, worker: &DeliveryWorker, done: &AtomicBool) {
                         .ok()
                 })
                 .collect();
-            let _ =
-                p.t.clients
-                    .sqs
-                    .delete_message_batch()
-                    .queue_url(&tap.queue_url)
-                    .set_entries(Some(entries))
-                    .send()
-                    .await;
+            let _ = p
+                .stack
+                .clients
+                .sqs
+                .delete_message_batch()
+                .queue_url(&tap.queue_url)
+                .set_entries(Some(entries))
+                .send()
+                .await;
         }
     }
 }
@@ -283,11 +284,11 @@ fn key_shape(key: &str) -> String {
 /// of the shape were written, the items written to the hottest one and per change on average
 /// over all, with the hottest keys themselves.
 fn hottest_partitions(p: &Pipeline, changes: usize) -> Value {
-    let writes = p.t.meter.partition_writes();
+    let writes = p.stack.meter.partition_writes();
     // (table name, attribute) → "Logical" or "Logical/index".
     let mut names: HashMap<(String, String), String> = HashMap::new();
     for t in &template().tables {
-        let physical = &p.t.stack.table(&t.logical_id).name;
+        let physical = &p.stack.stack.table(&t.logical_id).name;
         for k in t.keys.iter().filter(|k| k.key_type == "HASH") {
             names.insert(
                 (physical.clone(), k.attribute.clone()),
