@@ -22,7 +22,7 @@ use shared::domain::lifecycle::Status;
 use shared::domain::subscription::MAX_CONSECUTIVE_DEAD;
 use shared::domain::time::Timestamp;
 use shared::ids::AccountId;
-use shared::operations::operator::history::{list_deliveries, DeliveryQuery};
+use shared::operations::recovery::integration_history::{list_deliveries, DeliveryQuery};
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;

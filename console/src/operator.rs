@@ -20,8 +20,8 @@ use maud::{html, Markup};
 use serde_json::{Map, Value};
 use shared::api::auth::Operator;
 use shared::api::extract::{path_id, resource_id, Fields};
+use shared::api::operator::audit::AuditView;
 use shared::api::operator::deliveries;
-use shared::api::operator::history::AuditView;
 use shared::api::operator::replays::{self, ReplayJobView};
 use shared::api::operator::{notifications, subscriptions};
 use shared::api::problem::ApiError;
@@ -38,10 +38,10 @@ use shared::notify::table::NotificationTable;
 use shared::operations::event_monitor::{
     attention_deliveries, paused_subscriptions, DeliveryLogEntry,
 };
-use shared::operations::operator::replay::{start_job, ReplayRequest};
-use shared::operations::operator::resume::resume_subscription;
-use shared::operations::operator::retry::{retry_delivery, RetryRequest};
-use shared::operations::operator::{audit, replay};
+use shared::operations::recovery::replay::{start_job, ReplayRequest};
+use shared::operations::recovery::resume::resume_subscription;
+use shared::operations::recovery::retry::{retry_delivery, RetryRequest};
+use shared::operations::recovery::{audit, replay};
 use shared::store::audit::AuditScope;
 use std::sync::Arc;
 

@@ -20,7 +20,7 @@ use shared::ids::{AccountId, ChangeId, SubscriptionId};
 use shared::operations::event_monitor::{
     event_with_deliveries, list_events, DeliveryLogEntry, EventSummary,
 };
-use shared::operations::operator::history;
+use shared::operations::recovery::integration_history;
 
 /// Where one account's pages live for this audience.
 pub struct Scope {
@@ -470,7 +470,7 @@ pub async fn subscription_deliveries(
         cursor: param(p, "cursor").map(str::to_owned),
     });
     let listed = match query {
-        Ok(q) => history::list_deliveries(&ops, &scope.account_id, subscription_id, &q)
+        Ok(q) => integration_history::list_deliveries(&ops, &scope.account_id, subscription_id, &q)
             .await
             .map_err(ApiError::from),
         Err(e) => Err(e),

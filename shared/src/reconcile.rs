@@ -33,7 +33,7 @@ use crate::delivery::dispatch::Dispatcher;
 use crate::delivery::rollup::{RollUp, RollUpReport};
 use crate::domain::time::Timestamp;
 use crate::metrics::{self, Metric};
-use crate::operations::operator::replay::{self, StalledReport};
+use crate::operations::recovery::replay::{self, StalledReport};
 use crate::operations::Ops;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

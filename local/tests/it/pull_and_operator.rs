@@ -16,7 +16,7 @@ use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::pull_cursor::PullCursor;
 use shared::domain::replay::ReplayStatus;
 use shared::domain::time::{Timestamp, DAY, HOUR, MINUTE, SECOND};
-use shared::operations::operator::replay::{
+use shared::operations::recovery::replay::{
     create_job, job_pk, job_sk, run_job, Budget, ReplayRequest,
 };
 use shared::operations::Ops;

@@ -18,7 +18,7 @@ use shared::domain::integration_delivery::{
 };
 use shared::domain::replay::ReplayStatus;
 use shared::domain::time::{Timestamp, DAY, HOUR};
-use shared::operations::operator::replay::{
+use shared::operations::recovery::replay::{
     create_job, job_pk, job_sk, load_job, run_job, Budget, ReplayRequest, JOB_LEASE,
 };
 use shared::operations::Ops;

@@ -6,13 +6,15 @@
 //! rules need and apply their decisions through the item modules' named writes
 //! ([`crate::store`]).
 //!
-//! * [`operator`] — operator actions: retry a delivery, replay a window, resume a subscription,
-//!   and the history and audit they read and write.
+//! * [`recovery`] — the recovery actions: retry a delivery, replay a window, resume a
+//!   subscription, and the integration history and audit they read and write.
+//! * [`event_monitor`] — the event monitor's reads: an account's events, an event's delivery
+//!   log, needs attention.
 //! * [`pull`] — the adapters' pull cursor: read pending changes, acknowledge them.
 
 pub mod event_monitor;
-pub mod operator;
 pub mod pull;
+pub mod recovery;
 
 use crate::clock::Clock;
 use crate::domain::lifecycle::TransitionError;

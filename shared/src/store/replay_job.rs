@@ -1,6 +1,6 @@
 //! The replay job item: an operator's window replay of one subscription's deliveries, tracked
 //! so that a run cut short is resumed from its saved position (the walk itself is
-//! [`crate::operations::operator::replay`]).
+//! [`crate::operations::recovery::replay`]).
 //!
 //! | item       | pk                  | sk               |
 //! |------------|---------------------|------------------|

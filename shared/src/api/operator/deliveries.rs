@@ -8,7 +8,7 @@
 //!   begins a new run from attempt 1; earlier runs are kept).
 //! * `POST …/deliveries/{change_id}/retry` `{reason}` — restarts it from its first attempt
 //!   (`dead | failed | retrying | delivered → pending`), audited; `pending` and `skipped_filter`
-//!   are `409` ([`crate::operations::operator::retry`]).
+//!   are `409` ([`crate::operations::recovery::retry`]).
 
 use super::subscriptions::{reason, subscription_path};
 use crate::api::auth::Operator;
@@ -23,8 +23,10 @@ use crate::domain::time::Timestamp;
 use crate::ids::{
     AccountId, AuditId, ChangeId, DeliveryId, IntegrationId, ReplayJobId, SubscriptionId,
 };
-use crate::operations::operator::history::{attempt_runs, list_deliveries, DeliveryQuery};
-use crate::operations::operator::retry::{retry_delivery, RetryRequest};
+use crate::operations::recovery::integration_history::{
+    attempt_runs, list_deliveries, DeliveryQuery,
+};
+use crate::operations::recovery::retry::{retry_delivery, RetryRequest};
 use crate::store::delivery::Delivery;
 use axum::extract::State;
 use axum::routing::{get, post};

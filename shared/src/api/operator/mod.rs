@@ -1,8 +1,8 @@
 //! `/operator/*`: routes for the platform's operators (identity from [`crate::api::Operator`]).
 
 pub mod accounts;
+pub mod audit;
 pub mod deliveries;
-pub mod history;
 pub mod notifications;
 pub mod reconcile;
 pub mod replays;
@@ -19,6 +19,6 @@ pub fn router() -> Router<Arc<ApiState>> {
         .merge(subscriptions::router())
         .merge(deliveries::router())
         .merge(replays::router())
-        .merge(history::router())
+        .merge(audit::router())
         .merge(reconcile::router())
 }

@@ -1,5 +1,5 @@
 //! Window replay jobs (seed 002 hop 7; rules in [`crate::domain::replay`], storage in
-//! [`crate::operations::operator::replay`]):
+//! [`crate::operations::recovery::replay`]):
 //!
 //! * `POST /operator/accounts/{account_id}/subscriptions/{subscription_id}/replays`
 //!   `{from, to, reason}` → `202` with the job (and `Location`): the window `[from, to)` of change
@@ -22,7 +22,7 @@ use crate::api::v1::ListResponse;
 use crate::domain::replay::{validate_window, ReplayStatus};
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, ChangeId, ReplayJobId, SubscriptionId};
-use crate::operations::operator::replay::{
+use crate::operations::recovery::replay::{
     list_jobs, load_job, resume_job, start_job, Budget, ReplayRequest,
 };
 use crate::store::replay_job::{ReplayCounts, ReplayJob};

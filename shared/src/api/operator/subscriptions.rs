@@ -3,7 +3,7 @@
 //! * `GET /operator/accounts/{account_id}/subscriptions/{subscription_id}` — the subscription
 //!   with its status, dead count and pull cursor.
 //! * `POST /operator/accounts/{account_id}/subscriptions/{subscription_id}/resume` `{reason}` —
-//!   `paused → active`, dead count reset, audited ([`crate::operations::operator::resume`]). An active
+//!   `paused → active`, dead count reset, audited ([`crate::operations::recovery::resume`]). An active
 //!   subscription is a `409`. Changes skipped while it was paused stay skipped.
 //!
 //! Every `/operator` route that changes something takes a `reason` (required, up to
@@ -15,7 +15,7 @@ use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::api::v1::subscriptions::SubscriptionView;
 use crate::ids::{AccountId, AuditId, ChangeId, SubscriptionId};
-use crate::operations::operator::resume::resume_subscription;
+use crate::operations::recovery::resume::resume_subscription;
 use crate::operations::MAX_REASON_CHARS;
 use crate::store::subscription::Subscription;
 use axum::extract::State;

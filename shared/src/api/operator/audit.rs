@@ -1,4 +1,4 @@
-//! The audit history of operator actions (who, what, when, why; [`crate::operations::operator::audit`]):
+//! The audit history of operator actions (who, what, when, why; [`crate::operations::recovery::audit`]):
 //!
 //! * `GET /operator/accounts/{account_id}/audit` (`?limit=&cursor=`) — the account's, newest first.
 //! * `GET /operator/accounts/{account_id}/subscriptions/{subscription_id}/audit`
@@ -11,7 +11,7 @@ use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::api::v1::ListResponse;
 use crate::ids::{AccountId, AuditId, ChangeId, DeliveryId, ReplayJobId, SubscriptionId};
-use crate::operations::operator::audit;
+use crate::operations::recovery::audit;
 use crate::store::account;
 use crate::store::audit::{AuditAction, AuditRecord, AuditScope};
 use axum::extract::State;

@@ -1,4 +1,4 @@
-//! Operator actions (the operator rows of `docs/lifecycles.md#integration-delivery`,
+//! Recovery actions: what an operator does to a subscription's deliveries (the operator rows of `docs/lifecycles.md#integration-delivery`,
 //! `#subscription` and `#replay-job`), each audited:
 //!
 //! * [`retry`] — an operator restarts one delivery: `dead | failed | retrying | delivered →
@@ -8,7 +8,7 @@
 //!   position after each, so a run cut short is resumed without restarting anything twice.
 //! * [`resume`] — an operator resumes a paused subscription (dead count reset; changes skipped
 //!   while paused stay skipped: they have no delivery record).
-//! * [`history`] — a subscription's deliveries by status and time, a delivery's attempts.
+//! * [`integration_history`] — a subscription's deliveries by status and time, a delivery's attempts.
 //! * [`audit`] — the audit history every operator action writes, in the same transaction as the
 //!   action where the action is one write.
 //!
@@ -21,7 +21,7 @@
 //! needs-attention listing and any retention expiry, and removes the worker's lease: a worker
 //! still running an attempt then fails its outcome write (conditional on its lease token) and
 //! changes nothing. The attempt log is kept; the next attempt is number 1 again
-//! ([`history::attempt_runs`] numbers the runs). A push delivery also goes back on the sharded
+//! ([`integration_history::attempt_runs`] numbers the runs). A push delivery also goes back on the sharded
 //! `due` index; the dispatcher's stream handler publishes it as it enters `pending`, and the
 //! sweep publishes it again if that message is lost. Finally the event monitor reopens the
 //! change's event ([`crate::delivery::rollup::reopen_event`]).
@@ -32,7 +32,7 @@
 //! [`crate::domain::pull_cursor`]).
 
 pub mod audit;
-pub mod history;
+pub mod integration_history;
 pub mod replay;
 pub mod restart;
 pub mod resume;
