@@ -5,8 +5,9 @@
 //! and an index entry written at ingest and removed by the roll-up would bill two more writes per
 //! change (BENCHMARKS.md, "Fan-out and all-in dollars").
 
-use super::attrs::{listing, rollup, EXPIRES_AT};
+use super::attrs::{listing as listing_attrs, rollup, EXPIRES_AT};
 use super::expr::{n, s, Expr};
+use super::listing::{self, Listing, ListingCursor, ListingError, Page};
 use super::read::{self, Query};
 use super::write::{built, Write};
 use super::{keys, Item, StoreError};
@@ -370,11 +371,11 @@ pub async fn listing_keys_page(
         dynamo,
         &Query {
             table: table.into(),
-            index: Some(listing::INDEX.into()),
+            index: Some(listing_attrs::INDEX.into()),
             key_condition: "#lk = :lk AND #ls BETWEEN :lo AND :hi".into(),
             expr: Expr::new()
-                .name("#lk", listing::KEY)
-                .name("#ls", listing::SORT)
+                .name("#lk", listing_attrs::KEY)
+                .name("#ls", listing_attrs::SORT)
                 .value(":lk", s(events_list_key(account_id)))
                 .value(":lo", s(keys::time_sort(from, "")))
                 // `~` sorts after every change id: the whole last millisecond is in.
@@ -496,6 +497,75 @@ pub async fn rollup_index_page(
         },
     )
     .await
+}
+
+/// What [`list_events`] returns.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EventQuery {
+    /// Only these statuses (empty: all).
+    pub statuses: Vec<EventStatus>,
+    /// Created at or after.
+    pub from: Option<Timestamp>,
+    /// Created before.
+    pub to: Option<Timestamp>,
+    /// Oldest first instead of newest first.
+    pub oldest_first: bool,
+    pub limit: u32,
+    pub cursor: Option<String>,
+    /// Only events of this event code (the console's filter; `None`: all).
+    pub event_code: Option<String>,
+    /// Only events of this internal status (the console's filter; `None`: all).
+    pub internal_status: Option<InternalStatus>,
+}
+
+/// An account's events by creation time (see [`EventQuery`]); expired events are never listed.
+pub async fn list_events(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    account_id: &AccountId,
+    q: &EventQuery,
+    now: Timestamp,
+) -> Result<Page<EventRecord>, ListingError> {
+    let cursor = q
+        .cursor
+        .as_deref()
+        .map(|c| ListingCursor::decode(c, "events", account_id))
+        .transpose()?;
+    let keep = move |item: &Item| {
+        item.get("kind")
+            .and_then(|v| v.as_s().ok())
+            .map(String::as_str)
+            == Some("event")
+            && EventRecord::from_item(item.clone()).is_ok_and(|e| {
+                e.visible(now)
+                    && (q.statuses.is_empty() || q.statuses.contains(&e.status()))
+                    && q.event_code.as_ref().is_none_or(|c| *c == e.event_code)
+                    && q.internal_status.is_none_or(|i| i == e.internal_status)
+            })
+    };
+    let page = listing::page(
+        dynamo,
+        table,
+        Listing {
+            list: "events",
+            list_key: keys::events_list_key(account_id),
+            lower: q.from.map(|t| keys::time_sort(t, "")),
+            upper: q.to.map(|t| keys::time_sort(t, "")),
+            forward: q.oldest_first,
+            limit: q.limit,
+            cursor,
+            keep: &keep,
+        },
+    )
+    .await?;
+    Ok(Page {
+        items: page
+            .items
+            .into_iter()
+            .map(EventRecord::from_item)
+            .collect::<Result<_, _>>()?,
+        next_cursor: page.next_cursor,
+    })
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ pub mod integration;
 #[cfg(test)]
 mod key_forms;
 pub mod keys;
+pub mod listing;
 pub mod notice;
 pub mod notice_progress;
 pub mod notice_quota;

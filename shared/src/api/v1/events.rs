@@ -39,8 +39,8 @@ pub fn router() -> Router<Arc<ApiState>> {
 }
 
 /// A monitor failure as an API error: a foreign or mangled cursor is the caller's mistake.
-pub fn monitor_error(e: MonitorError) -> ApiError {
-    match e {
+pub fn monitor_error(e: impl Into<MonitorError>) -> ApiError {
+    match e.into() {
         MonitorError::BadCursor => ApiError::field("cursor", "is not a cursor of this list"),
         MonitorError::Store(e) => e.into(),
     }

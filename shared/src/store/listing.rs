@@ -1,0 +1,226 @@
+//! The `listing` index (keys only): an account's time listings — its events (`EVENTS#…`), its
+//! needs-attention deliveries (`ATTENTION#…`) — read a page at a time behind an opaque cursor.
+//! The index holds keys only (a status change of a listed item would otherwise bill an index
+//! write), so each index page's items are read from the table and filtered by the caller's
+//! `keep`.
+
+use super::attrs::listing;
+use super::cursor;
+use super::expr::{s, Expr};
+use super::keys;
+use super::{read, Item, StoreError};
+use crate::ids::AccountId;
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// Index pages read for one listing page before it is returned short, with a cursor to go on.
+pub const MAX_ROUNDS: usize = 10;
+/// Items read per index page.
+const FETCH: i32 = 100;
+
+/// Why a listing could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ListingError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the cursor is not one this listing issued")]
+    BadCursor,
+}
+
+/// One page of a listing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    /// Pass back to read on; `None` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// A position in one of an account's listings. Opaque to callers: the one list-cursor encoding
+/// ([`super::cursor`]) of its JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListingCursor {
+    /// Which listing (`events`, `attention`): a cursor is refused by the others.
+    #[serde(rename = "l")]
+    list: String,
+    #[serde(rename = "s")]
+    list_sort: String,
+    #[serde(rename = "p")]
+    pk: String,
+    #[serde(rename = "k")]
+    sk: String,
+}
+
+impl ListingCursor {
+    pub fn encode(&self) -> String {
+        cursor::encode(&serde_json::to_string(self).unwrap_or_default())
+    }
+
+    /// Decodes a cursor of listing `list` for `account_id`; anything else is
+    /// [`ListingError::BadCursor`].
+    pub fn decode(text: &str, list: &str, account_id: &AccountId) -> Result<Self, ListingError> {
+        let position = cursor::decode(text).ok_or(ListingError::BadCursor)?;
+        let c: ListingCursor =
+            serde_json::from_str(&position).map_err(|_| ListingError::BadCursor)?;
+        let own_partition = keys::event_pk_prefix(account_id);
+        if c.list != list || !c.pk.starts_with(&own_partition) {
+            return Err(ListingError::BadCursor);
+        }
+        Ok(c)
+    }
+
+    fn of_key(list: &str, item: &Item) -> Option<Self> {
+        let get = |k: &str| item.get(k).and_then(|v| v.as_s().ok()).cloned();
+        Some(ListingCursor {
+            list: list.to_owned(),
+            list_sort: get("list_sort")?,
+            pk: get("pk")?,
+            sk: get("sk")?,
+        })
+    }
+
+    fn start_key(&self, list_key: &str) -> HashMap<String, AttributeValue> {
+        HashMap::from([
+            ("list_key".to_string(), s(list_key)),
+            ("list_sort".to_string(), s(&self.list_sort)),
+            ("pk".to_string(), s(&self.pk)),
+            ("sk".to_string(), s(&self.sk)),
+        ])
+    }
+}
+
+/// One page's read of a listing.
+pub struct Listing<'a> {
+    pub list: &'static str,
+    pub list_key: String,
+    /// `list_sort` bounds: `[lower, upper)`.
+    pub lower: Option<String>,
+    pub upper: Option<String>,
+    pub forward: bool,
+    pub limit: u32,
+    pub cursor: Option<ListingCursor>,
+    /// Which of the listed items the page shows.
+    pub keep: &'a (dyn Fn(&Item) -> bool + Sync),
+}
+
+/// Reads one page of a listing: index pages until `limit` items passed `keep`, the index is
+/// exhausted, or [`MAX_ROUNDS`] pages were read (then the page comes back short, with a cursor).
+/// The index holds keys only (a status change of a listed item would otherwise bill an index
+/// write): each index page's items are read from the table (`store::read`) and filtered here.
+pub async fn page(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    l: Listing<'_>,
+) -> Result<Page<Item>, StoreError> {
+    let mut key_condition = format!("{} = :lk", listing::KEY);
+    let mut e = Expr::new().value(":lk", s(&l.list_key));
+    match (&l.lower, &l.upper) {
+        (Some(lo), Some(hi)) => {
+            key_condition.push_str(&format!(" AND {} BETWEEN :lo AND :hi", listing::SORT));
+            e = e.value(":lo", s(lo)).value(":hi", s(hi));
+        }
+        (Some(lo), None) => {
+            key_condition.push_str(&format!(" AND {} >= :lo", listing::SORT));
+            e = e.value(":lo", s(lo));
+        }
+        (None, Some(hi)) => {
+            key_condition.push_str(&format!(" AND {} < :hi", listing::SORT));
+            e = e.value(":hi", s(hi));
+        }
+        (None, None) => {}
+    }
+    let mut q = read::Query {
+        table: table.into(),
+        index: Some(listing::INDEX.into()),
+        key_condition,
+        expr: e,
+        limit: Some(FETCH),
+        start: l.cursor.as_ref().map(|c| c.start_key(&l.list_key)),
+        backwards: !l.forward,
+        ..Default::default()
+    };
+    let limit = l.limit.max(1) as usize;
+    let mut out: Vec<Item> = Vec::new();
+    for _ in 0..MAX_ROUNDS {
+        let page = read::query_page(dynamo, &q).await?;
+        for item in read::items_in_order(dynamo, table, &page.items).await? {
+            // BETWEEN is inclusive; the upper bound is not (it never equals a stored key).
+            let sort = item.get("list_sort").and_then(|v| v.as_s().ok());
+            if l.upper.as_ref().is_some_and(|hi| sort >= Some(hi)) || !(l.keep)(&item) {
+                continue;
+            }
+            out.push(item);
+            if out.len() == limit {
+                let next = out
+                    .last()
+                    .and_then(|i| ListingCursor::of_key(l.list, i))
+                    .map(|c| c.encode());
+                return Ok(Page {
+                    items: out,
+                    next_cursor: next,
+                });
+            }
+        }
+        match page.next {
+            Some(k) => q.start = Some(k),
+            None => {
+                return Ok(Page {
+                    items: out,
+                    next_cursor: None,
+                })
+            }
+        }
+    }
+    let next = q
+        .start
+        .and_then(|k| ListingCursor::of_key(l.list, &k))
+        .map(|c| c.encode());
+    Ok(Page {
+        items: out,
+        next_cursor: next,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::time::Timestamp;
+    use crate::ids::id;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+
+    #[test]
+    fn cursors_round_trip_and_stay_in_their_account_and_listing() {
+        let c = ListingCursor {
+            list: "events".into(),
+            list_sort: keys::time_sort(Timestamp(5), "c1"),
+            pk: keys::event_pk(&id("a1"), &id("c1")),
+            sk: keys::EVENT_SK.into(),
+        };
+        let text = c.encode();
+        assert_eq!(
+            ListingCursor::decode(&text, "events", &id("a1")).unwrap(),
+            c
+        );
+        assert!(matches!(
+            ListingCursor::decode(&text, "events", &id("a2")),
+            Err(ListingError::BadCursor)
+        ));
+        assert!(matches!(
+            ListingCursor::decode(&text, "attention", &id("a1")),
+            Err(ListingError::BadCursor)
+        ));
+        for bad in ["", "!!!", "e30", &URL_SAFE_NO_PAD.encode("[1]")] {
+            assert!(
+                ListingCursor::decode(bad, "events", &id("a1")).is_err(),
+                "{bad}"
+            );
+        }
+        // `a1` must not reach into `a10`'s partitions either.
+        let other = ListingCursor {
+            pk: keys::event_pk(&id("a10"), &id("c1")),
+            ..c
+        };
+        assert!(ListingCursor::decode(&other.encode(), "events", &id("a1")).is_err());
+    }
+}
