@@ -148,6 +148,29 @@ def split_inline_modules(text: str, path: tuple[str, ...]) -> list[tuple[tuple[s
     return pieces
 
 
+# Modules re-exported under another path (`pub use plumbing::{keys, read};` in `store/mod.rs`
+# makes `crate::store::keys` the file module `crate::store::plumbing::keys`).
+ALIASES: dict[tuple[str, ...], tuple[str, ...]] = {}
+PUB_USE = re.compile(r"\bpub\s+use\s+([^;]+);")
+
+
+def module_aliases(module: tuple[str, ...], text: str, modules: set[tuple[str, ...]]) -> dict:
+    """The modules that `module` re-exports under its own path, by the name they get there."""
+    found = {}
+    for m in PUB_USE.finditer(text):
+        for path in expand_use_tree(m.group(1)):
+            if not path or path[-1] in ("self", "*"):
+                continue
+            base = () if path[0] == "crate" else module
+            rest = path[1:] if path[0] in ("crate", "self") else path
+            while rest and rest[0] == "super":
+                base, rest = base[:-1], rest[1:]
+            target = base + tuple(rest)
+            if target in modules and module + (path[-1],) not in modules:
+                found[module + (path[-1],)] = target
+    return found
+
+
 def edges_of(module: tuple[str, ...], text: str, modules: set[tuple[str, ...]]) -> set[tuple[str, ...]]:
     found: set[tuple[str, ...]] = set()
     for written_in, piece in split_inline_modules(text, module):
@@ -183,6 +206,8 @@ def edges_in(module: tuple[str, ...], text: str, modules: set[tuple[str, ...]]) 
         for segment in rest:
             if target + (segment,) in modules:
                 target = target + (segment,)
+            elif target + (segment,) in ALIASES:
+                target = ALIASES[target + (segment,)]
             else:
                 break
         return target
@@ -277,6 +302,8 @@ def main() -> int:
     files = {module_of(p, src): p for p in sorted(src.rglob("*.rs"))}
     modules = set(files)
     under = tuple(s for s in args.under.split("::") if s) if args.under else ()
+    for module, path in files.items():
+        ALIASES.update(module_aliases(module, strip_comments_and_strings(path.read_text()), modules))
 
     def node(m: tuple[str, ...]) -> str:
         if args.depth:

@@ -1,30 +1,39 @@
-//! The DynamoDB model every function shares: keys, items, expressions and the account
-//! configuration loader.
+//! The DynamoDB model every function shares. Two floors:
+//!
+//! * [`plumbing`] — how the store talks to DynamoDB, whatever the item: keys and attribute names
+//!   ([`keys`], [`attrs`]), expressions ([`expr`]), reads and query pages ([`read`], [`page`],
+//!   [`listing`]), writes and updates ([`write`], [`update`]), list cursors ([`cursor`]), the wire
+//!   item and the store's error ([`Item`], [`StoreError`]).
+//! * one module per stored item (account, integration, subscription, token, event, delivery,
+//!   audit entry, replay job, snapshot; notice, notification delivery, work row, progress,
+//!   quotas, supersede pointer, provider reference, console inbox), each with its schema, its
+//!   constructors, its reads and its named writes; and the typed views across items
+//!   ([`account_config`], [`event_partition`], [`stream_image`]).
+//!
+//! Nothing outside the store calls the DynamoDB SDK.
+
+mod plumbing;
+
+pub use plumbing::item::{from_item, to_item, Item, StoreError};
+pub use plumbing::{attrs, cursor, expr, keys, listing, page, read, update, write};
 
 pub mod account;
 pub mod account_config;
-pub mod attrs;
 pub mod audit;
 pub mod console_inbox;
-pub mod cursor;
 pub mod delivery;
 pub mod event;
 pub mod event_partition;
-pub mod expr;
 pub mod integration;
 #[cfg(test)]
 mod key_forms;
-pub mod keys;
-pub mod listing;
 pub mod notice;
 pub mod notice_progress;
 pub mod notice_quota;
 pub mod notice_retention;
 pub mod notification_delivery;
 pub mod notification_work;
-pub mod page;
 pub mod provider_ref;
-pub mod read;
 pub mod replay_job;
 pub mod snapshot;
 pub mod stream_image;
@@ -32,78 +41,4 @@ pub mod subscription;
 pub mod supersede_pointer;
 pub mod test_event_quota;
 pub mod token;
-pub mod update;
 pub mod walk_mark;
-pub mod write;
-
-use serde::{de::DeserializeOwned, Serialize};
-use std::collections::HashMap;
-
-pub type Item = HashMap<String, aws_sdk_dynamodb::types::AttributeValue>;
-
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("DynamoDB: {0}")]
-    Dynamo(String),
-    /// DynamoDB refused the load and the SDK's retries did not get through.
-    #[error("DynamoDB throttled the request: {0}")]
-    Throttled(String),
-    /// A transaction kept meeting concurrent transactions on its items.
-    #[error("DynamoDB transaction conflict: {0}")]
-    Conflict(String),
-    /// The lifecycle table refuses the move a write was asked to make.
-    #[error("invalid move: {0}")]
-    Transition(#[from] crate::domain::lifecycle::TransitionError),
-    #[error("stored item {key} does not have the expected shape: {message}")]
-    Shape { key: String, message: String },
-}
-
-impl StoreError {
-    pub fn dynamo(e: impl std::fmt::Display + std::fmt::Debug) -> Self {
-        // The SDK's Display is terse ("service error"); its Debug names the code and message.
-        StoreError::Dynamo(Self::describe(e))
-    }
-
-    pub fn throttled(e: impl std::fmt::Display + std::fmt::Debug) -> Self {
-        StoreError::Throttled(Self::describe(e))
-    }
-
-    fn describe(e: impl std::fmt::Display + std::fmt::Debug) -> String {
-        format!("{e}: {e:?}").chars().take(600).collect()
-    }
-}
-
-/// An item of `T` with its keys and `kind` tag added.
-pub fn to_item<T: Serialize>(
-    value: &T,
-    pk: &str,
-    sk: &str,
-    kind: &str,
-) -> Result<Item, StoreError> {
-    let mut item: Item = serde_dynamo::to_item(value).map_err(|e| StoreError::Shape {
-        key: format!("{pk}/{sk}"),
-        message: e.to_string(),
-    })?;
-    item.insert("pk".into(), expr::s(pk));
-    item.insert("sk".into(), expr::s(sk));
-    item.insert("kind".into(), expr::s(kind));
-    Ok(item)
-}
-
-pub fn from_item<T: DeserializeOwned>(item: Item) -> Result<T, StoreError> {
-    let key = format!(
-        "{}/{}",
-        item.get("pk")
-            .and_then(|v| v.as_s().ok())
-            .map(String::as_str)
-            .unwrap_or("?"),
-        item.get("sk")
-            .and_then(|v| v.as_s().ok())
-            .map(String::as_str)
-            .unwrap_or("?")
-    );
-    serde_dynamo::from_item(item).map_err(|e| StoreError::Shape {
-        key,
-        message: e.to_string(),
-    })
-}

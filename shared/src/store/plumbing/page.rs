@@ -4,8 +4,8 @@
 //! list's opaque cursor.
 
 use super::expr::{s, Expr};
+use super::item::{from_item, Item, StoreError};
 use super::read::{self, Query};
-use super::{from_item, Item, StoreError};
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 

@@ -3,7 +3,7 @@
 //! index), and [`items_in_order`] for the items behind a keys-only index page.
 
 use super::expr::{s, Expr};
-use super::{Item, StoreError};
+use super::item::{Item, StoreError};
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use std::collections::HashMap;
 
@@ -25,7 +25,7 @@ pub async fn get_as<T: serde::de::DeserializeOwned>(
 ) -> Result<Option<T>, StoreError> {
     get(dynamo, table, &pk, &sk)
         .await?
-        .map(super::from_item)
+        .map(super::item::from_item)
         .transpose()
 }
 

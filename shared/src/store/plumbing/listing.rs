@@ -7,8 +7,9 @@
 use super::attrs::listing;
 use super::cursor;
 use super::expr::{s, Expr};
+use super::item::{Item, StoreError};
 use super::keys;
-use super::{read, Item, StoreError};
+use super::read;
 use crate::ids::AccountId;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};

@@ -4,8 +4,8 @@
 //! integrations and subscriptions are built with it, and their deletes with [`delete_existing`].
 
 use super::expr::{s, Expr};
+use super::item::StoreError;
 use super::write::{built, Write};
-use super::StoreError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Update};
 use serde::Serialize;
 use std::collections::HashMap;

@@ -13,7 +13,7 @@
 //!   policy configured for production) did not get through. The caller fails the record so its
 //!   trigger comes back later.
 
-use super::{Item, StoreError};
+use super::item::{Item, StoreError};
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
@@ -320,7 +320,7 @@ fn transaction_failure(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::expr::s;
+    use crate::store::plumbing::expr::s;
 
     fn put(pk: &str) -> Write {
         Write::Put(

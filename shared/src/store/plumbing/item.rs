@@ -1,0 +1,74 @@
+//! What every stored item is on the wire, and the one error of the store: an [`Item`] (the SDK's
+//! attribute map), [`to_item`] and [`from_item`] between it and an item type, and [`StoreError`].
+
+use serde::{de::DeserializeOwned, Serialize};
+use std::collections::HashMap;
+
+pub type Item = HashMap<String, aws_sdk_dynamodb::types::AttributeValue>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("DynamoDB: {0}")]
+    Dynamo(String),
+    /// DynamoDB refused the load and the SDK's retries did not get through.
+    #[error("DynamoDB throttled the request: {0}")]
+    Throttled(String),
+    /// A transaction kept meeting concurrent transactions on its items.
+    #[error("DynamoDB transaction conflict: {0}")]
+    Conflict(String),
+    /// The lifecycle table refuses the move a write was asked to make.
+    #[error("invalid move: {0}")]
+    Transition(#[from] crate::domain::lifecycle::TransitionError),
+    #[error("stored item {key} does not have the expected shape: {message}")]
+    Shape { key: String, message: String },
+}
+
+impl StoreError {
+    pub fn dynamo(e: impl std::fmt::Display + std::fmt::Debug) -> Self {
+        // The SDK's Display is terse ("service error"); its Debug names the code and message.
+        StoreError::Dynamo(Self::describe(e))
+    }
+
+    pub fn throttled(e: impl std::fmt::Display + std::fmt::Debug) -> Self {
+        StoreError::Throttled(Self::describe(e))
+    }
+
+    fn describe(e: impl std::fmt::Display + std::fmt::Debug) -> String {
+        format!("{e}: {e:?}").chars().take(600).collect()
+    }
+}
+
+/// An item of `T` with its keys and `kind` tag added.
+pub fn to_item<T: Serialize>(
+    value: &T,
+    pk: &str,
+    sk: &str,
+    kind: &str,
+) -> Result<Item, StoreError> {
+    let mut item: Item = serde_dynamo::to_item(value).map_err(|e| StoreError::Shape {
+        key: format!("{pk}/{sk}"),
+        message: e.to_string(),
+    })?;
+    item.insert("pk".into(), super::expr::s(pk));
+    item.insert("sk".into(), super::expr::s(sk));
+    item.insert("kind".into(), super::expr::s(kind));
+    Ok(item)
+}
+
+pub fn from_item<T: DeserializeOwned>(item: Item) -> Result<T, StoreError> {
+    let key = format!(
+        "{}/{}",
+        item.get("pk")
+            .and_then(|v| v.as_s().ok())
+            .map(String::as_str)
+            .unwrap_or("?"),
+        item.get("sk")
+            .and_then(|v| v.as_s().ok())
+            .map(String::as_str)
+            .unwrap_or("?")
+    );
+    serde_dynamo::from_item(item).map_err(|e| StoreError::Shape {
+        key,
+        message: e.to_string(),
+    })
+}
