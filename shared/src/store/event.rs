@@ -255,7 +255,7 @@ fn event_update(
 /// counter as the decision saw them, and its creation time (the `rollup` index's sort key,
 /// should the event stay open). Read from the event ([`EventRecord::roll_up_basis`]), or, for an
 /// event whose only delivery just settled, known from that delivery
-/// ([`crate::delivery::rollup::sole_roll_up`]): a new event never reopened, created with it (at
+/// ([`crate::delivery::rollup::sole::sole_roll_up`]): a new event never reopened, created with it (at
 /// the delivery's `created_at`: ingest writes both with one clock reading).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RollUpBasis {

@@ -53,7 +53,7 @@ pub struct Delivery {
     pub attempts: u32,
     /// The only delivery its change made: its settling alone decides its event's prompt
     /// roll-up, which is then written without reading the event
-    /// ([`crate::delivery::rollup::sole_roll_up`]).
+    /// ([`crate::delivery::rollup::sole::sole_roll_up`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sole: bool,
     /// The envelope delivered to the adapter (JSON text); absent for `skipped_filter`.
