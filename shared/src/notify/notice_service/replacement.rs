@@ -11,7 +11,6 @@ use crate::store::supersede_pointer::{self, SupersedePointer};
 use crate::store::StoreError;
 
 /// What resolving a fanning-out notice's supersede key came to.
-
 pub(super) enum Replacement {
     Current { cancelled: u32 },
     SupersededAtOnce,

@@ -223,8 +223,6 @@ pub fn save_outcome(
     )?))
 }
 
-/// Puts a push delivery whose first dispatch went missing ([`Delivery::first_dispatch_lost`])
-
 #[cfg(test)]
 mod tests {
     use super::*;

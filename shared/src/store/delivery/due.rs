@@ -13,6 +13,8 @@ use crate::store::write::{built, Write};
 use crate::store::StoreError;
 use aws_sdk_dynamodb::types::Update;
 
+/// Puts a push delivery whose first dispatch went missing ([`Delivery::first_dispatch_lost`])
+/// on the `due` index, due now, for the dispatcher's next sweep to publish; conditional on it
 /// still being in that state (a worker or an operator may have moved it since the read).
 pub fn requeue_lost_dispatch(
     table: &str,

@@ -8,6 +8,7 @@ use crate::store::expr::{s, Expr};
 use crate::store::read::Query;
 use crate::store::Item;
 
+/// The upper bound of a `by_subscription` read.
 #[derive(Debug, Clone, Copy)]
 pub enum Upper<'a> {
     /// `sub_sort <= bound`.

@@ -13,6 +13,7 @@ use crate::store::write::Write;
 use crate::store::StoreError;
 use std::time::Duration;
 
+/// One operator restart of a delivery (retry or replay).
 #[derive(Debug, Clone, Copy)]
 pub struct Restart<'a> {
     /// The delivery as read.
