@@ -506,7 +506,7 @@ mod tests {
     fn event(status: EventStatus, reopens: Option<i64>) -> EventRecord {
         EventRecord {
             account_id: "a".parse().unwrap(),
-            change_id: "c".parse().unwrap(),
+            change_id: crate::ids::id("c"),
             record_type: "catalog_item".into(),
             record_id: "r".into(),
             event_code: "catalog_item.updated".into(),

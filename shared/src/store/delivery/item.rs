@@ -318,7 +318,7 @@ pub(crate) fn test_delivery(status: DeliveryStatus, attempts: u32) -> Delivery {
     Delivery {
         delivery_id: keys::delivery_id(&crate::ids::id("01C"), &crate::ids::id("sub1")),
         account_id: "acct".parse().unwrap(),
-        change_id: "01C".parse().unwrap(),
+        change_id: crate::ids::id("01C"),
         subscription_id: "sub1".parse().unwrap(),
         integration_id: "int1".parse().unwrap(),
         method: DeliveryMethod::Webhook,
@@ -386,7 +386,7 @@ mod tests {
             w,
             DeliveryWork {
                 account_id: "a1".parse().unwrap(),
-                change_id: "c1".parse().unwrap(),
+                change_id: id("c1"),
                 subscription_id: "s1".parse().unwrap()
             }
         );
