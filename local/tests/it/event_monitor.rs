@@ -1118,9 +1118,15 @@ async fn an_operator_restart_reopens_a_final_event_onto_the_roll_up_index() {
         }
     );
     assert_eq!(
-        reopen_event(dynamo, table, &nobody, &id("01NOSUCHCHANGE"), w.now())
-            .await
-            .unwrap(),
+        reopen_event(
+            dynamo,
+            table,
+            &nobody,
+            &id("01JDX00000000000000000N0NE"),
+            w.now()
+        )
+        .await
+        .unwrap(),
         ReopenOutcome::Missing
     );
 }
