@@ -1,4 +1,4 @@
-//! What a real AWS deployment must hold (issue 12, DESIGN.md "What a deployment must hold"),
+//! What a real AWS deployment must hold (README "Deploying and operating"),
 //! checked on `template.yaml` itself: one test per item. Most read the template as YAML; a few
 //! read what SAM turns it into (the SAM CLI's own translator, from the project's `.venv`), and
 //! the last runs the handlers on the emulator and checks that every AWS call they make is one

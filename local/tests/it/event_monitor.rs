@@ -1158,7 +1158,7 @@ async fn an_operator_restart_reopens_a_final_event_onto_the_roll_up_index() {
             dynamo,
             table,
             &nobody,
-            &id("01NOSUCHCHANGE"),
+            &id("01JDX00000000000000000N0NE"),
             w.pipeline.now()
         )
         .await

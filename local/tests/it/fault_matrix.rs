@@ -6,7 +6,7 @@
 //!
 //! * one delivery record per subscription × change, the filtered ones never moved;
 //! * every attempt number once in the table, and at the receiver once per attempt (plus one
-//!   repeat only where an outcome write really failed after the attempt: the seed's repeat after a
+//!   repeat only where an outcome write really failed after the attempt: the lifecycle's repeat after a
 //!   lost acknowledgement);
 //! * the dead count exact, the subscriptions active;
 //! * the notice sent once, claimed once;

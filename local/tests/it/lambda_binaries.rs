@@ -74,7 +74,7 @@ async fn sample_delivery_status(w: &World) -> Option<DeliveryStatus> {
     w.pipeline
         .delivery(
             &id("acct-sample"),
-            &id("01JDX0SAMPLE0000000000CHG1"),
+            &id("01JDX0SAMP1E0000000000CHG1"),
             &id("01JDX0SAMPLE0000000000SUB1"),
         )
         .await

@@ -738,9 +738,9 @@ async fn assert_storage_refuses(
     assert_eq!(before, after, "the delivery is unchanged");
 }
 
-fn seed_why(from: N, to: N) -> &'static str {
+fn ruled_out_why(from: N, to: N) -> &'static str {
     match NOTIFICATION_LIFECYCLE.check(from, NT::Claim, to) {
-        Err(TransitionError::ForbiddenBySeed { why, .. }) => why,
+        Err(TransitionError::ForbiddenByRule { why, .. }) => why,
         other => panic!("{from} → {to} is not a move the lifecycle rules out: {other:?}"),
     }
 }
@@ -759,7 +759,7 @@ async fn refuses_in_storage_a_delivered_delivery_returning_to_the_queue() {
     let d = n.delivery(&notice.request.notice_id, "console-0").await;
     assert_eq!(d.status, N::Delivered);
     assert_eq!(
-        seed_why(N::Delivered, N::Queued),
+        ruled_out_why(N::Delivered, N::Queued),
         "a delivered message never goes back to the queue"
     );
     // Every way the table reaches `queued`: a retry and an operator requeue.
@@ -785,7 +785,7 @@ async fn refuses_in_storage_a_competing_consumer_acquiring_an_existing_sending_c
         .unwrap()
         .unwrap();
     assert_eq!(
-        seed_why(N::Sending, N::Sending),
+        ruled_out_why(N::Sending, N::Sending),
         "a second consumer cannot take a claim that is already held"
     );
     // With the current version, only the status condition stands in the way.
@@ -812,7 +812,7 @@ async fn refuses_in_storage_a_failed_delivery_sending_without_a_requeue() {
     let failed = n.delivery(&notice.request.notice_id, "slack-0").await;
     assert_eq!(failed.status, N::Failed);
     assert_eq!(
-        seed_why(N::Failed, N::Sending),
+        ruled_out_why(N::Failed, N::Sending),
         "a retry goes through an operator requeue first, and an ambiguous failure never qualifies"
     );
     assert_storage_refuses(n, &failed, NT::Claim, N::Sending).await;
@@ -838,7 +838,7 @@ async fn refuses_in_storage_a_skipped_delivery_returning_to_the_queue() {
         Some("recipient ops has no Slack webhook")
     );
     assert_eq!(
-        seed_why(N::Skipped, N::Queued),
+        ruled_out_why(N::Skipped, N::Queued),
         "a skipped delivery keeps its reason and stays final"
     );
     assert_storage_refuses(n, &skipped, NT::RetryableResult, N::Queued).await;
@@ -1552,7 +1552,7 @@ async fn reconciliation_reaches_settling_through_its_hook() {
 }
 
 #[test]
-fn the_queue_redrive_is_the_seed_budget() {
+fn the_queue_redrive_is_the_attempt_budget() {
     let template = local::template::Template::load_project().unwrap();
     let q = template
         .queues

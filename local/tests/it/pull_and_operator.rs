@@ -212,7 +212,7 @@ async fn a_pull_read_and_cursor_write_cover_some_but_not_all_pending_records() {
     let past_end = PullCursor {
         epoch: 0,
         read_at: w.pipeline.now(),
-        change_id: Some("ZZZZZZZZZZZZZZZZZZZZZZZZZZ".parse().unwrap()),
+        change_id: Some("7ZZZZZZZZZZZZZZZZZZZZZZZZZ".parse().unwrap()),
     };
     let r = w
         .api

@@ -506,7 +506,7 @@ async fn the_worker_claims_without_reading_first_and_a_refused_claim_says_why_fr
     let outcome = w.pipeline.worker.process(&job).await.unwrap();
     assert_eq!(outcome, WorkOutcome::Skipped("already settled"));
     let mut missing = job.clone();
-    missing.change_id = id("01NOSUCHCHANGE");
+    missing.change_id = id("01JDX00000000000000000N0NE");
     let outcome = w.pipeline.worker.process(&missing).await.unwrap();
     assert_eq!(outcome, WorkOutcome::Skipped("no such delivery"));
     assert_eq!(w.dynamo_requests(), [("UpdateItem".to_string(), 2)]);

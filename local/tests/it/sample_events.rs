@@ -39,7 +39,7 @@ async fn the_samples_run_through_ingest_dispatch_and_the_worker() {
         .pipeline
         .delivery(
             &id("acct-sample"),
-            &id("01JDX0SAMPLE0000000000CHG1"),
+            &id("01JDX0SAMP1E0000000000CHG1"),
             &id("01JDX0SAMPLE0000000000SUB1"),
         )
         .await
@@ -71,7 +71,7 @@ async fn the_samples_run_through_ingest_dispatch_and_the_worker() {
         .pipeline
         .delivery(
             &id("acct-sample"),
-            &id("01JDX0SAMPLE0000000000CHG1"),
+            &id("01JDX0SAMP1E0000000000CHG1"),
             &id("01JDX0SAMPLE0000000000SUB1"),
         )
         .await

@@ -1,7 +1,8 @@
-//! Webhook signing secrets at rest and in rotation (issue 12, items 6 and 7), against the emulator
-//! (its KMS, its tables and streams) and a real receiver on loopback: items and stream images hold
-//! ciphertext only, the worker unwraps each data key once per container, a tampered or moved
-//! ciphertext fails the delivery clearly, and a rotation signs with both secrets for its grace.
+//! Webhook signing secrets at rest and in rotation (`docs/glossary.md`, "Signing secret and
+//! rotation grace"), against the emulator (its KMS, its tables and streams) and a real receiver on
+//! loopback: items and stream images hold ciphertext only, the worker unwraps each data key once
+//! per container, a tampered or moved ciphertext fails the delivery clearly, and a rotation signs
+//! with both secrets for its grace.
 
 use aws_lambda_events::event::dynamodb::Event as DynamoDbEvent;
 use aws_lambda_events::event::streams::DynamoDbEventResponse;

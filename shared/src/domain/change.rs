@@ -4,7 +4,7 @@
 //! ([`crate::domain::projection`]). The full `record` row is never delivered as it is.
 
 use crate::domain::time::Timestamp;
-use crate::ids::{AccountId, ChangeId};
+use crate::ids::{is_change_id_text, AccountId, ChangeId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use thiserror::Error;
@@ -49,6 +49,8 @@ pub enum ChangeError {
         len: usize,
         max: usize,
     },
+    #[error("change field `change_id` must be a ULID (26 Crockford base32 characters, in one case); got {value:?}")]
+    NotAChangeId { value: String },
     #[error("changed_fields[{index}] must not be empty")]
     EmptyChangedField { index: usize },
 }
@@ -59,6 +61,11 @@ impl Change {
     pub fn validate(&self) -> Result<(), ChangeError> {
         check_key_part("account_id", self.account_id.as_str())?;
         check_key_part("change_id", self.change_id.as_str())?;
+        if !is_change_id_text(self.change_id.as_str()) {
+            return Err(ChangeError::NotAChangeId {
+                value: self.change_id.to_string(),
+            });
+        }
         check_key_part("record_type", &self.record_type)?;
         check_key_part("record_id", &self.record_id)?;
         check_key_part("event_code", &self.event_code)?;
@@ -199,6 +206,15 @@ pub(crate) mod tests {
                 field: "change_id",
                 len: MAX_ID_LEN + 1,
                 max: MAX_ID_LEN
+            })
+        );
+
+        let mut c = sample_change();
+        c.change_id = ChangeId::from_stored("chg1");
+        assert_eq!(
+            c.validate(),
+            Err(ChangeError::NotAChangeId {
+                value: "chg1".into()
             })
         );
 

@@ -138,7 +138,7 @@ const LOST: &str = "subscription or account deleted, or event access withdrawn";
 #[rustfmt::skip]
 pub static DELIVERY_LIFECYCLE: Lifecycle<DeliveryStatus, DeliveryTrigger, DeliveryEffect, DeliveryOutcome> = Lifecycle {
     name: "Integration delivery",
-    reference: "STATE-PFM-INT-012",
+    reference: "integration delivery",
     summary: "One record per subscription and change. A push is acknowledged, retried after a classified transient failure, or ends dead (attempts used up, or a failure no retry can fix) or failed (the configuration no longer allows delivery). A pull delivery is delivered when the adapter's cursor passes it. An operator may restart a dead, failed, delivered or retrying delivery (retry, or window replay of at most seven days). Which attempt number a worker runs is claimed with a lease; the waits between attempts follow the subscription's retry policy.",
     initial: &[D::Pending, D::SkippedFilter],
     transitions: &[
@@ -479,7 +479,7 @@ mod tests {
         for &trigger in DeliveryTrigger::ALL {
             assert_eq!(
                 DELIVERY_LIFECYCLE.check(D::SkippedFilter, trigger, D::Pending),
-                Err(TransitionError::ForbiddenBySeed {
+                Err(TransitionError::ForbiddenByRule {
                     lifecycle: "Integration delivery",
                     from: "skipped_filter",
                     to: "pending",
@@ -637,7 +637,7 @@ mod tests {
         );
         assert_eq!(
             operator_restart(D::SkippedFilter),
-            Err(TransitionError::ForbiddenBySeed {
+            Err(TransitionError::ForbiddenByRule {
                 lifecycle: "Integration delivery",
                 from: "skipped_filter",
                 to: "pending",

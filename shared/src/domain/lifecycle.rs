@@ -184,7 +184,7 @@ pub const fn cannot<S>(from: S, to: S, why: &'static str) -> InvalidMove<S> {
 pub struct Lifecycle<S: 'static, T: 'static, E: 'static, O: 'static = T> {
     /// The section title, e.g. `"Integration delivery"`; also the prefix of refusals.
     pub name: &'static str,
-    /// Where the requirement comes from (an identifier of the specification), for traceability.
+    /// What the lifecycle serves, in the project's own words (`docs/glossary.md`).
     pub reference: &'static str,
     /// One paragraph for the doc: what the lifecycle is about and what is special about it.
     pub summary: &'static str,
@@ -199,7 +199,7 @@ pub struct Lifecycle<S: 'static, T: 'static, E: 'static, O: 'static = T> {
 pub enum TransitionError {
     /// A "cannot happen" row rules the move out.
     #[error("{lifecycle}: {from} → {to} cannot happen: {why}")]
-    ForbiddenBySeed {
+    ForbiddenByRule {
         lifecycle: &'static str,
         from: &'static str,
         to: &'static str,
@@ -349,7 +349,7 @@ impl<S: Status, T: Term, E: Term, O: Term> Lifecycle<S, T, E, O> {
         self.invalid
             .iter()
             .find(|m| m.from == from && m.to == to)
-            .map(|m| TransitionError::ForbiddenBySeed {
+            .map(|m| TransitionError::ForbiddenByRule {
                 lifecycle: self.name,
                 from: from.as_str(),
                 to: to.as_str(),
@@ -542,7 +542,7 @@ pub(crate) mod testing {
                     if let Some((_, _, why)) = forbidden {
                         assert_eq!(
                             result,
-                            Err(TransitionError::ForbiddenBySeed {
+                            Err(TransitionError::ForbiddenByRule {
                                 lifecycle: lifecycle.name,
                                 from: from.as_str(),
                                 to: to.as_str(),
@@ -673,7 +673,7 @@ mod tests {
     };
 
     fn broken_cannot_go() -> TransitionError {
-        TransitionError::ForbiddenBySeed {
+        TransitionError::ForbiddenByRule {
             lifecycle: "test light",
             from: "broken",
             to: "green",

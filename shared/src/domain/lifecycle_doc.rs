@@ -82,7 +82,7 @@ fn section<S: Status, T: Term, E: Term, O: Term>(
     let _ = writeln!(out, "## {}\n\n{}\n", lifecycle.name, lifecycle.summary);
     let _ = writeln!(
         out,
-        "Table: `domain::{table}`. Requirement: {}.\n",
+        "Table: `domain::{table}`. Part of: {}.\n",
         lifecycle.reference
     );
 

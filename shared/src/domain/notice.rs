@@ -48,7 +48,7 @@ const LATER_NOTICE: &str = "a later notice with the same supersede key exists";
 #[rustfmt::skip]
 pub static NOTICE_LIFECYCLE: Lifecycle<NoticeStatus, NoticeTrigger, NoticeEffect> = Lifecycle {
     name: "Notice",
-    reference: "this project's own (it decides whether a notice applies)",
+    reference: "administrator notices, whether a notice applies",
     summary: "A notice is a message to one or more recipients on one or more channels; the administrator notice of an auto-paused subscription is one. Fan-out creates its deliveries once; withdrawing or replacing it cancels the deliveries that are still queued.",
     initial: &[NS::Requested],
     transitions: &[
@@ -105,7 +105,7 @@ mod tests {
     fn notice_lifecycle_refuses_to_revive() {
         assert!(matches!(
             NOTICE_LIFECYCLE.check(NS::Withdrawn, NT::FanOut, NS::Active),
-            Err(TransitionError::ForbiddenBySeed { .. })
+            Err(TransitionError::ForbiddenByRule { .. })
         ));
         let c = NOTICE_LIFECYCLE
             .condition(NT::Withdraw, NS::Withdrawn)

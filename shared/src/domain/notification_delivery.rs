@@ -114,7 +114,7 @@ const STILL_QUEUED: &str = "still queued";
 #[rustfmt::skip]
 pub static NOTIFICATION_LIFECYCLE: Lifecycle<NotificationStatus, NotificationTrigger, NotificationEffect> = Lifecycle {
     name: "Notification delivery",
-    reference: "STATE-PFM-NOT-005",
+    reference: "notification delivery",
     summary: "One record per notice, channel and recipient. The retry budget is the queue's receive count (8); the table keeps no attempt count. A claim conditional on the state read settles which of two racing consumers sends; an operator requeue is a conditional update of its own; a provider event enters the history (at most 50 events) once, by its id. deferred and bounced belong to the vocabulary, but no row writes them.",
     initial: &[N::Queued, N::Delivered],
     transitions: &[
@@ -564,7 +564,7 @@ mod tests {
             for &trigger in NotificationTrigger::ALL {
                 assert_eq!(
                     NOTIFICATION_LIFECYCLE.check(from, trigger, to),
-                    Err(TransitionError::ForbiddenBySeed {
+                    Err(TransitionError::ForbiddenByRule {
                         lifecycle: "Notification delivery",
                         from: from.as_str(),
                         to: to.as_str(),
@@ -676,7 +676,7 @@ mod tests {
         assert!(matches!(
             requeue_allowed(N::Skipped, None),
             Err(RequeueRefused::Lifecycle(
-                TransitionError::ForbiddenBySeed { .. }
+                TransitionError::ForbiddenByRule { .. }
             ))
         ));
         assert!(matches!(

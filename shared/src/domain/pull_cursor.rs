@@ -568,7 +568,7 @@ mod tests {
                 NOW
             ),
             Err(CursorError::PastEnd {
-                last: Some("Z".parse().unwrap())
+                last: Some(id("Z"))
             })
         );
         assert_eq!(

@@ -127,7 +127,7 @@ pub fn replay_item(
     }
     match operator_restart(status) {
         Ok(movement) => ReplayItem::Restart(movement),
-        Err(TransitionError::ForbiddenBySeed { why, .. }) => ReplayItem::NeverReplayed(why),
+        Err(TransitionError::ForbiddenByRule { why, .. }) => ReplayItem::NeverReplayed(why),
         Err(_) => ReplayItem::AlreadyPending,
     }
 }
@@ -166,7 +166,7 @@ use ReplayTrigger as RT;
 #[rustfmt::skip]
 pub static REPLAY_LIFECYCLE: Lifecycle<ReplayStatus, ReplayTrigger, ReplayEffect> = Lifecycle {
     name: "Replay job",
-    reference: "WF-PFM-INT-018 bounded window replay",
+    reference: "replay of a bounded window",
     summary: "An operator's window replay restarts the subscription's existing deliveries whose change falls in a window of at most seven days, within retained history. The job walks the deliveries in chunks and saves its position after each, and a delivery it restarted remembers the job, so a run cut short resumes without restarting anything twice.",
     initial: &[RS::Running],
     transitions: &[

@@ -1,13 +1,14 @@
-//! Retention (seed 004): terminal events — `sent`, `failed`, `skipped` — and their deliveries are
-//! kept for thirty days after they became terminal, then deleted; `new` and `partial` events are
-//! never expired (they may still need delivery work). Internal status takes no part.
+//! Retention (README "Where the rules meet", `docs/recovery.md`): terminal events — `sent`,
+//! `failed`, `skipped` — and their deliveries are kept for thirty days after they became terminal,
+//! then deleted; `new` and `partial` events are never expired (they may still need delivery
+//! work). Internal status takes no part.
 //!
 //! Deletion is DynamoDB TTL on `expires_at`, which holds epoch **seconds** (TTL ignores values in
 //! milliseconds: they read as dates far in the future). TTL deletes lazily — typically within a
 //! few days — so every read of the monitor also applies [`event_visible`] / [`delivery_visible`]:
 //! an item whose expiry has passed is treated as gone.
 //!
-//! Notices (this project's rule; the seeds give notifications no retention of their own) keep the
+//! Notices (this project's rule; notifications have no retention of their own) keep the
 //! events' [`RETENTION`] too. A delivery expires [`RETENTION`] after it came to rest
 //! ([`notification_ttl_seconds`]). The notice's own items (the notice, its progress shards, its
 //! supersede pointer) must outlive every delivery of it, but no write knows when the last

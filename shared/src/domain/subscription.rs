@@ -43,7 +43,7 @@ use SubscriptionTrigger as ST;
 #[rustfmt::skip]
 pub static SUBSCRIPTION_LIFECYCLE: Lifecycle<SubscriptionStatus, SubscriptionTrigger, SubscriptionEffect> = Lifecycle {
     name: "Subscription",
-    reference: "WF-PFM-INT-018 auto-pause and resume",
+    reference: "subscription auto-pause and resume",
     summary: "A subscription counts its consecutive dead deliveries (a delivered one resets the count). At 50 an active subscription pauses, and exactly one administrator notice goes out through the notification pipeline: the pause is a conditional write, and only the writer that wins it requests the notice. An operator resumes it.",
     initial: &[S::Active],
     transitions: &[

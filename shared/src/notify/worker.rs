@@ -669,7 +669,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dispositions_follow_the_seed() {
+    fn dispositions_follow_the_lifecycle() {
         assert_eq!(
             WorkOutcome::Failed {
                 reason: FailureReason::AttemptsExhausted

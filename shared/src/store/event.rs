@@ -256,7 +256,7 @@ fn event_update(
 /// counter as the decision saw them, and its creation time (the `rollup` index's sort key,
 /// should the event stay open). Read from the event ([`EventRecord::roll_up_basis`]), or, for an
 /// event whose only delivery just settled, known from that delivery
-/// ([`crate::delivery::rollup::sole_roll_up`]): a new event never reopened, created with it (at
+/// ([`crate::delivery::rollup::sole::sole_roll_up`]): a new event never reopened, created with it (at
 /// the delivery's `created_at`: ingest writes both with one clock reading).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RollUpBasis {
@@ -576,7 +576,7 @@ mod tests {
     fn event(status: EventStatus, reopens: Option<i64>) -> EventRecord {
         EventRecord {
             account_id: "a".parse().unwrap(),
-            change_id: "c".parse().unwrap(),
+            change_id: crate::ids::id("c"),
             record_type: "catalog_item".into(),
             record_id: "r".into(),
             event_code: "catalog_item.updated".into(),

@@ -594,7 +594,7 @@ mod operator_actions {
         #[test]
         fn a_rewind_moves_a_cursor_at_or_past_the_restart_back_and_bumps_the_epoch() {
             let mut read = sub(SubscriptionStatus::Active);
-            read.pull_cursor = Some("01d".parse().unwrap());
+            read.pull_cursor = Some(id("01d"));
             read.pull_epoch = 2;
             let u = updated(
                 rewind_pull_cursor("t", &read, &id("01c"), Some(&id("01b")), Timestamp(9)).unwrap(),

@@ -55,42 +55,35 @@
 //!   inserted and when one of its push deliveries reaches a terminal state; the reconciliation
 //!   function's schedules walk the index for anything those triggers missed.
 
+//!
+//! In modules: [`walk`] (the pass, the walk and the enrolment), [`sole`] (the prompt roll-up from a
+//! sole delivery), [`reopen`] (an operator restart's reopen), [`expiry`] (the deliveries'
+//! retention), [`limits`] (the budgets); this module holds the service and one event's roll-up.
+
 mod error;
+mod expiry;
+mod limits;
+mod reopen;
+pub mod sole;
+pub mod walk;
+
 use crate::clock::Clock;
-use crate::domain::event::{roll_up_move, DeliveryFacts, EventStatus, EventTrigger, ROLLUP_BATCH};
-use crate::domain::integration_delivery::DeliveryStatus;
+use crate::domain::event::{roll_up_move, DeliveryFacts, EventStatus, EventTrigger};
 use crate::domain::retention::ttl_seconds;
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, ChangeId};
 use crate::store;
-use crate::store::attrs::rollup as rollup_attrs;
 use crate::store::delivery::Delivery;
-use crate::store::event::{EventRecord, RollUpBasis};
+use crate::store::event::EventRecord;
 pub use crate::store::event_partition::read_partition;
-use crate::store::keys::{self, SHARDS};
-use crate::store::write::{send, Write, Written};
-use crate::store::StoreError;
+use crate::store::keys;
+use crate::store::write::send;
 pub use error::RollUpError;
-use futures::stream::{self, StreamExt};
+use expiry::set_delivery_expiry;
+pub use limits::{LISTING_OVERLAP, ROLLUP_ATTEMPTS, ROLLUP_CONCURRENCY, ROLLUP_INDEX};
+pub use reopen::{reopen_event, ReopenOutcome};
 use serde::Serialize;
-use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-/// How far before the walk's mark each listing read starts again: an event written just before a
-/// walk read its account's listing may not have been on that eventually consistent index yet
-/// (its entry shows within a second or so).
-pub const LISTING_OVERLAP: Duration = Duration::from_secs(60);
-
-/// How often one roll-up re-reads and re-decides after losing a race before it leaves the event
-/// to the next trigger or pass.
-pub const ROLLUP_ATTEMPTS: usize = 3;
-/// Events rolled up at once within a batch.
-pub const ROLLUP_CONCURRENCY: usize = 16;
-/// Delivery expiry writes in flight at once for one event.
-const EXPIRY_CONCURRENCY: usize = 10;
-/// The name of the sparse index of open events (template.yaml).
-pub const ROLLUP_INDEX: &str = "rollup";
 
 /// What one roll-up of one event came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -179,28 +172,6 @@ impl RollUpReport {
     }
 }
 
-/// What one listing read ([`RollUp::enrol_open`]) did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct EnrolReport {
-    /// Accounts whose event listing was read.
-    pub accounts: u32,
-    /// Events read from the listings.
-    pub listed: u32,
-    /// Of those, open events put on the `rollup` index.
-    pub enrolled: u32,
-    /// Every account was read and the mark moved on; `false`: the deadline came first or a read
-    /// failed, and the next walk reads the window again (from the same mark).
-    pub complete: bool,
-}
-
-/// The result of a bounded walk of the index.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct WalkReport {
-    pub rollup: RollUpReport,
-    /// The budget ran out before the walk reached the end of the index: run again.
-    pub more: bool,
-}
-
 /// The roll-up service.
 #[derive(Clone)]
 pub struct RollUp {
@@ -226,198 +197,6 @@ impl RollUp {
         &self.dynamo
     }
 
-    /// One roll-up pass: the [`ROLLUP_BATCH`] oldest `new` or `partial` events, each moved per
-    /// the event status table (`docs/lifecycles.md#event-status`).
-    pub async fn pass(&self) -> Result<RollUpReport, RollUpError> {
-        self.enrol_logged(None).await;
-        let mut walk = IndexWalk::new();
-        let batch = walk.next_batch(self, ROLLUP_BATCH).await?;
-        Ok(self.roll_up_batch(&batch).await)
-    }
-
-    /// Walks the index from its oldest entry, one pass-sized batch at a time, until the walk has
-    /// seen every entry, `max_events` events were looked at, or `deadline` passed. Events that
-    /// stay `partial` are behind the walk's position and are not looked at twice in one walk.
-    pub async fn walk(
-        &self,
-        max_events: usize,
-        deadline: Instant,
-    ) -> Result<WalkReport, RollUpError> {
-        let enrolled = self.enrol_logged(Some(deadline)).await;
-        let mut walk = IndexWalk::new();
-        let mut report = RollUpReport::default();
-        if enrolled.is_none() {
-            report.errors += 1;
-        }
-        // A listing read cut short by the deadline is read again by the next invocation.
-        let listings_read = enrolled.is_some_and(|r| r.complete);
-        loop {
-            let remaining = max_events.saturating_sub(report.examined as usize);
-            if walk.finished() {
-                return Ok(WalkReport {
-                    rollup: report,
-                    more: !listings_read,
-                });
-            }
-            if remaining == 0 || Instant::now() >= deadline {
-                return Ok(WalkReport {
-                    rollup: report,
-                    more: true,
-                });
-            }
-            let batch = walk.next_batch(self, remaining.min(ROLLUP_BATCH)).await?;
-            if batch.is_empty() {
-                continue;
-            }
-            report.add(&self.roll_up_batch(&batch).await);
-        }
-    }
-
-    /// [`Self::enrol_open`], its failure logged (`None`): the index walk still runs, and the next
-    /// walk reads the listings again from the same mark.
-    async fn enrol_logged(&self, deadline: Option<Instant>) -> Option<EnrolReport> {
-        // Boxed: the listing read's nested futures would otherwise make every caller's future
-        // type too deep for the compiler's layout computation (the reconcile function's main).
-        match Box::pin(self.enrol_open(deadline)).await {
-            Ok(r) => {
-                tracing::info!(
-                    accounts = r.accounts,
-                    listed = r.listed,
-                    enrolled = r.enrolled,
-                    complete = r.complete,
-                    "roll-up walk read the event listings"
-                );
-                Some(r)
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "reading the event listings failed; the next walk reads them again");
-                None
-            }
-        }
-    }
-
-    /// Reads every account's event listing from the walk's mark (less [`LISTING_OVERLAP`]) to
-    /// now and puts the events still open on the `rollup` index; then moves the mark on to the
-    /// instant the read started. Starts no account after `deadline` (the mark then stays).
-    pub async fn enrol_open(&self, deadline: Option<Instant>) -> Result<EnrolReport, RollUpError> {
-        let through = self.clock.now();
-        let from = store::walk_mark::get(&self.dynamo, &self.table)
-            .await?
-            .map_or(Timestamp(0), |mark| mark.minus(LISTING_OVERLAP));
-        let mut report = EnrolReport::default();
-        let mut start = None;
-        loop {
-            let (accounts, next) =
-                store::account::ids_page(&self.dynamo, &self.table, start).await?;
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(report);
-            }
-            let counts: Vec<Result<(u32, u32), StoreError>> = stream::iter(accounts)
-                .map(|account_id| {
-                    let this = self.clone();
-                    async move { this.enrol_account(&account_id, from, through).await }
-                })
-                .buffer_unordered(ROLLUP_CONCURRENCY)
-                .collect()
-                .await;
-            for c in counts {
-                let (listed, enrolled) = c?;
-                report.accounts += 1;
-                report.listed += listed;
-                report.enrolled += enrolled;
-            }
-            match next {
-                Some(k) => start = Some(k),
-                None => break,
-            }
-        }
-        send(
-            &self.dynamo,
-            store::walk_mark::advance(&self.table, through)?,
-        )
-        .await?;
-        report.complete = true;
-        Ok(report)
-    }
-
-    /// One account's part of [`Self::enrol_open`]: (events listed, events enrolled).
-    async fn enrol_account(
-        &self,
-        account_id: &AccountId,
-        from: Timestamp,
-        through: Timestamp,
-    ) -> Result<(u32, u32), StoreError> {
-        let (mut listed, mut enrolled) = (0, 0);
-        let mut start = None;
-        loop {
-            let page = store::event::listing_keys_page(
-                &self.dynamo,
-                &self.table,
-                account_id,
-                from,
-                through,
-                start,
-            )
-            .await?;
-            let events =
-                store::read::items_in_order(&self.dynamo, &self.table, &page.items).await?;
-            listed += page.items.len() as u32;
-            for event in events {
-                let event = EventRecord::from_item(event)?;
-                if event.status().is_final() || event.on_rollup_index() {
-                    continue;
-                }
-                let (pk, _) = event.key();
-                let w = store::event::enrol(&self.table, &pk, event.created_at)?;
-                // Refused: final by now, or enrolled by a concurrent walk.
-                if send(&self.dynamo, w).await?.applied() {
-                    enrolled += 1;
-                }
-            }
-            match page.next {
-                Some(k) => start = Some(k),
-                None => return Ok((listed, enrolled)),
-            }
-        }
-    }
-
-    /// Rolls up the events of one batch concurrently. Storage errors are counted and logged, not
-    /// returned: one event's failure does not hold up the others.
-    pub async fn roll_up_batch(&self, batch: &[IndexEntry]) -> RollUpReport {
-        let pks: Vec<String> = batch.iter().map(|e| e.pk.clone()).collect();
-        let counted: Vec<Result<(RollUpOutcome, u32), RollUpError>> = stream::iter(pks)
-            .map(|pk| {
-                let this = self.clone();
-                async move { this.roll_up_counting(&pk).await }
-            })
-            .buffered(ROLLUP_CONCURRENCY)
-            .collect()
-            .await;
-        let requeued = counted
-            .iter()
-            .filter_map(|c| c.as_ref().ok())
-            .map(|(_, n)| n)
-            .sum();
-        let outcomes: Vec<Result<RollUpOutcome, RollUpError>> = counted
-            .into_iter()
-            .map(|c| c.map(|(outcome, _)| outcome))
-            .collect();
-        let mut report = RollUpReport {
-            batches: 1,
-            requeued,
-            ..RollUpReport::default()
-        };
-        for (entry, outcome) in batch.iter().zip(&outcomes) {
-            if let Err(e) = outcome {
-                tracing::error!(pk = %entry.pk, error = %e, "event roll-up failed; the next pass retries it");
-            }
-        }
-        for outcome in &outcomes {
-            report.record(outcome);
-        }
-        report
-    }
-
     /// Rolls up one event.
     pub async fn roll_up_event(
         &self,
@@ -431,31 +210,6 @@ impl RollUp {
     /// Rolls up the event of partition `pk` (`EVT#{account}#{change}`).
     pub async fn roll_up_pk(&self, pk: &str) -> Result<RollUpOutcome, RollUpError> {
         Ok(self.roll_up_counting(pk).await?.0)
-    }
-
-    /// The prompt roll-up of the event of a push delivery that just settled its first attempt
-    /// (`previous`: the status it left), as the delivery stream shows it. When that delivery is
-    /// its event's only one ([`sole_roll_up`]), the event's move is decided from the delivery
-    /// alone and written without reading the partition: one query less per change. Otherwise, or
-    /// when the write's condition refuses it (the event is no longer `new`, or an operator
-    /// reopened it), the event is rolled up from a read, as [`Self::roll_up_pk`] does.
-    pub async fn roll_up_settled(
-        &self,
-        d: &Delivery,
-        previous: DeliveryStatus,
-    ) -> Result<RollUpOutcome, RollUpError> {
-        let now = self.clock.now();
-        if let Some((basis, trigger, to)) = sole_roll_up(d, previous, now) {
-            let w = store::event::roll_up(&self.table, &basis, trigger, to, now)?;
-            if send(&self.dynamo, w).await?.applied() {
-                tracing::info!(pk = %basis.pk, from = %basis.status, %to, trigger = ?trigger, "event status rolled up from its sole delivery");
-                return Ok(RollUpOutcome::Moved {
-                    from: basis.status,
-                    to,
-                });
-            }
-        }
-        self.roll_up_pk(&d.key().0).await
     }
 
     /// [`Self::roll_up_pk`], and how many lost first dispatches of the event's deliveries it put
@@ -553,263 +307,11 @@ impl RollUp {
     }
 }
 
-/// The roll-up of the event of `d`, a push delivery that has just left `previous`, decided
-/// without reading the event, when `d` alone decides it: `d` is the only delivery its change made
-/// ([`Delivery::sole`]), never restarted, and it left `pending`, so its event was created with
-/// it, has taken no other move (only this delivery's settling moves it) and is `new` unless an
-/// operator reopened it. That is the basis the write is conditional on (`new`, no reopen
-/// counter), so a basis that no longer holds is refused, never written over. `None` when `d`
-/// does not decide it alone, or when the roll-up would also have to write `d`'s retention
-/// ([`set_delivery_expiry`]): the caller reads the partition instead. The move is the one the
-/// partition's read would decide ([`roll_up_move`] of `d`'s facts from `new`).
-pub fn sole_roll_up(
-    d: &Delivery,
-    previous: DeliveryStatus,
-    now: Timestamp,
-) -> Option<(RollUpBasis, EventTrigger, EventStatus)> {
-    if !d.sole || d.restarts > 0 || d.method.is_poll() || previous != DeliveryStatus::Pending {
-        return None;
-    }
-    let facts = d.facts(now)?;
-    let (trigger, to) = roll_up_move(EventStatus::New, true, &[facts])?;
-    if to == EventStatus::New {
-        return None;
-    }
-    (!expiry_needs_write(d, ttl_seconds(to, now))).then(|| {
-        (
-            RollUpBasis {
-                pk: d.key().0,
-                status: EventStatus::New,
-                reopens: None,
-                created_at: d.created_at,
-            },
-            trigger,
-            to,
-        )
-    })
-}
-
-/// Sets (`Some`) the TTL of every delivery of an event that would otherwise expire before the
-/// event, or removes (`None`) every delivery's TTL. Deliveries that vanished in the meantime are
-/// not recreated.
-async fn set_delivery_expiry(
-    dynamo: &aws_sdk_dynamodb::Client,
-    table: &str,
-    deliveries: &[Delivery],
-    ttl: Option<i64>,
-) -> Result<(), RollUpError> {
-    // Owned items only: the futures must be `Send` for any caller (axum handlers included),
-    // which closures over borrowed items cannot promise.
-    // A push delivery stamped its own (longer) expiry when it ended: only deliveries that would
-    // vanish before their event (poll and filtered ones, or none at all) are written.
-    let todo: Vec<Write> = deliveries
-        .iter()
-        .filter(|d| expiry_needs_write(d, ttl))
-        .map(|d| store::delivery::set_expiry(table, d, ttl))
-        .collect::<Result<_, _>>()?;
-    // A delivery gone since the read is not recreated (the write's condition refuses it).
-    let results: Vec<Result<Written, StoreError>> = stream::iter(todo)
-        .map(|w| send(dynamo, w))
-        .buffer_unordered(EXPIRY_CONCURRENCY)
-        .collect()
-        .await;
-    results.into_iter().collect::<Result<Vec<_>, _>>()?;
-    Ok(())
-}
-
-/// Whether the roll-up must write `d`'s TTL for its event's `ttl` ([`set_delivery_expiry`]): a
-/// final event's delivery that would expire before it, or an open event's delivery that has one.
-fn expiry_needs_write(d: &Delivery, ttl: Option<i64>) -> bool {
-    match ttl {
-        Some(ttl) => d.expires_at.is_none_or(|own| own < ttl),
-        None => d.expires_at.is_some(),
-    }
-}
-
-/// What [`reopen_event`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum ReopenOutcome {
-    /// `sent | failed → partial`, back on the roll-up index, retention expiry removed.
-    Reopened {
-        from: EventStatus,
-    },
-    /// The event was still `new` or `partial`: its reopen counter moved on, so any roll-up decided
-    /// before the restart cannot land.
-    AlreadyOpen {
-        status: EventStatus,
-    },
-    /// `skipped` is never reopened: no subscriber took the event, so nothing can be retried.
-    NotReopenable {
-        status: EventStatus,
-    },
-    Missing,
-}
-
-/// Operator retry and window replay (the operator rows of `docs/lifecycles.md#event-status`, this
-/// project's addition to the event status lifecycle): reopens a final event so the roll-up
-/// settles it again. **Call it after the delivery restart is written**: a roll-up that read the
-/// deliveries before the restart then fails on the reopen counter, and one that reads after it
-/// sees the delivery waiting.
-///
-/// `sent | failed → partial` is written with the condition of [`EVENT_LIFECYCLE`]'s operator rows
-/// (`EventTrigger::OperatorRestartReopens`); the event goes back on the `rollup` index and loses
-/// its expiry, as do its deliveries. Safe to repeat.
-pub async fn reopen_event(
-    dynamo: &aws_sdk_dynamodb::Client,
-    table: &str,
-    account_id: &AccountId,
-    change_id: &ChangeId,
-    now: Timestamp,
-) -> Result<ReopenOutcome, RollUpError> {
-    let pk = keys::event_pk(account_id, change_id);
-    for _ in 0..ROLLUP_ATTEMPTS {
-        let partition = read_partition(dynamo, table, &pk).await?;
-        let Some(event) = partition.event else {
-            return Ok(ReopenOutcome::Missing);
-        };
-        let status = event.status();
-        let written = match status {
-            EventStatus::Skipped => return Ok(ReopenOutcome::NotReopenable { status }),
-            EventStatus::Sent | EventStatus::Failed => {
-                let w = store::event::reopen(table, &event, now)?;
-                send(dynamo, w).await?.applied()
-            }
-            EventStatus::New | EventStatus::Partial => {
-                // Not a status move: a fence against roll-ups decided before the restart.
-                let w = store::event::fence_open(table, &event)?;
-                send(dynamo, w).await?.applied()
-            }
-        };
-        if written {
-            set_delivery_expiry(dynamo, table, &partition.deliveries, None).await?;
-            tracing::info!(pk, from = %status, "event reopened by an operator restart");
-            return Ok(match status {
-                EventStatus::Sent | EventStatus::Failed => ReopenOutcome::Reopened { from: status },
-                _ => ReopenOutcome::AlreadyOpen { status },
-            });
-        }
-    }
-    Err(RollUpError::Store(StoreError::Dynamo(format!(
-        "reopening {pk}: the event kept changing under {ROLLUP_ATTEMPTS} attempts"
-    ))))
-}
-
-/// One entry of the `rollup` index: an open event by creation time.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct IndexEntry {
-    pub rollup_at: i64,
-    pub pk: String,
-}
-
-struct ShardCursor {
-    shard: String,
-    buffer: VecDeque<IndexEntry>,
-    start: Option<HashMap<String, aws_sdk_dynamodb::types::AttributeValue>>,
-    exhausted: bool,
-}
-
-impl ShardCursor {
-    async fn fill(&mut self, rollup: &RollUp) -> Result<(), StoreError> {
-        let page = store::event::rollup_index_page(
-            &rollup.dynamo,
-            &rollup.table,
-            &self.shard,
-            ROLLUP_BATCH as i32,
-            self.start.take(),
-        )
-        .await?;
-        for item in page.items {
-            let pk = item.get("pk").and_then(|v| v.as_s().ok()).cloned();
-            let at = item
-                .get(rollup_attrs::AT)
-                .and_then(|v| v.as_n().ok())
-                .and_then(|v| v.parse::<i64>().ok());
-            if let (Some(pk), Some(rollup_at)) = (pk, at) {
-                self.buffer.push_back(IndexEntry { rollup_at, pk });
-            }
-        }
-        match page.next {
-            Some(k) => self.start = Some(k),
-            None => self.exhausted = true,
-        }
-        Ok(())
-    }
-}
-
-/// A walk of the `rollup` index in creation order across all shards: each shard is read in
-/// pages of [`ROLLUP_BATCH`] from where it stopped, and batches are merged oldest first, so each
-/// batch holds exactly the oldest entries the walk has not handed out yet.
-pub struct IndexWalk {
-    shards: Vec<ShardCursor>,
-}
-
-impl Default for IndexWalk {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl IndexWalk {
-    pub fn new() -> Self {
-        IndexWalk {
-            shards: (0..SHARDS)
-                .map(|i| ShardCursor {
-                    shard: i.to_string(),
-                    buffer: VecDeque::new(),
-                    start: None,
-                    exhausted: false,
-                })
-                .collect(),
-        }
-    }
-
-    /// Every entry has been handed out.
-    pub fn finished(&self) -> bool {
-        self.shards
-            .iter()
-            .all(|c| c.exhausted && c.buffer.is_empty())
-    }
-
-    /// The next (at most) `max` oldest entries.
-    pub async fn next_batch(
-        &mut self,
-        rollup: &RollUp,
-        max: usize,
-    ) -> Result<Vec<IndexEntry>, StoreError> {
-        let mut out = Vec::with_capacity(max);
-        while out.len() < max {
-            // A shard whose buffer ran dry must be read on before the merge can pick safely.
-            let fills = self
-                .shards
-                .iter_mut()
-                .filter(|c| c.buffer.is_empty() && !c.exhausted)
-                .map(|c| c.fill(rollup));
-            for r in futures::future::join_all(fills).await {
-                r?;
-            }
-            let next = self
-                .shards
-                .iter_mut()
-                .filter(|c| !c.buffer.is_empty())
-                .min_by(|a, b| a.buffer.front().cmp(&b.buffer.front()));
-            match next.and_then(|c| c.buffer.pop_front()) {
-                Some(entry) => out.push(entry),
-                None => {
-                    if self.finished() {
-                        break;
-                    }
-                }
-            }
-        }
-        Ok(out)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::domain::lifecycle::Status;
+    use crate::store::StoreError;
 
     #[test]
     fn reports_count_outcomes() {
@@ -837,108 +339,5 @@ mod tests {
         total.add(&r);
         assert_eq!(total.examined, 8);
         assert_eq!(EventStatus::parse("sent"), Some(EventStatus::Sent));
-    }
-
-    /// A sole first-attempt delivery of `status`, settled at `at` with its own expiry stamped as
-    /// the worker stamps it.
-    fn settled(status: DeliveryStatus, at: Timestamp) -> Delivery {
-        let mut d = store::delivery::test_delivery(status, 1);
-        d.sole = true;
-        d.expires_at = status
-            .is_terminal()
-            .then(|| crate::domain::event::delivery_expires_at(at).seconds());
-        d
-    }
-
-    #[test]
-    fn only_a_sole_never_restarted_push_delivery_leaving_pending_decides_its_event_alone() {
-        let now = Timestamp(5_000);
-        let cases = [
-            (DeliveryStatus::Delivered, EventStatus::Sent),
-            (DeliveryStatus::Dead, EventStatus::Failed),
-            (DeliveryStatus::Failed, EventStatus::Failed),
-            (DeliveryStatus::Retrying, EventStatus::Partial),
-        ];
-        for (status, to) in cases {
-            let d = settled(status, now);
-            let (basis, trigger, decided) =
-                sole_roll_up(&d, DeliveryStatus::Pending, now).expect("decided alone");
-            assert_eq!(decided, to, "{status}");
-            // The move a read of the partition would decide.
-            assert_eq!(
-                roll_up_move(EventStatus::New, true, &[d.facts(now).unwrap()]),
-                Some((trigger, to))
-            );
-            assert_eq!(
-                basis,
-                RollUpBasis {
-                    pk: d.key().0,
-                    status: EventStatus::New,
-                    reopens: None,
-                    created_at: d.created_at,
-                }
-            );
-        }
-        let delivered = settled(DeliveryStatus::Delivered, now);
-        let not_alone = [
-            Delivery {
-                sole: false,
-                ..delivered.clone()
-            },
-            Delivery {
-                restarts: 1,
-                ..delivered.clone()
-            },
-            Delivery {
-                method: crate::domain::delivery_method::DeliveryMethod::Poll,
-                ..delivered.clone()
-            },
-            // Its retention would have to be written too: the roll-up reads.
-            Delivery {
-                expires_at: None,
-                ..delivered.clone()
-            },
-            Delivery {
-                expires_at: Some(now.seconds()),
-                ..delivered.clone()
-            },
-        ];
-        for d in &not_alone {
-            assert_eq!(sole_roll_up(d, DeliveryStatus::Pending, now), None, "{d:?}");
-        }
-        // A retry that ends: its event may be partial by now, which the delivery does not tell.
-        assert_eq!(
-            sole_roll_up(&delivered, DeliveryStatus::Retrying, now),
-            None
-        );
-        let retrying_with_expiry = Delivery {
-            expires_at: Some(now.seconds()),
-            ..settled(DeliveryStatus::Retrying, now)
-        };
-        assert_eq!(
-            sole_roll_up(&retrying_with_expiry, DeliveryStatus::Pending, now),
-            None
-        );
-    }
-
-    #[test]
-    fn index_entries_sort_oldest_first_then_by_key() {
-        let mut v = [
-            IndexEntry {
-                rollup_at: 5,
-                pk: "b".into(),
-            },
-            IndexEntry {
-                rollup_at: 3,
-                pk: "z".into(),
-            },
-            IndexEntry {
-                rollup_at: 5,
-                pk: "a".into(),
-            },
-        ];
-        v.sort();
-        let order: Vec<_> = v.iter().map(|e| (e.rollup_at, e.pk.as_str())).collect();
-        assert_eq!(order, [(3, "z"), (5, "a"), (5, "b")]);
     }
 }

@@ -1,4 +1,4 @@
-//! The delivery worker (seed 002, hops 4–5; seed 000's worker transitions).
+//! The delivery worker (`docs/lifecycles.md#integration-delivery`, the worker's rows).
 //!
 //! For each message: claim the delivery's next numbered attempt with a sixty-second lease in one
 //! conditional write that answers with the delivery (no read first), call the adapter with the
@@ -42,7 +42,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use webhook::WebhookAdapter;
 
-/// The processing lease (seed 004: sixty seconds).
+/// The processing lease (sixty seconds, `docs/lifecycles.md#integration-delivery`).
 pub const LEASE: Duration = crate::domain::integration_delivery::PROCESSING_LEASE;
 /// How long account configuration (and the integration's credentials) is cached per container.
 pub const CONFIG_LEASE: Duration = Duration::from_secs(60);
@@ -390,7 +390,8 @@ impl DeliveryWorker {
     }
 
     /// Calls the adapter the integration names, after checking that configuration still permits
-    /// delivery (seed 000: subscription or account gone, or accepted event access absent → failed).
+    /// delivery (subscription or account gone, or accepted event access absent → failed,
+    /// `docs/lifecycles.md#integration-delivery`).
     async fn attempt(&self, d: &Delivery, config: &AccountConfig) -> AttemptResult {
         if config.account.is_none() {
             return AttemptResult::configuration_loss("the account is gone");

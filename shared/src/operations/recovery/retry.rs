@@ -40,7 +40,7 @@ pub struct RetryOutcome {
 /// Why a status cannot be retried, for people.
 pub fn refusal(status: DeliveryStatus, e: &TransitionError) -> String {
     match (status, e) {
-        (DeliveryStatus::SkippedFilter, TransitionError::ForbiddenBySeed { why, .. }) => {
+        (DeliveryStatus::SkippedFilter, TransitionError::ForbiddenByRule { why, .. }) => {
             format!("a skipped_filter delivery can never be retried or replayed: {why}")
         }
         (DeliveryStatus::Pending, _) => {
