@@ -1,5 +1,5 @@
-//! A subscription's deliveries, as operators read and retry them (seed 002 hop 7; seed 000's
-//! operator restarts). Under `/operator/accounts/{account_id}/subscriptions/{subscription_id}`:
+//! A subscription's deliveries, as operators read and retry them (the operator restarts of
+//! `docs/lifecycles.md#integration-delivery`). Under `/operator/accounts/{account_id}/subscriptions/{subscription_id}`:
 //!
 //! * `GET …/deliveries` (`?status=dead,failed&from=&to=&limit=&cursor=`) — deliveries by status
 //!   and change time (`from` ≤ occurred_at < `to`, RFC 3339), newest change first.
@@ -55,8 +55,8 @@ pub struct DeliveryView {
     pub change_id: ChangeId,
     pub method: String,
     pub status: DeliveryStatus,
-    /// Seed 004's word for the status (`pending`, `processing`, `sent`, `failed`); absent for
-    /// `skipped_filter`.
+    /// The Delivery log's word for the status (`pending`, `processing`, `sent`, `failed`;
+    /// `docs/lifecycles.md#delivery-log-words`); absent for `skipped_filter`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transmit_status: Option<String>,
     /// Attempts of the current run.

@@ -1,4 +1,5 @@
-//! Notification deliveries, as operators read and requeue them (seed 001's operator row):
+//! Notification deliveries, as operators read and requeue them (the operator's row of
+//! `docs/lifecycles.md#notification-delivery`):
 //!
 //! * `GET /operator/notifications/{notice_id}` → the notice (any account), its progress summary
 //!   and every delivery with its reasons and history.

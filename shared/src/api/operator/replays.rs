@@ -1,4 +1,4 @@
-//! Window replay jobs (seed 002 hop 7; rules in [`crate::domain::replay`], storage in
+//! Window replay jobs (`docs/lifecycles.md#replay-job`; rules in [`crate::domain::replay`], storage in
 //! [`crate::operations::recovery::replay`]):
 //!
 //! * `POST /operator/accounts/{account_id}/subscriptions/{subscription_id}/replays`

@@ -1,4 +1,4 @@
-//! A subscription, as operators see and resume it (seed 002 hops 5 and 7):
+//! A subscription, as operators see and resume it (`docs/lifecycles.md#subscription`):
 //!
 //! * `GET /operator/accounts/{account_id}/subscriptions/{subscription_id}` — the subscription
 //!   with its status, dead count and pull cursor.

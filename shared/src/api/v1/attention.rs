@@ -2,8 +2,9 @@
 //!
 //! * `GET /v1/attention` (`?limit=&cursor=`) — the account's paused subscriptions (all of them,
 //!   on every page) and its `dead` or `failed` deliveries, newest first, a page of at most `limit`
-//!   (1–100, default 50) with an opaque `next_cursor`. Each delivery is a delivery-log line (seed
-//!   000 status, seed 004 `transmit_status`, attempts, last error, HTTP code). Deliveries past
+//!   (1–100, default 50) with an opaque `next_cursor`. Each delivery is a delivery-log line (its
+//!   stored status, its `transmit_status` of `docs/lifecycles.md#delivery-log-words`, attempts,
+//!   last error, HTTP code). Deliveries past
 //!   their event's retention are not listed.
 
 use super::events::monitor_error;

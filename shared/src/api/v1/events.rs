@@ -1,4 +1,4 @@
-//! The event monitor (seed 004) for the caller's account (account token):
+//! The event monitor (`docs/lifecycles.md#event-status`) for the caller's account (account token):
 //!
 //! * `GET /v1/events` (`?status=&from=&to=&order=&limit=&cursor=`) — the account's events by
 //!   creation time, newest first (`order=asc` for oldest first); `status` is one or more of
@@ -6,7 +6,7 @@
 //!   (exclusive) are RFC 3339 times. Pages of at most `limit` (1–100, default 50) with an opaque
 //!   `next_cursor`.
 //! * `GET /v1/events/{event_id}` — one event (the change id) with its delivery log: each
-//!   delivery's stored status (seed 000), `transmit_status` (seed 004's word), attempts, last
+//!   delivery's stored status, its `transmit_status` (`docs/lifecycles.md#delivery-log-words`), attempts, last
 //!   error, HTTP code and attempt history.
 //!
 //! Another account's event is `404`, as is an event past its retention (TTL deletion lags; the

@@ -12,7 +12,7 @@
 //! Signing secrets are stored sealed ([`crate::data_keys::SecretSealer`]): the API seals them with
 //! a KMS data key and cannot open them again; only the delivery worker can.
 //! * `DELETE /v1/integrations/{id}` → 204. Its subscriptions stay; their deliveries fail as a
-//!   configuration loss (seed behaviour). Its integration tokens are revoked.
+//!   configuration loss (`docs/lifecycles.md#integration-delivery`). Its integration tokens are revoked.
 //! * `POST /v1/integrations/{id}/tokens` `{revoke_existing?}` → 201: a new integration token;
 //!   `revoke_existing: true` revokes the integration's other tokens.
 //!

@@ -1,4 +1,5 @@
-//! The adapters' pull routes (integration token `rhy_intg_…`; seed 002 hop 6). A `poll`
+//! The adapters' pull routes (integration token `rhy_intg_…`; the cursor rows of
+//! `docs/lifecycles.md#integration-delivery`). A `poll`
 //! integration's adapter reads its subscription's pending changes and acknowledges them with a
 //! cursor (rules: [`crate::domain::pull_cursor`]; storage: [`crate::operations::pull`]):
 //!
