@@ -17,7 +17,7 @@
 //! api/operator/subscriptions.rs /operator/accounts/{a}/subscriptions/{s}[/resume]
 //! api/operator/deliveries.rs   /operator/accounts/{a}/subscriptions/{s}/deliveries…  (history, retry)
 //! api/operator/replays.rs      …/subscriptions/{s}/replays, /operator/accounts/{a}/replays…
-//! api/operator/history.rs      /operator/accounts/{a}[/subscriptions/{s}]/audit
+//! api/operator/audit.rs        /operator/accounts/{a}[/subscriptions/{s}]/audit
 //! api/routes.rs                the router's (method, path) table, read back from the router
 //! api/console_links.rs         /operator/console-links, /v1/console-links: the console's login links
 //! api/console_session.rs       the console's signing key, login links, sessions and CSRF tokens
