@@ -25,9 +25,9 @@ use crate::store::delivery::Delivery;
 use crate::store::event::EventRecord;
 use crate::store::event_partition::read_partition;
 use crate::store::keys;
-use crate::store::listing::{self, Listing, ListingCursor, ListingError};
+use crate::store::listing::ListingError;
 use crate::store::subscription::Subscription;
-use crate::store::{Item, StoreError};
+use crate::store::StoreError;
 use serde::Serialize;
 
 /// Everything the event monitor's reads can fail with.
@@ -48,6 +48,7 @@ impl From<ListingError> for MonitorError {
     }
 }
 
+pub use crate::store::delivery::attention_deliveries;
 pub use crate::store::event::{list_events, EventQuery};
 pub use crate::store::listing::Page;
 
@@ -74,52 +75,6 @@ pub async fn event_with_deliveries(
         }
         _ => Ok(None),
     }
-}
-
-/// The account's `dead` and `failed` deliveries, newest first.
-pub async fn attention_deliveries(
-    dynamo: &aws_sdk_dynamodb::Client,
-    table: &str,
-    account_id: &AccountId,
-    limit: u32,
-    cursor: Option<&str>,
-    now: Timestamp,
-) -> Result<Page<Delivery>, MonitorError> {
-    let cursor = cursor
-        .map(|c| ListingCursor::decode(c, "attention", account_id))
-        .transpose()?;
-    let keep = move |item: &Item| {
-        item.get("kind")
-            .and_then(|v| v.as_s().ok())
-            .map(String::as_str)
-            == Some("delivery")
-            && Delivery::from_item(item.clone()).is_ok_and(|d| {
-                d.visible(now) && matches!(d.status, DeliveryStatus::Dead | DeliveryStatus::Failed)
-            })
-    };
-    let page = listing::page(
-        dynamo,
-        table,
-        Listing {
-            list: "attention",
-            list_key: attention_list_key(account_id),
-            lower: None,
-            upper: None,
-            forward: false,
-            limit,
-            cursor,
-            keep: &keep,
-        },
-    )
-    .await?;
-    Ok(Page {
-        items: page
-            .items
-            .into_iter()
-            .map(Delivery::from_item)
-            .collect::<Result<_, _>>()?,
-        next_cursor: page.next_cursor,
-    })
 }
 
 /// The account's paused subscriptions (one partition query; an account has few subscriptions).

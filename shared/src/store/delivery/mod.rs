@@ -9,7 +9,6 @@
 //!
 //! Its lifecycle is the integration delivery table (docs/lifecycles.md); every status write here
 //! is conditional on the table's `from` states for its move.
-
 //!
 //! In modules by use:
 //! * [`item`]: the item itself — its shape, its key and the work it names, a read by key and its
@@ -22,9 +21,11 @@
 //! * [`restart`]: an operator restart (retry or replay) of a delivery;
 //! * [`cursor`]: the pull cursor's cover of a pending pull delivery;
 //! * [`range`]: a range of one subscription's deliveries and its index query;
-//! * [`by_subscription`]: the reads of such a range, page by page.
+//! * [`by_subscription`]: the reads of such a range, page by page;
+//! * [`attention`]: the account's needs-attention listing (its dead and failed deliveries).
 
 pub mod attempt;
+pub mod attention;
 pub mod by_subscription;
 pub mod cursor;
 pub mod due;
@@ -35,6 +36,7 @@ pub mod restart;
 
 pub use crate::store::keys::attention_list_key;
 pub use attempt::{claim, lease_token, save_outcome, Claim, Outcome};
+pub use attention::attention_deliveries;
 pub use by_subscription::{
     by_subscription_page, change_before, gather_by_subscription, last_change, DeliveryPage, Filter,
     Gathered,

@@ -1,0 +1,56 @@
+//! The account's needs-attention listing: its `dead` and `failed` deliveries (the worker puts
+//! them on `ATTENTION#{account}` of the `listing` index), newest first.
+
+use super::item::Delivery;
+use crate::domain::integration_delivery::DeliveryStatus;
+use crate::domain::time::Timestamp;
+use crate::ids::AccountId;
+use crate::store::keys;
+use crate::store::listing::{self, Listing, ListingCursor, ListingError, Page};
+use crate::store::Item;
+
+/// The account's `dead` and `failed` deliveries, newest first.
+pub async fn attention_deliveries(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    account_id: &AccountId,
+    limit: u32,
+    cursor: Option<&str>,
+    now: Timestamp,
+) -> Result<Page<Delivery>, ListingError> {
+    let cursor = cursor
+        .map(|c| ListingCursor::decode(c, "attention", account_id))
+        .transpose()?;
+    let keep = move |item: &Item| {
+        item.get("kind")
+            .and_then(|v| v.as_s().ok())
+            .map(String::as_str)
+            == Some("delivery")
+            && Delivery::from_item(item.clone()).is_ok_and(|d| {
+                d.visible(now) && matches!(d.status, DeliveryStatus::Dead | DeliveryStatus::Failed)
+            })
+    };
+    let page = listing::page(
+        dynamo,
+        table,
+        Listing {
+            list: "attention",
+            list_key: keys::attention_list_key(account_id),
+            lower: None,
+            upper: None,
+            forward: false,
+            limit,
+            cursor,
+            keep: &keep,
+        },
+    )
+    .await?;
+    Ok(Page {
+        items: page
+            .items
+            .into_iter()
+            .map(Delivery::from_item)
+            .collect::<Result<_, _>>()?,
+        next_cursor: page.next_cursor,
+    })
+}
