@@ -3,21 +3,33 @@
 //! Pages are maud templates (every interpolated value is escaped); htmx (vendored, see
 //! [`assets`]) refreshes the parts that change while work is in flight; `console.js` shows times
 //! relative and absolute in the viewer's timezone. Every read and action calls the functions the
-//! JSON API uses (the monitor's reads, the operations, the API handlers themselves for actions),
-//! so the console refuses what the API refuses, with the API's problem detail.
+//! JSON API uses (the monitor's reads; for actions, the named operations the JSON handlers are
+//! thin doors over), so the console refuses what the API refuses, with the API's problem detail.
 //!
 //! ```text
-//! console/mod.rs        router(), security headers layer, sign-in and sign-out, /console/
-//! console/session.rs    login links, the session cookie, CSRF tokens (HMAC, stateless)
-//! console/links.rs      POST /operator/console-links, POST /v1/console-links (JSON)
-//! console/page.rs       the shell, the request context, badges, times, problems, pagers
-//! console/views.rs      the Event monitor, an event's Delivery log, a delivery's attempts
-//!                       (shared by both audiences)
-//! console/operator.rs   /console/op/…   operator pages and actions
-//! console/account.rs    /console/acct/… account administrator pages
-//! console/manage.rs     /console/acct/manage… integrations, subscriptions, secrets, tokens
-//! console/assets.rs     embedded, content-hashed static files
+//! lib.rs                      router(), security headers layer, sign-in and sign-out, /console/
+//! page.rs                     the shell, the request context, badges, times, problems, pagers
+//! views.rs                    the Event monitor, an event's Delivery log, a delivery's attempts
+//!                             (shared by both audiences)
+//! operator/mod.rs             /console/op/… routes
+//! operator/access.rs          the signed-in operator (Op), the CSRF check of every form
+//! operator/nav.rs             operator navigation, an account's page paths, the account picker
+//! operator/monitor.rs         the start page, the Event monitor scoped to an account
+//! operator/attention.rs       Needs Attention (the account's pages show it too)
+//! operator/account.rs         an account's page
+//! operator/subscription.rs    a subscription's Integration history
+//! operator/replays.rs         the replay job pages
+//! operator/notifications.rs   the notification lookup, a notice's page
+//! operator/actions.rs         confirmation forms and POSTs: retry, resume, replay, requeue
+//! operator/audit.rs           the audit history table
+//! account.rs                  /console/acct/… account administrator pages
+//! account_parts.rs            the account navigation, its integrations and subscriptions
+//! manage.rs                   /console/acct/manage… integrations, subscriptions, secrets, tokens
+//! assets.rs                   embedded, content-hashed static files
 //! ```
+//!
+//! The session cookie, CSRF tokens and sign-in links are the API's
+//! ([`shared::api::console_session`], [`shared::api::console_links`]).
 //!
 //! # Page structure for the browser tests (kept stable)
 //!

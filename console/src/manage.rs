@@ -1,10 +1,10 @@
 //! `/console/acct/manage…`: an account administrator changes their integrations and
-//! subscriptions through the management API's own handlers (create an integration or a
-//! subscription, edit a subscription's record types, filter, projected fields and retry policy,
-//! rotate a webhook signing secret with a chosen grace, issue a pull token, send a test event to a
-//! webhook subscription's endpoint). A form's fields become the JSON body the
-//! handler reads, so a refusal is the API's problem; a secret the API shows once is shown once
-//! here too (the page is `no-store`).
+//! subscriptions through the same named operations as the management API's handlers (create an
+//! integration or a subscription, edit a subscription's record types, filter, projected fields
+//! and retry policy, rotate a webhook signing secret with a chosen grace, issue a pull token, send
+//! a test event to a webhook subscription's endpoint). A form's fields become the request
+//! [`Fields`] the operation checks, so a refusal is the API's problem; a secret the API shows once
+//! is shown once here too (the page is `no-store`).
 
 use super::account::Admin;
 use super::account_parts::integrations_and_subscriptions;
@@ -16,17 +16,18 @@ use super::page::{
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 use maud::{html, Markup};
 use serde_json::{Map, Value};
-use shared::api::auth::AccountAuth;
-use shared::api::extract::{ApiPath, Fields, JsonBody};
+use shared::api::auth::OneTimeSecret;
+use shared::api::extract::{path_id, Fields};
 use shared::api::problem::ApiError;
 use shared::api::state::ApiState;
+use shared::api::v1::integrations::{self, IntegrationView, TokenRequest};
+use shared::api::v1::subscriptions;
 use shared::api::v1::test_event::{send_test_event, TestEventView};
-use shared::api::v1::{integrations, subscriptions};
 use shared::domain::time::Timestamp;
 use std::sync::Arc;
 
@@ -75,14 +76,6 @@ fn actor(admin: &Admin) -> String {
     }
 }
 
-fn auth(admin: &Admin) -> AccountAuth {
-    AccountAuth {
-        account_id: admin.account_id.clone(),
-        // The session's signed actor text stands in for the token (as the API records it).
-        token_id: shared::ids::TokenId::from_stored(actor(admin)),
-    }
-}
-
 /// A comma-separated list as a JSON array of trimmed words.
 fn words(text: &str) -> Value {
     Value::Array(
@@ -99,8 +92,9 @@ fn json_text(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
 }
 
-/// The subscription fields of a form (only those given: an edit changes what it names).
-fn subscription_body(fields: &[(String, String)], map: &mut Map<String, Value>) {
+/// The subscription fields of a form into a request's (only those given: an edit changes what
+/// it names).
+fn put_subscription_fields(fields: &[(String, String)], map: &mut Map<String, Value>) {
     let given = |name: &str| field(fields, name).map(str::trim).filter(|v| !v.is_empty());
     if let Some(v) = given("record_types") {
         map.insert("record_types".into(), words(v));
@@ -119,20 +113,46 @@ fn subscription_body(fields: &[(String, String)], map: &mut Map<String, Value>) 
     }
 }
 
-/// The JSON body of a handler's success.
-async fn body_json(response: Response) -> Value {
-    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
-        .await
-        .unwrap_or_default();
-    serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+/// What an action did, as the page's notice tells it.
+struct Done {
+    what: &'static str,
+    /// The secrets the API's answer shows once, by the names it gives them.
+    shown_once: Vec<(&'static str, OneTimeSecret)>,
+    /// While a rotation's previous secret still signs: until when (RFC 3339).
+    previous_secret_expires_at: Option<String>,
+}
+
+impl Done {
+    fn plain(what: &'static str) -> Self {
+        Done {
+            what,
+            shown_once: Vec::new(),
+            previous_secret_expires_at: None,
+        }
+    }
+
+    /// An integration action, told from the view the API answers with.
+    fn integration(what: &'static str, view: IntegrationView) -> Self {
+        let shown_once = [
+            ("signing_secret", view.signing_secret),
+            ("token", view.token),
+        ];
+        Done {
+            what,
+            shown_once: shown_once
+                .into_iter()
+                .filter_map(|(name, secret)| Some((name, secret?)))
+                .collect(),
+            previous_secret_expires_at: view.previous_secret_expires_at,
+        }
+    }
 }
 
 /// What the management page shows above its lists: the outcome of the last action.
 enum Shown<'a> {
     Nothing,
     Refused(&'a ApiError),
-    /// What was done and the API's answer (secrets it shows once included).
-    Done(&'a str, Value),
+    Done(&'a Done),
     /// A test event's outcome, beside the subscription it went to.
     TestEvent(&'a TestEventView),
 }
@@ -207,19 +227,9 @@ async fn page(state: &ApiState, admin: &Admin, shown: Shown<'_>) -> Response {
     let (refused, done, tested) = match &shown {
         Shown::Nothing => (None, None, None),
         Shown::Refused(e) => (Some(*e), None, None),
-        Shown::Done(what, answer) => (None, Some((*what, answer)), None),
+        Shown::Done(done) => (None, Some(*done), None),
         Shown::TestEvent(v) => (None, None, Some(*v)),
     };
-    let shown_once = done.map(|(_, v)| {
-        ["signing_secret", "token"]
-            .iter()
-            .filter_map(|k| {
-                v.get(*k)
-                    .and_then(Value::as_str)
-                    .map(|s| (*k, s.to_owned()))
-            })
-            .collect::<Vec<_>>()
-    });
     let webhook_url = |integration_id: &shared::ids::IntegrationId| {
         integrations
             .iter()
@@ -231,18 +241,13 @@ async fn page(state: &ApiState, admin: &Admin, shown: Shown<'_>) -> Response {
         main id="main" {
             h1 { "Integrations and subscriptions" }
             @if let Some(e) = refused { (problem(&e.problem())) }
-            @if let Some((what, answer)) = done {
+            @if let Some(done) = done {
                 div class="notice" role="status" data-testid="notice" {
-                    p { "Done: " (what) "." }
-                    @if let Some(secrets) = &shown_once {
-                        @for (name, value) in secrets {
-                            p { strong { (name) } " (shown only now, copy it): " code data-testid=(format!("shown-{name}")) { (value) } }
-                        }
+                    p { "Done: " (done.what) "." }
+                    @for (name, secret) in &done.shown_once {
+                        p { strong { (name) } " (shown only now, copy it): " code data-testid=(format!("shown-{name}")) { (secret.expose()) } }
                     }
-                    @if let Some(rotated) = answer.get("signing_secret_rotated_at").and_then(Value::as_str) {
-                        p { "Rotated " (when_text(Some(rotated))) }
-                    }
-                    (overlap(ctx, answer.get("previous_secret_expires_at").and_then(Value::as_str)))
+                    (overlap(ctx, done.previous_secret_expires_at.as_deref()))
                 }
             }
             h2 { "Integrations" }
@@ -358,70 +363,50 @@ fn subscription_fields(
 
 type Form = [(String, String)];
 
-/// Every management form: the CSRF check, the form's fields as the JSON body `json` makes of
-/// them, the API's own handler (`run`) with it, and the page again with the outcome (the
-/// handler's refusal, or what it answered).
-async fn form_action<Run, Fut, R>(
-    admin: Admin,
-    state: Arc<ApiState>,
-    body: Bytes,
-    what: &str,
-    json: impl FnOnce(&Form) -> Map<String, Value>,
-    run: Run,
-) -> Response
-where
-    Run: FnOnce(AccountAuth, S, JsonBody) -> Fut,
-    Fut: std::future::Future<Output = Result<R, ApiError>>,
-    R: IntoResponse,
-{
-    let fields = form_fields(&body);
-    if let Some(r) = refuse_without_csrf(&admin.ctx, &fields) {
-        return r;
-    }
-    let body = JsonBody(Fields::new(json(&fields)));
-    match run(auth(&admin), State(state.clone()), body).await {
-        Ok(r) => {
-            let answer = body_json(r.into_response()).await;
-            page(&state, &admin, Shown::Done(what, answer)).await
-        }
-        Err(e) => page(&state, &admin, Shown::Refused(&e)).await,
+/// The page again with an action's outcome: what it did, or its refusal (the API's problem).
+async fn after(state: &ApiState, admin: &Admin, outcome: Result<Done, ApiError>) -> Response {
+    match &outcome {
+        Ok(done) => page(state, admin, Shown::Done(done)).await,
+        Err(e) => page(state, admin, Shown::Refused(e)).await,
     }
 }
 
-fn integration_body(fields: &Form) -> Map<String, Value> {
+/// The request fields of a new integration: the form's non-empty texts, and the checkbox as
+/// the boolean the API requires.
+fn integration_request(form: &Form) -> Fields {
     let mut map = Map::new();
     for name in ["name", "method", "webhook_url", "handler"] {
-        if let Some(v) = field(fields, name).map(str::trim).filter(|v| !v.is_empty()) {
+        if let Some(v) = field(form, name).map(str::trim).filter(|v| !v.is_empty()) {
             map.insert(name.into(), Value::String(v.to_owned()));
         }
     }
     map.insert(
         "event_access_accepted".into(),
-        Value::Bool(field(fields, "event_access_accepted") == Some("on")),
+        Value::Bool(field(form, "event_access_accepted") == Some("on")),
     );
-    map
+    Fields::new(map)
 }
 
-fn new_subscription_body(fields: &Form) -> Map<String, Value> {
+fn new_subscription_request(form: &Form) -> Fields {
     let mut map = Map::new();
-    if let Some(i) = field(fields, "integration_id") {
+    if let Some(i) = field(form, "integration_id") {
         map.insert("integration_id".into(), Value::String(i.to_owned()));
     }
-    subscription_body(fields, &mut map);
-    map
+    put_subscription_fields(form, &mut map);
+    Fields::new(map)
 }
 
-fn edit_body(fields: &Form) -> Map<String, Value> {
+fn edited_subscription_request(form: &Form) -> Fields {
     let mut map = Map::new();
-    subscription_body(fields, &mut map);
-    map
+    put_subscription_fields(form, &mut map);
+    Fields::new(map)
 }
 
 /// A rotation, with the grace the form names: a number as a number, anything else as the text
 /// (so the API names what is wrong with it); empty leaves the API's default.
-fn rotate_body(fields: &Form) -> Map<String, Value> {
+fn rotation_request(form: &Form) -> Fields {
     let mut map = Map::from_iter([("rotate_signing_secret".to_string(), Value::Bool(true))]);
-    if let Some(grace) = field(fields, "rotation_grace_seconds")
+    if let Some(grace) = field(form, "rotation_grace_seconds")
         .map(str::trim)
         .filter(|v| !v.is_empty())
     {
@@ -430,38 +415,36 @@ fn rotate_body(fields: &Form) -> Map<String, Value> {
             .unwrap_or_else(|_| Value::String(grace.to_owned()));
         map.insert("rotation_grace_seconds".into(), value);
     }
-    map
-}
-
-fn token_body(fields: &Form) -> Map<String, Value> {
-    let revoke = field(fields, "revoke_existing") == Some("on");
-    Map::from_iter([("revoke_existing".to_string(), Value::Bool(revoke))])
+    Fields::new(map)
 }
 
 async fn create_integration(admin: Admin, State(state): S, body: Bytes) -> Response {
-    let what = "integration created";
-    form_action(
-        admin,
-        state,
-        body,
-        what,
-        integration_body,
-        integrations::create,
-    )
-    .await
+    let form = form_fields(&body);
+    if let Some(refused) = refuse_without_csrf(&admin.ctx, &form) {
+        return refused;
+    }
+    let created =
+        integrations::create_integration(&state, &admin.account_id, integration_request(&form))
+            .await
+            .map(|c| {
+                let view = IntegrationView::from(&c.integration)
+                    .with_signing_secret(c.signing_secret)
+                    .with_token(c.token);
+                Done::integration("integration created", view)
+            });
+    after(&state, &admin, created).await
 }
 
 async fn create_subscription(admin: Admin, State(state): S, body: Bytes) -> Response {
-    let what = "subscription created";
-    form_action(
-        admin,
-        state,
-        body,
-        what,
-        new_subscription_body,
-        subscriptions::create,
-    )
-    .await
+    let form = form_fields(&body);
+    if let Some(refused) = refuse_without_csrf(&admin.ctx, &form) {
+        return refused;
+    }
+    let fields = new_subscription_request(&form);
+    let created = subscriptions::create_subscription(&state, &admin.account_id, fields)
+        .await
+        .map(|_| Done::plain("subscription created"));
+    after(&state, &admin, created).await
 }
 
 async fn edit_subscription(
@@ -470,8 +453,17 @@ async fn edit_subscription(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let run = move |a, s, j| subscriptions::update(a, s, ApiPath(id), j);
-    form_action(admin, state, body, "subscription saved", edit_body, run).await
+    let form = form_fields(&body);
+    if let Some(refused) = refuse_without_csrf(&admin.ctx, &form) {
+        return refused;
+    }
+    let saved = async {
+        let id = path_id(&id, "subscription")?;
+        let fields = edited_subscription_request(&form);
+        subscriptions::update_subscription(&state, &admin.account_id, &id, fields).await
+    };
+    let saved = saved.await.map(|_| Done::plain("subscription saved"));
+    after(&state, &admin, saved).await
 }
 
 async fn rotate_secret(
@@ -480,16 +472,21 @@ async fn rotate_secret(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let run = move |a, s, j| integrations::update(a, s, ApiPath(id), j);
-    form_action(
-        admin,
-        state,
-        body,
-        "signing secret rotated",
-        rotate_body,
-        run,
-    )
-    .await
+    let form = form_fields(&body);
+    if let Some(refused) = refuse_without_csrf(&admin.ctx, &form) {
+        return refused;
+    }
+    let rotated = async {
+        let id = path_id(&id, "integration")?;
+        integrations::update_integration(&state, &admin.account_id, &id, rotation_request(&form))
+            .await
+    };
+    let rotated = rotated.await.map(|edited| {
+        let view = IntegrationView::from(&edited.integration)
+            .with_signing_secret(edited.new_signing_secret);
+        Done::integration("signing secret rotated", view)
+    });
+    after(&state, &admin, rotated).await
 }
 
 async fn issue_token(
@@ -498,8 +495,22 @@ async fn issue_token(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let run = move |a, s, j| integrations::rotate_token(a, s, ApiPath(id), j);
-    form_action(admin, state, body, "pull token issued", token_body, run).await
+    let form = form_fields(&body);
+    if let Some(refused) = refuse_without_csrf(&admin.ctx, &form) {
+        return refused;
+    }
+    let request = TokenRequest {
+        revoke_existing: field(&form, "revoke_existing") == Some("on"),
+    };
+    let issued = async {
+        let id = path_id(&id, "integration")?;
+        integrations::issue_integration_token(&state, &admin.account_id, &id, request).await
+    };
+    let issued = issued.await.map(|issued| Done {
+        shown_once: vec![("token", issued.token)],
+        ..Done::plain("pull token issued")
+    });
+    after(&state, &admin, issued).await
 }
 
 /// "Send test event": the API's own operation; htmx gets the outcome as a fragment (a refusal
@@ -511,8 +522,8 @@ async fn test_event(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    if let Some(r) = refuse_without_csrf(&admin.ctx, &form_fields(&body)) {
-        return r;
+    if let Some(refused) = refuse_without_csrf(&admin.ctx, &form_fields(&body)) {
+        return refused;
     }
     let sent = send_test_event(&state, &admin.account_id, &id, &actor(&admin)).await;
     if admin.ctx.htmx {

@@ -17,6 +17,10 @@
 //!   `revoke_existing: true` revokes the integration's other tokens.
 //!
 //! Another account's integration is "not found", exactly like one that does not exist.
+//!
+//! The changing routes are thin handlers over named operations that take the request's
+//! [`Fields`] and typed ids — [`create_integration`], [`update_integration`],
+//! [`issue_integration_token`] — which the console's Manage page calls too.
 
 use super::ListResponse;
 use crate::api::auth;
@@ -36,7 +40,7 @@ use crate::domain::ssrf::check_url;
 use crate::domain::target::{Target, WebhookSecret};
 use crate::ids::{AccountId, IntegrationId};
 use crate::store::integration::{self, Integration};
-use crate::store::token;
+use crate::store::token::{self, TokenRecord};
 use crate::store::update::Edit;
 use crate::store::write::Write;
 use axum::extract::State;
@@ -115,6 +119,20 @@ impl From<&Integration> for IntegrationView {
     }
 }
 
+impl IntegrationView {
+    /// The view with the signing secret an answer shows once.
+    pub fn with_signing_secret(mut self, secret: Option<OneTimeSecret>) -> Self {
+        self.signing_secret = secret;
+        self
+    }
+
+    /// The view with the integration token its creation shows once.
+    pub fn with_token(mut self, token: PlaintextToken) -> Self {
+        self.token = Some(token);
+        self
+    }
+}
+
 /// A fresh `whsec_…` signing secret.
 pub fn generate_signing_secret() -> SigningSecret {
     let mut bytes = [0u8; GENERATED_SECRET_BYTES];
@@ -172,11 +190,70 @@ fn shown_once(secret: &SigningSecret) -> OneTimeSecret {
     OneTimeSecret::new(secret.expose_whsec())
 }
 
-pub async fn create(
+/// A new integration, with what its creation shows once.
+pub struct CreatedIntegration {
+    pub integration: Integration,
+    /// The webhook's signing secret (given or generated).
+    pub signing_secret: Option<OneTimeSecret>,
+    /// The integration's first token.
+    pub token: PlaintextToken,
+}
+
+/// An integration after an edit, with the signing secret a rotation made (shown once).
+pub struct EditedIntegration {
+    pub integration: Integration,
+    pub new_signing_secret: Option<OneTimeSecret>,
+}
+
+/// A new integration token and how many of the integration's others it revoked.
+pub struct IssuedIntegrationToken {
+    pub token: PlaintextToken,
+    pub record: TokenRecord,
+    pub revoked: u32,
+}
+
+/// What `POST /v1/integrations/{id}/tokens` asks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TokenRequest {
+    /// Revoke the integration's other tokens.
+    pub revoke_existing: bool,
+}
+
+impl TokenRequest {
+    /// The request a JSON body makes (every invalid field named in one 422).
+    pub fn read(mut f: Fields) -> Result<Self, ApiError> {
+        let revoke_existing: bool = f.optional("revoke_existing").unwrap_or(false);
+        f.finish()?;
+        Ok(TokenRequest { revoke_existing })
+    }
+}
+
+/// `POST /v1/integrations`: 201 with `Location`, the integration and its once-shown secrets.
+async fn create(
     auth: AccountAuth,
     State(state): State<Arc<ApiState>>,
-    JsonBody(mut f): JsonBody,
+    JsonBody(f): JsonBody,
 ) -> Result<impl IntoResponse, ApiError> {
+    let created = create_integration(&state, &auth.account_id, f).await?;
+    let location = format!("/v1/integrations/{}", created.integration.integration_id);
+    let view = IntegrationView::from(&created.integration)
+        .with_signing_secret(created.signing_secret)
+        .with_token(created.token);
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, location)],
+        Json(view),
+    ))
+}
+
+/// Creates an integration of the account from a request's fields (`name`, `method`,
+/// `event_access_accepted`, the method's `webhook_url` and `signing_secret` or `handler`), with
+/// its first integration token; every invalid field is named in one 422.
+pub async fn create_integration(
+    state: &ApiState,
+    account_id: &AccountId,
+    mut f: Fields,
+) -> Result<CreatedIntegration, ApiError> {
     let name = f.required_text("name", MAX_NAME_CHARS);
     let method: Option<String> = f.required("method");
     let method = method.and_then(|m| match DeliveryMethod::parse(&m) {
@@ -200,7 +277,7 @@ pub async fn create(
     match &method {
         Some(DeliveryMethod::Webhook) => {
             let url = match webhook_url {
-                Some(u) => check_webhook_url(&state, &mut f, &u),
+                Some(u) => check_webhook_url(state, &mut f, &u),
                 None => {
                     f.error("webhook_url", "is required for webhook integrations");
                     None
@@ -225,7 +302,7 @@ pub async fn create(
             match handler {
                 Some(h) => {
                     target =
-                        check_handler(&state, &mut f, h).map(|handler| Target::Internal { handler })
+                        check_handler(state, &mut f, h).map(|handler| Target::Internal { handler })
                 }
                 None => f.error("handler", "is required for internal integrations"),
             }
@@ -243,7 +320,7 @@ pub async fn create(
     f.finish()?;
     let integration_id = IntegrationId::new();
     if let Some((url, s)) = webhook {
-        let sealed = seal(&state, &auth.account_id, &integration_id, &s).await?;
+        let sealed = seal(state, account_id, &integration_id, &s).await?;
         target = Some(Target::Webhook {
             url,
             secret: WebhookSecret::new(sealed),
@@ -257,7 +334,7 @@ pub async fn create(
 
     let now = state.clock.now();
     let integration = Integration::new(
-        auth.account_id.clone(),
+        account_id.clone(),
         integration_id,
         name,
         target,
@@ -266,7 +343,7 @@ pub async fn create(
     );
     let (token, record) = issue_token(
         TokenKind::Intg,
-        &auth.account_id,
+        account_id,
         Some(&integration.integration_id),
         now,
     );
@@ -278,21 +355,16 @@ pub async fn create(
         ])?)
         .await?;
     tracing::info!(
-        account_id = %auth.account_id,
+        %account_id,
         integration_id = %integration.integration_id,
         method = %integration.delivery_method(),
         "integration created"
     );
-
-    let mut view = IntegrationView::from(&integration);
-    view.signing_secret = secret.as_ref().map(shown_once);
-    view.token = Some(token);
-    let location = format!("/v1/integrations/{}", integration.integration_id);
-    Ok((
-        StatusCode::CREATED,
-        [(header::LOCATION, location)],
-        Json(view),
-    ))
+    Ok(CreatedIntegration {
+        integration,
+        signing_secret: secret.as_ref().map(shown_once),
+        token,
+    })
 }
 
 fn no_webhook_fields(f: &mut Fields, has_url: bool, has_secret: bool) {
@@ -342,10 +414,9 @@ async fn list(
 pub async fn load(
     state: &ApiState,
     account_id: &AccountId,
-    id: &str,
+    id: &IntegrationId,
 ) -> Result<Integration, ApiError> {
-    let id = path_id(id, "integration")?;
-    integration::get(state.dynamo(), state.table(), account_id, &id)
+    integration::get(state.dynamo(), state.table(), account_id, id)
         .await?
         .ok_or_else(|| ApiError::not_found("integration"))
 }
@@ -355,17 +426,36 @@ async fn fetch(
     State(state): State<Arc<ApiState>>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<IntegrationView>, ApiError> {
+    let id = path_id(&id, "integration")?;
     let integration = load(&state, &auth.account_id, &id).await?;
     Ok(Json(IntegrationView::from(&integration)))
 }
 
-pub async fn update(
+/// `PATCH /v1/integrations/{id}`: the integration as it is now (with a rotation's new secret).
+async fn update(
     auth: AccountAuth,
     State(state): State<Arc<ApiState>>,
     ApiPath(id): ApiPath<String>,
-    JsonBody(mut f): JsonBody,
+    JsonBody(f): JsonBody,
 ) -> Result<Json<IntegrationView>, ApiError> {
-    let current = load(&state, &auth.account_id, &id).await?;
+    let id = path_id(&id, "integration")?;
+    let edited = update_integration(&state, &auth.account_id, &id, f).await?;
+    Ok(Json(
+        IntegrationView::from(&edited.integration).with_signing_secret(edited.new_signing_secret),
+    ))
+}
+
+/// Edits the account's integration `id` with a request's fields (`name`,
+/// `event_access_accepted`, `webhook_url` or `handler` as its method has, `rotate_signing_secret`
+/// with `rotation_grace_seconds`): 404 before anything else when it is not the account's, then
+/// every invalid field named in one 422. Fields that change nothing leave it untouched.
+pub async fn update_integration(
+    state: &ApiState,
+    account_id: &AccountId,
+    id: &IntegrationId,
+    mut f: Fields,
+) -> Result<EditedIntegration, ApiError> {
+    let current = load(state, account_id, id).await?;
     let name = f.patch_text("name", MAX_NAME_CHARS);
     let event_access_accepted = match f.patch::<bool>("event_access_accepted") {
         Patch::Set(v) => Some(v),
@@ -403,7 +493,7 @@ pub async fn update(
             f.error("webhook_url", "a webhook integration needs a webhook_url");
             None
         }
-        Patch::Set(u) => check_webhook_url(&state, &mut f, &u),
+        Patch::Set(u) => check_webhook_url(state, &mut f, &u),
     };
     let handler = match handler {
         Patch::Absent => None,
@@ -415,7 +505,7 @@ pub async fn update(
             f.error("handler", "an internal integration needs a handler");
             None
         }
-        Patch::Set(h) => check_handler(&state, &mut f, h),
+        Patch::Set(h) => check_handler(state, &mut f, h),
     };
     if rotate && !is_webhook {
         f.error(
@@ -446,7 +536,10 @@ pub async fn update(
         && handler.is_none()
         && new_secret.is_none()
     {
-        return Ok(Json(IntegrationView::from(&current)));
+        return Ok(EditedIntegration {
+            integration: current,
+            new_signing_secret: None,
+        });
     }
     let now = state.clock.now();
     let mut u = Edit::new().set("updated_at", &now)?;
@@ -463,7 +556,7 @@ pub async fn update(
         u = u.set("handler", handler)?;
     }
     if let Some(secret) = &new_secret {
-        let sealed = seal(&state, &auth.account_id, &current.integration_id, secret).await?;
+        let sealed = seal(state, account_id, &current.integration_id, secret).await?;
         // The replaced secret keeps signing for the grace (sealed as it was: the API never
         // opens it); none is kept without grace or when there was no usable secret.
         let grace = grace.unwrap_or_default();
@@ -477,7 +570,7 @@ pub async fn update(
             });
         u = integration::rotate_secret(u, &sealed, previous.as_ref())?;
     }
-    let write = integration::edit(state.table(), &auth.account_id, &current.integration_id, u)?;
+    let write = integration::edit(state.table(), account_id, &current.integration_id, u)?;
     let updated = state
         .change_existing(write, "integration")
         .await?
@@ -486,7 +579,7 @@ pub async fn update(
         .ok_or_else(|| ApiError::internal("an update returned no attributes"))?;
     if new_secret.is_some() {
         tracing::info!(
-            account_id = %auth.account_id,
+            %account_id,
             integration_id = %updated.integration_id,
             previous_expires_at = ?updated
                 .target
@@ -496,9 +589,10 @@ pub async fn update(
             "integration signing secret rotated"
         );
     }
-    let mut view = IntegrationView::from(&updated);
-    view.signing_secret = new_secret.as_ref().map(shown_once);
-    Ok(Json(view))
+    Ok(EditedIntegration {
+        integration: updated,
+        new_signing_secret: new_secret.as_ref().map(shown_once),
+    })
 }
 
 async fn remove(
@@ -528,33 +622,55 @@ async fn remove(
     Ok(StatusCode::NO_CONTENT)
 }
 
-pub async fn rotate_token(
+/// `POST /v1/integrations/{id}/tokens`: 201 with the token (shown once).
+async fn rotate_token(
     auth: AccountAuth,
     State(state): State<Arc<ApiState>>,
     ApiPath(id): ApiPath<String>,
-    JsonBody(mut f): JsonBody,
+    JsonBody(f): JsonBody,
 ) -> Result<impl IntoResponse, ApiError> {
-    let revoke_existing: bool = f.optional("revoke_existing").unwrap_or(false);
-    f.finish()?;
-    let integration = load(&state, &auth.account_id, &id).await?;
+    // The body is checked before the path's id, as this route always has.
+    let request = TokenRequest::read(f)?;
+    let id = path_id(&id, "integration")?;
+    let issued = issue_integration_token(&state, &auth.account_id, &id, request).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(IssuedTokenView::new(
+            issued.token,
+            &issued.record,
+            issued.revoked,
+        )),
+    ))
+}
+
+/// Issues a new token for the account's integration `id` (404 when it is not the account's);
+/// with `revoke_existing` the integration's other tokens are revoked.
+pub async fn issue_integration_token(
+    state: &ApiState,
+    account_id: &AccountId,
+    id: &IntegrationId,
+    request: TokenRequest,
+) -> Result<IssuedIntegrationToken, ApiError> {
+    let integration = load(state, account_id, id).await?;
     let (token, record, revoked) = auth::issue_rotated(
-        &state,
+        state,
         TokenKind::Intg,
-        &auth.account_id,
+        account_id,
         Some(&integration.integration_id),
-        revoke_existing,
+        request.revoke_existing,
         None,
     )
     .await?;
     tracing::info!(
-        account_id = %auth.account_id,
+        %account_id,
         integration_id = %integration.integration_id,
         token_id = %record.token_id,
         revoked,
         "integration token issued"
     );
-    Ok((
-        StatusCode::CREATED,
-        Json(IssuedTokenView::new(token, &record, revoked)),
-    ))
+    Ok(IssuedIntegrationToken {
+        token,
+        record,
+        revoked,
+    })
 }

@@ -11,6 +11,10 @@
 //!   system (fifty dead deliveries in a row) and resumed by an operator. The edit touches only the
 //!   fields it names, so it never overwrites the status or dead count the worker maintains.
 //! * `DELETE /v1/subscriptions/{id}` → 204.
+//!
+//! Creating and editing are named operations that take the request's [`Fields`] and typed ids
+//! ([`create_subscription`], [`update_subscription`]); the handlers and the console's Manage page
+//! both call them.
 
 use super::ListResponse;
 use crate::api::auth::AccountAuth;
@@ -183,11 +187,29 @@ fn check_retry_policy(f: &mut Fields, policy: RetryPolicy) -> Option<RetryPolicy
     }
 }
 
-pub async fn create(
+/// `POST /v1/subscriptions`: 201 with `Location` and the subscription.
+async fn create(
     auth: AccountAuth,
     State(state): State<Arc<ApiState>>,
-    JsonBody(mut f): JsonBody,
+    JsonBody(f): JsonBody,
 ) -> Result<impl IntoResponse, ApiError> {
+    let subscription = create_subscription(&state, &auth.account_id, f).await?;
+    let location = format!("/v1/subscriptions/{}", subscription.subscription_id);
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, location)],
+        Json(SubscriptionView::from(&subscription)),
+    ))
+}
+
+/// Creates an `active` subscription of the account from a request's fields (`integration_id`,
+/// `record_types`, `filter`, `fields`, `retry_policy`); every invalid field, an integration
+/// that is not the account's included, is named in one 422.
+pub async fn create_subscription(
+    state: &ApiState,
+    account_id: &AccountId,
+    mut f: Fields,
+) -> Result<Subscription, ApiError> {
     let integration_id: Option<String> = f.required("integration_id");
     let record_types = f
         .required::<Vec<String>>("record_types")
@@ -211,7 +233,7 @@ pub async fn create(
         Some(text) => {
             let found = match resource_id::<IntegrationId>(&text) {
                 Some(id) => {
-                    integration::get(state.dynamo(), state.table(), &auth.account_id, &id).await?
+                    integration::get(state.dynamo(), state.table(), account_id, &id).await?
                 }
                 None => None,
             };
@@ -237,7 +259,7 @@ pub async fn create(
     let now = state.clock.now();
     let subscription = Subscription::new(
         NewSubscription {
-            account_id: auth.account_id.clone(),
+            account_id: account_id.clone(),
             subscription_id: SubscriptionId::new(),
             integration_id,
             record_types,
@@ -251,17 +273,12 @@ pub async fn create(
         .create(subscription::create(state.table(), &subscription)?)
         .await?;
     tracing::info!(
-        account_id = %auth.account_id,
+        %account_id,
         subscription_id = %subscription.subscription_id,
         integration_id = %subscription.integration_id,
         "subscription created"
     );
-    let location = format!("/v1/subscriptions/{}", subscription.subscription_id);
-    Ok((
-        StatusCode::CREATED,
-        [(header::LOCATION, location)],
-        Json(SubscriptionView::from(&subscription)),
-    ))
+    Ok(subscription)
 }
 
 #[derive(Debug, Deserialize)]
@@ -321,13 +338,27 @@ async fn fetch(
     Ok(Json(SubscriptionView::from(&sub)))
 }
 
-pub async fn update(
+/// `PATCH /v1/subscriptions/{id}`: the subscription as it is now.
+async fn update(
     auth: AccountAuth,
     State(state): State<Arc<ApiState>>,
     ApiPath(id): ApiPath<String>,
-    JsonBody(mut f): JsonBody,
+    JsonBody(f): JsonBody,
 ) -> Result<Json<SubscriptionView>, ApiError> {
     let id = path_id(&id, "subscription")?;
+    let updated = update_subscription(&state, &auth.account_id, &id, f).await?;
+    Ok(Json(SubscriptionView::from(&updated)))
+}
+
+/// Edits the account's subscription `id` with a request's fields (`record_types`, `filter`
+/// (`null` removes it), `fields`, `retry_policy` (`null` restores the default)): every invalid
+/// field named in one 422, then 404 when it is not the account's. Only the fields named change.
+pub async fn update_subscription(
+    state: &ApiState,
+    account_id: &AccountId,
+    id: &SubscriptionId,
+    mut f: Fields,
+) -> Result<Subscription, ApiError> {
     let record_types = match f.patch::<Vec<String>>("record_types") {
         Patch::Set(t) => check_record_types(&mut f, t),
         Patch::Null => {
@@ -363,8 +394,7 @@ pub async fn update(
     f.finish()?;
 
     if record_types.is_none() && filter.is_none() && fields.is_none() && retry_policy.is_none() {
-        let sub = load(&state, &auth.account_id, &id).await?;
-        return Ok(Json(SubscriptionView::from(&sub)));
+        return load(state, account_id, id).await;
     }
     let mut u = Edit::new().set("updated_at", &state.clock.now())?;
     if let Some(types) = &record_types {
@@ -381,16 +411,15 @@ pub async fn update(
     if let Some(policy) = &retry_policy {
         u = u.set("retry_policy", policy)?;
     }
-    let updated = state
+    state
         .change_existing(
-            subscription::edit(state.table(), &auth.account_id, &id, u)?,
+            subscription::edit(state.table(), account_id, id, u)?,
             "subscription",
         )
         .await?
         .map(Subscription::from_item)
         .transpose()?
-        .ok_or_else(|| ApiError::internal("an update returned no attributes"))?;
-    Ok(Json(SubscriptionView::from(&updated)))
+        .ok_or_else(|| ApiError::internal("an update returned no attributes"))
 }
 
 async fn remove(

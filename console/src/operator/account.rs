@@ -1,0 +1,93 @@
+//! An account as an operator sees it: its administrators, integrations, subscriptions (each
+//! linked to its Integration history) and recent audit history.
+
+use super::access::Op;
+use super::audit::audit_table;
+use super::nav::{nav, scope};
+use crate::page::{badge, encode, error_page, html_response, shell, when, Ctx};
+use crate::views::Scope;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use maud::{html, Markup};
+use shared::api::extract::path_id;
+use shared::api::operator::audit::AuditView;
+use shared::api::problem::ApiError;
+use shared::api::state::ApiState;
+use shared::api::v1::subscriptions::SubscriptionView;
+use shared::domain::lifecycle::Status;
+use shared::domain::subscription::MAX_CONSECUTIVE_DEAD;
+use shared::operations::recovery::audit;
+use shared::store::audit::AuditScope;
+use std::sync::Arc;
+
+type S = State<Arc<ApiState>>;
+
+pub(super) async fn account_page(op: Op, State(state): S, Path(a): Path<String>) -> Response {
+    let nav = nav(Some(&a), "nav-account");
+    let ctx = &op.ctx;
+    let account_id = match path_id(&a, "account") {
+        Ok(a) => a,
+        Err(e) => return error_page(ctx, &nav, &e),
+    };
+    let account =
+        match shared::store::account::get(state.dynamo(), state.table(), &account_id).await {
+            Ok(Some(a)) => a,
+            Ok(None) => return error_page(ctx, &nav, &ApiError::not_found("account")),
+            Err(e) => return error_page(ctx, &nav, &e.into()),
+        };
+    let sc = scope(&account_id);
+    let lists = crate::account_parts::integrations_and_subscriptions(&state, &account_id).await;
+    let (integrations, subs) = match lists {
+        Ok(l) => l,
+        Err(e) => return error_page(ctx, &nav, &e),
+    };
+    let audit = audit::list(&state.ops(), AuditScope::Account(&account_id), 20, None).await;
+    let audit: Vec<AuditView> = match audit {
+        Ok((records, _)) => records.iter().map(AuditView::from).collect(),
+        Err(e) => return error_page(ctx, &nav, &e.into()),
+    };
+    let body = html! {
+        main id="main" {
+            h1 { "Account " (account.name) }
+            section class="panel" {
+                dl class="facts" {
+                    dt { "Id" } dd class="mono" data-testid="account-id" { (account.account_id) }
+                    dt { "Administrators" } dd { (account.admin_emails.join(", ")) }
+                    dt { "Created" } dd { (when(Some(account.created_at))) }
+                }
+            }
+            (crate::account_parts::integrations_table(&integrations))
+            (subscriptions_table(ctx, &sc, &subs))
+            h2 { "Audit history" }
+            (audit_table(&audit))
+        }
+    };
+    html_response(StatusCode::OK, shell(Some((ctx, &nav)), "Account", body))
+}
+
+/// The account's subscriptions; operators link each to its Integration history.
+fn subscriptions_table(ctx: &Ctx, sc: &Scope, subs: &[SubscriptionView]) -> Markup {
+    html! {
+        h2 { "Subscriptions" }
+        div class="table-wrap" {
+            table id="subscriptions" class="stack" {
+                thead { tr { th { "Subscription" } th { "Integration" } th { "Status" } th { "Record types" } th { "Fields" } th { "Retries" } th { "Dead in a row" } } }
+                tbody {
+                    @for s in subs {
+                        tr data-testid="subscription-row" data-subscription-id=(s.id) {
+                            td data-label="Subscription" { a class="mono" href=(ctx.url(&format!("{}/subscriptions/{}", sc.base, encode(&s.id)))) { (s.id) } }
+                            td data-label="Integration" class="mono" { (s.integration_id) }
+                            td data-label="Status" { (badge(s.status.as_str())) }
+                            td data-label="Record types" { (s.record_types.join(", ")) }
+                            td data-label="Fields" { (s.fields.join(", ")) }
+                            td data-label="Retries" class="mono" { (serde_json::to_string(&s.retry_policy).unwrap_or_default()) }
+                            td data-label="Dead in a row" { (s.consecutive_dead) " / " (MAX_CONSECUTIVE_DEAD) }
+                        }
+                    }
+                    @if subs.is_empty() { tr { td colspan="7" class="muted" { "No subscriptions." } } }
+                }
+            }
+        }
+    }
+}

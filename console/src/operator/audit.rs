@@ -1,0 +1,28 @@
+//! The audit history table (the operator actions recorded on an account or a subscription).
+
+use crate::page::when_text;
+use maud::{html, Markup};
+use shared::api::operator::audit::AuditView;
+
+/// Audit entries, newest first as listed.
+pub(super) fn audit_table(entries: &[AuditView]) -> Markup {
+    html! {
+        div class="table-wrap" {
+            table id="audit" class="stack" {
+                thead { tr { th { "When" } th { "Who" } th { "What" } th { "Why" } th { "Details" } } }
+                tbody {
+                    @for a in entries {
+                        tr data-testid="audit-row" data-audit-id=(a.id) {
+                            td data-label="When" { (when_text(Some(&a.at))) }
+                            td data-label="Who" data-testid="audit-operator" { (a.operator) }
+                            td data-label="What" data-testid="audit-action" { (a.action.as_str()) @if let Some(c) = &a.change_id { " " span class="mono" { (c) } } }
+                            td data-label="Why" data-testid="audit-reason" { (a.reason) }
+                            td data-label="Details" { @for (k, v) in &a.details { span class="mono" { (k) "=" (v) } " " } }
+                        }
+                    }
+                    @if entries.is_empty() { tr { td colspan="5" class="muted" { "No audit entries." } } }
+                }
+            }
+        }
+    }
+}
