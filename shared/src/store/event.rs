@@ -558,14 +558,7 @@ pub async fn list_events(
         },
     )
     .await?;
-    Ok(Page {
-        items: page
-            .items
-            .into_iter()
-            .map(EventRecord::from_item)
-            .collect::<Result<_, _>>()?,
-        next_cursor: page.next_cursor,
-    })
+    Ok(page.parsed(EventRecord::from_item)?)
 }
 
 #[cfg(test)]

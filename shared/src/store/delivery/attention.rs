@@ -45,12 +45,5 @@ pub async fn attention_deliveries(
         },
     )
     .await?;
-    Ok(Page {
-        items: page
-            .items
-            .into_iter()
-            .map(Delivery::from_item)
-            .collect::<Result<_, _>>()?,
-        next_cursor: page.next_cursor,
-    })
+    Ok(page.parsed(Delivery::from_item)?)
 }

@@ -315,39 +315,29 @@ pub(super) fn update_delivery(
 /// A webhook delivery of change `01C` to `sub1` of `acct`, for the crate's unit tests.
 #[cfg(test)]
 pub(crate) fn test_delivery(status: DeliveryStatus, attempts: u32) -> Delivery {
-    Delivery {
-        delivery_id: keys::delivery_id(&crate::ids::id("01C"), &crate::ids::id("sub1")),
+    let change = crate::domain::change::Change {
         account_id: "acct".parse().unwrap(),
         change_id: crate::ids::id("01C"),
-        subscription_id: "sub1".parse().unwrap(),
-        integration_id: "int1".parse().unwrap(),
-        method: DeliveryMethod::Webhook,
-        status,
-        attempts,
-        sole: false,
-        payload: Some("{}".into()),
-        created_at: Timestamp(1_000),
-        updated_at: Timestamp(1_000),
+        record_type: "order".into(),
+        record_id: "o-1".into(),
+        event_code: "order.updated".into(),
+        warehouse: None,
         occurred_at: Timestamp(900),
-        not_before: Some(Timestamp(1_000)),
-        lease_until: None,
-        lease_token: None,
-        last_error: None,
-        last_http_status: None,
-        attempt_log: vec![],
-        restarts: 0,
-        restarted_at: None,
-        restarted_by: None,
-        replay_job: None,
-        delivered_at: None,
-        expires_at: None,
-        due_shard: None,
-        due_at: None,
-        list_key: None,
-        list_sort: None,
-        sub_key: None,
-        sub_sort: None,
-    }
+        changed_fields: Vec::new(),
+        record: Default::default(),
+    };
+    let mut d = Delivery::ingested(
+        &change,
+        &"sub1".parse().unwrap(),
+        &"int1".parse().unwrap(),
+        DeliveryMethod::Webhook,
+        Some("{}".into()),
+        false,
+        Timestamp(1_000),
+    );
+    d.status = status;
+    d.attempts = attempts;
+    d
 }
 
 /// A failed-looking delivery on the attention and subscription listings, with an expiry, for the

@@ -37,6 +37,23 @@ pub struct Page<T> {
     pub next_cursor: Option<String>,
 }
 
+impl Page<Item> {
+    /// The page with each stored item read as its item type.
+    pub fn parsed<T>(
+        self,
+        parse: impl Fn(Item) -> Result<T, StoreError>,
+    ) -> Result<Page<T>, StoreError> {
+        Ok(Page {
+            items: self
+                .items
+                .into_iter()
+                .map(parse)
+                .collect::<Result<_, _>>()?,
+            next_cursor: self.next_cursor,
+        })
+    }
+}
+
 /// A position in one of an account's listings. Opaque to callers: the one list-cursor encoding
 /// ([`super::cursor`]) of its JSON.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
