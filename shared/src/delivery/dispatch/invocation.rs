@@ -2,7 +2,7 @@
 //! records straight into their types, anything else as JSON (the sweep schedule's payload, or one
 //! to refuse). Parsing every payload into a JSON tree first and converting the records from it
 //! took a second pass over each record: 86,000 instructions a record against 50,000
-//! (BENCHMARKS.md, "The dispatcher's event, parsed once").
+//! (docs/history.md, "The dispatcher's event, parsed once").
 
 use aws_lambda_events::event::dynamodb::{Event as DynamoDbEvent, EventRecord};
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
