@@ -5,13 +5,16 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 VENV := .venv/bin
 
-.PHONY: help demo test venv emulator-start emulator-stop lint-template lint build bench chaos fmt
+.PHONY: help demo test venv emulator-start emulator-stop lint-template lint build deploy-build deploy smoke bench chaos fmt
 
 help:
 	@echo "make demo   - run the delivery pipeline end to end on the local emulator, then serve the console (DEMO_EXIT=1: end after the story)"
 	@echo "make test   - formatting, template lint, unit, integration and browser tests (starts the emulator)"
 	@echo "make lint   - clippy with warnings as errors"
 	@echo "make build  - cargo lambda build --release --arm64 of every function"
+	@echo "make deploy-build - the arm64 target (once) and \`sam build\` into .aws-sam/build"
+	@echo "make deploy ENV=dev - sam deploy --config-env ENV of that build (dev, staging, prod)"
+	@echo "make smoke  - smoke test of a running stack (RHYTHM_API_URL, RHYTHM_OPERATOR_TOKEN; SMOKE_ARGS: scripts/smoke.sh)"
 	@echo "make bench  - pipeline benchmark on the local emulator"
 	@echo "make chaos  - the chaos run, large (CHANGES=5000 SEED=1 WAVE=500); JSON report in target/chaos/"
 
@@ -42,6 +45,15 @@ fmt:
 
 build: venv
 	PATH="$(CURDIR)/.venv/bin:$$PATH" cargo lambda build --release --arm64 --workspace --bins --exclude local
+
+deploy-build:
+	@scripts/deploy.sh build
+
+deploy:
+	@scripts/deploy.sh deploy "$(ENV)"
+
+smoke:
+	@scripts/smoke.sh $(SMOKE_ARGS)
 
 bench:
 	@scripts/bench.sh

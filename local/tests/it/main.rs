@@ -23,4 +23,5 @@ mod recovery;
 mod sample_events;
 mod signing_secrets;
 mod sim;
+mod smoke;
 mod worker_limits;

@@ -1,0 +1,108 @@
+//! The deployed stack's smoke test (`scripts/smoke.sh`), run against the served local stack so it
+//! cannot rot: the same script CI runs after each stage's deploy, here with its default loopback
+//! receiver, against the API on loopback over this test's emulator stack with the pipeline pumped
+//! in the background (as `make demo` serves it), so a test event sent after the API answered is
+//! delivered too.
+
+use local::pipeline::Pipeline;
+use local::served::{HttpApi, ServedStack};
+use local::testkit::api::{OPERATOR, OPERATOR_TOKEN};
+use shared::api::{ApiState, OperatorAuth};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace root")
+        .to_path_buf()
+}
+
+async fn served() -> ServedStack {
+    let p = Arc::new(Pipeline::new().await);
+    let state = ApiState::new(
+        p.stack.clients.clone(),
+        p.stack.config.clone(),
+        Arc::new(p.clock.clone()),
+        OperatorAuth::static_token(OPERATOR_TOKEN, OPERATOR),
+    );
+    ServedStack::serve(p, state).await.expect("the served stack")
+}
+
+/// Runs `scripts/smoke.sh --api <the served API>` with `operator_token` while the stack's
+/// pipeline is pumped; its output.
+async fn smoke(stack: &ServedStack, operator_token: &str) -> Output {
+    let mut command = Command::new(repo().join("scripts/smoke.sh"));
+    command
+        .args(["--api", &stack.url(""), "--wait", "20"])
+        .env("RHYTHM_OPERATOR_TOKEN", operator_token)
+        .env_remove("RHYTHM_API_URL");
+    let run = tokio::task::spawn_blocking(move || command.output());
+    stack
+        .pump_until(None, run)
+        .await
+        .expect("the smoke test's thread")
+        .expect("scripts/smoke.sh runs")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[tokio::test]
+async fn smoke_script_passes_against_the_served_local_stack_and_cleans_up_after_itself() {
+    let stack = served().await;
+    let out = smoke(&stack, OPERATOR_TOKEN).await;
+    let said = text(&out);
+    assert!(out.status.success(), "smoke failed:\n{said}");
+    assert!(said.contains("smoke: 7 steps passed"), "{said}");
+    assert!(
+        said.contains("signature verified with the signing secret"),
+        "{said}"
+    );
+
+    // What the script reports, read back independently: the account it made has in its audit
+    // history its creation, the test event (delivered) and the cleanup's token revocation.
+    let account_id = said
+        .lines()
+        .find_map(|l| l.split("operator created account ").nth(1))
+        .expect("the account line")
+        .trim()
+        .to_owned();
+    let api = HttpApi::new(stack.url(""), false);
+    let audit = api
+        .get(
+            &format!("/operator/accounts/{account_id}/audit?limit=100"),
+            OPERATOR_TOKEN,
+        )
+        .await
+        .expect("the account's audit");
+    let entries = audit["data"].as_array().expect("audit entries");
+    let action = |a: &str| entries.iter().find(|e| e["action"] == a);
+    assert!(action("create_account").is_some(), "{audit}");
+    let sent = action("send_test_event").expect("the test event's audit entry");
+    assert!(sent["subscription_id"].is_string(), "{sent}");
+    let revoked = action("issue_account_token").expect("the cleanup's revocation");
+    assert_eq!(revoked["reason"], "smoke test cleanup", "{revoked}");
+    stack.stop();
+}
+
+#[tokio::test]
+async fn smoke_script_fails_with_a_wrong_operator_credential_and_says_why() {
+    let stack = served().await;
+    let out = smoke(&stack, "not-the-operator-token").await;
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("ok 1 - GET /health"), "{said}");
+    assert!(
+        said.contains("POST /operator/accounts: 401, expected 201"),
+        "{said}"
+    );
+    assert!(said.contains("smoke: FAILED after 1 steps"), "{said}");
+    stack.stop();
+}
