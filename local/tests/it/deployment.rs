@@ -319,9 +319,9 @@ fn every_operator_route_requires_the_operator_scope_and_only_this_api_may_invoke
     }
     // What SAM generates: one permission per route, API Gateway only, this API only.
     let permissions = translated_of_type("AWS::Lambda::Permission");
-    // The token routes, the operator routes, and the console's two (its pages check their own
-    // signed cookie).
-    assert_eq!(permissions.len(), 4, "{permissions:?}");
+    // The token routes, the operator routes, the console's two (its pages check their own
+    // signed cookie) and the unauthenticated liveness route `/health`.
+    assert_eq!(permissions.len(), 5, "{permissions:?}");
     for (id, p) in permissions {
         let p = &p["Properties"];
         assert_eq!(p["Principal"], "apigateway.amazonaws.com", "{id}");

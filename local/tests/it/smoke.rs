@@ -7,6 +7,8 @@
 use local::pipeline::Pipeline;
 use local::served::{HttpApi, ServedStack};
 use local::testkit::api::{OPERATOR, OPERATOR_TOKEN};
+use local::testkit::World;
+use serde_json::json;
 use shared::api::{ApiState, OperatorAuth};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -105,4 +107,43 @@ async fn smoke_script_fails_with_a_wrong_operator_credential_and_says_why() {
     );
     assert!(said.contains("smoke: FAILED after 1 steps"), "{said}");
     stack.stop();
+}
+
+/// The smoke test's first step in AWS: `/health` is a route of the stack's HTTP API, without the
+/// JWT authorizer, and answers through the function's stage handling.
+#[tokio::test]
+async fn health_is_an_unauthenticated_route_of_the_deployed_api_and_answers_on_the_stage_path() {
+    let template: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(repo().join("template.yaml")).unwrap())
+            .expect("template.yaml parses");
+    let events = &template["Resources"]["ApiFunction"]["Properties"]["Events"];
+    let health = events
+        .as_mapping()
+        .expect("the api function's events")
+        .values()
+        .find(|e| e["Properties"]["Path"].as_str() == Some("/health"))
+        .expect("an event for /health");
+    assert_eq!(health["Type"].as_str(), Some("HttpApi"));
+    assert_eq!(health["Properties"]["Method"].as_str(), Some("GET"));
+    assert!(health["Properties"]["Auth"].is_null(), "{health:?}");
+
+    let w = World::new().await;
+    let event = json!({
+        "version": "2.0",
+        "routeKey": "GET /health",
+        "rawPath": "/prod/health",
+        "rawQueryString": "",
+        "headers": {},
+        "requestContext": {
+            "routeKey": "GET /health", "accountId": "123456789012", "stage": "prod",
+            "requestId": "req-1", "apiId": "api-id",
+            "domainName": "id.execute-api.us-east-1.amazonaws.com", "domainPrefix": "id",
+            "time": "01/Dec/2026:10:00:00 +0000", "timeEpoch": 1_796_119_200_000_i64,
+            "http": {"method": "GET", "path": "/prod/health", "protocol": "HTTP/1.1",
+                     "sourceIp": "192.0.2.1", "userAgent": "agent"}
+        },
+        "isBase64Encoded": false
+    });
+    let answer = w.api.gateway_event(&event).await;
+    assert_eq!(answer.ok(), &json!({"status": "ok"}));
 }
