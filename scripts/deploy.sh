@@ -2,7 +2,8 @@
 # The deploy path, the same on a developer's machine and a CI runner:
 #
 #   scripts/deploy.sh build          # `make deploy-build`: the arm64 functions, into .aws-sam/build
-#   scripts/deploy.sh deploy <env>   # `make deploy ENV=<env>`: sam deploy --config-env <env> of that build
+#   scripts/deploy.sh deploy <env> [sam deploy options]
+#                                    # `make deploy ENV=<env>`: sam deploy --config-env <env> of that build
 #
 # `build` installs the pinned Python tools (the SAM CLI, cargo-lambda, zig: scripts/venv.sh) and the
 # Rust aarch64-unknown-linux-gnu target, then runs `sam build`. The target is added here, once and
@@ -20,7 +21,7 @@ cd "$(dirname "$0")/.."
 readonly TARGET=aarch64-unknown-linux-gnu
 
 usage() {
-  echo "usage: scripts/deploy.sh build | deploy <dev|staging|prod|default>" >&2
+  echo "usage: scripts/deploy.sh build | deploy <dev|staging|prod|default> [sam deploy options]" >&2
   exit 2
 }
 
@@ -54,7 +55,8 @@ case "${1:-}" in
       exit 1
     }
     scripts/venv.sh
-    sam deploy --config-env "$env"
+    # Anything after the environment goes to sam deploy (CI: --role-arn, --s3-bucket).
+    sam deploy --config-env "$env" "${@:3}"
     ;;
   *) usage ;;
 esac

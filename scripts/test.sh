@@ -3,7 +3,8 @@
 # integration test of the workspace against the local emulator (started here, stopped at the
 # end). The integration tests include the API contract test (local/tests/it/contract.rs:
 # schemathesis, from .venv-contract, which scripts/venv.sh installs, generates requests from
-# openapi.yaml and checks every answer) and run each function's real binary.
+# openapi.yaml and checks every answer) and run each function's real binary, and the deployed
+# stack's smoke test (scripts/smoke.sh) against the served local stack (local/tests/it/smoke.rs).
 set -euo pipefail
 export SAM_CLI_TELEMETRY=0
 cd "$(dirname "$0")/.."
@@ -16,6 +17,10 @@ echo "== template lint (cfn-lint, sam validate --lint)"
 .venv/bin/sam validate --lint --template template.yaml --region us-east-1 >/dev/null
 echo "== template security scan (checkov; skips and why in .checkov.yaml)"
 .venv-checkov/bin/checkov --config-file .checkov.yaml --file template.yaml
+echo "== deploy pipeline (actionlint on .github/workflows; cfn-lint and checkov on deploy/deploy-role.yaml)"
+PATH="$PWD/.venv/bin:$PATH" .venv/bin/actionlint
+.venv/bin/cfn-lint deploy/deploy-role.yaml
+.venv-checkov/bin/checkov --config-file .checkov.yaml --file deploy/deploy-role.yaml
 echo "== import cycles (shared: files, depth 1 and 2; local and console: files)"
 python3 scripts/import_cycles.py
 python3 scripts/import_cycles.py --depth 1

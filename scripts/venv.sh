@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Creates the project-local Python virtualenvs with the pinned tools: .venv from
-# scripts/requirements.txt (the moto emulator, cfn-lint, the SAM CLI, cargo-lambda and zig) and
-# .venv-checkov from scripts/requirements-checkov.txt (checkov, whose boto3 pin conflicts with the
-# SAM CLI's) and .venv-contract from scripts/requirements-contract.txt (schemathesis, for the API
-# contract test). `scripts/venv.sh browser` creates .venv-browser from
+# scripts/requirements.txt (the moto emulator, cfn-lint, the SAM CLI, cargo-lambda, zig, actionlint
+# and shellcheck) and .venv-checkov from scripts/requirements-checkov.txt (checkov, whose boto3 pin
+# conflicts with the SAM CLI's) and .venv-contract from scripts/requirements-contract.txt
+# (schemathesis, for the API contract test). `scripts/venv.sh browser` creates .venv-browser from
 # scripts/requirements-browser.txt (Playwright and pytest, for the browser tests) instead. Each is
 # re-created only when its requirements change.
 set -euo pipefail
