@@ -6,6 +6,7 @@ mod chaos;
 mod concurrency;
 mod console;
 mod contract;
+mod deploy_path;
 mod deployment;
 mod emulator;
 mod event_monitor;

@@ -29,7 +29,9 @@ async fn served() -> ServedStack {
         Arc::new(p.clock.clone()),
         OperatorAuth::static_token(OPERATOR_TOKEN, OPERATOR),
     );
-    ServedStack::serve(p, state).await.expect("the served stack")
+    ServedStack::serve(p, state)
+        .await
+        .expect("the served stack")
 }
 
 /// Runs `scripts/smoke.sh --api <the served API>` with `operator_token` while the stack's
