@@ -369,18 +369,37 @@ pub async fn revoke_tokens(
     scope: RevokeScope<'_>,
     now: Timestamp,
 ) -> Result<u32, ApiError> {
+    revoke_where(state, scope.account_id, now, |r| {
+        r.token_kind == scope.kind
+            && (scope.kind == TokenKind::Acct || r.integration_id.as_ref() == scope.integration_id)
+            && Some(&r.token_id) != scope.except
+    })
+    .await
+}
+
+/// Revokes every token of the account, of both kinds (the account's deletion). Safe to repeat.
+pub async fn revoke_all_tokens(
+    state: &ApiState,
+    account_id: &AccountId,
+    now: Timestamp,
+) -> Result<u32, ApiError> {
+    revoke_where(state, account_id, now, |_| true).await
+}
+
+/// Walks the account's token references and revokes those `in_scope` picks.
+async fn revoke_where(
+    state: &ApiState,
+    account_id: &AccountId,
+    now: Timestamp,
+    in_scope: impl Fn(&token::TokenRef) -> bool,
+) -> Result<u32, ApiError> {
     let (dynamo, table) = (state.dynamo(), state.table());
     let mut after: Option<TokenId> = None;
     let mut revoked = 0;
     loop {
-        let (refs, next) =
-            token::references(dynamo, table, scope.account_id, after.as_ref()).await?;
+        let (refs, next) = token::references(dynamo, table, account_id, after.as_ref()).await?;
         for r in refs {
-            let in_scope = r.token_kind == scope.kind
-                && (scope.kind == TokenKind::Acct
-                    || r.integration_id.as_ref() == scope.integration_id)
-                && Some(&r.token_id) != scope.except;
-            if !in_scope {
+            if !in_scope(&r) {
                 continue;
             }
             // Refused: gone or revoked already (a repeated revocation).
@@ -390,11 +409,7 @@ pub async fn revoke_tokens(
             {
                 revoked += 1;
             }
-            send(
-                dynamo,
-                token::drop_reference(table, scope.account_id, &r.token_id)?,
-            )
-            .await?;
+            send(dynamo, token::drop_reference(table, account_id, &r.token_id)?).await?;
         }
         match next {
             Some(n) => after = Some(n),

@@ -7,7 +7,7 @@
 use super::attrs::listing;
 use super::expr::{s, Expr};
 use super::read::{self, Query};
-use super::update::{conditional_update, Edit};
+use super::update::{conditional_update, delete_existing, Edit};
 use super::write::put_new;
 use super::write::Write;
 use super::{keys, to_item, Item, StoreError};
@@ -183,6 +183,13 @@ pub fn create(table: &str, account: &Account) -> Result<Write, StoreError> {
     put_new(table, account.item()?)
 }
 
+/// Deletes the account item, and with it its entry on the `ACCOUNTS` listing (the item carries
+/// the listing's keys); refused when there is no such account.
+pub fn delete(table: &str, account_id: &AccountId) -> Result<Write, StoreError> {
+    let (pk, sk) = key(account_id);
+    delete_existing(table, &pk, &sk)
+}
+
 /// Replaces the account's notice allowlist (refused when there is no such account); it answers
 /// with the account as it is after the write.
 pub fn set_notice_allowlist(
@@ -253,6 +260,16 @@ mod tests {
         assert!(is_listed(&item));
         item.remove(listing::KEY);
         assert!(!is_listed(&item));
+    }
+
+    #[test]
+    fn an_account_is_deleted_at_the_head_of_its_partition_only_if_it_exists() {
+        let Write::Delete(d) = delete("t", &id("a1")).unwrap() else {
+            panic!("not a delete")
+        };
+        assert_eq!(d.key()["pk"].as_s().unwrap(), "ACCT#a1");
+        assert_eq!(d.key()["sk"].as_s().unwrap(), "ACCOUNT");
+        assert_eq!(d.condition_expression(), Some("attribute_exists(pk)"));
     }
 
     #[test]

@@ -48,6 +48,9 @@ pub enum AuditAction {
     /// Sent a test event to a subscription's webhook endpoint (an account administrator, or an
     /// operator acting as one); the details hold the outcome.
     SendTestEvent,
+    /// Deleted an account: its tokens revoked, its subscriptions and integrations deleted (the
+    /// details count them). Its audit history stays.
+    DeleteAccount,
 }
 
 impl AuditAction {
@@ -62,6 +65,7 @@ impl AuditAction {
             AuditAction::SetNoticeAllowlist => "set_notice_allowlist",
             AuditAction::IssueConsoleLink => "issue_console_link",
             AuditAction::SendTestEvent => "send_test_event",
+            AuditAction::DeleteAccount => "delete_account",
         }
     }
 }

@@ -14,27 +14,34 @@
 //!   slack_workspaces?, reason?}` → 200, the allowlist as it is now (the lists replace the old
 //!   ones; an absent list is empty).
 //!
-//! The three writes are audited like retry and replay (who, what, when and why; `reason` is optional
+//! * `DELETE /operator/accounts/{account_id}` `{reason?}` → 204: the account is deleted
+//!   ([`delete_account`]); an unknown or already deleted account is a 404.
+//!
+//! The writes are audited like retry and replay (who, what, when and why; `reason` is optional
 //! here): the entry is in the account's audit history, written in one transaction with the
-//! account or the token.
+//! account, the token or the account's deletion.
 
 use crate::api::auth;
-use crate::api::auth::{issue_token, IssuedTokenView, Operator, PlaintextToken, TokenKind};
+use crate::api::auth::{
+    issue_token, revoke_all_tokens, IssuedTokenView, Operator, PlaintextToken, TokenKind,
+};
 use crate::api::extract::{path_id, ApiPath, Fields, JsonBody};
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::ids::AccountId;
-use crate::operations::MAX_REASON_CHARS;
+use crate::operations::{MAX_REASON_CHARS, WRITE_CONCURRENCY};
 use crate::store::account::{self, Account, NoticeAllowlist};
 use crate::store::audit::{self, AuditAction, AuditRecord};
-use crate::store::token;
-use crate::store::write::Write;
+use crate::store::write::{send, Write};
+use crate::store::{integration, subscription, token, StoreError};
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use futures::{stream, StreamExt};
 use serde::Serialize;
+use std::future::Future;
 use std::sync::Arc;
 
 pub const ACCOUNT_KIND: &str = account::KIND;
@@ -46,7 +53,7 @@ pub const MAX_ALLOWLIST_ENTRIES: usize = 100;
 pub fn router() -> Router<Arc<ApiState>> {
     Router::new()
         .route("/operator/accounts", post(create))
-        .route("/operator/accounts/{account_id}", get(fetch))
+        .route("/operator/accounts/{account_id}", get(fetch).delete(remove))
         .route("/operator/accounts/{account_id}/tokens", post(issue))
         .route(
             "/operator/accounts/{account_id}/notice-allowlist",
@@ -264,6 +271,135 @@ async fn issue(
         StatusCode::CREATED,
         Json(IssuedTokenView::new(token, &record, revoked)),
     ))
+}
+
+/// Subscriptions and integrations read per page while an account is deleted.
+pub const DELETION_PAGE: u32 = 100;
+
+/// What an account's deletion removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeletedAccount {
+    pub tokens: u32,
+    pub subscriptions: u32,
+    pub integrations: u32,
+}
+
+/// Deletes an account: its tokens (account and integration tokens) are revoked, then its
+/// subscriptions and integrations deleted, page by page until none is left, then the account
+/// item (and with it its entry on the `ACCOUNTS` listing) in one transaction with the audit entry
+/// of the deletion. Nothing is routed to it afterwards: ingest finds no subscription, and a
+/// delivery already queued fails as configuration loss ("the account is gone") once the worker's
+/// configuration cache has expired. Its audit history, events and deliveries stay (history, gone
+/// by their own retention). The account item goes last, so a deletion cut short (a timeout, an
+/// error) is finished by asking again: every step before it is safe to repeat. An unknown or
+/// already deleted account is [`ApiError::NotFound`].
+pub async fn delete_account(
+    state: &ApiState,
+    account_id: &AccountId,
+    operator: &str,
+    reason: &str,
+) -> Result<DeletedAccount, ApiError> {
+    let (dynamo, table) = (state.dynamo(), state.table());
+    if !account::exists(dynamo, table, account_id).await? {
+        return Err(ApiError::not_found("account"));
+    }
+    // Tokens first: from now on the account cannot add what the next steps remove.
+    let tokens = revoke_all_tokens(state, account_id, state.clock.now()).await?;
+    let subscriptions = delete_pages(
+        dynamo,
+        move |after| async move {
+            subscription::list(dynamo, table, account_id, None, DELETION_PAGE, after.as_ref())
+                .await
+        },
+        |s| subscription::delete(table, account_id, &s.subscription_id),
+    )
+    .await?;
+    let integrations = delete_pages(
+        dynamo,
+        move |after| async move {
+            integration::list(dynamo, table, account_id, DELETION_PAGE, after.as_ref()).await
+        },
+        |i| integration::delete(table, account_id, &i.integration_id),
+    )
+    .await?;
+    let deleted = DeletedAccount {
+        tokens,
+        subscriptions,
+        integrations,
+    };
+    let audit = AuditRecord::for_account(
+        AuditAction::DeleteAccount,
+        account_id,
+        operator,
+        reason,
+        state.clock.now(),
+    )
+    .detail("tokens_revoked", deleted.tokens)
+    .detail("subscriptions_deleted", deleted.subscriptions)
+    .detail("integrations_deleted", deleted.integrations);
+    // Refused: deleted concurrently by another request (a 404, like a second deletion).
+    state
+        .change_existing(
+            Write::all([
+                account::delete(table, account_id)?,
+                audit::create(table, &audit)?,
+            ])?,
+            "account",
+        )
+        .await?;
+    Ok(deleted)
+}
+
+/// Deletes every item `page` lists (a page at a time, from the id it continues after), each with
+/// the delete `write` makes of it, [`WRITE_CONCURRENCY`] at a time; how many it deleted (one
+/// already gone is not counted).
+async fn delete_pages<T, Id, Fut>(
+    dynamo: &aws_sdk_dynamodb::Client,
+    page: impl Fn(Option<Id>) -> Fut,
+    write: impl Fn(&T) -> Result<Write, StoreError>,
+) -> Result<u32, ApiError>
+where
+    Fut: Future<Output = Result<(Vec<T>, Option<Id>), StoreError>>,
+{
+    let (mut after, mut deleted) = (None, 0);
+    loop {
+        let (items, next) = page(after.take()).await?;
+        let writes = items.iter().map(&write).collect::<Result<Vec<_>, _>>()?;
+        let sent: Vec<_> = stream::iter(writes.into_iter().map(|w| send(dynamo, w)))
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .collect()
+            .await;
+        for written in sent {
+            if written?.applied() {
+                deleted += 1;
+            }
+        }
+        match next {
+            Some(n) => after = Some(n),
+            None => return Ok(deleted),
+        }
+    }
+}
+
+async fn remove(
+    operator: Operator,
+    State(state): State<Arc<ApiState>>,
+    ApiPath(account_id): ApiPath<String>,
+    JsonBody(mut f): JsonBody,
+) -> Result<StatusCode, ApiError> {
+    let reason = optional_reason(&mut f);
+    f.finish()?;
+    let account_id = path_id(&account_id, "account")?;
+    let deleted = delete_account(&state, &account_id, &operator.id, &reason).await?;
+    tracing::info!(
+        operator = %operator.id,
+        account_id = %account_id,
+        tokens = deleted.tokens,
+        subscriptions = deleted.subscriptions,
+        integrations = deleted.integrations,
+        "account deleted"
+    );
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// An account's notice allowlist as the API shows it.

@@ -1,6 +1,7 @@
 //! The audit history of operator actions (who, what, when, why; [`crate::operations::recovery::audit`]):
 //!
-//! * `GET /operator/accounts/{account_id}/audit` (`?limit=&cursor=`) — the account's, newest first.
+//! * `GET /operator/accounts/{account_id}/audit` (`?limit=&cursor=`) — the account's, newest first;
+//!   a deleted account's too (its history outlives it, ending with its deletion).
 //! * `GET /operator/accounts/{account_id}/subscriptions/{subscription_id}/audit`
 //!   (`?limit=&cursor=`) — one subscription's.
 
@@ -104,10 +105,16 @@ async fn account_history(
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<ListResponse<AuditView>>, ApiError> {
     let account_id = path_id(&account_id, "account")?;
-    if !account::exists(state.dynamo(), state.table(), &account_id).await? {
+    let first_page = params.cursor.is_none();
+    let history = page(&state, AuditScope::Account(&account_id), params).await?;
+    // A deleted account keeps its history; only one that never existed has none at all.
+    if first_page
+        && history.data.is_empty()
+        && !account::exists(state.dynamo(), state.table(), &account_id).await?
+    {
         return Err(ApiError::not_found("account"));
     }
-    page(&state, AuditScope::Account(&account_id), params).await
+    Ok(history)
 }
 
 async fn subscription_history(
