@@ -409,7 +409,11 @@ async fn revoke_where(
             {
                 revoked += 1;
             }
-            send(dynamo, token::drop_reference(table, account_id, &r.token_id)?).await?;
+            send(
+                dynamo,
+                token::drop_reference(table, account_id, &r.token_id)?,
+            )
+            .await?;
         }
         match next {
             Some(n) => after = Some(n),

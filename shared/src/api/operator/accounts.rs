@@ -308,8 +308,15 @@ pub async fn delete_account(
     let subscriptions = delete_pages(
         dynamo,
         move |after| async move {
-            subscription::list(dynamo, table, account_id, None, DELETION_PAGE, after.as_ref())
-                .await
+            subscription::list(
+                dynamo,
+                table,
+                account_id,
+                None,
+                DELETION_PAGE,
+                after.as_ref(),
+            )
+            .await
         },
         |s| subscription::delete(table, account_id, &s.subscription_id),
     )
