@@ -14,8 +14,8 @@ integration takes, end to end, and removes what it made:
     API reported;
  5. the account's audit history shows the account's creation and the test event's send;
  6. cleanup, also after a failure: the subscription and the integration are deleted (and read
-    back as 404), the account's tokens are revoked (the account token then gets 401). The API has
-    no account deletion, so the account stays, named `smoke test <time>`, with no usable token.
+    back as 404), then the account (also when an earlier step or deletion failed): it then reads
+    as 404, its account token gets 401, and its audit history records the deletion.
 
 The receiver listens on `--listen` (default: a free loopback port) and integrations are pointed
 at `--receiver-url` (default: that loopback address). Against a deployed stack the receiver must
@@ -252,20 +252,22 @@ class Smoke:
         if "account" not in self.made:
             return
         account_id, token = self.made["account"]
-        for kind in ("subscription", "integration"):
-            if kind in self.made:
-                path = f"/v1/{kind}s/{self.made[kind]}"
-                api.expect(204, "DELETE", path, token)
-                api.expect(404, "GET", path, token)
-        api.expect(
-            201,
-            "POST",
-            f"/operator/accounts/{account_id}/tokens",
-            self.operator,
-            {"revoke_existing": True, "reason": "smoke test cleanup"},
-        )
+        account = f"/operator/accounts/{account_id}"
+        try:
+            for kind in ("subscription", "integration"):
+                if kind in self.made:
+                    path = f"/v1/{kind}s/{self.made[kind]}"
+                    api.expect(204, "DELETE", path, token)
+                    api.expect(404, "GET", path, token)
+        finally:
+            # Whatever failed before, the account goes (with its tokens and anything left of it).
+            api.expect(204, "DELETE", account, self.operator, {"reason": "smoke test cleanup"})
+        api.expect(404, "GET", account, self.operator)
         api.expect(401, "GET", "/v1/whoami", token)
-        self.ok("cleaned up: subscription and integration deleted, the account's token revoked")
+        page = api.expect(200, "GET", f"{account}/audit?limit=100", self.operator)
+        if not any(e["action"] == "delete_account" for e in page["data"]):
+            raise Failed("the audit history lacks the account's deletion")
+        self.ok("cleaned up: subscription, integration and account deleted, the deletion audited")
 
 
 def main() -> int:

@@ -39,6 +39,9 @@ async fn seed(w: &World) -> Seeded {
         .await;
     let integration_id = read.ok()["integration_id"].as_str().unwrap().to_owned();
     let spare = w.api.account("Spare").await;
+    // The account deletion's: with an integration and a subscription for it to delete.
+    let deleted = w.api.account("Deleted").await;
+    w.subscribe_through_api(&deleted, "poll", json!({})).await;
     let webhook = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
     let webhook_integration = w
         .api
@@ -102,6 +105,7 @@ async fn seed(w: &World) -> Seeded {
             ("RHYTHM_JOB_ID", job_id),
             ("RHYTHM_NOTICE_ID", notice_id),
             ("RHYTHM_SPARE_ACCOUNT_ID", spare.account_id.to_string()),
+            ("RHYTHM_DELETED_ACCOUNT_ID", deleted.account_id.to_string()),
             ("RHYTHM_WEBHOOK_INTEGRATION_ID", webhook_integration_id),
             (
                 "RHYTHM_SPARE_SUBSCRIPTION_ID",

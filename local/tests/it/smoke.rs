@@ -37,9 +37,15 @@ async fn served() -> ServedStack {
 /// Runs `scripts/smoke.sh --api <the served API>` with `operator_token` while the stack's
 /// pipeline is pumped; its output.
 async fn smoke(stack: &ServedStack, operator_token: &str) -> Output {
+    smoke_with(stack, operator_token, &[]).await
+}
+
+/// [`smoke`] with more arguments.
+async fn smoke_with(stack: &ServedStack, operator_token: &str, more: &[&str]) -> Output {
     let mut command = Command::new(repo().join("scripts/smoke.sh"));
     command
         .args(["--api", &stack.url(""), "--wait", "20"])
+        .args(more)
         .env("RHYTHM_OPERATOR_TOKEN", operator_token)
         .env_remove("RHYTHM_API_URL");
     let run = tokio::task::spawn_blocking(move || command.output());
@@ -70,15 +76,11 @@ async fn smoke_script_passes_against_the_served_local_stack_and_cleans_up_after_
         "{said}"
     );
 
-    // What the script reports, read back independently: the account it made has in its audit
-    // history its creation, the test event (delivered) and the cleanup's token revocation.
-    let account_id = said
-        .lines()
-        .find_map(|l| l.split("operator created account ").nth(1))
-        .expect("the account line")
-        .trim()
-        .to_owned();
+    // What the script reports, read back independently: the account it made is gone, and its
+    // audit history holds its creation, the test event (delivered) and the cleanup's deletion.
+    let account_id = created_account(&said);
     let api = HttpApi::new(stack.url(""), false);
+    assert_account_deleted(&api, &account_id).await;
     let audit = api
         .get(
             &format!("/operator/accounts/{account_id}/audit?limit=100"),
@@ -91,8 +93,58 @@ async fn smoke_script_passes_against_the_served_local_stack_and_cleans_up_after_
     assert!(action("create_account").is_some(), "{audit}");
     let sent = action("send_test_event").expect("the test event's audit entry");
     assert!(sent["subscription_id"].is_string(), "{sent}");
-    let revoked = action("issue_account_token").expect("the cleanup's revocation");
-    assert_eq!(revoked["reason"], "smoke test cleanup", "{revoked}");
+    let deleted = action("delete_account").expect("the cleanup's deletion");
+    assert_eq!(deleted["reason"], "smoke test cleanup", "{deleted}");
+    stack.stop();
+}
+
+/// The account `account_id` reads as 404 and its audit history ends with its deletion.
+async fn assert_account_deleted(api: &HttpApi, account_id: &str) {
+    let account = api
+        .get(&format!("/operator/accounts/{account_id}"), OPERATOR_TOKEN)
+        .await;
+    let refused = account.expect_err("the account is still there").to_string();
+    assert!(refused.contains("answered 404"), "{refused}");
+    let audit = api
+        .get(
+            &format!("/operator/accounts/{account_id}/audit?limit=100"),
+            OPERATOR_TOKEN,
+        )
+        .await
+        .expect("a deleted account's audit");
+    assert_eq!(audit["data"][0]["action"], "delete_account", "{audit}");
+}
+
+fn created_account(said: &str) -> String {
+    said.lines()
+        .find_map(|l| l.split("operator created account ").nth(1))
+        .expect("the account line")
+        .trim()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn smoke_script_deletes_its_account_also_when_a_step_fails() {
+    let stack = served().await;
+    // A receiver URL nothing listens on: the test event is never delivered.
+    let out = smoke_with(
+        &stack,
+        OPERATOR_TOKEN,
+        &["--receiver-url", "http://127.0.0.1:9/nobody"],
+    )
+    .await;
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("not ok - the test event was not delivered"),
+        "{said}"
+    );
+    assert!(
+        said.contains("account deleted, the deletion audited"),
+        "{said}"
+    );
+    let api = HttpApi::new(stack.url(""), false);
+    assert_account_deleted(&api, &created_account(&said)).await;
     stack.stop();
 }
 
