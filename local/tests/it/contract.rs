@@ -209,6 +209,30 @@ async fn every_response_to_requests_generated_from_openapi_conforms_to_it() {
     assert_eq!(operations["tested"], operations["total"], "{}", run.report);
     let generated = run.report["test_cases"]["generated"].as_u64().unwrap_or(0);
     assert!(generated >= 1000, "{generated} requests: {}", run.report);
+    // The account deletion reached the account seeded for it, and only that one: it is gone
+    // with its deletion audited, while the account every other request uses is still there.
+    let seeded_id = |name: &str| {
+        let (_, v) = seeded.env.iter().find(|(k, _)| *k == name).expect(name);
+        v.clone()
+    };
+    let deleted = seeded_id("RHYTHM_DELETED_ACCOUNT_ID");
+    w.api
+        .get(&format!("/operator/accounts/{deleted}"), OPERATOR_TOKEN)
+        .await
+        .problem(axum::http::StatusCode::NOT_FOUND);
+    let audit = w
+        .api
+        .get(
+            &format!("/operator/accounts/{deleted}/audit"),
+            OPERATOR_TOKEN,
+        )
+        .await;
+    assert_eq!(audit.ok()["data"][0]["action"], "delete_account");
+    let tenant = seeded_id("RHYTHM_ACCOUNT_ID");
+    w.api
+        .get(&format!("/operator/accounts/{tenant}"), OPERATOR_TOKEN)
+        .await
+        .ok();
 }
 
 /// How many operations openapi.yaml documents.
