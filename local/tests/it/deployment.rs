@@ -2197,9 +2197,8 @@ mod measured {
                 HELD_TABLES.contains(&w.table.as_str()),
                 "{function} wrote a table the roles do not hold: {w:?}"
             );
-            assert_eq!(
-                w.leading_keys.is_empty(),
-                false,
+            assert!(
+                !w.leading_keys.is_empty(),
                 "{function}: a write with no key: {w:?}"
             );
             assert_held(function, w);
