@@ -140,11 +140,15 @@ fn statements(role: &str) -> Vec<&'static Value> {
         .collect()
 }
 
-/// `(resource, action)` pairs a role allows.
+/// `(resource, action)` pairs a role allows. Its Deny statements (the audit entries') are
+/// evaluated with the conditions, by [`decide`].
 fn granted(role: &str) -> BTreeSet<(String, String)> {
     let mut out = BTreeSet::new();
     for s in statements(role) {
-        assert_eq!(s["Effect"], "Allow", "{role}: only Allow statements");
+        if s["Effect"] == "Deny" {
+            continue;
+        }
+        assert_eq!(s["Effect"], "Allow", "{role}: Allow or Deny statements");
         for r in list(&s["Resource"]) {
             for a in strings(&s["Action"]) {
                 out.insert((canonical(r), a));
@@ -625,14 +629,33 @@ fn alarms() -> Vec<(&'static str, &'static Value)> {
     of_type("AWS::CloudWatch::Alarm")
 }
 
+/// The metrics an alarm reads: its own (`Namespace`, `MetricName`, `Dimensions`), or each of a
+/// metric-math alarm's `Metrics[].MetricStat.Metric`.
+fn alarm_metrics(alarm: &Value) -> Vec<&Value> {
+    let p = &alarm["Properties"];
+    if p["Metrics"].is_null() {
+        return vec![p];
+    }
+    list(&p["Metrics"])
+        .into_iter()
+        .map(|m| &m["MetricStat"]["Metric"])
+        .filter(|m| !m.is_null())
+        .collect()
+}
+
+fn reads(metric: &Value, namespace: &str, name: &str, dimension: &str, value: &str) -> bool {
+    canonical(&metric["Namespace"]) == namespace
+        && metric["MetricName"] == name
+        && list(&metric["Dimensions"])
+            .iter()
+            .any(|d| d["Name"] == dimension && target(&d["Value"]) == Some(value))
+}
+
 fn alarm_on(namespace: &str, metric: &str, dimension: &str, value: &str) -> bool {
     alarms().iter().any(|(_, a)| {
-        let p = &a["Properties"];
-        canonical(&p["Namespace"]) == namespace
-            && p["MetricName"] == metric
-            && list(&p["Dimensions"])
-                .iter()
-                .any(|d| d["Name"] == dimension && target(&d["Value"]) == Some(value))
+        alarm_metrics(a)
+            .iter()
+            .any(|m| reads(m, namespace, metric, dimension, value))
     })
 }
 
@@ -739,6 +762,133 @@ fn alarms_cover_what_on_call_needs_and_each_says_what_to_do() {
         assert_eq!(actions.len(), 1, "{id}");
         assert_eq!(canonical(actions[0]), "AlarmTopic | AlarmTopicArn", "{id}");
     }
+}
+
+/// The alarms on-call lacked: the notification queue's oldest message (older than the backoff
+/// of its receives can make it), the notification table's throttles, a spike of refused
+/// credentials (the API's own count of its 401s), and a 5xx alarm that leaves out the
+/// provider-events route's deliberate 503s (API Gateway's count less the API's count of them).
+#[test]
+fn on_call_hears_of_a_stuck_notification_queue_table_throttles_refused_credentials_and_only_unintended_5xx(
+) {
+    use shared::api::metrics::{AUTHENTICATION_FAILURES, PROVIDER_EVENTS_DEFERRED};
+    use shared::domain::retry::{notification_visibility_delay, FixedJitter};
+    let props = |id: &str| &resource(id)["Properties"];
+    let number = |v: &Value| v.as_f64().unwrap_or_else(|| panic!("not a number: {v:?}"));
+
+    // The queue's age: past the longest a message waits out its backoff over every receive that
+    // leaves it on the queue (the last one fails it), at the top of the jitter.
+    let receives = resource("NotificationQueue")["Properties"]["RedrivePolicy"]["maxReceiveCount"]
+        .as_u64()
+        .unwrap() as u32;
+    let backoff: u64 = (1..receives)
+        .map(|r| notification_visibility_delay(r, None, &mut FixedJitter(0.999_999)).as_secs())
+        .sum();
+    let age = props("NotificationQueueAgeAlarm");
+    assert!(reads(
+        age,
+        "AWS/SQS",
+        "ApproximateAgeOfOldestMessage",
+        "QueueName",
+        "NotificationQueue"
+    ));
+    assert_eq!(age["Statistic"], "Maximum");
+    assert!(
+        number(&age["Threshold"]) > backoff as f64 && number(&age["Threshold"]) <= 3.0 * 3600.0,
+        "the age threshold is past the {backoff} s of backoff and within hours"
+    );
+    assert_eq!(age["ComparisonOperator"], "GreaterThanThreshold");
+
+    // The notification table's throttles, reads and writes, as the delivery table's.
+    for (id, metric) in [
+        (
+            "NotificationTableWriteThrottlesAlarm",
+            "WriteThrottleEvents",
+        ),
+        ("NotificationTableReadThrottlesAlarm", "ReadThrottleEvents"),
+    ] {
+        let p = props(id);
+        assert!(
+            reads(p, "AWS/DynamoDB", metric, "TableName", "NotificationTable"),
+            "{id}"
+        );
+        assert_eq!(p["Statistic"], "Sum", "{id}");
+        assert_eq!(number(&p["Threshold"]), 0.0, "{id}");
+        assert_eq!(p["ComparisonOperator"], "GreaterThanThreshold", "{id}");
+    }
+
+    // Refused credentials: the API's metric, in the deployment's namespace and stage.
+    let auth = props("ApiAuthenticationFailuresAlarm");
+    assert!(is_ref(&auth["Namespace"], "MetricsNamespace"));
+    assert_eq!(auth["MetricName"], AUTHENTICATION_FAILURES);
+    assert!(list(&auth["Dimensions"])
+        .iter()
+        .any(|d| d["Name"] == "Stage" && is_ref(&d["Value"], "Stage")));
+    assert_eq!(auth["Statistic"], "Sum");
+    assert_eq!(number(&auth["Period"]), 300.0);
+    let threshold = number(&auth["Threshold"]);
+    assert!(
+        (20.0..=500.0).contains(&threshold),
+        "a spike, not one mistyped token: {threshold}"
+    );
+    assert_eq!(auth["TreatMissingData"], "notBreaching");
+
+    // 5xx: API Gateway's count less the deliberate 503s, both summed over one period.
+    let api5xx = &resource("Api5xxAlarm");
+    let p = &api5xx["Properties"];
+    assert!(p["MetricName"].is_null(), "the 5xx alarm is metric math");
+    let metrics = list(&p["Metrics"]);
+    let by_id = |id: &str| {
+        *metrics
+            .iter()
+            .find(|m| m["Id"] == id)
+            .unwrap_or_else(|| panic!("Api5xxAlarm has no metric {id}"))
+    };
+    let returned: Vec<_> = metrics.iter().filter(|m| m["ReturnData"] == true).collect();
+    assert_eq!(returned.len(), 1, "one expression is alarmed on");
+    let expression = returned[0]["Expression"].as_str().unwrap_or_default();
+    let ids: Vec<&str> = metrics
+        .iter()
+        .filter(|m| !m["MetricStat"].is_null())
+        .map(|m| m["Id"].as_str().unwrap())
+        .collect();
+    let gateway = ids
+        .iter()
+        .find(|id| {
+            reads(
+                &by_id(id)["MetricStat"]["Metric"],
+                "AWS/ApiGateway",
+                "5xx",
+                "ApiId",
+                "HttpApi",
+            )
+        })
+        .expect("API Gateway's 5xx");
+    let deferred = ids
+        .iter()
+        .find(|id| {
+            let m = &by_id(id)["MetricStat"]["Metric"];
+            is_ref(&m["Namespace"], "MetricsNamespace")
+                && m["MetricName"] == PROVIDER_EVENTS_DEFERRED
+                && list(&m["Dimensions"])
+                    .iter()
+                    .any(|d| d["Name"] == "Stage" && is_ref(&d["Value"], "Stage"))
+        })
+        .expect("the API's count of deliberate 503s");
+    assert_eq!(
+        expression.replace(' ', ""),
+        format!("FILL({gateway},0)-FILL({deferred},0)")
+    );
+    for id in [gateway, deferred] {
+        let stat = &by_id(id)["MetricStat"];
+        assert_eq!(
+            (stat["Stat"].as_str(), number(&stat["Period"])),
+            (Some("Sum"), 300.0),
+            "{id}"
+        );
+    }
+    assert_eq!(number(&p["Threshold"]), 5.0);
+    assert_eq!(p["ComparisonOperator"], "GreaterThanOrEqualToThreshold");
 }
 
 // --------------------------------------------------------------- 12: observability
@@ -1084,9 +1234,10 @@ fn ingest_may_update_only_the_accounts_listing_attributes_of_account_items() {
     let updates: Vec<_> = statements("IngestRole")
         .into_iter()
         .filter(|s| {
-            strings(&s["Action"])
-                .iter()
-                .any(|a| a == "dynamodb:UpdateItem")
+            s["Effect"] == "Allow"
+                && strings(&s["Action"])
+                    .iter()
+                    .any(|a| a == "dynamodb:UpdateItem")
         })
         .collect();
     assert_eq!(updates.len(), 1, "{updates:#?}");
@@ -1106,6 +1257,316 @@ fn ingest_may_update_only_the_accounts_listing_attributes_of_account_items() {
         condition["StringEqualsIfExists"]["dynamodb:ReturnValues"],
         "NONE"
     );
+}
+
+// ------------------------------------------------- 13: writes held to their key prefixes
+
+/// DynamoDB's write actions (a transaction is authorised as its parts: these same actions).
+const ITEM_WRITES: &[&str] = &[
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+];
+
+/// The tables whose writes are held to key prefixes.
+const HELD_TABLES: &[&str] = &["DeliveryTable", "NotificationTable"];
+
+/// One write as IAM authorises it: the action, the table (logical id) and the request's
+/// condition keys (`dynamodb:LeadingKeys`: the partition keys written; `dynamodb:Attributes`:
+/// the attribute names the request names; `dynamodb:ReturnValues`, when it sets one).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct ItemWrite {
+    action: String,
+    table: String,
+    leading_keys: Vec<String>,
+    attributes: Vec<String>,
+    return_values: Option<String>,
+}
+
+impl ItemWrite {
+    fn of(action: &str, table: &str, pk: &str) -> Self {
+        ItemWrite {
+            action: action.into(),
+            table: table.into(),
+            leading_keys: vec![pk.into()],
+            attributes: vec![partition_key(table).into()],
+            return_values: None,
+        }
+    }
+
+    /// `(action, table, prefix)`: the kind of write (the prefix: its first key up to and with
+    /// the first `#`, or the whole key).
+    fn kind(&self) -> (String, String, String) {
+        let key = self
+            .leading_keys
+            .first()
+            .map(String::as_str)
+            .unwrap_or_default();
+        let prefix = key.split_inclusive('#').next().unwrap_or_default();
+        (self.action.clone(), self.table.clone(), prefix.to_string())
+    }
+
+    /// The same write to the partition `pk` instead.
+    fn to(&self, pk: &str) -> Self {
+        ItemWrite {
+            leading_keys: vec![pk.into()],
+            ..self.clone()
+        }
+    }
+}
+
+/// The partition-key attribute of a table (its `KeySchema`'s `HASH`).
+fn partition_key(table: &str) -> &'static str {
+    list(&resource(table)["Properties"]["KeySchema"])
+        .into_iter()
+        .find(|k| k["KeyType"] == "HASH")
+        .and_then(|k| k["AttributeName"].as_str())
+        .unwrap_or_else(|| panic!("{table} has no partition key"))
+}
+
+/// IAM's `StringLike`: `*` matches any run of characters, `?` any one.
+fn like(pattern: &str, value: &str) -> bool {
+    fn go(p: &[char], v: &[char]) -> bool {
+        match p.split_first() {
+            None => v.is_empty(),
+            Some(('*', rest)) => (0..=v.len()).any(|i| go(rest, &v[i..])),
+            Some(('?', rest)) => !v.is_empty() && go(rest, &v[1..]),
+            Some((c, rest)) => v.first() == Some(c) && go(rest, &v[1..]),
+        }
+    }
+    let (p, v): (Vec<char>, Vec<char>) = (pattern.chars().collect(), value.chars().collect());
+    go(&p, &v)
+}
+
+/// Whether a statement's `Condition` holds for `w`, as IAM evaluates it: `ForAllValues:` (every
+/// value of the request's set matches; an empty set does), `ForAnyValue:` (one does), plain
+/// operators on a single value, `IfExists` (an absent key passes). An operator or key this does
+/// not know fails the test rather than being guessed at.
+fn condition_holds(condition: &Value, w: &ItemWrite) -> bool {
+    let Some(operators) = condition.as_mapping() else {
+        assert!(
+            condition.is_null(),
+            "a Condition is a mapping: {condition:?}"
+        );
+        return true;
+    };
+    operators.iter().all(|(operator, keys)| {
+        let operator = operator.as_str().unwrap_or_default();
+        let (set, test) = match operator.split_once(':') {
+            Some((set, test)) => (Some(set), test),
+            None => (None, operator),
+        };
+        let (test, if_exists) = match test.strip_suffix("IfExists") {
+            Some(test) => (test, true),
+            None => (test, false),
+        };
+        keys.as_mapping()
+            .expect("condition keys")
+            .iter()
+            .all(|(key, patterns)| {
+                let patterns = strings(patterns);
+                let values: Option<Vec<String>> = match key.as_str().unwrap_or_default() {
+                    "dynamodb:LeadingKeys" => Some(w.leading_keys.clone()),
+                    "dynamodb:Attributes" => Some(w.attributes.clone()),
+                    "dynamodb:ReturnValues" => w.return_values.clone().map(|v| vec![v]),
+                    other => panic!("the evaluator does not know the condition key {other}"),
+                };
+                let matches = |v: &String| {
+                    patterns.iter().any(|p| match test {
+                        "StringLike" => like(p, v),
+                        "StringEquals" => p == v,
+                        other => panic!("the evaluator does not know the operator {other}"),
+                    })
+                };
+                match (set, values) {
+                    (Some("ForAllValues"), values) => {
+                        values.unwrap_or_default().iter().all(matches)
+                    }
+                    (Some("ForAnyValue"), values) => values.unwrap_or_default().iter().any(matches),
+                    (None, None) => if_exists,
+                    (None, Some(values)) => values.len() == 1 && matches(&values[0]),
+                    (Some(other), _) => panic!("the evaluator does not know {other}:"),
+                }
+            })
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Decision {
+    Allowed,
+    /// No statement allows it.
+    NotAllowed,
+    /// A Deny statement refuses it.
+    Denied,
+}
+
+/// What `role`'s statements decide for `w`: a matching Deny wins, then a matching Allow.
+fn decide(role: &str, w: &ItemWrite) -> Decision {
+    let mut allowed = false;
+    for s in statements(role) {
+        let acts = strings(&s["Action"]).iter().any(|a| like(a, &w.action));
+        let on = list(&s["Resource"])
+            .iter()
+            .any(|r| canonical(r).split(" | ").next() == Some(w.table.as_str()));
+        if !(acts && on && condition_holds(&s["Condition"], w)) {
+            continue;
+        }
+        match s["Effect"].as_str() {
+            Some("Deny") => return Decision::Denied,
+            Some("Allow") => allowed = true,
+            other => panic!("{role}: effect {other:?}"),
+        }
+    }
+    if allowed {
+        Decision::Allowed
+    } else {
+        Decision::NotAllowed
+    }
+}
+
+/// The key patterns `role` writes `action` on `table` to (its Allow statements' LeadingKeys).
+fn write_patterns(role: &str, action: &str, table: &str) -> Vec<String> {
+    statements(role)
+        .into_iter()
+        .filter(|s| {
+            s["Effect"] == "Allow"
+                && strings(&s["Action"]).iter().any(|a| a == action)
+                && list(&s["Resource"]).iter().any(|r| canonical(r) == table)
+        })
+        .flat_map(|s| strings(&s["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]))
+        .collect()
+}
+
+/// A partition key `pattern` names (its wildcards filled in).
+fn key_of(pattern: &str) -> String {
+    pattern.replace('*', "acct_x#1").replace('?', "x")
+}
+
+/// Every key pattern any role writes to `table`: the prefixes a role's writes are tested against.
+fn known_patterns(table: &str) -> BTreeSet<String> {
+    functions()
+        .into_iter()
+        .flat_map(|f| {
+            ITEM_WRITES
+                .iter()
+                .flat_map(move |a| write_patterns(role_of(f), a, table))
+        })
+        .collect()
+}
+
+/// `w` is allowed to `role`, and the same write is not to a partition the role's lists do not
+/// name: another role's prefix, or one nobody writes.
+fn assert_held(function: &str, w: &ItemWrite) {
+    let role = role_of(function);
+    assert_eq!(
+        decide(role, w),
+        Decision::Allowed,
+        "{function} ({role}) may not make {w:#?}"
+    );
+    let own = write_patterns(role, &w.action, &w.table);
+    let elsewhere = known_patterns(&w.table)
+        .into_iter()
+        .map(|p| key_of(&p))
+        .chain(["UNLISTED#acct_x".to_string(), "acct_x".to_string()])
+        .filter(|k| !own.iter().any(|p| like(p, k)));
+    for key in elsewhere {
+        assert_ne!(
+            decide(role, &w.to(&key)),
+            Decision::Allowed,
+            "{function} ({role}) may make {} on {} to {key}, a partition it does not write",
+            w.action,
+            w.table
+        );
+    }
+}
+
+/// Every write a function role allows on the two tables names its key prefixes
+/// (ForAllValues:StringLike on dynamodb:LeadingKeys, no bare `*`); a write of that action to any
+/// other prefix is not allowed; and no function role may update or remove an audit entry,
+/// explicitly (a Deny, which no later Allow can widen). Nothing in the code updates or deletes
+/// one: entries carry no expiry and no function has a path that changes them (the measured tests
+/// below would meet the Deny).
+#[test]
+fn every_role_writes_only_the_key_prefixes_it_names_and_none_may_change_an_audit_entry() {
+    use shared::store::keys;
+    let audit = keys::audit_pk(&id("a1"));
+    for function in functions() {
+        let role = role_of(function);
+        for s in statements(role) {
+            let writes = strings(&s["Action"])
+                .into_iter()
+                .any(|a| ITEM_WRITES.contains(&a.as_str()));
+            let held = list(&s["Resource"])
+                .iter()
+                .any(|r| HELD_TABLES.contains(&canonical(r).as_str()));
+            if s["Effect"] != "Allow" || !writes || !held {
+                continue;
+            }
+            let patterns =
+                strings(&s["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]);
+            assert!(
+                !patterns.is_empty() && patterns.iter().all(|p| !p.starts_with('*')),
+                "{role}: a write without its key prefixes: {s:#?}"
+            );
+        }
+        for table in HELD_TABLES {
+            for action in ITEM_WRITES {
+                let own = write_patterns(role, action, table);
+                for pattern in &own {
+                    let w = ItemWrite::of(action, table, &key_of(pattern));
+                    if decide(role, &w) == Decision::Denied {
+                        continue; // an audit entry's update or delete: below
+                    }
+                    assert_held(function, &w);
+                }
+            }
+        }
+        for action in [
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:BatchWriteItem",
+        ] {
+            let w = ItemWrite::of(action, "DeliveryTable", &audit);
+            assert_eq!(
+                decide(role, &w),
+                Decision::Denied,
+                "{role}: {action} on {audit}"
+            );
+        }
+    }
+    // The API writes audit entries (a conditional put of a new one) and nothing else may.
+    let put = ItemWrite::of("dynamodb:PutItem", "DeliveryTable", &audit);
+    for function in functions() {
+        let expected = if function == "ApiFunction" {
+            Decision::Allowed
+        } else {
+            Decision::NotAllowed
+        };
+        assert_eq!(decide(role_of(function), &put), expected, "{function}");
+    }
+    // A write the scenarios below do not reach (fifty dead deliveries in a row): the worker's
+    // auto-pause puts the administrator notice, keyed as the store keys it.
+    let notice = shared::store::notice::subscription_paused_notice(
+        &id("a1"),
+        &id("sub_1"),
+        &["admin@example.com".to_string()],
+        50,
+        shared::domain::time::Timestamp(1),
+    );
+    let item = shared::store::notice::notice_item(&notice).unwrap();
+    let pk = item[partition_key("NotificationTable")].as_s().unwrap();
+    assert_held(
+        "DeliverFunction",
+        &ItemWrite::of("dynamodb:PutItem", "NotificationTable", pk),
+    );
+    // The evaluator itself: wildcards, sets, IfExists.
+    assert!(
+        like("ACCT#*", "ACCT#a1")
+            && !like("ACCT#*", "ACCTS#a1")
+            && like("ROLLUP_WALK", "ROLLUP_WALK")
+    );
+    assert!(!like("TOKEN#*", &keys::token_ref_pk(&id("a1"))));
 }
 
 // ------------------------------------------------------------- 17: deploying as a team
@@ -1353,6 +1814,7 @@ mod measured {
     use tower::ServiceExt;
 
     use aws_sdk_dynamodb::operation as ddb;
+    use aws_sdk_dynamodb::types as ddb_types;
     use aws_sdk_kms::operation as kms;
     use aws_sdk_sesv2::operation as ses;
     use aws_sdk_sqs::operation as sqs;
@@ -1367,6 +1829,8 @@ mod measured {
         keys: BTreeMap<String, String>,
         sender: String,
         seen: Arc<Mutex<BTreeSet<(String, String)>>>,
+        /// Every write to a table, as IAM authorises it (each part of a transaction apart).
+        writes: Arc<Mutex<BTreeSet<ItemWrite>>>,
     }
 
     impl Recorder {
@@ -1389,6 +1853,7 @@ mod measured {
                     .collect(),
                 sender: sender.to_string(),
                 seen: Arc::default(),
+                writes: Arc::default(),
             }
         }
 
@@ -1398,6 +1863,140 @@ mod measured {
 
         fn seen(&self) -> BTreeSet<(String, String)> {
             self.seen.lock().unwrap().clone()
+        }
+
+        fn writes(&self) -> BTreeSet<ItemWrite> {
+            self.writes.lock().unwrap().clone()
+        }
+
+        /// One write of `action` on table `name` to the item `key` (`item`: a put's whole item),
+        /// naming the attributes of its expressions.
+        #[allow(clippy::too_many_arguments)]
+        fn item_write(
+            &self,
+            action: &str,
+            name: &str,
+            key: &std::collections::HashMap<String, ddb_types::AttributeValue>,
+            expressions: &[Option<&str>],
+            names: Option<&std::collections::HashMap<String, String>>,
+            return_values: Option<&ddb_types::ReturnValue>,
+        ) -> ItemWrite {
+            let table = self.table(Some(name), None);
+            let pk = partition_key(&table);
+            let mut attributes: BTreeSet<String> = key.keys().cloned().collect();
+            attributes.extend(names.into_iter().flat_map(|n| n.values().cloned()));
+            attributes.extend(expressions.iter().flatten().flat_map(|e| bare_names(e)));
+            ItemWrite {
+                action: action.into(),
+                leading_keys: key
+                    .get(pk)
+                    .and_then(|v| v.as_s().ok())
+                    .cloned()
+                    .into_iter()
+                    .collect(),
+                table,
+                attributes: attributes.into_iter().collect(),
+                return_values: return_values.map(|r| r.as_str().to_string()),
+            }
+        }
+
+        fn record_writes(
+            &self,
+            input: &aws_smithy_runtime_api::client::interceptors::context::Input,
+        ) {
+            let mut found = Vec::new();
+            if let Some(i) = input.downcast_ref::<ddb::put_item::PutItemInput>() {
+                found.push(self.item_write(
+                    "dynamodb:PutItem",
+                    i.table_name().unwrap_or_default(),
+                    i.item().unwrap_or(&Default::default()),
+                    &[i.condition_expression()],
+                    i.expression_attribute_names(),
+                    i.return_values(),
+                ));
+            } else if let Some(i) = input.downcast_ref::<ddb::update_item::UpdateItemInput>() {
+                found.push(self.item_write(
+                    "dynamodb:UpdateItem",
+                    i.table_name().unwrap_or_default(),
+                    i.key().unwrap_or(&Default::default()),
+                    &[i.update_expression(), i.condition_expression()],
+                    i.expression_attribute_names(),
+                    i.return_values(),
+                ));
+            } else if let Some(i) = input.downcast_ref::<ddb::delete_item::DeleteItemInput>() {
+                found.push(self.item_write(
+                    "dynamodb:DeleteItem",
+                    i.table_name().unwrap_or_default(),
+                    i.key().unwrap_or(&Default::default()),
+                    &[i.condition_expression()],
+                    i.expression_attribute_names(),
+                    i.return_values(),
+                ));
+            } else if let Some(i) =
+                input.downcast_ref::<ddb::transact_write_items::TransactWriteItemsInput>()
+            {
+                for item in i.transact_items() {
+                    if let Some(p) = item.put() {
+                        found.push(self.item_write(
+                            "dynamodb:PutItem",
+                            p.table_name(),
+                            p.item(),
+                            &[p.condition_expression()],
+                            p.expression_attribute_names(),
+                            None,
+                        ));
+                    }
+                    if let Some(u) = item.update() {
+                        found.push(self.item_write(
+                            "dynamodb:UpdateItem",
+                            u.table_name(),
+                            u.key(),
+                            &[Some(u.update_expression()), u.condition_expression()],
+                            u.expression_attribute_names(),
+                            None,
+                        ));
+                    }
+                    if let Some(d) = item.delete() {
+                        found.push(self.item_write(
+                            "dynamodb:DeleteItem",
+                            d.table_name(),
+                            d.key(),
+                            &[d.condition_expression()],
+                            d.expression_attribute_names(),
+                            None,
+                        ));
+                    }
+                }
+            } else if let Some(i) =
+                input.downcast_ref::<ddb::batch_write_item::BatchWriteItemInput>()
+            {
+                for (name, requests) in i.request_items().into_iter().flatten() {
+                    let mut batch = ItemWrite {
+                        action: "dynamodb:BatchWriteItem".into(),
+                        table: self.table(Some(name), None),
+                        leading_keys: Vec::new(),
+                        attributes: Vec::new(),
+                        return_values: None,
+                    };
+                    for r in requests {
+                        let key = r
+                            .put_request()
+                            .map(|p| p.item())
+                            .or(r.delete_request().map(|d| d.key()));
+                        if let Some(key) = key {
+                            let one = self.item_write("", name, key, &[], None, None);
+                            batch.leading_keys.extend(one.leading_keys);
+                            batch.attributes.extend(one.attributes);
+                        }
+                    }
+                    batch.leading_keys.sort();
+                    batch.leading_keys.dedup();
+                    batch.attributes.sort();
+                    batch.attributes.dedup();
+                    found.push(batch);
+                }
+            }
+            self.writes.lock().unwrap().extend(found);
         }
 
         fn table(&self, name: Option<&str>, index: Option<&str>) -> String {
@@ -1529,8 +2128,82 @@ mod measured {
             cfg: &mut ConfigBag,
         ) -> Result<(), BoxError> {
             self.record(context.input(), cfg);
+            self.record_writes(context.input());
             Ok(())
         }
+    }
+
+    /// The attribute names an expression names directly (not `#placeholders`, `:values`,
+    /// keywords or functions): `attribute_exists(pk) AND #s = :s` → `pk`.
+    fn bare_names(expression: &str) -> Vec<String> {
+        const WORDS: &[&str] = &[
+            "SET",
+            "REMOVE",
+            "ADD",
+            "DELETE",
+            "AND",
+            "OR",
+            "NOT",
+            "BETWEEN",
+            "IN",
+            "attribute_exists",
+            "attribute_not_exists",
+            "attribute_type",
+            "begins_with",
+            "contains",
+            "size",
+            "if_not_exists",
+            "list_append",
+        ];
+        let mut out = Vec::new();
+        let mut word = String::new();
+        let mut placeholder = false;
+        for c in expression.chars().chain([' ']) {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                word.push(c);
+                continue;
+            }
+            if !word.is_empty()
+                && !placeholder
+                && !WORDS.contains(&word.as_str())
+                && !word.starts_with(|c: char| c.is_ascii_digit())
+            {
+                out.push(word.clone());
+            }
+            word.clear();
+            placeholder = c == '#' || c == ':';
+        }
+        out
+    }
+
+    #[test]
+    fn an_expression_names_its_bare_attributes_only() {
+        assert_eq!(
+            bare_names("SET #lk = :lk, list_sort = :ls REMOVE due_at"),
+            ["list_sort", "due_at"]
+        );
+        assert_eq!(
+            bare_names("attribute_exists(pk) AND attribute_not_exists(#lk)"),
+            ["pk"]
+        );
+    }
+
+    /// Each write a function made is allowed by its role, and the same write to another
+    /// partition prefix is not ([`assert_held`]).
+    fn assert_writes_held(function: &str, recorder: &Recorder) -> BTreeSet<ItemWrite> {
+        let writes = recorder.writes();
+        for w in &writes {
+            assert!(
+                HELD_TABLES.contains(&w.table.as_str()),
+                "{function} wrote a table the roles do not hold: {w:?}"
+            );
+            assert!(
+                !w.leading_keys.is_empty(),
+                "{function}: a write with no key: {w:?}"
+            );
+            assert_held(function, w);
+        }
+        writes
     }
 
     /// Whether a recorded call is covered by the role: the exact resource, or the created
@@ -1573,6 +2246,20 @@ mod measured {
             .unwrap();
         fixtures
             .subscription(&hook, &["*"], None, &[], RetryPolicy::default())
+            .await
+            .unwrap();
+        // And a built-in handler's (its record snapshots are the worker's puts).
+        let snapshots = fixtures
+            .integration(
+                &account.account_id,
+                shared::domain::delivery_method::DeliveryMethod::Internal,
+                None,
+                Some("record_snapshot"),
+            )
+            .await
+            .unwrap();
+        fixtures
+            .subscription(&snapshots, &["*"], None, &[], RetryPolicy::default())
             .await
             .unwrap();
         let change = catalog_change(&account.account_id, clock.now(), 9.5);
@@ -1701,6 +2388,31 @@ mod measured {
             assert!(
                 ungranted.is_empty(),
                 "{function} called what its role does not grant: {ungranted:#?}"
+            );
+        }
+        // Each write was to a partition its role names, and no other would have been allowed.
+        let mut written = BTreeSet::new();
+        for (function, recorder) in &recorders {
+            for w in assert_writes_held(function, recorder) {
+                let (action, table, prefix) = w.kind();
+                written.insert(format!("{function} {action} {table} {prefix}"));
+            }
+        }
+        for kind in [
+            "IngestFunction dynamodb:PutItem DeliveryTable EVT#",
+            "DispatchFunction dynamodb:UpdateItem DeliveryTable EVT#",
+            "DeliverFunction dynamodb:UpdateItem DeliveryTable EVT#",
+            "DeliverFunction dynamodb:PutItem DeliveryTable SNAP#",
+            "ReconcileFunction dynamodb:UpdateItem DeliveryTable ROLLUP_WALK",
+            "ApiFunction dynamodb:PutItem NotificationTable NOTICE#",
+            "NotifyFunction dynamodb:PutItem NotificationTable NOTICE#",
+            "NotifyFunction dynamodb:UpdateItem NotificationTable NOTICE#",
+            "NotifyFunction dynamodb:DeleteItem NotificationTable NOTICE#",
+            "NotifyFunction dynamodb:PutItem NotificationTable PROVREF#",
+        ] {
+            assert!(
+                written.contains(kind),
+                "the scenario made no {kind}: {written:#?}"
             );
         }
         // The scenario reached the calls that matter for each function.
@@ -1918,6 +2630,32 @@ mod measured {
             "most routes succeed with real ids: {answered:#?}"
         );
 
+        // Each write was to a partition the API's role names, and no other would have been.
+        let written: BTreeSet<String> = assert_writes_held("ApiFunction", &recorder)
+            .iter()
+            .map(|w| {
+                let (action, table, prefix) = w.kind();
+                format!("{action} {table} {prefix}")
+            })
+            .collect();
+        for kind in [
+            "dynamodb:PutItem DeliveryTable ACCT#",
+            "dynamodb:UpdateItem DeliveryTable ACCT#",
+            "dynamodb:DeleteItem DeliveryTable ACCT#",
+            "dynamodb:PutItem DeliveryTable TOKEN#",
+            "dynamodb:PutItem DeliveryTable TOKENS#",
+            "dynamodb:PutItem DeliveryTable AUDIT#",
+            "dynamodb:PutItem DeliveryTable REPLAY#",
+            "dynamodb:UpdateItem DeliveryTable EVT#",
+            "dynamodb:UpdateItem DeliveryTable TESTQ#",
+            "dynamodb:UpdateItem DeliveryTable ROLLUP_WALK",
+            "dynamodb:PutItem NotificationTable NOTICE#",
+        ] {
+            assert!(
+                written.contains(kind),
+                "the routes made no {kind}: {written:#?}"
+            );
+        }
         let seen = recorder.seen();
         let grants = granted(role_of("ApiFunction"));
         let ungranted: Vec<_> = seen.iter().filter(|c| !covered(c, &grants)).collect();

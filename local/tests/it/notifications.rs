@@ -1858,6 +1858,103 @@ mod api {
         assert_eq!(call.await.ok()["outcome"], "unknown_reference");
     }
 
+    /// The API counts what its alarms need apart from API Gateway's own figures: each refused
+    /// credential (a bearer token, an SNS signature), and each deliberate 503 of the SES route,
+    /// which the 5xx alarm subtracts; a 5xx that is a real failure on that same route is not
+    /// counted as deliberate, and an accepted request counts toward nothing.
+    #[tokio::test]
+    async fn the_api_counts_refused_credentials_and_its_deliberate_503s_as_metrics() {
+        use shared::api::metrics::{AUTHENTICATION_FAILURES, PROVIDER_EVENTS_DEFERRED};
+        let w = World::new().await;
+        let n = &w.notify;
+        install_settings();
+        let captured = shared::metrics::CapturedEmf::default();
+        let api = local::testkit::api::ApiClient::new(
+            w.api_state().with_metrics(Arc::new(captured.clone())),
+        );
+        let counted = |from: usize| -> Vec<(String, String)> {
+            captured.documents()[from..]
+                .iter()
+                .flat_map(|d| {
+                    let path = d["path"].as_str().unwrap_or_default().to_string();
+                    d["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(move |m| (m["Name"].as_str().unwrap().to_string(), path.clone()))
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        };
+        let ses = "/v1/provider-events/ses";
+        let post = |body: Vec<u8>| api.call(Method::POST, ses, None, None).json_bytes(body);
+
+        // Accepted: nothing counted.
+        let ApiAccount { token, .. } = api.account("Metrics").await;
+        api.get("/v1/whoami", &token).await.ok();
+        assert_eq!(counted(0), []);
+
+        // A refused bearer token and a forged SNS signature: authentication failures.
+        api.get("/v1/whoami", "rk_not_a_token")
+            .await
+            .problem_of(StatusCode::UNAUTHORIZED, "unauthorized");
+        let mut forged: Value = serde_json::from_slice(&ses_notification(
+            "sns-forged-1",
+            "Delivery",
+            "ses-any",
+            "2",
+            n.now(),
+        ))
+        .unwrap();
+        forged["Signature"] = json!("AAAA");
+        post(forged.to_string().into_bytes())
+            .await
+            .problem_of(StatusCode::UNAUTHORIZED, "unauthorized");
+        assert_eq!(
+            counted(0),
+            [
+                (
+                    AUTHENTICATION_FAILURES.to_string(),
+                    "/v1/whoami".to_string()
+                ),
+                (AUTHENTICATION_FAILURES.to_string(), ses.to_string()),
+            ]
+        );
+        let doc = &captured.documents()[0];
+        assert_eq!(doc["Stage"], w.pipeline.stack.config.stage.as_str());
+        assert_eq!(
+            doc["_aws"]["CloudWatchMetrics"][0]["Namespace"],
+            w.pipeline.stack.config.metrics_namespace.as_str()
+        );
+        assert_eq!(doc[AUTHENTICATION_FAILURES], 1);
+
+        // An SES event before its delivery is recorded: the deliberate 503.
+        let early = ses_notification("sns-metrics-1", "Delivery", "ses-not-saved", "2", n.now());
+        post(early.clone())
+            .await
+            .problem_of(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+        assert_eq!(
+            counted(2),
+            [(PROVIDER_EVENTS_DEFERRED.to_string(), ses.to_string())]
+        );
+
+        // The same event while the notification table fails: a 5xx that is no deferral.
+        w.pipeline
+            .stack
+            .faults
+            .inject("GetItem", local::faults::Fault::InternalError, 20);
+        let r = post(ses_notification(
+            "sns-metrics-2",
+            "Delivery",
+            "ses-not-saved",
+            "2",
+            n.now(),
+        ))
+        .await;
+        assert!(r.status.is_server_error(), "{:?}", r.status);
+        assert_eq!(counted(3), []);
+    }
+
     #[tokio::test]
     async fn provider_event_routes_take_signed_sns_and_signed_webhooks_and_refuse_the_rest() {
         let w = World::new().await;

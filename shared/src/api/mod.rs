@@ -19,6 +19,7 @@
 //! api/operator/replays.rs      …/subscriptions/{s}/replays, /operator/accounts/{a}/replays…
 //! api/operator/audit.rs        /operator/accounts/{a}[/subscriptions/{s}]/audit
 //! api/routes.rs                the router's (method, path) table, read back from the router
+//! api/metrics.rs               the API's EMF metrics (authentication failures, deliberate 503s)
 //! api/console_links.rs         /operator/console-links, /v1/console-links: the console's login links
 //! api/console_session.rs       the console's signing key, login links, sessions and CSRF tokens
 //! ```
@@ -40,6 +41,7 @@ pub mod credentials;
 pub mod extract;
 pub mod lambda;
 pub mod limits;
+pub mod metrics;
 pub mod operator;
 pub mod operator_auth;
 pub mod problem;
@@ -73,14 +75,19 @@ pub fn routes() -> Router<Arc<ApiState>> {
 }
 
 /// The app serving `routes` (the JSON API's, and whatever the caller mounts beside them, such as
-/// the web console's pages) with the API's fallbacks, body limit and request log.
+/// the web console's pages) with the API's fallbacks, body limit, request log and metrics.
 pub fn app(state: ApiState, routes: Router<Arc<ApiState>>) -> Router {
+    let state = Arc::new(state);
     routes
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn(log_request))
-        .with_state(Arc::new(state))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::count,
+        ))
+        .with_state(state)
 }
 
 /// The JSON API alone.

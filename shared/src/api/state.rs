@@ -37,6 +37,9 @@ pub struct ApiState {
     /// Signs the web console's login links and sessions ([`crate::api::console_session`]); a random
     /// key of the process unless [`ApiState::with_console_key`] sets the configured one.
     pub console_key: Arc<crate::api::console_session::ConsoleKey>,
+    /// Where the API's metrics go ([`crate::api::metrics`]): standard output unless
+    /// [`ApiState::with_metrics`] says otherwise.
+    pub metrics: Arc<dyn crate::metrics::EmfSink>,
 }
 
 impl ApiState {
@@ -71,7 +74,14 @@ impl ApiState {
                 .collect(),
             provider_events: None,
             console_key: Arc::new(crate::api::console_session::ConsoleKey::random()),
+            metrics: Arc::new(crate::metrics::StdoutLines),
         }
+    }
+
+    /// Sends the API's metrics to `sink` (tests keep them).
+    pub fn with_metrics(mut self, sink: Arc<dyn crate::metrics::EmfSink>) -> Self {
+        self.metrics = sink;
+        self
     }
 
     /// Signs console links and sessions with `key` (the api function's, loaded at start).

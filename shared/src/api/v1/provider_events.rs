@@ -20,6 +20,7 @@
 //! errors, so this is what makes its delivery policy send the event again.
 
 use crate::api::extract::{path_id, ApiPath};
+use crate::api::metrics::Deferred;
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::notify::confirm::{self, ConfirmOutcome, IntakeError, IntakeOutcome};
@@ -27,6 +28,7 @@ use crate::notify::table::NotificationTable;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request, State};
 use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use serde::Serialize;
@@ -50,7 +52,23 @@ enum Sender {
     Signed,
 }
 
-fn answer(
+/// The answer to an event: [`outcome_of`], the deliberate `503` marked [`Deferred`] (the API's
+/// 5xx alarm leaves it out).
+fn answer(result: Result<IntakeOutcome, IntakeError>, sender: Sender) -> Response {
+    let deferred = matches!(
+        result,
+        Ok(IntakeOutcome::Applied(
+            ConfirmOutcome::NotYetSent | ConfirmOutcome::UnknownReference
+        ))
+    ) && sender == Sender::Sns;
+    let mut response = outcome_of(result, sender).into_response();
+    if deferred {
+        response.extensions_mut().insert(Deferred);
+    }
+    response
+}
+
+fn outcome_of(
     result: Result<IntakeOutcome, IntakeError>,
     sender: Sender,
 ) -> Result<Json<IntakeView>, ApiError> {
@@ -100,11 +118,11 @@ async fn body_of(state: &Arc<ApiState>, request: Request) -> Result<Bytes, ApiEr
     Ok(Bytes::from_request(request, state).await?)
 }
 
-async fn ses(
-    State(state): State<Arc<ApiState>>,
-    request: Request,
-) -> Result<Json<IntakeView>, ApiError> {
-    let body = body_of(&state, request).await?;
+async fn ses(State(state): State<Arc<ApiState>>, request: Request) -> Response {
+    let body = match body_of(&state, request).await {
+        Ok(body) => body,
+        Err(e) => return e.into_response(),
+    };
     let store = NotificationTable::from_config(&state.clients, &state.config);
     answer(
         confirm::intake_sns(
@@ -123,7 +141,7 @@ async fn signed(
     ApiPath(provider): ApiPath<String>,
     headers: HeaderMap,
     request: Request,
-) -> Result<Json<IntakeView>, ApiError> {
+) -> Result<Response, ApiError> {
     let provider: String = path_id(&provider, "provider")?;
     let body = body_of(&state, request).await?;
     let store = NotificationTable::from_config(&state.clients, &state.config);
@@ -133,7 +151,7 @@ async fn signed(
             .and_then(|v| v.to_str().ok())
             .map(str::to_string)
     };
-    answer(
+    Ok(answer(
         confirm::intake_signed(
             &store,
             state.provider_event_settings(),
@@ -144,5 +162,5 @@ async fn signed(
         )
         .await,
         Sender::Signed,
-    )
+    ))
 }
