@@ -881,7 +881,7 @@ async fn the_local_server_serves_the_api_over_http() {
 
 /// An HTTP API event for `/operator/…` on stage `prod`, as API Gateway sends it after its JWT
 /// authorizer accepted the token: `claims` and `scopes` are the authorizer's.
-fn operator_event(
+pub(crate) fn operator_event(
     method: &str,
     path: &str,
     claims: Value,

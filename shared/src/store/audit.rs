@@ -48,6 +48,9 @@ pub enum AuditAction {
     /// Sent a test event to a subscription's webhook endpoint (an account administrator, or an
     /// operator acting as one); the details hold the outcome.
     SendTestEvent,
+    /// Signed in to the web console as the account's administrator; the details say with which
+    /// credential (an account token, or a login link and who issued it) and until when.
+    ConsoleSignIn,
 }
 
 impl AuditAction {
@@ -62,6 +65,7 @@ impl AuditAction {
             AuditAction::SetNoticeAllowlist => "set_notice_allowlist",
             AuditAction::IssueConsoleLink => "issue_console_link",
             AuditAction::SendTestEvent => "send_test_event",
+            AuditAction::ConsoleSignIn => "console_sign_in",
         }
     }
 }
