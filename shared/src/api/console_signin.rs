@@ -91,15 +91,15 @@ fn record_of(signed: &SignedSession, grounds: &Grounds, now: Timestamp) -> Conso
             ("account", actor.clone(), Some(account_id.clone()))
         }
     };
-    ConsoleSession {
-        session_id: signed.session_id.clone(),
-        audience: audience.into(),
+    ConsoleSession::new(
+        signed.session_id.clone(),
+        audience,
         subject,
         account_id,
-        token_id: grounds.token_id().cloned(),
-        created_at: now,
-        expires: signed.expires,
-    }
+        grounds.token_id().cloned(),
+        now,
+        signed.expires,
+    )
 }
 
 /// Which credential a sign-in used, in words.

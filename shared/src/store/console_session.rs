@@ -48,6 +48,27 @@ pub struct ConsoleSession {
 }
 
 impl ConsoleSession {
+    /// A session of `audience` (`operator` or `account`) opened at `created_at`.
+    pub fn new(
+        session_id: String,
+        audience: &str,
+        subject: String,
+        account_id: Option<AccountId>,
+        token_id: Option<TokenId>,
+        created_at: Timestamp,
+        expires: Timestamp,
+    ) -> Self {
+        ConsoleSession {
+            session_id,
+            audience: audience.to_owned(),
+            subject,
+            account_id,
+            token_id,
+            created_at,
+            expires,
+        }
+    }
+
     /// The item's key.
     pub fn key(session_id: &str) -> (String, String) {
         (
