@@ -1404,3 +1404,49 @@ async fn console_sign_ins_are_audited_in_the_accounts_history_and_its_console_pa
         page.text
     );
 }
+
+#[tokio::test]
+async fn a_console_key_rotated_in_secrets_manager_takes_effect_within_the_refresh_interval() {
+    use shared::api::console_key::{ConsoleKeys, REFRESH};
+    let w = World::new().await;
+    let secrets = aws_sdk_secretsmanager::Client::new(&w.pipeline.stack.sdk);
+    let name = format!("console-key-{}", ulid::Ulid::new());
+    let arn = secrets
+        .create_secret()
+        .name(&name)
+        .secret_string("a".repeat(64))
+        .send()
+        .await
+        .unwrap()
+        .arn
+        .unwrap();
+    // The api function's loading, on the world's clock.
+    let keys = ConsoleKeys::load(
+        &secrets,
+        |n| (n == "CONSOLE_SIGNING_KEY_ARN").then(|| arn.clone()),
+        w.pipeline.now(),
+    )
+    .await
+    .unwrap();
+    let api = ApiClient::new(w.api_state().with_console_keys(keys));
+    let signed = post_on(&api, None, "/console/login", &[("token", OPERATOR_TOKEN)]).await;
+    let cookie = session_cookie(&signed);
+
+    secrets
+        .put_secret_value()
+        .secret_id(&arn)
+        .secret_string("b".repeat(64))
+        .send()
+        .await
+        .unwrap();
+    w.pipeline.clock.advance(REFRESH - SECOND);
+    assert_page(&get_on(&api, Some(&cookie), "/console/op").await, "op");
+    w.pipeline.clock.advance(SECOND);
+    assert_refused(
+        &get_on(&api, Some(&cookie), "/console/op").await,
+        "not one this console signed",
+    );
+    let again = post_on(&api, None, "/console/login", &[("token", OPERATOR_TOKEN)]).await;
+    let cookie = session_cookie(&again);
+    assert_page(&get_on(&api, Some(&cookie), "/console/op").await, "op");
+}
