@@ -607,6 +607,16 @@ mod tests {
         );
         let p = gateway_parts(&[("sub", "op-7")], Some(vec!["rhythm/operator"]));
         assert_eq!(auth.identify(&p).unwrap().id, "op-7");
+        assert_eq!(auth.identify(&p).unwrap().expires, None);
+        // The JWT's `exp` (seconds) is when the identity, and the console sessions it opens, end.
+        let p = gateway_parts(
+            &[("sub", "op-7"), ("exp", "1700000000")],
+            Some(vec!["rhythm/operator"]),
+        );
+        assert_eq!(
+            auth.identify(&p).unwrap().expires,
+            Some(Timestamp(1_700_000_000_000))
+        );
         let p = gateway_parts(&[("sub", "")], Some(vec!["rhythm/operator"]));
         assert!(matches!(
             auth.identify(&p),

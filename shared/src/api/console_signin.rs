@@ -148,7 +148,9 @@ pub async fn check(state: &ApiState, cookie: &str) -> Result<Session, SessionErr
         .await
         .map_err(|_| SessionError::Unavailable)?
         .ok_or(SessionError::Ended)?;
-    if record != record_of(&signed, &grounds_of(&record), record.created_at) {
+    // The item is the session; the cookie must claim exactly what it holds.
+    let claimed = record_of(&signed, &grounds_of(&record), record.created_at);
+    if record != claimed {
         return Err(SessionError::Forged);
     }
     if record.expires <= now {
@@ -171,7 +173,7 @@ pub async fn check(state: &ApiState, cookie: &str) -> Result<Session, SessionErr
     })
 }
 
-/// The grounds a stored session keeps (enough to compare it with its cookie).
+/// The grounds a stored session keeps, as far as its item says (the token, if any).
 fn grounds_of(record: &ConsoleSession) -> Grounds {
     match &record.token_id {
         Some(t) => Grounds::Token(t.clone()),
