@@ -25,7 +25,7 @@ DEFAULT_PATHS = ["shared/src", "functions", "local/src", "cli/src"]
 ITEM_TYPES = [
     "Account", "Integration", "Subscription", "TokenRecord", "EventRecord", "Delivery",
     "AuditRecord", "ReplayJob", "Snapshot", "NoticeRecord", "NotificationDelivery", "WorkRow",
-    "SupersedePointer", "ProviderRef",
+    "SupersedePointer", "ProviderRef", "ConsoleSession",
 ]
 LITERAL = re.compile(r"(?<![A-Za-z0-9_:])(?:[a-z_]+::)*(" + "|".join(ITEM_TYPES) + r")\s*\{")
 NOT_A_LITERAL = re.compile(r"(struct|enum|impl|fn|for|trait|->|mod)\s*[^;{}]*$")

@@ -42,7 +42,8 @@
 //!
 //! * Sign-in (`/console/login`): `#token` + `[data-testid=login-submit]`; a link
 //!   (`/console/login?link=…`) shows `[data-testid=login-continue]` (one click signs in: the
-//!   cookie is `SameSite=Strict`, so it is set by a same-site POST, not by the link's GET).
+//!   cookie is `SameSite=Strict`, so it is set by a same-site POST, not by the link's GET); a
+//!   link signs in once, and a used one shows `[data-testid=problem]` (409).
 //! * Event monitor (`/console/op/events?account=…`, `/console/acct/events`): filter form
 //!   `#filter-account`, `#filter-status`, `#filter-internal`, `#filter-code`, `#filter-from`,
 //!   `#filter-to`, `[data-testid=filter-apply]`; table `#events` whose rows are
@@ -106,7 +107,8 @@ use maud::html;
 use page::{field, form_fields, html_response, prefix_of, redirect, shell, Ctx};
 use serde::Deserialize;
 use shared::api::auth::{verify_token, Principal};
-use shared::api::console_session::{Audience, COOKIE, SESSION_TTL};
+use shared::api::console_session::{Audience, Grounds, SessionError, COOKIE};
+use shared::api::console_signin;
 use shared::api::state::ApiState;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -177,7 +179,8 @@ fn login_shell(status: StatusCode, message: Option<&str>, body: maud::Markup) ->
     html_response(status, shell(None, "Sign in", page))
 }
 
-/// `GET /console/login`: the token form, or (with `?link=`) the link's confirmation.
+/// `GET /console/login`: the token form, or (with `?link=`) the link's confirmation (a link
+/// used already, or expired, is refused here with a page that says so).
 async fn login_page(
     State(state): State<Arc<ApiState>>,
     Query(params): Query<LoginParams>,
@@ -186,9 +189,9 @@ async fn login_page(
     let (parts, _) = request.into_parts();
     let action = format!("{}/console/login", prefix_of(&parts));
     if let Some(link) = params.link {
-        return match state.console_key.open_link(&link, state.clock.now()) {
-            Ok(audience) => {
-                let who = match &audience {
+        return match console_signin::open_link(&state, &link).await {
+            Ok(opened) => {
+                let who = match &opened.audience {
                     Audience::Operator { operator_id } => format!("operator {operator_id}"),
                     Audience::Account { account_id, .. } => {
                         format!("administrator of account {account_id}")
@@ -206,14 +209,24 @@ async fn login_page(
                     },
                 )
             }
-            Err(e) => login_shell(
-                StatusCode::UNAUTHORIZED,
-                Some(&format!("{e}. Ask for a new link.")),
-                token_form(&action),
-            ),
+            Err(e) => link_refused(e, &action),
         };
     }
     login_shell(StatusCode::OK, None, token_form(&action))
+}
+
+/// The page of a refused link: it was used already (409), or is not valid (401).
+fn link_refused(e: SessionError, action: &str) -> Response {
+    let status = match e {
+        SessionError::Used => StatusCode::CONFLICT,
+        SessionError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::UNAUTHORIZED,
+    };
+    login_shell(
+        status,
+        Some(&format!("{e}. Ask for a new link.")),
+        token_form(action),
+    )
 }
 
 fn token_form(action: &str) -> maud::Markup {
@@ -229,18 +242,29 @@ fn token_form(action: &str) -> maud::Markup {
     }
 }
 
-/// `POST /console/login` (`link=` or `token=`): sets the session cookie and goes home. Refused
-/// when the browser says the form came from another site (`Sec-Fetch-Site`).
+/// Whether a sign-in form came from this console: the browser's `Sec-Fetch-Site` says so, or,
+/// where a browser sends none, the `Origin` is this request's own (its `Host`).
+fn same_origin(headers: &axum::http::HeaderMap) -> bool {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(site) = text("sec-fetch-site") {
+        return site == "same-origin" || site == "none";
+    }
+    let (Some(origin), Some(host)) = (text("origin"), text("host")) else {
+        return false;
+    };
+    origin
+        .strip_prefix("https://")
+        .or_else(|| origin.strip_prefix("http://"))
+        .is_some_and(|authority| authority.eq_ignore_ascii_case(host))
+}
+
+/// `POST /console/login` (`link=` or `token=`): opens a session, sets its cookie and goes
+/// home. Refused when the form did not come from this console ([`same_origin`]).
 async fn login(State(state): State<Arc<ApiState>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let prefix = prefix_of(&parts);
     let action = format!("{prefix}/console/login");
-    let cross_site = parts
-        .headers
-        .get("sec-fetch-site")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v != "same-origin" && v != "none");
-    if cross_site {
+    if !same_origin(&parts.headers) {
         return login_shell(
             StatusCode::FORBIDDEN,
             Some("sign-in forms are accepted from this console only"),
@@ -256,51 +280,75 @@ async fn login(State(state): State<Arc<ApiState>>, request: Request) -> Response
     };
     let fields = form_fields(&bytes);
     let now = state.clock.now();
-    let audience = if let Some(link) = field(&fields, "link") {
-        state
-            .console_key
-            .open_link(link, now)
-            .map_err(|e| format!("{e}. Ask for a new link."))
-    } else if let Some(token) = field(&fields, "token").map(str::trim) {
-        audience_of_token(&state, token).await
+    let signed = if let Some(link) = field(&fields, "link") {
+        let key = state.console_key(now).await;
+        match key.open_link(link, now) {
+            Ok(opened) => console_signin::sign_in(
+                &state,
+                opened.audience.clone(),
+                &opened.grounds,
+                Some(&opened),
+            )
+            .await
+            .map_err(|e| link_refused(e, &action)),
+            Err(e) => Err(link_refused(e, &action)),
+        }
     } else {
-        Err("give a token or open a sign-in link".to_string())
-    };
-    let audience = match audience {
-        Ok(a) => a,
-        Err(message) => {
-            return login_shell(
+        let refused = |message: String| {
+            login_shell(
                 StatusCode::UNAUTHORIZED,
                 Some(&message),
                 token_form(&action),
             )
+        };
+        match field(&fields, "token").map(str::trim) {
+            Some(token) => match audience_of_token(&state, token).await {
+                Ok((audience, grounds)) => {
+                    console_signin::sign_in(&state, audience, &grounds, None)
+                        .await
+                        .map_err(|e| refused(e.to_string()))
+                }
+                Err(message) => Err(refused(message)),
+            },
+            None => Err(refused("give a token or open a sign-in link".to_string())),
         }
     };
-    let (value, _) = state.console_key.session(audience, now);
+    let (value, session) = match signed {
+        Ok(s) => s,
+        Err(page) => return page,
+    };
     let mut response = redirect(&format!("{prefix}/console/"));
-    let cookie = format!(
-        "{COOKIE}={value}; Path={prefix}/console; Max-Age={}; HttpOnly; Secure; SameSite=Strict",
-        SESSION_TTL.as_secs()
-    );
-    if let Ok(v) = HeaderValue::from_str(&cookie) {
-        response.headers_mut().insert(header::SET_COOKIE, v);
-    }
+    set_cookie(&mut response, &value, session.expires.since(now).as_secs());
     response
 }
 
-/// The audience a pasted token signs in as: an account token's account, or the local operator
-/// (a static operator token). Integration tokens are the adapters', not a person's.
-async fn audience_of_token(state: &ApiState, token: &str) -> Result<Audience, String> {
+/// Sets (or, with an empty value and no age, clears) the session cookie. `__Host-` cookies
+/// are `Secure`, `Path=/` and have no `Domain`: the browser keeps them to this origin.
+fn set_cookie(response: &mut Response, value: &str, max_age: u64) {
+    let cookie =
+        format!("{COOKIE}={value}; Path=/; Max-Age={max_age}; HttpOnly; Secure; SameSite=Strict");
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, v);
+    }
+}
+
+/// The audience a pasted token signs in as, and its grounds: an account token's account, or the
+/// local operator (a static operator token). Integration tokens are the adapters', not a
+/// person's.
+async fn audience_of_token(state: &ApiState, token: &str) -> Result<(Audience, Grounds), String> {
     let refused = "the token is not valid".to_string();
     if token.starts_with("rhy_") {
         return match verify_token(state, token).await {
             Ok(Principal::Account {
                 account_id,
                 token_id,
-            }) => Ok(Audience::Account {
-                account_id,
-                actor: format!("token {token_id}"),
-            }),
+            }) => Ok((
+                Audience::Account {
+                    account_id,
+                    actor: format!("token {token_id}"),
+                },
+                Grounds::Token(token_id),
+            )),
             Ok(Principal::Integration { .. }) => {
                 Err("an integration token cannot sign in; use an account token".into())
             }
@@ -317,7 +365,17 @@ async fn audience_of_token(state: &ApiState, token: &str) -> Result<Audience, St
         shared::api::operator_auth::OperatorAuth::StaticToken { .. } => state
             .operator_auth
             .identify(&parts)
-            .map(|o| Audience::Operator { operator_id: o.id })
+            .map(|o| {
+                (
+                    Audience::Operator {
+                        operator_id: o.id.clone(),
+                    },
+                    Grounds::Operator {
+                        operator_id: o.id,
+                        expires: o.expires,
+                    },
+                )
+            })
             .map_err(|_| refused),
         // In AWS operators sign in with a link (the identity provider's JWT is checked by the
         // gateway on /operator/*, not here).
@@ -325,25 +383,34 @@ async fn audience_of_token(state: &ApiState, token: &str) -> Result<Audience, St
     }
 }
 
-/// `POST /console/logout` (CSRF-checked): clears the cookie.
-async fn logout(ctx: Ctx, body: axum::body::Bytes) -> Response {
+/// `POST /console/logout` (CSRF-checked): ends the session (its stored item goes, so the cookie
+/// is refused from now on, wherever it was copied) and clears the cookie.
+async fn logout(State(state): State<Arc<ApiState>>, ctx: Ctx, body: axum::body::Bytes) -> Response {
     if let Some(r) = operator::refuse_without_csrf(&ctx, &form_fields(&body)) {
         return r;
     }
-    let mut response = redirect(&ctx.url("/console/login"));
-    let cookie = format!(
-        "{COOKIE}=; Path={}/console; Max-Age=0; HttpOnly; Secure; SameSite=Strict",
-        ctx.prefix
-    );
-    if let Ok(v) = HeaderValue::from_str(&cookie) {
-        response.headers_mut().insert(header::SET_COOKIE, v);
+    if let Err(e) = console_signin::sign_out(&state, &ctx.session).await {
+        let nav = if ctx.session.audience.is_operator() {
+            operator::nav(None, "")
+        } else {
+            account_parts::nav()
+        };
+        return page::error_page(
+            &ctx,
+            &nav,
+            &shared::api::problem::ApiError::internal(e.to_string()),
+        );
     }
+    let mut response = redirect(&ctx.url("/console/login"));
+    set_cookie(&mut response, "", 0);
     response
 }
 
 /// A console login link's path for `audience` (the demo prints these for the local console).
-pub fn login_link(state: &ApiState, audience: Audience) -> String {
-    shared::api::console_links::issue(state, audience).url
+pub async fn login_link(state: &ApiState, audience: Audience, grounds: &Grounds) -> String {
+    shared::api::console_links::issue(state, audience, grounds)
+        .await
+        .url
 }
 
 /// Unused query parameters are ignored by the pages (a bookmarked URL keeps working).

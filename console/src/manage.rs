@@ -501,6 +501,7 @@ async fn issue_token(
     }
     let request = TokenRequest {
         revoke_existing: field(&form, "revoke_existing") == Some("on"),
+        ..TokenRequest::default()
     };
     let issued = async {
         let id = path_id(&id, "integration")?;

@@ -121,7 +121,11 @@ impl IntoResponse for SignIn {
                 p { a href=(login) data-testid="login-again" { "Go to the sign-in page" } }
             }
         };
-        html_response(StatusCode::UNAUTHORIZED, shell(None, "Sign in", body))
+        let status = match self.reason {
+            Some(SessionError::Unavailable) => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::UNAUTHORIZED,
+        };
+        html_response(status, shell(None, "Sign in", body))
     }
 }
 
@@ -164,9 +168,8 @@ impl FromRequestParts<Arc<ApiState>> for Ctx {
                 get,
             });
         };
-        let session = state
-            .console_key
-            .open_session(value, now)
+        let session = shared::api::console_signin::check(state, value)
+            .await
             .map_err(|e| SignIn {
                 prefix: prefix.clone(),
                 reason: Some(e),
@@ -366,7 +369,7 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(
             header::COOKIE,
-            HeaderValue::from_static("a=1; rhythm_console=xyz.abc; b=2"),
+            HeaderValue::from_static("a=1; rhythm_console=old; __Host-rhythm_console=xyz.abc; b=2"),
         );
         assert_eq!(cookie(&h, COOKIE), Some("xyz.abc"));
         assert_eq!(cookie(&h, "c"), None);

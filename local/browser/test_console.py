@@ -1,7 +1,8 @@
 """The web console in a real browser (Debian's headless Chromium), against the served local
 stack: the seeded events and their statuses, a dead delivery retried and audited, a window
 replayed, an 8-day window refused with the API's message, an account administrator kept out
-of another account, sending a test event, a rotation's overlap and a subscription's delivery log.
+of another account, sending a test event, a rotation's overlap, a subscription's delivery log,
+and a session's cookie, its sign-out and its link's one use.
 Every test fails on a console error or a failed request (conftest.Watch)."""
 
 import datetime as dt
@@ -263,3 +264,32 @@ def test_an_account_administrator_opens_a_subscriptions_delivery_log_from_the_ov
     screenshot(page, "account-delivery-log")
     rows.first.get_by_test_id("delivery-link").click()
     expect(page.locator("#attempts tr[data-testid=attempt-row]").first).to_be_visible()
+
+
+def test_a_session_cookie_is_host_only_and_a_signed_out_session_and_a_used_link_are_refused(browser, stack, watch):
+    context, page = new_page(browser, watch)
+    link = stack.admin_link("northwind")
+    sign_in(page, stack, link)
+    (cookie,) = [c for c in context.cookies() if c["name"].startswith("__Host-")]
+    assert cookie["name"] == "__Host-rhythm_console", cookie
+    assert cookie["path"] == "/" and cookie["secure"] and cookie["httpOnly"], cookie
+    assert cookie["sameSite"] == "Strict", cookie
+
+    # The link signed in once: opened again it says so, and offers no way on.
+    watch.expect(409, "/console/login")
+    response = page.goto(stack.url(link))
+    assert response.status == 409
+    expect(page.get_by_test_id("problem-detail")).to_contain_text("used already")
+    expect(page.get_by_test_id("login-continue")).to_have_count(0)
+
+    # Signing out ends the session itself: the old cookie, put back, is refused.
+    page.goto(stack.url("/console/acct"))
+    page.get_by_test_id("logout").click()
+    page.wait_for_url(lambda url: "/console/login" in url)
+    context.add_cookies([cookie])
+    watch.expect(401, "/console/acct")
+    response = page.goto(stack.url("/console/acct"))
+    assert response.status == 401
+    expect(page.get_by_test_id("session-refused")).to_contain_text("the session has ended")
+    context.close()
+    assert not watch.problems, "the page had problems:\n" + "\n".join(watch.problems)

@@ -64,7 +64,8 @@ impl Clients {
 }
 
 /// The `SecretString` of the Secrets Manager secret `arn` (`what` names it in the error: "the
-/// console key", "the provider secrets"). Read once per container by the functions that need one.
+/// console key", "the provider secrets"), by the functions that need one (once per container, or
+/// on an interval: the console key).
 pub async fn secret_string(
     secrets_manager: &aws_sdk_secretsmanager::Client,
     arn: &str,

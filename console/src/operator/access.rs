@@ -30,7 +30,10 @@ impl FromRequestParts<Arc<ApiState>> for Op {
             .map_err(NotYours::SignIn)?;
         match ctx.operator_id() {
             Some(id) => {
-                let operator = Operator { id: id.to_owned() };
+                let operator = Operator {
+                    id: id.to_owned(),
+                    expires: Some(ctx.session.expires),
+                };
                 Ok(Op { ctx, operator })
             }
             None => Err(NotYours::Forbidden {

@@ -24,14 +24,17 @@ async fn main() -> Result<(), lambda_http::Error> {
         Arc::new(sns::HttpsSns::default()),
     )
     .await?;
-    // The web console's signing key: from Secrets Manager (CONSOLE_SIGNING_KEY_ARN), read once.
-    let console_key = shared::api::console_session::ConsoleKey::load(&secrets_manager, |name| {
-        std::env::var(name).ok()
-    })
+    // The web console's signing key: from Secrets Manager (CONSOLE_SIGNING_KEY_ARN), read again
+    // every few minutes so a rotation takes effect without a restart.
+    let console_keys = shared::api::console_key::ConsoleKeys::load(
+        &secrets_manager,
+        |name| std::env::var(name).ok(),
+        ctx.clock.now(),
+    )
     .await?;
     let state = ApiState::new(ctx.clients, ctx.config, ctx.clock, operator_auth)
         .with_provider_events(Arc::new(provider_events))
-        .with_console_key(console_key);
+        .with_console_keys(console_keys);
     // Routes are declared without the API Gateway stage prefix.
     // The JSON API and the web console's pages, side by side.
     let app = api::app(state, api::routes().merge(console::router()))

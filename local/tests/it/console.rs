@@ -7,11 +7,11 @@
 use axum::http::{Method, StatusCode};
 use console::page::CSP;
 use local::receiver::Reply as Answer;
-use local::testkit::api::{ApiAccount, Reply, OPERATOR, OPERATOR_TOKEN};
+use local::testkit::api::{ApiAccount, ApiClient, Reply, OPERATOR, OPERATOR_TOKEN};
 use local::testkit::through_api::ApiSubscription;
 use local::testkit::World;
 use serde_json::json;
-use shared::api::console_session::{LINK_TTL, SESSION_TTL};
+use shared::api::console_session::{COOKIE, LINK_TTL, OPERATOR_SESSION_TTL, SESSION_TTL};
 use shared::domain::change::Change;
 use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::time::{Timestamp, DAY, MINUTE, SECOND};
@@ -34,40 +34,65 @@ fn form(fields: &[(&str, &str)]) -> String {
 }
 
 async fn get(w: &World, cookie: Option<&str>, path: &str) -> Reply {
-    let mut call = w.api.call(Method::GET, path, None, None);
+    get_on(&w.api, cookie, path).await
+}
+
+async fn get_on(api: &ApiClient, cookie: Option<&str>, path: &str) -> Reply {
+    let mut call = api.call(Method::GET, path, None, None);
     if let Some(c) = cookie {
-        call = call.header("cookie", &format!("rhythm_console={c}"));
+        call = call.header("cookie", &format!("{COOKIE}={c}"));
     }
     call.await
 }
 
+/// A form POST as a browser sends it from the console's own pages (`Sec-Fetch-Site`).
 async fn post(w: &World, cookie: Option<&str>, path: &str, fields: &[(&str, &str)]) -> Reply {
-    let mut call = w
-        .api
+    post_on(&w.api, cookie, path, fields).await
+}
+
+async fn post_on(
+    api: &ApiClient,
+    cookie: Option<&str>,
+    path: &str,
+    fields: &[(&str, &str)],
+) -> Reply {
+    let mut call = api
         .call(Method::POST, path, None, None)
+        .header("sec-fetch-site", "same-origin")
         .body(Some(FORM), form(fields));
     if let Some(c) = cookie {
-        call = call.header("cookie", &format!("rhythm_console={c}"));
+        call = call.header("cookie", &format!("{COOKIE}={c}"));
     }
     call.await
 }
 
-/// The value of the `rhythm_console` cookie a sign-in set, after checking its attributes.
-fn session_cookie(reply: &Reply) -> String {
+/// The value of the session cookie a sign-in set, after checking its attributes, and its
+/// `Max-Age` in seconds.
+fn session_cookie_and_age(reply: &Reply) -> (String, u64) {
     assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.text);
     let set = reply.header("set-cookie").expect("a session cookie");
     let mut parts = set.split(';').map(str::trim);
     let (name, value) = parts.next().unwrap().split_once('=').unwrap();
-    assert_eq!(name, "rhythm_console");
+    assert_eq!(name, "__Host-rhythm_console");
     let attrs: Vec<&str> = parts.collect();
-    for expected in ["HttpOnly", "Secure", "SameSite=Strict", "Path=/console"] {
+    for expected in ["HttpOnly", "Secure", "SameSite=Strict", "Path=/"] {
         assert!(attrs.contains(&expected), "{expected} in {set}");
     }
     assert!(
-        attrs.contains(&format!("Max-Age={}", SESSION_TTL.as_secs()).as_str()),
-        "{set}"
+        !set.contains("Domain"),
+        "a __Host- cookie names no domain: {set}"
     );
-    value.to_owned()
+    let age = attrs
+        .iter()
+        .find_map(|a| a.strip_prefix("Max-Age="))
+        .and_then(|a| a.parse().ok())
+        .expect("a Max-Age");
+    assert!(age <= SESSION_TTL.as_secs(), "{set}");
+    (value.to_owned(), age)
+}
+
+fn session_cookie(reply: &Reply) -> String {
+    session_cookie_and_age(reply).0
 }
 
 /// The CSRF token a page's forms carry.
@@ -822,7 +847,7 @@ async fn an_administrator_sends_a_test_event_from_the_manage_page_with_or_withou
         .api
         .call(Method::POST, &to_hook, None, None)
         .body(Some(FORM), form(&[("csrf", &admin.csrf)]))
-        .header("cookie", &format!("rhythm_console={}", admin.cookie))
+        .header("cookie", &format!("{COOKIE}={}", admin.cookie))
         .header("hx-request", "true")
         .await;
     assert_eq!(fragment.status, StatusCode::OK, "{}", fragment.text);
@@ -867,7 +892,7 @@ async fn an_administrator_sends_a_test_event_from_the_manage_page_with_or_withou
         .api
         .call(Method::POST, &to_pull, None, None)
         .body(Some(FORM), form(&[("csrf", &admin.csrf)]))
-        .header("cookie", &format!("rhythm_console={}", admin.cookie))
+        .header("cookie", &format!("{COOKIE}={}", admin.cookie))
         .header("hx-request", "true")
         .await;
     assert_eq!(refused.status, StatusCode::OK);
@@ -1041,4 +1066,387 @@ async fn an_administrator_reads_a_subscriptions_delivery_log_from_the_overview()
     let intruder = sign_in_with_token(&w, &other.token).await;
     let foreign = get(&w, Some(&intruder.cookie), &log_path).await;
     assert_eq!(foreign.status, StatusCode::NOT_FOUND, "{}", foreign.text);
+}
+
+// ----------------------------------------------------------------- sessions against stored state
+
+/// A new account token from the operator route, revoking the account's others.
+async fn rotate_account_token(w: &World, tenant: &ApiAccount) -> String {
+    let r = w
+        .api
+        .post(
+            &format!("/operator/accounts/{}/tokens", tenant.account_id),
+            OPERATOR_TOKEN,
+            json!({"revoke_existing": true}),
+        )
+        .await;
+    r.created()["token"].as_str().unwrap().to_owned()
+}
+
+/// The id part of a token's text (`rhy_acct_{id}_{secret}`).
+fn token_id_of(token: &str) -> String {
+    token.split('_').nth(2).unwrap().to_owned()
+}
+
+fn assert_refused(reply: &Reply, why: &str) {
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{}", reply.text);
+    assert!(
+        reply.text.contains("data-testid=\"session-refused\""),
+        "{}",
+        reply.text
+    );
+    assert!(reply.text.contains(why), "{why} in {}", reply.text);
+}
+
+const ENDED: &str = "the session has ended";
+
+#[tokio::test]
+async fn a_session_whose_token_is_revoked_is_refused_on_the_next_request() {
+    let w = World::new().await;
+    let tenant = w.api.account("Tenant").await;
+    // Sessions opened with the account token: pasted, and by a link the token asked for; and
+    // one an operator's link opened, which the token does not ground.
+    let pasted = sign_in_with_token(&w, &tenant.token).await;
+    let own = w
+        .api
+        .post("/v1/console-links", &tenant.token, json!({}))
+        .await;
+    let linked = sign_in_with_link(&w, own.created()["url"].as_str().unwrap()).await;
+    let link = operator_link(&w, json!({"account_id": tenant.account_id})).await;
+    let by_operator = sign_in_with_link(&w, &link).await;
+    for s in [&pasted, &linked, &by_operator] {
+        assert_page(&get(&w, Some(&s.cookie), "/console/acct").await, "acct");
+    }
+
+    let new_token = rotate_account_token(&w, &tenant).await;
+    for s in [&pasted, &linked] {
+        assert_refused(&get(&w, Some(&s.cookie), "/console/acct").await, ENDED);
+        // Nor can a form of the session add an integration any more.
+        let create = post(
+            &w,
+            Some(&s.cookie),
+            "/console/acct/manage/integrations",
+            &[
+                ("csrf", &s.csrf),
+                ("name", "exfiltrate"),
+                ("method", "webhook"),
+                ("url", "https://attacker.example/hook"),
+            ],
+        )
+        .await;
+        assert_refused(&create, ENDED);
+    }
+    let listed = w.api.get("/v1/integrations", &new_token).await;
+    assert_eq!(listed.ok()["data"].as_array().unwrap().len(), 0);
+    assert_page(
+        &get(&w, Some(&by_operator.cookie), "/console/acct").await,
+        "acct",
+    );
+    // The new token signs in.
+    let fresh = sign_in_with_token(&w, &new_token).await;
+    assert_page(&get(&w, Some(&fresh.cookie), "/console/acct").await, "acct");
+}
+
+#[tokio::test]
+async fn an_operator_sessions_expiry_is_bounded_by_the_jwts_exp_and_by_an_hour() {
+    let w = World::new().await;
+    let tenant = w.api.account("Tenant").await;
+    let gateway = w.gateway_api("rhythm/operator");
+    // A link from the operator route behind the JWT authorizer, for a JWT expiring at `exp`.
+    let link_for = |exp: Timestamp, body: serde_json::Value| {
+        let event = crate::management_api::operator_event(
+            "POST",
+            "/operator/console-links",
+            json!({"sub": "op-9", "exp": exp.seconds().to_string()}),
+            json!(["rhythm/operator"]),
+            Some(body),
+        );
+        let gateway = &gateway;
+        async move {
+            let r = gateway.gateway_event(&event).await;
+            let view = r.created().clone();
+            (
+                view["url"].as_str().unwrap().to_owned(),
+                view["expires_in"].as_u64().unwrap(),
+            )
+        }
+    };
+    let sign_in = |url: String| {
+        let gateway = &gateway;
+        async move {
+            let token = url.split_once("link=").unwrap().1.to_owned();
+            let signed = post_on(gateway, None, "/console/login", &[("link", &token)]).await;
+            session_cookie_and_age(&signed)
+        }
+    };
+    let whole = |secs: u64, of: std::time::Duration| {
+        assert!(
+            (of.as_secs() - 1..=of.as_secs()).contains(&secs),
+            "{secs} s, expected {of:?}"
+        )
+    };
+
+    // A JWT that expires in 20 minutes: the link and its session end with it.
+    let exp = w.pipeline.now().plus(20 * MINUTE);
+    let (url, link_ttl) = link_for(exp, json!({})).await;
+    whole(link_ttl, LINK_TTL);
+    let (cookie, age) = sign_in(url).await;
+    whole(age, 20 * MINUTE);
+    let (admin_url, _) = link_for(exp, json!({"account_id": tenant.account_id})).await;
+    let (admin, admin_age) = sign_in(admin_url).await;
+    whole(admin_age, 20 * MINUTE);
+    w.pipeline.clock.advance(19 * MINUTE);
+    assert_page(&get_on(&gateway, Some(&cookie), "/console/op").await, "op");
+    assert_page(
+        &get_on(&gateway, Some(&admin), "/console/acct").await,
+        "acct",
+    );
+    w.pipeline.clock.advance(MINUTE);
+    assert_refused(
+        &get_on(&gateway, Some(&cookie), "/console/op").await,
+        "expired",
+    );
+    assert_refused(
+        &get_on(&gateway, Some(&admin), "/console/acct").await,
+        "expired",
+    );
+
+    // A JWT valid five hours more: the session lasts an hour.
+    let exp = w.pipeline.now().plus(5 * 60 * MINUTE);
+    let (url, _) = link_for(exp, json!({})).await;
+    let (cookie, age) = sign_in(url).await;
+    whole(age, OPERATOR_SESSION_TTL);
+    w.pipeline.clock.advance(OPERATOR_SESSION_TTL - SECOND);
+    assert_page(&get_on(&gateway, Some(&cookie), "/console/op").await, "op");
+    w.pipeline.clock.advance(SECOND);
+    assert_refused(
+        &get_on(&gateway, Some(&cookie), "/console/op").await,
+        "expired",
+    );
+
+    // A JWT about to expire yields a link no longer than it.
+    let exp = w.pipeline.now().plus(2 * MINUTE);
+    let (_, link_ttl) = link_for(exp, json!({})).await;
+    whole(link_ttl, 2 * MINUTE);
+}
+
+#[tokio::test]
+async fn after_sign_out_the_old_cookie_is_refused() {
+    let w = World::new().await;
+    let tenant = w.api.account("Tenant").await;
+    let op = operator(&w).await;
+    let admin = sign_in_with_token(&w, &tenant.token).await;
+    let out = post(
+        &w,
+        Some(&op.cookie),
+        "/console/logout",
+        &[("csrf", &op.csrf)],
+    )
+    .await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER, "{}", out.text);
+    let cleared = out.header("set-cookie").unwrap();
+    assert!(cleared.starts_with("__Host-rhythm_console=;"), "{cleared}");
+    assert!(cleared.contains("Max-Age=0") && cleared.contains("Path=/"));
+    // The copied cookie is refused server-side, on pages and forms alike.
+    assert_refused(&get(&w, Some(&op.cookie), "/console/op").await, ENDED);
+    let again = post(
+        &w,
+        Some(&op.cookie),
+        "/console/logout",
+        &[("csrf", &op.csrf)],
+    )
+    .await;
+    assert_refused(&again, ENDED);
+    // Other sessions go on.
+    assert_page(&get(&w, Some(&admin.cookie), "/console/acct").await, "acct");
+}
+
+#[tokio::test]
+async fn a_login_link_signs_in_once_and_a_second_use_is_refused_with_a_page_that_says_so() {
+    let w = World::new().await;
+    let tenant = w.api.account("Tenant").await;
+    let link = operator_link(&w, json!({"account_id": tenant.account_id})).await;
+    let token = link.split_once("link=").unwrap().1.to_owned();
+    let first = sign_in_with_link(&w, &link).await;
+
+    let again = post(&w, None, "/console/login", &[("link", &token)]).await;
+    assert_eq!(again.status, StatusCode::CONFLICT, "{}", again.text);
+    assert!(again.header("set-cookie").is_none());
+    assert!(again.text.contains("data-testid=\"problem\""));
+    assert!(again.text.contains("used already"), "{}", again.text);
+    let page = get(&w, None, &link).await;
+    assert_eq!(page.status, StatusCode::CONFLICT);
+    assert_secure(&page, "login");
+    assert!(page.text.contains("used already"), "{}", page.text);
+    assert!(!page.text.contains("login-continue"));
+    assert_page(&get(&w, Some(&first.cookie), "/console/acct").await, "acct");
+
+    // Two sign-ins racing with one fresh link: exactly one session.
+    let link = operator_link(&w, json!({})).await;
+    let token = link.split_once("link=").unwrap().1.to_owned();
+    let fields = [("link", token.as_str())];
+    let (a, b) = tokio::join!(
+        post(&w, None, "/console/login", &fields),
+        post(&w, None, "/console/login", &fields),
+    );
+    let mut statuses = [a.status, b.status];
+    statuses.sort();
+    assert_eq!(statuses, [StatusCode::SEE_OTHER, StatusCode::CONFLICT]);
+}
+
+#[tokio::test]
+async fn a_sign_in_post_without_sec_fetch_site_needs_this_consoles_origin() {
+    let w = World::new().await;
+    let tenant = w.api.account("Tenant").await;
+    let sign_in = |headers: &[(&str, &str)]| {
+        let mut call = w
+            .api
+            .call(Method::POST, "/console/login", None, None)
+            .header("host", "rhythm.example")
+            .body(Some(FORM), form(&[("token", &tenant.token)]));
+        for (k, v) in headers {
+            call = call.header(k, v);
+        }
+        call
+    };
+    for headers in [
+        &[][..],
+        &[("origin", "null")][..],
+        &[("origin", "https://attacker.example")][..],
+        &[("origin", "https://rhythm.example.attacker.example")][..],
+        &[
+            ("sec-fetch-site", "cross-site"),
+            ("origin", "https://rhythm.example"),
+        ][..],
+        &[("sec-fetch-site", "same-site")][..],
+    ] {
+        let refused = sign_in(headers).await;
+        assert_eq!(refused.status, StatusCode::FORBIDDEN, "{headers:?}");
+        assert!(refused.header("set-cookie").is_none(), "{headers:?}");
+    }
+    for headers in [
+        &[("origin", "https://rhythm.example")][..],
+        &[("sec-fetch-site", "same-origin")][..],
+    ] {
+        let signed = sign_in(headers).await;
+        session_cookie(&signed);
+    }
+}
+
+#[tokio::test]
+async fn console_sign_ins_are_audited_in_the_accounts_history_and_its_console_page() {
+    let w = World::new().await;
+    let tenant = w.api.account("Tenant").await;
+    let token_id = token_id_of(&tenant.token);
+    let at = w.pipeline.now();
+    sign_in_with_token(&w, &tenant.token).await;
+    let own = w
+        .api
+        .post("/v1/console-links", &tenant.token, json!({}))
+        .await;
+    sign_in_with_link(&w, own.created()["url"].as_str().unwrap()).await;
+    let link = operator_link(&w, json!({"account_id": tenant.account_id})).await;
+    sign_in_with_link(&w, &link).await;
+    // An operator's own sign-in is no account's.
+    let op = operator(&w).await;
+
+    let audit = w
+        .api
+        .get(
+            &format!("/operator/accounts/{}/audit", tenant.account_id),
+            OPERATOR_TOKEN,
+        )
+        .await;
+    let mut sign_ins: Vec<(String, String, String)> = audit.ok()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "console_sign_in")
+        .map(|e| {
+            assert_eq!(e["at"], at.to_rfc3339());
+            assert!(e["details"]["session_expires"].is_string(), "{e}");
+            (
+                e["operator"].as_str().unwrap().to_owned(),
+                e["details"]["credential"].as_str().unwrap().to_owned(),
+                e["account_id"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    sign_ins.sort();
+    let a = tenant.account_id.to_string();
+    assert_eq!(
+        sign_ins,
+        vec![
+            (
+                OPERATOR.to_string(),
+                format!("console link issued by operator {OPERATOR}"),
+                a.clone()
+            ),
+            (
+                format!("token {token_id}"),
+                format!("account token {token_id}"),
+                a.clone()
+            ),
+            (
+                format!("token {token_id}"),
+                format!("console link issued with account token {token_id}"),
+                a.clone()
+            ),
+        ]
+    );
+    // The account's page in the operator console lists them.
+    let page = get(&w, Some(&op.cookie), &format!("/console/op/accounts/{a}")).await;
+    assert_page(&page, "account page");
+    assert!(page.text.contains("console_sign_in"), "{}", page.text);
+    assert!(
+        unescape(&page.text).contains(&format!("credential=account token {token_id}")),
+        "{}",
+        page.text
+    );
+}
+
+#[tokio::test]
+async fn a_console_key_rotated_in_secrets_manager_takes_effect_within_the_refresh_interval() {
+    use shared::api::console_key::{ConsoleKeys, REFRESH};
+    let w = World::new().await;
+    let secrets = aws_sdk_secretsmanager::Client::new(&w.pipeline.stack.sdk);
+    let name = format!("console-key-{}", ulid::Ulid::new());
+    let arn = secrets
+        .create_secret()
+        .name(&name)
+        .secret_string("a".repeat(64))
+        .send()
+        .await
+        .unwrap()
+        .arn
+        .unwrap();
+    // The api function's loading, on the world's clock.
+    let keys = ConsoleKeys::load(
+        &secrets,
+        |n| (n == "CONSOLE_SIGNING_KEY_ARN").then(|| arn.clone()),
+        w.pipeline.now(),
+    )
+    .await
+    .unwrap();
+    let api = ApiClient::new(w.api_state().with_console_keys(keys));
+    let signed = post_on(&api, None, "/console/login", &[("token", OPERATOR_TOKEN)]).await;
+    let cookie = session_cookie(&signed);
+
+    secrets
+        .put_secret_value()
+        .secret_id(&arn)
+        .secret_string("b".repeat(64))
+        .send()
+        .await
+        .unwrap();
+    w.pipeline.clock.advance(REFRESH - SECOND);
+    assert_page(&get_on(&api, Some(&cookie), "/console/op").await, "op");
+    w.pipeline.clock.advance(SECOND);
+    assert_refused(
+        &get_on(&api, Some(&cookie), "/console/op").await,
+        "not one this console signed",
+    );
+    let again = post_on(&api, None, "/console/login", &[("token", OPERATOR_TOKEN)]).await;
+    let cookie = session_cookie(&again);
+    assert_page(&get_on(&api, Some(&cookie), "/console/op").await, "op");
 }

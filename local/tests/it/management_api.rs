@@ -881,7 +881,7 @@ async fn the_local_server_serves_the_api_over_http() {
 
 /// An HTTP API event for `/operator/…` on stage `prod`, as API Gateway sends it after its JWT
 /// authorizer accepted the token: `claims` and `scopes` are the authorizer's.
-fn operator_event(
+pub(crate) fn operator_event(
     method: &str,
     path: &str,
     claims: Value,
@@ -1357,4 +1357,106 @@ async fn test_events_are_refused_for_another_accounts_a_pull_or_a_paused_subscri
         .unwrap()
         .iter()
         .any(|e| e["action"] == "send_test_event"));
+}
+
+#[tokio::test]
+async fn a_token_issued_with_an_expiry_works_until_then_and_is_refused_after() {
+    let w = World::new().await;
+    let api = &w.api;
+    let account = api.account("Expiring").await;
+    let a = account.account_id.to_string();
+    let issued_at = w.pipeline.now();
+
+    // An account token for an hour, an integration token for ten minutes: the answer says until when.
+    let acct = api
+        .post(
+            &format!("/operator/accounts/{a}/tokens"),
+            OPERATOR_TOKEN,
+            json!({"expires_in": 3600}),
+        )
+        .await;
+    let acct = acct.created().clone();
+    assert_eq!(
+        acct["expires_at"],
+        issued_at
+            .plus(std::time::Duration::from_secs(3600))
+            .to_rfc3339()
+    );
+    let acct_token = acct["token"].as_str().unwrap().to_owned();
+    let integration = webhook(api, &account.token).await;
+    let intg = api
+        .post(
+            &format!("/v1/integrations/{}/tokens", id(&integration)),
+            &account.token,
+            json!({"expires_in": 600}),
+        )
+        .await;
+    let intg = intg.created().clone();
+    assert_eq!(
+        intg["expires_at"],
+        issued_at
+            .plus(std::time::Duration::from_secs(600))
+            .to_rfc3339()
+    );
+    let intg_token = intg["token"].as_str().unwrap().to_owned();
+    // Without `expires_in` a token has no expiry (and the answer no `expires_at`).
+    let lasting = api
+        .post(
+            &format!("/operator/accounts/{a}/tokens"),
+            OPERATOR_TOKEN,
+            json!({}),
+        )
+        .await;
+    assert!(lasting.created().get("expires_at").is_none());
+
+    api.get("/v1/integrations", &acct_token).await.ok();
+    api.get("/v1/whoami", &intg_token).await.ok();
+    w.pipeline
+        .clock
+        .advance(std::time::Duration::from_secs(600));
+    api.get("/v1/whoami", &intg_token)
+        .await
+        .problem(StatusCode::UNAUTHORIZED);
+    api.get("/v1/integrations", &acct_token).await.ok();
+    w.pipeline
+        .clock
+        .advance(std::time::Duration::from_secs(3000));
+    api.get("/v1/integrations", &acct_token)
+        .await
+        .problem(StatusCode::UNAUTHORIZED);
+    api.get("/v1/integrations", &account.token).await.ok();
+
+    // An expiry out of range, or not a whole number of seconds, is the field's 422; nothing is issued.
+    for bad in [
+        json!(59),
+        json!(31_622_401),
+        json!(-1),
+        json!(60.5),
+        json!("3600"),
+        json!(null),
+    ] {
+        for path in [
+            format!("/operator/accounts/{a}/tokens"),
+            format!("/v1/integrations/{}/tokens", id(&integration)),
+        ] {
+            let token = if path.starts_with("/operator") {
+                OPERATOR_TOKEN
+            } else {
+                account.token.as_str()
+            };
+            let refused = api
+                .post(
+                    &path,
+                    token,
+                    json!({"expires_in": bad, "revoke_existing": true}),
+                )
+                .await;
+            let problem = refused.problem(StatusCode::UNPROCESSABLE_ENTITY);
+            assert!(
+                problem.to_string().contains("expires_in"),
+                "{bad}: {problem}"
+            );
+        }
+    }
+    api.get("/v1/integrations", &account.token).await.ok();
 }

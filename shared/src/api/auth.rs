@@ -206,7 +206,7 @@ pub async fn verify_token(state: &ApiState, presented: &str) -> Result<Principal
         sha256_hex(parsed.secret).as_bytes(),
         record.secret_sha256.as_bytes(),
     );
-    if !hash_matches || record.token_kind != parsed.kind || record.revoked_at.is_some() {
+    if !hash_matches || record.token_kind != parsed.kind || !record.is_live(state.clock.now()) {
         return Err(ApiError::unauthorized(INVALID_TOKEN));
     }
     match (record.token_kind, record.integration_id) {
@@ -320,9 +320,31 @@ pub struct RevokeScope<'a> {
     pub except: Option<&'a TokenId>,
 }
 
+/// Shortest and longest lifetime a token may be issued with (`expires_in`, seconds).
+pub const TOKEN_EXPIRY_RANGE: std::ops::RangeInclusive<u64> = 60..=366 * 24 * 60 * 60;
+
+/// The optional `expires_in` (seconds) of a token issuance: the token stops working that long
+/// after it is issued. Out of [`TOKEN_EXPIRY_RANGE`], or not a whole number, is the field's 422.
+pub fn read_token_expiry(f: &mut crate::api::extract::Fields) -> Option<std::time::Duration> {
+    let secs: u64 = f.optional("expires_in")?;
+    if !TOKEN_EXPIRY_RANGE.contains(&secs) {
+        f.error(
+            "expires_in",
+            format!(
+                "must be between {} and {} seconds",
+                TOKEN_EXPIRY_RANGE.start(),
+                TOKEN_EXPIRY_RANGE.end()
+            ),
+        );
+        return None;
+    }
+    Some(std::time::Duration::from_secs(secs))
+}
+
 /// Issues a new token of `kind` for the account (or one integration of it), stores it, and with
 /// `revoke_existing` revokes the others of the same scope: the rotation both the account and the
-/// integration token routes offer. `audit` (an operator's issuance) is the audit entry, written
+/// integration token routes offer. With `expires_in` the token stops working that long after
+/// now. `audit` (an operator's issuance) is the audit entry, written
 /// in one transaction with the token; it learns the token's id. Returns the token (shown once),
 /// its record and how many tokens were revoked.
 pub async fn issue_rotated(
@@ -331,10 +353,12 @@ pub async fn issue_rotated(
     account_id: &AccountId,
     integration_id: Option<&IntegrationId>,
     revoke_existing: bool,
+    expires_in: Option<std::time::Duration>,
     audit: Option<AuditRecord>,
 ) -> Result<(PlaintextToken, TokenRecord, u32), ApiError> {
     let now = state.clock.now();
     let (token, record) = issue_token(kind, account_id, integration_id, now);
+    let record = record.expiring(expires_in.map(|d| now.plus(d)));
     let table = state.table();
     let mut writes = vec![token::create(table, &record)?];
     if let Some(audit) = audit {
@@ -434,6 +458,9 @@ pub struct IssuedTokenView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub integration_id: Option<IntegrationId>,
     pub created_at: String,
+    /// When the token stops working, if it was issued with `expires_in`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
     /// Tokens revoked by this request (`revoke_existing`).
     pub revoked: u32,
 }
@@ -447,6 +474,7 @@ impl IssuedTokenView {
             account_id: record.account_id.clone(),
             integration_id: record.integration_id.clone(),
             created_at: record.created_at.to_rfc3339(),
+            expires_at: record.expires.map(Timestamp::to_rfc3339),
             revoked,
         }
     }
@@ -598,6 +626,16 @@ mod tests {
         );
         let p = gateway_parts(&[("sub", "op-7")], Some(vec!["rhythm/operator"]));
         assert_eq!(auth.identify(&p).unwrap().id, "op-7");
+        assert_eq!(auth.identify(&p).unwrap().expires, None);
+        // The JWT's `exp` (seconds) is when the identity, and the console sessions it opens, end.
+        let p = gateway_parts(
+            &[("sub", "op-7"), ("exp", "1700000000")],
+            Some(vec!["rhythm/operator"]),
+        );
+        assert_eq!(
+            auth.identify(&p).unwrap().expires,
+            Some(Timestamp(1_700_000_000_000))
+        );
         let p = gateway_parts(&[("sub", "")], Some(vec!["rhythm/operator"]));
         assert!(matches!(
             auth.identify(&p),

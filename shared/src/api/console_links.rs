@@ -9,9 +9,12 @@
 //! The answer's `url` is a path (`/console/login?link=…`): the caller puts the API's base URL in
 //! front. In AWS an operator first gets the identity provider's JWT (the one `/operator/*`
 //! takes), calls the operator route with it, and opens the link in the browser; the link lives
-//! [`super::console_session::LINK_TTL`] and the session it starts [`super::console_session::SESSION_TTL`].
+//! [`super::console_session::LINK_TTL`] (never past the operator's token) and signs in once;
+//! the session it starts lasts [`super::console_session::OPERATOR_SESSION_TTL`] when an operator
+//! issued it (and never past the operator's token), [`super::console_session::SESSION_TTL`]
+//! when an account token did (and ends when the token is revoked).
 
-use super::console_session::{Audience, LINK_TTL};
+use super::console_session::{Audience, Grounds};
 use crate::api::auth::{AccountAuth, Operator};
 use crate::api::extract::{path_id, JsonBody};
 use crate::api::problem::ApiError;
@@ -51,10 +54,11 @@ pub struct ConsoleLinkView {
     pub expires_in: u64,
 }
 
-/// A login link's view for `audience`, valid from now.
-pub fn issue(state: &ApiState, audience: Audience) -> ConsoleLinkView {
+/// A login link's view for `audience` on `grounds`, valid from now.
+pub async fn issue(state: &ApiState, audience: Audience, grounds: &Grounds) -> ConsoleLinkView {
     let now = state.clock.now();
-    let (token, expires) = state.console_key.link(audience.clone(), now);
+    let key = state.console_key(now).await;
+    let (token, expires) = key.link(audience.clone(), grounds, now);
     let (kind, account_id) = match audience {
         Audience::Operator { .. } => ("operator", None),
         Audience::Account { account_id, .. } => ("account", Some(account_id)),
@@ -64,7 +68,7 @@ pub fn issue(state: &ApiState, audience: Audience) -> ConsoleLinkView {
         audience: kind,
         account_id,
         expires_at: expires.to_rfc3339(),
-        expires_in: LINK_TTL.as_secs(),
+        expires_in: expires.since(now).as_secs(),
     }
 }
 
@@ -81,6 +85,10 @@ async fn for_operator(
         String::new()
     };
     f.finish()?;
+    let grounds = Grounds::Operator {
+        operator_id: operator.id.clone(),
+        expires: operator.expires,
+    };
     let Some(account_id) = account_id else {
         tracing::info!(operator = %operator.id, "console link issued for an operator");
         let view = issue(
@@ -88,7 +96,9 @@ async fn for_operator(
             Audience::Operator {
                 operator_id: operator.id,
             },
-        );
+            &grounds,
+        )
+        .await;
         return Ok((StatusCode::CREATED, Json(view)));
     };
     let account_id = path_id(&account_id, "account")?;
@@ -110,7 +120,9 @@ async fn for_operator(
             account_id,
             actor: format!("link from operator {}", operator.id),
         },
-    );
+        &grounds,
+    )
+    .await;
     Ok((StatusCode::CREATED, Json(view)))
 }
 
@@ -126,6 +138,8 @@ async fn for_account(
             account_id: auth.account_id,
             actor: format!("link from token {}", auth.token_id),
         },
-    );
+        &Grounds::Token(auth.token_id.clone()),
+    )
+    .await;
     Ok((StatusCode::CREATED, Json(view)))
 }

@@ -22,6 +22,8 @@
 //! api/metrics.rs               the API's EMF metrics (authentication failures, deliberate 503s)
 //! api/console_links.rs         /operator/console-links, /v1/console-links: the console's login links
 //! api/console_session.rs       the console's signing key, login links, sessions and CSRF tokens
+//! api/console_key.rs           the console key as held: read again on an interval
+//! api/console_signin.rs        sign-in, the check of every console request, sign-out (stored)
 //! ```
 //!
 //! The web console (the `console` crate) is mounted beside these routes by the api function
@@ -35,8 +37,10 @@
 //! `operator::router()`). Scope every read and write by the caller's account id.
 
 pub mod auth;
+pub mod console_key;
 pub mod console_links;
 pub mod console_session;
+pub mod console_signin;
 pub mod credentials;
 pub mod extract;
 pub mod lambda;

@@ -87,6 +87,7 @@ impl OperatorAuth {
                 if constant_time_eq(sha256_hex(token).as_bytes(), expected.as_bytes()) {
                     Ok(Operator {
                         id: operator_id.clone(),
+                        expires: None,
                     })
                 } else {
                     Err(ApiError::unauthorized("this route needs an operator token"))
@@ -113,7 +114,16 @@ impl OperatorAuth {
                         "this route needs a token with the operator scope `{scope}`"
                     )));
                 }
-                Ok(Operator { id: sub.clone() })
+                // The authorizer checked `exp`; it bounds the console sessions this identity opens.
+                let expires = jwt
+                    .claims
+                    .get("exp")
+                    .and_then(|e| e.trim().parse::<f64>().ok())
+                    .map(|secs| crate::domain::time::Timestamp((secs * 1000.0) as i64));
+                Ok(Operator {
+                    id: sub.clone(),
+                    expires,
+                })
             }
         }
     }
@@ -144,4 +154,7 @@ fn jwt_has_scope(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Operator {
     pub id: String,
+    /// When the identity expires (the gateway-checked JWT's `exp`); `None` for the local
+    /// static token.
+    pub expires: Option<crate::domain::time::Timestamp>,
 }

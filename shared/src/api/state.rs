@@ -35,8 +35,8 @@ pub struct ApiState {
     /// cap) under this deployment's target policy, for test events.
     pub webhook: crate::delivery::worker::webhook::WebhookAdapter,
     /// Signs the web console's login links and sessions ([`crate::api::console_session`]); a random
-    /// key of the process unless [`ApiState::with_console_key`] sets the configured one.
-    pub console_key: Arc<crate::api::console_session::ConsoleKey>,
+    /// key of the process unless [`ApiState::with_console_keys`] sets the configured one.
+    pub console_keys: Arc<crate::api::console_key::ConsoleKeys>,
     /// Where the API's metrics go ([`crate::api::metrics`]): standard output unless
     /// [`ApiState::with_metrics`] says otherwise.
     pub metrics: Arc<dyn crate::metrics::EmfSink>,
@@ -73,7 +73,9 @@ impl ApiState {
                 .map(|s| s.to_string())
                 .collect(),
             provider_events: None,
-            console_key: Arc::new(crate::api::console_session::ConsoleKey::random()),
+            console_keys: Arc::new(crate::api::console_key::ConsoleKeys::fixed(
+                crate::api::console_session::ConsoleKey::random(),
+            )),
             metrics: Arc::new(crate::metrics::StdoutLines),
         }
     }
@@ -84,10 +86,24 @@ impl ApiState {
         self
     }
 
-    /// Signs console links and sessions with `key` (the api function's, loaded at start).
-    pub fn with_console_key(mut self, key: crate::api::console_session::ConsoleKey) -> Self {
-        self.console_key = Arc::new(key);
+    /// Signs console links and sessions with `key`, which never changes.
+    pub fn with_console_key(self, key: crate::api::console_session::ConsoleKey) -> Self {
+        self.with_console_keys(crate::api::console_key::ConsoleKeys::fixed(key))
+    }
+
+    /// Signs console links and sessions with `keys` (the api function's, loaded at start and
+    /// read again on their interval).
+    pub fn with_console_keys(mut self, keys: crate::api::console_key::ConsoleKeys) -> Self {
+        self.console_keys = Arc::new(keys);
         self
+    }
+
+    /// The console key to use at `now`.
+    pub async fn console_key(
+        &self,
+        now: crate::domain::time::Timestamp,
+    ) -> Arc<crate::api::console_session::ConsoleKey> {
+        self.console_keys.current(now).await
     }
 
     /// Authenticates provider events with `settings` (the api function's, loaded at start).

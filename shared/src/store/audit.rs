@@ -51,6 +51,9 @@ pub enum AuditAction {
     /// Deleted an account: its tokens revoked, its subscriptions and integrations deleted (the
     /// details count them). Its audit history stays.
     DeleteAccount,
+    /// Signed in to the web console as the account's administrator; the details say with which
+    /// credential (an account token, or a login link and who issued it) and until when.
+    ConsoleSignIn,
 }
 
 impl AuditAction {
@@ -66,6 +69,7 @@ impl AuditAction {
             AuditAction::IssueConsoleLink => "issue_console_link",
             AuditAction::SendTestEvent => "send_test_event",
             AuditAction::DeleteAccount => "delete_account",
+            AuditAction::ConsoleSignIn => "console_sign_in",
         }
     }
 }

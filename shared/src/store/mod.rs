@@ -6,7 +6,7 @@
 //!   item and the store's error ([`Item`], [`StoreError`]).
 //! * one module per stored item (account, integration, subscription, token, event, delivery,
 //!   audit entry, replay job, snapshot; notice, notification delivery, work row, progress,
-//!   quotas, supersede pointer, provider reference, console inbox), each with its schema, its
+//!   quotas, supersede pointer, provider reference, console inbox, console session), each with its schema, its
 //!   constructors, its reads and its named writes; and the typed views across items
 //!   ([`account_config`], [`event_partition`], [`stream_image`]).
 //!
@@ -21,6 +21,7 @@ pub mod account;
 pub mod account_config;
 pub mod audit;
 pub mod console_inbox;
+pub mod console_session;
 pub mod delivery;
 pub mod event;
 pub mod event_partition;

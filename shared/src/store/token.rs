@@ -69,6 +69,10 @@ pub struct TokenRecord {
     pub created_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revoked_at: Option<Timestamp>,
+    /// When the token stops working, if it was issued with an expiry (not the TTL attribute:
+    /// the item stays, so a presented expired token is told apart from nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<Timestamp>,
 }
 
 /// The reference item of a token in its account's token partition.
@@ -100,7 +104,18 @@ impl TokenRecord {
             secret_sha256,
             created_at: now,
             revoked_at: None,
+            expires: None,
         }
+    }
+
+    /// The same token, ending at `expires` (when given).
+    pub fn expiring(self, expires: Option<Timestamp>) -> Self {
+        TokenRecord { expires, ..self }
+    }
+
+    /// Whether the token works at `now`: not revoked, not expired.
+    pub fn is_live(&self, now: Timestamp) -> bool {
+        self.revoked_at.is_none() && self.expires.is_none_or(|e| e > now)
     }
 
     pub fn item(&self) -> Result<Item, StoreError> {
@@ -220,6 +235,7 @@ mod tests {
             secret_sha256: "ab".repeat(32),
             created_at: Timestamp(9),
             revoked_at: None,
+            expires: None,
         }
     }
 

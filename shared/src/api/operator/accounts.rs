@@ -241,6 +241,7 @@ async fn issue(
     JsonBody(mut f): JsonBody,
 ) -> Result<impl IntoResponse, ApiError> {
     let revoke_existing: bool = f.optional("revoke_existing").unwrap_or(false);
+    let expires_in = auth::read_token_expiry(&mut f);
     let reason = optional_reason(&mut f);
     f.finish()?;
     let account = load(&state, &account_id).await?;
@@ -257,6 +258,7 @@ async fn issue(
         &account.account_id,
         None,
         revoke_existing,
+        expires_in,
         Some(audit),
     )
     .await?;

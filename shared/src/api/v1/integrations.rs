@@ -217,14 +217,20 @@ pub struct IssuedIntegrationToken {
 pub struct TokenRequest {
     /// Revoke the integration's other tokens.
     pub revoke_existing: bool,
+    /// The token stops working this long after it is issued.
+    pub expires_in: Option<std::time::Duration>,
 }
 
 impl TokenRequest {
     /// The request a JSON body makes (every invalid field named in one 422).
     pub fn read(mut f: Fields) -> Result<Self, ApiError> {
         let revoke_existing: bool = f.optional("revoke_existing").unwrap_or(false);
+        let expires_in = auth::read_token_expiry(&mut f);
         f.finish()?;
-        Ok(TokenRequest { revoke_existing })
+        Ok(TokenRequest {
+            revoke_existing,
+            expires_in,
+        })
     }
 }
 
@@ -658,6 +664,7 @@ pub async fn issue_integration_token(
         account_id,
         Some(&integration.integration_id),
         request.revoke_existing,
+        request.expires_in,
         None,
     )
     .await?;

@@ -14,6 +14,8 @@
 //! | replay job    | `REPLAY#{account}`          | `JOB#{job}`         |
 //! | snapshot      | `SNAP#{account}#{type}`     | the record's id     |
 //! | test events   | `TESTQ#{account}#{minute}`  | `TEST_EVENTS`       |
+//! | console session | `CSESSION#{session}`      | `SESSION`           |
+//! | used login link | `CLINK#{link nonce}`      | `USED`              |
 //!
 //! and the `listing` index's keys: `EVENTS#{account}` (an account's events),
 //! `ATTENTION#{account}` (its dead and failed deliveries), `AUDIT#{account}#{subscription}` (a
@@ -145,6 +147,18 @@ pub fn snapshot_pk(account_id: &AccountId, record_type: &str) -> String {
 pub fn test_event_quota_pk(account_id: &AccountId, minute: i64) -> String {
     format!("TESTQ#{account_id}#{minute}")
 }
+
+/// The partition of a console session (its id is the random nonce its signed cookie carries).
+pub fn console_session_pk(session_id: &str) -> String {
+    format!("CSESSION#{session_id}")
+}
+pub const CONSOLE_SESSION_SK: &str = "SESSION";
+
+/// The partition that records a console login link's use (by the link's random nonce).
+pub fn console_link_pk(nonce: &str) -> String {
+    format!("CLINK#{nonce}")
+}
+pub const CONSOLE_LINK_SK: &str = "USED";
 
 // The notification table:
 //

@@ -1,0 +1,195 @@
+//! Console sessions against stored state: signing in (a session item, the link's one use and,
+//! for an account, the audit entry, in one transaction), the check of every request, and
+//! signing out. The cookie and link formats are [`super::console_session`]'s; the items
+//! [`crate::store::console_session`]'s.
+//!
+//! Why a session item rather than a "sessions valid after" mark per account and operator: a
+//! session is then ended exactly (sign-out ends that one session, not every session of its
+//! audience), operators have no stored record a mark could live on, and the check reads the
+//! grounds themselves (the token item) so revoking or expiring a token needs no second write
+//! that could be missed. The price is one or two consistent reads per console request, off the
+//! delivery path.
+
+use super::console_session::{Audience, Grounds, Link, Session, SessionError, SignedSession};
+use super::state::ApiState;
+use crate::domain::time::Timestamp;
+use crate::store::audit::{self, AuditAction, AuditRecord};
+use crate::store::console_session::{self as items, ConsoleSession};
+use crate::store::token;
+use crate::store::write::{send, Written};
+
+/// Opens `link` (its signature and expiry) and says whether it was used already.
+pub async fn open_link(state: &ApiState, text: &str) -> Result<Link, SessionError> {
+    let now = state.clock.now();
+    let link = state.console_key(now).await.open_link(text, now)?;
+    let used = items::link_used(state.dynamo(), state.table(), &link.nonce)
+        .await
+        .map_err(|_| SessionError::Unavailable)?;
+    if used {
+        return Err(SessionError::Used);
+    }
+    Ok(link)
+}
+
+/// A new session for `audience` on `grounds` (with `link`: the link it uses up). Answers the
+/// cookie's value and the session.
+pub async fn sign_in(
+    state: &ApiState,
+    audience: Audience,
+    grounds: &Grounds,
+    link: Option<&Link>,
+) -> Result<(String, Session), SessionError> {
+    let now = state.clock.now();
+    let key = state.console_key(now).await;
+    let mut expires = grounds.session_expiry(now);
+    if let Some(link) = link {
+        // A link's grounds were bounded when it was issued; its session is bounded the same.
+        expires = expires.min(link.grounds.session_expiry(now));
+    }
+    let (value, signed) = key.session(audience.clone(), expires);
+    let record = record_of(&signed, grounds, now);
+    let audit = sign_in_audit(&audience, grounds, link.is_some(), expires, now);
+    let audit = match &audit {
+        Some(a) => Some(audit::create(state.table(), a).map_err(|_| SessionError::Unavailable)?),
+        None => None,
+    };
+    let write = items::open(
+        state.table(),
+        &record,
+        link.map(|l| (l.nonce.as_str(), l.expires)),
+        audit,
+    )
+    .map_err(|_| SessionError::Unavailable)?;
+    match send(state.dynamo(), write).await {
+        Ok(Written::Applied(_)) => {}
+        // The one condition a new session can fail is the link's: it was used, here or by a
+        // concurrent sign-in.
+        Ok(Written::Refused(_) | Written::Conflict) if link.is_some() => {
+            return Err(SessionError::Used)
+        }
+        _ => return Err(SessionError::Unavailable),
+    }
+    if let Audience::Operator { operator_id } = &audience {
+        tracing::info!(operator = %operator_id, credential = %credential(grounds, link.is_some()), "console sign-in");
+    }
+    let csrf = key.csrf(&signed.session_id);
+    Ok((
+        value,
+        Session {
+            session_id: signed.session_id,
+            audience,
+            expires: signed.expires,
+            csrf,
+        },
+    ))
+}
+
+fn record_of(signed: &SignedSession, grounds: &Grounds, now: Timestamp) -> ConsoleSession {
+    let (audience, subject, account_id) = match &signed.audience {
+        Audience::Operator { operator_id } => ("operator", operator_id.clone(), None),
+        Audience::Account { account_id, actor } => {
+            ("account", actor.clone(), Some(account_id.clone()))
+        }
+    };
+    ConsoleSession::new(
+        signed.session_id.clone(),
+        audience,
+        subject,
+        account_id,
+        grounds.token_id().cloned(),
+        now,
+        signed.expires,
+    )
+}
+
+/// Which credential a sign-in used, in words.
+fn credential(grounds: &Grounds, by_link: bool) -> String {
+    match (grounds, by_link) {
+        (Grounds::Token(t), false) => format!("account token {t}"),
+        (Grounds::Token(t), true) => format!("console link issued with account token {t}"),
+        (Grounds::Operator { operator_id, .. }, true) => {
+            format!("console link issued by operator {operator_id}")
+        }
+        (Grounds::Operator { .. }, false) => "operator token".to_string(),
+    }
+}
+
+/// An account administrator's sign-in, for the account's audit history: who (the token, or the
+/// operator whose link it was), when, with which credential, until when.
+fn sign_in_audit(
+    audience: &Audience,
+    grounds: &Grounds,
+    by_link: bool,
+    expires: Timestamp,
+    now: Timestamp,
+) -> Option<AuditRecord> {
+    let Audience::Account { account_id, .. } = audience else {
+        return None;
+    };
+    let who = match grounds {
+        Grounds::Token(t) => format!("token {t}"),
+        Grounds::Operator { operator_id, .. } => operator_id.clone(),
+    };
+    Some(
+        AuditRecord::for_account(AuditAction::ConsoleSignIn, account_id, &who, "", now)
+            .detail("credential", credential(grounds, by_link))
+            .detail("session_expires", expires.to_rfc3339()),
+    )
+}
+
+/// The session a cookie names, checked against its item (and, when it was opened with an
+/// account token, against that token) at this request.
+pub async fn check(state: &ApiState, cookie: &str) -> Result<Session, SessionError> {
+    let now = state.clock.now();
+    let key = state.console_key(now).await;
+    let signed = key.open_session(cookie, now)?;
+    let (dynamo, table) = (state.dynamo(), state.table());
+    let record = items::get(dynamo, table, &signed.session_id)
+        .await
+        .map_err(|_| SessionError::Unavailable)?
+        .ok_or(SessionError::Ended)?;
+    // The item is the session; the cookie must claim exactly what it holds.
+    let claimed = record_of(&signed, &grounds_of(&record), record.created_at);
+    if record != claimed {
+        return Err(SessionError::Forged);
+    }
+    if record.expires <= now {
+        return Err(SessionError::Expired);
+    }
+    if let Some(token_id) = &record.token_id {
+        let live = token::get(dynamo, table, token_id)
+            .await
+            .map_err(|_| SessionError::Unavailable)?
+            .is_some_and(|t| t.is_live(now));
+        if !live {
+            return Err(SessionError::Ended);
+        }
+    }
+    Ok(Session {
+        csrf: key.csrf(&signed.session_id),
+        session_id: signed.session_id,
+        audience: signed.audience,
+        expires: record.expires,
+    })
+}
+
+/// The grounds a stored session keeps, as far as its item says (the token, if any).
+fn grounds_of(record: &ConsoleSession) -> Grounds {
+    match &record.token_id {
+        Some(t) => Grounds::Token(t.clone()),
+        None => Grounds::Operator {
+            operator_id: record.subject.clone(),
+            expires: None,
+        },
+    }
+}
+
+/// Ends `session` (sign-out): its item goes, so its cookie is refused from now on.
+pub async fn sign_out(state: &ApiState, session: &Session) -> Result<(), SessionError> {
+    let write =
+        items::close(state.table(), &session.session_id).map_err(|_| SessionError::Unavailable)?;
+    send(state.dynamo(), write)
+        .await
+        .map(|_| ())
+        .map_err(|_| SessionError::Unavailable)
+}
