@@ -2,6 +2,7 @@
 //! and one test harness run. Each module is one suite; every test builds its own
 //! `local::testkit::World` (its own stack on the emulator).
 
+mod account_limits;
 mod chaos;
 mod concurrency;
 mod console;

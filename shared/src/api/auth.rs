@@ -30,6 +30,7 @@
 //! `SourceArn` the API's routes), with no function URL; direct invocation by IAM principals of
 //! the account is an administrator's right that IAM governs.
 
+use super::account_limits;
 use super::credentials::INVALID_TOKEN;
 pub use super::credentials::{bearer, constant_time_eq, sha256_hex};
 pub use super::operator_auth::{Operator, OperatorAuth, DEFAULT_OPERATOR_SCOPE};
@@ -37,6 +38,7 @@ use super::problem::ApiError;
 use super::state::ApiState;
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, IntegrationId, TokenId};
+use crate::store::account_limits::Counted;
 use crate::store::audit::AuditRecord;
 use crate::store::token;
 use crate::store::write::{send, Write};
@@ -343,7 +345,13 @@ pub async fn issue_rotated(
             .detail("revoke_existing", revoke_existing);
         writes.push(crate::store::audit::create(table, &audit)?);
     }
-    state.create(Write::all(writes)?).await?;
+    account_limits::create_counted(
+        state,
+        account_id,
+        &[Counted::LiveTokens],
+        Write::all(writes)?,
+    )
+    .await?;
     let revoked = if revoke_existing {
         revoke_tokens(
             state,
@@ -383,10 +391,14 @@ pub async fn revoke_tokens(
             if !in_scope {
                 continue;
             }
-            // Refused: gone or revoked already (a repeated revocation).
-            if send(dynamo, token::revoke(table, &r.token_id, now)?)
-                .await?
-                .applied()
+            // Refused: gone or revoked already (a repeated revocation), counted once.
+            if account_limits::removed_counted(
+                state,
+                scope.account_id,
+                &[Counted::LiveTokens],
+                token::revoke(table, &r.token_id, now)?,
+            )
+            .await?
             {
                 revoked += 1;
             }

@@ -48,6 +48,8 @@ pub enum AuditAction {
     /// Sent a test event to a subscription's webhook endpoint (an account administrator, or an
     /// operator acting as one); the details hold the outcome.
     SendTestEvent,
+    /// Set or cleared one account's own limits (integrations, subscriptions, live tokens).
+    SetAccountLimits,
 }
 
 impl AuditAction {
@@ -62,6 +64,7 @@ impl AuditAction {
             AuditAction::SetNoticeAllowlist => "set_notice_allowlist",
             AuditAction::IssueConsoleLink => "issue_console_link",
             AuditAction::SendTestEvent => "send_test_event",
+            AuditAction::SetAccountLimits => "set_account_limits",
         }
     }
 }

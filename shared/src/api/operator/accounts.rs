@@ -26,6 +26,8 @@ use crate::api::state::ApiState;
 use crate::ids::AccountId;
 use crate::operations::MAX_REASON_CHARS;
 use crate::store::account::{self, Account, NoticeAllowlist};
+use crate::api::account_limits;
+use crate::store::account_limits::Counted;
 use crate::store::audit::{self, AuditAction, AuditRecord};
 use crate::store::token;
 use crate::store::write::Write;
@@ -181,13 +183,17 @@ async fn create(
     .detail("name", &account.name)
     .detail("token_id", &record.token_id);
     let table = state.table();
-    state
-        .create(Write::all([
+    account_limits::create_counted(
+        &state,
+        &account.account_id,
+        &[Counted::LiveTokens],
+        Write::all([
             account::create(table, &account)?,
             token::create(table, &record)?,
             audit::create(table, &audit)?,
-        ])?)
-        .await?;
+        ])?,
+    )
+    .await?;
     tracing::info!(operator = %operator.id, account_id = %account.account_id, "account created");
 
     let location = format!("/operator/accounts/{}", account.account_id);

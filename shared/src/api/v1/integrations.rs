@@ -23,6 +23,7 @@
 //! [`issue_integration_token`] — which the console's Manage page calls too.
 
 use super::ListResponse;
+use crate::api::account_limits;
 use crate::api::auth;
 use crate::api::auth::{
     issue_token, revoke_tokens, AccountAuth, IssuedTokenView, OneTimeSecret, PlaintextToken,
@@ -39,6 +40,7 @@ use crate::domain::signing::SigningSecret;
 use crate::domain::ssrf::check_url;
 use crate::domain::target::{Target, WebhookSecret};
 use crate::ids::{AccountId, IntegrationId};
+use crate::store::account_limits::Counted;
 use crate::store::integration::{self, Integration};
 use crate::store::token::{self, TokenRecord};
 use crate::store::update::Edit;
@@ -348,12 +350,16 @@ pub async fn create_integration(
         now,
     );
     let table = state.table();
-    state
-        .create(Write::all([
+    account_limits::create_counted(
+        state,
+        account_id,
+        &[Counted::Integrations, Counted::LiveTokens],
+        Write::all([
             integration::create(table, &integration)?,
             token::create(table, &record)?,
-        ])?)
-        .await?;
+        ])?,
+    )
+    .await?;
     tracing::info!(
         %account_id,
         integration_id = %integration.integration_id,
@@ -601,12 +607,14 @@ async fn remove(
     ApiPath(id): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = path_id(&id, "integration")?;
-    state
-        .change_existing(
-            integration::delete(state.table(), &auth.account_id, &id)?,
-            "integration",
-        )
-        .await?;
+    account_limits::remove_counted(
+        &state,
+        &auth.account_id,
+        &[Counted::Integrations],
+        integration::delete(state.table(), &auth.account_id, &id)?,
+        "integration",
+    )
+    .await?;
     let revoked = revoke_tokens(
         &state,
         RevokeScope {

@@ -17,6 +17,7 @@
 //! both call them.
 
 use super::ListResponse;
+use crate::api::account_limits;
 use crate::api::auth::AccountAuth;
 use crate::api::extract::{
     cursor_id, page_limit, path_id, resource_id, ApiPath, ApiQuery, Fields, JsonBody, Patch,
@@ -28,6 +29,7 @@ use crate::domain::projection::{Projection, ProjectionError};
 use crate::domain::retry::{RetryPolicy, RetryPolicyError};
 use crate::domain::subscription::SubscriptionStatus;
 use crate::ids::{AccountId, IntegrationId, SubscriptionId};
+use crate::store::account_limits::Counted;
 use crate::store::integration;
 use crate::store::subscription::{self, NewSubscription, Subscription};
 use crate::store::update::Edit;
@@ -269,9 +271,13 @@ pub async fn create_subscription(
         },
         now,
     );
-    state
-        .create(subscription::create(state.table(), &subscription)?)
-        .await?;
+    account_limits::create_counted(
+        state,
+        account_id,
+        &[Counted::Subscriptions],
+        subscription::create(state.table(), &subscription)?,
+    )
+    .await?;
     tracing::info!(
         %account_id,
         subscription_id = %subscription.subscription_id,
@@ -428,12 +434,14 @@ async fn remove(
     ApiPath(id): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = path_id(&id, "subscription")?;
-    state
-        .change_existing(
-            subscription::delete(state.table(), &auth.account_id, &id)?,
-            "subscription",
-        )
-        .await?;
+    account_limits::remove_counted(
+        &state,
+        &auth.account_id,
+        &[Counted::Subscriptions],
+        subscription::delete(state.table(), &auth.account_id, &id)?,
+        "subscription",
+    )
+    .await?;
     tracing::info!(account_id = %auth.account_id, subscription_id = %id, "subscription deleted");
     Ok(StatusCode::NO_CONTENT)
 }
