@@ -187,11 +187,21 @@ mod tests {
         m.insert("ACCOUNT_MAX_INTEGRATIONS".into(), "3".into());
         m.insert("ACCOUNT_MAX_LIVE_TOKENS".into(), "7".into());
         let limits = Config::from_map(&m).unwrap().account_limits;
-        assert_eq!((limits.integrations, limits.subscriptions, limits.live_tokens), (3, 200, 7));
+        assert_eq!(
+            (
+                limits.integrations,
+                limits.subscriptions,
+                limits.live_tokens
+            ),
+            (3, 200, 7)
+        );
         m.insert("ACCOUNT_MAX_SUBSCRIPTIONS".into(), "many".into());
         assert!(matches!(
             Config::from_map(&m),
-            Err(ConfigError::Invalid { name: "ACCOUNT_MAX_SUBSCRIPTIONS", .. })
+            Err(ConfigError::Invalid {
+                name: "ACCOUNT_MAX_SUBSCRIPTIONS",
+                ..
+            })
         ));
     }
 

@@ -76,7 +76,11 @@ async fn creating_past_each_cap_is_refused_naming_the_limit_until_one_is_deleted
     let detail = refused_at(&third, "integrations", 2);
     assert!(detail.contains("limit of 2 integrations"), "{detail}");
     let listed = api.get("/v1/integrations", &a.token).await;
-    assert_eq!(listed.ok()["data"].as_array().unwrap().len(), 2, "nothing was created");
+    assert_eq!(
+        listed.ok()["data"].as_array().unwrap().len(),
+        2,
+        "nothing was created"
+    );
     api.delete(&format!("/v1/integrations/{first}"), &a.token)
         .await
         .expect(StatusCode::NO_CONTENT);
@@ -112,10 +116,15 @@ async fn creating_past_each_cap_is_refused_naming_the_limit_until_one_is_deleted
     let i = integration(&api, &b, "puller").await; // tokens: account 1 + integration 1
     let tokens = format!("/v1/integrations/{i}/tokens");
     api.post(&tokens, &b.token, json!({})).await.created(); // 3
-    refused_at(&api.post(&tokens, &b.token, json!({})).await, "live_tokens", 3);
+    refused_at(
+        &api.post(&tokens, &b.token, json!({})).await,
+        "live_tokens",
+        3,
+    );
     // An integration needs a token too: refused for the token limit.
     refused_at(
-        &api.post("/v1/integrations", &b.token, poll_integration("x")).await,
+        &api.post("/v1/integrations", &b.token, poll_integration("x"))
+            .await,
         "live_tokens",
         3,
     );
@@ -179,7 +188,11 @@ async fn concurrent_creates_at_the_cap_never_overshoot_it() {
     assert_eq!(listed.ok()["data"].as_array().unwrap().len(), 5);
     let counted = usage(&w, &a).await;
     assert_eq!(counted.integrations, 5);
-    assert_eq!(counted.live_tokens, 1 + 5, "each integration's token, counted exactly");
+    assert_eq!(
+        counted.live_tokens,
+        1 + 5,
+        "each integration's token, counted exactly"
+    );
 
     // And subscriptions: ten at once for a cap of four.
     let target = listed.json["data"][0]["id"].as_str().unwrap().to_owned();
@@ -230,8 +243,12 @@ async fn an_operator_sets_one_accounts_own_limits_audited_and_other_accounts_kee
     integration(&api, &raised, "second").await;
     integration(&api, &raised, "third").await;
     refused_at(
-        &api.post("/v1/integrations", &raised.token, poll_integration("fourth"))
-            .await,
+        &api.post(
+            "/v1/integrations",
+            &raised.token,
+            poll_integration("fourth"),
+        )
+        .await,
         "integrations",
         3,
     );
@@ -342,12 +359,19 @@ async fn an_account_whose_items_predate_counting_is_counted_from_them_first() {
     assert!(before.is_none());
     integration(&api, &a, "new").await;
     refused_at(
-        &api.post("/v1/integrations", &a.token, poll_integration("one too many"))
-            .await,
+        &api.post(
+            "/v1/integrations",
+            &a.token,
+            poll_integration("one too many"),
+        )
+        .await,
         "integrations",
         3,
     );
     let counted = usage(&w, &a).await;
     assert_eq!(counted.integrations, 3);
-    assert_eq!(counted.live_tokens, 2, "the stored account token and the new integration's");
+    assert_eq!(
+        counted.live_tokens, 2,
+        "the stored account token and the new integration's"
+    );
 }

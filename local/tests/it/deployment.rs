@@ -2217,7 +2217,9 @@ fn the_unauthenticated_routes_have_their_own_lower_throttles_and_the_api_reserve
         panic!("one HTTP API stage: {stages:?}")
     };
     let default = &stage["Properties"]["DefaultRouteSettings"];
-    let default_rate = default["ThrottlingRateLimit"].as_f64().expect("a default rate");
+    let default_rate = default["ThrottlingRateLimit"]
+        .as_f64()
+        .expect("a default rate");
     let routes = &stage["Properties"]["RouteSettings"];
     for key in ["ANY /console/login", "POST /v1/provider-events/{provider}"] {
         let rate = routes[key]["ThrottlingRateLimit"]
@@ -2288,11 +2290,7 @@ fn condition_holds(doc: &Value, condition: &Value, values: &BTreeMap<&str, &str>
         "!Not" => !condition_holds(doc, args[0], values),
         "!And" => args.iter().all(|a| condition_holds(doc, a, values)),
         "!Or" => args.iter().any(|a| condition_holds(doc, a, values)),
-        "!Condition" => condition_holds(
-            doc,
-            &doc["Conditions"][args[0].as_str().unwrap()],
-            values,
-        ),
+        "!Condition" => condition_holds(doc, &doc["Conditions"][args[0].as_str().unwrap()], values),
         other => panic!("no evaluation of {other}"),
     }
 }
@@ -2329,7 +2327,11 @@ fn cloudfront_with_waf_rate_rules_fronts_the_api_only_when_edge_protection_is_tu
     for kind in edge_types {
         assert!(on.values().any(|t| t == kind), "on: {kind} is deployed");
     }
-    assert_eq!(on.len(), off.len() + 4, "the distribution, the web ACL, its logging and log group");
+    assert_eq!(
+        on.len(),
+        off.len() + 4,
+        "the distribution, the web ACL, its logging and log group"
+    );
 
     // The web ACL: rate-based rules per client IP that block, one of them on the sign-in path,
     // for CloudFront; the distribution uses it and reaches the HTTP API over HTTPS only.
@@ -2344,7 +2346,10 @@ fn cloudfront_with_waf_rate_rules_fronts_the_api_only_when_edge_protection_is_tu
     assert!(rate_rules.len() >= 2, "{rules:?}");
     for rule in &rate_rules {
         assert!(!rule["Action"]["Block"].is_null(), "{rule:?}");
-        assert_eq!(rule["Statement"]["RateBasedStatement"]["AggregateKeyType"], "IP");
+        assert_eq!(
+            rule["Statement"]["RateBasedStatement"]["AggregateKeyType"],
+            "IP"
+        );
     }
     assert!(rate_rules.iter().any(|r| {
         r["Statement"]["RateBasedStatement"]["ScopeDownStatement"]["ByteMatchStatement"]
@@ -2355,8 +2360,14 @@ fn cloudfront_with_waf_rate_rules_fronts_the_api_only_when_edge_protection_is_tu
     assert_eq!(target(&distribution["WebACLId"]), Some("EdgeWebAcl"));
     let origin = list(&distribution["Origins"])[0];
     assert!(canonical(&origin["DomainName"]).contains("${HttpApi}.execute-api"));
-    assert_eq!(origin["CustomOriginConfig"]["OriginProtocolPolicy"], "https-only");
-    assert_eq!(distribution["DefaultCacheBehavior"]["ViewerProtocolPolicy"], "https-only");
+    assert_eq!(
+        origin["CustomOriginConfig"]["OriginProtocolPolicy"],
+        "https-only"
+    );
+    assert_eq!(
+        distribution["DefaultCacheBehavior"]["ViewerProtocolPolicy"],
+        "https-only"
+    );
     // Only where WAF for CloudFront exists, and the README says how to turn it on.
     let rule = &template()["Rules"]["EdgeProtectionNeedsUsEast1"];
     assert!(!rule["Assertions"].is_null());

@@ -24,4 +24,5 @@ mod recovery;
 mod sample_events;
 mod signing_secrets;
 mod sim;
+mod tenant_audit;
 mod worker_limits;

@@ -39,9 +39,12 @@ pub async fn usage(state: &ApiState, account_id: &AccountId) -> Result<Usage, Ap
         ..Usage::default()
     };
     // Refused: another request counted first (or a create made the item); read what it wrote.
-    if send_resolving_conflicts(dynamo, account_limits::count_from(table, account_id, &counted)?)
-        .await?
-        .applied()
+    if send_resolving_conflicts(
+        dynamo,
+        account_limits::count_from(table, account_id, &counted)?,
+    )
+    .await?
+    .applied()
     {
         return Ok(counted);
     }

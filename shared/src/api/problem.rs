@@ -28,8 +28,8 @@
 //! error's cause is logged, and the response only says that it was.
 
 use crate::notify::bounds::RefusedRecipient;
-use crate::store::account_limits::Counted;
 use crate::operations::OpsError;
+use crate::store::account_limits::Counted;
 use crate::store::StoreError;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::http::{header, HeaderValue, StatusCode};

@@ -146,11 +146,7 @@ fn item(account_id: &AccountId, usage: &Usage) -> Result<Item, StoreError> {
 
 /// The first count of an account whose items were counted by reading them: refused when the
 /// item exists already (another request counted first, or a create made it).
-pub fn count_from(
-    table: &str,
-    account_id: &AccountId,
-    usage: &Usage,
-) -> Result<Write, StoreError> {
+pub fn count_from(table: &str, account_id: &AccountId, usage: &Usage) -> Result<Write, StoreError> {
     put_new(table, item(account_id, usage)?)
 }
 
@@ -200,7 +196,11 @@ pub fn take(
 
 /// Takes one from each count of `what`: for the transaction of the write that deletes or
 /// revokes a counted item (whose own condition makes it happen once).
-pub fn give_back(table: &str, account_id: &AccountId, what: &[Counted]) -> Result<Write, StoreError> {
+pub fn give_back(
+    table: &str,
+    account_id: &AccountId,
+    what: &[Counted],
+) -> Result<Write, StoreError> {
     let mut e = Expr::new().value(":minus", n(-1));
     let mut adds = Vec::new();
     for (i, w) in what.iter().enumerate() {
@@ -233,7 +233,10 @@ pub fn set_own_limits(
         .name("#kind", "kind")
         .value(":account", s(account_id))
         .value(":kind", s(KIND));
-    let mut sets = vec!["#account = :account".to_string(), "#kind = :kind".to_string()];
+    let mut sets = vec![
+        "#account = :account".to_string(),
+        "#kind = :kind".to_string(),
+    ];
     let mut removes = Vec::new();
     for (i, (w, limit)) in limits.iter().enumerate() {
         let own = format!("#m{i}");
@@ -292,7 +295,10 @@ mod tests {
         assert_eq!(values[":d1"].as_n().unwrap(), "50");
         let condition = u.condition_expression().unwrap();
         assert!(condition.contains("#n0 < :d0") && condition.contains("#n1 < #m1"));
-        assert!(condition.contains(") AND (("), "both limits hold: {condition}");
+        assert!(
+            condition.contains(") AND (("),
+            "both limits hold: {condition}"
+        );
     }
 
     #[test]
@@ -304,7 +310,10 @@ mod tests {
             set_own_limits(
                 "t",
                 &id("a1"),
-                &[(Counted::Integrations, Some(80)), (Counted::LiveTokens, None)],
+                &[
+                    (Counted::Integrations, Some(80)),
+                    (Counted::LiveTokens, None),
+                ],
             )
             .unwrap(),
         );
@@ -312,7 +321,12 @@ mod tests {
             u.update_expression(),
             "SET #account = :account, #kind = :kind, #m0 = :m0 REMOVE #m1"
         );
-        assert_eq!(u.expression_attribute_values().unwrap()[":m0"].as_n().unwrap(), "80");
+        assert_eq!(
+            u.expression_attribute_values().unwrap()[":m0"]
+                .as_n()
+                .unwrap(),
+            "80"
+        );
     }
 
     #[test]

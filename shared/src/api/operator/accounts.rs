@@ -18,6 +18,7 @@
 //! here): the entry is in the account's audit history, written in one transaction with the
 //! account or the token.
 
+use crate::api::account_limits;
 use crate::api::auth;
 use crate::api::auth::{issue_token, IssuedTokenView, Operator, PlaintextToken, TokenKind};
 use crate::api::extract::{path_id, ApiPath, Fields, JsonBody};
@@ -26,7 +27,6 @@ use crate::api::state::ApiState;
 use crate::ids::AccountId;
 use crate::operations::MAX_REASON_CHARS;
 use crate::store::account::{self, Account, NoticeAllowlist};
-use crate::api::account_limits;
 use crate::store::account_limits::Counted;
 use crate::store::audit::{self, AuditAction, AuditRecord};
 use crate::store::token;
@@ -256,7 +256,7 @@ async fn issue(
         &account.account_id,
         None,
         revoke_existing,
-        Some(audit),
+        audit,
     )
     .await?;
     tracing::info!(
