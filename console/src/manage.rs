@@ -423,15 +423,19 @@ async fn create_integration(admin: Admin, State(state): S, body: Bytes) -> Respo
     if let Some(refused) = refuse_without_csrf(&admin.ctx, &form) {
         return refused;
     }
-    let created =
-        integrations::create_integration(&state, &admin.account_id, integration_request(&form))
-            .await
-            .map(|c| {
-                let view = IntegrationView::from(&c.integration)
-                    .with_signing_secret(c.signing_secret)
-                    .with_token(c.token);
-                Done::integration("integration created", view)
-            });
+    let created = integrations::create_integration(
+        &state,
+        &admin.account_id,
+        &actor(&admin),
+        integration_request(&form),
+    )
+    .await
+    .map(|c| {
+        let view = IntegrationView::from(&c.integration)
+            .with_signing_secret(c.signing_secret)
+            .with_token(c.token);
+        Done::integration("integration created", view)
+    });
     after(&state, &admin, created).await
 }
 
@@ -441,9 +445,10 @@ async fn create_subscription(admin: Admin, State(state): S, body: Bytes) -> Resp
         return refused;
     }
     let fields = new_subscription_request(&form);
-    let created = subscriptions::create_subscription(&state, &admin.account_id, fields)
-        .await
-        .map(|_| Done::plain("subscription created"));
+    let created =
+        subscriptions::create_subscription(&state, &admin.account_id, &actor(&admin), fields)
+            .await
+            .map(|_| Done::plain("subscription created"));
     after(&state, &admin, created).await
 }
 
@@ -460,7 +465,8 @@ async fn edit_subscription(
     let saved = async {
         let id = path_id(&id, "subscription")?;
         let fields = edited_subscription_request(&form);
-        subscriptions::update_subscription(&state, &admin.account_id, &id, fields).await
+        subscriptions::update_subscription(&state, &admin.account_id, &id, &actor(&admin), fields)
+            .await
     };
     let saved = saved.await.map(|_| Done::plain("subscription saved"));
     after(&state, &admin, saved).await
@@ -478,8 +484,14 @@ async fn rotate_secret(
     }
     let rotated = async {
         let id = path_id(&id, "integration")?;
-        integrations::update_integration(&state, &admin.account_id, &id, rotation_request(&form))
-            .await
+        integrations::update_integration(
+            &state,
+            &admin.account_id,
+            &id,
+            &actor(&admin),
+            rotation_request(&form),
+        )
+        .await
     };
     let rotated = rotated.await.map(|edited| {
         let view = IntegrationView::from(&edited.integration)
@@ -505,7 +517,14 @@ async fn issue_token(
     };
     let issued = async {
         let id = path_id(&id, "integration")?;
-        integrations::issue_integration_token(&state, &admin.account_id, &id, request).await
+        integrations::issue_integration_token(
+            &state,
+            &admin.account_id,
+            &id,
+            &actor(&admin),
+            request,
+        )
+        .await
     };
     let issued = issued.await.map(|issued| Done {
         shown_once: vec![("token", issued.token)],

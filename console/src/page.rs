@@ -384,6 +384,8 @@ mod tests {
             detail: "\"><script>alert(1)</script>".into(),
             errors: vec![],
             refused_recipients: vec![],
+            limit: None,
+            limit_value: None,
         };
         let html = problem(&p).into_string();
         assert!(!html.contains("<script>"));

@@ -38,7 +38,26 @@ pub struct Config {
     /// (`NOTICE_DAILY_RECIPIENT_QUOTA`, default [`DEFAULT_NOTICE_DAILY_RECIPIENT_QUOTA`]; the
     /// template's `NoticeDailyRecipientQuota`). See [`crate::notify::bounds`].
     pub notice_daily_recipient_quota: u32,
+    /// Each account's caps unless an operator set its own (`ACCOUNT_MAX_INTEGRATIONS`,
+    /// `ACCOUNT_MAX_SUBSCRIPTIONS`, `ACCOUNT_MAX_LIVE_TOKENS`; the template's `AccountMax…`
+    /// parameters). See [`crate::store::account_limits`].
+    pub account_limits: AccountLimits,
 }
+
+/// How many integrations, subscriptions and live tokens an account may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AccountLimits {
+    pub integrations: u32,
+    pub subscriptions: u32,
+    pub live_tokens: u32,
+}
+
+/// The caps of a deployment that sets none (the template's defaults).
+pub const DEFAULT_ACCOUNT_LIMITS: AccountLimits = AccountLimits {
+    integrations: 50,
+    subscriptions: 200,
+    live_tokens: 50,
+};
 
 /// The daily recipient quota of a deployment that does not set one.
 pub const DEFAULT_NOTICE_DAILY_RECIPIENT_QUOTA: u32 = 200;
@@ -65,13 +84,36 @@ impl Config {
                 })
             }
         };
-        let notice_daily_recipient_quota = match lookup("NOTICE_DAILY_RECIPIENT_QUOTA") {
-            None => DEFAULT_NOTICE_DAILY_RECIPIENT_QUOTA,
+        let count = |name: &'static str, default: u32, expected: &'static str| match lookup(name) {
+            None => Ok(default),
             Some(v) => v.trim().parse().map_err(|_| ConfigError::Invalid {
-                name: "NOTICE_DAILY_RECIPIENT_QUOTA",
+                name,
                 value: v.clone(),
-                expected: "a whole number of recipients",
-            })?,
+                expected,
+            }),
+        };
+        let notice_daily_recipient_quota = count(
+            "NOTICE_DAILY_RECIPIENT_QUOTA",
+            DEFAULT_NOTICE_DAILY_RECIPIENT_QUOTA,
+            "a whole number of recipients",
+        )?;
+        let d = DEFAULT_ACCOUNT_LIMITS;
+        let account_limits = AccountLimits {
+            integrations: count(
+                "ACCOUNT_MAX_INTEGRATIONS",
+                d.integrations,
+                "a whole number of integrations",
+            )?,
+            subscriptions: count(
+                "ACCOUNT_MAX_SUBSCRIPTIONS",
+                d.subscriptions,
+                "a whole number of subscriptions",
+            )?,
+            live_tokens: count(
+                "ACCOUNT_MAX_LIVE_TOKENS",
+                d.live_tokens,
+                "a whole number of tokens",
+            )?,
         };
         Ok(Config {
             stage: lookup("RHYTHM_STAGE").unwrap_or_else(|| "local".into()),
@@ -88,6 +130,7 @@ impl Config {
                 .filter(|n| !n.is_empty())
                 .unwrap_or_else(|| crate::metrics::DEFAULT_NAMESPACE.into()),
             notice_daily_recipient_quota,
+            account_limits,
         })
     }
 }
@@ -132,6 +175,34 @@ mod tests {
             Config::from_map(&m),
             Err(ConfigError::Missing("DELIVERY_TABLE"))
         );
+    }
+
+    #[test]
+    fn reads_the_account_limits_and_defaults_them_to_the_templates() {
+        assert_eq!(
+            Config::from_map(&full()).unwrap().account_limits,
+            DEFAULT_ACCOUNT_LIMITS
+        );
+        let mut m = full();
+        m.insert("ACCOUNT_MAX_INTEGRATIONS".into(), "3".into());
+        m.insert("ACCOUNT_MAX_LIVE_TOKENS".into(), "7".into());
+        let limits = Config::from_map(&m).unwrap().account_limits;
+        assert_eq!(
+            (
+                limits.integrations,
+                limits.subscriptions,
+                limits.live_tokens
+            ),
+            (3, 200, 7)
+        );
+        m.insert("ACCOUNT_MAX_SUBSCRIPTIONS".into(), "many".into());
+        assert!(matches!(
+            Config::from_map(&m),
+            Err(ConfigError::Invalid {
+                name: "ACCOUNT_MAX_SUBSCRIPTIONS",
+                ..
+            })
+        ));
     }
 
     #[test]

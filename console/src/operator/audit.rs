@@ -1,4 +1,5 @@
-//! The audit history table (the operator actions recorded on an account or a subscription).
+//! The audit history table (the operator actions and the account's own changes recorded on an
+//! account or a subscription; "Who" is the operator or the credential the account acted with).
 
 use crate::page::when_text;
 use maud::{html, Markup};

@@ -578,7 +578,9 @@ async fn a_retry_through_the_console_form_lands_in_the_audit_with_its_reason() {
             OPERATOR_TOKEN,
         )
         .await;
-    let entries = audit.ok()["data"].as_array().unwrap().clone();
+    let mut entries = audit.ok()["data"].as_array().unwrap().clone();
+    // (The subscription's creation is audited too.)
+    entries.retain(|e| e["action"] != "create_subscription");
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0]["action"], "retry_delivery");
     assert_eq!(entries[0]["operator"], OPERATOR);
@@ -920,7 +922,9 @@ async fn an_administrator_sends_a_test_event_from_the_manage_page_with_or_withou
             OPERATOR_TOKEN,
         )
         .await;
-    let entries = audit.ok()["data"].as_array().unwrap().clone();
+    let mut entries = audit.ok()["data"].as_array().unwrap().clone();
+    // (The subscription's creation is audited too.)
+    entries.retain(|e| e["action"] != "create_subscription");
     assert_eq!(entries.len(), 2);
     assert!(entries.iter().all(|e| e["action"] == "send_test_event"
         && e["operator"].as_str().unwrap().starts_with("token ")));
@@ -1449,4 +1453,67 @@ async fn a_console_key_rotated_in_secrets_manager_takes_effect_within_the_refres
     let again = post_on(&api, None, "/console/login", &[("token", OPERATOR_TOKEN)]).await;
     let cookie = session_cookie(&again);
     assert_page(&get_on(&api, Some(&cookie), "/console/op").await, "op");
+
+#[tokio::test]
+async fn an_administrators_changes_from_the_manage_page_show_in_the_operators_history_with_the_session_credential(
+) {
+    let w = World::new().await;
+    let tenant = w.api.account("Tenant").await;
+    let sub = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
+    let integration = integration_of(&w, &tenant, &sub).await;
+    let admin = sign_in_with_token(&w, &tenant.token).await;
+    let actor = format!("token {}", tenant.token.split('_').nth(2).unwrap());
+
+    let edit = post(
+        &w,
+        Some(&admin.cookie),
+        &format!("/console/acct/manage/subscriptions/{}", sub.subscription_id),
+        &[("csrf", &admin.csrf), ("fields", "price")],
+    )
+    .await;
+    assert_eq!(edit.status, StatusCode::OK, "{}", edit.text);
+    let rotated = post(
+        &w,
+        Some(&admin.cookie),
+        &format!("/console/acct/manage/integrations/{integration}/rotate-secret"),
+        &[("csrf", &admin.csrf)],
+    )
+    .await;
+    assert_eq!(rotated.status, StatusCode::OK, "{}", rotated.text);
+
+    // The operator's Integration history of the subscription, and the account's page.
+    let op = operator(&w).await;
+    let row = |page: &str, action: &str| {
+        page.split("data-testid=\"audit-row\"")
+            .skip(1)
+            .find(|r| r.contains(&format!("data-testid=\"audit-action\">{action}")))
+            .map(str::to_owned)
+    };
+    let history = get(
+        &w,
+        Some(&op.cookie),
+        &format!(
+            "/console/op/accounts/{}/subscriptions/{}",
+            tenant.account_id, sub.subscription_id
+        ),
+    )
+    .await;
+    let edited = row(&history.text, "edit_subscription").expect("the edit is in the history");
+    assert!(
+        edited.contains(&format!("data-testid=\"audit-operator\">{actor}<")),
+        "{edited}"
+    );
+    assert!(edited.contains("price"), "{edited}");
+    let account = get(
+        &w,
+        Some(&op.cookie),
+        &format!("/console/op/accounts/{}", tenant.account_id),
+    )
+    .await;
+    let rotation = row(&account.text, "edit_integration").expect("the rotation is in the history");
+    assert!(rotation.contains(&format!("data-testid=\"audit-operator\">{actor}<")));
+    assert!(
+        rotation.contains("rotate_signing_secret=true"),
+        "{rotation}"
+    );
 }

@@ -324,8 +324,9 @@ fn every_operator_route_requires_the_operator_scope_and_only_this_api_may_invoke
     // What SAM generates: one permission per route, API Gateway only, this API only.
     let permissions = translated_of_type("AWS::Lambda::Permission");
     // The token routes, the operator routes, the console's two (its pages check their own
-    // signed cookie) and the unauthenticated liveness route `/health`.
-    assert_eq!(permissions.len(), 5, "{permissions:?}");
+    // signed cookie), and the two unauthenticated routes that have their own throttles (the
+    // console's sign-in, provider events) and the unauthenticated liveness route `/health`.
+    assert_eq!(permissions.len(), 7, "{permissions:?}");
     for (id, p) in permissions {
         let p = &p["Properties"];
         assert_eq!(p["Principal"], "apigateway.amazonaws.com", "{id}");
@@ -2942,4 +2943,175 @@ fn the_delivery_table_can_run_on_provisioned_capacity_with_the_table_and_every_i
             "{metric}"
         );
     }
+}
+
+// ------------------------------------- the API cannot be flooded: throttles, concurrency, edge
+
+#[test]
+fn the_unauthenticated_routes_have_their_own_lower_throttles_and_the_api_reserves_its_concurrency()
+{
+    let stages = translated_of_type("AWS::ApiGatewayV2::Stage");
+    let [(_, stage)] = stages.as_slice() else {
+        panic!("one HTTP API stage: {stages:?}")
+    };
+    let default = &stage["Properties"]["DefaultRouteSettings"];
+    let default_rate = default["ThrottlingRateLimit"]
+        .as_f64()
+        .expect("a default rate");
+    let routes = &stage["Properties"]["RouteSettings"];
+    for key in ["ANY /console/login", "POST /v1/provider-events/{provider}"] {
+        let rate = routes[key]["ThrottlingRateLimit"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{key} has its own throttle: {routes}"));
+        let burst = routes[key]["ThrottlingBurstLimit"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{key} has its own burst"));
+        assert!(rate > 0.0 && rate < default_rate, "{key}: {rate}");
+        assert!(
+            burst > 0.0 && burst < default["ThrottlingBurstLimit"].as_f64().unwrap(),
+            "{key}: {burst}"
+        );
+    }
+    // Each throttled route is a route of the API (a route setting of no route fails the deploy).
+    let apis = translated_of_type("AWS::ApiGatewayV2::Api");
+    let paths = &apis[0].1["Properties"]["Body"]["paths"];
+    assert!(paths["/console/login"]["x-amazon-apigateway-any-method"].is_object());
+    assert!(paths["/v1/provider-events/{provider}"]["post"].is_object());
+    // The API function keeps a reserved share of the account's concurrency.
+    let reserved = &resource("ApiFunction")["Properties"]["ReservedConcurrentExecutions"];
+    assert!(is_ref(reserved, "ApiReservedConcurrency"), "{reserved:?}");
+    let parameter = &template()["Parameters"]["ApiReservedConcurrency"];
+    assert!(parameter["Default"].as_u64().unwrap() >= 1);
+    assert!(parameter["MinValue"].as_u64().unwrap() >= 1);
+    // And the per-account caps reach the function from parameters.
+    let env = &resource("ApiFunction")["Properties"]["Environment"]["Variables"];
+    for (var, parameter, default) in [
+        ("ACCOUNT_MAX_INTEGRATIONS", "AccountMaxIntegrations", 50),
+        ("ACCOUNT_MAX_SUBSCRIPTIONS", "AccountMaxSubscriptions", 200),
+        ("ACCOUNT_MAX_LIVE_TOKENS", "AccountMaxLiveTokens", 50),
+    ] {
+        assert!(is_ref(&env[var], parameter), "{var}");
+        assert_eq!(
+            template()["Parameters"][parameter]["Default"].as_u64(),
+            Some(default),
+            "{parameter}"
+        );
+    }
+}
+
+/// Whether a template condition holds when the parameters take `values` (or their defaults).
+fn condition_holds(doc: &Value, condition: &Value, values: &BTreeMap<&str, &str>) -> bool {
+    let value_of = |v: &Value| -> String {
+        match tagged(v) {
+            Some((tag, name)) if tag == "!Ref" => {
+                let name = name.as_str().unwrap();
+                match values.get(name) {
+                    Some(v) => v.to_string(),
+                    None => match &doc["Parameters"][name]["Default"] {
+                        Value::String(s) => s.clone(),
+                        Value::Number(n) => n.to_string(),
+                        other => panic!("parameter {name} has no default: {other:?}"),
+                    },
+                }
+            }
+            _ => match v {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                other => panic!("not a value: {other:?}"),
+            },
+        }
+    };
+    let (tag, args) = tagged(condition).expect("a condition function");
+    let args = list(args);
+    match tag.as_str() {
+        "!Equals" => value_of(args[0]) == value_of(args[1]),
+        "!Not" => !condition_holds(doc, args[0], values),
+        "!And" => args.iter().all(|a| condition_holds(doc, a, values)),
+        "!Or" => args.iter().any(|a| condition_holds(doc, a, values)),
+        "!Condition" => condition_holds(doc, &doc["Conditions"][args[0].as_str().unwrap()], values),
+        other => panic!("no evaluation of {other}"),
+    }
+}
+
+/// The resources a deployment of `template.yaml` with `values` creates: `(id, type)`.
+fn deployed(values: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let doc = template();
+    let values: BTreeMap<&str, &str> = values.iter().copied().collect();
+    resources()
+        .filter(|(_, r)| match r["Condition"].as_str() {
+            None => true,
+            Some(name) => condition_holds(doc, &doc["Conditions"][name], &values),
+        })
+        .map(|(id, r)| (id.to_string(), r["Type"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+#[test]
+fn cloudfront_with_waf_rate_rules_fronts_the_api_only_when_edge_protection_is_turned_on() {
+    let edge_types = [
+        "AWS::CloudFront::Distribution",
+        "AWS::WAFv2::WebACL",
+        "AWS::WAFv2::LoggingConfiguration",
+    ];
+    let off = deployed(&[]);
+    for kind in edge_types {
+        assert!(
+            !off.values().any(|t| t == kind),
+            "off by default, yet {kind} is deployed"
+        );
+    }
+    assert!(off.contains_key("ApiFunction") && off.contains_key("HttpApi"));
+    let on = deployed(&[("EdgeProtection", "true")]);
+    for kind in edge_types {
+        assert!(on.values().any(|t| t == kind), "on: {kind} is deployed");
+    }
+    assert_eq!(
+        on.len(),
+        off.len() + 4,
+        "the distribution, the web ACL, its logging and log group"
+    );
+
+    // The web ACL: rate-based rules per client IP that block, one of them on the sign-in path,
+    // for CloudFront; the distribution uses it and reaches the HTTP API over HTTPS only.
+    let acl = &resource("EdgeWebAcl")["Properties"];
+    assert_eq!(acl["Scope"], "CLOUDFRONT");
+    let rules = list(&acl["Rules"]);
+    let rate_rules: Vec<&Value> = rules
+        .iter()
+        .copied()
+        .filter(|r| !r["Statement"]["RateBasedStatement"].is_null())
+        .collect();
+    assert!(rate_rules.len() >= 2, "{rules:?}");
+    for rule in &rate_rules {
+        assert!(!rule["Action"]["Block"].is_null(), "{rule:?}");
+        assert_eq!(
+            rule["Statement"]["RateBasedStatement"]["AggregateKeyType"],
+            "IP"
+        );
+    }
+    assert!(rate_rules.iter().any(|r| {
+        r["Statement"]["RateBasedStatement"]["ScopeDownStatement"]["ByteMatchStatement"]
+            ["SearchString"]
+            == "/console/login"
+    }));
+    let distribution = &resource("EdgeDistribution")["Properties"]["DistributionConfig"];
+    assert_eq!(target(&distribution["WebACLId"]), Some("EdgeWebAcl"));
+    let origin = list(&distribution["Origins"])[0];
+    assert!(canonical(&origin["DomainName"]).contains("${HttpApi}.execute-api"));
+    assert_eq!(
+        origin["CustomOriginConfig"]["OriginProtocolPolicy"],
+        "https-only"
+    );
+    assert_eq!(
+        distribution["DefaultCacheBehavior"]["ViewerProtocolPolicy"],
+        "https-only"
+    );
+    // Only where WAF for CloudFront exists, and the README says how to turn it on.
+    let rule = &template()["Rules"]["EdgeProtectionNeedsUsEast1"];
+    assert!(!rule["Assertions"].is_null());
+    let readme = read("README.md");
+    assert!(
+        readme.contains("EdgeProtection=true"),
+        "the README says how to turn edge protection on"
+    );
 }

@@ -3,6 +3,7 @@
 //! `local::testkit::World` (its own stack on the emulator).
 
 mod account_deletion;
+mod account_limits;
 mod chaos;
 mod concurrency;
 mod console;
@@ -26,4 +27,5 @@ mod sample_events;
 mod signing_secrets;
 mod sim;
 mod smoke;
+mod tenant_audit;
 mod worker_limits;

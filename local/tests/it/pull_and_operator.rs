@@ -1082,7 +1082,11 @@ async fn a_replay_cut_short_resumes_from_its_saved_position_without_restarting_a
         .iter()
         .map(|e| e["action"].as_str().unwrap())
         .collect();
-    assert_eq!(actions, ["resume_replay", "replay_window"]);
+    // (After the subscription's creation, which is audited too.)
+    assert_eq!(
+        actions,
+        ["resume_replay", "replay_window", "create_subscription"]
+    );
 }
 
 // ------------------------------------------------------------------------------------ resume
@@ -1207,6 +1211,8 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
             ("PUT", p) if p.ends_with("/cursor") => Some(json!({"cursor": cursor})),
             // A PUT replaces with its body (an empty allowlist); without one it is a 400.
             ("PUT", p) if p.ends_with("/notice-allowlist") => Some(json!({})),
+            // B's own limits (its answer names B only).
+            ("PUT", p) if p.ends_with("/limits") => Some(json!({"integrations": 60})),
             ("POST", p) if p.ends_with("/replays") => Some(json!({
                 "from": w.pipeline.now().minus(HOUR).to_rfc3339(), "to": w.pipeline.now().to_rfc3339(), "reason": "r"})),
             ("POST", _) => Some(json!({"reason": "r"})),

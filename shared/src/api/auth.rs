@@ -30,6 +30,7 @@
 //! `SourceArn` the API's routes), with no function URL; direct invocation by IAM principals of
 //! the account is an administrator's right that IAM governs.
 
+use super::account_limits;
 use super::credentials::INVALID_TOKEN;
 pub use super::credentials::{bearer, constant_time_eq, sha256_hex};
 pub use super::operator_auth::{Operator, OperatorAuth, DEFAULT_OPERATOR_SCOPE};
@@ -37,7 +38,8 @@ use super::problem::ApiError;
 use super::state::ApiState;
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, IntegrationId, TokenId};
-use crate::store::audit::AuditRecord;
+use crate::store::account_limits::Counted;
+use crate::store::audit::{AuditAction, AuditRecord};
 use crate::store::token;
 use crate::store::write::{send, Write};
 use axum::extract::FromRequestParts;
@@ -266,6 +268,13 @@ impl FromRequestParts<Arc<ApiState>> for AccountAuth {
     }
 }
 
+impl AccountAuth {
+    /// Who acts, for the audit history: the credential (`token {token_id}`).
+    pub fn actor(&self) -> String {
+        format!("token {}", self.token_id)
+    }
+}
+
 /// The caller holds a valid integration (`intg`) token: an adapter acting for one integration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IntegrationAuth {
@@ -318,6 +327,10 @@ pub struct RevokeScope<'a> {
     pub integration_id: Option<&'a IntegrationId>,
     /// Keep this one (the token just issued).
     pub except: Option<&'a TokenId>,
+    /// Who revokes (for the audit entry of each revoked token) …
+    pub actor: &'a str,
+    /// … and why.
+    pub reason: &'a str,
 }
 
 /// Shortest and longest lifetime a token may be issued with (`expires_in`, seconds).
@@ -344,9 +357,9 @@ pub fn read_token_expiry(f: &mut crate::api::extract::Fields) -> Option<std::tim
 /// Issues a new token of `kind` for the account (or one integration of it), stores it, and with
 /// `revoke_existing` revokes the others of the same scope: the rotation both the account and the
 /// integration token routes offer. With `expires_in` the token stops working that long after
-/// now. `audit` (an operator's issuance) is the audit entry, written
-/// in one transaction with the token; it learns the token's id. Returns the token (shown once),
-/// its record and how many tokens were revoked.
+/// now. `audit` (the issuance's entry: who, why) is written in one transaction with the token; it
+/// learns the token's id, and each revoked token gets its own entry by the same actor. Returns the
+/// token (shown once), its record and how many tokens were revoked.
 pub async fn issue_rotated(
     state: &ApiState,
     kind: TokenKind,
@@ -354,20 +367,26 @@ pub async fn issue_rotated(
     integration_id: Option<&IntegrationId>,
     revoke_existing: bool,
     expires_in: Option<std::time::Duration>,
-    audit: Option<AuditRecord>,
+    audit: AuditRecord,
 ) -> Result<(PlaintextToken, TokenRecord, u32), ApiError> {
     let now = state.clock.now();
     let (token, record) = issue_token(kind, account_id, integration_id, now);
     let record = record.expiring(expires_in.map(|d| now.plus(d)));
     let table = state.table();
-    let mut writes = vec![token::create(table, &record)?];
-    if let Some(audit) = audit {
-        let audit = AuditRecord { at: now, ..audit }
-            .detail("token_id", &record.token_id)
-            .detail("revoke_existing", revoke_existing);
-        writes.push(crate::store::audit::create(table, &audit)?);
-    }
-    state.create(Write::all(writes)?).await?;
+    let audit = AuditRecord { at: now, ..audit }
+        .detail("token_id", &record.token_id)
+        .detail("revoke_existing", revoke_existing);
+    let writes = vec![
+        token::create(table, &record)?,
+        crate::store::audit::create(table, &audit)?,
+    ];
+    account_limits::create_counted(
+        state,
+        account_id,
+        &[Counted::LiveTokens],
+        Write::all(writes)?,
+    )
+    .await?;
     let revoked = if revoke_existing {
         revoke_tokens(
             state,
@@ -376,6 +395,8 @@ pub async fn issue_rotated(
                 kind,
                 integration_id,
                 except: Some(&record.token_id),
+                actor: &audit.operator,
+                reason: &format!("replaced by token {} (revoke_existing)", record.token_id),
             },
             now,
         )
@@ -386,8 +407,9 @@ pub async fn issue_rotated(
     Ok((token, record, revoked))
 }
 
-/// Revokes every token in `scope`: marks the token item revoked (so it fails verification), then
-/// drops its reference. Safe to repeat. Returns how many tokens were revoked now.
+/// Revokes every token in `scope`: marks the token item revoked (so it fails verification), with
+/// its audit entry and the account's count of live tokens in the same transaction, then drops
+/// its reference. Safe to repeat. Returns how many tokens were revoked now.
 pub async fn revoke_tokens(
     state: &ApiState,
     scope: RevokeScope<'_>,
@@ -426,10 +448,30 @@ async fn revoke_where(
             if !in_scope(&r) {
                 continue;
             }
-            // Refused: gone or revoked already (a repeated revocation).
-            if send(dynamo, token::revoke(table, &r.token_id, now)?)
-                .await?
-                .applied()
+            let entry = AuditRecord::for_account(
+                AuditAction::RevokeToken,
+                scope.account_id,
+                scope.actor,
+                scope.reason,
+                now,
+            )
+            .detail("token_id", &r.token_id)
+            .detail("kind", r.token_kind);
+            let entry = match &r.integration_id {
+                Some(i) => entry.detail("integration_id", i),
+                None => entry,
+            };
+            // Refused: gone or revoked already (a repeated revocation), counted and audited once.
+            if account_limits::removed_counted(
+                state,
+                scope.account_id,
+                &[Counted::LiveTokens],
+                Write::all([
+                    token::revoke(table, &r.token_id, now)?,
+                    crate::store::audit::create(table, &entry)?,
+                ])?,
+            )
+            .await?
             {
                 revoked += 1;
             }

@@ -7,6 +7,7 @@
 //! api/mod.rs                   routes(), app(), router(), /health, fallbacks, request log
 //! api/problem.rs               ApiError → RFC 7807 application/problem+json
 //! api/auth.rs                  tokens, AccountAuth / IntegrationAuth / Operator extractors
+//! api/account_limits.rs        each account's caps: counted creates, deletes and revocations
 //! api/extract.rs               JsonBody + Fields, ApiPath, ApiQuery (problem+json rejections)
 //! api/lambda.rs                API Gateway stage prefix handling for the Lambda
 //! api/v1/integrations.rs       /v1/integrations…      (account token)
@@ -36,6 +37,7 @@
 //! first and return `Result<_, ApiError>`, then merge it in `v1::router()` (or
 //! `operator::router()`). Scope every read and write by the caller's account id.
 
+pub mod account_limits;
 pub mod auth;
 pub mod console_key;
 pub mod console_links;

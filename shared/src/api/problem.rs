@@ -16,6 +16,7 @@
 //! | `NotFound`             | 404    | `not-found`                     |
 //! | `MethodNotAllowed`     | 405    | `method-not-allowed`            |
 //! | `Conflict`             | 409    | `conflict`                      |
+//! | `LimitReached`         | 409    | `limit-reached`                 |
 //! | `PayloadTooLarge`      | 413    | `payload-too-large`             |
 //! | `UnsupportedMediaType` | 415    | `unsupported-media-type`        |
 //! | `Validation`           | 422    | `validation`                    |
@@ -28,6 +29,7 @@
 
 use crate::notify::bounds::RefusedRecipient;
 use crate::operations::OpsError;
+use crate::store::account_limits::Counted;
 use crate::store::StoreError;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -98,6 +100,14 @@ pub enum ApiError {
     /// The write lost against the current state of the resource.
     #[error("{detail}")]
     Conflict { detail: String },
+    /// The account has as many of something as its limit allows: a 409 rather than a 429,
+    /// since waiting does not help; deleting or revoking one, or an operator's raise, does.
+    #[error(
+        "the account has reached its limit of {value} {}; delete or revoke one, or ask an \
+         operator to raise the account's limit",
+        limit.as_str().replace('_', " ")
+    )]
+    LimitReached { limit: Counted, value: u32 },
     #[error("{detail}")]
     PayloadTooLarge { detail: String },
     #[error("{detail}")]
@@ -123,6 +133,12 @@ pub struct Problem {
     pub errors: Vec<FieldError>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refused_recipients: Vec<RefusedRecipient>,
+    /// The account limit reached (`integrations`, `subscriptions`, `live_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
+    /// Its value for the account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_value: Option<u32>,
 }
 
 impl ApiError {
@@ -173,7 +189,7 @@ impl ApiError {
             ApiError::QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::Conflict { .. } | ApiError::LimitReached { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -192,6 +208,7 @@ impl ApiError {
             ApiError::NotFound { .. } => "not-found",
             ApiError::MethodNotAllowed { .. } => "method-not-allowed",
             ApiError::Conflict { .. } => "conflict",
+            ApiError::LimitReached { .. } => "limit-reached",
             ApiError::PayloadTooLarge { .. } => "payload-too-large",
             ApiError::UnsupportedMediaType { .. } => "unsupported-media-type",
             ApiError::Internal(_) => "internal",
@@ -215,6 +232,7 @@ impl ApiError {
             ApiError::NotFound { .. } => "Not found",
             ApiError::MethodNotAllowed { .. } => "Method not allowed",
             ApiError::Conflict { .. } => "Conflict",
+            ApiError::LimitReached { .. } => "Limit reached",
             ApiError::PayloadTooLarge { .. } => "Payload too large",
             ApiError::UnsupportedMediaType { .. } => "Unsupported media type",
             ApiError::Internal(_) => "Internal error",
@@ -248,6 +266,14 @@ impl ApiError {
             refused_recipients: match self {
                 ApiError::RecipientsRefused { refused } => refused.clone(),
                 _ => Vec::new(),
+            },
+            limit: match self {
+                ApiError::LimitReached { limit, .. } => Some(limit.as_str().to_owned()),
+                _ => None,
+            },
+            limit_value: match self {
+                ApiError::LimitReached { value, .. } => Some(*value),
+                _ => None,
             },
         }
     }
@@ -448,6 +474,10 @@ mod tests {
                 detail: "x".into(),
                 retry_after_secs: 1,
             },
+            ApiError::LimitReached {
+                limit: Counted::LiveTokens,
+                value: 50,
+            },
         ];
         let types: std::collections::BTreeSet<String> =
             all.iter().map(ApiError::problem_type).collect();
@@ -457,5 +487,21 @@ mod tests {
             ApiError::not_found("integration").to_string(),
             "integration not found"
         );
+    }
+
+    #[test]
+    fn a_reached_limit_is_a_409_naming_the_limit_and_its_value() {
+        let e = ApiError::LimitReached {
+            limit: Counted::LiveTokens,
+            value: 50,
+        };
+        assert_eq!(e.status(), StatusCode::CONFLICT);
+        let p = e.problem();
+        assert_eq!(p.type_uri, format!("{PROBLEM_BASE}limit-reached"));
+        assert_eq!(
+            (p.limit.as_deref(), p.limit_value),
+            (Some("live_tokens"), Some(50))
+        );
+        assert!(p.detail.contains("limit of 50 live tokens"), "{}", p.detail);
     }
 }

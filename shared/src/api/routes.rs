@@ -136,7 +136,11 @@ mod tests {
             .region(aws_config::Region::new("us-east-1"))
             .build();
         let config = crate::config::Config::from_lookup(|name| match name {
-            "ALLOW_PRIVATE_TARGETS" | "NOTICE_DAILY_RECIPIENT_QUOTA" => None,
+            "ALLOW_PRIVATE_TARGETS"
+            | "NOTICE_DAILY_RECIPIENT_QUOTA"
+            | "ACCOUNT_MAX_INTEGRATIONS"
+            | "ACCOUNT_MAX_SUBSCRIPTIONS"
+            | "ACCOUNT_MAX_LIVE_TOKENS" => None,
             other => Some(format!("unused-{other}")),
         })
         .unwrap();

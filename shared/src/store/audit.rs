@@ -1,5 +1,7 @@
-//! The audit entry item: who did what, when and why, for every operator action (and the test
-//! events an account's administrator sends).
+//! The audit entry item: who did what, when and why, for every operator action and every change
+//! an account's administrator makes to its integrations, subscriptions and tokens (and the test
+//! events it sends). For a tenant's change, who is the credential it acted with (`token …`, or
+//! the console session's `token …` / `link from operator …`).
 //!
 //! | item  | pk                 | sk                            | listing (`list_key` / `list_sort`)      |
 //! |-------|--------------------|-------------------------------|-----------------------------------------|
@@ -54,6 +56,25 @@ pub enum AuditAction {
     /// Signed in to the web console as the account's administrator; the details say with which
     /// credential (an account token, or a login link and who issued it) and until when.
     ConsoleSignIn,
+    /// Set or cleared one account's own limits (integrations, subscriptions, live tokens).
+    SetAccountLimits,
+    /// Created an integration (its method and target in the details).
+    CreateIntegration,
+    /// Edited an integration: its name, consent, webhook URL or handler (old and new in the
+    /// details), or rotated its signing secret.
+    EditIntegration,
+    /// Deleted an integration (its tokens are revoked, each with its own entry).
+    DeleteIntegration,
+    /// Issued an integration token.
+    IssueIntegrationToken,
+    /// Revoked a token (account or integration; why in the reason).
+    RevokeToken,
+    /// Created a subscription.
+    CreateSubscription,
+    /// Edited a subscription's record types, filter, fields or retry policy.
+    EditSubscription,
+    /// Deleted a subscription.
+    DeleteSubscription,
 }
 
 impl AuditAction {
@@ -70,6 +91,15 @@ impl AuditAction {
             AuditAction::SendTestEvent => "send_test_event",
             AuditAction::DeleteAccount => "delete_account",
             AuditAction::ConsoleSignIn => "console_sign_in",
+            AuditAction::SetAccountLimits => "set_account_limits",
+            AuditAction::CreateIntegration => "create_integration",
+            AuditAction::EditIntegration => "edit_integration",
+            AuditAction::DeleteIntegration => "delete_integration",
+            AuditAction::IssueIntegrationToken => "issue_integration_token",
+            AuditAction::RevokeToken => "revoke_token",
+            AuditAction::CreateSubscription => "create_subscription",
+            AuditAction::EditSubscription => "edit_subscription",
+            AuditAction::DeleteSubscription => "delete_subscription",
         }
     }
 }

@@ -19,6 +19,7 @@ pub use plumbing::{attrs, cursor, expr, keys, listing, page, read, update, write
 
 pub mod account;
 pub mod account_config;
+pub mod account_limits;
 pub mod audit;
 pub mod console_inbox;
 pub mod console_session;

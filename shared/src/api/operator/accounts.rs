@@ -21,6 +21,7 @@
 //! here): the entry is in the account's audit history, written in one transaction with the
 //! account, the token or the account's deletion.
 
+use crate::api::account_limits;
 use crate::api::auth;
 use crate::api::auth::{
     issue_token, revoke_all_tokens, IssuedTokenView, Operator, PlaintextToken, TokenKind,
@@ -31,6 +32,7 @@ use crate::api::state::ApiState;
 use crate::ids::AccountId;
 use crate::operations::{MAX_REASON_CHARS, WRITE_CONCURRENCY};
 use crate::store::account::{self, Account, NoticeAllowlist};
+use crate::store::account_limits::Counted;
 use crate::store::audit::{self, AuditAction, AuditRecord};
 use crate::store::write::{send, Write};
 use crate::store::{integration, subscription, token, StoreError};
@@ -188,13 +190,17 @@ async fn create(
     .detail("name", &account.name)
     .detail("token_id", &record.token_id);
     let table = state.table();
-    state
-        .create(Write::all([
+    account_limits::create_counted(
+        &state,
+        &account.account_id,
+        &[Counted::LiveTokens],
+        Write::all([
             account::create(table, &account)?,
             token::create(table, &record)?,
             audit::create(table, &audit)?,
-        ])?)
-        .await?;
+        ])?,
+    )
+    .await?;
     tracing::info!(operator = %operator.id, account_id = %account.account_id, "account created");
 
     let location = format!("/operator/accounts/{}", account.account_id);
@@ -259,7 +265,7 @@ async fn issue(
         None,
         revoke_existing,
         expires_in,
-        Some(audit),
+        audit,
     )
     .await?;
     tracing::info!(

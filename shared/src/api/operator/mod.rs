@@ -3,6 +3,7 @@
 pub mod accounts;
 pub mod audit;
 pub mod deliveries;
+pub mod limits;
 pub mod notifications;
 pub mod reconcile;
 pub mod replays;
@@ -15,6 +16,7 @@ use std::sync::Arc;
 pub fn router() -> Router<Arc<ApiState>> {
     Router::new()
         .merge(accounts::router())
+        .merge(limits::router())
         .merge(notifications::router())
         .merge(subscriptions::router())
         .merge(deliveries::router())

@@ -23,6 +23,7 @@
 //! [`issue_integration_token`] — which the console's Manage page calls too.
 
 use super::ListResponse;
+use crate::api::account_limits;
 use crate::api::auth;
 use crate::api::auth::{
     issue_token, revoke_tokens, AccountAuth, IssuedTokenView, OneTimeSecret, PlaintextToken,
@@ -39,6 +40,9 @@ use crate::domain::signing::SigningSecret;
 use crate::domain::ssrf::check_url;
 use crate::domain::target::{Target, WebhookSecret};
 use crate::ids::{AccountId, IntegrationId};
+use crate::operations::recovery::audit::write_with_audit;
+use crate::store::account_limits::Counted;
+use crate::store::audit::{self, AuditAction, AuditRecord};
 use crate::store::integration::{self, Integration};
 use crate::store::token::{self, TokenRecord};
 use crate::store::update::Edit;
@@ -240,7 +244,7 @@ async fn create(
     State(state): State<Arc<ApiState>>,
     JsonBody(f): JsonBody,
 ) -> Result<impl IntoResponse, ApiError> {
-    let created = create_integration(&state, &auth.account_id, f).await?;
+    let created = create_integration(&state, &auth.account_id, &auth.actor(), f).await?;
     let location = format!("/v1/integrations/{}", created.integration.integration_id);
     let view = IntegrationView::from(&created.integration)
         .with_signing_secret(created.signing_secret)
@@ -254,10 +258,12 @@ async fn create(
 
 /// Creates an integration of the account from a request's fields (`name`, `method`,
 /// `event_access_accepted`, the method's `webhook_url` and `signing_secret` or `handler`), with
-/// its first integration token; every invalid field is named in one 422.
+/// its first integration token, on behalf of `actor` (who, for the audit history); every invalid
+/// field is named in one 422.
 pub async fn create_integration(
     state: &ApiState,
     account_id: &AccountId,
+    actor: &str,
     mut f: Fields,
 ) -> Result<CreatedIntegration, ApiError> {
     let name = f.required_text("name", MAX_NAME_CHARS);
@@ -354,12 +360,26 @@ pub async fn create_integration(
         now,
     );
     let table = state.table();
-    state
-        .create(Write::all([
+    let entry = target_details(
+        AuditRecord::for_account(AuditAction::CreateIntegration, account_id, actor, "", now)
+            .detail("integration_id", &integration.integration_id)
+            .detail("name", &integration.name)
+            .detail("method", integration.delivery_method())
+            .detail("event_access_accepted", integration.event_access_accepted)
+            .detail("token_id", &record.token_id),
+        &integration.target,
+    );
+    account_limits::create_counted(
+        state,
+        account_id,
+        &[Counted::Integrations, Counted::LiveTokens],
+        Write::all([
             integration::create(table, &integration)?,
             token::create(table, &record)?,
-        ])?)
-        .await?;
+            audit::create(table, &entry)?,
+        ])?,
+    )
+    .await?;
     tracing::info!(
         %account_id,
         integration_id = %integration.integration_id,
@@ -371,6 +391,30 @@ pub async fn create_integration(
         signing_secret: secret.as_ref().map(shown_once),
         token,
     })
+}
+
+/// A webhook URL as the audit history keeps it: without user info, query or fragment (where
+/// an endpoint's own credentials may be).
+fn url_for_audit(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) => {
+            u.set_query(None);
+            u.set_fragment(None);
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        Err(_) => "(unreadable)".into(),
+    }
+}
+
+/// The entry with the integration's target: its webhook URL ([`url_for_audit`]) or handler.
+fn target_details(entry: AuditRecord, target: &Target) -> AuditRecord {
+    match (target.webhook_url(), target.handler()) {
+        (Some(url), _) => entry.detail("webhook_url", url_for_audit(url)),
+        (_, Some(handler)) => entry.detail("handler", handler),
+        _ => entry,
+    }
 }
 
 fn no_webhook_fields(f: &mut Fields, has_url: bool, has_secret: bool) {
@@ -445,7 +489,7 @@ async fn update(
     JsonBody(f): JsonBody,
 ) -> Result<Json<IntegrationView>, ApiError> {
     let id = path_id(&id, "integration")?;
-    let edited = update_integration(&state, &auth.account_id, &id, f).await?;
+    let edited = update_integration(&state, &auth.account_id, &id, &auth.actor(), f).await?;
     Ok(Json(
         IntegrationView::from(&edited.integration).with_signing_secret(edited.new_signing_secret),
     ))
@@ -454,11 +498,13 @@ async fn update(
 /// Edits the account's integration `id` with a request's fields (`name`,
 /// `event_access_accepted`, `webhook_url` or `handler` as its method has, `rotate_signing_secret`
 /// with `rotation_grace_seconds`): 404 before anything else when it is not the account's, then
-/// every invalid field named in one 422. Fields that change nothing leave it untouched.
+/// every invalid field named in one 422. Fields that change nothing leave it untouched. The
+/// edit is audited (old and new values) for `actor` in one transaction with it.
 pub async fn update_integration(
     state: &ApiState,
     account_id: &AccountId,
     id: &IntegrationId,
+    actor: &str,
     mut f: Fields,
 ) -> Result<EditedIntegration, ApiError> {
     let current = load(state, account_id, id).await?;
@@ -548,18 +594,38 @@ pub async fn update_integration(
         });
     }
     let now = state.clock.now();
+    let change =
+        |old: &dyn std::fmt::Display, new: &dyn std::fmt::Display| format!("{old} -> {new}");
+    let mut entry =
+        AuditRecord::for_account(AuditAction::EditIntegration, account_id, actor, "", now)
+            .detail("integration_id", &current.integration_id);
     let mut u = Edit::new().set("updated_at", &now)?;
     if let Some(name) = &name {
         u = u.set("name", name)?;
+        entry = entry.detail("name", change(&current.name, name));
     }
     if let Some(v) = event_access_accepted {
         u = u.set("event_access_accepted", &v)?;
+        entry = entry.detail(
+            "event_access_accepted",
+            change(&current.event_access_accepted, &v),
+        );
     }
     if let Some(url) = &url {
         u = u.set("webhook_url", url)?;
+        let old = current
+            .target
+            .webhook_url()
+            .map(url_for_audit)
+            .unwrap_or_default();
+        entry = entry.detail("webhook_url", change(&old, &url_for_audit(url)));
     }
     if let Some(handler) = &handler {
         u = u.set("handler", handler)?;
+        entry = entry.detail(
+            "handler",
+            change(&current.target.handler().unwrap_or_default(), handler),
+        );
     }
     if let Some(secret) = &new_secret {
         let sealed = seal(state, account_id, &current.integration_id, secret).await?;
@@ -575,14 +641,15 @@ pub async fn update_integration(
                 expires_at: now.plus(grace),
             });
         u = integration::rotate_secret(u, &sealed, previous.as_ref())?;
+        entry = entry
+            .detail("rotate_signing_secret", true)
+            .detail("rotation_grace_seconds", grace.as_secs());
     }
     let write = integration::edit(state.table(), account_id, &current.integration_id, u)?;
-    let updated = state
-        .change_existing(write, "integration")
-        .await?
-        .map(Integration::from_item)
-        .transpose()?
-        .ok_or_else(|| ApiError::internal("an update returned no attributes"))?;
+    if !write_with_audit(&state.ops(), Some(write), &entry).await? {
+        return Err(ApiError::not_found("integration"));
+    }
+    let updated = load(state, account_id, &current.integration_id).await?;
     if new_secret.is_some() {
         tracing::info!(
             %account_id,
@@ -607,12 +674,27 @@ async fn remove(
     ApiPath(id): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = path_id(&id, "integration")?;
-    state
-        .change_existing(
-            integration::delete(state.table(), &auth.account_id, &id)?,
-            "integration",
-        )
-        .await?;
+    let actor = auth.actor();
+    let table = state.table();
+    let entry = AuditRecord::for_account(
+        AuditAction::DeleteIntegration,
+        &auth.account_id,
+        &actor,
+        "",
+        state.clock.now(),
+    )
+    .detail("integration_id", &id);
+    account_limits::remove_counted(
+        &state,
+        &auth.account_id,
+        &[Counted::Integrations],
+        Write::all([
+            integration::delete(table, &auth.account_id, &id)?,
+            audit::create(table, &entry)?,
+        ])?,
+        "integration",
+    )
+    .await?;
     let revoked = revoke_tokens(
         &state,
         RevokeScope {
@@ -620,6 +702,8 @@ async fn remove(
             kind: TokenKind::Intg,
             integration_id: Some(&id),
             except: None,
+            actor: &actor,
+            reason: "the integration was deleted",
         },
         state.clock.now(),
     )
@@ -638,7 +722,8 @@ async fn rotate_token(
     // The body is checked before the path's id, as this route always has.
     let request = TokenRequest::read(f)?;
     let id = path_id(&id, "integration")?;
-    let issued = issue_integration_token(&state, &auth.account_id, &id, request).await?;
+    let issued =
+        issue_integration_token(&state, &auth.account_id, &id, &auth.actor(), request).await?;
     Ok((
         StatusCode::CREATED,
         Json(IssuedTokenView::new(
@@ -649,15 +734,25 @@ async fn rotate_token(
     ))
 }
 
-/// Issues a new token for the account's integration `id` (404 when it is not the account's);
-/// with `revoke_existing` the integration's other tokens are revoked.
+/// Issues a new token for the account's integration `id` (404 when it is not the account's)
+/// on behalf of `actor`; with `revoke_existing` the integration's other tokens are revoked. Each
+/// is audited.
 pub async fn issue_integration_token(
     state: &ApiState,
     account_id: &AccountId,
     id: &IntegrationId,
+    actor: &str,
     request: TokenRequest,
 ) -> Result<IssuedIntegrationToken, ApiError> {
     let integration = load(state, account_id, id).await?;
+    let entry = AuditRecord::for_account(
+        AuditAction::IssueIntegrationToken,
+        account_id,
+        actor,
+        "",
+        state.clock.now(),
+    )
+    .detail("integration_id", &integration.integration_id);
     let (token, record, revoked) = auth::issue_rotated(
         state,
         TokenKind::Intg,
@@ -665,7 +760,7 @@ pub async fn issue_integration_token(
         Some(&integration.integration_id),
         request.revoke_existing,
         request.expires_in,
-        None,
+        entry,
     )
     .await?;
     tracing::info!(

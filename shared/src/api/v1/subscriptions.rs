@@ -17,6 +17,7 @@
 //! both call them.
 
 use super::ListResponse;
+use crate::api::account_limits;
 use crate::api::auth::AccountAuth;
 use crate::api::extract::{
     cursor_id, page_limit, path_id, resource_id, ApiPath, ApiQuery, Fields, JsonBody, Patch,
@@ -28,9 +29,13 @@ use crate::domain::projection::{Projection, ProjectionError};
 use crate::domain::retry::{RetryPolicy, RetryPolicyError};
 use crate::domain::subscription::SubscriptionStatus;
 use crate::ids::{AccountId, IntegrationId, SubscriptionId};
+use crate::operations::recovery::audit::write_with_audit;
+use crate::store::account_limits::Counted;
+use crate::store::audit::{self, AuditAction, AuditRecord};
 use crate::store::integration;
 use crate::store::subscription::{self, NewSubscription, Subscription};
 use crate::store::update::Edit;
+use crate::store::write::Write;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
@@ -193,7 +198,7 @@ async fn create(
     State(state): State<Arc<ApiState>>,
     JsonBody(f): JsonBody,
 ) -> Result<impl IntoResponse, ApiError> {
-    let subscription = create_subscription(&state, &auth.account_id, f).await?;
+    let subscription = create_subscription(&state, &auth.account_id, &auth.actor(), f).await?;
     let location = format!("/v1/subscriptions/{}", subscription.subscription_id);
     Ok((
         StatusCode::CREATED,
@@ -204,10 +209,12 @@ async fn create(
 
 /// Creates an `active` subscription of the account from a request's fields (`integration_id`,
 /// `record_types`, `filter`, `fields`, `retry_policy`); every invalid field, an integration
-/// that is not the account's included, is named in one 422.
+/// that is not the account's included, is named in one 422. Audited for `actor` in one
+/// transaction with it.
 pub async fn create_subscription(
     state: &ApiState,
     account_id: &AccountId,
+    actor: &str,
     mut f: Fields,
 ) -> Result<Subscription, ApiError> {
     let integration_id: Option<String> = f.required("integration_id");
@@ -269,9 +276,27 @@ pub async fn create_subscription(
         },
         now,
     );
-    state
-        .create(subscription::create(state.table(), &subscription)?)
-        .await?;
+    let entry = AuditRecord::new(
+        AuditAction::CreateSubscription,
+        account_id,
+        &subscription.subscription_id,
+        actor,
+        "",
+        now,
+    )
+    .detail("integration_id", &subscription.integration_id)
+    .detail("record_types", subscription.record_types.join(","))
+    .detail("fields", subscription.fields.join(","));
+    account_limits::create_counted(
+        state,
+        account_id,
+        &[Counted::Subscriptions],
+        Write::all([
+            subscription::create(state.table(), &subscription)?,
+            audit::create(state.table(), &entry)?,
+        ])?,
+    )
+    .await?;
     tracing::info!(
         %account_id,
         subscription_id = %subscription.subscription_id,
@@ -346,7 +371,7 @@ async fn update(
     JsonBody(f): JsonBody,
 ) -> Result<Json<SubscriptionView>, ApiError> {
     let id = path_id(&id, "subscription")?;
-    let updated = update_subscription(&state, &auth.account_id, &id, f).await?;
+    let updated = update_subscription(&state, &auth.account_id, &id, &auth.actor(), f).await?;
     Ok(Json(SubscriptionView::from(&updated)))
 }
 
@@ -357,6 +382,7 @@ pub async fn update_subscription(
     state: &ApiState,
     account_id: &AccountId,
     id: &SubscriptionId,
+    actor: &str,
     mut f: Fields,
 ) -> Result<Subscription, ApiError> {
     let record_types = match f.patch::<Vec<String>>("record_types") {
@@ -396,30 +422,60 @@ pub async fn update_subscription(
     if record_types.is_none() && filter.is_none() && fields.is_none() && retry_policy.is_none() {
         return load(state, account_id, id).await;
     }
-    let mut u = Edit::new().set("updated_at", &state.clock.now())?;
+    let current = load(state, account_id, id).await?;
+    let now = state.clock.now();
+    let mut entry = AuditRecord::new(
+        AuditAction::EditSubscription,
+        account_id,
+        id,
+        actor,
+        "",
+        now,
+    );
+    let mut u = Edit::new().set("updated_at", &now)?;
     if let Some(types) = &record_types {
         u = u.set("record_types", types)?;
+        entry = entry.detail(
+            "record_types",
+            format!("{} -> {}", current.record_types.join(","), types.join(",")),
+        );
     }
     match &filter {
         Some(Some(text)) => u = u.set("filter", text)?,
         Some(None) => u = u.remove("filter"),
         None => {}
     }
+    if let Some(new) = &filter {
+        let shown = |f: Option<&String>| f.cloned().unwrap_or_else(|| "(none)".into());
+        entry = entry.detail(
+            "filter",
+            format!(
+                "{} -> {}",
+                shown(current.filter.as_ref()),
+                shown(new.as_ref())
+            ),
+        );
+    }
     if let Some(fields) = &fields {
         u = u.set("fields", fields)?;
+        entry = entry.detail(
+            "fields",
+            format!("{} -> {}", current.fields.join(","), fields.join(",")),
+        );
     }
     if let Some(policy) = &retry_policy {
         u = u.set("retry_policy", policy)?;
+        let json = |p: &RetryPolicy| serde_json::to_string(p).unwrap_or_default();
+        entry = entry.detail(
+            "retry_policy",
+            format!("{} -> {}", json(&current.retry_policy), json(policy)),
+        );
     }
-    state
-        .change_existing(
-            subscription::edit(state.table(), account_id, id, u)?,
-            "subscription",
-        )
-        .await?
-        .map(Subscription::from_item)
-        .transpose()?
-        .ok_or_else(|| ApiError::internal("an update returned no attributes"))
+    let write = subscription::edit(state.table(), account_id, id, u)?;
+    if !write_with_audit(&state.ops(), Some(write), &entry).await? {
+        return Err(ApiError::not_found("subscription"));
+    }
+    load(state, account_id, id).await
 }
 
 async fn remove(
@@ -428,12 +484,25 @@ async fn remove(
     ApiPath(id): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = path_id(&id, "subscription")?;
-    state
-        .change_existing(
+    let entry = AuditRecord::new(
+        AuditAction::DeleteSubscription,
+        &auth.account_id,
+        &id,
+        &auth.actor(),
+        "",
+        state.clock.now(),
+    );
+    account_limits::remove_counted(
+        &state,
+        &auth.account_id,
+        &[Counted::Subscriptions],
+        Write::all([
             subscription::delete(state.table(), &auth.account_id, &id)?,
-            "subscription",
-        )
-        .await?;
+            audit::create(state.table(), &entry)?,
+        ])?,
+        "subscription",
+    )
+    .await?;
     tracing::info!(account_id = %auth.account_id, subscription_id = %id, "subscription deleted");
     Ok(StatusCode::NO_CONTENT)
 }

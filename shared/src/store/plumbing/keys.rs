@@ -16,6 +16,7 @@
 //! | test events   | `TESTQ#{account}#{minute}`  | `TEST_EVENTS`       |
 //! | console session | `CSESSION#{session}`      | `SESSION`           |
 //! | used login link | `CLINK#{link nonce}`      | `USED`              |
+//! | account usage | `LIMITS#{account}`          | `LIMITS`            |
 //!
 //! and the `listing` index's keys: `EVENTS#{account}` (an account's events),
 //! `ATTENTION#{account}` (its dead and failed deliveries), `AUDIT#{account}#{subscription}` (a
@@ -115,6 +116,13 @@ pub const TOKEN_REF_PREFIX: &str = "TOKEN#";
 pub fn token_ref_sk(token_id: &TokenId) -> String {
     format!("{TOKEN_REF_PREFIX}{token_id}")
 }
+
+/// The item counting an account's integrations, subscriptions and live tokens against its
+/// limits (kept out of the configuration partition, which ingest reads on the hot path).
+pub fn account_limits_pk(account_id: &AccountId) -> String {
+    format!("LIMITS#{account_id}")
+}
+pub const ACCOUNT_LIMITS_SK: &str = "LIMITS";
 
 pub const AUDIT_SK_PREFIX: &str = "AT#";
 pub fn audit_pk(account_id: &AccountId) -> String {
