@@ -100,6 +100,12 @@ async fn deleting_an_account_revokes_its_tokens_deletes_its_integrations_and_sub
     }
     let account_pk = keys::account_pk(&tenant.account_id);
     assert_eq!(partition(&w, &account_pk).await.len(), 1 + 2 * (2 + extra));
+    let usage_pk = keys::account_limits_pk(&tenant.account_id);
+    assert_eq!(
+        partition(&w, &usage_pk).await.len(),
+        1,
+        "the account's counts"
+    );
     assert!(live(&w, &tenant).await);
     w.api
         .get(
@@ -140,8 +146,13 @@ async fn deleting_an_account_revokes_its_tokens_deletes_its_integrations_and_sub
     assert!(partition(&w, &keys::token_ref_pk(&tenant.account_id))
         .await
         .is_empty());
-    // The account, its integrations and subscriptions are gone, and so is its listing entry.
+    // The account, its integrations and subscriptions are gone, and so are its counts and its
+    // listing entry.
     assert!(partition(&w, &account_pk).await.is_empty());
+    assert!(
+        partition(&w, &usage_pk).await.is_empty(),
+        "its counts go too"
+    );
     w.api
         .get(&account_path(&tenant.account_id), OPERATOR_TOKEN)
         .await

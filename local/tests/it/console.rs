@@ -1453,6 +1453,7 @@ async fn a_console_key_rotated_in_secrets_manager_takes_effect_within_the_refres
     let again = post_on(&api, None, "/console/login", &[("token", OPERATOR_TOKEN)]).await;
     let cookie = session_cookie(&again);
     assert_page(&get_on(&api, Some(&cookie), "/console/op").await, "op");
+}
 
 #[tokio::test]
 async fn an_administrators_changes_from_the_manage_page_show_in_the_operators_history_with_the_session_credential(

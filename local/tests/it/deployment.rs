@@ -3000,7 +3000,7 @@ fn the_unauthenticated_routes_have_their_own_lower_throttles_and_the_api_reserve
 }
 
 /// Whether a template condition holds when the parameters take `values` (or their defaults).
-fn condition_holds(doc: &Value, condition: &Value, values: &BTreeMap<&str, &str>) -> bool {
+fn template_condition_holds(doc: &Value, condition: &Value, values: &BTreeMap<&str, &str>) -> bool {
     let value_of = |v: &Value| -> String {
         match tagged(v) {
             Some((tag, name)) if tag == "!Ref" => {
@@ -3025,10 +3025,16 @@ fn condition_holds(doc: &Value, condition: &Value, values: &BTreeMap<&str, &str>
     let args = list(args);
     match tag.as_str() {
         "!Equals" => value_of(args[0]) == value_of(args[1]),
-        "!Not" => !condition_holds(doc, args[0], values),
-        "!And" => args.iter().all(|a| condition_holds(doc, a, values)),
-        "!Or" => args.iter().any(|a| condition_holds(doc, a, values)),
-        "!Condition" => condition_holds(doc, &doc["Conditions"][args[0].as_str().unwrap()], values),
+        "!Not" => !template_condition_holds(doc, args[0], values),
+        "!And" => args
+            .iter()
+            .all(|a| template_condition_holds(doc, a, values)),
+        "!Or" => args
+            .iter()
+            .any(|a| template_condition_holds(doc, a, values)),
+        "!Condition" => {
+            template_condition_holds(doc, &doc["Conditions"][args[0].as_str().unwrap()], values)
+        }
         other => panic!("no evaluation of {other}"),
     }
 }
@@ -3040,7 +3046,7 @@ fn deployed(values: &[(&str, &str)]) -> BTreeMap<String, String> {
     resources()
         .filter(|(_, r)| match r["Condition"].as_str() {
             None => true,
-            Some(name) => condition_holds(doc, &doc["Conditions"][name], &values),
+            Some(name) => template_condition_holds(doc, &doc["Conditions"][name], &values),
         })
         .map(|(id, r)| (id.to_string(), r["Type"].as_str().unwrap().to_string()))
         .collect()

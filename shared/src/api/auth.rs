@@ -415,27 +415,41 @@ pub async fn revoke_tokens(
     scope: RevokeScope<'_>,
     now: Timestamp,
 ) -> Result<u32, ApiError> {
-    revoke_where(state, scope.account_id, now, |r| {
-        r.token_kind == scope.kind
-            && (scope.kind == TokenKind::Acct || r.integration_id.as_ref() == scope.integration_id)
-            && Some(&r.token_id) != scope.except
-    })
+    revoke_where(
+        state,
+        scope.account_id,
+        scope.actor,
+        scope.reason,
+        now,
+        |r| {
+            r.token_kind == scope.kind
+                && (scope.kind == TokenKind::Acct
+                    || r.integration_id.as_ref() == scope.integration_id)
+                && Some(&r.token_id) != scope.except
+        },
+    )
     .await
 }
 
-/// Revokes every token of the account, of both kinds (the account's deletion). Safe to repeat.
+/// Revokes every token of the account, of both kinds (the account's deletion), each audited
+/// with `actor` and `reason`. Safe to repeat.
 pub async fn revoke_all_tokens(
     state: &ApiState,
     account_id: &AccountId,
+    actor: &str,
+    reason: &str,
     now: Timestamp,
 ) -> Result<u32, ApiError> {
-    revoke_where(state, account_id, now, |_| true).await
+    revoke_where(state, account_id, actor, reason, now, |_| true).await
 }
 
-/// Walks the account's token references and revokes those `in_scope` picks.
+/// Walks the account's token references and revokes those `in_scope` picks, each with its audit
+/// entry by `actor` for `reason`.
 async fn revoke_where(
     state: &ApiState,
     account_id: &AccountId,
+    actor: &str,
+    reason: &str,
     now: Timestamp,
     in_scope: impl Fn(&token::TokenRef) -> bool,
 ) -> Result<u32, ApiError> {
@@ -448,15 +462,10 @@ async fn revoke_where(
             if !in_scope(&r) {
                 continue;
             }
-            let entry = AuditRecord::for_account(
-                AuditAction::RevokeToken,
-                scope.account_id,
-                scope.actor,
-                scope.reason,
-                now,
-            )
-            .detail("token_id", &r.token_id)
-            .detail("kind", r.token_kind);
+            let entry =
+                AuditRecord::for_account(AuditAction::RevokeToken, account_id, actor, reason, now)
+                    .detail("token_id", &r.token_id)
+                    .detail("kind", r.token_kind);
             let entry = match &r.integration_id {
                 Some(i) => entry.detail("integration_id", i),
                 None => entry,
@@ -464,7 +473,7 @@ async fn revoke_where(
             // Refused: gone or revoked already (a repeated revocation), counted and audited once.
             if account_limits::removed_counted(
                 state,
-                scope.account_id,
+                account_id,
                 &[Counted::LiveTokens],
                 Write::all([
                     token::revoke(table, &r.token_id, now)?,

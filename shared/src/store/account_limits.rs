@@ -15,7 +15,7 @@
 
 use super::expr::{n, s, Expr};
 use super::keys::{account_limits_pk, ACCOUNT_LIMITS_SK};
-use super::update::conditional_update;
+use super::update::{conditional_update, delete_any};
 use super::write::{built, put_new, Write};
 use super::{from_item, read, Item, StoreError};
 use crate::config::AccountLimits;
@@ -122,6 +122,12 @@ impl Usage {
 
 pub fn key(account_id: &AccountId) -> (String, String) {
     (account_limits_pk(account_id), ACCOUNT_LIMITS_SK.to_string())
+}
+
+/// Deletes the account's usage item, if it has one (the account's deletion).
+pub fn forget(table: &str, account_id: &AccountId) -> Result<Write, StoreError> {
+    let (pk, sk) = key(account_id);
+    delete_any(table, &pk, &sk)
 }
 
 /// A consistent read of the account's usage item (`None` before its first count).

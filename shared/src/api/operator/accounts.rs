@@ -312,7 +312,14 @@ pub async fn delete_account(
         return Err(ApiError::not_found("account"));
     }
     // Tokens first: from now on the account cannot add what the next steps remove.
-    let tokens = revoke_all_tokens(state, account_id, state.clock.now()).await?;
+    let tokens = revoke_all_tokens(
+        state,
+        account_id,
+        operator,
+        "the account was deleted",
+        state.clock.now(),
+    )
+    .await?;
     let subscriptions = delete_pages(
         dynamo,
         move |after| async move {
@@ -357,6 +364,7 @@ pub async fn delete_account(
         .change_existing(
             Write::all([
                 account::delete(table, account_id)?,
+                crate::store::account_limits::forget(table, account_id)?,
                 audit::create(table, &audit)?,
             ])?,
             "account",

@@ -111,6 +111,17 @@ pub fn expect_update(w: Write) -> Update {
     }
 }
 
+/// A delete of item `pk`/`sk`, whether or not it exists.
+pub fn delete_any(table: &str, pk: &str, sk: &str) -> Result<Write, StoreError> {
+    Ok(Write::Delete(built(
+        Delete::builder()
+            .table_name(table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .build(),
+    )?))
+}
+
 /// A delete of item `pk`/`sk`, refused when there is no such item.
 pub fn delete_existing(table: &str, pk: &str, sk: &str) -> Result<Write, StoreError> {
     Ok(Write::Delete(built(
