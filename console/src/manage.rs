@@ -570,7 +570,10 @@ async fn test_event_outcome(
 ) -> Response {
     let found = find_test_event(&state, &admin.account_id, &subscription_id, &test_event_id).await;
     if admin.ctx.htmx {
-        return html_response(StatusCode::OK, test_event_result(&admin.ctx, found.as_ref()));
+        return html_response(
+            StatusCode::OK,
+            test_event_result(&admin.ctx, found.as_ref()),
+        );
     }
     match &found {
         Ok(v) => page(&state, &admin, Shown::TestEvent(v)).await,

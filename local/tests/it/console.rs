@@ -852,7 +852,10 @@ async fn an_administrator_sends_a_test_event_from_the_manage_page_with_or_withou
     assert_eq!(fragment.status, StatusCode::OK, "{}", fragment.text);
     let result = test_result(&fragment.text);
     assert!(result.contains("data-status=\"sent\""), "{result}");
-    assert!(!result.contains("hx-get"), "a sent test event is not polled: {result}");
+    assert!(
+        !result.contains("hx-get"),
+        "a sent test event is not polled: {result}"
+    );
     assert!(result.contains("data-delivered=\"true\""), "{result}");
     assert!(
         result.contains("data-testid=\"test-event-status\">200<"),

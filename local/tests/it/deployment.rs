@@ -635,7 +635,11 @@ fn the_api_role_has_no_kms_decrypt_but_the_operations_keys_through_secrets_manag
             continue;
         }
         let resources: Vec<String> = list(&s["Resource"]).into_iter().map(canonical).collect();
-        assert_eq!(resources, ["OperationsKey"], "{role}: kms:Decrypt on {resources:?}");
+        assert_eq!(
+            resources,
+            ["OperationsKey"],
+            "{role}: kms:Decrypt on {resources:?}"
+        );
         assert_eq!(
             canonical(&s["Condition"]["StringEquals"]["kms:ViaService"]),
             "secretsmanager.${AWS::Region}.amazonaws.com",

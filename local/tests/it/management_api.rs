@@ -1227,9 +1227,12 @@ async fn a_test_event_reaches_the_endpoint_signed_and_marked_and_is_audited_but_
     api.get(&shown, &other.token)
         .await
         .problem_of(StatusCode::NOT_FOUND, "not-found");
-    api.get(&format!("/v1/subscriptions/{sub}/test-events/test_nope"), &tenant.token)
-        .await
-        .problem_of(StatusCode::NOT_FOUND, "not-found");
+    api.get(
+        &format!("/v1/subscriptions/{sub}/test-events/test_nope"),
+        &tenant.token,
+    )
+    .await
+    .problem_of(StatusCode::NOT_FOUND, "not-found");
     // A redelivered message sends nothing again.
     let before = w.receiver.count();
     let again = json!({"test_event": {"account_id": tenant.account_id,

@@ -7,8 +7,8 @@ use local::testkit::World;
 use shared::delivery::worker::internal::InternalRegistry;
 use shared::delivery::worker::webhook::WebhookAdapter;
 use shared::domain::ssrf::TargetPolicy;
-use shared::store::notice::{Contact, Recipient};
 use shared::notify::notice_service::NewNotice;
+use shared::store::notice::{Contact, Recipient};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -50,7 +50,10 @@ fn refusing_address() -> String {
 
 /// Neither the secret part of the URL nor its host and port.
 fn assert_no_url(text: &str, secret: &str, address: &str, what: &str) {
-    assert!(!text.contains(secret), "{what} names the URL's secret: {text}");
+    assert!(
+        !text.contains(secret),
+        "{what} names the URL's secret: {text}"
+    );
     assert!(!text.contains(address), "{what} names the URL: {text}");
 }
 
@@ -103,7 +106,10 @@ async fn a_failed_webhook_attempt_stores_and_logs_its_error_without_the_endpoint
         WebhookAdapter::new(TargetPolicy::LOCAL_DEMO, Duration::from_millis(500)),
         InternalRegistry::default(),
     );
-    for (address, how) in [(&refused_at, "connection refused"), (&hanging_at, "timeout")] {
+    for (address, how) in [
+        (&refused_at, "connection refused"),
+        (&hanging_at, "timeout"),
+    ] {
         // An account of its own, so that its change makes only this delivery.
         let account = w.account().await;
         let integration = w

@@ -450,7 +450,10 @@ async fn an_endpoint_answering_just_under_the_timeout_is_deferred_like_one_that_
         slow.count()
     );
     assert_eq!(slow.count(), PER_SUBSCRIPTION_CONCURRENCY, "one round only");
-    assert!(took < timeout * 2, "held for more than one timeout: {took:?}");
+    assert!(
+        took < timeout * 2,
+        "held for more than one timeout: {took:?}"
+    );
     let mut delivered = 0;
     for message in &event.records {
         let d = delivery_of(&w, message).await;
@@ -506,7 +509,12 @@ async fn a_message_handed_back_more_times_than_max_receive_count_is_still_delive
         }
         // No time left: the deadline is now.
         let mut out_of_time = |event| worker.handle_until(event, Some(Instant::now()));
-        if queue.drain_once(&mut out_of_time, &mut report).await.unwrap() == 0 {
+        if queue
+            .drain_once(&mut out_of_time, &mut report)
+            .await
+            .unwrap()
+            == 0
+        {
             // The copy waits out its short delay (or the message is gone).
             tokio::time::sleep(Duration::from_millis(250)).await;
             continue;
@@ -514,15 +522,26 @@ async fn a_message_handed_back_more_times_than_max_receive_count_is_still_delive
         handed_back += 1;
     }
     assert_eq!(report.failures, 0, "nothing was failed back to the queue");
-    assert_eq!(handed_back, max_receives + 2, "the message stopped coming back");
+    assert_eq!(
+        handed_back,
+        max_receives + 2,
+        "the message stopped coming back"
+    );
     assert_eq!(w.receiver.count(), 0, "nothing was attempted");
     // Time at last: the copy is delivered.
     tokio::time::sleep(HAND_BACK_DELAY + Duration::from_millis(200)).await;
     let mut with_time = |event| worker.handle(event);
-    assert_eq!(queue.drain_once(&mut with_time, &mut report).await.unwrap(), 1);
+    assert_eq!(
+        queue.drain_once(&mut with_time, &mut report).await.unwrap(),
+        1
+    );
     assert_eq!(w.receiver.count(), 1);
     let dlq = w.pipeline.stack.queue("DeliveryDeadLetterQueue");
-    assert_eq!(dlq.depth().await.unwrap(), (0, 0), "nothing was dead-lettered");
+    assert_eq!(
+        dlq.depth().await.unwrap(),
+        (0, 0),
+        "nothing was dead-lettered"
+    );
     println!(
         "handed back {handed_back} times (maxReceiveCount {max_receives}), then delivered; dead-letter queue empty"
     );

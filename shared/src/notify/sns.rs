@@ -517,7 +517,10 @@ mod tests {
             verify(&v1, &StaticSns::default(), now()).await,
             Err(SnsError::SignatureVersion("1".into()))
         );
-        assert_eq!(verify(&v1, &local::test_http(), now()).await, Err(SnsError::SignatureVersion("1".into())));
+        assert_eq!(
+            verify(&v1, &local::test_http(), now()).await,
+            Err(SnsError::SignatureVersion("1".into()))
+        );
     }
 
     #[tokio::test]

@@ -15,12 +15,12 @@
 
 use super::attrs::{EXPIRES_AT, STATUS};
 use super::expr::{n, s, Expr};
-use super::{from_item, to_item};
 use super::keys;
 use super::read::get_as;
 use super::update::conditional_update;
 use super::write::{put_new, Write};
 use super::StoreError;
+use super::{from_item, to_item};
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, IntegrationId, SubscriptionId};
 use serde::{Deserialize, Serialize};

@@ -175,7 +175,10 @@ pub async fn test_event(
 /// Whether `text` has the form of a test event id (`test_` and a lower-case ULID).
 fn is_test_event_id(text: &str) -> bool {
     text.strip_prefix("test_").is_some_and(|rest| {
-        rest.len() == 26 && rest.bytes().all(|b| b.is_ascii_digit() || b.is_ascii_lowercase())
+        rest.len() == 26
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase())
     })
 }
 

@@ -25,7 +25,9 @@ impl DeliveryWorker {
         let event = match send(dynamo, test_event::claim(table, work, now)?).await? {
             Written::Applied(Some(item)) => test_event::of(item)?,
             Written::Applied(None) => {
-                return Err(StoreError::Dynamo("a claimed test event came back empty".into()).into())
+                return Err(
+                    StoreError::Dynamo("a claimed test event came back empty".into()).into(),
+                )
             }
             _ => return Ok(WorkOutcome::Skipped("test event already sent or gone")),
         };

@@ -209,7 +209,12 @@ mod tests {
     #[test]
     fn a_subject_with_a_control_character_is_refused() {
         let now = Timestamp(1_000);
-        for subject in ["Deploy\r\nBcc: all@example.com", "tab\there", "bell\u{7}", "nel\u{85}x"] {
+        for subject in [
+            "Deploy\r\nBcc: all@example.com",
+            "tab\there",
+            "bell\u{7}",
+            "nel\u{85}x",
+        ] {
             let mut n = new_notice();
             n.subject = subject.into();
             let refused = validate(&n, now, &TargetPolicy::PRODUCTION);
