@@ -546,3 +546,39 @@ async fn a_message_handed_back_more_times_than_max_receive_count_is_still_delive
         "handed back {handed_back} times (maxReceiveCount {max_receives}), then delivered; dead-letter queue empty"
     );
 }
+
+/// The plain delivery's requests are the worker's hot path, untouched by what the same queue
+/// and worker now also carry (test events, hand-back copies): one batch of ten deliveries to a
+/// well-behaved endpoint costs two writes per delivery (claim, outcome), one read of the dead
+/// run per delivery, the account's configuration query, the signing key's one `Decrypt`, and no
+/// queue request at all.
+#[tokio::test]
+async fn a_plain_batch_makes_only_the_hot_paths_requests_and_no_queue_request() {
+    let w = World::new().await;
+    let sub = subscription_to(&w, &w.receiver).await;
+    let (event, _) = one_batch(&w, &[&sub], 10).await;
+    w.pipeline.stack.meter.reset();
+    let response = w.pipeline.worker.handle(event).await;
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(w.receiver.count(), 10);
+    let seen = w.pipeline.stack.meter.snapshot();
+    println!("one batch of ten plain deliveries: {seen:?}");
+    let count = |service: &str, op: &str| {
+        seen.get(&(service.to_string(), op.to_string()))
+            .copied()
+            .unwrap_or(0)
+    };
+    assert_eq!(count("DynamoDB", "UpdateItem"), 20);
+    assert_eq!(count("DynamoDB", "GetItem"), 10);
+    // The account's configuration: once per container, or once per message that started before
+    // the first load was cached (the cache does not make concurrent loads wait for one).
+    assert!((1..=10).contains(&count("DynamoDB", "Query")), "{seen:?}");
+    // The data key of the integration's signing secret, once per container.
+    assert_eq!(count("KMS", "Decrypt"), 1);
+    assert!(
+        !seen.keys().any(|(service, _)| service == "SQS"),
+        "a plain batch sent to the queue: {seen:?}"
+    );
+    let kinds: Vec<&(String, String)> = seen.keys().collect();
+    assert_eq!(kinds.len(), 4, "{seen:?}");
+}
