@@ -86,8 +86,10 @@
 //!   `time` and an absolute `time[data-absolute]`). Per webhook subscription
 //!   `form[data-testid=test-event-form][data-subscription-id]` with
 //!   `[data-testid=send-test-event]`; its outcome `[data-testid=test-event-result]`
-//!   (`data-delivered`, `test-event-status`, `test-event-class`, `test-event-latency`,
-//!   `test-event-response`) is swapped into `#test-result-{s}` (htmx) or rendered there.
+//!   (`data-status` `queued`/`sending`, polled by htmx every second with a
+//!   `[data-testid=test-event-refresh]` link without script, then `sent` with `data-delivered`,
+//!   `test-event-status`, `test-event-class`, `test-event-latency`, `test-event-response`) is
+//!   swapped into `#test-result-{s}` (htmx) or rendered there.
 
 pub mod account;
 pub mod account_parts;

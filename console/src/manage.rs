@@ -27,7 +27,7 @@ use shared::api::problem::ApiError;
 use shared::api::state::ApiState;
 use shared::api::v1::integrations::{self, IntegrationView, TokenRequest};
 use shared::api::v1::subscriptions;
-use shared::api::v1::test_event::{send_test_event, TestEventView};
+use shared::api::v1::test_event::{send_test_event, test_event as find_test_event, TestEventView};
 use shared::domain::time::Timestamp;
 use std::sync::Arc;
 
@@ -51,6 +51,10 @@ pub fn router() -> Router<Arc<ApiState>> {
         .route(
             "/console/acct/manage/subscriptions/{subscription_id}/test-event",
             post(test_event),
+        )
+        .route(
+            "/console/acct/manage/subscriptions/{subscription_id}/test-events/{test_event_id}",
+            get(test_event_outcome),
         )
         .route(
             "/console/acct/manage/integrations/{integration_id}/rotate-secret",
@@ -191,26 +195,48 @@ fn overlap(ctx: &Ctx, expires_at: Option<&str>) -> Markup {
     }
 }
 
-/// A test event's outcome (the htmx fragment, and the same markup in the full page).
-fn test_event_result(outcome: Result<&TestEventView, &ApiError>) -> Markup {
+/// The console address of a test event (its outcome, polled until it is sent).
+fn test_event_path(v: &TestEventView) -> String {
+    format!(
+        "/console/acct/manage/subscriptions/{}/test-events/{}",
+        encode(v.subscription_id.as_str()),
+        encode(&v.test_event_id)
+    )
+}
+
+/// A test event's outcome (the htmx fragment, and the same markup in the full page). Until the
+/// delivery function has sent it, htmx asks again every second (the fragment replaces itself);
+/// without script, a link shows the page again with its outcome.
+fn test_event_result(ctx: &Ctx, outcome: Result<&TestEventView, &ApiError>) -> Markup {
     match outcome {
         Err(e) => problem(&e.problem()),
+        Ok(v) if v.status != "sent" => html! {
+            @let poll = ctx.url(&test_event_path(v));
+            div class="notice" role="status" data-testid="test-event-result" data-status=(v.status)
+                hx-get=(poll) hx-trigger="load delay:1s" hx-swap="outerHTML" {
+                p {
+                    strong { "Test event " (v.status) }
+                    " for " code { (v.url) } ": the delivery function signs and sends it. "
+                    a href=(poll) data-testid="test-event-refresh" { "See its outcome" }
+                }
+            }
+        },
         Ok(v) => html! {
             div class=(if v.delivered { "notice" } else { "problem" }) role="status"
-                data-testid="test-event-result" data-delivered=(v.delivered) {
+                data-testid="test-event-result" data-status=(v.status) data-delivered=(v.delivered) {
                 p {
                     strong { @if v.delivered { "Test event delivered" } @else { "Test event not delivered" } }
-                    " to " code { (v.url) } " " (when_text(Some(&v.sent_at)))
+                    " to " code { (v.url) } " " (when_text(v.sent_at.as_deref()))
                 }
                 dl class="facts" {
                     dt { "HTTP status" } dd data-testid="test-event-status" { @if let Some(c) = v.http_status { (c) } @else { "none" } }
-                    dt { "Outcome" } dd data-testid="test-event-class" { (badge(v.classification)) }
-                    dt { "Latency" } dd data-testid="test-event-latency" { (v.latency_ms) " ms" }
+                    dt { "Outcome" } dd data-testid="test-event-class" { (badge(v.classification.as_deref().unwrap_or("none"))) }
+                    dt { "Latency" } dd data-testid="test-event-latency" { (v.latency_ms.unwrap_or(0)) " ms" }
                     dt { "Message id" } dd class="mono" { (v.message_id) " (type " (v.event_type) ")" }
                     dt { "Response" } dd { @if let Some(r) = &v.response { pre data-testid="test-event-response" { (r) } } @else { "—" } }
                 }
             }
-            p class="muted" { "Nothing was recorded as a delivery; the audit history keeps the send." }
+            p class="muted" { "Nothing was recorded as a delivery; the audit history keeps the request." }
         },
     }
 }
@@ -315,10 +341,10 @@ async fn page(state: &ApiState, admin: &Admin, shown: Shown<'_>) -> Response {
                     form class="panel" method="post" action=(to) hx-post=(to) hx-target=(format!("#{target}")) hx-swap="innerHTML"
                         aria-label=(format!("Send a test event for {}", s.id)) data-testid="test-event-form" data-subscription-id=(s.id) {
                         (csrf_field(ctx))
-                        p { "Send one signed test event (type " code { "rhythm.test" } ") to " code { (url) } " now, and see what it answers. It is no delivery: nothing is counted." }
+                        p { "Send one signed test event (type " code { "rhythm.test" } ") to " code { (url) } " (the delivery function signs and sends it at once), and see what it answers. It is no delivery: nothing is counted." }
                         div class="actions" { button type="submit" class="secondary" data-testid="send-test-event" { "Send test event" } }
                         div id=(target) aria-live="polite" {
-                            @if let Some(v) = tested.filter(|v| v.subscription_id == s.id) { (test_event_result(Ok(v))) }
+                            @if let Some(v) = tested.filter(|v| v.subscription_id == s.id) { (test_event_result(ctx, Ok(v))) }
                         }
                     }
                 }
@@ -547,9 +573,29 @@ async fn test_event(
     }
     let sent = send_test_event(&state, &admin.account_id, &id, &actor(&admin)).await;
     if admin.ctx.htmx {
-        return html_response(StatusCode::OK, test_event_result(sent.as_ref()));
+        return html_response(StatusCode::OK, test_event_result(&admin.ctx, sent.as_ref()));
     }
     match &sent {
+        Ok(v) => page(&state, &admin, Shown::TestEvent(v)).await,
+        Err(e) => page(&state, &admin, Shown::Refused(e)).await,
+    }
+}
+
+/// A test event's outcome as it stands: the fragment for htmx's polling, else the page with it
+/// beside its subscription.
+async fn test_event_outcome(
+    admin: Admin,
+    State(state): S,
+    Path((subscription_id, test_event_id)): Path<(String, String)>,
+) -> Response {
+    let found = find_test_event(&state, &admin.account_id, &subscription_id, &test_event_id).await;
+    if admin.ctx.htmx {
+        return html_response(
+            StatusCode::OK,
+            test_event_result(&admin.ctx, found.as_ref()),
+        );
+    }
+    match &found {
         Ok(v) => page(&state, &admin, Shown::TestEvent(v)).await,
         Err(e) => page(&state, &admin, Shown::Refused(e)).await,
     }

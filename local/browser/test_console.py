@@ -217,7 +217,8 @@ def test_an_account_administrator_sends_a_test_event_and_sees_the_endpoints_answ
     page.get_by_test_id("nav-manage").click()
     form = page.locator(f'form[data-testid=test-event-form][data-subscription-id="{shop}"]')
     form.get_by_test_id("send-test-event").click()
-    # htmx swaps the outcome in beside the button: the Shop endpoint answers 200.
+    # The test event is queued; the delivery function sends it and htmx, asking again every
+    # second, swaps the outcome in beside the button: the Shop endpoint answers 200.
     result = form.get_by_test_id("test-event-result")
     expect(result).to_have_attribute("data-delivered", "true")
     expect(result.get_by_test_id("test-event-status")).to_have_text("200")

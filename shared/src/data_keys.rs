@@ -2,7 +2,7 @@
 //!
 //! * [`SecretSealer`] (the API): one `GenerateDataKey` per container, on the first secret it
 //!   seals; the plaintext data key stays in memory and seals every later secret locally.
-//! * [`SecretOpener`] (the delivery worker, and the API for test events): one `Decrypt` per
+//! * [`SecretOpener`] (the delivery worker only, test events included): one `Decrypt` per
 //!   wrapped data key per container; concurrent first uses of one key wait for the one call.
 //!
 //! Both pass the encryption context [`CONTEXT_KEY`] = [`CONTEXT_VALUE`], which the template's

@@ -858,7 +858,31 @@ async fn an_administrator_sends_a_test_event_from_the_manage_page_with_or_withou
         "a fragment: {}",
         fragment.text
     );
+    // Queued for the delivery function: the fragment asks again (htmx) until it is sent.
+    let queued = test_result(&fragment.text);
+    assert!(queued.contains("data-status=\"queued\""), "{queued}");
+    assert_eq!(w.receiver.count(), 0, "the API sends nothing itself");
+    let poll = queued
+        .split("hx-get=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no polling in {queued}"))
+        .replace("&amp;", "&");
+    assert!(poll.contains("/test-events/test_"), "{poll}");
+    w.pipeline.work_pending().await.unwrap();
+    let fragment = w
+        .api
+        .call(Method::GET, &poll, None, None)
+        .header("cookie", &format!("rhythm_console={}", admin.cookie))
+        .header("hx-request", "true")
+        .await;
+    assert_eq!(fragment.status, StatusCode::OK, "{}", fragment.text);
     let result = test_result(&fragment.text);
+    assert!(result.contains("data-status=\"sent\""), "{result}");
+    assert!(
+        !result.contains("hx-get"),
+        "a sent test event is not polled: {result}"
+    );
     assert!(result.contains("data-delivered=\"true\""), "{result}");
     assert!(
         result.contains("data-testid=\"test-event-status\">200<"),
@@ -873,6 +897,17 @@ async fn an_administrator_sends_a_test_event_from_the_manage_page_with_or_withou
     w.receiver.script([Answer::Status(410)]);
     let page = post(&w, Some(&admin.cookie), &to_hook, &[("csrf", &admin.csrf)]).await;
     assert_page(&page, &to_hook);
+    let queued = test_result(&page.text);
+    let refresh = queued
+        .split("data-testid=\"test-event-refresh\"")
+        .next()
+        .and_then(|before| before.rsplit("href=\"").next())
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no link to the outcome in {queued}"))
+        .to_owned();
+    w.pipeline.work_pending().await.unwrap();
+    let page = get(&w, Some(&admin.cookie), &refresh).await;
+    assert_page(&page, &refresh);
     let result = test_result(&page.text);
     assert!(result.contains("data-delivered=\"false\""), "{result}");
     assert!(

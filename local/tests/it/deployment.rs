@@ -600,16 +600,15 @@ fn signing_secrets_are_sealed_under_a_rotating_key_only_the_api_and_the_worker_m
             }
         }
     }
-    // The functions get its id (not a secret), the API may generate data keys (and decrypt
-    // them for a test event), the worker may only decrypt them, and nobody else may do anything
-    // with it.
+    // The functions get its id (not a secret), the API may only generate data keys, the worker
+    // may only decrypt them, and nobody else may do anything with it.
     let globals = &template()["Globals"]["Function"]["Environment"]["Variables"];
     assert!(is_ref(&globals["SIGNING_KEY_ID"], "SigningSecretsKey"));
     for function in functions() {
         let grants = signing_key_grants(role_of(function));
         let actions: Vec<&str> = grants.iter().map(|(a, _)| a.as_str()).collect();
         let expected: &[&str] = match function {
-            "ApiFunction" => &["kms:GenerateDataKey", "kms:Decrypt"],
+            "ApiFunction" => &["kms:GenerateDataKey"],
             "DeliverFunction" => &["kms:Decrypt"],
             _ => &[],
         };
@@ -622,6 +621,45 @@ fn signing_secrets_are_sealed_under_a_rotating_key_only_the_api_and_the_worker_m
             );
         }
     }
+}
+
+/// The internet-facing function cannot open a signing secret: the API role's only `kms:Decrypt`
+/// is the operations key's, and only through Secrets Manager (the secrets it reads); no
+/// statement of it grants `kms:Decrypt` (or `kms:*`, `*`) on the signing-secrets key or on every
+/// resource. Test events are sent by the delivery function, whose role is the only one that
+/// may decrypt signing secrets.
+#[test]
+fn the_api_role_has_no_kms_decrypt_but_the_operations_keys_through_secrets_manager() {
+    let role = role_of("ApiFunction");
+    for s in statements(role) {
+        let actions = strings(&s["Action"]);
+        let decrypts = actions
+            .iter()
+            .any(|a| a == "kms:Decrypt" || a == "kms:*" || a == "*" || a == "kms:Decrypt*");
+        if !decrypts {
+            continue;
+        }
+        let resources: Vec<String> = list(&s["Resource"]).into_iter().map(canonical).collect();
+        assert_eq!(
+            resources,
+            ["OperationsKey"],
+            "{role}: kms:Decrypt on {resources:?}"
+        );
+        assert_eq!(
+            canonical(&s["Condition"]["StringEquals"]["kms:ViaService"]),
+            "secretsmanager.${AWS::Region}.amazonaws.com",
+            "{role}: kms:Decrypt outside Secrets Manager"
+        );
+    }
+    let deciphering: Vec<&str> = functions()
+        .into_iter()
+        .filter(|f| {
+            signing_key_grants(role_of(f))
+                .iter()
+                .any(|(a, _)| a == "kms:Decrypt")
+        })
+        .collect();
+    assert_eq!(deciphering, ["DeliverFunction"]);
 }
 
 // ------------------------------------------------------------------------ 11: alarms
@@ -1135,9 +1173,9 @@ const CODE_NEEDS: &[(&str, Needs)] = &[
             // The web console's signing key, read once per container.
             ("ConsoleSigningKey", &["secretsmanager:GetSecretValue"]),
             ("OperationsKey", &["kms:Decrypt"]),
-            // envelope::SecretSealer: data keys for sealing webhook signing secrets; the
-            // SecretOpener of v1::test_event: unwrapping them to sign a test event.
-            ("SigningSecretsKey", &["kms:GenerateDataKey", "kms:Decrypt"]),
+            // envelope::SecretSealer: data keys for sealing webhook signing secrets (never
+            // opening them: test events are sent by the delivery function).
+            ("SigningSecretsKey", &["kms:GenerateDataKey"]),
         ],
     ),
 ];
@@ -2675,8 +2713,8 @@ mod measured {
             ("NotificationTable/index/watch", "dynamodb:Query"),
             // Sealing the webhook's signing secret.
             ("SigningSecretsKey", "kms:GenerateDataKey"),
-            // Opening it to sign a test event.
-            ("SigningSecretsKey", "kms:Decrypt"),
+            // Queueing a test event for the delivery function.
+            ("DeliveryQueue", "sqs:SendMessage"),
         ] {
             assert!(
                 seen.contains(&(resource.to_string(), action.to_string())),

@@ -24,6 +24,7 @@ mod pull_and_operator;
 mod push_delivery;
 mod recovery;
 mod sample_events;
+mod secret_urls;
 mod signing_secrets;
 mod sim;
 mod smoke;

@@ -1106,6 +1106,33 @@ async fn account_creation_and_token_issuance_are_written_to_the_audit_history() 
 
 // ------------------------------------------------------------------------------- test events
 
+/// Asks for a test event on `path` (`POST …/test-event`): `202` with the test event `queued` and
+/// its `Location`, which shows it `queued` until the delivery function has worked the delivery
+/// queue, then `sent` with the outcome (returned).
+async fn test_event_sent(w: &World, path: &str, token: &str) -> Value {
+    let reply = w.api.call(Method::POST, path, Some(token), None).await;
+    let queued = reply.accepted().clone();
+    assert_eq!(queued["status"], "queued", "{queued}");
+    assert_eq!(queued["delivered"], false);
+    assert_eq!(queued["classification"], Value::Null);
+    let location = reply.header("location").unwrap().to_owned();
+    assert_eq!(
+        location,
+        format!(
+            "/v1/subscriptions/{}/test-events/{}",
+            queued["subscription_id"].as_str().unwrap(),
+            queued["test_event_id"].as_str().unwrap()
+        )
+    );
+    assert_eq!(w.api.get(&location, token).await.ok()["status"], "queued");
+    w.pipeline.work_pending().await.unwrap();
+    let sent = w.api.get(&location, token).await.ok().clone();
+    assert_eq!(sent["status"], "sent", "{sent}");
+    assert_eq!(sent["message_id"], queued["message_id"]);
+    assert!(sent["sent_at"].is_string(), "{sent}");
+    sent
+}
+
 #[tokio::test]
 async fn a_test_event_reaches_the_endpoint_signed_and_marked_and_is_audited_but_never_a_delivery() {
     let w = World::new().await;
@@ -1130,10 +1157,7 @@ async fn a_test_event_reaches_the_endpoint_signed_and_marked_and_is_audited_but_
         headers: vec![],
         body: "queued by the receiver".into(),
     }]);
-    let reply = api
-        .call(Method::POST, &path, Some(&tenant.token), None)
-        .await;
-    let outcome = reply.ok().clone();
+    let outcome = test_event_sent(&w, &path, &tenant.token).await;
     assert_eq!(outcome["delivered"], true, "{outcome}");
     assert_eq!(outcome["http_status"], 202);
     assert_eq!(outcome["classification"], "success");
@@ -1157,11 +1181,7 @@ async fn a_test_event_reaches_the_endpoint_signed_and_marked_and_is_audited_but_
 
     // A failing endpoint is the outcome, not an error; each send has a fresh message id.
     w.receiver.script([Reply::Status(500)]);
-    let failed = api
-        .call(Method::POST, &path, Some(&tenant.token), None)
-        .await
-        .ok()
-        .clone();
+    let failed = test_event_sent(&w, &path, &tenant.token).await;
     assert_eq!(failed["delivered"], false);
     assert_eq!(failed["http_status"], 500);
     assert_eq!(failed["classification"], "transient");
@@ -1178,9 +1198,7 @@ async fn a_test_event_reaches_the_endpoint_signed_and_marked_and_is_audited_but_
         .ok()
         .clone();
     let new_secret = rotated["signing_secret"].as_str().unwrap().to_owned();
-    api.call(Method::POST, &path, Some(&tenant.token), None)
-        .await
-        .ok();
+    test_event_sent(&w, &path, &tenant.token).await;
     let last = w.receiver.received().pop().unwrap();
     assert_eq!(
         last.header("webhook-signature").unwrap().split(' ').count(),
@@ -1208,7 +1226,39 @@ async fn a_test_event_reaches_the_endpoint_signed_and_marked_and_is_audited_but_
     assert_eq!(read.ok()["consecutive_dead"], 0);
     assert_eq!(read.ok()["status"], "active");
 
-    // The audit history keeps who sent each one, when, and what came of it (newest first).
+    // Another account, or another subscription's path, does not see the test event.
+    let other = api.account("Other").await;
+    let shown = format!(
+        "/v1/subscriptions/{sub}/test-events/{}",
+        outcome["test_event_id"].as_str().unwrap()
+    );
+    api.get(&shown, &other.token)
+        .await
+        .problem_of(StatusCode::NOT_FOUND, "not-found");
+    api.get(
+        &format!("/v1/subscriptions/{sub}/test-events/test_nope"),
+        &tenant.token,
+    )
+    .await
+    .problem_of(StatusCode::NOT_FOUND, "not-found");
+    // A redelivered message sends nothing again.
+    let before = w.receiver.count();
+    let again = json!({"test_event": {"account_id": tenant.account_id,
+                                       "test_event_id": outcome["test_event_id"]}});
+    let queue = w.pipeline.stack.queue("DeliveryQueue");
+    let message: aws_sdk_sqs::types::Message = aws_sdk_sqs::types::Message::builder()
+        .message_id("redelivered")
+        .body(again.to_string())
+        .build();
+    let response = w
+        .pipeline
+        .worker
+        .handle(queue.event(&[message]).unwrap())
+        .await;
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(w.receiver.count(), before);
+
+    // The audit history keeps who asked for each one and when (newest first).
     let audit = api
         .get(
             &format!(
@@ -1226,9 +1276,10 @@ async fn a_test_event_reaches_the_endpoint_signed_and_marked_and_is_audited_but_
     assert!(entries
         .iter()
         .all(|e| e["operator"].as_str().unwrap().starts_with("token ")));
-    assert_eq!(entries[1]["details"]["http_status"], "500");
-    assert_eq!(entries[1]["details"]["classification"], "transient");
-    assert_eq!(entries[2]["details"]["http_status"], "202");
+    assert_eq!(
+        entries[1]["details"]["message_id"],
+        failed["message_id"].clone()
+    );
     assert_eq!(
         entries[2]["details"]["message_id"],
         outcome["message_id"].clone()
@@ -1256,11 +1307,13 @@ async fn an_account_sends_ten_test_events_a_minute_and_the_rest_wait_for_the_nex
     };
     let busy_id = busy_sub.subscription_id.to_string();
 
-    // Twelve at once: exactly ten are sent, whichever they are; the other two send nothing.
+    // Twelve at once: exactly ten are queued (and sent), whichever they are; the other two send
+    // nothing.
     let replies = futures::future::join_all((0..12).map(|_| send(&busy, &busy_id))).await;
+    w.pipeline.work_pending().await.unwrap();
     let sent = replies
         .iter()
-        .filter(|r| r.status == StatusCode::OK)
+        .filter(|r| r.status == StatusCode::ACCEPTED)
         .count();
     assert_eq!(
         sent,
@@ -1268,7 +1321,7 @@ async fn an_account_sends_ten_test_events_a_minute_and_the_rest_wait_for_the_nex
         "{:?}",
         replies.iter().map(|r| r.status).collect::<Vec<_>>()
     );
-    for refused in replies.iter().filter(|r| r.status != StatusCode::OK) {
+    for refused in replies.iter().filter(|r| r.status != StatusCode::ACCEPTED) {
         let problem = refused.problem_of(StatusCode::TOO_MANY_REQUESTS, "quota-exceeded");
         assert!(problem["detail"]
             .as_str()
@@ -1283,12 +1336,19 @@ async fn an_account_sends_ten_test_events_a_minute_and_the_rest_wait_for_the_nex
     let refused = send(&busy, &busy_id).await;
     refused.problem_of(StatusCode::TOO_MANY_REQUESTS, "quota-exceeded");
     assert_eq!(refused.header("retry-after"), Some("40"));
-    send(&quiet, quiet_sub.subscription_id.as_str()).await.ok();
+    send(&quiet, quiet_sub.subscription_id.as_str())
+        .await
+        .accepted();
+    w.pipeline.work_pending().await.unwrap();
     assert_eq!(w.receiver.count(), 11, "only the other account's was sent");
 
     // The next minute the account sends again.
     w.pipeline.clock.advance(std::time::Duration::from_secs(40));
-    assert_eq!(send(&busy, &busy_id).await.ok()["delivered"], true);
+    let path = format!("/v1/subscriptions/{busy_id}/test-event");
+    assert_eq!(
+        test_event_sent(&w, &path, &busy.token).await["delivered"],
+        true
+    );
     assert_eq!(w.receiver.count(), 12);
 }
 
@@ -1354,6 +1414,7 @@ async fn test_events_are_refused_for_another_accounts_a_pull_or_a_paused_subscri
     let detail = refused.problem_of(StatusCode::CONFLICT, "conflict")["detail"].clone();
     assert!(detail.as_str().unwrap().contains("SSRF"), "{detail}");
 
+    w.pipeline.work_pending().await.unwrap();
     assert_eq!(w.receiver.count(), 0, "nothing was sent");
     // A refusal is not audited (nothing was sent).
     let audit = api

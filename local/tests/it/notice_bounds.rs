@@ -467,3 +467,30 @@ async fn the_quota_counter_rolls_over_at_utc_midnight_on_the_virtual_clock() {
     assert_eq!(new.expires_at - old.expires_at, 86_400);
     assert!(new.expires_at > w.pipeline.now().seconds() + 86_400);
 }
+
+/// A subject is one line (an email's Subject header, a Slack message's first line): one with a
+/// line break or another control character is a 422 naming `subject`, and nothing is written
+/// or charged.
+#[tokio::test]
+async fn a_notice_subject_with_a_control_character_is_422_and_nothing_is_written() {
+    let w = World::new().await;
+    let account = w.api.account("Subjects").await;
+    for (key, subject) in [
+        ("crlf", "Maintenance\r\nBcc: everyone@example.com"),
+        ("tab", "Main\ttenance"),
+        ("nul", "Maint\u{0}enance"),
+    ] {
+        let mut notice = email_notice(json!(["admin@example.com"]));
+        notice["subject"] = json!(subject);
+        let r = w
+            .api
+            .post("/v1/notices", &account.token, notice)
+            .header("idempotency-key", key)
+            .await;
+        assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text);
+        assert_eq!(r.fields(), ["subject"], "{subject:?}");
+        assert!(r.text.contains("control characters"), "{}", r.text);
+        assert!(!notice_exists(&w.api, &account, key).await);
+    }
+    assert_eq!(counter(&w, account.account_id.as_str()).await, None);
+}

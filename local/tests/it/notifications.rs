@@ -1204,7 +1204,7 @@ async fn confirms_a_sent_email_once_per_provider_event_and_keeps_at_most_fifty_e
     assert_eq!(again.version, d.version);
 
     // A bounce is recorded; the status stays (no lifecycle row writes `bounced`).
-    let bounce = ses_notification("sns-bounce-1", "Bounce", &ses_id, "1", n.now());
+    let bounce = ses_notification("sns-bounce-1", "Bounce", &ses_id, "2", n.now());
     assert_eq!(
         confirm::intake_sns(&n.store, settings, &bounce, n.now())
             .await
@@ -1302,17 +1302,24 @@ async fn accepts_a_signed_sns_message_and_rejects_a_tampered_or_foreign_one() {
         N::Sent
     );
 
-    // Both signature versions are accepted.
-    for (id, version) in [("sns-v1", "1"), ("sns-v2", "2")] {
-        let ok = ses_notification(id, "Open", &ses_id, version, n.now());
-        assert_eq!(
-            confirm::intake_sns(&n.store, settings, &ok, n.now())
-                .await
-                .unwrap(),
-            IntakeOutcome::Applied(ConfirmOutcome::Recorded)
-        );
-    }
-    let ok = ses_notification("sns-ok", "Delivery", &ses_id, "1", n.now());
+    // The topic signs with SignatureVersion 2: a genuine version 1 (SHA1) message is refused
+    // and records nothing; version 2 is accepted.
+    let v1 = ses_notification("sns-v1", "Open", &ses_id, "1", n.now());
+    assert_eq!(
+        confirm::intake_sns(&n.store, settings, &v1, n.now())
+            .await
+            .unwrap_err()
+            .to_string(),
+        IntakeError::Signature(SnsError::SignatureVersion("1".into())).to_string()
+    );
+    let ok = ses_notification("sns-v2", "Open", &ses_id, "2", n.now());
+    assert_eq!(
+        confirm::intake_sns(&n.store, settings, &ok, n.now())
+            .await
+            .unwrap(),
+        IntakeOutcome::Applied(ConfirmOutcome::Recorded)
+    );
+    let ok = ses_notification("sns-ok", "Delivery", &ses_id, "2", n.now());
     assert_eq!(
         confirm::intake_sns(&n.store, settings, &ok, n.now())
             .await
@@ -2002,7 +2009,7 @@ mod api {
             "sns-route-2",
             "Bounce",
             &ses_id,
-            "1",
+            "2",
             n.now(),
         ))
         .unwrap();

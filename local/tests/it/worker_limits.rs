@@ -10,7 +10,8 @@ use shared::delivery::worker::adapters::DETAIL_LIMIT;
 use shared::delivery::worker::internal::InternalRegistry;
 use shared::delivery::worker::webhook::WebhookAdapter;
 use shared::delivery::worker::{
-    BATCH_CONCURRENCY, DEADLINE_MARGIN, ENDPOINT_DEFERRAL, PER_SUBSCRIPTION_CONCURRENCY,
+    BATCH_CONCURRENCY, DEADLINE_MARGIN, ENDPOINT_DEFERRAL, HAND_BACK_DELAY,
+    PER_SUBSCRIPTION_CONCURRENCY, SLOW_ATTEMPT_PERCENT,
 };
 use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::ssrf::TargetPolicy;
@@ -139,10 +140,11 @@ async fn delivery_of(w: &World, message: &SqsMessage) -> Delivery {
 }
 
 /// A receiver that hangs past the attempt timeout on every request, and a deadline that leaves
-/// time for at most two rounds of the batch's concurrent attempts (of three): the worker returns before the
-/// deadline, every message it did not start is handed back as a batch item failure with its
-/// delivery unclaimed (no claim write, no attempt number), every attempted one was claimed once;
-/// handling the whole batch again attempts exactly the handed-back ones, so none counts twice.
+/// time for at most two rounds of the batch's concurrent attempts (of three): the worker returns
+/// before the deadline, every message it did not start is handed back — a copy sent again to
+/// the queue and the message acknowledged, not failed — with its delivery unclaimed (no claim
+/// write, no attempt number), every attempted one was claimed once; handling the whole batch
+/// again attempts exactly the handed-back ones, so none counts twice.
 #[tokio::test]
 async fn a_batch_hands_back_unclaimed_what_cannot_finish_before_the_deadline() {
     const MESSAGES: usize = 3 * BATCH_CONCURRENCY;
@@ -179,16 +181,16 @@ async fn a_batch_hands_back_unclaimed_what_cannot_finish_before_the_deadline() {
         .meter
         .total("DynamoDB", Some(&["UpdateItem"]));
 
-    let handed_back: BTreeSet<String> = response
-        .batch_item_failures
-        .iter()
-        .map(|f| f.item_identifier.clone())
-        .collect();
+    assert!(
+        response.batch_item_failures.is_empty(),
+        "a handed-back message is re-sent, not failed"
+    );
+    let mut handed_back = BTreeSet::new();
     let mut attempted = 0;
     for message in &event.records {
         let d = delivery_of(&w, message).await;
-        if handed_back.contains(message.message_id.as_deref().unwrap()) {
-            assert_eq!(d.attempts, 0);
+        if d.attempts == 0 {
+            handed_back.insert(message.body.clone().unwrap());
             assert_eq!(d.status, DeliveryStatus::Pending);
             assert!(
                 d.lease_token.is_none() && d.lease_until.is_none(),
@@ -213,6 +215,18 @@ async fn a_batch_hands_back_unclaimed_what_cannot_finish_before_the_deadline() {
     assert_eq!(hanging.count(), attempted, "one request per attempt");
     // One claim and one outcome per attempted message, nothing for the others.
     assert_eq!(updates, 2 * attempted as u64);
+    // Their copies wait a moment on the queue, bodies unchanged.
+    tokio::time::sleep(HAND_BACK_DELAY + Duration::from_millis(200)).await;
+    let queue = w.pipeline.stack.queue("DeliveryQueue");
+    let mut copies = BTreeSet::new();
+    loop {
+        let got = queue.receive().await.unwrap();
+        if got.is_empty() {
+            break;
+        }
+        copies.extend(got.into_iter().map(|m| m.body.unwrap()));
+    }
+    assert_eq!(copies, handed_back);
 
     // The queue returns the whole batch (a duplicate of every attempted message too): only the
     // handed-back ones are attempted now (the others are not yet due for their retry).
@@ -400,4 +414,171 @@ async fn a_hanging_endpoint_costs_a_batch_one_timeout_and_its_other_messages_wai
         "unbounded: the same {hanging_messages} hanging messages held the batch {took_unbounded:?}"
     );
     assert!(took_unbounded >= timeout * 3, "{took_unbounded:?}");
+}
+
+/// An endpoint that answers — 200, so every attempt succeeds — just under the attempt timeout
+/// costs a batch as much as one that never answers, so it is deferred the same way: one round of
+/// its messages is attempted, the rest wait on the queue unclaimed, and the batch returns after
+/// about one timeout instead of one per ten of its messages.
+///
+/// The gap this closes: the worker counted an attempt as its endpoint's timeout only when it had
+/// run for the whole timeout (`elapsed >= timeout`), so an endpoint answering a little before
+/// it was never deferred and held a batch (and the invocation's deadline) for a near-timeout
+/// per round of its messages.
+#[tokio::test]
+async fn an_endpoint_answering_just_under_the_timeout_is_deferred_like_one_that_times_out() {
+    let w = World::new().await;
+    let slow = Receiver::start().await;
+    let timeout = Duration::from_secs(4);
+    // 95 % of the timeout: above SLOW_ATTEMPT_PERCENT, below the timeout.
+    let answer_after = timeout * 95 / 100;
+    assert!(answer_after * 100 >= timeout * SLOW_ATTEMPT_PERCENT && answer_after < timeout);
+    slow.set_default(Reply::Hang(answer_after));
+    let sub = subscription_to(&w, &slow).await;
+    let messages = 3 * PER_SUBSCRIPTION_CONCURRENCY;
+    let (event, _) = one_batch(&w, &[&sub], messages).await;
+    let worker = w.worker_with(
+        WebhookAdapter::new(TargetPolicy::LOCAL_DEMO, timeout),
+        InternalRegistry::default(),
+    );
+    let started = Instant::now();
+    let response = worker.handle(event.clone()).await;
+    let took = started.elapsed();
+    assert!(response.batch_item_failures.is_empty());
+    println!(
+        "an endpoint answering after {answer_after:?} (timeout {timeout:?}): {} of {messages} attempted, returned after {took:?}",
+        slow.count()
+    );
+    assert_eq!(slow.count(), PER_SUBSCRIPTION_CONCURRENCY, "one round only");
+    assert!(
+        took < timeout * 2,
+        "held for more than one timeout: {took:?}"
+    );
+    let mut delivered = 0;
+    for message in &event.records {
+        let d = delivery_of(&w, message).await;
+        if d.attempts == 1 {
+            delivered += 1;
+            assert_eq!(d.status, DeliveryStatus::Delivered);
+        } else {
+            assert_eq!(d.attempts, 0);
+            assert!(d.lease_token.is_none(), "a deferred delivery was claimed");
+        }
+    }
+    assert_eq!(delivered, PER_SUBSCRIPTION_CONCURRENCY);
+    assert_eq!(
+        delayed_on_queue(&w).await,
+        (messages - delivered) as u64,
+        "a delayed copy of each deferred message"
+    );
+}
+
+/// A message handed back for lack of time, again and again — more times than the delivery
+/// queue's maxReceiveCount — is still delivered when time allows, and never reaches the
+/// dead-letter queue: each hand-back sends a fresh copy (its receives start again) and
+/// acknowledges the message it came from. The queue is driven as the event source mapping
+/// drives it (failed messages visible again at once, the others deleted).
+#[tokio::test]
+async fn a_message_handed_back_more_times_than_max_receive_count_is_still_delivered_and_never_dead_lettered(
+) {
+    let w = World::new().await;
+    let sub = subscription_to(&w, &w.receiver).await;
+    let template = local::template::Template::load_project().unwrap();
+    let spec = template
+        .queues
+        .iter()
+        .find(|q| q.logical_id == "DeliveryQueue")
+        .unwrap();
+    let (dead_letters, max_receives) = spec.redrive.clone().expect("a redrive policy");
+    assert_eq!(dead_letters, "DeliveryDeadLetterQueue");
+    let max_receives = max_receives as usize;
+    w.change(&sub.account_id).await;
+    w.pipeline.ingest_pending().await.unwrap();
+    w.pipeline.dispatch_pending().await.unwrap();
+    let mut queue = w.pipeline.stack.queue("DeliveryQueue");
+    queue.redeliver_failures_now = true;
+    let worker = w.worker_with(
+        WebhookAdapter::new(TargetPolicy::LOCAL_DEMO, Duration::from_secs(1)),
+        InternalRegistry::default(),
+    );
+    let mut report = local::queues::QueueReport::default();
+    let mut handed_back = 0;
+    for _ in 0..100 {
+        if handed_back == max_receives + 2 {
+            break;
+        }
+        // No time left: the deadline is now.
+        let mut out_of_time = |event| worker.handle_until(event, Some(Instant::now()));
+        if queue
+            .drain_once(&mut out_of_time, &mut report)
+            .await
+            .unwrap()
+            == 0
+        {
+            // The copy waits out its short delay (or the message is gone).
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            continue;
+        }
+        handed_back += 1;
+    }
+    assert_eq!(report.failures, 0, "nothing was failed back to the queue");
+    assert_eq!(
+        handed_back,
+        max_receives + 2,
+        "the message stopped coming back"
+    );
+    assert_eq!(w.receiver.count(), 0, "nothing was attempted");
+    // Time at last: the copy is delivered.
+    tokio::time::sleep(HAND_BACK_DELAY + Duration::from_millis(200)).await;
+    let mut with_time = |event| worker.handle(event);
+    assert_eq!(
+        queue.drain_once(&mut with_time, &mut report).await.unwrap(),
+        1
+    );
+    assert_eq!(w.receiver.count(), 1);
+    let dlq = w.pipeline.stack.queue("DeliveryDeadLetterQueue");
+    assert_eq!(
+        dlq.depth().await.unwrap(),
+        (0, 0),
+        "nothing was dead-lettered"
+    );
+    println!(
+        "handed back {handed_back} times (maxReceiveCount {max_receives}), then delivered; dead-letter queue empty"
+    );
+}
+
+/// The plain delivery's requests are the worker's hot path, untouched by what the same queue
+/// and worker now also carry (test events, hand-back copies): one batch of ten deliveries to a
+/// well-behaved endpoint costs two writes per delivery (claim, outcome), one read of the dead
+/// run per delivery, the account's configuration query, the signing key's one `Decrypt`, and no
+/// queue request at all.
+#[tokio::test]
+async fn a_plain_batch_makes_only_the_hot_paths_requests_and_no_queue_request() {
+    let w = World::new().await;
+    let sub = subscription_to(&w, &w.receiver).await;
+    let (event, _) = one_batch(&w, &[&sub], 10).await;
+    w.pipeline.stack.meter.reset();
+    let response = w.pipeline.worker.handle(event).await;
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(w.receiver.count(), 10);
+    let seen = w.pipeline.stack.meter.snapshot();
+    println!("one batch of ten plain deliveries: {seen:?}");
+    let count = |service: &str, op: &str| {
+        seen.get(&(service.to_string(), op.to_string()))
+            .copied()
+            .unwrap_or(0)
+    };
+    assert_eq!(count("DynamoDB", "UpdateItem"), 20);
+    assert_eq!(count("DynamoDB", "GetItem"), 10);
+    // The account's configuration: once per container, or once per message that started before
+    // the first load was cached (the cache does not make concurrent loads wait for one).
+    assert!((1..=10).contains(&count("DynamoDB", "Query")), "{seen:?}");
+    // The data key of the integration's signing secret, once per container.
+    assert_eq!(count("KMS", "Decrypt"), 1);
+    assert!(
+        !seen.keys().any(|(service, _)| service == "SQS"),
+        "a plain batch sent to the queue: {seen:?}"
+    );
+    let kinds: Vec<&(String, String)> = seen.keys().collect();
+    assert_eq!(kinds.len(), 4, "{seen:?}");
 }

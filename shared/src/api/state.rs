@@ -28,11 +28,9 @@ pub struct ApiState {
     pub provider_events: Option<Arc<crate::notify::confirm::ProviderEventSettings>>,
     /// Seals webhook signing secrets (one KMS data key per container).
     pub sealer: Arc<crate::data_keys::SecretSealer>,
-    /// Opens them for a test event ([`crate::api::v1::test_event`]): one KMS `Decrypt` per
-    /// wrapped data key per container, as the delivery worker does.
-    pub opener: Arc<crate::data_keys::SecretOpener>,
-    /// The delivery worker's webhook adapter (the SSRF-guarded client, its timeout and response
-    /// cap) under this deployment's target policy, for test events.
+    /// The delivery worker's webhook adapter under this deployment's target policy, for the
+    /// policy (the API opens no signing secret and sends nothing: test events are sent by the
+    /// delivery function, [`crate::api::v1::test_event`]).
     pub webhook: crate::delivery::worker::webhook::WebhookAdapter,
     /// Signs the web console's login links and sessions ([`crate::api::console_session`]); a random
     /// key of the process unless [`ApiState::with_console_keys`] sets the configured one.
@@ -59,7 +57,6 @@ impl ApiState {
                 clients.kms.clone(),
                 config.signing_key_id.clone(),
             )),
-            opener: Arc::new(crate::data_keys::SecretOpener::new(clients.kms.clone())),
             webhook: crate::delivery::worker::webhook::WebhookAdapter::new(
                 policy,
                 crate::delivery::worker::webhook::DEFAULT_TIMEOUT,

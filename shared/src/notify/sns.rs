@@ -2,7 +2,8 @@
 //!
 //! A message is accepted only when:
 //!
-//! * `SignatureVersion` is `1` (RSA PKCS#1 v1.5 over SHA1) or `2` (over SHA256);
+//! * `SignatureVersion` is `2` (RSA PKCS#1 v1.5 over SHA256): the topic is created to sign with
+//!   it, so a version `1` (SHA1) message, however well signed, did not come from it;
 //! * `SigningCertURL` is `https://sns.<region>.amazonaws.com/…pem` (or `.amazonaws.com.cn`), with
 //!   no user info and no other port: nobody else's certificate is ever fetched;
 //! * the certificate (fetched through an injectable [`SnsHttp`], cached per URL) is valid now and
@@ -24,7 +25,6 @@ use base64::Engine;
 use rsa::pkcs8::DecodePublicKey;
 use rsa::{Pkcs1v15Sign, RsaPublicKey};
 use serde::{Deserialize, Serialize};
-use sha1::Sha1;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -72,7 +72,7 @@ pub struct SnsMessage {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SnsError {
-    #[error("unsupported SignatureVersion {0:?}: 1 or 2 are accepted")]
+    #[error("unsupported SignatureVersion {0:?}: only 2 (SHA256) is accepted")]
     SignatureVersion(String),
     #[error("unsupported SNS message type {0:?}")]
     MessageType(String),
@@ -359,7 +359,8 @@ pub async fn verify(
     now: Timestamp,
 ) -> Result<(), SnsError> {
     let version = message.signature_version.as_str();
-    if version != "1" && version != "2" {
+    // Version 1 signs with SHA1; the topic signs with version 2 only (template.yaml).
+    if version != "2" {
         return Err(SnsError::SignatureVersion(version.to_string()));
     }
     let canonical = canonical_string(message)?;
@@ -370,19 +371,11 @@ pub async fn verify(
     let signature = STANDARD
         .decode(message.signature.trim())
         .map_err(|_| SnsError::SignatureEncoding)?;
-    let verified = if version == "1" {
-        key.verify(
-            Pkcs1v15Sign::new::<Sha1>(),
-            &Sha1::digest(canonical.as_bytes()),
-            &signature,
-        )
-    } else {
-        key.verify(
-            Pkcs1v15Sign::new::<Sha256>(),
-            &Sha256::digest(canonical.as_bytes()),
-            &signature,
-        )
-    };
+    let verified = key.verify(
+        Pkcs1v15Sign::new::<Sha256>(),
+        &Sha256::digest(canonical.as_bytes()),
+        &signature,
+    );
     verified.map_err(|_| SnsError::SignatureMismatch)
 }
 
@@ -392,6 +385,7 @@ pub mod local {
     use super::*;
     use rsa::pkcs8::DecodePrivateKey;
     use rsa::RsaPrivateKey;
+    use sha1::Sha1;
 
     /// A locally generated 2048-bit test key (`testdata/`), never trusted outside the harness: it
     /// is only accepted where a [`StaticSns`] serves [`TEST_CERT_PEM`].
@@ -466,9 +460,9 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn accepts_both_signature_versions_and_refuses_tampering() {
+    async fn accepts_signature_version_2_and_refuses_tampering() {
         let http = local::test_http();
-        for version in ["1", "2"] {
+        for version in ["2"] {
             let m = local::notification(
                 "arn:aws:sns:us-east-1:1:ses",
                 "m-1",
@@ -512,6 +506,21 @@ mod tests {
             .await,
             Err(SnsError::CertificateExpired(_))
         ));
+    }
+
+    /// The topic signs with version 2: a version 1 (SHA1) message is refused before any
+    /// certificate is fetched, even when its signature is genuine.
+    #[tokio::test]
+    async fn a_genuinely_signed_signature_version_1_message_is_refused() {
+        let v1 = local::notification("arn:aws:sns:us-east-1:1:ses", "m-1", "{}", "1", now());
+        assert_eq!(
+            verify(&v1, &StaticSns::default(), now()).await,
+            Err(SnsError::SignatureVersion("1".into()))
+        );
+        assert_eq!(
+            verify(&v1, &local::test_http(), now()).await,
+            Err(SnsError::SignatureVersion("1".into()))
+        );
     }
 
     #[tokio::test]

@@ -41,6 +41,7 @@ pub mod snapshot;
 pub mod stream_image;
 pub mod subscription;
 pub mod supersede_pointer;
+pub mod test_event;
 pub mod test_event_quota;
 pub mod token;
 pub mod walk_mark;

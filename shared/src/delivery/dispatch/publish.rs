@@ -22,18 +22,46 @@ pub async fn publish(
     queue_url: &str,
     entries: &[(DeliveryWork, Duration)],
 ) -> Vec<usize> {
-    if entries.is_empty() {
+    let messages: Vec<Outgoing> = entries
+        .iter()
+        .map(|(work, delay)| Outgoing {
+            body: serde_json::to_string(work).unwrap_or_default(),
+            group: Some(work.account_id.to_string()),
+            delay: *delay,
+        })
+        .collect();
+    publish_messages(sqs, queue_url, &messages).await
+}
+
+/// A message for the delivery queue as it is sent: its body, its fair-queue group (its
+/// account) and its delay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    pub body: String,
+    pub group: Option<String>,
+    pub delay: Duration,
+}
+
+/// Sends up to ten messages to the queue in one request ([`publish`] for delivery work; test
+/// events and messages the worker re-sends go as they are). Returns the indexes that were not
+/// accepted.
+pub async fn publish_messages(
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    messages: &[Outgoing],
+) -> Vec<usize> {
+    if messages.is_empty() {
         return Vec::new();
     }
-    let batch: Vec<SendMessageBatchRequestEntry> = entries
+    let batch: Vec<SendMessageBatchRequestEntry> = messages
         .iter()
         .enumerate()
-        .filter_map(|(i, (work, delay))| {
+        .filter_map(|(i, m)| {
             SendMessageBatchRequestEntry::builder()
                 .id(i.to_string())
-                .message_body(serde_json::to_string(work).ok()?)
-                .delay_seconds(delay.as_secs() as i32)
-                .message_group_id(work.account_id.to_string())
+                .message_body(&m.body)
+                .delay_seconds(m.delay.as_secs() as i32)
+                .set_message_group_id(m.group.clone())
                 .build()
                 .ok()
         })
@@ -52,7 +80,7 @@ pub async fn publish(
             .collect(),
         Err(e) => {
             tracing::warn!(error = %StoreError::dynamo(e), "SendMessageBatch failed");
-            (0..entries.len()).collect()
+            (0..messages.len()).collect()
         }
     }
 }

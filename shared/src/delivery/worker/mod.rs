@@ -11,6 +11,7 @@
 
 pub mod adapters;
 pub mod internal;
+mod test_event;
 pub mod webhook;
 
 use crate::aws::Clients;
@@ -64,6 +65,20 @@ pub const ATTEMPT_LOG_LIMIT: usize = 30;
 /// copies on the delivery queue with this SQS delay, before they are tried again (unclaimed, so
 /// no attempt number is spent on them): the endpoint's next batch probes it again.
 pub const ENDPOINT_DEFERRAL: Duration = Duration::from_secs(30);
+/// An attempt that took at least this share (percent) of the webhook timeout counts as timed out
+/// for the rest of its endpoint's messages in the batch: an endpoint that answers just under the
+/// timeout holds a batch as long as one that never answers, so it is deferred the same way.
+pub const SLOW_ATTEMPT_PERCENT: u32 = 80;
+/// The SQS delay of the copy of a message handed back for lack of time: the copy is a new
+/// message (its receives start at none), so handing it back never brings it nearer the
+/// dead-letter queue.
+pub const HAND_BACK_DELAY: Duration = Duration::from_secs(1);
+
+/// Whether an attempt that took `elapsed` ran long enough, under `timeout`, to count as its
+/// endpoint timing out ([`SLOW_ATTEMPT_PERCENT`]).
+pub fn ran_long(elapsed: Duration, timeout: Duration) -> bool {
+    elapsed * 100 >= timeout * SLOW_ATTEMPT_PERCENT
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
@@ -93,6 +108,8 @@ pub enum WorkOutcome {
     /// Nothing to do: gone, already settled, pull delivery, not yet due, leased by another worker,
     /// or another worker won the claim or took over the lease.
     Skipped(&'static str),
+    /// A test event was sent and its outcome saved ([`crate::store::test_event`]).
+    TestEventSent,
 }
 
 pub struct DeliveryWorker {
@@ -173,8 +190,12 @@ impl DeliveryWorker {
     /// when it is malformed or storage could not be reached, or when it was not started: with
     /// the invocation's `deadline`, a message whose attempt could not finish before it (the
     /// webhook timeout and [`DEADLINE_MARGIN`] from now) is handed back unread and unclaimed, so
-    /// no attempt number is spent on it and the invocation ends before its timeout; so is a
-    /// deferred one whose copy could not be sent.
+    /// no attempt number is spent on it and the invocation ends before its timeout. A handed-back
+    /// message is sent again as a new message ([`HAND_BACK_DELAY`]) and acknowledged, so that
+    /// running out of time never counts as a receive toward the dead-letter queue; only when that
+    /// copy cannot be sent does it fail (and come back). A deferred message whose copy could not
+    /// be sent fails too. An attempt that ran for most of the timeout ([`ran_long`]) defers its
+    /// endpoint's waiting messages as a timeout does.
     pub async fn handle_until(
         &self,
         event: SqsEvent,
@@ -244,12 +265,20 @@ impl DeliveryWorker {
             .filter(|&i| matches!(results[i], Some(Handled::Deferred)))
             .collect();
         let unsent = self.defer(&works, &deferred).await;
+        let handed: Vec<usize> = (0..records.len())
+            .filter(|&i| matches!(results[i], Some(Handled::HandedBack) | None))
+            .collect();
+        let not_resent = self.hand_back(records, &handed).await;
         let mut response = SqsBatchResponse::default();
         let mut handed_back = 0;
         for (i, (message, result)) in records.iter().zip(results).enumerate() {
             match result {
                 Some(Handled::Done(Ok(_))) => continue,
                 Some(Handled::Deferred) if !unsent.contains(&i) => continue,
+                Some(Handled::HandedBack) | None if !not_resent.contains(&i) => {
+                    handed_back += 1;
+                    continue;
+                }
                 Some(Handled::Done(Err(e))) => {
                     tracing::error!(message_id = ?message.message_id, error = %e, "delivery work failed; the queue returns it");
                 }
@@ -270,11 +299,37 @@ impl DeliveryWorker {
         if handed_back > 0 {
             tracing::warn!(
                 handed_back,
+                not_resent = not_resent.len(),
                 messages = records.len(),
-                "the invocation's deadline left no time for these attempts; the queue returns them unclaimed"
+                "the invocation's deadline left no time for these attempts; copies wait on the queue, unclaimed"
             );
         }
         response
+    }
+
+    /// Sends copies of the messages `handed` (indexes into `records`) back to the delivery queue
+    /// as they came (body and account group), [`HAND_BACK_DELAY`] later, ten to a request.
+    /// Returns the indexes whose copy was not sent.
+    async fn hand_back(&self, records: &[SqsMessage], handed: &[usize]) -> Vec<usize> {
+        let mut unsent = Vec::new();
+        for chunk in handed.chunks(10) {
+            let copies: Vec<crate::delivery::dispatch::publish::Outgoing> = chunk
+                .iter()
+                .map(|&i| crate::delivery::dispatch::publish::Outgoing {
+                    body: records[i].body.clone().unwrap_or_default(),
+                    group: records[i].attributes.get("MessageGroupId").cloned(),
+                    delay: HAND_BACK_DELAY,
+                })
+                .collect();
+            let failed = crate::delivery::dispatch::publish::publish_messages(
+                &self.clients.sqs,
+                &self.config.delivery_queue_url,
+                &copies,
+            )
+            .await;
+            unsent.extend(failed.into_iter().map(|k| chunk[k]));
+        }
+        unsent
     }
 
     /// Puts delayed copies of the messages `deferred` (indexes into `works`) on the delivery
@@ -297,14 +352,22 @@ impl DeliveryWorker {
         unsent
     }
 
-    /// A message's work, and whether its attempt ran for the whole webhook timeout.
+    /// A message's work, and whether its attempt ran long ([`ran_long`]).
     async fn handle_message(
         &self,
         message: &SqsMessage,
     ) -> Result<(WorkOutcome, bool), WorkerError> {
         let body = message.body.as_deref().unwrap_or_default();
-        let work: DeliveryWork =
-            serde_json::from_str(body).map_err(|e| WorkerError::Malformed(e.to_string()))?;
+        let work: DeliveryWork = match serde_json::from_str(body) {
+            Ok(work) => work,
+            // Not delivery work: a test event's message, or malformed.
+            Err(e) => {
+                return match serde_json::from_str::<crate::store::test_event::TestEventWork>(body) {
+                    Ok(t) => Ok((self.send_test_event(&t.test_event).await?, false)),
+                    Err(_) => Err(WorkerError::Malformed(e.to_string())),
+                }
+            }
+        };
         self.process_timed(&work).await
     }
 
@@ -312,8 +375,8 @@ impl DeliveryWorker {
         Ok(self.process_timed(work).await?.0)
     }
 
-    /// [`Self::process`], also telling whether the attempt ran for the whole webhook timeout (the
-    /// endpoint hangs or is that slow).
+    /// [`Self::process`], also telling whether the attempt ran long: for the whole webhook timeout
+    /// or just under it ([`ran_long`]: the endpoint hangs or is that slow).
     async fn process_timed(&self, work: &DeliveryWork) -> Result<(WorkOutcome, bool), WorkerError> {
         let skipped = |why| Ok((WorkOutcome::Skipped(why), false));
         let table = &self.config.delivery_table;
@@ -334,7 +397,7 @@ impl DeliveryWorker {
         let started = Instant::now();
         let result = self.attempt(&delivery, &config).await;
         let elapsed = started.elapsed();
-        let timed_out = elapsed >= self.webhook.timeout();
+        let timed_out = ran_long(elapsed, self.webhook.timeout());
         let attempt = AttemptRecord {
             number,
             at: now,

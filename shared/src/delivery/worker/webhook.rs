@@ -123,6 +123,9 @@ impl WebhookAdapter {
                 )
             }
             Err(e) => {
+                // An endpoint's URL may carry a secret (a token in its path or query): the error
+                // kept on the attempt (and logged) does not name it.
+                let e = e.without_url();
                 let failure = transport_failure(&e);
                 AttemptResult::new(
                     classify_transport(&failure),

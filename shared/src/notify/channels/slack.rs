@@ -135,13 +135,18 @@ impl ChannelAdapter for SlackAdapter {
                     now,
                 )
             }
-            Err(e) => match guarded_http::refusal(&e) {
-                Some(why) => ChannelAnswer::unavailable(why),
-                None => ChannelAnswer::retryable(format!(
-                    "Slack call failed: {}",
-                    guarded_http::error_chain(&e)
-                )),
-            },
+            // The webhook URL is the channel's secret: reqwest's error names it, so it is
+            // dropped before the error is kept or logged.
+            Err(e) => {
+                let e = e.without_url();
+                match guarded_http::refusal(&e) {
+                    Some(why) => ChannelAnswer::unavailable(why),
+                    None => ChannelAnswer::retryable(format!(
+                        "Slack call failed: {}",
+                        guarded_http::error_chain(&e)
+                    )),
+                }
+            }
         }
     }
 }

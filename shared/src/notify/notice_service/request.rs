@@ -90,6 +90,12 @@ pub fn validate(
             "subject".into(),
             format!("must be 1 to {MAX_SUBJECT_CHARS} characters"),
         );
+    } else if notice.subject.chars().any(char::is_control) {
+        // A subject is one line: an email's Subject header, a Slack message's bold first line.
+        err(
+            "subject".into(),
+            "must not contain control characters (line breaks, tabs, …)".into(),
+        );
     }
     if notice.body.trim().is_empty() || notice.body.chars().count() > MAX_BODY_CHARS {
         err(
@@ -198,6 +204,27 @@ mod tests {
                 "idempotency_key"
             ]
         );
+    }
+
+    #[test]
+    fn a_subject_with_a_control_character_is_refused() {
+        let now = Timestamp(1_000);
+        for subject in [
+            "Deploy\r\nBcc: all@example.com",
+            "tab\there",
+            "bell\u{7}",
+            "nel\u{85}x",
+        ] {
+            let mut n = new_notice();
+            n.subject = subject.into();
+            let refused = validate(&n, now, &TargetPolicy::PRODUCTION);
+            assert_eq!(refused.len(), 1, "{subject:?}: {refused:?}");
+            assert_eq!(refused[0].0, "subject");
+            assert!(refused[0].1.contains("control characters"));
+        }
+        let mut fine = new_notice();
+        fine.subject = "Déploiement terminé — 100 %".into();
+        assert!(validate(&fine, now, &TargetPolicy::PRODUCTION).is_empty());
     }
 
     #[test]

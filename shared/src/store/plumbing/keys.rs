@@ -14,6 +14,7 @@
 //! | replay job    | `REPLAY#{account}`          | `JOB#{job}`         |
 //! | snapshot      | `SNAP#{account}#{type}`     | the record's id     |
 //! | test events   | `TESTQ#{account}#{minute}`  | `TEST_EVENTS`       |
+//! | test event    | `TESTEV#{account}`          | `TEST#{id}`         |
 //! | console session | `CSESSION#{session}`      | `SESSION`           |
 //! | used login link | `CLINK#{link nonce}`      | `USED`              |
 //! | account usage | `LIMITS#{account}`          | `LIMITS`            |
@@ -154,6 +155,14 @@ pub fn snapshot_pk(account_id: &AccountId, record_type: &str) -> String {
 /// The partition of an account's test-event counter of one minute (minutes since the epoch).
 pub fn test_event_quota_pk(account_id: &AccountId, minute: i64) -> String {
     format!("TESTQ#{account_id}#{minute}")
+}
+
+/// The partition of an account's test events (what each was sent as and what it came to).
+pub fn test_event_pk(account_id: &AccountId) -> String {
+    format!("TESTEV#{account_id}")
+}
+pub fn test_event_sk(test_event_id: &str) -> String {
+    format!("TEST#{test_event_id}")
 }
 
 /// The partition of a console session (its id is the random nonce its signed cookie carries).
