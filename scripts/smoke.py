@@ -210,7 +210,10 @@ class Smoke:
                 self.ok(f"test event requested ({status})")
             if (sent or {}).get("message_id"):
                 message_ids.add(sent["message_id"])
-            if status == 200 and not sent.get("delivered"):
+            if status == 202:
+                # Queued: the delivery function sends it; its outcome is read back.
+                sent = self.test_event_outcome(api, token, subscription["id"], sent, args.wait / SENDS)
+            if sent.get("status", "sent") == "sent" and not sent.get("delivered"):
                 why = f"{sent.get('classification')}, {sent.get('http_status')}, {sent.get('response')}"
                 if attempt == SENDS:
                     raise Failed(f"the test event was not delivered: {why}")
@@ -245,6 +248,21 @@ class Smoke:
         for e in sorted(page["data"], key=lambda e: e["at"]):
             print(f"     audit: {e['at']} {e['action']} by {e['operator']}", flush=True)
         self.ok("audit history shows the account's creation and the test event")
+
+    @staticmethod
+    def test_event_outcome(api: "Api", token: str, subscription: str, queued: dict, timeout: float) -> dict:
+        """Polls a queued test event until the delivery function has sent it; the test event as
+        it then reads (still queued after `timeout`: as last read)."""
+        path = f"/v1/subscriptions/{subscription}/test-events/{queued['test_event_id']}"
+        deadline = time.monotonic() + timeout
+        seen = queued
+        while seen.get("status") != "sent" and time.monotonic() < deadline:
+            time.sleep(0.2)
+            status, body = api.call("GET", path, token)
+            if status != 200:
+                raise Failed(f"GET {path}: {status} ({(body or {}).get('detail')})")
+            seen = body
+        return seen
 
     def clean_up(self):
         """Removes what `run` made, as far as it got; a failure here fails the run too."""

@@ -873,7 +873,7 @@ async fn an_administrator_sends_a_test_event_from_the_manage_page_with_or_withou
     let fragment = w
         .api
         .call(Method::GET, &poll, None, None)
-        .header("cookie", &format!("rhythm_console={}", admin.cookie))
+        .header("cookie", &format!("{COOKIE}={}", admin.cookie))
         .header("hx-request", "true")
         .await;
     assert_eq!(fragment.status, StatusCode::OK, "{}", fragment.text);
