@@ -133,6 +133,7 @@ pub fn router() -> Router<Arc<ApiState>> {
         .merge(operator::router())
         .merge(account::router())
         .merge(manage::router())
+        .route("/console/{*rest}", axum::routing::any(not_found))
         .layer(axum::middleware::from_fn(secure))
 }
 
@@ -155,6 +156,29 @@ async fn index(ctx: Result<Ctx, page::SignIn>) -> Response {
         Ok(ctx) => redirect(&ctx.url("/console/acct")),
         Err(sign_in) => sign_in.into_response(),
     }
+}
+
+/// Any other path under `/console/`: the console's own 404 page (with the signed-in audience's
+/// navigation), not the JSON API's problem document.
+async fn not_found(ctx: Result<Ctx, page::SignIn>, request: Request) -> Response {
+    let (parts, _) = request.into_parts();
+    let home = format!("{}/console/", prefix_of(&parts));
+    let body = html! {
+        main id="main" class="narrow" {
+            h1 { "Page not found" }
+            p data-testid="not-found" { "The console has no page at this address." }
+            p { a href=(home) data-testid="not-found-home" { "Go to the console's start page" } }
+        }
+    };
+    let markup = match &ctx {
+        Ok(ctx) if ctx.session.audience.is_operator() => {
+            let nav = operator::nav(None, "");
+            shell(Some((ctx, &nav)), "Page not found", body)
+        }
+        Ok(ctx) => shell(Some((ctx, &account_parts::nav())), "Page not found", body),
+        Err(_) => shell(None, "Page not found", body),
+    };
+    html_response(StatusCode::NOT_FOUND, markup)
 }
 
 #[derive(Deserialize)]

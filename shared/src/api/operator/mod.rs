@@ -1,6 +1,7 @@
 //! `/operator/*`: routes for the platform's operators (identity from [`crate::api::Operator`]).
 
 pub mod accounts;
+pub mod attention;
 pub mod audit;
 pub mod deliveries;
 pub mod notifications;
@@ -15,6 +16,7 @@ use std::sync::Arc;
 pub fn router() -> Router<Arc<ApiState>> {
     Router::new()
         .merge(accounts::router())
+        .merge(attention::router())
         .merge(notifications::router())
         .merge(subscriptions::router())
         .merge(deliveries::router())

@@ -87,6 +87,15 @@ pub fn time_sort(at: Timestamp, tiebreak: &str) -> String {
     format!("{:015}#{tiebreak}", at.millis().max(0))
 }
 
+/// Whether `text` has the form of a [`time_sort`] position (fifteen digits, `#`, then an id).
+pub fn is_time_sort(text: &str) -> bool {
+    text.split_once('#').is_some_and(|(millis, rest)| {
+        millis.len() == 15
+            && millis.bytes().all(|b| b.is_ascii_digit())
+            && crate::ids::is_id_text(rest)
+    })
+}
+
 /// The account and change of an event partition's key (`EVT#{account}#{change}`).
 pub fn parse_event_pk(pk: &str) -> Option<(&str, &str)> {
     pk.strip_prefix("EVT#")?.split_once('#')
@@ -203,5 +212,15 @@ mod tests {
             (0..1000).map(|i| shard_of(&format!("k{i}"))).collect();
         assert_eq!(shards.len(), SHARDS as usize);
         assert!(time_sort(Timestamp(5), "a") < time_sort(Timestamp(40), "a"));
+        assert!(is_time_sort(&time_sort(Timestamp(5), "sub_01")));
+        for bad in [
+            "",
+            "5#a",
+            "000000000000005#",
+            "000000000000005#a b",
+            "x00000000000005#a",
+        ] {
+            assert!(!is_time_sort(bad), "{bad}");
+        }
     }
 }
