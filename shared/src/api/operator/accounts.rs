@@ -152,10 +152,10 @@ pub fn account_search(p: &ListParams) -> Result<AccountSearch, ApiError> {
         }
     };
     let text = p.q.as_deref().unwrap_or("").trim().to_owned();
-    if text.chars().count() > MAX_SEARCH_CHARS || text.chars().any(char::is_control) {
+    if text.chars().count() > MAX_SEARCH_CHARS {
         return Err(ApiError::field(
             "q",
-            format!("must be at most {MAX_SEARCH_CHARS} characters, without control characters"),
+            format!("must be at most {MAX_SEARCH_CHARS} characters"),
         ));
     }
     Ok(AccountSearch {
