@@ -32,7 +32,7 @@ pub(super) async fn home(op: Op, State(state): S, Query(p): Query<Params>) -> Re
         Err(e) => return error_page(ctx, &nav, &e),
     };
     let (accounts, next) =
-        match list_accounts(state.dynamo(), state.table(), &search, ctx.now).await {
+        match list_accounts(state.dynamo(), state.table(), &state.config.notification_table, &search, ctx.now).await {
             Ok(r) => r,
             Err(e) => return error_page(ctx, &nav, &monitor_error(e)),
         };
@@ -53,7 +53,7 @@ pub(super) async fn home(op: Op, State(state): S, Query(p): Query<Params>) -> Re
             p class="muted" { "Health over the last " (hours) " hours; accounts with the newest trouble first. Paused subscriptions count whenever they were paused." }
             div class="table-wrap" {
                 table id="accounts" class="stack" {
-                    thead { tr { th scope="col" { "Account" } th scope="col" { "Delivered" } th scope="col" { "Dead" } th scope="col" { "Failed" } th scope="col" { "Paused subscriptions" } th scope="col" { "Last trouble" } } }
+                    thead { tr { th scope="col" { "Account" } th scope="col" { "Delivered" } th scope="col" { "Dead" } th scope="col" { "Failed" } th scope="col" { "Paused subscriptions" } th scope="col" { "Notices failed" } th scope="col" { "Last trouble" } } }
                     tbody {
                         @for a in &accounts {
                             @let h = &a.health;
@@ -67,10 +67,11 @@ pub(super) async fn home(op: Op, State(state): S, Query(p): Query<Params>) -> Re
                                 td data-label="Dead" data-testid="health-dead" { (h.dead) }
                                 td data-label="Failed" data-testid="health-failed" { (h.failed) }
                                 td data-label="Paused subscriptions" data-testid="health-paused" { (h.paused_subscriptions) }
+                                td data-label="Notices failed" data-testid="health-notices-failed" { (h.notices_failed) }
                                 td data-label="Last trouble" data-testid="health-last-trouble" { (when(h.last_trouble_at)) }
                             }
                         }
-                        @if accounts.is_empty() { tr { td colspan="6" class="muted" { "No account matches." } } }
+                        @if accounts.is_empty() { tr { td colspan="7" class="muted" { "No account matches." } } }
                     }
                 }
             }

@@ -119,26 +119,34 @@ pub async fn attention_page(
     )
 }
 
-/// The console's link that acts on a queue entry: its confirmation form (retry, resume), or a
-/// stopped replay job's page.
+/// The page of a notification delivery's notice.
+fn notice_path(e: &AttentionEntry) -> Option<String> {
+    e.notice_id
+        .as_ref()
+        .map(|n| format!("/console/op/notifications/{}", encode(n)))
+}
+
+/// The console's link that acts on a queue entry: its confirmation form (retry, resume,
+/// requeue), or a stopped replay job's page.
 fn act_link(e: &AttentionEntry) -> (String, &'static str) {
     let b = base(&e.account_id);
-    match (e.kind, &e.change_id, &e.job_id) {
-        (AttentionKind::DeadDelivery | AttentionKind::FailedDelivery, Some(c), _) => (
-            format!(
-                "{b}/subscriptions/{}/deliveries/{}/retry",
-                encode(&e.subscription_id),
-                encode(c)
-            ),
+    let sub = e.subscription_id.as_ref().map(encode).unwrap_or_default();
+    match (e.kind, &e.change_id, &e.job_id, notice_path(e)) {
+        (AttentionKind::DeadDelivery | AttentionKind::FailedDelivery, Some(c), _, _) => (
+            format!("{b}/subscriptions/{sub}/deliveries/{}/retry", encode(c)),
             "Retry…",
         ),
-        (AttentionKind::StalledReplay, _, Some(j)) => {
+        (AttentionKind::StalledReplay, _, Some(j), _) => {
             (format!("{b}/replays/{}", encode(j)), "Open the job")
         }
-        _ => (
-            format!("{b}/subscriptions/{}/resume", encode(&e.subscription_id)),
-            "Resume…",
+        (AttentionKind::ExhaustedNotification, _, _, Some(notice)) => (
+            format!(
+                "{notice}/deliveries/{}/requeue",
+                encode(e.delivery_key.as_deref().unwrap_or_default())
+            ),
+            "Requeue…",
         ),
+        _ => (format!("{b}/subscriptions/{sub}/resume"), "Resume…"),
     }
 }
 
@@ -149,6 +157,7 @@ fn kind_text(kind: AttentionKind) -> &'static str {
         AttentionKind::DeadDelivery => "Dead delivery",
         AttentionKind::FailedDelivery => "Failed delivery",
         AttentionKind::StalledReplay => "Stopped replay job",
+        AttentionKind::ExhaustedNotification => "Exhausted notification",
     }
 }
 
@@ -165,6 +174,7 @@ async fn queue_page(state: &ApiState, ctx: &Ctx, nav: &Nav, p: &Params) -> Respo
     let (entries, next) = match attention_queue(
         state.dynamo(),
         state.table(),
+        &state.config.notification_table,
         after.as_deref(),
         limit,
         ctx.now,
@@ -185,19 +195,22 @@ async fn queue_page(state: &ApiState, ctx: &Ctx, nav: &Nav, p: &Params) -> Respo
                     tbody {
                         @for (e, name) in &entries {
                             @let (href, label) = act_link(e);
-                            tr data-testid="queue-row" data-kind=(e.kind.as_str()) data-account-id=(e.account_id) data-subscription-id=(e.subscription_id) {
+                            tr data-testid="queue-row" data-kind=(e.kind.as_str()) data-account-id=(e.account_id) data-subscription-id=[e.subscription_id.as_ref()] data-notice-id=[e.notice_id.as_ref()] {
                                 td data-label="Since" { (when(Some(e.at))) }
                                 td data-label="Account" {
                                     a data-testid="queue-account" href=(ctx.url(&format!("/console/op/attention?account={}", encode(&e.account_id)))) { @if name.is_empty() { span class="mono" { (e.account_id) } } @else { (name) } }
                                 }
                                 td data-label="What" {
                                     (kind_text(e.kind)) " "
+                                    @let sub = e.subscription_id.as_ref().map(encode).unwrap_or_default();
                                     @if let Some(c) = &e.change_id {
-                                        a class="mono" href=(ctx.url(&format!("{}/subscriptions/{}/deliveries/{}", base(&e.account_id), encode(&e.subscription_id), encode(c)))) { (e.delivery_id.as_ref().map(|d| d.to_string()).unwrap_or_default()) }
+                                        a class="mono" href=(ctx.url(&format!("{}/subscriptions/{sub}/deliveries/{}", base(&e.account_id), encode(c)))) { (e.delivery_id.as_ref().map(|d| d.to_string()).unwrap_or_default()) }
                                     } @else if let Some(j) = &e.job_id {
                                         span class="mono" { (j) }
+                                    } @else if let Some(notice) = notice_path(e) {
+                                        a class="mono" href=(ctx.url(&notice)) { (e.notice_id.as_ref().map(|n| n.to_string()).unwrap_or_default()) " " (e.delivery_key.as_deref().unwrap_or_default()) }
                                     } @else {
-                                        a class="mono" href=(ctx.url(&format!("{}/subscriptions/{}", base(&e.account_id), encode(&e.subscription_id)))) { (e.subscription_id) }
+                                        a class="mono" href=(ctx.url(&format!("{}/subscriptions/{sub}", base(&e.account_id)))) { (sub) }
                                     }
                                 }
                                 td data-label="Last error" { @if let Some(d) = &e.detail { (d) } @else { span class="muted" { "—" } } }

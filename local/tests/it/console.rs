@@ -505,6 +505,59 @@ async fn the_operator_home_lists_accounts_with_their_health_and_the_queue_links_
 }
 
 #[tokio::test]
+async fn an_exhausted_notification_shows_in_the_home_figures_and_the_queue_links_to_its_requeue_form(
+) {
+    let w = World::new().await;
+    let notices = w
+        .account()
+        .id(w.notify.account.as_str())
+        .named("Notices Co")
+        .await;
+    let slack = local::receiver::Receiver::start().await;
+    let (notice, _) = crate::notifications::exhaust(&w.notify, &slack, "Slack down").await;
+    let op = operator(&w).await;
+    let a = &notices.account_id;
+
+    let home = get(&w, Some(&op.cookie), "/console/op").await;
+    assert_page(&home, "/console/op");
+    assert!(home.text.contains("Notices failed"));
+    let row = home
+        .text
+        .find(&format!("data-account-id=\"{a}\""))
+        .map(|at| &home.text[at..])
+        .expect("the account is listed");
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(
+        row.contains("data-testid=\"health-notices-failed\">1<"),
+        "{row}"
+    );
+
+    let queue = get(&w, Some(&op.cookie), "/console/op/attention").await;
+    assert_page(&queue, "/console/op/attention");
+    assert!(queue.text.contains("data-kind=\"exhausted_notification\""));
+    assert!(queue.text.contains(">Notices Co<"), "the account's name");
+    let n = &notice.request.notice_id;
+    let requeue = format!("/console/op/notifications/{n}/deliveries/slack-0/requeue");
+    assert!(
+        queue.text.contains(&format!("href=\"{requeue}\"")),
+        "{}",
+        queue.text
+    );
+    assert_page(&get(&w, Some(&op.cookie), &requeue).await, &requeue);
+
+    w.api
+        .post(
+            &format!("/operator/notifications/{n}/deliveries/slack-0/requeue"),
+            OPERATOR_TOKEN,
+            json!({"reason": "Slack is back"}),
+        )
+        .await
+        .ok();
+    let queue = get(&w, Some(&op.cookie), "/console/op/attention").await;
+    assert!(!queue.text.contains("data-kind=\"exhausted_notification\""));
+}
+
+#[tokio::test]
 async fn unknown_console_paths_answer_the_consoles_own_404_page() {
     let w = World::new().await;
     let tenant = w.api.account("Tenant").await;

@@ -3,7 +3,7 @@
 //! (what needs an operator in any account, oldest first), on the emulator with the real pipeline.
 
 use axum::http::StatusCode;
-use local::receiver::Reply;
+use local::receiver::{Receiver, Reply};
 use local::testkit::api::OPERATOR_TOKEN;
 use local::testkit::World;
 use serde_json::{json, Value};
@@ -305,4 +305,90 @@ async fn the_attention_queue_lists_every_accounts_trouble_oldest_first_with_its_
     api.get("/operator/attention", &token)
         .await
         .problem(StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn an_exhausted_notification_counts_in_its_accounts_health_and_waits_in_the_queue_with_its_requeue_route_until_requeued(
+) {
+    let w = World::new().await;
+    let api = &w.api;
+    // The account the notification pipeline's notices belong to, and one without trouble.
+    let gamma = w
+        .account()
+        .id(w.notify.account.as_str())
+        .named("Gamma Notices")
+        .await;
+    w.account().named("Quiet").await;
+    let (first, second) = (Receiver::start().await, Receiver::start().await);
+    let (early, _) = crate::notifications::exhaust(&w.notify, &first, "Slack down").await;
+    let (late, _) = crate::notifications::exhaust(&w.notify, &second, "Still down").await;
+
+    let accounts = api.get("/operator/accounts", OPERATOR_TOKEN).await;
+    let body = accounts.ok().clone();
+    assert_eq!(names(&body)[0], "Gamma Notices", "newest trouble first");
+    let h = health(&body, "Gamma Notices");
+    assert_eq!(h["notices_failed"], 2);
+    assert_eq!((h["dead"].as_u64(), h["failed"].as_u64()), (Some(0), Some(0)));
+    assert!(h["last_trouble_at"].is_string());
+    assert_eq!(health(&body, "Quiet")["notices_failed"], 0);
+
+    let requeue = |notice: &shared::ids::NoticeId| {
+        format!("/operator/notifications/{notice}/deliveries/slack-0/requeue")
+    };
+    let queue = api.get("/operator/attention", OPERATOR_TOKEN).await;
+    let body = queue.ok().clone();
+    let entries = body["data"].as_array().unwrap();
+    assert_eq!(entries.len(), 2, "{body}");
+    for (e, notice) in entries.iter().zip([&early, &late]) {
+        let notice_id = &notice.request.notice_id;
+        assert_eq!(e["kind"], "exhausted_notification");
+        assert_eq!(e["account_id"], gamma.account_id.as_str());
+        assert_eq!(e["account_name"], "Gamma Notices");
+        assert_eq!(e["notice_id"], notice_id.as_str());
+        assert_eq!(e["delivery_key"], "slack-0");
+        assert!(e.get("subscription_id").is_none());
+        assert!(e["last_error"].as_str().unwrap().contains("500"), "{e}");
+        assert_eq!(
+            e["act"],
+            json!({"method": "POST", "path": requeue(notice_id)})
+        );
+    }
+    // A page at a time: the cursor after a notification continues after it.
+    let page = api.get("/operator/attention?limit=1", OPERATOR_TOKEN).await;
+    let page = page.ok().clone();
+    assert_eq!(page["data"][0]["notice_id"], early.request.notice_id.as_str());
+    let cursor = page["next_cursor"].as_str().expect("a second page");
+    let rest = api
+        .get(&format!("/operator/attention?limit=1&cursor={cursor}"), OPERATOR_TOKEN)
+        .await;
+    let rest = rest.ok().clone();
+    assert_eq!(rest["data"].as_array().unwrap().len(), 1);
+    assert_eq!(rest["data"][0]["notice_id"], late.request.notice_id.as_str());
+    assert!(rest["next_cursor"].is_null());
+
+    // The requeue route the entry names takes it off the queue and out of the figures.
+    api.post(
+        &requeue(&early.request.notice_id),
+        OPERATOR_TOKEN,
+        json!({"reason": "Slack is back"}),
+    )
+    .await
+    .ok();
+    let queue = api.get("/operator/attention", OPERATOR_TOKEN).await;
+    let left: Vec<&str> = queue.ok()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["notice_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(left, [late.request.notice_id.as_str()]);
+    let accounts = api.get("/operator/accounts", OPERATOR_TOKEN).await;
+    assert_eq!(health(accounts.ok(), "Gamma Notices")["notices_failed"], 1);
+
+    // A day on, the failure is out of the day's figures but still waits in the queue.
+    w.pipeline.clock.advance(DAY + MINUTE);
+    let accounts = api.get("/operator/accounts", OPERATOR_TOKEN).await;
+    assert_eq!(health(accounts.ok(), "Gamma Notices")["notices_failed"], 0);
+    let queue = api.get("/operator/attention", OPERATOR_TOKEN).await;
+    assert_eq!(queue.ok()["data"].as_array().unwrap().len(), 1);
 }

@@ -7,7 +7,9 @@
 //!   every counted delivery was delivered);
 //! * dead and failed — its needs-attention listing (`ATTENTION#{account}`) from a day ago;
 //! * paused subscriptions — the partition query of its paused subscriptions (paused at any
-//!   time: a paused subscription waits until an operator resumes it).
+//!   time: a paused subscription waits until an operator resumes it);
+//! * notices failed — its notification deliveries that failed for good in the window (the
+//!   notification table's `trouble` index from a day ago: [`store::failed_notices`]).
 //!
 //! Each listing is read at most [`listing::MAX_ROUNDS`] index pages of a hundred keys; an
 //! account with more than that in the window is shown with the figures read so far and
@@ -42,7 +44,10 @@ pub struct Health {
     pub failed: u64,
     /// Subscriptions paused now.
     pub paused_subscriptions: u64,
-    /// The newest trouble: a dead or failed delivery of the window, or a pause (any time).
+    /// Notification deliveries that failed for good in the window (and still are failed).
+    pub notices_failed: u64,
+    /// The newest trouble: a dead or failed delivery or a failed notification of the window, or
+    /// a pause (any time).
     pub last_trouble_at: Option<Timestamp>,
     /// Every listing of the window was read to its end (`false`: the figures are lower bounds).
     pub complete: bool,
@@ -50,12 +55,13 @@ pub struct Health {
 
 impl Health {
     /// The figures of what the reads found: the push deliveries of each `sent` event, the
-    /// status and settling time of each dead or failed delivery, and when each paused
-    /// subscription was paused.
+    /// status and settling time of each dead or failed delivery, when each paused
+    /// subscription was paused, and when each failed notification failed.
     pub fn of(
         sent_push: &[u32],
         attention: &[(DeliveryStatus, Timestamp)],
         paused_at: &[Option<Timestamp>],
+        notices_failed_at: &[Timestamp],
         complete: bool,
     ) -> Self {
         let settled = |status| attention.iter().filter(|(s, _)| *s == status).count() as u64;
@@ -63,12 +69,14 @@ impl Health {
             .iter()
             .map(|(_, at)| *at)
             .chain(paused_at.iter().flatten().copied())
+            .chain(notices_failed_at.iter().copied())
             .max();
         Health {
             delivered: sent_push.iter().copied().map(u64::from).sum(),
             dead: settled(DeliveryStatus::Dead),
             failed: settled(DeliveryStatus::Failed),
             paused_subscriptions: paused_at.len() as u64,
+            notices_failed: notices_failed_at.len() as u64,
             last_trouble_at,
             complete,
         }
@@ -76,7 +84,7 @@ impl Health {
 
     /// Anything waiting on an operator.
     pub fn troubled(&self) -> bool {
-        self.dead + self.failed + self.paused_subscriptions > 0
+        self.dead + self.failed + self.paused_subscriptions + self.notices_failed > 0
     }
 }
 
@@ -103,15 +111,27 @@ pub fn by_trouble(accounts: &mut [AccountHealth]) {
     });
 }
 
-/// The figures of one account at `now`: one partition query (paused subscriptions) and two
-/// listing reads (each an index query and a batch read per hundred keys of the window).
+/// The figures of one account at `now`: one partition query (paused subscriptions), two
+/// listing reads (each an index query and a batch read per hundred keys of the window) on the
+/// delivery table `table`, and one `trouble` index query on the notification table `notices`.
 pub async fn health(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
+    notices: &str,
     account_id: &AccountId,
     now: Timestamp,
 ) -> Result<Health, MonitorError> {
     let since = now.minus(WINDOW);
+    let (failed_notices, failed_read) = store::failed_notices::failed(
+        dynamo,
+        notices,
+        account_id,
+        Some(&keys::time_sort(since, "")),
+        false,
+        MAX_READ as usize,
+        listing::MAX_ROUNDS,
+    )
+    .await?;
     let paused = store::subscription::paused(dynamo, table, account_id).await?;
     let attention = store::delivery::attention_from(
         dynamo,
@@ -136,7 +156,7 @@ pub async fn health(
         now,
     )
     .await?;
-    let complete = attention.next_cursor.is_none() && sent.next_cursor.is_none();
+    let complete = attention.next_cursor.is_none() && sent.next_cursor.is_none() && failed_read;
     let sent_push: Vec<u32> = sent.items.iter().map(|e| e.push_subscribers).collect();
     let settled: Vec<(DeliveryStatus, Timestamp)> = attention
         .items
@@ -148,19 +168,30 @@ pub async fn health(
         .iter()
         .map(|s| s.paused_at.or(Some(s.updated_at)))
         .collect();
-    Ok(Health::of(&sent_push, &settled, &paused_at, complete))
+    let notices_failed_at: Vec<Timestamp> = failed_notices
+        .iter()
+        .map(|d| d.failed_at.unwrap_or(d.updated_at))
+        .collect();
+    Ok(Health::of(
+        &sent_push,
+        &settled,
+        &paused_at,
+        &notices_failed_at,
+        complete,
+    ))
 }
 
 /// The figures of each of `accounts` (in their order).
 pub async fn health_of_each(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
+    notices: &str,
     accounts: Vec<Account>,
     now: Timestamp,
 ) -> Result<Vec<AccountHealth>, MonitorError> {
     let mut out = Vec::with_capacity(accounts.len());
     for account in accounts {
-        let health = health(dynamo, table, &account.account_id, now).await?;
+        let health = health(dynamo, table, notices, &account.account_id, now).await?;
         out.push(AccountHealth { account, health });
     }
     Ok(out)
@@ -188,10 +219,11 @@ const SEARCH_PAGE: i32 = 100;
 
 /// One page of accounts with their figures, newest trouble first, and the account id the
 /// next page continues after. Reads the `ACCOUNTS` listing (keys only, then the accounts by
-/// batch); an id is looked up directly.
+/// batch); an id is looked up directly. `notices`: the notification table.
 pub async fn list_accounts(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
+    notices: &str,
     search: &AccountSearch,
     now: Timestamp,
 ) -> Result<(Vec<AccountHealth>, Option<AccountId>), MonitorError> {
@@ -214,7 +246,7 @@ pub async fn list_accounts(
             None => search_names(dynamo, table, text, search.after.clone(), limit).await?,
         }
     };
-    let mut listed = health_of_each(dynamo, table, accounts, now).await?;
+    let mut listed = health_of_each(dynamo, table, notices, accounts, now).await?;
     by_trouble(&mut listed);
     Ok((listed, next))
 }
@@ -286,7 +318,8 @@ mod tests {
     }
 
     #[test]
-    fn health_counts_delivered_push_deliveries_dead_failed_and_paused_with_the_newest_trouble() {
+    fn health_counts_delivered_push_deliveries_dead_failed_paused_and_failed_notices_with_the_newest_trouble(
+    ) {
         let h = Health::of(
             &[3, 3],
             &[
@@ -294,6 +327,7 @@ mod tests {
                 (DeliveryStatus::Failed, Timestamp(70)),
             ],
             &[Some(Timestamp(60))],
+            &[Timestamp(65), Timestamp(80)],
             true,
         );
         assert_eq!(
@@ -303,11 +337,13 @@ mod tests {
                 dead: 1,
                 failed: 1,
                 paused_subscriptions: 1,
-                last_trouble_at: Some(Timestamp(70)),
+                notices_failed: 2,
+                last_trouble_at: Some(Timestamp(80)),
                 complete: true,
             }
         );
         assert!(h.troubled());
-        assert!(!Health::of(&[5], &[], &[], true).troubled());
+        assert!(!Health::of(&[5], &[], &[], &[], true).troubled());
+        assert!(Health::of(&[], &[], &[], &[Timestamp(1)], true).troubled());
     }
 }

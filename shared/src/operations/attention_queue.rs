@@ -1,11 +1,14 @@
 //! What needs an operator across every account, oldest first: paused subscriptions, dead and
-//! failed deliveries, and replay jobs whose run stopped (running, no run holding them).
+//! failed deliveries, notifications whose attempts ran out (an operator requeues them), and
+//! replay jobs whose run stopped (running, no run holding them).
 //!
 //! No listing holds all of it: dead and failed deliveries are on each account's needs-attention
 //! listing, paused subscriptions in each account's partition, running replay jobs on the sharded
-//! running listing. The queue reads the `ACCOUNTS` listing (keys only) and, per account, its
-//! needs-attention listing from the page's position (oldest first, at most one page more than
-//! asked) and its paused subscriptions (one partition query); the running jobs are read once
+//! running listing, exhausted notifications on each account's `trouble` index of the
+//! notification table. The queue reads the `ACCOUNTS` listing (keys only) and, per account, its
+//! needs-attention listing and its failed notifications from the page's position (oldest first,
+//! at most one page more than asked) and its paused subscriptions (one partition query); the
+//! running jobs are read once
 //! (one query per shard). The entries are merged by their position — the time they came to need
 //! an operator, then their id — so a page continues exactly after the last one shown.
 //!
@@ -17,9 +20,10 @@
 use super::event_monitor::MonitorError;
 use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::time::Timestamp;
-use crate::ids::{AccountId, ChangeId, DeliveryId, ReplayJobId, SubscriptionId};
+use crate::ids::{AccountId, ChangeId, DeliveryId, NoticeId, ReplayJobId, SubscriptionId};
+use crate::store::listing::MAX_ROUNDS;
 use crate::store;
-use crate::store::keys::time_sort;
+use crate::store::keys::{time_sort, trouble_sort};
 use serde::Serialize;
 
 /// Why an entry needs an operator.
@@ -34,6 +38,8 @@ pub enum AttentionKind {
     FailedDelivery,
     /// A replay job is running but no run holds it: resume it.
     StalledReplay,
+    /// A notification delivery ran out of attempts: requeue it.
+    ExhaustedNotification,
 }
 
 impl AttentionKind {
@@ -43,6 +49,7 @@ impl AttentionKind {
             AttentionKind::DeadDelivery => "dead_delivery",
             AttentionKind::FailedDelivery => "failed_delivery",
             AttentionKind::StalledReplay => "stalled_replay",
+            AttentionKind::ExhaustedNotification => "exhausted_notification",
         }
     }
 }
@@ -56,12 +63,35 @@ pub struct AttentionEntry {
     pub at: Timestamp,
     /// Its place in the queue: [`time_sort`] of `at` and its id.
     pub position: String,
-    pub subscription_id: SubscriptionId,
+    /// The subscription of a delivery, a pause or a replay job (not of a notification).
+    pub subscription_id: Option<SubscriptionId>,
     pub change_id: Option<ChangeId>,
     pub delivery_id: Option<DeliveryId>,
     pub job_id: Option<ReplayJobId>,
-    /// The last error of a delivery.
+    /// A notification delivery: its notice and its key.
+    pub notice_id: Option<NoticeId>,
+    pub delivery_key: Option<String>,
+    /// The last error of a delivery (of a notification delivery too).
     pub detail: Option<String>,
+}
+
+impl AttentionEntry {
+    /// An entry of `kind` since `at`, placed at `at` alone, with nothing else known yet.
+    fn new(kind: AttentionKind, account_id: AccountId, at: Timestamp) -> Self {
+        AttentionEntry {
+            kind,
+            account_id,
+            at,
+            position: time_sort(at, ""),
+            subscription_id: None,
+            change_id: None,
+            delivery_id: None,
+            job_id: None,
+            notice_id: None,
+            delivery_key: None,
+            detail: None,
+        }
+    }
 }
 
 /// The entries after `after` (a position), oldest first, at most `limit`, and the position to
@@ -83,9 +113,11 @@ pub fn oldest_first(
 
 /// One page of the queue at `now`: at most `limit` entries after position `after`, each with
 /// its account's name (`""` for an account gone since), and the position of the next page.
+/// `table`: the delivery table; `notices`: the notification table.
 pub async fn attention_queue(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
+    notices: &str,
     after: Option<&str>,
     limit: u32,
     now: Timestamp,
@@ -96,15 +128,9 @@ pub async fn attention_queue(
         for s in store::subscription::paused(dynamo, table, &account_id).await? {
             let at = s.paused_at.unwrap_or(s.updated_at);
             entries.push(AttentionEntry {
-                kind: AttentionKind::PausedSubscription,
-                account_id: account_id.clone(),
-                at,
                 position: time_sort(at, s.subscription_id.as_str()),
-                subscription_id: s.subscription_id,
-                change_id: None,
-                delivery_id: None,
-                job_id: None,
-                detail: None,
+                subscription_id: Some(s.subscription_id),
+                ..AttentionEntry::new(AttentionKind::PausedSubscription, account_id.clone(), at)
             });
         }
         let settled = store::delivery::attention_from(
@@ -118,37 +144,47 @@ pub async fn attention_queue(
         )
         .await?;
         for d in settled.items {
+            let kind = if d.status == DeliveryStatus::Dead {
+                AttentionKind::DeadDelivery
+            } else {
+                AttentionKind::FailedDelivery
+            };
             entries.push(AttentionEntry {
-                kind: if d.status == DeliveryStatus::Dead {
-                    AttentionKind::DeadDelivery
-                } else {
-                    AttentionKind::FailedDelivery
-                },
-                account_id: d.account_id.clone(),
-                at: d.updated_at,
                 position: d
                     .list_sort
                     .clone()
                     .unwrap_or_else(|| time_sort(d.updated_at, d.delivery_id.as_str())),
-                subscription_id: d.subscription_id,
+                subscription_id: Some(d.subscription_id),
                 change_id: Some(d.change_id),
                 delivery_id: Some(d.delivery_id),
-                job_id: None,
                 detail: d.last_error,
+                ..AttentionEntry::new(kind, d.account_id.clone(), d.updated_at)
+            });
+        }
+        let (exhausted, _) = store::failed_notices::failed(
+            dynamo, notices, &account_id, after, true, want, MAX_ROUNDS,
+        )
+        .await?;
+        for n in exhausted {
+            let at = n.failed_at.unwrap_or(n.updated_at);
+            entries.push(AttentionEntry {
+                position: n
+                    .trouble_sort
+                    .clone()
+                    .unwrap_or_else(|| trouble_sort(at, &n.notice_id, &n.delivery_key)),
+                notice_id: Some(n.notice_id),
+                delivery_key: Some(n.delivery_key),
+                detail: n.last_error,
+                ..AttentionEntry::new(AttentionKind::ExhaustedNotification, account_id.clone(), at)
             });
         }
     }
     for job in store::replay_job::stalled(dynamo, table, now, want as i32).await? {
         entries.push(AttentionEntry {
-            kind: AttentionKind::StalledReplay,
-            account_id: job.account_id.clone(),
-            at: job.updated_at,
             position: time_sort(job.updated_at, job.job_id.as_str()),
-            subscription_id: job.subscription_id,
-            change_id: None,
-            delivery_id: None,
+            subscription_id: Some(job.subscription_id),
             job_id: Some(job.job_id),
-            detail: None,
+            ..AttentionEntry::new(AttentionKind::StalledReplay, job.account_id.clone(), job.updated_at)
         });
     }
     let (page, next) = oldest_first(entries, after, limit as usize);
@@ -173,15 +209,9 @@ mod tests {
 
     fn entry(at: i64, tiebreak: &str) -> AttentionEntry {
         AttentionEntry {
-            kind: AttentionKind::DeadDelivery,
-            account_id: id("a1"),
-            at: Timestamp(at),
             position: time_sort(Timestamp(at), tiebreak),
-            subscription_id: id("s1"),
-            change_id: None,
-            delivery_id: None,
-            job_id: None,
-            detail: None,
+            subscription_id: Some(id("s1")),
+            ..AttentionEntry::new(AttentionKind::DeadDelivery, id("a1"), Timestamp(at))
         }
     }
 

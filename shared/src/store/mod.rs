@@ -24,6 +24,7 @@ pub mod console_inbox;
 pub mod delivery;
 pub mod event;
 pub mod event_partition;
+pub mod failed_notices;
 pub mod integration;
 #[cfg(test)]
 mod key_forms;

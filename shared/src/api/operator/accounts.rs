@@ -104,6 +104,8 @@ pub struct HealthView {
     pub dead: u64,
     pub failed: u64,
     pub paused_subscriptions: u64,
+    /// Notification deliveries that failed for good in the window.
+    pub notices_failed: u64,
     pub last_trouble_at: Option<String>,
     pub complete: bool,
 }
@@ -116,6 +118,7 @@ impl From<&Health> for HealthView {
             dead: h.dead,
             failed: h.failed,
             paused_subscriptions: h.paused_subscriptions,
+            notices_failed: h.notices_failed,
             last_trouble_at: h.last_trouble_at.map(|t| t.to_rfc3339()),
             complete: h.complete,
         }
@@ -171,9 +174,15 @@ async fn list(
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<ListResponse<AccountHealthView>>, ApiError> {
     let search = account_search(&params)?;
-    let (accounts, next) = list_accounts(state.dynamo(), state.table(), &search, state.clock.now())
-        .await
-        .map_err(monitor_error)?;
+    let (accounts, next) = list_accounts(
+        state.dynamo(),
+        state.table(),
+        &state.config.notification_table,
+        &search,
+        state.clock.now(),
+    )
+    .await
+    .map_err(monitor_error)?;
     Ok(Json(ListResponse::new(
         accounts.iter().map(AccountHealthView::from).collect(),
         next,

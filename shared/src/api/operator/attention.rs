@@ -1,6 +1,6 @@
 //! `GET /operator/attention` (`?limit=&cursor=`): what needs an operator across every account,
 //! oldest first ([`crate::operations::attention_queue`]): paused subscriptions, dead and failed
-//! deliveries, replay jobs whose run stopped. Each entry names its account (id and name) and
+//! deliveries, notifications whose attempts ran out, replay jobs whose run stopped. Each entry names its account (id and name) and
 //! the operator route that acts on it (`act`: method and path); the console's page links to its
 //! confirmation form instead. An account's own view stays at
 //! `GET /v1/attention` and the console's Needs Attention of the account.
@@ -11,7 +11,7 @@ use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::api::v1::events::monitor_error;
 use crate::api::v1::ListResponse;
-use crate::ids::{AccountId, ChangeId, DeliveryId, ReplayJobId, SubscriptionId};
+use crate::ids::{AccountId, ChangeId, DeliveryId, NoticeId, ReplayJobId, SubscriptionId};
 use crate::operations::attention_queue::{attention_queue, AttentionEntry, AttentionKind};
 use crate::store::cursor;
 use axum::extract::State;
@@ -39,13 +39,18 @@ pub struct AttentionView {
     pub account_name: String,
     /// Since when it needs an operator.
     pub since: String,
-    pub subscription_id: SubscriptionId,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subscription_id: Option<SubscriptionId>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change_id: Option<ChangeId>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delivery_id: Option<DeliveryId>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job_id: Option<ReplayJobId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice_id: Option<NoticeId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivery_key: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     pub act: Act,
@@ -54,13 +59,21 @@ pub struct AttentionView {
 /// The operator route that acts on `e`.
 pub fn act(e: &AttentionEntry) -> Act {
     let account = format!("/operator/accounts/{}", e.account_id);
-    let path = match (e.kind, &e.change_id, &e.job_id) {
-        (AttentionKind::DeadDelivery | AttentionKind::FailedDelivery, Some(c), _) => format!(
-            "{account}/subscriptions/{}/deliveries/{c}/retry",
-            e.subscription_id
+    let sub = e
+        .subscription_id
+        .as_ref()
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    let path = match (e.kind, &e.change_id, &e.job_id, &e.notice_id) {
+        (AttentionKind::DeadDelivery | AttentionKind::FailedDelivery, Some(c), _, _) => {
+            format!("{account}/subscriptions/{sub}/deliveries/{c}/retry")
+        }
+        (AttentionKind::StalledReplay, _, Some(j), _) => format!("{account}/replays/{j}/resume"),
+        (AttentionKind::ExhaustedNotification, _, _, Some(n)) => format!(
+            "/operator/notifications/{n}/deliveries/{}/requeue",
+            e.delivery_key.as_deref().unwrap_or_default()
         ),
-        (AttentionKind::StalledReplay, _, Some(j)) => format!("{account}/replays/{j}/resume"),
-        _ => format!("{account}/subscriptions/{}/resume", e.subscription_id),
+        _ => format!("{account}/subscriptions/{sub}/resume"),
     };
     Act {
         method: "POST",
@@ -79,6 +92,8 @@ impl AttentionView {
             change_id: e.change_id.clone(),
             delivery_id: e.delivery_id.clone(),
             job_id: e.job_id.clone(),
+            notice_id: e.notice_id.clone(),
+            delivery_key: e.delivery_key.clone(),
             last_error: e.detail.clone(),
             act: act(e),
         }
@@ -92,12 +107,14 @@ pub struct ListParams {
     pub cursor: Option<String>,
 }
 
-/// The queue position a `?cursor=` continues after (`422` when it is not one of this list's).
+/// The queue position a `?cursor=` continues after (`422` when it is not one of this list's):
+/// an entry's time and id, or a notification delivery's time, notice and key.
 pub fn queue_position(cursor_text: Option<&str>) -> Result<Option<String>, ApiError> {
+    use crate::store::keys::{is_time_sort, is_trouble_sort};
     cursor_text
         .map(|c| {
             cursor::decode(c)
-                .filter(|p| crate::store::keys::is_time_sort(p))
+                .filter(|p| is_time_sort(p) || is_trouble_sort(p))
                 .ok_or_else(|| ApiError::field("cursor", "is not a cursor of this list"))
         })
         .transpose()
@@ -113,6 +130,7 @@ async fn list(
     let (entries, next) = attention_queue(
         state.dynamo(),
         state.table(),
+        &state.config.notification_table,
         after.as_deref(),
         limit,
         state.clock.now(),

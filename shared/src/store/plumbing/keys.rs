@@ -167,7 +167,8 @@ pub fn test_event_quota_pk(account_id: &AccountId, minute: i64) -> String {
 // | supersede pointer     | `SUPERSEDE#{account}#{key}`     | `CURRENT`           |
 // | provider reference    | `PROVREF#{provider}#{ref}`      | `REF`               |
 //
-// and the `inbox` index's key `INBOX#{account}#{recipient}`.
+// and the `inbox` index's key `INBOX#{account}#{recipient}`, the `trouble` index's key
+// `TROUBLE#{account}` (the account's deliveries failed for good).
 
 pub fn notice_pk(notice_id: &NoticeId) -> String {
     format!("NOTICE#{notice_id}")
@@ -193,6 +194,21 @@ pub fn provider_ref_pk(provider: &str, reference: &str) -> String {
 /// The `inbox` index key of a recipient of an account.
 pub fn inbox_key(account_id: &AccountId, recipient: &str) -> String {
     format!("INBOX#{account_id}#{recipient}")
+}
+/// The `trouble` index key of an account: its notification deliveries that failed for good.
+pub fn trouble_key(account_id: &AccountId) -> String {
+    format!("TROUBLE#{account_id}")
+}
+/// A failed delivery's place on its account's `trouble` index: [`time_sort`] of when it failed
+/// and `{notice}/{delivery key}`.
+pub fn trouble_sort(at: Timestamp, notice_id: &NoticeId, delivery_key: &str) -> String {
+    time_sort(at, &format!("{notice_id}/{delivery_key}"))
+}
+/// Whether `text` has the form of a [`trouble_sort`] position.
+pub fn is_trouble_sort(text: &str) -> bool {
+    text.split_once('/').is_some_and(|(position, key)| {
+        is_time_sort(position) && crate::ids::is_id_text(key)
+    })
 }
 
 #[cfg(test)]
@@ -222,5 +238,10 @@ mod tests {
         ] {
             assert!(!is_time_sort(bad), "{bad}");
         }
+        let failed = trouble_sort(Timestamp(5), &id("ntc_1"), "email-0");
+        assert_eq!(failed, "000000000000005#ntc_1/email-0");
+        assert!(is_trouble_sort(&failed) && !is_time_sort(&failed));
+        assert!(!is_trouble_sort("000000000000005#ntc_1/") && !is_trouble_sort("5#a/b"));
+        assert_eq!(trouble_key(&id("a")), "TROUBLE#a");
     }
 }
