@@ -31,11 +31,18 @@ pub(super) async fn home(op: Op, State(state): S, Query(p): Query<Params>) -> Re
         Ok(s) => s,
         Err(e) => return error_page(ctx, &nav, &e),
     };
-    let (accounts, next) =
-        match list_accounts(state.dynamo(), state.table(), &state.config.notification_table, &search, ctx.now).await {
-            Ok(r) => r,
-            Err(e) => return error_page(ctx, &nav, &monitor_error(e)),
-        };
+    let (accounts, next) = match list_accounts(
+        state.dynamo(),
+        state.table(),
+        &state.config.notification_table,
+        &search,
+        ctx.now,
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(e) => return error_page(ctx, &nav, &monitor_error(e)),
+    };
     let next = next.map(|id| shared::store::cursor::encode(id.as_str()));
     let hours = WINDOW.as_secs() / 3600;
     let list_path = if search.text.is_empty() {

@@ -314,7 +314,11 @@ async fn answers_a_429_as_a_retryable_failure_carrying_retry_after() {
 }
 
 /// Runs a Slack delivery that always fails retryably through all eight receives.
-pub(crate) async fn exhaust(n: &Notifications, slack: &Receiver, subject: &str) -> (NoticeRecord, String) {
+pub(crate) async fn exhaust(
+    n: &Notifications,
+    slack: &Receiver,
+    subject: &str,
+) -> (NoticeRecord, String) {
     exhaust_keyed(n, slack, subject, None).await
 }
 

@@ -328,7 +328,10 @@ async fn an_exhausted_notification_counts_in_its_accounts_health_and_waits_in_th
     assert_eq!(names(&body)[0], "Gamma Notices", "newest trouble first");
     let h = health(&body, "Gamma Notices");
     assert_eq!(h["notices_failed"], 2);
-    assert_eq!((h["dead"].as_u64(), h["failed"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(
+        (h["dead"].as_u64(), h["failed"].as_u64()),
+        (Some(0), Some(0))
+    );
     assert!(h["last_trouble_at"].is_string());
     assert_eq!(health(&body, "Quiet")["notices_failed"], 0);
 
@@ -356,14 +359,23 @@ async fn an_exhausted_notification_counts_in_its_accounts_health_and_waits_in_th
     // A page at a time: the cursor after a notification continues after it.
     let page = api.get("/operator/attention?limit=1", OPERATOR_TOKEN).await;
     let page = page.ok().clone();
-    assert_eq!(page["data"][0]["notice_id"], early.request.notice_id.as_str());
+    assert_eq!(
+        page["data"][0]["notice_id"],
+        early.request.notice_id.as_str()
+    );
     let cursor = page["next_cursor"].as_str().expect("a second page");
     let rest = api
-        .get(&format!("/operator/attention?limit=1&cursor={cursor}"), OPERATOR_TOKEN)
+        .get(
+            &format!("/operator/attention?limit=1&cursor={cursor}"),
+            OPERATOR_TOKEN,
+        )
         .await;
     let rest = rest.ok().clone();
     assert_eq!(rest["data"].as_array().unwrap().len(), 1);
-    assert_eq!(rest["data"][0]["notice_id"], late.request.notice_id.as_str());
+    assert_eq!(
+        rest["data"][0]["notice_id"],
+        late.request.notice_id.as_str()
+    );
     assert!(rest["next_cursor"].is_null());
 
     // The requeue route the entry names takes it off the queue and out of the figures.

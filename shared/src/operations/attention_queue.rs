@@ -21,9 +21,9 @@ use super::event_monitor::MonitorError;
 use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, ChangeId, DeliveryId, NoticeId, ReplayJobId, SubscriptionId};
-use crate::store::listing::MAX_ROUNDS;
 use crate::store;
 use crate::store::keys::{time_sort, trouble_sort};
+use crate::store::listing::MAX_ROUNDS;
 use serde::Serialize;
 
 /// Why an entry needs an operator.
@@ -162,7 +162,13 @@ pub async fn attention_queue(
             });
         }
         let (exhausted, _) = store::failed_notices::failed(
-            dynamo, notices, &account_id, after, true, want, MAX_ROUNDS,
+            dynamo,
+            notices,
+            &account_id,
+            after,
+            true,
+            want,
+            MAX_ROUNDS,
         )
         .await?;
         for n in exhausted {
@@ -184,7 +190,11 @@ pub async fn attention_queue(
             position: time_sort(job.updated_at, job.job_id.as_str()),
             subscription_id: Some(job.subscription_id),
             job_id: Some(job.job_id),
-            ..AttentionEntry::new(AttentionKind::StalledReplay, job.account_id.clone(), job.updated_at)
+            ..AttentionEntry::new(
+                AttentionKind::StalledReplay,
+                job.account_id.clone(),
+                job.updated_at,
+            )
         });
     }
     let (page, next) = oldest_first(entries, after, limit as usize);

@@ -83,12 +83,25 @@ mod tests {
 
     #[test]
     fn the_failed_deliveries_of_an_account_are_read_on_its_trouble_key_after_a_position() {
-        let q = failed_query("t", &id("acct"), Some("000000000000005#n/email-0"), true, 10, None);
+        let q = failed_query(
+            "t",
+            &id("acct"),
+            Some("000000000000005#n/email-0"),
+            true,
+            10,
+            None,
+        );
         assert_eq!(q.index.as_deref(), Some("trouble"));
-        assert_eq!(q.key_condition, "trouble_key = :k AND trouble_sort > :after");
+        assert_eq!(
+            q.key_condition,
+            "trouble_key = :k AND trouble_sort > :after"
+        );
         assert_eq!(q.expr.values[":k"].as_s().unwrap(), "TROUBLE#acct");
         assert_eq!(q.filter.as_deref(), Some("#failure_reason = :exhausted"));
-        assert_eq!(q.expr.values[":exhausted"].as_s().unwrap(), "attempts_exhausted");
+        assert_eq!(
+            q.expr.values[":exhausted"].as_s().unwrap(),
+            "attempts_exhausted"
+        );
         let all = failed_query("t", &id("acct"), None, false, 10, None);
         assert_eq!(all.key_condition, "trouble_key = :k");
         assert!(all.filter.is_none() && !all.backwards);

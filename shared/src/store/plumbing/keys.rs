@@ -206,9 +206,8 @@ pub fn trouble_sort(at: Timestamp, notice_id: &NoticeId, delivery_key: &str) -> 
 }
 /// Whether `text` has the form of a [`trouble_sort`] position.
 pub fn is_trouble_sort(text: &str) -> bool {
-    text.split_once('/').is_some_and(|(position, key)| {
-        is_time_sort(position) && crate::ids::is_id_text(key)
-    })
+    text.split_once('/')
+        .is_some_and(|(position, key)| is_time_sort(position) && crate::ids::is_id_text(key))
 }
 
 #[cfg(test)]
