@@ -7,15 +7,18 @@
 //! thin doors over), so the console refuses what the API refuses, with the API's problem detail.
 //!
 //! ```text
-//! lib.rs                      router(), security headers layer, sign-in and sign-out, /console/
+//! lib.rs                      router(), security headers layer, sign-in and sign-out, /console/,
+//!                             the 404 page
 //! page.rs                     the shell, the request context, badges, times, problems, pagers
 //! views.rs                    the Event monitor, an event's Delivery log, a delivery's attempts
 //!                             (shared by both audiences)
 //! operator/mod.rs             /console/op/… routes
 //! operator/access.rs          the signed-in operator (Op), the CSRF check of every form
 //! operator/nav.rs             operator navigation, an account's page paths, the account picker
-//! operator/monitor.rs         the start page, the Event monitor scoped to an account
-//! operator/attention.rs       Needs Attention (the account's pages show it too)
+//! operator/accounts.rs        the start page: every account with its health over the last day
+//! operator/monitor.rs         the Event monitor scoped to an account
+//! operator/attention.rs       Needs Attention: the queue across accounts, and an account's own
+//!                             (the account's pages show it too)
 //! operator/account.rs         an account's page
 //! operator/subscription.rs    a subscription's Integration history
 //! operator/replays.rs         the replay job pages
@@ -34,7 +37,7 @@
 //! # Page structure for the browser tests (kept stable)
 //!
 //! Every page: `main#main`, `h1`, `[data-testid=signed-in-as]`, `[data-testid=logout]`
-//! (sign-out button), navigation links `nav-events`, `nav-attention`, `nav-replays`,
+//! (sign-out button), navigation links `nav-accounts`, `nav-events`, `nav-attention`, `nav-replays`,
 //! `nav-notifications` (operator) or `nav-overview`, `nav-events`, `nav-attention`, `nav-manage`
 //! (account).
 //! A refusal is `[data-testid=problem]` with `[data-testid=problem-detail]` (the API's
@@ -60,8 +63,16 @@
 //!   `[data-testid=retry-link]` (operator).
 //! * Confirmation forms (retry, replay, resume, requeue): `#reason` (required),
 //!   `[data-testid=confirm]`; replay adds `#from`, `#to` (`datetime-local`, UTC).
+//! * Operator start page (`/console/op`, `?q=`): search `#q` + `[data-testid=search-accounts]`;
+//!   `#accounts` rows `tr[data-testid=account-row][data-account-id][data-troubled]` with
+//!   `[data-testid=account-link]` (to the account's Event monitor), `health-delivered`,
+//!   `health-dead`, `health-failed`, `health-paused`, `health-last-trouble`; `next-page`.
+//! * The attention queue (`/console/op/attention`): `#attention-queue` rows
+//!   `tr[data-testid=queue-row][data-kind][data-account-id]` with `[data-testid=queue-account]`
+//!   and `[data-testid=queue-act]` (the form that acts); `next-page`.
 //! * Needs Attention (`/console/op/attention?account=…`): `#paused-subscriptions`
 //!   (`tr[data-testid=paused-row]`, `[data-testid=resume-link]`), `#attention-deliveries`.
+//! * Any other path under `/console/`: the console's 404 page, `[data-testid=not-found]`.
 //! * Integration history (`/console/op/accounts/{a}/subscriptions/{s}`): `#deliveries`,
 //!   `#audit` (rows `tr[data-testid=audit-row]` with `[data-testid=audit-action]`,
 //!   `[data-testid=audit-operator]`, `[data-testid=audit-reason]`), `[data-testid=replay-link]`.
@@ -137,6 +148,7 @@ pub fn router() -> Router<Arc<ApiState>> {
         .merge(operator::router())
         .merge(account::router())
         .merge(manage::router())
+        .route("/console/{*rest}", get(not_found).post(not_found))
         .layer(axum::middleware::from_fn(secure))
 }
 
@@ -159,6 +171,29 @@ async fn index(ctx: Result<Ctx, page::SignIn>) -> Response {
         Ok(ctx) => redirect(&ctx.url("/console/acct")),
         Err(sign_in) => sign_in.into_response(),
     }
+}
+
+/// Any other path under `/console/` (read, or posted to): the console's own 404 page (with the
+/// signed-in audience's navigation), not the JSON API's problem document.
+async fn not_found(ctx: Result<Ctx, page::SignIn>, request: Request) -> Response {
+    let (parts, _) = request.into_parts();
+    let home = format!("{}/console/", prefix_of(&parts));
+    let body = html! {
+        main id="main" class="narrow" {
+            h1 { "Page not found" }
+            p data-testid="not-found" { "The console has no page at this address." }
+            p { a href=(home) data-testid="not-found-home" { "Go to the console's start page" } }
+        }
+    };
+    let markup = match &ctx {
+        Ok(ctx) if ctx.session.audience.is_operator() => {
+            let nav = operator::nav(None, "");
+            shell(Some((ctx, &nav)), "Page not found", body)
+        }
+        Ok(ctx) => shell(Some((ctx, &account_parts::nav())), "Page not found", body),
+        Err(_) => shell(None, "Page not found", body),
+    };
+    html_response(StatusCode::NOT_FOUND, markup)
 }
 
 #[derive(Deserialize)]

@@ -23,6 +23,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 OUT = ROOT / "target" / "browser"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+# The pinned axe-core that scripts/axe-core.sh fetched and checked (scripts/browser-tests.sh sets it).
+AXE_JS = os.environ.get("AXE_JS", "")
 STACK_READY_SECS = 300
 
 # Figures the tests measured, printed once at the end of the run (and kept in OUT/figures.json).
@@ -187,6 +189,17 @@ def screenshot(page, name: str):
     OUT.mkdir(parents=True, exist_ok=True)
     to = DOCS if os.environ.get("UPDATE_SCREENSHOTS") == "1" else OUT
     page.screenshot(path=str(to / f"console-{name}.png"))
+
+
+@pytest.fixture(scope="session")
+def axe_js() -> pathlib.Path:
+    """The pinned axe-core script; missing is a failure, never a skip."""
+    path = pathlib.Path(AXE_JS) if AXE_JS else None
+    if path is not None and not path.is_absolute():
+        path = ROOT / path
+    if path is None or not path.is_file():
+        pytest.fail("AXE_JS names no axe-core script: run the browser tests with scripts/browser-tests.sh")
+    return path
 
 
 def record_figure(figure: dict):

@@ -1,22 +1,27 @@
-//! Needs Attention: an account's paused subscriptions (with their resume links, for operators)
-//! and its dead or failed deliveries.
+//! Needs Attention: the queue of what needs an operator across every account (oldest first,
+//! each entry with its account and a link to its confirmation form), and one account's paused
+//! subscriptions (with their resume links, for operators) and dead or failed deliveries.
 
 use super::access::Op;
-use super::nav::{account_param, account_picker, nav, scope};
-use crate::page::{badge, encode, error_page, html_response, pager, shell, when_text, Ctx, Nav};
+use super::nav::{account_param, base, nav, scope};
+use crate::page::{
+    badge, encode, error_page, html_response, pager, shell, when, when_text, Ctx, Nav,
+};
 use crate::views::{self, Scope};
 use crate::Params;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use maud::html;
-use shared::api::extract::path_id;
+use shared::api::extract::{page_limit, path_id};
+use shared::api::operator::attention::queue_position;
 use shared::api::state::ApiState;
 use shared::api::v1::events::monitor_error;
 use shared::api::v1::subscriptions::SubscriptionView;
 use shared::domain::lifecycle::Status;
 use shared::domain::subscription::MAX_CONSECUTIVE_DEAD;
 use shared::ids::AccountId;
+use shared::operations::attention_queue::{attention_queue, AttentionEntry, AttentionKind};
 use shared::operations::event_monitor::{
     attention_deliveries, paused_subscriptions, DeliveryLogEntry,
 };
@@ -24,13 +29,14 @@ use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;
 
-/// `/console/op/attention?account=…`: the account picker, or the account's Needs Attention.
+/// `/console/op/attention?account=…`: the queue across accounts, or the account's Needs
+/// Attention.
 pub(super) async fn attention(op: Op, State(state): S, Query(p): Query<Params>) -> Response {
     let account = account_param(&p);
     let nav = nav(account.as_deref(), "nav-attention");
     let ctx = &op.ctx;
     let Some(account) = account else {
-        return account_picker(ctx, &nav, "Needs attention", "/console/op/attention");
+        return queue_page(&state, ctx, &nav, &p).await;
     };
     let account = match path_id::<AccountId>(&account, "account") {
         Ok(a) => a,
@@ -105,6 +111,121 @@ pub async fn attention_page(
                 }
             }
             (pager(ctx, &list_path, page.next_cursor.as_deref()))
+        }
+    };
+    html_response(
+        StatusCode::OK,
+        shell(Some((ctx, nav)), "Needs attention", body),
+    )
+}
+
+/// The page of a notification delivery's notice.
+fn notice_path(e: &AttentionEntry) -> Option<String> {
+    e.notice_id
+        .as_ref()
+        .map(|n| format!("/console/op/notifications/{}", encode(n)))
+}
+
+/// The console's link that acts on a queue entry: its confirmation form (retry, resume,
+/// requeue), or a stopped replay job's page.
+fn act_link(e: &AttentionEntry) -> (String, &'static str) {
+    let b = base(&e.account_id);
+    let sub = e.subscription_id.as_ref().map(encode).unwrap_or_default();
+    match (e.kind, &e.change_id, &e.job_id, notice_path(e)) {
+        (AttentionKind::DeadDelivery | AttentionKind::FailedDelivery, Some(c), _, _) => (
+            format!("{b}/subscriptions/{sub}/deliveries/{}/retry", encode(c)),
+            "Retry…",
+        ),
+        (AttentionKind::StalledReplay, _, Some(j), _) => {
+            (format!("{b}/replays/{}", encode(j)), "Open the job")
+        }
+        (AttentionKind::ExhaustedNotification, _, _, Some(notice)) => (
+            format!(
+                "{notice}/deliveries/{}/requeue",
+                encode(e.delivery_key.as_deref().unwrap_or_default())
+            ),
+            "Requeue…",
+        ),
+        _ => (format!("{b}/subscriptions/{sub}/resume"), "Resume…"),
+    }
+}
+
+/// The words of a kind of entry.
+fn kind_text(kind: AttentionKind) -> &'static str {
+    match kind {
+        AttentionKind::PausedSubscription => "Paused subscription",
+        AttentionKind::DeadDelivery => "Dead delivery",
+        AttentionKind::FailedDelivery => "Failed delivery",
+        AttentionKind::StalledReplay => "Stopped replay job",
+        AttentionKind::ExhaustedNotification => "Exhausted notification",
+    }
+}
+
+/// What needs an operator across every account, oldest first.
+async fn queue_page(state: &ApiState, ctx: &Ctx, nav: &Nav, p: &Params) -> Response {
+    let after = match queue_position(p.get("cursor").map(String::as_str)) {
+        Ok(a) => a,
+        Err(e) => return error_page(ctx, nav, &e),
+    };
+    let limit = match page_limit(None) {
+        Ok(l) => l,
+        Err(e) => return error_page(ctx, nav, &e),
+    };
+    let (entries, next) = match attention_queue(
+        state.dynamo(),
+        state.table(),
+        &state.config.notification_table,
+        after.as_deref(),
+        limit,
+        ctx.now,
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(e) => return error_page(ctx, nav, &monitor_error(e)),
+    };
+    let next = next.map(|n| shared::store::cursor::encode(&n));
+    let body = html! {
+        main id="main" {
+            h1 { "Needs attention" }
+            p class="muted" { "What needs an operator in every account, oldest first. An account's own list: open it from its Event monitor, or give its id below." }
+            div class="table-wrap" {
+                table id="attention-queue" class="stack" {
+                    thead { tr { th scope="col" { "Since" } th scope="col" { "Account" } th scope="col" { "What" } th scope="col" { "Last error" } th scope="col" { "Action" } } }
+                    tbody {
+                        @for (e, name) in &entries {
+                            @let (href, label) = act_link(e);
+                            tr data-testid="queue-row" data-kind=(e.kind.as_str()) data-account-id=(e.account_id) data-subscription-id=[e.subscription_id.as_ref()] data-notice-id=[e.notice_id.as_ref()] {
+                                td data-label="Since" { (when(Some(e.at))) }
+                                td data-label="Account" {
+                                    a data-testid="queue-account" href=(ctx.url(&format!("/console/op/attention?account={}", encode(&e.account_id)))) { @if name.is_empty() { span class="mono" { (e.account_id) } } @else { (name) } }
+                                }
+                                td data-label="What" {
+                                    (kind_text(e.kind)) " "
+                                    @let sub = e.subscription_id.as_ref().map(encode).unwrap_or_default();
+                                    @if let Some(c) = &e.change_id {
+                                        a class="mono" href=(ctx.url(&format!("{}/subscriptions/{sub}/deliveries/{}", base(&e.account_id), encode(c)))) { (e.delivery_id.as_ref().map(|d| d.to_string()).unwrap_or_default()) }
+                                    } @else if let Some(j) = &e.job_id {
+                                        span class="mono" { (j) }
+                                    } @else if let Some(notice) = notice_path(e) {
+                                        a class="mono" href=(ctx.url(&notice)) { (e.notice_id.as_ref().map(|n| n.to_string()).unwrap_or_default()) " " (e.delivery_key.as_deref().unwrap_or_default()) }
+                                    } @else {
+                                        a class="mono" href=(ctx.url(&format!("{}/subscriptions/{sub}", base(&e.account_id)))) { (sub) }
+                                    }
+                                }
+                                td data-label="Last error" { @if let Some(d) = &e.detail { (d) } @else { span class="muted" { "—" } } }
+                                td data-label="Action" { a class="button" data-testid="queue-act" href=(ctx.url(&href)) { (label) } }
+                            }
+                        }
+                        @if entries.is_empty() { tr { td colspan="5" class="muted" { "Nothing needs an operator." } } }
+                    }
+                }
+            }
+            (pager(ctx, "/console/op/attention", next.as_deref()))
+            form class="filters panel" method="get" action=(ctx.url("/console/op/attention")) {
+                label for="account" { "One account's Needs attention (account id)" input id="account" name="account" required; }
+                button type="submit" data-testid="open-account" { "Open" }
+            }
         }
     };
     html_response(

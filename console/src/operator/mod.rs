@@ -5,8 +5,9 @@
 //!
 //! * [`access`] — the signed-in operator ([`Op`]) and the CSRF check of every console form.
 //! * [`nav`] — the navigation, an account's page paths, the account picker.
-//! * [`monitor`] — the start page and the Event monitor scoped to an account.
-//! * [`attention`] — Needs Attention.
+//! * [`accounts`] — the start page: every account with its health over the last day.
+//! * [`monitor`] — the Event monitor scoped to an account.
+//! * [`attention`] — Needs Attention: the queue across accounts, and one account's.
 //! * [`account`] — an account's page.
 //! * [`subscription`] — a subscription's Integration history.
 //! * [`replays`] — the replay job pages.
@@ -16,6 +17,7 @@
 
 mod access;
 mod account;
+mod accounts;
 mod actions;
 mod attention;
 mod audit;
@@ -37,7 +39,7 @@ use std::sync::Arc;
 pub fn router() -> Router<Arc<ApiState>> {
     const A: &str = "/console/op/accounts/{account_id}";
     Router::new()
-        .route("/console/op", get(monitor::home))
+        .route("/console/op", get(accounts::home))
         .route("/console/op/events", get(monitor::events))
         .route("/console/op/attention", get(attention::attention))
         .route("/console/op/replays", get(replays::replay_list))

@@ -1,15 +1,13 @@
-//! The operator's start page and the Event monitor views scoped to an account: the monitor, an
-//! event's Delivery log, a delivery's attempts (the pages themselves are in [`crate::views`]).
+//! The Event monitor views scoped to an account: the monitor, an event's Delivery log, a
+//! delivery's attempts (the pages themselves are in [`crate::views`]).
 
 use super::access::Op;
 use super::nav::{account_param, nav, scope};
-use crate::page::{error_page, html_response, shell};
+use crate::page::error_page;
 use crate::views;
 use crate::Params;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
 use axum::response::Response;
-use maud::html;
 use shared::api::extract::{path_id, resource_id};
 use shared::api::problem::ApiError;
 use shared::api::state::ApiState;
@@ -17,27 +15,6 @@ use shared::ids::AccountId;
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;
-
-pub(super) async fn home(op: Op) -> Response {
-    let ctx = &op.ctx;
-    let body = html! {
-        main id="main" class="narrow" {
-            h1 { "Operator console" }
-            form class="panel" method="get" action=(ctx.url("/console/op/events")) {
-                label for="account" { "Account id" input id="account" name="account" required; }
-                div class="actions" { button type="submit" data-testid="open-account" { "Open its Event monitor" } }
-            }
-            form class="panel" method="get" action=(ctx.url("/console/op/notifications")) {
-                label for="notice" { "Notice id" input id="notice" name="notice" required; }
-                div class="actions" { button type="submit" data-testid="open-notice" { "Open the notification" } }
-            }
-        }
-    };
-    html_response(
-        StatusCode::OK,
-        shell(Some((ctx, &nav(None, ""))), "Operator console", body),
-    )
-}
 
 pub(super) async fn events(op: Op, State(state): S, Query(p): Query<Params>) -> Response {
     let account = account_param(&p);

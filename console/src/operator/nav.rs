@@ -15,6 +15,7 @@ pub fn nav(account: Option<&str>, current: &'static str) -> Nav {
         .map(|a| format!("?account={}", encode(a)))
         .unwrap_or_default();
     let mut items = vec![
+        ("Accounts", "/console/op".to_string(), "nav-accounts"),
         (
             "Event monitor",
             format!("/console/op/events{q}"),

@@ -385,6 +385,7 @@ async fn every_console_page_answers_html_with_the_csp_for_its_audience_only() {
 
     let operator_pages = [
         "/console/op".to_string(),
+        "/console/op?q=Ten".to_string(),
         format!("/console/op/events?account={a}"),
         format!("/console/op/events?account={a}&status=failed&internal=new&code=catalog.updated"),
         format!("/console/op/accounts/{a}"),
@@ -482,6 +483,138 @@ async fn every_console_page_answers_html_with_the_csp_for_its_audience_only() {
         "{}",
         bad.text
     );
+}
+
+#[tokio::test]
+async fn the_operator_home_lists_accounts_with_their_health_and_the_queue_links_to_the_retry_form()
+{
+    let w = World::new().await;
+    let (tenant, sub, dead) = dead_delivery(&w).await;
+    let quiet = w.api.account("Quiet Co").await;
+    let op = operator(&w).await;
+    let a = &tenant.account_id;
+
+    let home = get(&w, Some(&op.cookie), "/console/op").await;
+    assert_page(&home, "/console/op");
+    // The account with trouble comes first, its dead delivery counted, a link to its monitor.
+    let tenant_row = home
+        .text
+        .find(&format!("data-account-id=\"{a}\""))
+        .expect("the tenant is listed");
+    let quiet_row = home
+        .text
+        .find(&format!("data-account-id=\"{}\"", quiet.account_id))
+        .expect("the quiet account is listed");
+    assert!(tenant_row < quiet_row, "newest trouble first");
+    let row = &home.text[tenant_row..quiet_row];
+    assert!(row.contains("data-testid=\"health-dead\">1<"), "{row}");
+    assert!(row.contains(&format!("href=\"/console/op/events?account={a}\"")));
+    let found = get(&w, Some(&op.cookie), "/console/op?q=quiet").await;
+    assert_page(&found, "/console/op?q=quiet");
+    assert!(found.text.contains("Quiet Co") && !found.text.contains(a.as_str()));
+
+    let queue = get(&w, Some(&op.cookie), "/console/op/attention").await;
+    assert_page(&queue, "/console/op/attention");
+    assert!(queue.text.contains("data-kind=\"dead_delivery\""));
+    assert!(queue.text.contains(">Tenant<"), "the account's name");
+    let retry = format!(
+        "/console/op/accounts/{a}/subscriptions/{}/deliveries/{}/retry",
+        sub.subscription_id, dead.change_id
+    );
+    assert!(
+        queue.text.contains(&format!("href=\"{retry}\"")),
+        "{}",
+        queue.text
+    );
+    assert_page(&get(&w, Some(&op.cookie), &retry).await, &retry);
+}
+
+#[tokio::test]
+async fn an_exhausted_notification_shows_in_the_home_figures_and_the_queue_links_to_its_requeue_form(
+) {
+    let w = World::new().await;
+    let notices = w
+        .account()
+        .id(w.notify.account.as_str())
+        .named("Notices Co")
+        .await;
+    let slack = local::receiver::Receiver::start().await;
+    let (notice, _) = crate::notifications::exhaust(&w.notify, &slack, "Slack down").await;
+    let op = operator(&w).await;
+    let a = &notices.account_id;
+
+    let home = get(&w, Some(&op.cookie), "/console/op").await;
+    assert_page(&home, "/console/op");
+    assert!(home.text.contains("Notices failed"));
+    let row = home
+        .text
+        .find(&format!("data-account-id=\"{a}\""))
+        .map(|at| &home.text[at..])
+        .expect("the account is listed");
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(
+        row.contains("data-testid=\"health-notices-failed\">1<"),
+        "{row}"
+    );
+
+    let queue = get(&w, Some(&op.cookie), "/console/op/attention").await;
+    assert_page(&queue, "/console/op/attention");
+    assert!(queue.text.contains("data-kind=\"exhausted_notification\""));
+    assert!(queue.text.contains(">Notices Co<"), "the account's name");
+    let n = &notice.request.notice_id;
+    let requeue = format!("/console/op/notifications/{n}/deliveries/slack-0/requeue");
+    assert!(
+        queue.text.contains(&format!("href=\"{requeue}\"")),
+        "{}",
+        queue.text
+    );
+    assert_page(&get(&w, Some(&op.cookie), &requeue).await, &requeue);
+
+    w.api
+        .post(
+            &format!("/operator/notifications/{n}/deliveries/slack-0/requeue"),
+            OPERATOR_TOKEN,
+            json!({"reason": "Slack is back"}),
+        )
+        .await
+        .ok();
+    let queue = get(&w, Some(&op.cookie), "/console/op/attention").await;
+    assert!(!queue.text.contains("data-kind=\"exhausted_notification\""));
+}
+
+#[tokio::test]
+async fn unknown_console_paths_answer_the_consoles_own_404_page() {
+    let w = World::new().await;
+    let tenant = w.api.account("Tenant").await;
+    let op = operator(&w).await;
+    let admin = sign_in_with_token(&w, &tenant.token).await;
+    for (cookie, path, nav) in [
+        (None, "/console/nothing-here", None),
+        (
+            Some(&op.cookie),
+            "/console/op/nothing/here",
+            Some("nav-accounts"),
+        ),
+        (
+            Some(&admin.cookie),
+            "/console/acct/nothing",
+            Some("nav-overview"),
+        ),
+    ] {
+        let r = get(&w, cookie.map(String::as_str), path).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}");
+        assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+        assert_secure(&r, path);
+        assert!(r.text.starts_with("<!DOCTYPE html>"), "{path}");
+        assert!(r.text.contains("<html lang=\"en\">"), "{path}");
+        assert!(r
+            .text
+            .contains("<title>Page not found · Rhythm delivery console</title>"));
+        assert!(r.text.contains("data-testid=\"not-found\""), "{path}");
+        if let Some(nav) = nav {
+            assert!(r.text.contains(&format!("data-testid=\"{nav}\"")), "{path}");
+        }
+    }
 }
 
 #[tokio::test]

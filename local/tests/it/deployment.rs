@@ -1162,11 +1162,12 @@ const CODE_NEEDS: &[(&str, Needs)] = &[
             ("DeliveryTable/index/rollup", &["dynamodb:Query"]),
             ("DeliveryTable/index/due", &["dynamodb:Query"]),
             // notices (create with the daily quota counter's conditional ADD, withdraw,
-            // supersede), provider events (confirm), requeue, the console inbox, and settling in
-            // the operator's reconcile run.
+            // supersede), provider events (confirm), requeue, the console inbox, settling in
+            // the operator's reconcile run, and the operators' overview (failed notifications).
             ("NotificationTable", NOTIFY_STORE),
             ("NotificationTable/index/inbox", &["dynamodb:Query"]),
             ("NotificationTable/index/watch", &["dynamodb:Query"]),
+            ("NotificationTable/index/trouble", &["dynamodb:Query"]),
             ("DeliveryQueue", &["sqs:SendMessage"]),
             // The provider-event secrets, read once per container.
             ("ProviderEventSecrets", &["secretsmanager:GetSecretValue"]),
@@ -2708,6 +2709,8 @@ mod measured {
             ("DeliveryTable/index/listing", "dynamodb:Query"),
             ("DeliveryTable/index/by_subscription", "dynamodb:Query"),
             ("NotificationTable/index/inbox", "dynamodb:Query"),
+            // The operators' accounts and attention queue.
+            ("NotificationTable/index/trouble", "dynamodb:Query"),
             // The operator's reconcile run.
             ("DeliveryTable/index/rollup", "dynamodb:Query"),
             ("NotificationTable/index/watch", "dynamodb:Query"),

@@ -20,6 +20,7 @@ mod management_api;
 mod notice_bounds;
 mod notifications;
 mod openapi;
+mod operator_overview;
 mod pull_and_operator;
 mod push_delivery;
 mod recovery;

@@ -314,7 +314,11 @@ async fn answers_a_429_as_a_retryable_failure_carrying_retry_after() {
 }
 
 /// Runs a Slack delivery that always fails retryably through all eight receives.
-async fn exhaust(n: &Notifications, slack: &Receiver, subject: &str) -> (NoticeRecord, String) {
+pub(crate) async fn exhaust(
+    n: &Notifications,
+    slack: &Receiver,
+    subject: &str,
+) -> (NoticeRecord, String) {
     exhaust_keyed(n, slack, subject, None).await
 }
 
@@ -528,8 +532,12 @@ async fn queues_a_delivery_that_ran_out_of_receives_again_with_its_work_row_and_
         "history",
         // The retention a failed delivery carries; queued work never expires.
         "expires_at",
+        // Its place on its account's list of failed deliveries (the `trouble` index).
+        "trouble_key",
+        "trouble_sort",
     ];
     assert!(d_before.contains_key("expires_at") && !d_after.contains_key("expires_at"));
+    assert!(d_before.contains_key("trouble_key") && !d_after.contains_key("trouble_key"));
     for (k, v) in d_before {
         if !expected_changes.contains(&k.as_str()) {
             assert_eq!(d_after.get(k), Some(v), "{k} unchanged");

@@ -11,7 +11,12 @@
 //! * [`event_monitor`] — the event monitor's reads: an account's events, an event's delivery
 //!   log, needs attention.
 //! * [`pull`] — the adapters' pull cursor: read pending changes, acknowledge them.
+//! * [`account_health`] — an account's figures over the last day (the operators' list of
+//!   accounts).
+//! * [`attention_queue`] — what needs an operator across every account, oldest first.
 
+pub mod account_health;
+pub mod attention_queue;
 pub mod event_monitor;
 pub mod pull;
 pub mod recovery;

@@ -148,6 +148,87 @@ pub async fn ids_page(
     Ok((ids, page.next))
 }
 
+/// The `listing` index position of an account on the `ACCOUNTS` listing (where a page after it
+/// starts).
+fn listing_position(account_id: &AccountId) -> Item {
+    let (pk, sk) = key(account_id);
+    Item::from([
+        (listing::KEY.to_string(), s(ACCOUNTS_LIST_KEY)),
+        (listing::SORT.to_string(), s(account_id)),
+        ("pk".to_string(), s(pk)),
+        ("sk".to_string(), s(sk)),
+    ])
+}
+
+/// Up to `limit` accounts of the `ACCOUNTS` listing (in id order) after `after`, read in full
+/// (the listing holds keys only: one index query, then one batch read of the accounts), and
+/// the id to continue after when the listing goes on.
+pub async fn page_after(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    after: Option<&AccountId>,
+    limit: i32,
+) -> Result<(Vec<Account>, Option<AccountId>), StoreError> {
+    let page = read::query_page(
+        dynamo,
+        &Query {
+            table: table.into(),
+            index: Some(listing::INDEX.into()),
+            key_condition: "#lk = :lk".into(),
+            expr: Expr::new()
+                .name("#lk", listing::KEY)
+                .value(":lk", s(ACCOUNTS_LIST_KEY)),
+            start: after.map(listing_position),
+            limit: Some(limit.max(1)),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let accounts = read::items_in_order(dynamo, table, &page.items)
+        .await?
+        .into_iter()
+        .map(Account::from_item)
+        .collect::<Result<Vec<_>, _>>()?;
+    let next = page
+        .next
+        .as_ref()
+        .and_then(|k| k.get(listing::SORT)?.as_s().ok())
+        .map(AccountId::from_stored);
+    Ok((accounts, next))
+}
+
+/// Every account id of the `ACCOUNTS` listing (keys only, thousands per index page).
+pub async fn all_ids(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> Result<Vec<AccountId>, StoreError> {
+    let mut ids = Vec::new();
+    let mut start = None;
+    loop {
+        let (page, next) = ids_page(dynamo, table, start).await?;
+        ids.extend(page);
+        match next {
+            Some(n) => start = Some(n),
+            None => return Ok(ids),
+        }
+    }
+}
+
+/// The names of the given accounts (one batch read per hundred; an id with no account is left
+/// out).
+pub async fn names(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    ids: &[AccountId],
+) -> Result<std::collections::HashMap<AccountId, String>, StoreError> {
+    let keys: Vec<Item> = ids.iter().map(listing_position).collect();
+    read::items_in_order(dynamo, table, &keys)
+        .await?
+        .into_iter()
+        .map(|i| Account::from_item(i).map(|a| (a.account_id, a.name)))
+        .collect()
+}
+
 /// A consistent read of an account.
 pub async fn get(
     dynamo: &aws_sdk_dynamodb::Client,

@@ -26,6 +26,7 @@ pub mod console_session;
 pub mod delivery;
 pub mod event;
 pub mod event_partition;
+pub mod failed_notices;
 pub mod integration;
 #[cfg(test)]
 mod key_forms;

@@ -24,7 +24,8 @@
 //! the notice, so a repeated fan-out creates nothing twice. Deliveries carry the `watch` index
 //! attributes while settling may have to act on them (`sending`: claim + 15 min; `queued` with a
 //! deadline: the deadline), and console deliveries the `inbox` index attributes
-//! ([`super::console_inbox`]).
+//! ([`super::console_inbox`]). A `failed` delivery carries the `trouble` index attributes
+//! ([`super::failed_notices`]), set by the write that fails it and dropped by the requeue's.
 
 use super::attrs::{watch, VERSION};
 use super::expr::{n, s, Expr};
@@ -126,6 +127,11 @@ pub struct NotificationDelivery {
     pub inbox_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inbox_at: Option<Timestamp>,
+    /// The `trouble` index attributes while the delivery is `failed` ([`Self::refresh_trouble`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trouble_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trouble_sort: Option<String>,
     /// TTL, epoch **seconds**: set when the delivery comes to rest (sent or final), removed by a
     /// requeue ([`crate::domain::retention::notification_ttl_seconds`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -183,6 +189,8 @@ impl NotificationDelivery {
             watch_at: None,
             inbox_key: None,
             inbox_at: None,
+            trouble_key: None,
+            trouble_sort: None,
             expires_at: None,
         }
     }
@@ -211,6 +219,20 @@ impl NotificationDelivery {
                 self.watch_shard = None;
                 self.watch_at = None;
             }
+        }
+    }
+
+    /// Sets (or clears) the `trouble` index attributes from the status: a `failed` delivery is on
+    /// its account's list of deliveries that failed for good, by when it failed, until a requeue
+    /// moves it on. They ride on the status write that fails it: no write of their own.
+    pub fn refresh_trouble(&mut self) {
+        if self.status == NotificationStatus::Failed {
+            let at = self.failed_at.unwrap_or(self.updated_at);
+            self.trouble_key = Some(keys::trouble_key(&self.account_id));
+            self.trouble_sort = Some(keys::trouble_sort(at, &self.notice_id, &self.delivery_key));
+        } else {
+            self.trouble_key = None;
+            self.trouble_sort = None;
         }
     }
 
@@ -386,6 +408,7 @@ pub fn create(
 ) -> Result<Write, StoreError> {
     let mut d = delivery.clone();
     d.refresh_watch();
+    d.refresh_trouble();
     d.refresh_retention();
     let put = Write::Put(built(
         Put::builder()
@@ -442,6 +465,7 @@ pub fn transition(
     };
     next.version = current.version + 1;
     next.refresh_watch();
+    next.refresh_trouble();
     next.refresh_retention();
     let mut e = Expr::new()
         .name("#version", VERSION)
@@ -514,6 +538,7 @@ pub fn record(
     }
     next.version = current.version + 1;
     next.refresh_watch();
+    next.refresh_trouble();
     let e = Expr::new()
         .name("#version", VERSION)
         .name("#status", "status")
@@ -801,6 +826,48 @@ mod tests {
         );
         assert!(all[2].delete().is_some());
         assert!(all[3].put().unwrap().condition_expression().is_none());
+    }
+
+    #[test]
+    fn the_write_that_fails_a_delivery_puts_it_on_its_accounts_trouble_index_and_a_requeue_takes_it_off(
+    ) {
+        let current = delivery(N::Sending);
+        let mut failed = current.clone();
+        failed.status = N::Failed;
+        failed.failure_reason = Some(FailureReason::AttemptsExhausted);
+        failed.failed_at = Some(Timestamp(7));
+        let (write, failed) = transition(
+            "t",
+            &current,
+            failed,
+            NT::FailSending,
+            &Effects::delete_work(),
+            None,
+        )
+        .unwrap();
+        let all = items(write);
+        let item = all[0].put().unwrap().item();
+        assert_eq!(item["trouble_key"].as_s().unwrap(), "TROUBLE#a");
+        assert_eq!(
+            item["trouble_sort"].as_s().unwrap(),
+            "000000000000007#n/email-0"
+        );
+        let mut next = failed.clone();
+        next.status = N::Queued;
+        next.failure_reason = None;
+        next.failed_at = None;
+        let (write, requeued) = transition(
+            "t",
+            &failed,
+            next,
+            NT::OperatorRequeue,
+            &Effects::none(),
+            Some(requeue_condition()),
+        )
+        .unwrap();
+        let item = items(write)[0].put().unwrap().item().clone();
+        assert!(!item.contains_key("trouble_key") && !item.contains_key("trouble_sort"));
+        assert_eq!((requeued.trouble_key, requeued.trouble_sort), (None, None));
     }
 
     #[test]

@@ -2,6 +2,11 @@
 //!
 //! * `POST /operator/accounts` `{name, admin_emails?, reason?}` → 201 `{account, token}`: the
 //!   account and its first account token (plaintext, shown once).
+//! * `GET /operator/accounts` (`?q=&limit=&cursor=`) → accounts with their health over the last
+//!   day ([`crate::operations::account_health`]), newest trouble first within the page; `q` is
+//!   an account id or the start of names (without regard to case). Pages follow the accounts
+//!   listing (id order); `limit` is at most [`MAX_ACCOUNTS_PAGE`], as each account listed costs
+//!   its own reads.
 //! * `GET /operator/accounts/{account_id}` → the account.
 //! * `POST /operator/accounts/{account_id}/tokens` `{revoke_existing?, reason?}` → 201: another
 //!   account token; with `revoke_existing: true` every other account token of the account is
@@ -26,10 +31,13 @@ use crate::api::auth;
 use crate::api::auth::{
     issue_token, revoke_all_tokens, IssuedTokenView, Operator, PlaintextToken, TokenKind,
 };
-use crate::api::extract::{path_id, ApiPath, Fields, JsonBody};
+use crate::api::extract::{cursor_id, path_id, ApiPath, ApiQuery, Fields, JsonBody};
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
+use crate::api::v1::events::monitor_error;
+use crate::api::v1::ListResponse;
 use crate::ids::AccountId;
+use crate::operations::account_health::{list_accounts, AccountHealth, AccountSearch, Health};
 use crate::operations::{MAX_REASON_CHARS, WRITE_CONCURRENCY};
 use crate::store::account::{self, Account, NoticeAllowlist};
 use crate::store::account_limits::Counted;
@@ -42,7 +50,7 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures::{stream, StreamExt};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::future::Future;
 use std::sync::Arc;
 
@@ -54,7 +62,7 @@ pub const MAX_ALLOWLIST_ENTRIES: usize = 100;
 
 pub fn router() -> Router<Arc<ApiState>> {
     Router::new()
-        .route("/operator/accounts", post(create))
+        .route("/operator/accounts", get(list).post(create))
         .route("/operator/accounts/{account_id}", get(fetch).delete(remove))
         .route("/operator/accounts/{account_id}/tokens", post(issue))
         .route(
@@ -81,6 +89,113 @@ impl From<&Account> for AccountView {
             created_at: a.created_at.to_rfc3339(),
         }
     }
+}
+
+/// Accounts per page of `GET /operator/accounts` at most (and by default 25).
+pub const MAX_ACCOUNTS_PAGE: u32 = 50;
+/// Longest search text.
+pub const MAX_SEARCH_CHARS: usize = 200;
+
+/// An account of the operators' list, with its health over the last day.
+#[derive(Debug, Serialize)]
+pub struct AccountHealthView {
+    #[serde(flatten)]
+    pub account: AccountView,
+    pub health: HealthView,
+}
+
+/// [`Health`] as the API shows it.
+#[derive(Debug, Serialize)]
+pub struct HealthView {
+    /// The window's length in hours.
+    pub window_hours: u64,
+    pub delivered: u64,
+    pub dead: u64,
+    pub failed: u64,
+    pub paused_subscriptions: u64,
+    /// Notification deliveries that failed for good in the window.
+    pub notices_failed: u64,
+    pub last_trouble_at: Option<String>,
+    pub complete: bool,
+}
+
+impl From<&Health> for HealthView {
+    fn from(h: &Health) -> Self {
+        HealthView {
+            window_hours: crate::operations::account_health::WINDOW.as_secs() / 3600,
+            delivered: h.delivered,
+            dead: h.dead,
+            failed: h.failed,
+            paused_subscriptions: h.paused_subscriptions,
+            notices_failed: h.notices_failed,
+            last_trouble_at: h.last_trouble_at.map(|t| t.to_rfc3339()),
+            complete: h.complete,
+        }
+    }
+}
+
+impl From<&AccountHealth> for AccountHealthView {
+    fn from(a: &AccountHealth) -> Self {
+        AccountHealthView {
+            account: AccountView::from(&a.account),
+            health: HealthView::from(&a.health),
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    pub q: Option<String>,
+    pub limit: Option<u32>,
+    pub cursor: Option<String>,
+}
+
+/// The search of `GET /operator/accounts` (and the console's list) from its parameters.
+pub fn account_search(p: &ListParams) -> Result<AccountSearch, ApiError> {
+    let limit = match p.limit {
+        None => 25,
+        Some(n) if (1..=MAX_ACCOUNTS_PAGE).contains(&n) => n,
+        Some(n) => {
+            return Err(ApiError::field(
+                "limit",
+                format!("must be between 1 and {MAX_ACCOUNTS_PAGE}; got {n}"),
+            ))
+        }
+    };
+    let text = p.q.as_deref().unwrap_or("").trim().to_owned();
+    if text.chars().count() > MAX_SEARCH_CHARS {
+        return Err(ApiError::field(
+            "q",
+            format!("must be at most {MAX_SEARCH_CHARS} characters"),
+        ));
+    }
+    Ok(AccountSearch {
+        text,
+        after: cursor_id(p.cursor.as_deref())?,
+        limit,
+    })
+}
+
+async fn list(
+    _operator: Operator,
+    State(state): State<Arc<ApiState>>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Json<ListResponse<AccountHealthView>>, ApiError> {
+    let search = account_search(&params)?;
+    let (accounts, next) = list_accounts(
+        state.dynamo(),
+        state.table(),
+        &state.config.notification_table,
+        &search,
+        state.clock.now(),
+    )
+    .await
+    .map_err(monitor_error)?;
+    Ok(Json(ListResponse::new(
+        accounts.iter().map(AccountHealthView::from).collect(),
+        next,
+    )))
 }
 
 #[derive(Debug, Serialize)]

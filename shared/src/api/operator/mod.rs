@@ -1,6 +1,7 @@
 //! `/operator/*`: routes for the platform's operators (identity from [`crate::api::Operator`]).
 
 pub mod accounts;
+pub mod attention;
 pub mod audit;
 pub mod deliveries;
 pub mod limits;
@@ -17,6 +18,7 @@ pub fn router() -> Router<Arc<ApiState>> {
     Router::new()
         .merge(accounts::router())
         .merge(limits::router())
+        .merge(attention::router())
         .merge(notifications::router())
         .merge(subscriptions::router())
         .merge(deliveries::router())

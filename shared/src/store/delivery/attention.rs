@@ -1,5 +1,6 @@
 //! The account's needs-attention listing: its `dead` and `failed` deliveries (the worker puts
-//! them on `ATTENTION#{account}` of the `listing` index), newest first.
+//! them on `ATTENTION#{account}` of the `listing` index), newest first, or from a position of
+//! the listing (the operators' health figures and attention queue).
 
 use super::item::Delivery;
 use crate::domain::integration_delivery::DeliveryStatus;
@@ -21,6 +22,35 @@ pub async fn attention_deliveries(
     let cursor = cursor
         .map(|c| ListingCursor::decode(c, "attention", account_id))
         .transpose()?;
+    read(dynamo, table, account_id, None, false, limit, cursor, now).await
+}
+
+/// The account's `dead` and `failed` deliveries listed at or after `lower` (when given: a position of the
+/// listing: [`keys::time_sort`] of when they settled, then the delivery id), oldest first
+/// (`forward`) or newest first; a `next_cursor` says the window holds more than `limit`.
+pub async fn attention_from(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    account_id: &AccountId,
+    lower: Option<String>,
+    forward: bool,
+    limit: u32,
+    now: Timestamp,
+) -> Result<Page<Delivery>, ListingError> {
+    read(dynamo, table, account_id, lower, forward, limit, None, now).await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn read(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    account_id: &AccountId,
+    lower: Option<String>,
+    forward: bool,
+    limit: u32,
+    cursor: Option<ListingCursor>,
+    now: Timestamp,
+) -> Result<Page<Delivery>, ListingError> {
     let keep = move |item: &Item| {
         item.get("kind")
             .and_then(|v| v.as_s().ok())
@@ -36,9 +66,9 @@ pub async fn attention_deliveries(
         Listing {
             list: "attention",
             list_key: keys::attention_list_key(account_id),
-            lower: None,
+            lower,
             upper: None,
-            forward: false,
+            forward,
             limit,
             cursor,
             keep: &keep,

@@ -56,5 +56,13 @@ pub mod inbox {
     pub const AT: &str = "inbox_at";
 }
 
+/// `trouble` index of the notification table (sparse, all attributes): an account's deliveries
+/// that failed for good, in the order they failed (`store::failed_notices`).
+pub mod trouble {
+    pub const INDEX: &str = "trouble";
+    pub const KEY: &str = "trouble_key";
+    pub const SORT: &str = "trouble_sort";
+}
+
 /// The notification table's optimistic-concurrency counter (every delivery write adds one).
 pub const VERSION: &str = "version";

@@ -91,6 +91,15 @@ pub fn time_sort(at: Timestamp, tiebreak: &str) -> String {
     format!("{:015}#{tiebreak}", at.millis().max(0))
 }
 
+/// Whether `text` has the form of a [`time_sort`] position (fifteen digits, `#`, then an id).
+pub fn is_time_sort(text: &str) -> bool {
+    text.split_once('#').is_some_and(|(millis, rest)| {
+        millis.len() == 15
+            && millis.bytes().all(|b| b.is_ascii_digit())
+            && crate::ids::is_id_text(rest)
+    })
+}
+
 /// The account and change of an event partition's key (`EVT#{account}#{change}`).
 pub fn parse_event_pk(pk: &str) -> Option<(&str, &str)> {
     pk.strip_prefix("EVT#")?.split_once('#')
@@ -189,7 +198,8 @@ pub const CONSOLE_LINK_SK: &str = "USED";
 // | supersede pointer     | `SUPERSEDE#{account}#{key}`     | `CURRENT`           |
 // | provider reference    | `PROVREF#{provider}#{ref}`      | `REF`               |
 //
-// and the `inbox` index's key `INBOX#{account}#{recipient}`.
+// and the `inbox` index's key `INBOX#{account}#{recipient}`, the `trouble` index's key
+// `TROUBLE#{account}` (the account's deliveries failed for good).
 
 pub fn notice_pk(notice_id: &NoticeId) -> String {
     format!("NOTICE#{notice_id}")
@@ -216,6 +226,20 @@ pub fn provider_ref_pk(provider: &str, reference: &str) -> String {
 pub fn inbox_key(account_id: &AccountId, recipient: &str) -> String {
     format!("INBOX#{account_id}#{recipient}")
 }
+/// The `trouble` index key of an account: its notification deliveries that failed for good.
+pub fn trouble_key(account_id: &AccountId) -> String {
+    format!("TROUBLE#{account_id}")
+}
+/// A failed delivery's place on its account's `trouble` index: [`time_sort`] of when it failed
+/// and `{notice}/{delivery key}`.
+pub fn trouble_sort(at: Timestamp, notice_id: &NoticeId, delivery_key: &str) -> String {
+    time_sort(at, &format!("{notice_id}/{delivery_key}"))
+}
+/// Whether `text` has the form of a [`trouble_sort`] position.
+pub fn is_trouble_sort(text: &str) -> bool {
+    text.split_once('/')
+        .is_some_and(|(position, key)| is_time_sort(position) && crate::ids::is_id_text(key))
+}
 
 #[cfg(test)]
 mod tests {
@@ -234,5 +258,20 @@ mod tests {
             (0..1000).map(|i| shard_of(&format!("k{i}"))).collect();
         assert_eq!(shards.len(), SHARDS as usize);
         assert!(time_sort(Timestamp(5), "a") < time_sort(Timestamp(40), "a"));
+        assert!(is_time_sort(&time_sort(Timestamp(5), "sub_01")));
+        for bad in [
+            "",
+            "5#a",
+            "000000000000005#",
+            "000000000000005#a b",
+            "x00000000000005#a",
+        ] {
+            assert!(!is_time_sort(bad), "{bad}");
+        }
+        let failed = trouble_sort(Timestamp(5), &id("ntc_1"), "email-0");
+        assert_eq!(failed, "000000000000005#ntc_1/email-0");
+        assert!(is_trouble_sort(&failed) && !is_time_sort(&failed));
+        assert!(!is_trouble_sort("000000000000005#ntc_1/") && !is_trouble_sort("5#a/b"));
+        assert_eq!(trouble_key(&id("a")), "TROUBLE#a");
     }
 }
