@@ -84,6 +84,16 @@ async fn seed(w: &World) -> Seeded {
         )
         .await;
     let job_id = job.accepted()["id"].as_str().unwrap().to_owned();
+    // The account's own recovery of the same subscription.
+    let recovery = w
+        .api
+        .post(
+            &format!("/v1/subscriptions/{}/recover", sub.subscription_id),
+            &tenant.token,
+            json!({"since": now.minus(HOUR).to_rfc3339(), "reason": "contract"}),
+        )
+        .await;
+    let recovery_id = recovery.accepted()["id"].as_str().unwrap().to_owned();
     let notice = w
         .api
         .post(
@@ -103,6 +113,7 @@ async fn seed(w: &World) -> Seeded {
             ("RHYTHM_SUBSCRIPTION_ID", sub.subscription_id.to_string()),
             ("RHYTHM_CHANGE_ID", changes[0].change_id.to_string()),
             ("RHYTHM_JOB_ID", job_id),
+            ("RHYTHM_RECOVERY_JOB_ID", recovery_id),
             ("RHYTHM_NOTICE_ID", notice_id),
             ("RHYTHM_SPARE_ACCOUNT_ID", spare.account_id.to_string()),
             ("RHYTHM_DELETED_ACCOUNT_ID", deleted.account_id.to_string()),

@@ -3,6 +3,7 @@
 pub mod attention;
 pub mod events;
 pub mod integrations;
+pub mod jobs;
 pub mod notices;
 pub mod provider_events;
 pub mod pull;
@@ -26,6 +27,7 @@ pub fn router() -> Router<Arc<ApiState>> {
         .merge(pull::router())
         .merge(events::router())
         .merge(attention::router())
+        .merge(jobs::router())
 }
 
 /// A page of a list route: `data`, and `next_cursor` to pass as `?cursor=` for the next page

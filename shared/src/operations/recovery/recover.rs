@@ -67,6 +67,18 @@ pub struct RecoverRequest<'a> {
 /// does not finish. Refused: `Invalid` naming `since` or `statuses`, `NotFound` for a
 /// subscription not in the account, `Bounded` (429) at a bound.
 pub async fn start_recovery(ops: &Ops<'_>, req: RecoverRequest<'_>) -> Result<ReplayJob, OpsError> {
+    let job = create_recovery(ops, req).await?;
+    run_recorded(ops, job).await
+}
+
+/// Validates the request and records the recovery job (with its audit entry, within the
+/// account's bounds), without running it: [`start_recovery`] runs it at once; a job recorded and
+/// not run is what a request that died right after recording it leaves, and reconciliation runs
+/// it.
+pub async fn create_recovery(
+    ops: &Ops<'_>,
+    req: RecoverRequest<'_>,
+) -> Result<ReplayJob, OpsError> {
     let now = ops.now();
     let window = validate_recovery(req.since, req.statuses, now).map_err(|errors| {
         let first = &errors[0];
@@ -102,8 +114,7 @@ pub async fn start_recovery(ops: &Ops<'_>, req: RecoverRequest<'_>) -> Result<Re
     .detail("since", req.since)
     .detail("statuses", names.join(","));
     audit.job_id = Some(job.job_id.clone());
-    let job = create_bounded(ops, job, &audit).await?;
-    run_recorded(ops, job).await
+    create_bounded(ops, job, &audit).await
 }
 
 /// A window replay through the account's door: the operator's replay ([`new_job`]: the same
