@@ -44,7 +44,7 @@ fn ops(w: &World) -> Ops<'_> {
 
 /// The account token's id (`rhy_acct_{id}_{secret}`), as the audit names the credential.
 fn token_id(tenant: &ApiAccount) -> String {
-    tenant.token.splitn(4, '_').nth(2).unwrap().to_owned()
+    tenant.token.split('_').nth(2).unwrap().to_owned()
 }
 
 /// The delivery ids the receiver was sent (`webhook-id`), each as often as it was sent.
