@@ -19,7 +19,8 @@ use crate::api::extract::{page_limit, path_id, ApiPath, ApiQuery, Fields, JsonBo
 use crate::api::problem::{ApiError, FieldError};
 use crate::api::state::ApiState;
 use crate::api::v1::ListResponse;
-use crate::domain::replay::{validate_window, ReplayStatus};
+use crate::domain::integration_delivery::DeliveryStatus;
+use crate::domain::replay::{validate_window, JobKind, ReplayStatus};
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, ChangeId, ReplayJobId, SubscriptionId};
 use crate::operations::recovery::replay::{
@@ -57,6 +58,10 @@ pub struct ReplayJobView {
     pub id: ReplayJobId,
     pub account_id: AccountId,
     pub subscription_id: SubscriptionId,
+    /// `replay`, or `recovery` (an account's: only `statuses` restarted, `from` its `since`).
+    pub kind: JobKind,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub statuses: Vec<DeliveryStatus>,
     pub from: String,
     pub to: String,
     pub reason: String,
@@ -82,6 +87,8 @@ impl ReplayJobView {
             id: job.job_id.clone(),
             account_id: job.account_id.clone(),
             subscription_id: job.subscription_id.clone(),
+            kind: job.job_kind,
+            statuses: job.statuses.clone(),
             from: job.from.to_rfc3339(),
             to: job.to.to_rfc3339(),
             reason: job.reason.clone(),
