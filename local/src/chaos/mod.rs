@@ -530,7 +530,8 @@ impl Run<'_> {
         };
         let table = &self.p.stack.config.delivery_table;
         let now = self.p.now();
-        // The worker's own claim: it refuses a settled, not yet due or leased delivery.
+        // The worker's own claim: it refuses a settled, not yet due or leased delivery. No bound
+        // on attempts here: the worker that takes over applies the subscription's Max Retries.
         let due_by = now.plus(shared::delivery::worker::EARLY_TOLERANCE);
         let Ok(claim) = shared::store::delivery::claim(
             table,
@@ -539,6 +540,7 @@ impl Run<'_> {
             now,
             PROCESSING_LEASE,
             due_by,
+            u32::MAX,
         ) else {
             return false;
         };

@@ -16,6 +16,7 @@ mod fault_matrix;
 mod faults;
 mod harness;
 mod lambda_binaries;
+mod lifecycle_paths;
 mod management_api;
 mod notice_bounds;
 mod notifications;

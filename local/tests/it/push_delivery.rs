@@ -467,11 +467,16 @@ async fn the_worker_claims_without_reading_first_and_a_refused_claim_says_why_fr
     w.lease(&change, &sub.subscription_id, lease, "another-worker")
         .await;
 
-    // Another worker's live lease: the claim is refused and is the only request.
+    // Another worker's live lease: the claim is refused and is the only request to the
+    // delivery. The account's configuration is read once per container, before the claim: the
+    // claim's condition carries the subscription's Max Retries.
     w.pipeline.stack.meter.reset();
     let outcome = w.pipeline.worker.process(&job).await.unwrap();
     assert_eq!(outcome, WorkOutcome::Skipped("leased by another worker"));
-    assert_eq!(w.dynamo_requests(), [("UpdateItem".to_string(), 1)]);
+    assert_eq!(
+        w.dynamo_requests(),
+        [("Query".to_string(), 1), ("UpdateItem".to_string(), 1)]
+    );
     assert_eq!(r.count(), 0);
 
     // The lease lapses: claim, outcome and the dead count's read; the claim's answer carried the

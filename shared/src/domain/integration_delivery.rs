@@ -25,7 +25,9 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 use super::delivery_method::DeliveryMethod;
-use super::lifecycle::{cannot, row_on, status_enum, term_enum, Actor, Lifecycle, TransitionError};
+use super::lifecycle::{
+    cannot, row_on, status_enum, term_enum, Actor, ClaimRule, Lifecycle, TransitionError,
+};
 use super::time::{Timestamp, SECOND};
 
 /// A worker that takes a delivery holds it this long; after that another worker may take it.
@@ -145,7 +147,7 @@ pub static DELIVERY_LIFECYCLE: Lifecycle<DeliveryStatus, DeliveryTrigger, Delive
         row_on(D::Pending,   O::Acknowledged,      T::AcknowledgeInitialPush,                      D::Delivered, "the adapter answered with a handled success", ACKNOWLEDGED, WORKER),
         row_on(D::Pending,   O::RetryableFailure,  T::DeferUnsuccessfulPush,                       D::Retrying,  "the error's class allows a further attempt", RETRY, WORKER),
         row_on(D::Retrying,  O::Acknowledged,      T::AcknowledgeLaterPush,                        D::Delivered, "the adapter answered with a handled success", ACKNOWLEDGED, WORKER),
-        row_on(D::Retrying,  O::FinalFailure,      T::EndDeliveryRetries,                          D::Dead,      "the last allowed attempt failed, or the failure is permanent", DEAD, WORKER),
+        row_on(D::Retrying,  O::FinalFailure,      T::EndDeliveryRetries,                          D::Dead,      "the last allowed attempt failed, the failure is permanent, or Max Retries was lowered to the attempts already made (then without a further attempt)", DEAD, WORKER),
         row_on(D::Pending,   O::CursorPassed,      T::AdvancePullCursor,                           D::Delivered, "an authorized adapter moved its cursor past the delivery", &[E::RecordCursor], &[A::PullCursorApi]),
         row_on(D::Dead,      O::OperatorRestart,   T::RestartDeadDelivery,                         D::Pending,   "an authorized operator asks for a retry", RESTART, OPERATOR),
         row_on(D::Failed,    O::OperatorRestart,   T::RestartFailedDelivery,                       D::Pending,   "an authorized operator asks for a retry", RESTART, OPERATOR),
@@ -159,6 +161,23 @@ pub static DELIVERY_LIFECYCLE: Lifecycle<DeliveryStatus, DeliveryTrigger, Delive
     invalid: &[
         cannot(D::SkippedFilter, D::Pending, "a later filter change does not bring back a delivery that was filtered out"),
     ],
+};
+
+/// The claim of a push delivery's next numbered attempt: an open delivery whose attempts are
+/// still fewer than its subscription's Max Retries. Its storage condition
+/// ([`ClaimRule::condition`] with the subscription's [`RetryPolicy::max_attempts`]) is part of
+/// the claim's conditional write, so a delivery whose attempts have reached Max Retries (say,
+/// after Max Retries was lowered) is refused by storage and never attempted again; the worker
+/// then ends it dead by [`DeliveryTrigger::EndDeliveryRetries`] without a further attempt. The
+/// store adds the lease's own terms (push method, due, no live lease).
+///
+/// [`RetryPolicy::max_attempts`]: crate::domain::retry::RetryPolicy::max_attempts
+pub static ATTEMPT_CLAIM: ClaimRule<DeliveryStatus> = ClaimRule {
+    name: "claim of an attempt",
+    from: &[D::Pending, D::Retrying],
+    guard: "a push delivery, due, without a live lease, whose attempts are fewer than its subscription's Max Retries",
+    bound: Some(("attempts", "the subscription's Max Retries")),
+    who: WORKER,
 };
 
 /// A decided move: the trigger (whose row names the side effects) and the new status. Produce the
@@ -458,6 +477,32 @@ mod tests {
             RESTART,
             OPERATOR,
         );
+    }
+
+    #[test]
+    fn the_claim_of_an_attempt_needs_an_open_delivery_with_attempts_below_max_retries() {
+        let c = ATTEMPT_CLAIM.condition(3);
+        assert_eq!(c.allowed(), vec!["pending", "retrying"]);
+        assert_eq!(
+            c.expression,
+            "(#status IN (:status_from_0, :status_from_1)) \
+             AND (attribute_not_exists(#attempts) OR #attempts < :attempts_below)"
+        );
+        assert_eq!(c.numbers, vec![(":attempts_below".to_owned(), 3)]);
+        assert_eq!(
+            c.sql_like(),
+            "(status IN ('pending', 'retrying')) \
+             AND (attribute_not_exists(attempts) OR attempts < 3)"
+        );
+        // Exactly the open states, which are the sources of the worker's rows.
+        let open: Vec<_> = D::ALL.iter().copied().filter(|s| s.is_open()).collect();
+        assert_eq!(ATTEMPT_CLAIM.from, open.as_slice());
+        for &from in ATTEMPT_CLAIM.from {
+            assert!(after_success(from).is_ok() && after_configuration_loss(from).is_ok());
+        }
+        assert!(ATTEMPT_CLAIM
+            .condition_text()
+            .contains("attempts < the subscription's Max Retries"));
     }
 
     #[test]

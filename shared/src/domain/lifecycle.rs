@@ -179,6 +179,53 @@ pub const fn cannot<S>(from: S, to: S, why: &'static str) -> InvalidMove<S> {
     InvalidMove { from, to, why }
 }
 
+/// A claim: a conditional write that takes an item for one piece of work (under a lease) without
+/// moving its status. Like a row, it is data: the states it may take an item in, what must hold,
+/// and the counter it bounds. [`ClaimRule::condition`] builds its storage condition, so storage
+/// refuses a claim the rule refuses, and `docs/lifecycles.md` shows the rule with its condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimRule<S: 'static> {
+    /// What is claimed, e.g. "claim of an attempt".
+    pub name: &'static str,
+    /// The states an item may be claimed in.
+    pub from: &'static [S],
+    /// What must hold, in a few words.
+    pub guard: &'static str,
+    /// The stored counter that must still be below the caller's limit, and that limit in words
+    /// (e.g. `("attempts", "the subscription's Max Retries")`).
+    pub bound: Option<(&'static str, &'static str)>,
+    pub who: &'static [Actor],
+}
+
+impl<S: Status> ClaimRule<S> {
+    /// The claim's storage condition: the stored status is one of `from` and, for a bounded
+    /// claim, the counter is below `limit`. `limit` is ignored by an unbounded rule.
+    pub fn condition(&self, limit: u64) -> StatusCondition {
+        let from: Vec<&str> = self.from.iter().map(|s| s.as_str()).collect();
+        let condition = StatusCondition::status_in(&from);
+        match self.bound {
+            Some((attribute, _)) => condition.and_attribute_below(attribute, limit),
+            None => condition,
+        }
+    }
+
+    /// The condition in words for the doc, the limit named rather than a number.
+    pub fn condition_text(&self) -> String {
+        let from: Vec<String> = self
+            .from
+            .iter()
+            .map(|s| format!("'{}'", s.as_str()))
+            .collect();
+        let mut text = format!("{STATUS_ATTRIBUTE} IN ({})", from.join(", "));
+        if let Some((attribute, limit)) = self.bound {
+            text = format!(
+                "({text}) AND (attribute_not_exists({attribute}) OR {attribute} < {limit})"
+            );
+        }
+        text
+    }
+}
+
 /// A lifecycle: its rows, its "cannot happen" rows and what `docs/lifecycles.md` says about it.
 #[derive(Debug)]
 pub struct Lifecycle<S: 'static, T: 'static, E: 'static, O: 'static = T> {
@@ -247,6 +294,8 @@ pub struct StatusCondition {
     pub names: Vec<(String, String)>,
     /// e.g. `[(":status_from_0", "pending"), (":status_from_1", "retrying")]`.
     pub values: Vec<(String, String)>,
+    /// Number values (a bound such as `:attempts_below`), e.g. `[(":attempts_below", 6)]`.
+    pub numbers: Vec<(String, u64)>,
 }
 
 impl StatusCondition {
@@ -269,6 +318,7 @@ impl StatusCondition {
                 STATUS_ATTRIBUTE.to_owned(),
             )],
             values,
+            numbers: Vec::new(),
         }
     }
 
@@ -295,9 +345,30 @@ impl StatusCondition {
         self
     }
 
+    /// Adds `AND (attribute_not_exists(#attribute) OR #attribute < :attribute_below)`: a
+    /// counter that must still be below `limit` (an absent counter is zero). `attribute` must be a
+    /// plain identifier, as for [`StatusCondition::and_attribute_equals`].
+    pub fn and_attribute_below(mut self, attribute: &str, limit: u64) -> StatusCondition {
+        debug_assert!(attribute
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_'));
+        let name = format!("#{attribute}");
+        let placeholder = format!(":{attribute}_below");
+        self.expression = format!(
+            "({}) AND (attribute_not_exists({name}) OR {name} < {placeholder})",
+            self.expression
+        );
+        self.names.push((name, attribute.to_owned()));
+        self.numbers.push((placeholder, limit));
+        self
+    }
+
     /// A readable rendering for logs and error messages, with the placeholders substituted.
     pub fn sql_like(&self) -> String {
         let mut out = self.expression.clone();
+        for (placeholder, number) in &self.numbers {
+            out = out.replace(placeholder.as_str(), &number.to_string());
+        }
         // Longest placeholders first so that `:status_from_1` does not clobber `:status_from_10`.
         let mut values: Vec<&(String, String)> = self.values.iter().collect();
         values.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));

@@ -8,9 +8,9 @@ use std::fmt::Write;
 
 use super::event::{EVENT_LIFECYCLE, INTERNAL_LIFECYCLE};
 use super::integration_delivery::{
-    transmit_status, DeliveryStatus, TransmitStatus, DELIVERY_LIFECYCLE,
+    transmit_status, DeliveryStatus, TransmitStatus, ATTEMPT_CLAIM, DELIVERY_LIFECYCLE,
 };
-use super::lifecycle::{Lifecycle, Status, Term};
+use super::lifecycle::{ClaimRule, Lifecycle, Status, Term};
 use super::notice::NOTICE_LIFECYCLE;
 use super::notification_delivery::NOTIFICATION_LIFECYCLE;
 use super::replay::REPLAY_LIFECYCLE;
@@ -50,6 +50,10 @@ pub fn render() -> String {
         &mut out,
         &DELIVERY_LIFECYCLE,
         "integration_delivery::DELIVERY_LIFECYCLE",
+    );
+    claims(
+        &mut out,
+        &[(&ATTEMPT_CLAIM, "integration_delivery::ATTEMPT_CLAIM")],
     );
     delivery_log_words(&mut out);
     section(&mut out, &EVENT_LIFECYCLE, "event::EVENT_LIFECYCLE");
@@ -168,6 +172,32 @@ fn section<S: Status, T: Term, E: Term, O: Term>(
         }
         out.push('\n');
     }
+}
+
+/// A lifecycle's claims: writes that take an item for work without a status move, each with the
+/// storage condition its rule builds.
+fn claims<S: Status>(out: &mut String, claims: &[(&ClaimRule<S>, &str)]) {
+    out.push_str(
+        "Claims (a worker takes the item under a lease; the status does not move):\n\n\
+         | claim | from | guard | storage condition | who |\n|---|---|---|---|---|\n",
+    );
+    for (claim, table) in claims {
+        let from: Vec<String> = claim
+            .from
+            .iter()
+            .map(|s| format!("`{}`", s.as_str()))
+            .collect();
+        let from = from.join(", ");
+        let _ = writeln!(
+            out,
+            "| {} (`domain::{table}`) | {from} | {} | `{}` | {} |",
+            claim.name,
+            claim.guard,
+            claim.condition_text(),
+            join(claim.who.iter().map(|w| w.text()), " or "),
+        );
+    }
+    out.push('\n');
 }
 
 /// The one mapping from a delivery's stored status to the event monitor's Delivery log word.
@@ -301,6 +331,28 @@ mod tests {
         // Reserved states no row writes still appear in the diagram.
         assert!(notification.contains("\n    deferred\n"));
         assert!(notification.contains("| `sending` | `sending` | a second consumer"));
+    }
+
+    #[test]
+    fn the_claim_of_an_attempt_shows_its_max_retries_guard_and_condition() {
+        let doc = render();
+        let line = doc
+            .lines()
+            .find(|l| l.starts_with("| claim of an attempt "))
+            .expect("the claim's line");
+        assert!(line.contains("`pending`, `retrying`"), "{line}");
+        assert!(
+            line.contains("fewer than its subscription's Max Retries"),
+            "{line}"
+        );
+        assert!(
+            line.contains("attempts < the subscription's Max Retries"),
+            "{line}"
+        );
+        // In the delivery section, before the next one.
+        let claim_at = doc.find(line).unwrap();
+        assert!(claim_at > doc.find("## Integration delivery").unwrap());
+        assert!(claim_at < doc.find("## Delivery log words").unwrap());
     }
 
     #[test]

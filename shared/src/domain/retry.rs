@@ -221,7 +221,8 @@ impl JitterSource for SeededJitter {
     }
 }
 
-/// Always the same sample (clamped into `[0, 1)`); `FixedJitter(0.5)` means "no jitter".
+/// Always the same sample (clamped into `[0, 1)`); `FixedJitter(0.5)` is the middle of the
+/// jitter's range (the un-jittered delay, below a cap).
 #[derive(Clone, Copy, Debug)]
 pub struct FixedJitter(pub f64);
 
@@ -244,10 +245,11 @@ impl<R: rand::Rng> JitterSource for RandJitter<R> {
 /// How long a notification message stays invisible after receive `receive_count` (1-based: the
 /// receive that just failed) failed retryably.
 ///
-/// * base = 30 s × 2^(receive_count − 1), **capped at 30 min before jitter**;
-/// * jitter multiplies the base by a factor uniform in `[0.8, 1.2)`. The cap applies before the
-///   jitter so that messages at the cap still spread out (a cap after jitter would pile them all
-///   onto exactly 30 min); the delay is therefore at most 36 min;
+/// * base = 30 s × 2^(receive_count − 1), capped at 30 min;
+/// * jitter draws the delay uniformly from `[0.8 × base, min(1.2 × base, 30 min))`: twenty
+///   percent either way below the cap, and only downwards where the upper end would pass it. So
+///   the delay never exceeds 30 min, and messages at the cap still spread out over 24 to 30 min
+///   (clamping a jittered delay to the cap would pile half of them onto exactly 30 min);
 /// * a provider Retry-After longer than that wins;
 /// * the result is rounded up to whole seconds (SQS timeouts are whole seconds) and clamped to
 ///   the SQS maximum visibility timeout of 12 h.
@@ -269,10 +271,11 @@ pub fn notification_visibility_delay(
     } else {
         0.5
     };
-    let factor = 1.0 - NOTIFICATION_JITTER + 2.0 * NOTIFICATION_JITTER * u;
+    let low = base_ms as f64 * (1.0 - NOTIFICATION_JITTER);
+    let high = (base_ms as f64 * (1.0 + NOTIFICATION_JITTER)).min(cap_ms as f64);
     // Whole milliseconds first (so float noise such as 36 000.000 000 000 004 ms cannot add a
-    // second), then whole seconds rounded up.
-    let jittered_ms = (base_ms as f64 * factor).round() as u64;
+    // second), then whole seconds rounded up; never past the cap.
+    let jittered_ms = ((low + (high - low) * u).round() as u64).min(cap_ms);
     let jittered_secs = jittered_ms.div_ceil(1000);
     let jittered = Duration::from_secs(jittered_secs);
     let delay = match retry_after {
@@ -503,8 +506,10 @@ mod tests {
 
     #[test]
     fn notification_delay_doubles_from_thirty_seconds_to_the_thirty_minute_cap() {
-        let mut none = FixedJitter(0.5); // factor exactly 1.0
-        let expected = [30, 60, 120, 240, 480, 960, 1800, 1800, 1800];
+        // The middle of the jitter's range: the base itself below the cap, 27 min at it (the
+        // middle of 24 to 30 minutes).
+        let mut none = FixedJitter(0.5);
+        let expected = [30, 60, 120, 240, 480, 960, 1620, 1620, 1620];
         for (i, secs) in expected.iter().enumerate() {
             assert_eq!(
                 notification_visibility_delay(i as u32 + 1, None, &mut none),
@@ -515,7 +520,7 @@ mod tests {
         }
         assert_eq!(
             notification_visibility_delay(u32::MAX, None, &mut none),
-            30 * MINUTE
+            27 * MINUTE
         );
         assert_eq!(
             notification_visibility_delay(0, None, &mut none),
@@ -537,9 +542,23 @@ mod tests {
             notification_visibility_delay(7, None, &mut FixedJitter(0.0)),
             24 * MINUTE
         );
+        // At the cap the jitter only goes down: 24 to 30 minutes, never 36.
         assert_eq!(
             notification_visibility_delay(7, None, &mut FixedJitter(0.999_999_9)),
-            36 * MINUTE
+            30 * MINUTE
+        );
+        assert_eq!(
+            notification_visibility_delay(7, None, &mut FixedJitter(0.5)),
+            27 * MINUTE
+        );
+        // Receive 6 (16 min): twenty percent down, and up only as far as the cap.
+        assert_eq!(
+            notification_visibility_delay(6, None, &mut FixedJitter(0.0)),
+            Duration::from_secs(768)
+        );
+        assert_eq!(
+            notification_visibility_delay(6, None, &mut FixedJitter(0.999_999_9)),
+            Duration::from_secs(1152)
         );
         // Out-of-range samples from a faulty source are clamped, NaN means no jitter.
         assert_eq!(
@@ -578,6 +597,35 @@ mod tests {
     }
 
     #[test]
+    fn no_jittered_notification_delay_passes_the_thirty_minute_cap() {
+        // Many receives, many seeded draws each: every delay stays within twenty percent below
+        // its capped base and never above the cap; at the cap the draws still spread out.
+        let mut at_cap = Vec::new();
+        for seed in 0..64u64 {
+            let mut jitter = SeededJitter::new(seed);
+            for receive in 1..=40u32 {
+                for _ in 0..50 {
+                    let d = notification_visibility_delay(receive, None, &mut jitter);
+                    let base = (30u64 << (receive - 1).min(20)).min(1800);
+                    assert!(d <= NOTIFICATION_MAX_DELAY, "receive {receive}: {d:?}");
+                    assert!(d.as_secs() * 10 >= base * 8, "receive {receive}: {d:?}");
+                    assert!(d.as_secs() * 10 <= base * 12, "receive {receive}: {d:?}");
+                    if receive >= 7 {
+                        at_cap.push(d.as_secs());
+                    }
+                }
+            }
+        }
+        let (low, high) = (at_cap.iter().min().unwrap(), at_cap.iter().max().unwrap());
+        assert!(*low < 25 * 60 && *high > 29 * 60, "{low}..{high}");
+        let exactly_at_cap = at_cap.iter().filter(|&&s| s == 1800).count();
+        assert!(
+            exactly_at_cap * 100 < at_cap.len(),
+            "{exactly_at_cap} piled on the cap"
+        );
+    }
+
+    #[test]
     fn seeded_jitter_is_deterministic_and_in_range() {
         let mut a = SeededJitter::new(42);
         let mut b = SeededJitter::new(42);
@@ -601,19 +649,19 @@ mod tests {
             let base = (30u64 << exponent).min(1800) as f64;
             let secs = d.as_secs() as f64;
             prop_assert!(secs >= 0.8 * base && secs <= 1.2 * base, "{secs} vs base {base}");
-            prop_assert!(d <= 36 * MINUTE);
+            prop_assert!(d <= NOTIFICATION_MAX_DELAY);
             prop_assert!(d >= 24 * SECOND);
         }
 
         #[test]
-        fn only_a_provider_delay_goes_beyond_thirty_six_minutes(
+        fn only_a_provider_delay_goes_beyond_thirty_minutes(
             receive in 1u32..=64, seed in any::<u64>(), ra_secs in 0u64..200_000
         ) {
             let ra = Duration::from_secs(ra_secs);
             let d = notification_visibility_delay(receive, Some(ra), &mut SeededJitter::new(seed));
             prop_assert!(d <= SQS_MAX_VISIBILITY);
             prop_assert!(d >= ra.min(SQS_MAX_VISIBILITY));
-            if d > 36 * MINUTE {
+            if d > NOTIFICATION_MAX_DELAY {
                 prop_assert_eq!(d, ra.min(SQS_MAX_VISIBILITY));
             }
         }

@@ -217,6 +217,9 @@ fn event_status_condition(e: &mut Expr, condition: &StatusCondition) -> String {
     for (placeholder, value) in &condition.values {
         e.values.insert(placeholder.clone(), s(value));
     }
+    for (placeholder, value) in &condition.numbers {
+        e.values.insert(placeholder.clone(), n(*value));
+    }
     let mut text = condition.expression.clone();
     for (placeholder, _) in &condition.names {
         text = text.replace(placeholder.as_str(), "#es");

@@ -110,6 +110,9 @@ pub enum WorkOutcome {
     Skipped(&'static str),
     /// A test event was sent and its outcome saved ([`crate::store::test_event`]).
     TestEventSent,
+    /// The claim was refused because the delivery's attempts have reached its subscription's Max
+    /// Retries (lowered since its last attempt): it was ended dead without a further attempt.
+    EndedExhausted { attempts: u32 },
 }
 
 pub struct DeliveryWorker {
@@ -383,17 +386,26 @@ impl DeliveryWorker {
         let dynamo = &self.clients.dynamo;
         let now = self.clock.now();
         let token = uuid::Uuid::new_v4().to_string();
-        let claim =
-            store::delivery::claim(table, work, &token, now, LEASE, now.plus(EARLY_TOLERANCE))?;
+        // The account's configuration (cached per container) comes first: the claim's condition
+        // needs the subscription's Max Retries. Without a subscription there is no bound to
+        // apply; the attempt is then refused as a configuration loss.
+        let config = self.cache.get(dynamo, table, &work.account_id, now).await?;
+        let max_attempts = config
+            .subscription(&work.subscription_id)
+            .map_or(u32::MAX, |c| c.subscription.retry_policy.max_attempts());
+        let due_by = now.plus(EARLY_TOLERANCE);
+        let claim = store::delivery::claim(table, work, &token, now, LEASE, due_by, max_attempts)?;
         let delivery = match Claim::of(send(dynamo, claim).await?)? {
             Claim::Claimed(d) => d,
             // Refused can also be our own claim: applied, its answer lost, and the SDK's retry of
             // it refused by the lease it had just written. The token tells.
             Claim::Refused(Some(d)) if d.lease_token.as_deref() == Some(token.as_str()) => d,
+            Claim::Refused(Some(d)) if exhausted(&d, now, max_attempts) => {
+                return self.end_exhausted(&d, max_attempts, &config).await;
+            }
             Claim::Refused(d) => return skipped(why_not_claimed(d.as_ref(), now)),
         };
         let number = delivery.attempts + 1;
-        let config = self.cache.get(dynamo, table, &work.account_id, now).await?;
         let started = Instant::now();
         let result = self.attempt(&delivery, &config).await;
         let elapsed = started.elapsed();
@@ -499,6 +511,43 @@ impl DeliveryWorker {
             }
             Target::Incomplete(gap) => AttemptResult::configuration_loss(gap.to_string()),
         }
+    }
+
+    /// Ends dead, without a further attempt, a delivery the claim refused because its attempts
+    /// have reached Max Retries ([`exhausted`]); counted toward the subscription's pause like any
+    /// dead outcome, in one transaction. Refused: another worker ended it, or it moved.
+    async fn end_exhausted(
+        &self,
+        d: &Delivery,
+        max_attempts: u32,
+        config: &AccountConfig,
+    ) -> Result<(WorkOutcome, bool), WorkerError> {
+        let table = &self.config.delivery_table;
+        let dynamo = &self.clients.dynamo;
+        let now = self.clock.now();
+        let end = store::delivery::end_exhausted(table, d, max_attempts, now)?;
+        let count = store::subscription::count_dead(table, &d.account_id, &d.subscription_id, now)?;
+        if !send_resolving_conflicts(dynamo, Write::all([end, count])?)
+            .await?
+            .applied()
+        {
+            return Ok((WorkOutcome::Skipped("attempts reached Max Retries"), false));
+        }
+        self.pause_if_due(d, config, now).await?;
+        tracing::info!(
+            delivery_id = %d.delivery_id,
+            account_id = %d.account_id,
+            subscription_id = %d.subscription_id,
+            attempts = d.attempts,
+            max_attempts,
+            "delivery ended dead: attempts reached Max Retries"
+        );
+        Ok((
+            WorkOutcome::EndedExhausted {
+                attempts: d.attempts,
+            },
+            false,
+        ))
     }
 
     /// Saves a dead outcome and adds one to its subscription's dead count in one transaction, so a
@@ -629,6 +678,17 @@ impl DeliveryWorker {
         }
         Ok(())
     }
+}
+
+/// Whether a refused claim was refused only because the delivery's attempts have reached Max
+/// Retries: a retrying push delivery, due, without a live lease, whose attempts are not fewer than
+/// `max_attempts`. It is then ended dead without a further attempt.
+fn exhausted(d: &Delivery, now: Timestamp, max_attempts: u32) -> bool {
+    d.status == DeliveryStatus::Retrying
+        && !d.method.is_poll()
+        && d.not_before.is_none_or(|t| t <= now.plus(EARLY_TOLERANCE))
+        && !lease_held(d.lease_until, now)
+        && d.attempts >= max_attempts
 }
 
 /// Why a refused claim was refused, from the delivery as it stood (`None`: there is none).

@@ -5,8 +5,9 @@
 use super::item::{key, AttemptRecord, Delivery, DeliveryWork};
 use crate::domain::delivery_method::DeliveryMethod;
 use crate::domain::event::delivery_expires_at;
-use crate::domain::integration_delivery::{DeliveryMove, DeliveryStatus, DELIVERY_LIFECYCLE};
-use crate::domain::lifecycle::{Status, StatusCondition};
+use crate::domain::integration_delivery::{
+    DeliveryMove, DeliveryStatus, DeliveryTrigger, ATTEMPT_CLAIM, DELIVERY_LIFECYCLE,
+};
 use crate::domain::time::Timestamp;
 use crate::store::attrs::{due, listing, EXPIRES_AT};
 use crate::store::expr::{n, s, Expr};
@@ -38,7 +39,9 @@ pub async fn lease_token(
 
 /// Claims the next numbered attempt (`attempts + 1`) of the delivery `work` names with a lease,
 /// in one conditional write that reads nothing first: only an open push delivery, due by
-/// `due_by`, that holds no live lease is claimed. It is sent as an update that answers with the
+/// `due_by`, that holds no live lease and has made fewer than `max_attempts` attempts (its
+/// subscription's Max Retries; the condition is the lifecycle's [`ATTEMPT_CLAIM`]) is claimed.
+/// It is sent as an update that answers with the
 /// delivery either way ([`Claim::of`]): as claimed, or as it stood when the condition refused it,
 /// which tells the worker why without a read.
 ///
@@ -54,15 +57,11 @@ pub fn claim(
     now: Timestamp,
     lease: Duration,
     due_by: Timestamp,
+    max_attempts: u32,
 ) -> Result<Write, StoreError> {
     let (pk, sk) = key(&work.account_id, &work.change_id, &work.subscription_id);
-    let open: Vec<&str> = DeliveryStatus::ALL
-        .iter()
-        .filter(|s| s.is_open())
-        .map(|s| Status::as_str(*s))
-        .collect();
     let mut e = Expr::new();
-    let open = e.status(&StatusCondition::status_in(&open));
+    let open = e.status(&ATTEMPT_CLAIM.condition(u64::from(max_attempts)));
     let e = e
         .name("#method", "method")
         .value(":poll", s(DeliveryMethod::Poll.as_str()))
@@ -82,6 +81,82 @@ pub fn claim(
             .condition_expression(format!(
                 "{open} AND #method <> :poll \
                  AND (attribute_not_exists(not_before) OR not_before <= :due_by) \
+                 AND (attribute_not_exists(lease_until) OR lease_until <= :now)"
+            ))
+            .set_expression_attribute_names(e.names_opt())
+            .set_expression_attribute_values(e.values_opt())
+            .build(),
+    )?))
+}
+
+/// Ends a retrying push delivery dead without a further attempt because its attempts have reached
+/// its subscription's Max Retries (`max_attempts`, lowered since its last attempt), so the claim
+/// refuses it ([`ATTEMPT_CLAIM`]). The row is the lifecycle's `retrying → dead`; the write is
+/// conditional on that, on the attempts the refused claim saw and on no live lease, and does what
+/// a dead outcome does to the record (off the due index, onto the needs-attention listing, its
+/// retention) without adding an attempt to the history.
+pub fn end_exhausted(
+    table: &str,
+    d: &Delivery,
+    max_attempts: u32,
+    now: Timestamp,
+) -> Result<Write, StoreError> {
+    let (pk, sk) = d.key();
+    let condition = DELIVERY_LIFECYCLE.expect(
+        d.status,
+        DeliveryTrigger::EndDeliveryRetries,
+        DeliveryStatus::Dead,
+    )?;
+    let mut e = Expr::new();
+    let status_condition = e.status(&condition);
+    let e = e
+        .name("#st", "status")
+        .name("#method", "method")
+        .value(":poll", s(DeliveryMethod::Poll.as_str()))
+        .value(":to", s(DeliveryStatus::Dead.to_string()))
+        .value(":seen", n(d.attempts))
+        .value(":max", n(max_attempts))
+        .value(":now", n(now.millis()))
+        .value(
+            ":err",
+            s(format!(
+                "attempts reached Max Retries ({max_attempts}); no further attempt"
+            )),
+        )
+        .value(":expires", n(delivery_expires_at(now).seconds()))
+        .value(":attn", s(attention_list_key(&d.account_id)))
+        .value(
+            ":attn_sort",
+            s(keys::time_sort(now, d.delivery_id.as_str())),
+        );
+    let set = [
+        "#st = :to".to_string(),
+        "updated_at = :now".into(),
+        "last_error = :err".into(),
+        format!("{EXPIRES_AT} = :expires"),
+        format!("{} = :attn", listing::KEY),
+        format!("{} = :attn_sort", listing::SORT),
+    ];
+    let remove = [
+        due::AT,
+        due::SHARD,
+        "not_before",
+        "lease_until",
+        "lease_token",
+    ];
+    Ok(Write::Update(built(
+        Update::builder()
+            .table_name(table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .update_expression(format!(
+                "SET {} REMOVE {}",
+                set.join(", "),
+                remove.join(", ")
+            ))
+            .condition_expression(format!(
+                "({status_condition}) AND #method <> :poll AND attempts = :seen \
+                 AND attempts >= :max \
                  AND (attribute_not_exists(lease_until) OR lease_until <= :now)"
             ))
             .set_expression_attribute_names(e.names_opt())
@@ -251,11 +326,24 @@ mod tests {
     fn a_claim_needs_an_open_due_push_delivery_without_a_live_lease_and_answers_with_it() {
         let d = delivery(DeliveryStatus::Retrying, 2);
         let (now, due_by) = (Timestamp(5_000), Timestamp(7_000));
-        let w = claim("t", &d.work(), "tok", now, Duration::from_secs(60), due_by).unwrap();
+        let w = claim(
+            "t",
+            &d.work(),
+            "tok",
+            now,
+            Duration::from_secs(60),
+            due_by,
+            6,
+        )
+        .unwrap();
         assert!(matches!(w, Write::UpdateReturningNew(_)), "{w:?}");
         let u = update(w);
         let condition = u.condition_expression().unwrap();
-        assert!(condition.starts_with("#status IN ("), "{condition}");
+        assert!(condition.starts_with("(#status IN ("), "{condition}");
+        assert!(
+            condition.contains("#attempts < :attempts_below"),
+            "{condition}"
+        );
         assert!(condition.contains("#method <> :poll"), "{condition}");
         assert!(condition.contains("not_before <= :due_by"), "{condition}");
         assert!(condition.contains("lease_until <= :now"), "{condition}");
@@ -269,8 +357,34 @@ mod tests {
         assert_eq!(open, ["pending", "retrying"]);
         assert_eq!(values[":due_by"].as_n().unwrap(), "7000");
         assert_eq!(values[":lease"].as_n().unwrap(), "65000");
+        assert_eq!(values[":attempts_below"].as_n().unwrap(), "6");
+        assert_eq!(
+            u.expression_attribute_names().unwrap()["#attempts"],
+            "attempts"
+        );
         assert!(!u.update_expression().contains(due::AT));
         assert!(!u.update_expression().contains("attempts"));
+    }
+
+    #[test]
+    fn ending_an_exhausted_delivery_needs_the_attempts_the_claim_saw_and_adds_no_attempt() {
+        let d = delivery(DeliveryStatus::Retrying, 3);
+        let u = update(end_exhausted("t", &d, 2, Timestamp(9_000)).unwrap());
+        let condition = u.condition_expression().unwrap();
+        assert!(condition.contains("attempts = :seen"), "{condition}");
+        assert!(condition.contains("attempts >= :max"), "{condition}");
+        assert!(condition.contains("lease_until <= :now"), "{condition}");
+        let expression = u.update_expression();
+        assert!(!expression.contains("attempt_log") && !expression.contains("attempts ="));
+        assert!(expression.contains("list_key = :attn") && expression.contains("due_shard"));
+        let values = u.expression_attribute_values().unwrap();
+        assert_eq!(values[":seen"].as_n().unwrap(), "3");
+        assert_eq!(values[":to"].as_s().unwrap(), "dead");
+        assert_eq!(values[":status_from_0"].as_s().unwrap(), "retrying");
+        // Only a retrying delivery has attempts to have run out of.
+        assert!(
+            end_exhausted("t", &delivery(DeliveryStatus::Pending, 0), 1, Timestamp(1)).is_err()
+        );
     }
 
     #[test]

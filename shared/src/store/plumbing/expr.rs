@@ -39,6 +39,9 @@ impl Expr {
         for (p, v) in &condition.values {
             self.values.insert(p.clone(), s(v));
         }
+        for (p, v) in &condition.numbers {
+            self.values.insert(p.clone(), n(*v));
+        }
         condition.expression.clone()
     }
     pub fn names_opt(&self) -> Option<HashMap<String, String>> {
