@@ -26,6 +26,7 @@ mod push_delivery;
 mod recovery;
 mod sample_events;
 mod secret_urls;
+mod self_service;
 mod signing_secrets;
 mod sim;
 mod smoke;

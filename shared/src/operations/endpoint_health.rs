@@ -322,6 +322,7 @@ mod tests {
             http_status: Some(http),
             duration_ms: ms,
             detail: Some(format!("answer {http}")),
+            error: None,
         }
     }
 
