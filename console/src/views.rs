@@ -102,6 +102,7 @@ pub async fn event_monitor(
             order: None,
             limit: Some(MONITOR_PAGE),
             cursor: param(p, "cursor").map(str::to_owned),
+            ..ListParams::default()
         });
         let internal = match param(p, "internal") {
             None => Ok(None),
@@ -468,6 +469,7 @@ pub async fn subscription_deliveries(
         to: param(p, "to").and_then(form_time),
         limit: Some(DELIVERIES_PAGE),
         cursor: param(p, "cursor").map(str::to_owned),
+        ..deliveries::ListParams::default()
     });
     let listed = match query {
         Ok(q) => integration_history::list_deliveries(&ops, &scope.account_id, subscription_id, &q)

@@ -819,6 +819,7 @@ mod tests {
                 http_status: *http_status,
                 duration_ms: 1,
                 detail: None,
+                error: None,
             })
             .collect();
         d.attempts = attempts.len() as u32;

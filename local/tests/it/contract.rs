@@ -8,10 +8,12 @@
 //! that is off and why) is `contract.toml` beside this file.
 
 use local::api_server::serve_loopback;
+use local::receiver::Reply;
 use local::testkit::api::{OPERATOR_TOKEN, PROBLEM_JSON};
 use local::testkit::World;
 use serde_json::{json, Value};
 use shared::domain::time::{HOUR, MINUTE};
+use shared::store::keys;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -103,6 +105,25 @@ async fn seed(w: &World) -> Seeded {
         )
         .await;
     let notice_id = notice.accepted()["id"].as_str().unwrap().to_owned();
+    // The account's own retry: a dead delivery (its receiver refused it) of the test-event
+    // subscription; its own resume: a subscription paused as the worker leaves one.
+    w.receiver.set_default(Reply::Status(400));
+    let dead = w
+        .write_changes(&tenant.account_id, &[now.minus(MINUTE)])
+        .await;
+    w.receiver.set_default(Reply::Status(200));
+    let paused = w.subscribe_through_api(&tenant, "poll", json!({})).await;
+    w.update(
+        &keys::account_pk(&paused.account_id),
+        &keys::subscription_sk(&paused.subscription_id),
+        "SET #s = :paused, consecutive_dead = :fifty, paused_at = :now",
+        &[
+            (":paused", shared::store::expr::s("paused")),
+            (":fifty", shared::store::expr::n(50)),
+            (":now", shared::store::expr::n(now.millis())),
+        ],
+    )
+    .await;
     Seeded {
         env: vec![
             ("RHYTHM_ACCOUNT_TOKEN", tenant.token.clone()),
@@ -126,6 +147,11 @@ async fn seed(w: &World) -> Seeded {
             (
                 "RHYTHM_WEBHOOK_SUBSCRIPTION_ID",
                 tested.subscription_id.to_string(),
+            ),
+            ("RHYTHM_DEAD_CHANGE_ID", dead[0].change_id.to_string()),
+            (
+                "RHYTHM_PAUSED_SUBSCRIPTION_ID",
+                paused.subscription_id.to_string(),
             ),
         ],
     }

@@ -28,6 +28,7 @@ mod recovery;
 mod sample_events;
 mod secret_urls;
 mod self_service_jobs;
+mod self_service;
 mod signing_secrets;
 mod sim;
 mod smoke;

@@ -52,6 +52,7 @@ pub mod operator;
 pub mod operator_auth;
 pub mod problem;
 pub mod routes;
+pub mod self_service;
 pub mod state;
 pub mod v1;
 
@@ -77,6 +78,7 @@ pub fn routes() -> Router<Arc<ApiState>> {
         .route("/health", get(health))
         .merge(v1::router())
         .merge(operator::router())
+        .merge(self_service::router())
         .merge(console_links::router())
 }
 

@@ -94,6 +94,19 @@ pub enum TransportFailure {
     ForbiddenTarget,
 }
 
+impl TransportFailure {
+    /// Its word in an attempt's history (the classified error of an attempt with no answer).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransportFailure::Timeout => "timeout",
+            TransportFailure::Connect => "connect",
+            TransportFailure::Tls => "tls",
+            TransportFailure::Other => "transport",
+            TransportFailure::ForbiddenTarget => "forbidden_target",
+        }
+    }
+}
+
 /// Classifies a transport failure. Timeouts, connection failures and other transport errors are
 /// transient. **TLS failures are transient too**: handshakes fail for passing reasons (resets,
 /// overloaded terminators) and an expired certificate is usually renewed within hours, which the

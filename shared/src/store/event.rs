@@ -519,6 +519,12 @@ pub struct EventQuery {
     pub event_code: Option<String>,
     /// Only events of this internal status (the console's filter; `None`: all).
     pub internal_status: Option<InternalStatus>,
+    /// Only events of this record type (`None`: all).
+    pub record_type: Option<String>,
+    /// Only events of this record id (`None`: all). Like the other filters, applied to the
+    /// events each listing page reads: no extra request, but a rare record's events can take
+    /// many short pages, each with a cursor.
+    pub record_id: Option<String>,
 }
 
 /// An account's events by creation time (see [`EventQuery`]); expired events are never listed.
@@ -544,6 +550,8 @@ pub async fn list_events(
                     && (q.statuses.is_empty() || q.statuses.contains(&e.status()))
                     && q.event_code.as_ref().is_none_or(|c| *c == e.event_code)
                     && q.internal_status.is_none_or(|i| i == e.internal_status)
+                    && q.record_type.as_ref().is_none_or(|r| *r == e.record_type)
+                    && q.record_id.as_ref().is_none_or(|r| *r == e.record_id)
             })
     };
     let page = listing::page(

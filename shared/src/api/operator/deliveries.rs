@@ -1,8 +1,9 @@
 //! A subscription's deliveries, as operators read and retry them (the operator restarts of
 //! `docs/lifecycles.md#integration-delivery`). Under `/operator/accounts/{account_id}/subscriptions/{subscription_id}`:
 //!
-//! * `GET …/deliveries` (`?status=dead,failed&from=&to=&limit=&cursor=`) — deliveries by status
-//!   and change time (`from` ≤ occurred_at < `to`, RFC 3339), newest change first.
+//! * `GET …/deliveries` (`?status=dead,failed&from=&to=&record_id=&limit=&cursor=`) — deliveries
+//!   by status, change time (`from` ≤ occurred_at < `to`, RFC 3339) and record id, newest change
+//!   first.
 //! * `GET …/deliveries/{change_id}` — one delivery, with its payload and attempts.
 //! * `GET …/deliveries/{change_id}/attempts` — its attempt history, numbered by run (every retry
 //!   begins a new run from attempt 1; earlier runs are kept).
@@ -16,6 +17,7 @@ use crate::api::extract::{page_limit, ApiPath, ApiQuery, JsonBody};
 use crate::api::problem::{ApiError, FieldError};
 use crate::api::state::ApiState;
 use crate::api::v1::ListResponse;
+use crate::domain::change::MAX_ID_LEN;
 use crate::domain::integration_delivery::{lease_held, transmit_status, DeliveryStatus};
 use crate::domain::lifecycle::Status;
 use crate::domain::pull_cursor::change_id as change_id_text;
@@ -145,11 +147,19 @@ pub struct AttemptView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub http_status: Option<u16>,
     pub duration_ms: u64,
+    /// The start of the answer or the error, as kept.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// The start of the receiver's answer (attempts that got one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_snippet: Option<String>,
+    /// The classified error of an attempt with no answer (`timeout`, `connect`, `tls`,
+    /// `transport`, `forbidden_target`, `signing_secret`, `configuration_loss`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
-fn attempt_views(d: &Delivery) -> Vec<AttemptView> {
+pub fn attempt_views(d: &Delivery) -> Vec<AttemptView> {
     attempt_runs(&d.attempt_log)
         .into_iter()
         .map(|a| AttemptView {
@@ -160,6 +170,8 @@ fn attempt_views(d: &Delivery) -> Vec<AttemptView> {
             http_status: a.attempt.http_status,
             duration_ms: a.attempt.duration_ms,
             detail: a.attempt.detail.clone(),
+            response_snippet: a.attempt.http_status.and(a.attempt.detail.clone()),
+            error: a.attempt.error.clone(),
         })
         .collect()
 }
@@ -172,11 +184,12 @@ pub struct ListParams {
     pub status: Option<String>,
     pub from: Option<String>,
     pub to: Option<String>,
+    pub record_id: Option<String>,
     pub limit: Option<u32>,
     pub cursor: Option<String>,
 }
 
-/// Reads `?status=a,b`, `?from=`, `?to=`; every invalid one is named at once.
+/// Reads `?status=a,b`, `?from=`, `?to=`, `?record_id=`; every invalid one is named at once.
 pub fn delivery_query(params: ListParams) -> Result<DeliveryQuery, ApiError> {
     let mut errors = Vec::new();
     let mut statuses = Vec::new();
@@ -224,6 +237,16 @@ pub fn delivery_query(params: ListParams) -> Result<DeliveryQuery, ApiError> {
             errors.push(FieldError::new("to", "must be after `from`"));
         }
     }
+    let record_id = params.record_id.filter(|r| !r.is_empty());
+    if record_id
+        .as_ref()
+        .is_some_and(|r| r.chars().count() > MAX_ID_LEN)
+    {
+        errors.push(FieldError::new(
+            "record_id",
+            format!("must be at most {MAX_ID_LEN} characters"),
+        ));
+    }
     let limit = match page_limit(params.limit) {
         Ok(l) => l,
         Err(ApiError::Validation { errors: e }) => {
@@ -239,6 +262,7 @@ pub fn delivery_query(params: ListParams) -> Result<DeliveryQuery, ApiError> {
         statuses,
         from,
         to,
+        record_id,
         limit,
         cursor: params.cursor,
     })

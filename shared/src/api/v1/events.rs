@@ -1,9 +1,11 @@
 //! The event monitor (`docs/lifecycles.md#event-status`) for the caller's account (account token):
 //!
-//! * `GET /v1/events` (`?status=&from=&to=&order=&limit=&cursor=`) — the account's events by
-//!   creation time, newest first (`order=asc` for oldest first); `status` is one or more of
-//!   `new, partial, sent, failed, skipped` (comma-separated); `from` (inclusive) and `to`
-//!   (exclusive) are RFC 3339 times. Pages of at most `limit` (1–100, default 50) with an opaque
+//! * `GET /v1/events` (`?status=&from=&to=&order=&record_type=&record_id=&event_code=&limit=&cursor=`)
+//!   — the account's events by creation time, newest first (`order=asc` for oldest first);
+//!   `status` is one or more of `new, partial, sent, failed, skipped` (comma-separated); `from`
+//!   (inclusive) and `to` (exclusive) are RFC 3339 times; `record_type`, `record_id` and
+//!   `event_code` keep only the events of that record type, record or code (the console's
+//!   Event monitor filters by code the same way). Pages of at most `limit` (1–100, default 50) with an opaque
 //!   `next_cursor`.
 //! * `GET /v1/events/{event_id}` — one event (the change id) with its delivery log: each
 //!   delivery's stored status, its `transmit_status` (`docs/lifecycles.md#delivery-log-words`), attempts, last
@@ -18,6 +20,7 @@ use crate::api::auth::AccountAuth;
 use crate::api::extract::{page_limit, ApiPath, ApiQuery};
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
+use crate::domain::change::MAX_ID_LEN;
 use crate::domain::event::EventStatus;
 use crate::domain::lifecycle::Status;
 use crate::domain::pull_cursor::change_id;
@@ -54,6 +57,9 @@ pub struct ListParams {
     pub from: Option<String>,
     pub to: Option<String>,
     pub order: Option<String>,
+    pub record_type: Option<String>,
+    pub record_id: Option<String>,
+    pub event_code: Option<String>,
     pub limit: Option<u32>,
     pub cursor: Option<String>,
 }
@@ -108,6 +114,21 @@ pub fn read_params(params: ListParams) -> Result<EventQuery, ApiError> {
             false
         }
     };
+    // A record type, record id or event code names what ingest accepted: non-empty, at most
+    // `MAX_ID_LEN` characters (an empty parameter is no filter).
+    let mut word = |name: &str, value: Option<String>| -> Option<String> {
+        let v = value.filter(|v| !v.is_empty())?;
+        if v.chars().count() > MAX_ID_LEN {
+            errors.push(crate::api::problem::FieldError::new(
+                name,
+                format!("must be at most {MAX_ID_LEN} characters"),
+            ));
+        }
+        Some(v)
+    };
+    let record_type = word("record_type", params.record_type);
+    let record_id = word("record_id", params.record_id);
+    let event_code = word("event_code", params.event_code);
     let limit = match page_limit(params.limit) {
         Ok(l) => l,
         Err(ApiError::Validation { errors: e }) => {
@@ -126,6 +147,9 @@ pub fn read_params(params: ListParams) -> Result<EventQuery, ApiError> {
         oldest_first,
         limit,
         cursor: params.cursor,
+        record_type,
+        record_id,
+        event_code,
         ..EventQuery::default()
     })
 }
@@ -195,9 +219,7 @@ mod tests {
             status: status.map(str::to_owned),
             from: from.map(str::to_owned),
             to: to.map(str::to_owned),
-            order: None,
-            limit: None,
-            cursor: None,
+            ..ListParams::default()
         }
     }
 

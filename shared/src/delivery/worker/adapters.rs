@@ -11,6 +11,10 @@ pub struct AttemptResult {
     pub http_status: Option<u16>,
     /// The start of the response or the error, for the attempt history.
     pub detail: Option<String>,
+    /// The classified error of an attempt that got no answer ([`AttemptRecord::error`]).
+    ///
+    /// [`AttemptRecord::error`]: crate::store::delivery::AttemptRecord::error
+    pub error: Option<&'static str>,
     /// What a built-in handler stored, recorded on the event (internal status `done`).
     pub internal_result: Option<serde_json::Value>,
 }
@@ -21,12 +25,22 @@ impl AttemptResult {
             class,
             http_status,
             detail: detail.map(truncate),
+            error: None,
             internal_result: None,
+        }
+    }
+
+    /// With its classified error.
+    pub fn error(self, error: &'static str) -> Self {
+        AttemptResult {
+            error: Some(error),
+            ..self
         }
     }
 
     pub fn configuration_loss(detail: impl Into<String>) -> Self {
         Self::new(AttemptClass::ConfigurationLoss, None, Some(detail.into()))
+            .error("configuration_loss")
     }
 }
 

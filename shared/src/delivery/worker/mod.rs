@@ -417,6 +417,7 @@ impl DeliveryWorker {
             http_status: result.http_status,
             duration_ms: elapsed.as_millis() as u64,
             detail: result.detail.clone(),
+            error: result.error.map(str::to_owned),
         };
         let subscription = config
             .subscription(&delivery.subscription_id)

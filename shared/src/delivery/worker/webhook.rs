@@ -95,6 +95,7 @@ impl WebhookAdapter {
                     None,
                     Some(e.to_string()),
                 )
+                .error(TransportFailure::ForbiddenTarget.as_str())
             }
         };
         let headers = WebhookHeaders::sign(secrets, message_id, now, payload.as_bytes());
@@ -132,6 +133,7 @@ impl WebhookAdapter {
                     None,
                     Some(guarded_http::error_chain(&e)),
                 )
+                .error(failure.as_str())
             }
         }
     }
@@ -149,6 +151,7 @@ fn unsealed_failure(e: &UnsealError) -> AttemptResult {
             None,
             Some(detail),
         )
+        .error("signing_secret")
     } else {
         AttemptResult::configuration_loss(detail)
     }

@@ -26,6 +26,9 @@ pub struct DeliveryQuery {
     pub from: Option<Timestamp>,
     /// … and before `to`.
     pub to: Option<Timestamp>,
+    /// Only the deliveries of this record's changes (a filter on the items read: see
+    /// [`Filter::record_id`] for its cost).
+    pub record_id: Option<String>,
     pub limit: u32,
     /// The `next_cursor` of the previous page.
     pub cursor: Option<String>,
@@ -51,6 +54,7 @@ pub async fn list_deliveries(
         statuses: query.statuses.clone(),
         occurred_from: query.from,
         occurred_before: query.to,
+        record_id: query.record_id.clone(),
         ..Filter::account(account_id)
     };
     let range = SubscriptionRange {
@@ -117,6 +121,7 @@ mod tests {
             http_status: Some(503),
             duration_ms: 1,
             detail: None,
+            error: None,
         }
     }
 

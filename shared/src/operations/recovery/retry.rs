@@ -10,7 +10,7 @@
 use super::audit::{write_with_audit, AuditAction};
 use super::restart::{reopen_event, restart_write, rewind_pull_cursor};
 use crate::domain::integration_delivery::{operator_restart, DeliveryStatus};
-use crate::domain::lifecycle::TransitionError;
+use crate::domain::lifecycle::{Status, TransitionError};
 use crate::ids::{AccountId, AuditId, ChangeId, SubscriptionId};
 use crate::operations::{Ops, OpsError};
 use crate::store::audit::AuditRecord;
@@ -52,9 +52,26 @@ pub fn refusal(status: DeliveryStatus, e: &TransitionError) -> String {
     }
 }
 
+/// What an account's administrator may retry: a delivery that ended without being delivered
+/// (an operator may also restart a delivered or retrying one).
+pub const ADMINISTRATOR_RETRIES: &[DeliveryStatus] =
+    &[DeliveryStatus::Dead, DeliveryStatus::Failed];
+
+/// An operator's retry: any status the lifecycle lets an operator restart.
 pub async fn retry_delivery(
     ops: &Ops<'_>,
     req: RetryRequest<'_>,
+) -> Result<RetryOutcome, OpsError> {
+    retry_delivery_from(ops, req, None).await
+}
+
+/// The same retry, only from one of `allowed` statuses when given (an administrator's:
+/// [`ADMINISTRATOR_RETRIES`]); another status is a conflict and nothing is written. The check is
+/// made on each status the retry decides from, so a delivery that moves meanwhile is judged again.
+pub async fn retry_delivery_from(
+    ops: &Ops<'_>,
+    req: RetryRequest<'_>,
+    allowed: Option<&[DeliveryStatus]>,
 ) -> Result<RetryOutcome, OpsError> {
     let sub = ops
         .subscription(req.account_id, req.subscription_id)
@@ -66,6 +83,16 @@ pub async fn retry_delivery(
     // read); read again and decide again once before giving up.
     for round in 0..2 {
         let previous_status = delivery.status;
+        if let Some(allowed) = allowed.filter(|a| !a.contains(&previous_status)) {
+            return Err(OpsError::Conflict(format!(
+                "the delivery is {previous_status}; only a {} delivery can be retried here",
+                allowed
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            )));
+        }
         let movement = operator_restart(previous_status)
             .map_err(|e| OpsError::Conflict(refusal(previous_status, &e)))?;
         if delivery.method.is_poll() {

@@ -312,6 +312,7 @@ mod tests {
             http_status: http,
             duration_ms: 12,
             detail: detail.map(str::to_string),
+            error: None,
         }
     }
 

@@ -138,6 +138,11 @@ pub struct Filter {
     pub occurred_before: Option<Timestamp>,
     /// Created, and restarted if it ever was, no later than this.
     pub written_through: Option<Timestamp>,
+    /// Only the delivery of this record's changes: the item's `record_id`, or for an item
+    /// written before deliveries kept it, the `record_id` of its payload (the envelope). Like
+    /// the others, a filter on the items a page reads anyway: it costs no extra request, but a
+    /// rare record's deliveries can take many pages (each short page comes with a cursor).
+    pub record_id: Option<String>,
 }
 
 impl Filter {
@@ -148,6 +153,7 @@ impl Filter {
             occurred_from: None,
             occurred_before: None,
             written_through: None,
+            record_id: None,
         }
     }
 
@@ -172,8 +178,20 @@ impl Filter {
             millis("created_at").is_some_and(|c| c <= h.millis())
                 && millis("restarted_at").is_none_or(|r| r <= h.millis())
         });
+        let record_ok = self
+            .record_id
+            .as_deref()
+            .is_none_or(|want| match text("record_id") {
+                Some(kept) => kept == want,
+                None => text("payload")
+                    .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok())
+                    .is_some_and(|envelope| {
+                        envelope.get("record_id").and_then(|v| v.as_str()) == Some(want)
+                    }),
+            });
         text("account_id") == Some(self.account_id.as_str())
             && status_ok
+            && record_ok
             && from_ok
             && before_ok
             && written_ok
@@ -354,6 +372,22 @@ mod tests {
             !horizon(299).admits(&restarted),
             "restarted after the horizon"
         );
+        let record = |r: &str| Filter {
+            record_id: Some(r.into()),
+            ..Filter::account(&id("acc_1"))
+        };
+        let mut kept = item.clone();
+        kept.insert("record_id".into(), s("ord-7"));
+        assert!(record("ord-7").admits(&kept));
+        assert!(!record("ord-8").admits(&kept));
+        let mut older = item.clone();
+        older.insert(
+            "payload".into(),
+            s(r#"{"type":"order.updated","record_type":"order","record_id":"ord-7"}"#),
+        );
+        assert!(record("ord-7").admits(&older), "found through the payload");
+        assert!(!record("ord-8").admits(&older));
+        assert!(!record("ord-7").admits(&item), "no record id, no payload");
         let mut no_account = item.clone();
         no_account.remove("account_id");
         assert!(!Filter::account(&id("acc_1")).admits(&no_account));

@@ -35,6 +35,12 @@ pub struct AttemptRecord {
     /// The start of the response body or the error, truncated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// The classified error of an attempt that got no HTTP answer (`timeout`, `connect`, `tls`,
+    /// `transport`, `forbidden_target`, `signing_secret`, `configuration_loss`; the worker's
+    /// classification, kept as it decided); absent for an answer, and on attempts recorded
+    /// before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// A delivery item, whole: the progress of one subscription × change, the marks operator
@@ -48,6 +54,10 @@ pub struct Delivery {
     pub integration_id: IntegrationId,
     pub method: DeliveryMethod,
     pub status: DeliveryStatus,
+    /// The changed record's id (the history's record-id filter); absent on deliveries written
+    /// before it was kept, which that filter finds through their payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_id: Option<String>,
     /// Attempts made in the current progression (reset by an operator restart).
     #[serde(default)]
     pub attempts: u32,
@@ -159,6 +169,7 @@ impl Delivery {
             subscription_id: subscription_id.clone(),
             integration_id: integration_id.clone(),
             method,
+            record_id: Some(change.record_id.clone()),
             status: if matched {
                 DeliveryStatus::Pending
             } else {
