@@ -4,6 +4,7 @@
 use super::access::Op;
 use super::audit::audit_table;
 use super::nav::{nav, scope};
+use crate::names::{filter_text, retry_policy_text, Names};
 use crate::page::{badge, encode, error_page, html_response, shell, when_text};
 use crate::views;
 use crate::Params;
@@ -58,18 +59,29 @@ pub(super) async fn integration_history(
         Ok((records, _)) => records.iter().map(AuditView::from).collect(),
         Err(e) => return error_page(ctx, &nav, &e.into()),
     };
+    let names = match Names::load(&state, &account_id).await {
+        Ok(n) => n,
+        Err(e) => return error_page(ctx, &nav, &e),
+    };
+    let label = names
+        .subscription(&sub.id)
+        .unwrap_or("Subscription")
+        .to_owned();
     let base = format!("{}/subscriptions/{}", sc.base, encode(&subscription_id));
     let done = p.get("done").filter(|v| !v.trim().is_empty());
     let body = html! {
         main id="main" {
-            h1 { "Integration history " span class="mono" { (sub.id) } }
+            h1 { "Integration history: " (label) " " span class="id mono" { (sub.id) } }
             @if let Some(d) = done { p class="notice" role="status" data-testid="notice" { "Done: " (d) "." } }
             section class="panel" {
                 dl class="facts" {
                     dt { "Status" } dd data-testid="subscription-status" { (badge(sub.status.as_str())) }
-                    dt { "Integration" } dd class="mono" { (sub.integration_id) }
+                    dt { "Account" } dd { a href=(ctx.url(&sc.base)) { (names.account_name.as_deref().unwrap_or(account_id.as_str())) } }
+                    dt { "Integration" } dd { (names.integration_markup(&sub.integration_id)) }
                     dt { "Record types" } dd { (sub.record_types.join(", ")) }
+                    dt { "Filter" } dd data-testid="filter-text" { (filter_text(&sub.filter)) }
                     dt { "Fields" } dd { (sub.fields.join(", ")) }
+                    dt { "Retry policy" } dd data-testid="retry-policy" { (retry_policy_text(&sub.retry_policy)) }
                     dt { "Dead in a row" } dd { (sub.consecutive_dead) " / " (MAX_CONSECUTIVE_DEAD) " (pauses at " (MAX_CONSECUTIVE_DEAD) ")" }
                     @if let Some(t) = &sub.paused_at { dt { "Paused" } dd { (when_text(Some(t))) } }
                 }
