@@ -329,6 +329,13 @@ impl From<OpsError> for ApiError {
             OpsError::NotFound(what) => ApiError::not_found(what),
             OpsError::Conflict(detail) => ApiError::conflict(detail),
             OpsError::Invalid { field, message } => ApiError::field(field, message),
+            OpsError::Bounded {
+                detail,
+                retry_after_secs,
+            } => ApiError::QuotaExceeded {
+                detail,
+                retry_after_secs,
+            },
             OpsError::Store(e) => e.into(),
             OpsError::Transition(e) => ApiError::internal(e.to_string()),
         }

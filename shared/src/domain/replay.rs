@@ -110,6 +110,8 @@ pub enum ReplayItem {
     NeverReplayed(&'static str),
     /// Its change is outside the window.
     OutsideWindow,
+    /// A recovery's: its status is not one the recovery restarts (a delivered one, say).
+    NotSelected,
 }
 
 /// Decides one delivery: its status, its change's time, and whether this job restarted it before.
@@ -130,6 +132,126 @@ pub fn replay_item(
         Err(TransitionError::ForbiddenByRule { why, .. }) => ReplayItem::NeverReplayed(why),
         Err(_) => ReplayItem::AlreadyPending,
     }
+}
+
+/// What a job does: a replay resends everything in its window; a recovery restarts only the
+/// deliveries in the statuses it names (dead and failed by default) whose change occurred since
+/// its `since`. Both are the same job item, walker, chunking and resume.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobKind {
+    #[default]
+    Replay,
+    Recovery,
+}
+
+impl JobKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::Replay => "replay",
+            JobKind::Recovery => "recovery",
+        }
+    }
+}
+
+impl std::fmt::Display for JobKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How far back a recovery's `since` may lie (the replay window's bound).
+pub const MAX_RECOVERY_AGE: Duration = MAX_WINDOW;
+/// The statuses a recovery may restart: those an operator's or an administrator's retry accepts,
+/// less `delivered` (a recovery restarts what did not arrive; a replay resends what did).
+pub const RECOVERABLE: [DeliveryStatus; 3] = [
+    DeliveryStatus::Dead,
+    DeliveryStatus::Failed,
+    DeliveryStatus::Retrying,
+];
+/// A recovery's statuses when the request names none.
+pub const DEFAULT_RECOVERY_STATUSES: [DeliveryStatus; 2] =
+    [DeliveryStatus::Dead, DeliveryStatus::Failed];
+
+/// Jobs (replays and recoveries) that may run at once on one subscription when started through
+/// the account's door (an account token or the console's administrator).
+pub const RUNNING_JOBS_PER_SUBSCRIPTION: u32 = 1;
+/// Jobs an account may start through its own door per UTC day.
+pub const JOBS_PER_ACCOUNT_PER_DAY: u32 = 10;
+
+/// Why a recovery request is refused. `field` names the request field at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecoveryError {
+    #[error("is more than seven days back; a recovery reaches at most seven days (the oldest `since` now is {oldest})")]
+    TooOld { oldest: Timestamp },
+    #[error("lies in the future (now is {now})")]
+    InFuture { now: Timestamp },
+    #[error("must name at least one status")]
+    NoStatus,
+    #[error("`{0}` cannot be recovered; a recovery restarts dead, failed or retrying deliveries (a replay resends delivered ones)")]
+    NotRecoverable(DeliveryStatus),
+}
+
+impl RecoveryError {
+    pub fn field(&self) -> &'static str {
+        match self {
+            RecoveryError::TooOld { .. } | RecoveryError::InFuture { .. } => "since",
+            RecoveryError::NoStatus | RecoveryError::NotRecoverable(_) => "statuses",
+        }
+    }
+}
+
+/// Validates a recovery's `since` and `statuses` at `now`, reporting every problem at once. The
+/// window it walks is `[since, now + FUTURE_TOLERANCE)`: every change that occurred since `since`.
+pub fn validate_recovery(
+    since: Timestamp,
+    statuses: &[DeliveryStatus],
+    now: Timestamp,
+) -> Result<ReplayWindow, Vec<RecoveryError>> {
+    let mut errors = Vec::new();
+    let oldest = now.minus(MAX_RECOVERY_AGE);
+    if since < oldest {
+        errors.push(RecoveryError::TooOld { oldest });
+    } else if since > now.plus(FUTURE_TOLERANCE) {
+        errors.push(RecoveryError::InFuture { now });
+    }
+    if statuses.is_empty() {
+        errors.push(RecoveryError::NoStatus);
+    }
+    for s in statuses {
+        if !RECOVERABLE.contains(s) {
+            errors.push(RecoveryError::NotRecoverable(*s));
+        }
+    }
+    if errors.is_empty() {
+        Ok(ReplayWindow {
+            from: since,
+            to: now.plus(FUTURE_TOLERANCE),
+        })
+    } else {
+        Err(errors)
+    }
+}
+
+/// Decides one delivery for a recovery: as a replay would, but only deliveries in `statuses`
+/// are restarted; the others in the window are [`ReplayItem::NotSelected`].
+pub fn recovery_item(
+    status: DeliveryStatus,
+    occurred_at: Timestamp,
+    window: &ReplayWindow,
+    restarted_by_this_job: bool,
+    statuses: &[DeliveryStatus],
+) -> ReplayItem {
+    if !window.contains(occurred_at) {
+        return ReplayItem::OutsideWindow;
+    }
+    if restarted_by_this_job {
+        return ReplayItem::RestartedByThisJob;
+    }
+    if !statuses.contains(&status) {
+        return ReplayItem::NotSelected;
+    }
+    replay_item(status, occurred_at, window, false)
 }
 
 status_enum! {
@@ -301,6 +423,89 @@ mod tests {
             ReplayItem::OutsideWindow
         );
         assert!(w.contains(w.from));
+    }
+
+    #[test]
+    fn a_recovery_reaches_seven_days_back_and_only_statuses_a_retry_takes_that_are_not_delivered() {
+        let w = validate_recovery(NOW.minus(MAX_RECOVERY_AGE), &DEFAULT_RECOVERY_STATUSES, NOW)
+            .unwrap();
+        assert_eq!(
+            (w.from, w.to),
+            (NOW.minus(7 * DAY), NOW.plus(FUTURE_TOLERANCE))
+        );
+        let errors = validate_recovery(
+            NOW.minus(7 * DAY + SECOND),
+            &[DeliveryStatus::Delivered],
+            NOW,
+        )
+        .unwrap_err();
+        assert_eq!(
+            errors,
+            vec![
+                RecoveryError::TooOld {
+                    oldest: NOW.minus(7 * DAY)
+                },
+                RecoveryError::NotRecoverable(DeliveryStatus::Delivered)
+            ]
+        );
+        assert_eq!(errors[0].field(), "since");
+        assert_eq!(errors[1].field(), "statuses");
+        assert_eq!(
+            validate_recovery(NOW.plus(HOUR), &[], NOW).unwrap_err(),
+            vec![
+                RecoveryError::InFuture { now: NOW },
+                RecoveryError::NoStatus
+            ]
+        );
+        for s in [
+            DeliveryStatus::Pending,
+            DeliveryStatus::SkippedFilter,
+            DeliveryStatus::Delivered,
+        ] {
+            assert!(validate_recovery(NOW, &[s], NOW).is_err(), "{s}");
+        }
+        assert!(validate_recovery(NOW, &RECOVERABLE, NOW).is_ok());
+    }
+
+    #[test]
+    fn a_recovery_restarts_only_the_statuses_it_names() {
+        let w = ReplayWindow {
+            from: NOW.minus(DAY),
+            to: NOW,
+        };
+        let inside = NOW.minus(HOUR);
+        let statuses = DEFAULT_RECOVERY_STATUSES;
+        assert_eq!(
+            recovery_item(DeliveryStatus::Dead, inside, &w, false, &statuses),
+            ReplayItem::Restart((
+                DeliveryTrigger::RestartDeadDelivery,
+                DeliveryStatus::Pending
+            ))
+        );
+        assert!(matches!(
+            recovery_item(DeliveryStatus::Failed, inside, &w, false, &statuses),
+            ReplayItem::Restart(_)
+        ));
+        for s in [
+            DeliveryStatus::Delivered,
+            DeliveryStatus::Retrying,
+            DeliveryStatus::Pending,
+        ] {
+            assert_eq!(
+                recovery_item(s, inside, &w, false, &statuses),
+                ReplayItem::NotSelected,
+                "{s}"
+            );
+        }
+        // Restarted by this job before (a resumed run), it is counted, not restarted again.
+        assert_eq!(
+            recovery_item(DeliveryStatus::Dead, inside, &w, true, &statuses),
+            ReplayItem::RestartedByThisJob
+        );
+        assert_eq!(
+            recovery_item(DeliveryStatus::Dead, NOW, &w, false, &statuses),
+            ReplayItem::OutsideWindow
+        );
     }
 
     #[test]

@@ -48,6 +48,13 @@ pub enum OpsError {
     /// A request value is not acceptable.
     #[error("{field}: {message}")]
     Invalid { field: String, message: String },
+    /// A bound on the account has no room for the request until `retry_after_secs` have passed
+    /// (a job already running on the subscription, the day's jobs started).
+    #[error("{detail}")]
+    Bounded {
+        detail: String,
+        retry_after_secs: u64,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
     /// A decision the lifecycle table refuses where none should be (a bug).

@@ -37,6 +37,9 @@ pub enum AuditAction {
     ReplayWindow,
     /// Resumed a replay job that had stopped.
     ResumeReplay,
+    /// Started a recovery job: a subscription's dead and failed (or the named) deliveries since
+    /// an instant restarted (`since` and `statuses` in the details).
+    RecoverSubscription,
     /// Resumed a paused subscription.
     ResumeSubscription,
     /// Created an account (and its first account token).
@@ -83,6 +86,7 @@ impl AuditAction {
             AuditAction::RetryDelivery => "retry_delivery",
             AuditAction::ReplayWindow => "replay_window",
             AuditAction::ResumeReplay => "resume_replay",
+            AuditAction::RecoverSubscription => "recover_subscription",
             AuditAction::ResumeSubscription => "resume_subscription",
             AuditAction::CreateAccount => "create_account",
             AuditAction::IssueAccountToken => "issue_account_token",

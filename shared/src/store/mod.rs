@@ -28,6 +28,7 @@ pub mod event;
 pub mod event_partition;
 pub mod failed_notices;
 pub mod integration;
+pub mod job_bounds;
 #[cfg(test)]
 mod key_forms;
 pub mod notice;

@@ -17,7 +17,8 @@ use super::update::conditional_update;
 use super::write::put_new;
 use super::write::Write;
 use super::{from_item, to_item, StoreError};
-use crate::domain::replay::{ReplayStatus, ReplayTrigger, ReplayWindow, REPLAY_LIFECYCLE};
+use crate::domain::integration_delivery::DeliveryStatus;
+use crate::domain::replay::{JobKind, ReplayStatus, ReplayTrigger, ReplayWindow, REPLAY_LIFECYCLE};
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, ChangeId, ReplayJobId, SubscriptionId};
 use serde::{Deserialize, Serialize};
@@ -47,10 +48,18 @@ pub struct ReplayCounts {
     pub skipped_filter: u32,
     /// Moved by someone else twice while the job tried to restart them: left as they are.
     pub conflicts: u32,
+    /// A recovery's: in a status it does not restart (delivered, say). Always 0 for a replay.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub not_selected: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl ReplayCounts {
     pub fn add(&mut self, other: &ReplayCounts) {
+        self.not_selected += other.not_selected;
         self.in_window += other.in_window;
         self.restarted += other.restarted;
         self.already_pending += other.already_pending;
@@ -87,6 +96,18 @@ pub struct ReplayJob {
     pub skipped_filter: u32,
     #[serde(default)]
     pub conflicts: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub not_selected: u32,
+    /// A replay (everything in the window) or a recovery (only `statuses`).
+    #[serde(default)]
+    pub job_kind: JobKind,
+    /// A recovery's statuses to restart (empty for a replay).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub statuses: Vec<DeliveryStatus>,
+    /// Started through the account's door: the job holds its subscription's running-job slot
+    /// ([`super::job_bounds`]) until it completes, and its completion gives the slot back.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bounded: bool,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -132,6 +153,10 @@ impl ReplayJob {
             already_pending: 0,
             skipped_filter: 0,
             conflicts: 0,
+            not_selected: 0,
+            job_kind: JobKind::Replay,
+            statuses: Vec::new(),
+            bounded: false,
             created_at: now,
             updated_at: now,
             completed_at: None,
@@ -151,8 +176,24 @@ impl ReplayJob {
             to: self.to,
         }
     }
+    /// This job as a recovery of `statuses` (its window from `since` to now).
+    pub fn recovering(self, statuses: &[DeliveryStatus]) -> Self {
+        ReplayJob {
+            job_kind: JobKind::Recovery,
+            statuses: statuses.to_vec(),
+            ..self
+        }
+    }
+    /// This job holding its subscription's running-job slot.
+    pub fn bounded(self) -> Self {
+        ReplayJob {
+            bounded: true,
+            ..self
+        }
+    }
     pub fn counts(&self) -> ReplayCounts {
         ReplayCounts {
+            not_selected: self.not_selected,
             in_window: self.in_window,
             restarted: self.restarted,
             already_pending: self.already_pending,
@@ -369,7 +410,8 @@ pub fn save_chunk(
         .value(":restarted", n(total.restarted))
         .value(":already_pending", n(total.already_pending))
         .value(":skipped_filter", n(total.skipped_filter))
-        .value(":conflicts", n(total.conflicts));
+        .value(":conflicts", n(total.conflicts))
+        .value(":not_selected", n(total.not_selected));
     let status_condition = e.status(&condition);
     let mut set = vec![
         "#status = :to",
@@ -380,6 +422,7 @@ pub fn save_chunk(
         "already_pending = :already_pending",
         "skipped_filter = :skipped_filter",
         "conflicts = :conflicts",
+        "not_selected = :not_selected",
     ];
     let mut remove = Vec::new();
     if let Some(p) = chunk.position {
@@ -441,6 +484,10 @@ mod tests {
             already_pending: 0,
             skipped_filter: 0,
             conflicts: 0,
+            not_selected: 0,
+            job_kind: JobKind::Replay,
+            statuses: Vec::new(),
+            bounded: false,
             created_at: Timestamp(0),
             updated_at: Timestamp(0),
             completed_at: None,

@@ -33,6 +33,7 @@
 
 pub mod audit;
 pub mod integration_history;
+pub mod recover;
 pub mod replay;
 pub mod restart;
 pub mod resume;

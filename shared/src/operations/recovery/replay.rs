@@ -1,5 +1,7 @@
 //! Operator window replay as a tracked, resumable job (`docs/lifecycles.md#replay-job`; rules in
-//! [`crate::domain::replay`]).
+//! [`crate::domain::replay`]). An account's own replays and recoveries are the same jobs, started
+//! within the account's bounds ([`super::recover`]); a recovery job walks the same way and
+//! restarts only the deliveries in its statuses.
 //!
 //! The job item, its lease and its progress writes are [`crate::store::replay_job`].
 //!
@@ -21,7 +23,7 @@
 use super::audit::{write_with_audit, AuditAction};
 use super::restart::{reopen_event, restart_one, rewind_pull_cursor};
 use crate::domain::replay::{
-    after_chunk, replay_item, validate_window, ReplayItem, ReplayStatus, ReplayWindow,
+    after_chunk, recovery_item, replay_item, validate_window, JobKind, ReplayItem, ReplayStatus,
 };
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, ChangeId, ReplayJobId, SubscriptionId};
@@ -29,7 +31,9 @@ use crate::operations::{Ops, OpsError, WRITE_CONCURRENCY};
 use crate::store::audit::AuditRecord;
 use crate::store::cursor;
 use crate::store::delivery::{by_subscription_page, Delivery, Filter, Restart, SubscriptionRange};
+use crate::store::job_bounds;
 use crate::store::replay_job::{self, Chunk};
+use crate::store::write::Write;
 use futures::stream::{self, StreamExt};
 use std::time::{Duration, Instant};
 
@@ -70,7 +74,24 @@ pub struct ReplayRequest<'a> {
 }
 
 /// Validates the window and records the job (with its audit entry); the caller then runs it.
+/// The operator's door: unbound (see [`super::recover`] for the account's).
 pub async fn create_job(ops: &Ops<'_>, req: ReplayRequest<'_>) -> Result<ReplayJob, OpsError> {
+    let (job, audit) = new_job(ops, req).await?;
+    if !write_with_audit(ops, Some(replay_job::create(ops.table, &job)?), &audit).await? {
+        return Err(OpsError::Conflict(
+            "a replay job with this id exists already; retry the request".into(),
+        ));
+    }
+    created(&job);
+    Ok(job)
+}
+
+/// A replay request's job and audit entry, not yet written: the window validated, the
+/// subscription found in the account.
+pub(super) async fn new_job(
+    ops: &Ops<'_>,
+    req: ReplayRequest<'_>,
+) -> Result<(ReplayJob, AuditRecord), OpsError> {
     let now = ops.now();
     let window = validate_window(req.from, req.to, now).map_err(|errors| {
         let first = &errors[0];
@@ -98,33 +119,38 @@ pub async fn create_job(ops: &Ops<'_>, req: ReplayRequest<'_>) -> Result<ReplayJ
     .detail("from", window.from)
     .detail("to", window.to);
     audit.job_id = Some(job.job_id.clone());
-    if !write_with_audit(ops, Some(replay_job::create(ops.table, &job)?), &audit).await? {
-        return Err(OpsError::Conflict(
-            "a replay job with this id exists already; retry the request".into(),
-        ));
-    }
+    Ok((job, audit))
+}
+
+/// Logs a recorded job.
+pub(super) fn created(job: &ReplayJob) {
     tracing::info!(
-        operator = %req.operator,
+        actor = %job.requested_by,
         job_id = %job.job_id,
-        subscription_id = %req.subscription_id,
-        from = %window.from,
-        to = %window.to,
+        kind = %job.job_kind,
+        subscription_id = %job.subscription_id,
+        from = %job.from,
+        to = %job.to,
         "replay job created"
     );
-    Ok(job)
 }
 
 /// Records the job and runs it as far as one request's budget goes. The job is recorded first:
 /// a run that fails is reported on the job (still `running`, not in progress, for a resume), not
 /// by losing the job's id in an error.
 pub async fn start_job(ops: &Ops<'_>, req: ReplayRequest<'_>) -> Result<ReplayJob, OpsError> {
-    let account_id = req.account_id.clone();
     let job = create_job(ops, req).await?;
-    match run_job(ops, &account_id, &job.job_id, Budget::api()).await {
+    run_recorded(ops, job).await
+}
+
+/// Runs a job just recorded as far as one request's budget goes; a run that fails leaves the
+/// job as saved (still `running`, for reconciliation or a resume to continue).
+pub(super) async fn run_recorded(ops: &Ops<'_>, job: ReplayJob) -> Result<ReplayJob, OpsError> {
+    match run_job(ops, &job.account_id, &job.job_id, Budget::api()).await {
         Ok(job) => Ok(job),
         Err(e) => {
             tracing::error!(job_id = %job.job_id, error = %e, "replay run failed; the job can be resumed");
-            load_job(ops, &account_id, &job.job_id).await
+            load_job(ops, &job.account_id, &job.job_id).await
         }
     }
 }
@@ -288,7 +314,7 @@ async fn walk_chunk(
     let mut counts = ReplayCounts::default();
     let mut to_restart = Vec::new();
     for d in deliveries {
-        match decide(&d, &window, &job.job_id) {
+        match decide(&d, job) {
             ReplayItem::OutsideWindow => continue,
             ReplayItem::Restart(_) => to_restart.push(d),
             other => counts.tally(Walked::of(other)),
@@ -317,13 +343,16 @@ async fn walk_chunk(
     Ok((counts, position, more))
 }
 
-fn decide(d: &Delivery, window: &ReplayWindow, job_id: &ReplayJobId) -> ReplayItem {
-    replay_item(
-        d.status,
-        d.occurred_at,
-        window,
-        d.replay_job.as_ref() == Some(job_id),
-    )
+/// Decides one delivery for the job: a replay's rule, or a recovery's (only its statuses).
+fn decide(d: &Delivery, job: &ReplayJob) -> ReplayItem {
+    let window = job.window();
+    let by_this_job = d.replay_job.as_ref() == Some(&job.job_id);
+    match job.job_kind {
+        JobKind::Replay => replay_item(d.status, d.occurred_at, &window, by_this_job),
+        JobKind::Recovery => {
+            recovery_item(d.status, d.occurred_at, &window, by_this_job, &job.statuses)
+        }
+    }
 }
 
 /// What became of one in-window delivery.
@@ -335,6 +364,8 @@ enum Walked {
     /// Moved by someone else twice while the job tried to restart it.
     Conflict,
     Outside,
+    /// A recovery's: not in a status it restarts.
+    NotSelected,
 }
 
 impl Walked {
@@ -344,6 +375,7 @@ impl Walked {
             ReplayItem::AlreadyPending => Walked::AlreadyPending,
             ReplayItem::NeverReplayed(_) => Walked::SkippedFilter,
             ReplayItem::OutsideWindow => Walked::Outside,
+            ReplayItem::NotSelected => Walked::NotSelected,
         }
     }
 }
@@ -355,6 +387,7 @@ impl ReplayCounts {
             Walked::AlreadyPending => self.already_pending += 1,
             Walked::SkippedFilter => self.skipped_filter += 1,
             Walked::Conflict => self.conflicts += 1,
+            Walked::NotSelected => self.not_selected += 1,
             Walked::Outside => {}
         }
     }
@@ -366,9 +399,8 @@ async fn restart_with_one_reread(
     job: &ReplayJob,
     mut d: Delivery,
 ) -> Result<Walked, OpsError> {
-    let window = job.window();
     for _ in 0..2 {
-        let item = decide(&d, &window, &job.job_id);
+        let item = decide(&d, job);
         let ReplayItem::Restart(movement) = item else {
             return Ok(Walked::of(item));
         };
@@ -407,10 +439,20 @@ async fn save_chunk(
         total,
         position: position.as_ref(),
     };
-    if !ops
-        .apply(replay_job::save_chunk(ops.table, job, token, &chunk, now)?)
-        .await?
-    {
+    let mut save = replay_job::save_chunk(ops.table, job, token, &chunk, now)?;
+    if job.bounded && movement.1 == ReplayStatus::Completed {
+        // An account's job gives its subscription's running-job slot back as it completes.
+        save = Write::all([
+            save,
+            job_bounds::release_slot(
+                ops.table,
+                &job.account_id,
+                &job.subscription_id,
+                &job.job_id,
+            )?,
+        ])?;
+    }
+    if !ops.apply(save).await? {
         return Err(OpsError::Conflict(
             "the replay job's lease was taken over by another run; read its status".into(),
         ));
@@ -424,6 +466,7 @@ async fn save_chunk(
     job.already_pending = total.already_pending;
     job.skipped_filter = total.skipped_filter;
     job.conflicts = total.conflicts;
+    job.not_selected = total.not_selected;
     job.updated_at = now;
     Ok(())
 }

@@ -18,6 +18,8 @@
 //! | console session | `CSESSION#{session}`      | `SESSION`           |
 //! | used login link | `CLINK#{link nonce}`      | `USED`              |
 //! | account usage | `LIMITS#{account}`          | `LIMITS`            |
+//! | running-job slot | `JOBSLOT#{account}#{subscription}` | `SLOT`     |
+//! | jobs of a day | `JOBDAY#{account}#{day}`    | `JOBS`              |
 //!
 //! and the `listing` index's keys: `EVENTS#{account}` (an account's events),
 //! `ATTENTION#{account}` (its dead and failed deliveries), `AUDIT#{account}#{subscription}` (a
@@ -154,6 +156,15 @@ pub fn job_pk(account_id: &AccountId) -> String {
 }
 pub fn job_sk(job_id: &ReplayJobId) -> String {
     format!("{JOB_SK_PREFIX}{job_id}")
+}
+
+/// The partition of a subscription's running-job slot (jobs started through the account's door).
+pub fn job_slot_pk(account_id: &AccountId, subscription_id: &SubscriptionId) -> String {
+    format!("JOBSLOT#{account_id}#{subscription_id}")
+}
+/// The partition of an account's count of jobs started on one UTC day (`yyyy-mm-dd`).
+pub fn job_day_pk(account_id: &AccountId, day: &str) -> String {
+    format!("JOBDAY#{account_id}#{day}")
 }
 
 /// The partition of an account's snapshots of one record type.
