@@ -14,9 +14,12 @@
 //! * [`account_health`] — an account's figures over the last day (the operators' list of
 //!   accounts).
 //! * [`attention_queue`] — what needs an operator across every account, oldest first.
+//! * [`endpoint_health`] — one subscription's endpoint health (success rates, latency, last
+//!   failure, pause proximity, a day by the hour) for its account's administrators.
 
 pub mod account_health;
 pub mod attention_queue;
+pub mod endpoint_health;
 pub mod event_monitor;
 pub mod pull;
 pub mod recovery;
