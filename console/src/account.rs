@@ -4,6 +4,7 @@
 
 use super::account_actions::subscription_page;
 use super::account_parts::{integrations_and_subscriptions, integrations_table, nav_at};
+use super::health::{dead_run, health_panel, last_failure, rate_text};
 use super::names::{filter_text, retry_policy_kind, retry_policy_text, Names};
 use super::operator::{attention_page, audit_table};
 use super::page::{badge, encode, error_page, html_response, shell, when_text, Ctx, NotYours};
@@ -20,13 +21,12 @@ use shared::api::operator::audit::AuditView;
 use shared::api::problem::ApiError;
 use shared::api::state::ApiState;
 use shared::api::v1::subscriptions::SubscriptionView;
-use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::lifecycle::Status;
 use shared::domain::subscription::MAX_CONSECUTIVE_DEAD;
 use shared::domain::time::Timestamp;
 use shared::ids::AccountId;
+use shared::operations::endpoint_health::{endpoint_health, EndpointHealth};
 use shared::operations::recovery::audit;
-use shared::operations::recovery::integration_history::{list_deliveries, DeliveryQuery};
 use shared::store::audit::AuditScope;
 use std::sync::Arc;
 
@@ -99,69 +99,17 @@ pub(super) fn scope(account_id: &AccountId) -> Scope {
     }
 }
 
-/// One subscription's endpoint health over its most recent deliveries.
-pub struct Health {
-    pub subscription: SubscriptionView,
-    /// Deliveries looked at (the newest, at most [`HEALTH_WINDOW`]).
-    pub seen: usize,
-    pub delivered: usize,
-    pub ended_badly: usize,
-    pub last_failure: Option<(Timestamp, String)>,
-}
-
-impl Health {
-    /// Delivered among the finished (delivered, dead or failed) deliveries, in percent.
-    pub fn success_percent(&self) -> Option<usize> {
-        (self.delivered * 100).checked_div(self.delivered + self.ended_badly)
-    }
-}
-
-/// Deliveries the health of an endpoint is computed over.
-pub const HEALTH_WINDOW: u32 = 100;
-
-/// The health of each subscription: success rate of its newest finished deliveries, its last
-/// failed attempt, and its run of dead deliveries against the pause threshold.
+/// Each subscription with its endpoint health (the operation the API's health route calls).
 pub async fn health(
     state: &ApiState,
     subs: Vec<SubscriptionView>,
-) -> Result<Vec<Health>, ApiError> {
+    now: Timestamp,
+) -> Result<Vec<(SubscriptionView, EndpointHealth)>, ApiError> {
     let ops = state.ops();
     let mut out = Vec::with_capacity(subs.len());
     for sub in subs {
-        let query = DeliveryQuery {
-            limit: HEALTH_WINDOW,
-            ..DeliveryQuery::default()
-        };
-        let (deliveries, _) = list_deliveries(&ops, &sub.account_id, &sub.id, &query).await?;
-        let delivered = deliveries
-            .iter()
-            .filter(|d| d.status == DeliveryStatus::Delivered)
-            .count();
-        let ended_badly = deliveries
-            .iter()
-            .filter(|d| matches!(d.status, DeliveryStatus::Dead | DeliveryStatus::Failed))
-            .count();
-        let last_failure = deliveries
-            .iter()
-            .flat_map(|d| d.attempt_log.iter())
-            .filter(|a| a.class != "success")
-            .max_by_key(|a| a.at)
-            .map(|a| {
-                let what = match (a.http_status, &a.detail) {
-                    (Some(code), Some(d)) => format!("HTTP {code}: {d}"),
-                    (Some(code), None) => format!("HTTP {code}"),
-                    (None, Some(d)) => d.clone(),
-                    (None, None) => a.class.clone(),
-                };
-                (a.at, what)
-            });
-        out.push(Health {
-            seen: deliveries.len(),
-            delivered,
-            ended_badly,
-            last_failure,
-            subscription: sub,
-        });
+        let h = endpoint_health(&ops, &sub.account_id, &sub.id, now).await?;
+        out.push((sub, h));
     }
     Ok(out)
 }
@@ -171,28 +119,24 @@ fn log_link(ctx: &Ctx, names: &Names, id: &shared::ids::SubscriptionId) -> Marku
     html! { a data-testid="delivery-log-link" href=(ctx.url(&format!("/console/acct/subscriptions/{}", encode(id)))) { (names.subscription_markup(id)) } }
 }
 
-fn health_table(ctx: &Ctx, names: &Names, rows: &[Health]) -> Markup {
+fn health_table(ctx: &Ctx, names: &Names, rows: &[(SubscriptionView, EndpointHealth)]) -> Markup {
     html! {
         h2 { "Endpoint health" }
         div class="table-wrap" {
             table id="endpoint-health" class="stack" {
-                thead { tr { th { "Subscription" } th { "Status" } th { "Success rate" } th { "Last failure" } th { "Dead in a row" } } }
+                thead { tr { th { "Subscription" } th { "Status" } th { "Last 100 finished" } th { "Last 24 hours" } th { "Last failure" } th { "Dead in a row" } } }
                 tbody {
-                    @for h in rows {
-                        tr data-testid="health-row" data-subscription-id=(h.subscription.id) {
-                            td data-label="Subscription" { (log_link(ctx, names, &h.subscription.id)) }
-                            td data-label="Status" { (badge(h.subscription.status.as_str())) }
-                            td data-label="Success rate" data-testid="success-rate" {
-                                @if let Some(percent) = h.success_percent() { (percent) "% " span class="muted" { "(" (h.delivered) " of " (h.delivered + h.ended_badly) " finished, newest " (h.seen) ")" } }
-                                @else { span class="muted" { "no finished delivery yet" } }
-                            }
-                            td data-label="Last failure" data-testid="last-failure" {
-                                @if let Some((at, what)) = &h.last_failure { (super::page::when(Some(*at))) " " (what) } @else { "—" }
-                            }
-                            td data-label="Dead in a row" data-testid="dead-run" { (h.subscription.consecutive_dead) " of " (MAX_CONSECUTIVE_DEAD) " (pauses at " (MAX_CONSECUTIVE_DEAD) ")" }
+                    @for (sub, h) in rows {
+                        tr data-testid="health-row" data-subscription-id=(sub.id) {
+                            td data-label="Subscription" { (log_link(ctx, names, &sub.id)) }
+                            td data-label="Status" { (badge(sub.status.as_str())) }
+                            td data-label="Last 100 finished" data-testid="success-rate" { (rate_text(&h.last_100)) }
+                            td data-label="Last 24 hours" data-testid="success-rate-24h" { (rate_text(&h.last_24h)) }
+                            td data-label="Last failure" data-testid="last-failure" { (last_failure(h)) }
+                            td data-label="Dead in a row" data-testid="dead-run" { (dead_run(h)) }
                         }
                     }
-                    @if rows.is_empty() { tr { td colspan="5" class="muted" { "No subscriptions." } } }
+                    @if rows.is_empty() { tr { td colspan="6" class="muted" { "No subscriptions." } } }
                 }
             }
         }
@@ -209,7 +153,7 @@ async fn overview(admin: Admin, State(state): S) -> Response {
     };
     let names = Names::of(ctx.account_name.clone(), &integrations, &subs);
     let subscriptions = subscriptions_table(ctx, &names, &subs);
-    let health = match health(&state, subs).await {
+    let health = match health(&state, subs, ctx.now).await {
         Ok(h) => h,
         Err(e) => return error_page(ctx, &nav, &e),
     };
@@ -303,6 +247,10 @@ async fn delivery_log(
         Ok((records, _)) => records.iter().map(AuditView::from).collect(),
         Err(e) => return error_page(ctx, &nav, &e.into()),
     };
+    let health = match endpoint_health(&ops, &admin.account_id, &sub.id, ctx.now).await {
+        Ok(h) => h,
+        Err(e) => return error_page(ctx, &nav, &e.into()),
+    };
     let (deliveries, refused) = views::subscription_deliveries(&state, ctx, &sc, &sub.id, &p).await;
     let here = subscription_page(&sub.id);
     let done = p.get("done").filter(|v| !v.trim().is_empty());
@@ -330,10 +278,12 @@ async fn delivery_log(
                     @if sub.status.may_be_resumed() {
                         a class="button" data-testid="resume-link" href=(ctx.url(&format!("{here}/resume"))) { "Resume…" }
                     }
+                    a class="button" data-testid="recover-link" href=(ctx.url(&format!("{here}/recover"))) { "Recover what did not arrive…" }
                     a class="button" data-testid="replay-link" href=(ctx.url(&format!("{here}/replay"))) { "Replay a window…" }
                     a class="button secondary" href=(ctx.url("/console/acct/manage")) { "Manage (edit, send a test event)" }
                 }
             }
+            (health_panel(&health))
             h2 { "Deliveries" }
             (deliveries)
             h2 { "Audit history" }

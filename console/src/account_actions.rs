@@ -1,5 +1,7 @@
 //! `/console/acct/subscriptions/{s}/…`: an account administrator's confirmed actions on their
-//! own account — retry a dead or failed delivery, resume a paused subscription, replay a window —
+//! own account — retry a dead or failed delivery, resume a paused subscription, recover what did
+//! not arrive since an instant, replay a window (the last two as jobs, within the account's
+//! bounds: one running job per subscription, a few a day, refused with 429 otherwise) —
 //! each a confirmation form (what will happen, the required reason) and its POST, which calls the
 //! named operation the API calls, with the session's credential as the actor the audit records.
 //! The account is the session's: another account's subscription or delivery is not found (404)
@@ -27,7 +29,11 @@ use shared::api::state::ApiState;
 use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::lifecycle::Status;
 use shared::ids::{AccountId, ChangeId, SubscriptionId};
-use shared::operations::recovery::replay::{start_job, ReplayRequest};
+use shared::operations::recovery::recover::{
+    start_account_replay, start_recovery, RecoverRequest, DEFAULT_RECOVERY_STATUSES,
+    MAX_RECOVERY_AGE, RECOVERABLE,
+};
+use shared::operations::recovery::replay::ReplayRequest;
 use shared::operations::recovery::resume::resume_subscription;
 use shared::operations::recovery::retry::{retry_delivery, RetryRequest};
 use shared::store::delivery::Delivery;
@@ -44,6 +50,7 @@ pub fn router() -> Router<Arc<ApiState>> {
         )
         .route(&format!("{SUB}/resume"), get(resume_form).post(resume))
         .route(&format!("{SUB}/replay"), get(replay_form).post(replay))
+        .route(&format!("{SUB}/recover"), get(recover_form).post(recover))
         .route("/console/acct/replays/{job_id}", get(replay_job))
 }
 
@@ -122,12 +129,9 @@ async fn retry_form(
         (named_subscription(&state, &admin, &sub).await)
         p { "Status now: " (super::page::badge(d.status.as_str())) }
     };
-    let confirm = retry_confirm(&s, &c, about);
-    if !may_retry(d.status) {
-        let e = ApiError::conflict(not_retried(d.status));
-        return confirm.page(&admin.ctx, html! {}, Some(&e));
-    }
-    confirm.page(&admin.ctx, html! {}, None)
+    // (A delivery that is not dead or failed is refused when the form is posted, as the API
+    // refuses it; the form says what it is now.)
+    retry_confirm(&s, &c, about).page(&admin.ctx, html! {}, None)
 }
 
 fn not_retried(status: DeliveryStatus) -> String {
@@ -247,7 +251,7 @@ async fn replay(admin: Admin, State(state): S, Path(s): Path<String>, body: Byte
             operator: &actor,
             reason: &reason,
         };
-        Ok::<_, ApiError>(start_job(&state.ops(), request).await?)
+        Ok::<_, ApiError>(start_account_replay(&state.ops(), request).await?)
     };
     match started.await {
         Ok(job) => redirect(&ctx.url(&format!(
@@ -255,5 +259,108 @@ async fn replay(admin: Admin, State(state): S, Path(s): Path<String>, body: Byte
             encode(job.job_id.as_str())
         ))),
         Err(e) => confirm.page(ctx, replay_fields(&from_text, &to_text), Some(&e)),
+    }
+}
+
+// ---------------------------------------------------------------------------------- recover
+
+fn recover_explain() -> Markup {
+    html! {
+        p { "Every delivery of this subscription in the chosen statuses whose change occurred since the instant (at most " (MAX_RECOVERY_AGE.as_secs() / 86_400) " days back) goes back to " (super::page::badge("pending")) ", as a job whose progress you can follow. Unlike a replay, what was delivered is not sent again." }
+        p class="muted" { "One job runs at a time on a subscription, and an account starts a limited number a day." }
+    }
+}
+
+fn recover_confirm(s: &str, about: Markup) -> Confirm {
+    Confirm {
+        nav: nav_at("nav-overview"),
+        title: "Recover deliveries",
+        explain: html! { (about) (recover_explain()) },
+        back: subscription_page(s),
+    }
+}
+
+/// The recovery's own fields: since when, and which statuses (dead and failed checked unless
+/// the posted form said otherwise).
+fn recover_fields(since: &str, chosen: &[DeliveryStatus]) -> Markup {
+    html! {
+        label for="since" { "Since (UTC)" input id="since" name="since" type="datetime-local" step="1" required value=(since); }
+        fieldset class="retry" {
+            legend { "Deliveries to restart" }
+            @for st in RECOVERABLE {
+                label for=(format!("status-{}", st.as_str())) {
+                    span { (st.as_str()) }
+                    input type="checkbox" id=(format!("status-{}", st.as_str())) name="statuses" value=(st.as_str()) checked[chosen.contains(&st)];
+                }
+            }
+        }
+    }
+}
+
+async fn recover_form(admin: Admin, State(state): S, Path(s): Path<String>) -> Response {
+    subscription_form(
+        &admin,
+        &state,
+        &s,
+        |a| recover_confirm(&s, a),
+        recover_fields("", &DEFAULT_RECOVERY_STATUSES),
+    )
+    .await
+}
+
+/// The posted statuses (as the operation names them; an unknown word is refused by name).
+fn posted_statuses(fields: &[(String, String)]) -> Result<Vec<DeliveryStatus>, ApiError> {
+    let mut out = Vec::new();
+    for (_, v) in fields.iter().filter(|(k, _)| k == "statuses") {
+        let st = DeliveryStatus::ALL
+            .iter()
+            .copied()
+            .find(|s| s.as_str() == v.trim())
+            .ok_or_else(|| {
+                ApiError::field("statuses", format!("{v:?} is not a delivery status"))
+            })?;
+        out.push(st);
+    }
+    Ok(out)
+}
+
+async fn recover(admin: Admin, State(state): S, Path(s): Path<String>, body: Bytes) -> Response {
+    let ctx: &Ctx = &admin.ctx;
+    let confirm = recover_confirm(&s, html! {});
+    let fields = form_fields(&body);
+    if let Some(r) = refuse_without_csrf(ctx, &confirm.nav, &fields) {
+        return r;
+    }
+    let since_text = super::page::field(&fields, "since")
+        .unwrap_or_default()
+        .to_owned();
+    let statuses = posted_statuses(&fields);
+    let chosen = statuses.as_ref().cloned().unwrap_or_default();
+    let actor = admin.actor();
+    let started = async {
+        let reason = super::confirm::reason_of(&fields);
+        let since = super::views::form_time(&since_text)
+            .and_then(|t| shared::domain::time::Timestamp::parse_rfc3339(&t))
+            .ok_or_else(|| {
+                ApiError::field("since", "must be a date and time, e.g. 2024-05-01T00:00")
+            });
+        let (reason, since, statuses) = (reason?, since?, statuses?);
+        let subscription_id = own_subscription(&state, &admin.account_id, &s).await?;
+        let request = RecoverRequest {
+            account_id: &admin.account_id,
+            subscription_id: &subscription_id,
+            since,
+            statuses: &statuses,
+            actor: &actor,
+            reason: &reason,
+        };
+        Ok::<_, ApiError>(start_recovery(&state.ops(), request).await?)
+    };
+    match started.await {
+        Ok(job) => redirect(&ctx.url(&format!(
+            "{ADMIN_BASE}/replays/{}",
+            encode(job.job_id.as_str())
+        ))),
+        Err(e) => confirm.page(ctx, recover_fields(&since_text, &chosen), Some(&e)),
     }
 }

@@ -85,7 +85,19 @@ impl Confirm {
                 }
             }
         };
-        html_response(status, shell(Some((ctx, &self.nav)), self.title, body))
+        let mut response = html_response(status, shell(Some((ctx, &self.nav)), self.title, body));
+        // A bound's refusal says when to try again, as the API's 429 does.
+        if let Some(ApiError::QuotaExceeded {
+            retry_after_secs, ..
+        }) = refused
+        {
+            if let Ok(v) = axum::http::HeaderValue::from_str(&retry_after_secs.to_string()) {
+                response
+                    .headers_mut()
+                    .insert(axum::http::header::RETRY_AFTER, v);
+            }
+        }
+        response
     }
 
     /// The POST of an action whose form carries only its reason: the CSRF check, the reason

@@ -13,6 +13,7 @@ use shared::api::operator::replays::ReplayJobView;
 use shared::api::problem::ApiError;
 use shared::api::state::ApiState;
 use shared::domain::lifecycle::Status;
+use shared::domain::replay::JobKind;
 use shared::ids::AccountId;
 use shared::operations::recovery::replay;
 
@@ -33,9 +34,19 @@ pub async fn replay_job_page(
             .map_err(ApiError::from),
         Err(e) => Err(e),
     };
-    let job = match job {
-        Ok(job) => ReplayJobView::new(&job, ctx.now),
+    let (job, kind, statuses) = match job {
+        Ok(job) => (
+            ReplayJobView::new(&job, ctx.now),
+            job.job_kind,
+            job.statuses.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+        ),
         Err(e) => return error_page(ctx, nav, &e),
+    };
+    let recovery = kind == JobKind::Recovery;
+    let title = if recovery {
+        "Recovery job"
+    } else {
+        "Replay job"
     };
     let names = super::names::Names::load(state, account_id)
         .await
@@ -54,7 +65,9 @@ pub async fn replay_job_page(
                     dt { "Status" } dd data-testid="replay-status" { (badge(job.status.as_str())) @if live && !job.in_progress { " " span class="muted" { "stopped; resume it through the API" } } }
                     dt { "Progress" } dd { div class="meter" role="img" aria-label=(format!("{done} of {} walked", c.in_window)) { span class=(format!("m{}", tenth * 10)) {} } }
                     dt { "Counts" } dd data-testid="replay-counts" { (c.restarted) " restarted, " (c.already_pending) " already pending, " (c.skipped_filter) " filtered out, " (c.conflicts) " conflicts, of " (c.in_window) " in the window" }
-                    dt { "Window" } dd { (when_text(Some(&job.from))) " – " (when_text(Some(&job.to))) }
+                    dt { "Kind" } dd data-testid="job-kind" { (kind.as_str()) @if recovery { " of " (statuses.join(", ")) " deliveries" } }
+                    @if recovery { dt { "Since" } dd { (when_text(Some(&job.from))) } }
+                    @else { dt { "Window" } dd { (when_text(Some(&job.from))) " – " (when_text(Some(&job.to))) } }
                     dt { "Subscription" } dd { a href=(ctx.url(&format!("{base}/subscriptions/{}", encode(&job.subscription_id)))) { (names.subscription_markup(&job.subscription_id)) } }
                     dt { "Requested by" } dd data-testid="replay-by" { (job.requested_by) }
                     dt { "Reason" } dd { (job.reason) }
@@ -70,9 +83,9 @@ pub async fn replay_job_page(
     }
     let body = html! {
         main id="main" {
-            h1 { "Replay job " span class="id mono" { (job.id) } }
+            h1 { (title) " " span class="id mono" { (job.id) } }
             (fragment)
         }
     };
-    html_response(StatusCode::OK, shell(Some((ctx, nav)), "Replay job", body))
+    html_response(StatusCode::OK, shell(Some((ctx, nav)), title, body))
 }

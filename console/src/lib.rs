@@ -30,7 +30,9 @@
 //!                             recover (their own account only)
 //! account_parts.rs            the account navigation, its integrations and subscriptions
 //! confirm.rs                  the confirmation form and POST steps both audiences' actions share
-//! jobs.rs                     a replay job's page (both audiences)
+//! health.rs                   a subscription's endpoint health: its figures and the 24 h chart
+//!                             (inline SVG drawn on the server)
+//! jobs.rs                     a replay or recovery job's page (both audiences)
 //! names.rs                    names instead of ids: retry policies and filters in words,
 //!                             subscriptions by their integration's name
 //! manage.rs                   /console/acct/manage… integrations, subscriptions, secrets, tokens
@@ -113,6 +115,7 @@ pub mod account_actions;
 pub mod account_parts;
 pub mod assets;
 pub mod confirm;
+pub mod health;
 pub mod jobs;
 pub mod manage;
 pub mod names;

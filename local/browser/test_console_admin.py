@@ -1,9 +1,11 @@
 """An account administrator recovers their own integrations from the console in Chromium, without
 an operator: a dead delivery retried with a reason (and seen delivered, the payload that was
-sent beside the attempts' answers), a paused subscription resumed, each in the subscription's
+sent beside the attempts' answers), a paused subscription resumed, a day's dead deliveries
+recovered as a job (beside the endpoint's health and its 24-hour chart), each in the subscription's
 audit history with the administrator as who did it; the pages speak in names (the retry policy
 in words, the subscription by its integration's name)."""
 
+import datetime as dt
 import re
 
 from playwright.sync_api import expect
@@ -74,3 +76,35 @@ def test_an_administrator_resumes_the_paused_subscription_and_the_audit_shows_th
     expect(row.get_by_test_id("audit-action")).to_contain_text("resume")
     expect(row.get_by_test_id("audit-role")).to_have_text("administrator")
     screenshot(page, "admin-subscription")
+
+
+def test_an_administrator_recovers_the_dead_deliveries_of_a_day_and_watches_the_job_finish(page, stack):
+    sign_in(page, stack, stack.admin_link("northwind"))
+    crm = stack.manifest["northwind"]["subscriptions"]["crm"]
+    page.goto(stack.url(f"/console/acct/subscriptions/{crm}"))
+    # Endpoint health: the figures and the chart of the last day.
+    health = page.locator("#endpoint-health")
+    expect(health.get_by_test_id("dead-run")).to_contain_text("pauses at 50")
+    expect(health.get_by_test_id("health-chart")).to_be_visible()
+    screenshot(page, "admin-health")
+
+    page.get_by_test_id("recover-link").click()
+    page.wait_for_url(re.compile(f"/console/acct/subscriptions/{crm}/recover$"))
+    expect(page.locator("#status-dead")).to_be_checked()
+    expect(page.locator("#status-failed")).to_be_checked()
+    since = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)
+    page.locator("#since").fill(since.strftime("%Y-%m-%dT%H:%M"))
+    reason = "recover what the CRM missed (browser test)"
+    page.locator("#reason").fill(reason)
+    screenshot(page, "admin-recover")
+    page.get_by_test_id("confirm").click()
+    job = page.locator("#replay-job")
+    expect(page.locator("h1")).to_contain_text("Recovery job")
+    expect(status(job.get_by_test_id("replay-status"))).to_have_attribute("data-status", "completed", timeout=LIVE_SECS * 1000)
+    expect(job.get_by_test_id("replay-by")).to_contain_text("token")
+    screenshot(page, "admin-recovery-job")
+
+    page.goto(stack.url(f"/console/acct/subscriptions/{crm}"))
+    row = audit_row(page, reason)
+    expect(row.get_by_test_id("audit-action")).to_contain_text("recover")
+    expect(row.get_by_test_id("audit-role")).to_have_text("administrator")

@@ -1,6 +1,7 @@
 //! An account administrator acts on their own account from the console (the `console` crate's
 //! `/console/acct/…` forms): retry a dead delivery, resume a paused subscription, replay a
-//! window, each confirmed with a reason, through the operations the API calls, audited with the
+//! window, recover what did not arrive (within the account's daily bound), each confirmed with a
+//! reason, through the operations the API calls, audited with the
 //! session's credential; another account's ids answer 404 and change nothing; the CSRF token
 //! and the reason are required; refusals show the API's problem. And the pages speak in names:
 //! the retry policy in words, integrations and subscriptions by name, the payload that was sent
@@ -197,6 +198,7 @@ async fn another_accounts_delivery_and_subscription_answer_404_to_an_administrat
         subscription.clone(),
         format!("{subscription}/resume"),
         format!("{subscription}/replay"),
+        format!("{subscription}/recover"),
     ] {
         let r = get(&w, Some(&admin.cookie), &path).await;
         assert_eq!(r.status, StatusCode::NOT_FOUND, "GET {path}: {}", r.text);
@@ -205,12 +207,16 @@ async fn another_accounts_delivery_and_subscription_answer_404_to_an_administrat
     let now = w.pipeline.now();
     let from = now.minus(DAY).to_rfc3339();
     let to = now.to_rfc3339();
-    let posts: [(String, Vec<(&str, &str)>); 3] = [
+    let posts: [(String, Vec<(&str, &str)>); 4] = [
         (format!("{delivery}/retry"), vec![]),
         (format!("{subscription}/resume"), vec![]),
         (
             format!("{subscription}/replay"),
             vec![("from", from.as_str()), ("to", to.as_str())],
+        ),
+        (
+            format!("{subscription}/recover"),
+            vec![("since", from.as_str()), ("statuses", "dead")],
         ),
     ];
     for (path, extra) in posts {
@@ -375,4 +381,93 @@ async fn the_administrators_pages_name_things_and_show_the_payload_that_was_sent
         2
     );
     assert!(delivery.text.contains("data-testid=\"attempt-http\">503<"));
+}
+
+#[tokio::test]
+async fn an_administrator_recovers_what_did_not_arrive_as_a_job_and_past_the_days_bound_the_page_says_429(
+) {
+    let w = World::new().await;
+    let (tenant, sub, dead) = dead_delivery(&w).await;
+    let admin = sign_in_with_token(&w, &tenant.token).await;
+    let page = get(&w, Some(&admin.cookie), &subscription_path(&sub)).await;
+    assert!(page.text.contains("data-testid=\"recover-link\""));
+    assert!(
+        page.text.contains("data-testid=\"health-chart\""),
+        "{}",
+        page.text
+    );
+    let recover = format!("{}/recover", subscription_path(&sub));
+    let form = get(&w, Some(&admin.cookie), &recover).await;
+    assert_page(&form, "recover form");
+    assert!(form
+        .text
+        .contains("id=\"status-dead\" name=\"statuses\" value=\"dead\" checked"));
+
+    let since = w.pipeline.now().minus(DAY).to_rfc3339();
+    let fields = |reason: &'static str| {
+        vec![
+            ("csrf", admin.csrf.clone()),
+            ("since", since.clone()),
+            ("statuses", "dead".to_owned()),
+            ("statuses", "failed".to_owned()),
+            ("reason", reason.to_owned()),
+        ]
+    };
+    let send = |f: Vec<(&'static str, String)>| {
+        let path = recover.clone();
+        let cookie = admin.cookie.clone();
+        let w = &w;
+        async move {
+            let f: Vec<(&str, &str)> = f.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            post(w, Some(&cookie), &path, &f).await
+        }
+    };
+    // Too far back: the operation's refusal, naming `since`.
+    let mut old = fields("too old");
+    old[1].1 = w.pipeline.now().minus(8 * DAY).to_rfc3339();
+    let refused = send(old).await;
+    assert_eq!(
+        refused.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        refused.text
+    );
+    assert!(
+        refused.text.contains("<code>since</code>"),
+        "{}",
+        refused.text
+    );
+
+    w.receiver.set_default(Answer::Status(200));
+    let started = send(fields("endpoint fixed")).await;
+    assert_eq!(started.status, StatusCode::SEE_OTHER, "{}", started.text);
+    let job = started.header("location").unwrap().to_owned();
+    assert!(job.starts_with("/console/acct/replays/"), "{job}");
+    assert_ne!(w.delivery_status(&sub, &dead).await, DeliveryStatus::Dead);
+    let job_page = get(&w, Some(&admin.cookie), &job).await;
+    assert_page(&job_page, "recovery job");
+    assert!(job_page.text.contains("Recovery job"));
+    assert!(job_page.text.contains(&token_actor(&tenant)));
+    let entries = audit_actions(&w, &sub).await;
+    assert_eq!(entries[0]["action"], "recover_subscription");
+    assert_eq!(entries[0]["operator"], token_actor(&tenant).as_str());
+
+    // The account's day allows ten jobs; the eleventh is refused with 429 and Retry-After, on
+    // the confirmation page.
+    let day = shared::domain::replay::JOBS_PER_ACCOUNT_PER_DAY;
+    for _ in 1..day {
+        let r = send(fields("again")).await;
+        assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
+    }
+    let bounded = send(fields("one too many")).await;
+    assert_eq!(
+        bounded.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "{}",
+        bounded.text
+    );
+    assert!(bounded.header("retry-after").is_some());
+    assert!(bounded.text.contains("data-testid=\"problem-detail\""));
+    assert!(bounded.text.contains("id=\"since\""), "the form again");
+    assert_eq!(audit_actions(&w, &sub).await.len(), day as usize);
 }
