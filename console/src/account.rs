@@ -2,7 +2,6 @@
 //! There is no account id in these URLs: every read is scoped by the session's account, so
 //! another account's event or delivery is simply "not found" (404), as in the API.
 
-use super::account_actions::subscription_page;
 use super::account_parts::{integrations_and_subscriptions, integrations_table, nav_at};
 use super::health::{dead_run, health_panel, last_failure, rate_text};
 use super::names::{filter_text, retry_policy_kind, retry_policy_text, Names};
@@ -89,6 +88,11 @@ impl Admin {
 
 /// Prefix of the administrator's pages of their account.
 pub const ADMIN_BASE: &str = "/console/acct";
+
+/// The path of the administrator's page of a subscription.
+pub fn subscription_page(s: impl std::fmt::Display) -> String {
+    format!("{ADMIN_BASE}/subscriptions/{}", encode(s))
+}
 
 pub(super) fn scope(account_id: &AccountId) -> Scope {
     Scope {

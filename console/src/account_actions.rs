@@ -8,7 +8,7 @@
 //! on the form and on the POST, and nothing changes. A refusal (409, 422, 429 …) is the API's
 //! problem on the confirmation page.
 
-use super::account::{Admin, ADMIN_BASE};
+use super::account::{subscription_page, Admin, ADMIN_BASE};
 use super::account_parts::nav_at;
 use super::confirm::{
     refuse_without_csrf, replay_explain, replay_fields, replay_window, resume_explain,
@@ -57,11 +57,6 @@ pub fn router() -> Router<Arc<ApiState>> {
 async fn replay_job(admin: Admin, State(state): S, Path(j): Path<String>) -> Response {
     let nav = nav_at("nav-overview");
     super::jobs::replay_job_page(&state, &admin.ctx, &nav, &admin.account_id, ADMIN_BASE, &j).await
-}
-
-/// The path of the administrator's page of a subscription.
-pub fn subscription_page(s: impl std::fmt::Display) -> String {
-    format!("{ADMIN_BASE}/subscriptions/{}", encode(s))
 }
 
 /// The session's subscription named by the path (404 when it is not the account's).

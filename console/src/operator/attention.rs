@@ -184,6 +184,15 @@ async fn queue_page(state: &ApiState, ctx: &Ctx, nav: &Nav, p: &Params) -> Respo
         Err(e) => return error_page(ctx, nav, &monitor_error(e)),
     };
     let next = next.map(|n| shared::store::cursor::encode(&n));
+    // The names of the listed accounts' subscriptions (a page lists a few accounts).
+    let mut names: std::collections::HashMap<AccountId, Names> = std::collections::HashMap::new();
+    for (e, _) in &entries {
+        if !names.contains_key(&e.account_id) {
+            let n = Names::load(state, &e.account_id).await.unwrap_or_default();
+            names.insert(e.account_id.clone(), n);
+        }
+    }
+    let none = Names::default();
     let body = html! {
         main id="main" {
             h1 { "Needs attention" }
@@ -203,13 +212,14 @@ async fn queue_page(state: &ApiState, ctx: &Ctx, nav: &Nav, p: &Params) -> Respo
                                     (kind_text(e.kind)) " "
                                     @let sub = e.subscription_id.as_ref().map(encode).unwrap_or_default();
                                     @if let Some(c) = &e.change_id {
+                                        @if let Some(sub_id) = &e.subscription_id { (names.get(&e.account_id).unwrap_or(&none).subscription(sub_id).unwrap_or_default()) " " }
                                         a class="mono" href=(ctx.url(&format!("{}/subscriptions/{sub}/deliveries/{}", base(&e.account_id), encode(c)))) { (e.delivery_id.as_ref().map(|d| d.to_string()).unwrap_or_default()) }
                                     } @else if let Some(j) = &e.job_id {
                                         span class="mono" { (j) }
                                     } @else if let Some(notice) = notice_path(e) {
                                         a class="mono" href=(ctx.url(&notice)) { (e.notice_id.as_ref().map(|n| n.to_string()).unwrap_or_default()) " " (e.delivery_key.as_deref().unwrap_or_default()) }
-                                    } @else {
-                                        a class="mono" href=(ctx.url(&format!("{}/subscriptions/{sub}", base(&e.account_id)))) { (sub) }
+                                    } @else if let Some(sub_id) = &e.subscription_id {
+                                        a href=(ctx.url(&format!("{}/subscriptions/{sub}", base(&e.account_id)))) { (names.get(&e.account_id).unwrap_or(&none).subscription_markup(sub_id)) }
                                     }
                                 }
                                 td data-label="Last error" { @if let Some(d) = &e.detail { (d) } @else { span class="muted" { "—" } } }

@@ -1,9 +1,11 @@
-//! A subscription's Integration history: its state and counts, its deliveries (filterable), its
-//! audit history, and the links to replay a window or resume it.
+//! A subscription's Integration history: its state and counts in words, its endpoint health
+//! (with the 24-hour chart), its deliveries (filterable), its audit history, and the links to
+//! replay a window or resume it.
 
 use super::access::Op;
 use super::audit::audit_table;
 use super::nav::{nav, scope};
+use crate::health::health_panel;
 use crate::names::{filter_text, retry_policy_text, Names};
 use crate::page::{badge, encode, error_page, html_response, shell, when_text};
 use crate::views;
@@ -18,6 +20,7 @@ use shared::api::state::ApiState;
 use shared::api::v1::subscriptions::SubscriptionView;
 use shared::domain::lifecycle::Status;
 use shared::domain::subscription::MAX_CONSECUTIVE_DEAD;
+use shared::operations::endpoint_health::endpoint_health;
 use shared::operations::recovery::audit;
 use shared::store::audit::AuditScope;
 use std::sync::Arc;
@@ -67,6 +70,10 @@ pub(super) async fn integration_history(
         .subscription(&sub.id)
         .unwrap_or("Subscription")
         .to_owned();
+    let health = match endpoint_health(&ops, &account_id, &subscription_id, ctx.now).await {
+        Ok(h) => h,
+        Err(e) => return error_page(ctx, &nav, &e.into()),
+    };
     let base = format!("{}/subscriptions/{}", sc.base, encode(&subscription_id));
     let done = p.get("done").filter(|v| !v.trim().is_empty());
     let body = html! {
@@ -93,6 +100,7 @@ pub(super) async fn integration_history(
                     a class="button secondary" href=(ctx.url(&format!("/console/op/replays?account={}", encode(&account_id)))) { "Replay jobs" }
                 }
             }
+            (health_panel(&health))
             h2 { "Deliveries" }
             (deliveries)
             h2 { "Audit history" }
