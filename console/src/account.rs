@@ -3,7 +3,9 @@
 //! another account's event or delivery is simply "not found" (404), as in the API.
 
 use super::account_parts::{integrations_and_subscriptions, integrations_table, nav_at};
-use super::operator::attention_page;
+use super::health::{dead_run, health_panel, last_failure, rate_text};
+use super::names::{filter_text, retry_policy_kind, retry_policy_text, Names};
+use super::operator::{attention_page, audit_table};
 use super::page::{badge, encode, error_page, html_response, shell, when_text, Ctx, NotYours};
 use super::views::{self, Scope};
 use super::Params;
@@ -14,15 +16,17 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use maud::{html, Markup};
+use shared::api::operator::audit::AuditView;
 use shared::api::problem::ApiError;
 use shared::api::state::ApiState;
 use shared::api::v1::subscriptions::SubscriptionView;
-use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::lifecycle::Status;
 use shared::domain::subscription::MAX_CONSECUTIVE_DEAD;
 use shared::domain::time::Timestamp;
 use shared::ids::AccountId;
-use shared::operations::recovery::integration_history::{list_deliveries, DeliveryQuery};
+use shared::operations::endpoint_health::{endpoint_health, EndpointHealth};
+use shared::operations::recovery::audit;
+use shared::store::audit::AuditScope;
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;
@@ -71,109 +75,72 @@ impl FromRequestParts<Arc<ApiState>> for Admin {
     }
 }
 
-fn scope(account_id: &AccountId) -> Scope {
+impl Admin {
+    /// Who acts, as the audit records it: the session's signed actor text (`token …`, the
+    /// credential the administrator signed in with).
+    pub fn actor(&self) -> String {
+        match &self.ctx.session.audience {
+            shared::api::console_session::Audience::Account { actor, .. } => actor.clone(),
+            shared::api::console_session::Audience::Operator { operator_id } => operator_id.clone(),
+        }
+    }
+}
+
+/// Prefix of the administrator's pages of their account.
+pub const ADMIN_BASE: &str = "/console/acct";
+
+/// The path of the administrator's page of a subscription.
+pub fn subscription_page(s: impl std::fmt::Display) -> String {
+    format!("{ADMIN_BASE}/subscriptions/{}", encode(s))
+}
+
+pub(super) fn scope(account_id: &AccountId) -> Scope {
     Scope {
         account_id: account_id.clone(),
-        base: "/console/acct".into(),
+        base: ADMIN_BASE.into(),
         monitor: "/console/acct/events".into(),
         operator: false,
     }
 }
 
-/// One subscription's endpoint health over its most recent deliveries.
-pub struct Health {
-    pub subscription: SubscriptionView,
-    /// Deliveries looked at (the newest, at most [`HEALTH_WINDOW`]).
-    pub seen: usize,
-    pub delivered: usize,
-    pub ended_badly: usize,
-    pub last_failure: Option<(Timestamp, String)>,
-}
-
-impl Health {
-    /// Delivered among the finished (delivered, dead or failed) deliveries, in percent.
-    pub fn success_percent(&self) -> Option<usize> {
-        (self.delivered * 100).checked_div(self.delivered + self.ended_badly)
-    }
-}
-
-/// Deliveries the health of an endpoint is computed over.
-pub const HEALTH_WINDOW: u32 = 100;
-
-/// The health of each subscription: success rate of its newest finished deliveries, its last
-/// failed attempt, and its run of dead deliveries against the pause threshold.
+/// Each subscription with its endpoint health (the operation the API's health route calls).
 pub async fn health(
     state: &ApiState,
     subs: Vec<SubscriptionView>,
-) -> Result<Vec<Health>, ApiError> {
+    now: Timestamp,
+) -> Result<Vec<(SubscriptionView, EndpointHealth)>, ApiError> {
     let ops = state.ops();
     let mut out = Vec::with_capacity(subs.len());
     for sub in subs {
-        let query = DeliveryQuery {
-            limit: HEALTH_WINDOW,
-            ..DeliveryQuery::default()
-        };
-        let (deliveries, _) = list_deliveries(&ops, &sub.account_id, &sub.id, &query).await?;
-        let delivered = deliveries
-            .iter()
-            .filter(|d| d.status == DeliveryStatus::Delivered)
-            .count();
-        let ended_badly = deliveries
-            .iter()
-            .filter(|d| matches!(d.status, DeliveryStatus::Dead | DeliveryStatus::Failed))
-            .count();
-        let last_failure = deliveries
-            .iter()
-            .flat_map(|d| d.attempt_log.iter())
-            .filter(|a| a.class != "success")
-            .max_by_key(|a| a.at)
-            .map(|a| {
-                let what = match (a.http_status, &a.detail) {
-                    (Some(code), Some(d)) => format!("HTTP {code}: {d}"),
-                    (Some(code), None) => format!("HTTP {code}"),
-                    (None, Some(d)) => d.clone(),
-                    (None, None) => a.class.clone(),
-                };
-                (a.at, what)
-            });
-        out.push(Health {
-            seen: deliveries.len(),
-            delivered,
-            ended_badly,
-            last_failure,
-            subscription: sub,
-        });
+        let h = endpoint_health(&ops, &sub.account_id, &sub.id, now).await?;
+        out.push((sub, h));
     }
     Ok(out)
 }
 
-/// A subscription's id, linking to its delivery log.
-fn log_link(ctx: &Ctx, id: &shared::ids::SubscriptionId) -> Markup {
-    html! { a class="mono" data-testid="delivery-log-link" href=(ctx.url(&format!("/console/acct/subscriptions/{}", encode(id)))) { (id) } }
+/// A subscription's name (its id small beside it), linking to its page.
+fn log_link(ctx: &Ctx, names: &Names, id: &shared::ids::SubscriptionId) -> Markup {
+    html! { a data-testid="delivery-log-link" href=(ctx.url(&format!("/console/acct/subscriptions/{}", encode(id)))) { (names.subscription_markup(id)) } }
 }
 
-fn health_table(ctx: &Ctx, rows: &[Health]) -> Markup {
+fn health_table(ctx: &Ctx, names: &Names, rows: &[(SubscriptionView, EndpointHealth)]) -> Markup {
     html! {
         h2 { "Endpoint health" }
         div class="table-wrap" {
             table id="endpoint-health" class="stack" {
-                thead { tr { th { "Subscription" } th { "Status" } th { "Success rate" } th { "Last failure" } th { "Dead in a row" } } }
+                thead { tr { th { "Subscription" } th { "Status" } th { "Last 100 finished" } th { "Last 24 hours" } th { "Last failure" } th { "Dead in a row" } } }
                 tbody {
-                    @for h in rows {
-                        tr data-testid="health-row" data-subscription-id=(h.subscription.id) {
-                            td data-label="Subscription" { (log_link(ctx, &h.subscription.id)) }
-                            td data-label="Status" { (badge(h.subscription.status.as_str())) }
-                            td data-label="Success rate" data-testid="success-rate" {
-                                @if let Some(percent) = h.success_percent() { (percent) "% " span class="muted" { "(" (h.delivered) " of " (h.delivered + h.ended_badly) " finished, newest " (h.seen) ")" } }
-                                @else { span class="muted" { "no finished delivery yet" } }
-                            }
-                            td data-label="Last failure" data-testid="last-failure" {
-                                @if let Some((at, what)) = &h.last_failure { (super::page::when(Some(*at))) " " (what) } @else { "—" }
-                            }
-                            td data-label="Dead in a row" data-testid="dead-run" { (h.subscription.consecutive_dead) " of " (MAX_CONSECUTIVE_DEAD) " (pauses at " (MAX_CONSECUTIVE_DEAD) ")" }
+                    @for (sub, h) in rows {
+                        tr data-testid="health-row" data-subscription-id=(sub.id) {
+                            td data-label="Subscription" { (log_link(ctx, names, &sub.id)) }
+                            td data-label="Status" { (badge(sub.status.as_str())) }
+                            td data-label="Last 100 finished" data-testid="success-rate" { (rate_text(&h.last_100)) }
+                            td data-label="Last 24 hours" data-testid="success-rate-24h" { (rate_text(&h.last_24h)) }
+                            td data-label="Last failure" data-testid="last-failure" { (last_failure(h)) }
+                            td data-label="Dead in a row" data-testid="dead-run" { (dead_run(h)) }
                         }
                     }
-                    @if rows.is_empty() { tr { td colspan="5" class="muted" { "No subscriptions." } } }
+                    @if rows.is_empty() { tr { td colspan="6" class="muted" { "No subscriptions." } } }
                 }
             }
         }
@@ -188,24 +155,25 @@ async fn overview(admin: Admin, State(state): S) -> Response {
         Ok(l) => l,
         Err(e) => return error_page(ctx, &nav, &e),
     };
-    let subscriptions = subscriptions_table(ctx, &subs);
-    let health = match health(&state, subs).await {
+    let names = Names::of(ctx.account_name.clone(), &integrations, &subs);
+    let subscriptions = subscriptions_table(ctx, &names, &subs);
+    let health = match health(&state, subs, ctx.now).await {
         Ok(h) => h,
         Err(e) => return error_page(ctx, &nav, &e),
     };
     let body = html! {
         main id="main" {
-            h1 { "Your account" }
+            h1 { @if let Some(n) = &ctx.account_name { (n) } @else { "Your account" } }
             (integrations_table(&integrations))
             (subscriptions)
-            (health_table(ctx, &health))
+            (health_table(ctx, &names, &health))
         }
     };
     html_response(StatusCode::OK, shell(Some((ctx, &nav)), "Overview", body))
 }
 
 /// The account's subscriptions with their filters, projected fields and retry policies.
-fn subscriptions_table(ctx: &Ctx, subs: &[SubscriptionView]) -> Markup {
+fn subscriptions_table(ctx: &Ctx, names: &Names, subs: &[SubscriptionView]) -> Markup {
     html! {
         h2 { "Subscriptions" }
         div class="table-wrap" {
@@ -214,13 +182,13 @@ fn subscriptions_table(ctx: &Ctx, subs: &[SubscriptionView]) -> Markup {
                 tbody {
                     @for s in subs {
                         tr data-testid="subscription-row" data-subscription-id=(s.id) {
-                            td data-label="Subscription" { (log_link(ctx, &s.id)) }
-                            td data-label="Integration" class="mono" { (s.integration_id) }
+                            td data-label="Subscription" { (log_link(ctx, names, &s.id)) }
+                            td data-label="Integration" { (names.integration_markup(&s.integration_id)) }
                             td data-label="Status" { (badge(s.status.as_str())) }
                             td data-label="Record types" { (s.record_types.join(", ")) }
-                            td data-label="Filter" class="mono" { @if s.filter.is_null() { "every change" } @else { (s.filter.to_string()) } }
+                            td data-label="Filter" data-testid="filter-text" { (filter_text(&s.filter)) }
                             td data-label="Fields" { (s.fields.join(", ")) }
-                            td data-label="Retry policy" class="mono" { (serde_json::to_string(&s.retry_policy).unwrap_or_default()) }
+                            td data-label="Retry policy" data-testid="retry-policy" { (retry_policy_text(&s.retry_policy)) }
                         }
                     }
                     @if subs.is_empty() { tr { td colspan="7" class="muted" { "No subscriptions." } } }
@@ -240,8 +208,9 @@ async fn event(admin: Admin, State(state): S, Path(c): Path<String>) -> Response
     views::event_page(&state, &admin.ctx, &nav_at("nav-events"), &sc, &c).await
 }
 
-/// A subscription's delivery log: its facts and its deliveries (the Integration history's own
-/// read, scoped to the session's account: another account's subscription is not found).
+/// A subscription's page: its facts in words, the actions an administrator takes on it
+/// (resume, replay), its deliveries (the Integration history's own read, scoped to the
+/// session's account: another account's subscription is not found) and its audit history.
 async fn delivery_log(
     admin: Admin,
     State(state): S,
@@ -263,37 +232,84 @@ async fn delivery_log(
         Ok(sub) => SubscriptionView::from(&sub),
         Err(e) => return error_page(ctx, &nav, &e),
     };
+    let names = match Names::load(&state, &admin.account_id).await {
+        Ok(n) => n,
+        Err(e) => return error_page(ctx, &nav, &e),
+    };
+    let ops = state.ops();
+    let audit = audit::list(
+        &ops,
+        AuditScope::Subscription {
+            account_id: &admin.account_id,
+            subscription_id: &sub.id,
+        },
+        50,
+        None,
+    )
+    .await;
+    let audit: Vec<AuditView> = match audit {
+        Ok((records, _)) => records.iter().map(AuditView::from).collect(),
+        Err(e) => return error_page(ctx, &nav, &e.into()),
+    };
+    let health = match endpoint_health(&ops, &admin.account_id, &sub.id, ctx.now).await {
+        Ok(h) => h,
+        Err(e) => return error_page(ctx, &nav, &e.into()),
+    };
     let (deliveries, refused) = views::subscription_deliveries(&state, ctx, &sc, &sub.id, &p).await;
+    let here = subscription_page(&sub.id);
+    let done = p.get("done").filter(|v| !v.trim().is_empty());
+    let label = names
+        .subscription(&sub.id)
+        .unwrap_or("Subscription")
+        .to_owned();
     let body = html! {
         main id="main" {
             p { a href=(ctx.url("/console/acct")) { "← Overview" } }
-            h1 { "Delivery log " span class="mono" { (sub.id) } }
-            section class="panel" {
+            h1 { (label) " " span class="id mono" { (sub.id) } }
+            @if let Some(d) = done { p class="notice" role="status" data-testid="notice" { "Done: " (d) "." } }
+            section class="panel" aria-label="Subscription" {
                 dl class="facts" {
                     dt { "Status" } dd data-testid="subscription-status" { (badge(sub.status.as_str())) }
-                    dt { "Integration" } dd class="mono" { (sub.integration_id) }
+                    dt { "Integration" } dd { (names.integration_markup(&sub.integration_id)) }
                     dt { "Record types" } dd { (sub.record_types.join(", ")) }
+                    dt { "Filter" } dd data-testid="filter-text" { (filter_text(&sub.filter)) }
+                    dt { "Fields sent" } dd { (sub.fields.join(", ")) }
+                    dt { "Retry policy" } dd data-testid="retry-policy" { (retry_policy_text(&sub.retry_policy)) " " span class="muted" { "(" (retry_policy_kind(&sub.retry_policy)) ")" } }
                     dt { "Dead in a row" } dd { (sub.consecutive_dead) " of " (MAX_CONSECUTIVE_DEAD) " (pauses at " (MAX_CONSECUTIVE_DEAD) ")" }
                     @if let Some(t) = &sub.paused_at { dt { "Paused" } dd { (when_text(Some(t))) } }
                 }
                 div class="actions" {
+                    @if sub.status.may_be_resumed() {
+                        a class="button" data-testid="resume-link" href=(ctx.url(&format!("{here}/resume"))) { "Resume…" }
+                    }
+                    a class="button" data-testid="recover-link" href=(ctx.url(&format!("{here}/recover"))) { "Recover what did not arrive…" }
+                    a class="button" data-testid="replay-link" href=(ctx.url(&format!("{here}/replay"))) { "Replay a window…" }
                     a class="button secondary" href=(ctx.url("/console/acct/manage")) { "Manage (edit, send a test event)" }
                 }
             }
+            (health_panel(&health))
             h2 { "Deliveries" }
             (deliveries)
+            h2 { "Audit history" }
+            (audit_table(&audit))
         }
     };
     let status = refused
         .as_ref()
         .map(|e| e.status())
         .unwrap_or(StatusCode::OK);
-    html_response(status, shell(Some((ctx, &nav)), "Delivery log", body))
+    html_response(status, shell(Some((ctx, &nav)), &label, body))
 }
 
-async fn delivery(admin: Admin, State(state): S, Path((s, c)): Path<(String, String)>) -> Response {
+async fn delivery(
+    admin: Admin,
+    State(state): S,
+    Path((s, c)): Path<(String, String)>,
+    Query(p): Query<Params>,
+) -> Response {
     let sc = scope(&admin.account_id);
-    views::delivery_page(&state, &admin.ctx, &nav_at("nav-events"), &sc, &s, &c, None).await
+    let done = p.get("done").map(String::as_str);
+    views::delivery_page(&state, &admin.ctx, &nav_at("nav-events"), &sc, &s, &c, done).await
 }
 
 async fn attention(admin: Admin, State(state): S, Query(p): Query<Params>) -> Response {

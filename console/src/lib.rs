@@ -26,7 +26,15 @@
 //! operator/actions.rs         confirmation forms and POSTs: retry, resume, replay, requeue
 //! operator/audit.rs           the audit history table
 //! account.rs                  /console/acct/… account administrator pages
+//! account_actions.rs          the administrator's confirmed actions: retry, resume, replay,
+//!                             recover (their own account only)
 //! account_parts.rs            the account navigation, its integrations and subscriptions
+//! confirm.rs                  the confirmation form and POST steps both audiences' actions share
+//! health.rs                   a subscription's endpoint health: its figures and the 24 h chart
+//!                             (inline SVG drawn on the server)
+//! jobs.rs                     a replay or recovery job's page (both audiences)
+//! names.rs                    names instead of ids: retry policies and filters in words,
+//!                             subscriptions by their integration's name
 //! manage.rs                   /console/acct/manage… integrations, subscriptions, secrets, tokens
 //! assets.rs                   embedded, content-hashed static files
 //! ```
@@ -103,9 +111,14 @@
 //!   swapped into `#test-result-{s}` (htmx) or rendered there.
 
 pub mod account;
+pub mod account_actions;
 pub mod account_parts;
 pub mod assets;
+pub mod confirm;
+pub mod health;
+pub mod jobs;
 pub mod manage;
+pub mod names;
 pub mod operator;
 pub mod page;
 pub mod views;
@@ -147,6 +160,7 @@ pub fn router() -> Router<Arc<ApiState>> {
         .route("/console/assets/{name}", get(assets::serve))
         .merge(operator::router())
         .merge(account::router())
+        .merge(account_actions::router())
         .merge(manage::router())
         .route("/console/{*rest}", get(not_found).post(not_found))
         .layer(axum::middleware::from_fn(secure))

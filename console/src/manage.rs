@@ -8,6 +8,7 @@
 
 use super::account::Admin;
 use super::account_parts::integrations_and_subscriptions;
+use super::names::{filter_text, retry_policy_text, Names};
 use super::operator::refuse_without_csrf;
 use super::page::{
     badge, csrf_field, encode, error_page, field, form_fields, html_response, problem, shell,
@@ -28,6 +29,7 @@ use shared::api::state::ApiState;
 use shared::api::v1::integrations::{self, IntegrationView, TokenRequest};
 use shared::api::v1::subscriptions;
 use shared::api::v1::test_event::{send_test_event, test_event as find_test_event, TestEventView};
+use shared::domain::retry::{RetryPolicy, MAX_RETRIES_LIMIT, MAX_RETRY_DELAY_SECS};
 use shared::domain::time::Timestamp;
 use std::sync::Arc;
 
@@ -72,14 +74,6 @@ fn nav() -> Nav {
     nav
 }
 
-/// Who acts: the session's signed actor text (`token …`, `link from operator …`).
-fn actor(admin: &Admin) -> String {
-    match &admin.ctx.session.audience {
-        shared::api::console_session::Audience::Account { actor, .. } => actor.clone(),
-        shared::api::console_session::Audience::Operator { operator_id } => operator_id.clone(),
-    }
-}
-
 /// A comma-separated list as a JSON array of trimmed words.
 fn words(text: &str) -> Value {
     Value::Array(
@@ -112,8 +106,28 @@ fn put_subscription_fields(fields: &[(String, String)], map: &mut Map<String, Va
     if field(fields, "remove_filter") == Some("on") {
         map.insert("filter".into(), Value::Null);
     }
-    if let Some(v) = given("retry_policy") {
-        map.insert("retry_policy".into(), json_text(v));
+    match given("retry_kind") {
+        Some("fixed_schedule") => {
+            map.insert(
+                "retry_policy".into(),
+                serde_json::json!({"kind": "fixed_schedule"}),
+            );
+        }
+        Some("exponential") => {
+            // The numbers as given (the API names a missing or wrong one).
+            let mut policy = Map::new();
+            policy.insert("kind".into(), Value::String("exponential".into()));
+            for name in ["max_retries", "retry_delay_secs"] {
+                if let Some(v) = given(name) {
+                    policy.insert(name.into(), json_text(v));
+                }
+            }
+            map.insert("retry_policy".into(), Value::Object(policy));
+        }
+        Some(other) => {
+            map.insert("retry_policy".into(), Value::String(other.to_owned()));
+        }
+        None => {}
     }
 }
 
@@ -263,6 +277,7 @@ async fn page(state: &ApiState, admin: &Admin, shown: Shown<'_>) -> Response {
             .and_then(|i| i.webhook_url.clone())
     };
     let action = |path: &str| ctx.url(path);
+    let names = Names::of(ctx.account_name.clone(), &integrations, &subs);
     let body = html! {
         main id="main" {
             h1 { "Integrations and subscriptions" }
@@ -279,12 +294,11 @@ async fn page(state: &ApiState, admin: &Admin, shown: Shown<'_>) -> Response {
             h2 { "Integrations" }
             div class="table-wrap" {
                 table id="manage-integrations" class="stack" {
-                    thead { tr { th { "Integration" } th { "Name" } th { "Method" } th { "Actions" } } }
+                    thead { tr { th { "Integration" } th { "Method" } th { "Actions" } } }
                     tbody {
                         @for i in &integrations {
                             tr data-testid="integration-row" data-integration-id=(i.id) {
-                                td data-label="Integration" class="mono" { (i.id) }
-                                td data-label="Name" { (i.name) }
+                                td data-label="Integration" { (i.name) " " span class="id mono" { (i.id) } }
                                 td data-label="Method" { (i.method) (overlap(ctx, i.previous_secret_expires_at.as_deref())) }
                                 td data-label="Actions" {
                                     div class="actions" {
@@ -325,8 +339,8 @@ async fn page(state: &ApiState, admin: &Admin, shown: Shown<'_>) -> Response {
             }
             h2 { "Subscriptions" }
             @for s in &subs {
-                form class="panel" method="post" action=(action(&format!("/console/acct/manage/subscriptions/{}", encode(&s.id)))) aria-label=(format!("Edit subscription {}", s.id)) data-testid="edit-subscription" {
-                    h3 class="mono" { (s.id) }
+                form class="panel" method="post" action=(action(&format!("/console/acct/manage/subscriptions/{}", encode(&s.id)))) aria-label=(format!("Edit subscription {}", names.subscription(&s.id).unwrap_or(s.id.as_str()))) data-testid="edit-subscription" {
+                    h3 { (names.subscription_markup(&s.id)) }
                     (csrf_field(ctx))
                     (subscription_fields(&format!("edit-{}", s.id), Some(s)))
                     label { span { "Remove the filter" } input type="checkbox" name="remove_filter"; }
@@ -339,7 +353,7 @@ async fn page(state: &ApiState, admin: &Admin, shown: Shown<'_>) -> Response {
                     @let target = format!("test-result-{}", s.id);
                     @let to = action(&format!("/console/acct/manage/subscriptions/{}/test-event", encode(&s.id)));
                     form class="panel" method="post" action=(to) hx-post=(to) hx-target=(format!("#{target}")) hx-swap="innerHTML"
-                        aria-label=(format!("Send a test event for {}", s.id)) data-testid="test-event-form" data-subscription-id=(s.id) {
+                        aria-label=(format!("Send a test event for {}", names.subscription(&s.id).unwrap_or(s.id.as_str()))) data-testid="test-event-form" data-subscription-id=(s.id) {
                         (csrf_field(ctx))
                         p { "Send one signed test event (type " code { "rhythm.test" } ") to " code { (url) } " (the delivery function signs and sends it at once), and see what it answers. It is no delivery: nothing is counted." }
                         div class="actions" { button type="submit" class="secondary" data-testid="send-test-event" { "Send test event" } }
@@ -376,14 +390,30 @@ fn subscription_fields(
         .filter(|s| !s.filter.is_null())
         .map(|s| s.filter.to_string())
         .unwrap_or_default();
-    let retry = s
-        .map(|s| serde_json::to_string(&s.retry_policy).unwrap_or_default())
-        .unwrap_or_default();
+    let (exponential, max_retries, delay) = match s.map(|s| &s.retry_policy) {
+        Some(RetryPolicy::Exponential {
+            max_retries,
+            retry_delay_secs,
+        }) => (true, max_retries.to_string(), retry_delay_secs.to_string()),
+        _ => (false, String::new(), String::new()),
+    };
     html! {
         label for=(format!("{id}-types")) { "Record types (comma-separated)" input id=(format!("{id}-types")) name="record_types" value=(record_types); }
         label for=(format!("{id}-fields")) { "Projected fields (comma-separated)" input id=(format!("{id}-fields")) name="fields" value=(fields); }
-        label for=(format!("{id}-filter")) { "Filter (JSON, empty: every change)" textarea id=(format!("{id}-filter")) name="filter" { (filter) } }
-        label for=(format!("{id}-retry")) { "Retry policy (JSON)" input id=(format!("{id}-retry")) name="retry_policy" value=(retry) placeholder="{\"kind\":\"fixed_schedule\"}"; }
+        label for=(format!("{id}-filter")) { "Filter (the filter grammar's JSON; empty: every change)" textarea id=(format!("{id}-filter")) name="filter" { (filter) } }
+        @if let Some(s) = s { p class="muted" data-testid="filter-text" { "Now: " (filter_text(&s.filter)) } }
+        fieldset class="retry" {
+            legend { "Retry policy" @if let Some(s) = s { span class="muted" data-testid="retry-policy" { " (now: " (retry_policy_text(&s.retry_policy)) ")" } } }
+            label for=(format!("{id}-retry")) { "Kind"
+                select id=(format!("{id}-retry")) name="retry_kind" {
+                    @if s.is_none() { option value="" { "the standard schedule (default)" } }
+                    option value="fixed_schedule" selected[s.is_some() && !exponential] { "standard: " (retry_policy_text(&RetryPolicy::FixedSchedule)) }
+                    option value="exponential" selected[exponential] { "doubling waits: choose attempts and first wait" }
+                }
+            }
+            label for=(format!("{id}-max-retries")) { "Attempts in all (doubling waits, 1 to " (MAX_RETRIES_LIMIT) ")" input id=(format!("{id}-max-retries")) name="max_retries" type="number" min="1" max=(MAX_RETRIES_LIMIT) value=(max_retries); }
+            label for=(format!("{id}-retry-delay")) { "First wait in seconds (doubling waits)" input id=(format!("{id}-retry-delay")) name="retry_delay_secs" type="number" min="1" max=(MAX_RETRY_DELAY_SECS) value=(delay); }
+        }
     }
 }
 
@@ -452,7 +482,7 @@ async fn create_integration(admin: Admin, State(state): S, body: Bytes) -> Respo
     let created = integrations::create_integration(
         &state,
         &admin.account_id,
-        &actor(&admin),
+        &admin.actor(),
         integration_request(&form),
     )
     .await
@@ -472,7 +502,7 @@ async fn create_subscription(admin: Admin, State(state): S, body: Bytes) -> Resp
     }
     let fields = new_subscription_request(&form);
     let created =
-        subscriptions::create_subscription(&state, &admin.account_id, &actor(&admin), fields)
+        subscriptions::create_subscription(&state, &admin.account_id, &admin.actor(), fields)
             .await
             .map(|_| Done::plain("subscription created"));
     after(&state, &admin, created).await
@@ -491,7 +521,7 @@ async fn edit_subscription(
     let saved = async {
         let id = path_id(&id, "subscription")?;
         let fields = edited_subscription_request(&form);
-        subscriptions::update_subscription(&state, &admin.account_id, &id, &actor(&admin), fields)
+        subscriptions::update_subscription(&state, &admin.account_id, &id, &admin.actor(), fields)
             .await
     };
     let saved = saved.await.map(|_| Done::plain("subscription saved"));
@@ -514,7 +544,7 @@ async fn rotate_secret(
             &state,
             &admin.account_id,
             &id,
-            &actor(&admin),
+            &admin.actor(),
             rotation_request(&form),
         )
         .await
@@ -547,7 +577,7 @@ async fn issue_token(
             &state,
             &admin.account_id,
             &id,
-            &actor(&admin),
+            &admin.actor(),
             request,
         )
         .await
@@ -571,7 +601,7 @@ async fn test_event(
     if let Some(refused) = refuse_without_csrf(&admin.ctx, &form_fields(&body)) {
         return refused;
     }
-    let sent = send_test_event(&state, &admin.account_id, &id, &actor(&admin)).await;
+    let sent = send_test_event(&state, &admin.account_id, &id, &admin.actor()).await;
     if admin.ctx.htmx {
         return html_response(StatusCode::OK, test_event_result(&admin.ctx, sent.as_ref()));
     }

@@ -62,6 +62,8 @@ pub struct Ctx {
     /// htmx asked for a fragment (`HX-Request: true`).
     pub htmx: bool,
     pub now: Timestamp,
+    /// The signed-in account's name (an administrator's session; read with the session).
+    pub account_name: Option<String>,
 }
 
 impl Ctx {
@@ -179,11 +181,23 @@ impl FromRequestParts<Arc<ApiState>> for Ctx {
             .headers
             .get("hx-request")
             .is_some_and(|v| v.as_bytes() == b"true");
+        // The account's name for the top bar (a page still renders, with the id, without it).
+        let account_name = match &session.audience {
+            Audience::Account { account_id, .. } if !htmx => {
+                shared::store::account::get(state.dynamo(), state.table(), account_id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|a| a.name)
+            }
+            _ => None,
+        };
         Ok(Ctx {
             prefix,
             session,
             htmx,
             now,
+            account_name,
         })
     }
 }
@@ -251,7 +265,11 @@ pub fn shell(ctx: Option<(&Ctx, &Nav)>, title: &str, body: Markup) -> Markup {
                             span data-testid="signed-in-as" {
                                 @match &ctx.session.audience {
                                     Audience::Operator { operator_id } => { "Operator " strong { (operator_id) } }
-                                    Audience::Account { account_id, .. } => { "Account " strong class="mono" { (account_id) } }
+                                    Audience::Account { account_id, .. } => {
+                                        "Administrator of "
+                                        @if let Some(name) = &ctx.account_name { strong { (name) } " " span class="id mono" { (account_id) } }
+                                        @else { strong class="mono" { (account_id) } }
+                                    }
                                 }
                             }
                             form method="post" action=(ctx.url("/console/logout")) {

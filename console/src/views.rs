@@ -4,6 +4,7 @@
 //! `/console/acct/…` (their own account only: another account's id is simply not found). The
 //! reads are the monitor's and the operations' (the JSON API's own functions).
 
+use super::names::{account_choices, account_select, Names};
 use super::page::{badge, encode, error_page, html_response, pager, shell, when_text, Ctx, Nav};
 use super::Params;
 use axum::http::StatusCode;
@@ -14,6 +15,7 @@ use shared::api::problem::ApiError;
 use shared::api::state::ApiState;
 use shared::api::v1::events::{monitor_error, read_params, ListParams};
 use shared::domain::event::{EventStatus, InternalStatus};
+use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::lifecycle::Status;
 use shared::domain::pull_cursor::change_id as change_id_of;
 use shared::ids::{AccountId, ChangeId, SubscriptionId};
@@ -208,14 +210,23 @@ pub async fn event_monitor(
     }
     let status_options = EventStatus::ALL.iter().map(|s| s.as_str());
     let chosen = param(p, "status").unwrap_or_default();
+    let choices = if ctx.operator_id().is_some() {
+        account_choices(state).await
+    } else {
+        Vec::new()
+    };
+    let account_name = scope.and_then(|sc| {
+        choices
+            .iter()
+            .find(|(id, _)| id == &sc.account_id)
+            .map(|(_, n)| n.clone())
+    });
     let body = html! {
         main id="main" {
-            h1 { "Event monitor" }
+            h1 { "Event monitor" @if let Some(n) = &account_name { " · " (n) } }
             form class="filters panel" method="get" action=(ctx.url(&path)) role="search" aria-label="Filter events" {
                 @if ctx.operator_id().is_some() {
-                    label for="filter-account" { "Account"
-                        input id="filter-account" name="account" required value=(param(p, "account").unwrap_or_default()) placeholder="account id";
-                    }
+                    (account_select("filter-account", &choices, param(p, "account")))
                 }
                 label for="filter-status" { "Status"
                     select id="filter-status" name="status" {
@@ -287,6 +298,9 @@ pub async fn event_page(
         .collect();
     let live = matches!(e.event_status, EventStatus::New | EventStatus::Partial);
     let here = ctx.url(&scope.event(&e.id));
+    let names = Names::load(state, &scope.account_id)
+        .await
+        .unwrap_or_default();
     let fragment = html! {
         div id="event-live" data-live=(live)
             hx-get=[live.then(|| here.clone())] hx-trigger=[live.then_some(POLL)] hx-swap=[live.then_some("outerHTML")] {
@@ -310,16 +324,16 @@ pub async fn event_page(
                 table id="delivery-log" class="stack" {
                     thead { tr {
                         th scope="col" { "Subscription" } th scope="col" { "Method" } th scope="col" { "Status" }
-                        th scope="col" { "Log word" } th scope="col" { "Attempts" } th scope="col" { "HTTP" }
+                        th scope="col" { "Transmission" } th scope="col" { "Attempts" } th scope="col" { "HTTP" }
                         th scope="col" { "Last error" } th scope="col" { "Next try" }
                     } }
                     tbody {
                         @for d in &log {
                             tr data-testid="delivery-row" data-delivery-id=(d.delivery_id) data-subscription-id=(d.subscription_id) {
-                                td data-label="Subscription" { a class="mono" data-testid="delivery-link" href=(ctx.url(&scope.delivery(&d.subscription_id, &d.change_id))) { (d.subscription_id) } }
+                                td data-label="Subscription" { a data-testid="delivery-link" href=(ctx.url(&scope.delivery(&d.subscription_id, &d.change_id))) { (names.subscription_markup(&d.subscription_id)) } }
                                 td data-label="Method" { (d.method) }
                                 td data-label="Status" data-testid="delivery-status" { (badge(d.status.as_str())) }
-                                td data-label="Log word" data-testid="transmit-status" {
+                                td data-label="Transmission" data-testid="transmit-status" {
                                     @if let Some(t) = d.transmit_status { (badge(t.as_str())) } @else { span class="muted" { "—" } }
                                 }
                                 td data-label="Attempts" data-testid="attempts" { (d.attempts) }
@@ -377,31 +391,33 @@ pub async fn delivery_page(
     let view = DeliveryView::detailed(&d, ctx.now);
     let here = ctx.url(&scope.delivery(&d.subscription_id, &d.change_id));
     let attempts = view.attempt_log.as_deref().unwrap_or_default();
+    let names = Names::load(state, &scope.account_id)
+        .await
+        .unwrap_or_default();
     let fragment = html! {
         div id="delivery" data-live=(live)
             hx-get=[live.then(|| here.clone())] hx-trigger=[live.then_some(POLL)] hx-swap=[live.then_some("outerHTML")] {
             @if live { p class="live" role="status" { "In flight: this page refreshes itself." } }
-            section class="panel" {
+            section class="panel" aria-label="Delivery" {
                 dl class="facts" {
                     dt { "Status" } dd data-testid="delivery-status" { (badge(view.status.as_str())) }
-                    dt { "Log word" } dd data-testid="transmit-status" { @if let Some(t) = &view.transmit_status { (badge(t)) } @else { "—" } }
+                    dt { "Transmission" } dd data-testid="transmit-status" { @if let Some(t) = &view.transmit_status { (badge(t)) } @else { "—" } }
+                    dt { "Subscription" } dd { a href=(ctx.url(&format!("{}/subscriptions/{}", scope.base, encode(&view.subscription_id)))) { (names.subscription_markup(&view.subscription_id)) } }
                     dt { "Method" } dd { (view.method) }
                     dt { "Attempts (this run)" } dd data-testid="attempts" { (view.attempts) }
-                    dt { "Operator restarts" } dd { (view.restarts) }
+                    dt { "Restarts" } dd { (view.restarts) }
                     dt { "Last HTTP code" } dd data-testid="http-code" { @if let Some(c) = view.last_http_status { (c) } @else { "—" } }
                     dt { "Last error" } dd data-testid="last-error" { @if let Some(x) = &view.last_error { (x) } @else { "—" } }
                     dt { "Next try" } dd { (when_text(if live { view.not_before.as_deref() } else { None })) }
                     dt { "Delivered" } dd { (when_text(view.delivered_at.as_deref())) }
-                    @if let Some(by) = &view.restarted_by { dt { "Last restarted" } dd { (when_text(view.restarted_at.as_deref())) " by " (by) } }
+                    @if let Some(by) = &view.restarted_by { dt { "Last restarted" } dd data-testid="restarted-by" { (when_text(view.restarted_at.as_deref())) " by " (by) } }
                     dt { "Event" } dd { a class="mono" href=(ctx.url(&scope.event(&view.change_id))) { (view.change_id) } }
-                    @if scope.operator {
-                        dt { "Subscription" } dd { a class="mono" href=(ctx.url(&format!("{}/subscriptions/{}", scope.base, view.subscription_id))) { (view.subscription_id) } }
-                    }
                 }
             }
             h2 { "Attempts" }
             div class="table-wrap" {
                 table id="attempts" class="stack" {
+                    caption class="muted" { "Each attempt's answer: when, the outcome, the HTTP status, how long it took, and the response's first bytes or the error." }
                     thead { tr { th scope="col" { "Run" } th scope="col" { "#" } th scope="col" { "When" } th scope="col" { "Outcome" } th scope="col" { "HTTP" } th scope="col" { "Time" } th scope="col" { "Response or error" } } }
                     tbody {
                         @for a in attempts {
@@ -410,9 +426,9 @@ pub async fn delivery_page(
                                 td data-label="#" { (a.number) }
                                 td data-label="When" { (when_text(Some(&a.at))) }
                                 td data-label="Outcome" { (badge(&a.class)) }
-                                td data-label="HTTP" { @if let Some(c) = a.http_status { (c) } @else { "—" } }
+                                td data-label="HTTP" data-testid="attempt-http" { @if let Some(c) = a.http_status { (c) } @else { "—" } }
                                 td data-label="Time" { (a.duration_ms) " ms" }
-                                td data-label="Response or error" { @if let Some(x) = &a.detail { pre { (x) } } @else { "—" } }
+                                td data-label="Response or error" data-testid="attempt-answer" { @if let Some(x) = &a.detail { pre { (x) } } @else { "—" } }
                             }
                         }
                         @if attempts.is_empty() { tr { td colspan="7" class="muted" { "No attempt yet." } } }
@@ -428,20 +444,32 @@ pub async fn delivery_page(
         .payload
         .as_ref()
         .map(|p| serde_json::to_string_pretty(p).unwrap_or_default());
+    let may_retry = if scope.operator {
+        d.status.may_be_retried()
+    } else {
+        matches!(d.status, DeliveryStatus::Dead | DeliveryStatus::Failed)
+    };
     let body = html! {
         main id="main" {
             p { a href=(ctx.url(&scope.event(&view.change_id))) { "← Event" } }
-            h1 { "Delivery " span class="mono" { (view.id) } }
+            h1 { "Delivery to " (names.subscription(&view.subscription_id).unwrap_or("its subscription")) " " span class="id mono" { (view.id) } }
             @if let Some(d) = done { p class="notice" role="status" data-testid="notice" { "Done: " (d) "." } }
-            @if scope.operator && d.status.may_be_retried() {
+            @if may_retry {
                 div class="actions" {
                     a class="button" data-testid="retry-link" href=(format!("{here}/retry")) { "Retry this delivery…" }
                 }
             }
-            (fragment)
-            @if let Some(p) = payload {
-                h2 { "Projected change" }
-                pre class="mono" data-testid="payload" { (p) }
+            div class="side-by-side" {
+                div { (fragment) }
+                section class="sent" aria-labelledby="payload-heading" {
+                    h2 id="payload-heading" { "Payload sent" }
+                    @if let Some(p) = payload {
+                        p class="muted" { "The change envelope as the receiver got it (the request's body, pretty-printed here)." }
+                        pre class="mono payload" data-testid="payload" tabindex="0" aria-label="Payload sent" { (p) }
+                    } @else {
+                        p class="muted" data-testid="payload" { "No payload: the change's filter left it out." }
+                    }
+                }
             }
         }
     };
@@ -499,6 +527,9 @@ pub async fn subscription_deliveries(
         format!("{base}?{}", filters.join("&"))
     };
     let chosen = param(p, "status").unwrap_or_default();
+    let names = Names::load(state, &scope.account_id)
+        .await
+        .unwrap_or_default();
     let markup = html! {
         form class="filters panel" method="get" action=(ctx.url(&base)) aria-label="Filter deliveries" {
             label for="filter-status" { "Status"
@@ -514,7 +545,7 @@ pub async fn subscription_deliveries(
             button type="submit" data-testid="filter-apply" { "Apply" }
         }
         @if let Some(e) = &refused { (super::page::problem(&e.problem())) }
-        div class="table-wrap" { table id="deliveries" class="stack" { (delivery_head()) tbody { (delivery_rows(ctx, scope, &rows)) } } }
+        div class="table-wrap" { table id="deliveries" class="stack" { (delivery_head()) tbody { (delivery_rows(ctx, scope, &names, &rows)) } } }
         (pager(ctx, &paged, next.as_deref()))
     };
     (markup, refused)
@@ -522,12 +553,12 @@ pub async fn subscription_deliveries(
 
 /// Rows of a list of deliveries (a subscription's, or Needs Attention's), each linking to its
 /// attempts and its subscription.
-pub fn delivery_rows(ctx: &Ctx, sc: &Scope, rows: &[DeliveryLogEntry]) -> Markup {
+pub fn delivery_rows(ctx: &Ctx, sc: &Scope, names: &Names, rows: &[DeliveryLogEntry]) -> Markup {
     html! {
         @for d in rows {
             tr data-testid="delivery-row" data-delivery-id=(d.delivery_id) data-subscription-id=(d.subscription_id) {
                 td data-label="Event" { a class="mono" data-testid="delivery-link" href=(ctx.url(&sc.delivery(&d.subscription_id, &d.change_id))) { (d.change_id) } }
-                td data-label="Subscription" { a class="mono" href=(ctx.url(&format!("{}/subscriptions/{}", sc.base, encode(&d.subscription_id)))) { (d.subscription_id) } }
+                td data-label="Subscription" { a href=(ctx.url(&format!("{}/subscriptions/{}", sc.base, encode(&d.subscription_id)))) { (names.subscription_markup(&d.subscription_id)) } }
                 td data-label="Status" data-testid="delivery-status" { (badge(d.status.as_str())) }
                 td data-label="Attempts" data-testid="attempts" { (d.attempts) }
                 td data-label="HTTP" data-testid="http-code" { @if let Some(c) = d.http_code { (c) } @else { "—" } }

@@ -50,13 +50,17 @@ def operator_pages(stack) -> list[str]:
 
 def admin_pages(stack) -> list[str]:
     n = stack.manifest["northwind"]
-    crm, change = n["subscriptions"]["crm"], n["changes"][0]
+    crm, change, feed = n["subscriptions"]["crm"], n["changes"][0], n["subscriptions"]["feed"]
     return [
         "/console/acct",
         "/console/acct/events",
         f"/console/acct/events/{change}",
         f"/console/acct/subscriptions/{crm}",
         f"/console/acct/subscriptions/{crm}/deliveries/{change}",
+        f"/console/acct/subscriptions/{crm}/deliveries/{n['changes'][2]}/retry",
+        f"/console/acct/subscriptions/{crm}/recover",
+        f"/console/acct/subscriptions/{crm}/replay",
+        f"/console/acct/subscriptions/{feed}/resume",
         "/console/acct/attention",
         "/console/acct/manage",
         UNKNOWN_ACCT,

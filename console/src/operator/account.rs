@@ -4,6 +4,7 @@
 use super::access::Op;
 use super::audit::audit_table;
 use super::nav::{nav, scope};
+use crate::names::{filter_text, retry_policy_text, Names};
 use crate::page::{badge, encode, error_page, html_response, shell, when, Ctx};
 use crate::views::Scope;
 use axum::extract::{Path, State};
@@ -49,7 +50,7 @@ pub(super) async fn account_page(op: Op, State(state): S, Path(a): Path<String>)
     };
     let body = html! {
         main id="main" {
-            h1 { "Account " (account.name) }
+            h1 { (account.name) " " span class="id mono" { (account.account_id) } }
             section class="panel" {
                 dl class="facts" {
                     dt { "Id" } dd class="mono" data-testid="account-id" { (account.account_id) }
@@ -58,7 +59,7 @@ pub(super) async fn account_page(op: Op, State(state): S, Path(a): Path<String>)
                 }
             }
             (crate::account_parts::integrations_table(&integrations))
-            (subscriptions_table(ctx, &sc, &subs))
+            (subscriptions_table(ctx, &sc, &Names::of(Some(account.name.clone()), &integrations, &subs), &subs))
             h2 { "Audit history" }
             (audit_table(&audit))
         }
@@ -67,21 +68,21 @@ pub(super) async fn account_page(op: Op, State(state): S, Path(a): Path<String>)
 }
 
 /// The account's subscriptions; operators link each to its Integration history.
-fn subscriptions_table(ctx: &Ctx, sc: &Scope, subs: &[SubscriptionView]) -> Markup {
+fn subscriptions_table(ctx: &Ctx, sc: &Scope, names: &Names, subs: &[SubscriptionView]) -> Markup {
     html! {
         h2 { "Subscriptions" }
         div class="table-wrap" {
             table id="subscriptions" class="stack" {
-                thead { tr { th { "Subscription" } th { "Integration" } th { "Status" } th { "Record types" } th { "Fields" } th { "Retries" } th { "Dead in a row" } } }
+                thead { tr { th { "Subscription" } th { "Integration" } th { "Status" } th { "Filter" } th { "Fields" } th { "Retry policy" } th { "Dead in a row" } } }
                 tbody {
                     @for s in subs {
                         tr data-testid="subscription-row" data-subscription-id=(s.id) {
-                            td data-label="Subscription" { a class="mono" href=(ctx.url(&format!("{}/subscriptions/{}", sc.base, encode(&s.id)))) { (s.id) } }
-                            td data-label="Integration" class="mono" { (s.integration_id) }
+                            td data-label="Subscription" { a href=(ctx.url(&format!("{}/subscriptions/{}", sc.base, encode(&s.id)))) { (names.subscription_markup(&s.id)) } }
+                            td data-label="Integration" { (names.integration_markup(&s.integration_id)) }
                             td data-label="Status" { (badge(s.status.as_str())) }
-                            td data-label="Record types" { (s.record_types.join(", ")) }
+                            td data-label="Filter" { (filter_text(&s.filter)) }
                             td data-label="Fields" { (s.fields.join(", ")) }
-                            td data-label="Retries" class="mono" { (serde_json::to_string(&s.retry_policy).unwrap_or_default()) }
+                            td data-label="Retry policy" data-testid="retry-policy" { (retry_policy_text(&s.retry_policy)) }
                             td data-label="Dead in a row" { (s.consecutive_dead) " / " (MAX_CONSECUTIVE_DEAD) }
                         }
                     }

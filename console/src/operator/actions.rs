@@ -6,19 +6,16 @@
 
 use super::access::{refuse_without_csrf, Op};
 use super::nav::{base, nav, subscription_path};
-use crate::page::{
-    badge, csrf_field, encode, field, form_fields, html_response, problem, redirect, shell, Ctx,
-    Nav,
+use crate::confirm::{
+    replay_explain, replay_fields, replay_window, resume_explain, retry_explain, Confirm,
 };
-use crate::views::{delivery_path, form_time};
+use crate::page::{badge, encode, form_fields, redirect};
+use crate::views::delivery_path;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use axum::response::Response;
 use maud::{html, Markup};
-use serde_json::{Map, Value};
-use shared::api::extract::{path_id, Fields};
-use shared::api::operator::replays;
+use shared::api::extract::path_id;
 use shared::api::operator::{deliveries, subscriptions};
 use shared::api::problem::ApiError;
 use shared::api::state::ApiState;
@@ -30,116 +27,6 @@ use shared::operations::recovery::retry::{retry_delivery, RetryRequest};
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;
-
-/// The form's `names` fields as a request's, for the API's own validation (the others, such as
-/// `csrf`, left out).
-fn fields_of(fields: &[(String, String)], names: &[&str]) -> Fields {
-    let mut map = Map::new();
-    for name in names {
-        if let Some(v) = field(fields, name) {
-            map.insert((*name).to_owned(), Value::String(v.to_owned()));
-        }
-    }
-    Fields::new(map)
-}
-
-/// The form's `reason`, refused as the API refuses a JSON body's.
-fn reason_of(fields: &[(String, String)]) -> Result<String, ApiError> {
-    let mut f = fields_of(fields, &["reason"]);
-    let reason = subscriptions::reason(&mut f);
-    f.finish()?;
-    reason.ok_or_else(|| ApiError::internal("validated reason missing"))
-}
-
-/// A confirmation page: what will happen, the required reason, the fields, and the problem of a
-/// refused attempt.
-fn confirm_page(
-    ctx: &Ctx,
-    nav: &Nav,
-    title: &str,
-    explain: Markup,
-    extra: Markup,
-    refused: Option<&ApiError>,
-    back: &str,
-) -> Response {
-    let status = refused.map(|e| e.status()).unwrap_or(StatusCode::OK);
-    let body = html! {
-        main id="main" class="narrow" {
-            p { a href=(ctx.url(back)) { "← Back" } }
-            h1 { (title) }
-            @if let Some(e) = refused { (problem(&e.problem())) }
-            div class="panel" { (explain) }
-            form method="post" class="panel" {
-                (csrf_field(ctx))
-                (extra)
-                label for="reason" { "Reason (recorded in the audit history)"
-                    textarea id="reason" name="reason" required maxlength="1000" {}
-                }
-                div class="actions" {
-                    button type="submit" data-testid="confirm" { "Confirm: " (title.to_lowercase()) }
-                    a class="button secondary" href=(ctx.url(back)) data-testid="cancel" { "Cancel" }
-                }
-            }
-        }
-    };
-    html_response(status, shell(Some((ctx, nav)), title, body))
-}
-
-/// One confirmed action's page: where it sits, what it is called and does, where it returns.
-struct Confirm {
-    nav: Nav,
-    title: &'static str,
-    explain: Markup,
-    back: String,
-}
-
-impl Confirm {
-    /// The confirmation form (with the action's own `extra` fields), or again with a refusal.
-    fn page(self, ctx: &Ctx, extra: Markup, refused: Option<&ApiError>) -> Response {
-        confirm_page(
-            ctx,
-            &self.nav,
-            self.title,
-            self.explain,
-            extra,
-            refused,
-            &self.back,
-        )
-    }
-
-    /// The POST of an action whose form carries only its reason: the CSRF check, the reason
-    /// (refused as the API refuses it), the operation (`run`) with it, then back with
-    /// `?done=<done>`, or the confirmation again with the refusal (the API's problem).
-    async fn run<Fut, R>(
-        self,
-        op: &Op,
-        body: &Bytes,
-        done: &str,
-        run: impl FnOnce(String) -> Fut,
-    ) -> Response
-    where
-        Fut: std::future::Future<Output = Result<R, ApiError>>,
-    {
-        let fields = form_fields(body);
-        if let Some(r) = refuse_without_csrf(&op.ctx, &fields) {
-            return r;
-        }
-        let ran = match reason_of(&fields) {
-            Ok(reason) => run(reason).await.map(|_| ()),
-            Err(e) => Err(e),
-        };
-        match ran {
-            Ok(_) => redirect(&op.ctx.url(&format!("{}?done={done}", self.back))),
-            Err(e) => self.page(&op.ctx, html! {}, Some(&e)),
-        }
-    }
-}
-
-fn retry_explain() -> Markup {
-    html! {
-        p { "The delivery goes back to " (badge("pending")) " with its attempts reset; its attempt history is kept, and the change's event reopens. The adapter may receive the change again." }
-    }
-}
 
 fn retry_confirm(a: &str, s: &str, c: &str) -> Confirm {
     Confirm {
@@ -166,7 +53,7 @@ pub(super) async fn retry(
     let confirm = retry_confirm(&a, &s, &c);
     let operator = op.operator.id.clone();
     confirm
-        .run(&op, &body, "retried", |reason| async move {
+        .run(&op.ctx, &body, "retried", |reason| async move {
             let (account_id, subscription_id, change_id) = deliveries::delivery_path(&a, &s, &c)?;
             let request = RetryRequest {
                 account_id: &account_id,
@@ -178,10 +65,6 @@ pub(super) async fn retry(
             Ok::<_, ApiError>(retry_delivery(&state.ops(), request).await?)
         })
         .await
-}
-
-fn resume_explain() -> Markup {
-    html! { p { "The subscription becomes " (badge("active")) " and its run of dead deliveries starts again from zero. Changes skipped while it was paused stay skipped (replay a window to send existing deliveries again)." } }
 }
 
 fn resume_confirm(a: &str, s: &str) -> Confirm {
@@ -206,7 +89,7 @@ pub(super) async fn resume(
     let confirm = resume_confirm(&a, &s);
     let operator = op.operator.id.clone();
     confirm
-        .run(&op, &body, "resumed", |reason| async move {
+        .run(&op.ctx, &body, "resumed", |reason| async move {
             let (account_id, subscription_id) = subscriptions::subscription_path(&a, &s)?;
             let ops = state.ops();
             let resumed =
@@ -215,17 +98,6 @@ pub(super) async fn resume(
             Ok::<_, ApiError>(resumed)
         })
         .await
-}
-
-fn replay_fields(from: &str, to: &str) -> Markup {
-    html! {
-        label for="from" { "From (UTC, inclusive)" input id="from" name="from" type="datetime-local" step="1" required value=(from); }
-        label for="to" { "To (UTC, exclusive)" input id="to" name="to" type="datetime-local" step="1" required value=(to); }
-    }
-}
-
-fn replay_explain() -> Markup {
-    html! { p { "Every existing delivery of this subscription whose change occurred in the window (at most 7 days, within retained history) goes back to " (badge("pending")) ". Changes skipped while the subscription was paused have no delivery and are not replayed." } }
 }
 
 fn replay_confirm(a: &str, s: &str) -> Confirm {
@@ -251,24 +123,10 @@ pub(super) async fn replay_create(
     if let Some(r) = refuse_without_csrf(&op.ctx, &fields) {
         return r;
     }
-    let from_text = field(&fields, "from").unwrap_or_default().to_owned();
-    let to_text = field(&fields, "to").unwrap_or_default().to_owned();
-    let mut map = Map::new();
-    for (name, text) in [("from", &from_text), ("to", &to_text)] {
-        if let Some(t) = form_time(text) {
-            map.insert(name.into(), Value::String(t));
-        }
-    }
-    if let Some(r) = field(&fields, "reason") {
-        map.insert("reason".into(), Value::String(r.to_owned()));
-    }
+    let (from_text, to_text, window) = replay_window(&fields, state.clock.now());
     // The window and the reason refused as the API refuses a JSON body's, then the operation.
     let started = async {
-        let mut f = Fields::new(map);
-        let window = replays::replay_fields(&mut f, state.clock.now());
-        f.finish()?;
-        let (from, to, reason) =
-            window.ok_or_else(|| ApiError::internal("validated replay fields missing"))?;
+        let (from, to, reason) = window?;
         let (account_id, subscription_id) = subscriptions::subscription_path(&a, &s)?;
         let request = ReplayRequest {
             account_id: &account_id,
@@ -316,7 +174,7 @@ pub(super) async fn requeue(
     let confirm = requeue_confirm(&n);
     let operator = op.operator.id.clone();
     confirm
-        .run(&op, &body, "requeued", |reason| async move {
+        .run(&op.ctx, &body, "requeued", |reason| async move {
             let notice_id = path_id(&n, "notification delivery")?;
             let delivery_key: String = path_id(&k, "notification delivery")?;
             let store = NotificationTable::from_config(&state.clients, &state.config);

@@ -4,6 +4,7 @@
 
 use super::access::Op;
 use super::nav::{account_param, base, nav, scope};
+use crate::names::Names;
 use crate::page::{
     badge, encode, error_page, html_response, pager, shell, when, when_text, Ctx, Nav,
 };
@@ -71,6 +72,7 @@ pub async fn attention_page(
         .map(|d| DeliveryLogEntry::new(d, ctx.now))
         .collect();
     let paused: Vec<SubscriptionView> = paused.iter().map(SubscriptionView::from).collect();
+    let names = Names::load(state, &sc.account_id).await.unwrap_or_default();
     let list_path = if sc.operator {
         format!("/console/op/attention?account={}", encode(&sc.account_id))
     } else {
@@ -78,25 +80,22 @@ pub async fn attention_page(
     };
     let body = html! {
         main id="main" {
-            h1 { "Needs attention" }
+            h1 { "Needs attention" @if sc.operator { @if let Some(n) = &names.account_name { " · " (n) } } }
             h2 { "Paused subscriptions" }
             div class="table-wrap" {
                 table id="paused-subscriptions" class="stack" {
-                    thead { tr { th { "Subscription" } th { "Record types" } th { "Dead in a row" } th { "Paused" } @if sc.operator { th { "Action" } } } }
+                    thead { tr { th { "Subscription" } th { "Record types" } th { "Dead in a row" } th { "Paused" } th { "Action" } } }
                     tbody {
                         @for s in &paused {
                             tr data-testid="paused-row" data-subscription-id=(s.id) {
                                 td data-label="Subscription" {
-                                    @if sc.operator { a class="mono" href=(ctx.url(&format!("{}/subscriptions/{}", sc.base, encode(&s.id)))) { (s.id) } }
-                                    @else { span class="mono" { (s.id) } }
+                                    a href=(ctx.url(&format!("{}/subscriptions/{}", sc.base, encode(&s.id)))) { (names.subscription_markup(&s.id)) }
                                     " " (badge(s.status.as_str()))
                                 }
                                 td data-label="Record types" { (s.record_types.join(", ")) }
                                 td data-label="Dead in a row" { (s.consecutive_dead) " / " (MAX_CONSECUTIVE_DEAD) }
                                 td data-label="Paused" { (when_text(s.paused_at.as_deref())) }
-                                @if sc.operator {
-                                    td data-label="Action" { a class="button" data-testid="resume-link" href=(ctx.url(&format!("{}/subscriptions/{}/resume", sc.base, encode(&s.id)))) { "Resume…" } }
-                                }
+                                td data-label="Action" { a class="button" data-testid="resume-link" href=(ctx.url(&format!("{}/subscriptions/{}/resume", sc.base, encode(&s.id)))) { "Resume…" } }
                             }
                         }
                         @if paused.is_empty() { tr { td colspan="5" class="muted" { "No paused subscription." } } }
@@ -107,7 +106,7 @@ pub async fn attention_page(
             div class="table-wrap" {
                 table id="attention-deliveries" class="stack" {
                     (views::delivery_head())
-                    tbody { (views::delivery_rows(ctx, sc, &rows)) }
+                    tbody { (views::delivery_rows(ctx, sc, &names, &rows)) }
                 }
             }
             (pager(ctx, &list_path, page.next_cursor.as_deref()))
@@ -185,6 +184,15 @@ async fn queue_page(state: &ApiState, ctx: &Ctx, nav: &Nav, p: &Params) -> Respo
         Err(e) => return error_page(ctx, nav, &monitor_error(e)),
     };
     let next = next.map(|n| shared::store::cursor::encode(&n));
+    // The names of the listed accounts' subscriptions (a page lists a few accounts).
+    let mut names: std::collections::HashMap<AccountId, Names> = std::collections::HashMap::new();
+    for (e, _) in &entries {
+        if !names.contains_key(&e.account_id) {
+            let n = Names::load(state, &e.account_id).await.unwrap_or_default();
+            names.insert(e.account_id.clone(), n);
+        }
+    }
+    let none = Names::default();
     let body = html! {
         main id="main" {
             h1 { "Needs attention" }
@@ -204,13 +212,14 @@ async fn queue_page(state: &ApiState, ctx: &Ctx, nav: &Nav, p: &Params) -> Respo
                                     (kind_text(e.kind)) " "
                                     @let sub = e.subscription_id.as_ref().map(encode).unwrap_or_default();
                                     @if let Some(c) = &e.change_id {
+                                        @if let Some(sub_id) = &e.subscription_id { (names.get(&e.account_id).unwrap_or(&none).subscription(sub_id).unwrap_or_default()) " " }
                                         a class="mono" href=(ctx.url(&format!("{}/subscriptions/{sub}/deliveries/{}", base(&e.account_id), encode(c)))) { (e.delivery_id.as_ref().map(|d| d.to_string()).unwrap_or_default()) }
                                     } @else if let Some(j) = &e.job_id {
                                         span class="mono" { (j) }
                                     } @else if let Some(notice) = notice_path(e) {
                                         a class="mono" href=(ctx.url(&notice)) { (e.notice_id.as_ref().map(|n| n.to_string()).unwrap_or_default()) " " (e.delivery_key.as_deref().unwrap_or_default()) }
-                                    } @else {
-                                        a class="mono" href=(ctx.url(&format!("{}/subscriptions/{sub}", base(&e.account_id)))) { (sub) }
+                                    } @else if let Some(sub_id) = &e.subscription_id {
+                                        a href=(ctx.url(&format!("{}/subscriptions/{sub}", base(&e.account_id)))) { (names.get(&e.account_id).unwrap_or(&none).subscription_markup(sub_id)) }
                                     }
                                 }
                                 td data-label="Last error" { @if let Some(d) = &e.detail { (d) } @else { span class="muted" { "—" } } }

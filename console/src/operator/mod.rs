@@ -29,6 +29,7 @@ mod subscription;
 
 pub use access::{refuse_without_csrf, Op};
 pub use attention::attention_page;
+pub use audit::audit_table;
 pub use nav::nav;
 
 use axum::routing::get;

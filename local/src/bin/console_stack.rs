@@ -8,7 +8,8 @@
 //! The seed:
 //! * **Northwind Traders**: integrations Shop (a receiver answering 200) and Legacy CRM (500
 //!   while the clock walks the whole backoff schedule, so its deliveries end `dead`; 200 after,
-//!   so a retry is delivered), three changes through that walk and one after it.
+//!   so a retry is delivered), three changes through that walk and one after it; and Warehouse
+//!   feed, whose subscription is paused (as after fifty dead deliveries in a row).
 //! * **Contoso**: one integration and one delivered change (the other account of the isolation
 //!   test).
 //! * **Bulk Catalog**: [`BULK_EVENTS`] final events over the last hours (the Event monitor's
@@ -81,6 +82,11 @@ async fn main() -> Result<()> {
     p.write_change(&later).await?;
     northwind_changes.push(later.change_id.to_string());
 
+    // A third integration whose subscription the worker paused after fifty dead deliveries in
+    // a row (written as the worker leaves it): the administrator's resume is driven on it.
+    let feed_sub = webhook(&api, &northwind, "Warehouse feed", &shop.url("/feed")).await?;
+    pause(&p, &northwind.id, &feed_sub).await?;
+
     let contoso = account(&api, "Contoso", "it@contoso.example").await?;
     let contoso_sub = webhook(&api, &contoso, "Contoso shop", &shop.url("/contoso")).await?;
     let contoso_change = catalog_change(&contoso.id, p.now(), 9.5);
@@ -97,7 +103,7 @@ async fn main() -> Result<()> {
         "operator": OPERATOR,
         "northwind": {
             "id": northwind.id, "token": northwind.token,
-            "subscriptions": {"shop": shop_sub, "crm": crm_sub},
+            "subscriptions": {"shop": shop_sub, "crm": crm_sub, "feed": feed_sub},
             "changes": northwind_changes,
         },
         "contoso": {
@@ -174,6 +180,29 @@ async fn webhook(api: &HttpApi, account: &Account, name: &str, url: &str) -> Res
 
 fn text(v: &Value) -> Result<String> {
     Ok(v.as_str().context("a string in the answer")?.to_string())
+}
+
+/// Pauses a subscription as the worker leaves it at the threshold of dead deliveries.
+async fn pause(p: &Pipeline, account_id: &AccountId, subscription: &str) -> Result<()> {
+    let config = &p.stack.config;
+    let mut sub = shared::store::subscription::get(
+        &p.stack.clients.dynamo,
+        &config.delivery_table,
+        account_id,
+        &subscription.parse()?,
+    )
+    .await?
+    .context("the subscription just created")?;
+    sub.status = shared::domain::subscription::SubscriptionStatus::Paused;
+    sub.consecutive_dead = shared::domain::subscription::MAX_CONSECUTIVE_DEAD;
+    sub.paused_at = Some(p.now());
+    let fixtures = local::fixtures::Fixtures {
+        clients: &p.stack.clients,
+        table: &config.delivery_table,
+        signing_key_id: &config.signing_key_id,
+        now: p.now(),
+    };
+    fixtures.save_subscription(&sub).await
 }
 
 /// `n` final events of `account_id`, one every twenty seconds back from now, mostly `sent`, some

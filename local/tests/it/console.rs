@@ -20,9 +20,9 @@ use std::time::Instant;
 // ------------------------------------------------------------------------------------ harness
 
 /// A signed-in browser: the session cookie and the session's CSRF token.
-struct Browser {
-    cookie: String,
-    csrf: String,
+pub(crate) struct Browser {
+    pub(crate) cookie: String,
+    pub(crate) csrf: String,
 }
 
 const FORM: &str = "application/x-www-form-urlencoded";
@@ -33,7 +33,7 @@ fn form(fields: &[(&str, &str)]) -> String {
         .finish()
 }
 
-async fn get(w: &World, cookie: Option<&str>, path: &str) -> Reply {
+pub(crate) async fn get(w: &World, cookie: Option<&str>, path: &str) -> Reply {
     get_on(&w.api, cookie, path).await
 }
 
@@ -46,7 +46,12 @@ async fn get_on(api: &ApiClient, cookie: Option<&str>, path: &str) -> Reply {
 }
 
 /// A form POST as a browser sends it from the console's own pages (`Sec-Fetch-Site`).
-async fn post(w: &World, cookie: Option<&str>, path: &str, fields: &[(&str, &str)]) -> Reply {
+pub(crate) async fn post(
+    w: &World,
+    cookie: Option<&str>,
+    path: &str,
+    fields: &[(&str, &str)],
+) -> Reply {
     post_on(&w.api, cookie, path, fields).await
 }
 
@@ -96,7 +101,7 @@ fn session_cookie(reply: &Reply) -> String {
 }
 
 /// The CSRF token a page's forms carry.
-fn csrf_of(html: &str) -> String {
+pub(crate) fn csrf_of(html: &str) -> String {
     let at = html
         .find("name=\"csrf\" value=\"")
         .expect("a form with the CSRF field");
@@ -105,7 +110,7 @@ fn csrf_of(html: &str) -> String {
 }
 
 /// Undoes maud's escaping of text, to compare a page's text with the API's.
-fn unescape(html: &str) -> String {
+pub(crate) fn unescape(html: &str) -> String {
     html.replace("&quot;", "\"")
         .replace("&#39;", "'")
         .replace("&lt;", "<")
@@ -132,7 +137,7 @@ async fn sign_in_with_link(w: &World, link: &str) -> Browser {
     browser(w, session_cookie(&signed)).await
 }
 
-async fn sign_in_with_token(w: &World, token: &str) -> Browser {
+pub(crate) async fn sign_in_with_token(w: &World, token: &str) -> Browser {
     let signed = post(w, None, "/console/login", &[("token", token)]).await;
     browser(w, session_cookie(&signed)).await
 }
@@ -149,12 +154,12 @@ async fn browser(w: &World, cookie: String) -> Browser {
     }
 }
 
-async fn operator(w: &World) -> Browser {
+pub(crate) async fn operator(w: &World) -> Browser {
     sign_in_with_link(w, &operator_link(w, json!({})).await).await
 }
 
 /// A tenant whose one webhook delivery is dead (the receiver answered 503 twice).
-async fn dead_delivery(w: &World) -> (ApiAccount, ApiSubscription, Change) {
+pub(crate) async fn dead_delivery(w: &World) -> (ApiAccount, ApiSubscription, Change) {
     w.receiver.set_default(Answer::Status(503));
     let tenant = w.api.account("Tenant").await;
     let sub = w
@@ -180,7 +185,7 @@ async fn integration_of(w: &World, tenant: &ApiAccount, sub: &ApiSubscription) -
     read.ok()["integration_id"].as_str().unwrap().to_owned()
 }
 
-fn assert_page(reply: &Reply, path: &str) {
+pub(crate) fn assert_page(reply: &Reply, path: &str) {
     assert_eq!(reply.status, StatusCode::OK, "{path}: {}", reply.text);
     assert_eq!(
         reply.header("content-type"),

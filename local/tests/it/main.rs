@@ -7,6 +7,7 @@ mod account_limits;
 mod chaos;
 mod concurrency;
 mod console;
+mod console_admin;
 mod contract;
 mod deploy_path;
 mod deployment;
