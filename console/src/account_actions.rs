@@ -35,7 +35,9 @@ use shared::operations::recovery::recover::{
 };
 use shared::operations::recovery::replay::ReplayRequest;
 use shared::operations::recovery::resume::resume_subscription;
-use shared::operations::recovery::retry::{retry_delivery, RetryRequest};
+use shared::operations::recovery::retry::{
+    retry_delivery_from, RetryRequest, ADMINISTRATOR_RETRIES,
+};
 use shared::store::delivery::Delivery;
 use std::sync::Arc;
 
@@ -99,7 +101,7 @@ async fn named_subscription(state: &ApiState, admin: &Admin, s: &SubscriptionId)
 
 /// An administrator retries what ended badly: a dead or a failed delivery.
 pub fn may_retry(status: DeliveryStatus) -> bool {
-    matches!(status, DeliveryStatus::Dead | DeliveryStatus::Failed)
+    ADMINISTRATOR_RETRIES.contains(&status)
 }
 
 fn retry_confirm(s: &str, c: &str, about: Markup) -> Confirm {
@@ -155,7 +157,9 @@ async fn retry(
                 operator: &actor,
                 reason: &reason,
             };
-            Ok(retry_delivery(&state.ops(), request).await?)
+            // The operation checks the status again on the round it decides from, so a delivery
+            // that moved since the read above is refused rather than restarted.
+            Ok(retry_delivery_from(&state.ops(), request, Some(ADMINISTRATOR_RETRIES)).await?)
         })
         .await
 }
