@@ -9,6 +9,7 @@ mod concurrency;
 mod console;
 mod contract;
 mod deploy_path;
+mod delivery_logs;
 mod deployment;
 mod emulator;
 mod event_monitor;
