@@ -44,7 +44,10 @@ pub fn level_filter(level: &str) -> tracing_subscriber::EnvFilter {
 /// and Lambda filters them by their `level`), written to `writer`: without a time (Lambda stamps
 /// every line), a target or spans. What `init_tracing` installs, and what the bench counts and
 /// the tests read.
-pub fn json_logs<W>(writer: W, filter: tracing_subscriber::EnvFilter) -> impl tracing::Subscriber + Send + Sync + 'static
+pub fn json_logs<W>(
+    writer: W,
+    filter: tracing_subscriber::EnvFilter,
+) -> impl tracing::Subscriber + Send + Sync + 'static
 where
     W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
 {

@@ -50,7 +50,10 @@ async fn a_failing_delivery_attempt_is_logged_in_full_with_its_ids_its_error_and
     assert_eq!(f["http_status"], json!(503), "a number: {line}");
     assert_eq!(f["status"], "retrying");
     assert_eq!(f["class"], "transient");
-    let error = d.attempt_log[0].detail.clone().expect("the attempt's error");
+    let error = d.attempt_log[0]
+        .detail
+        .clone()
+        .expect("the attempt's error");
     assert!(error.contains("upstream overloaded"), "{error}");
     assert_eq!(f["detail"], error.as_str(), "{line}");
     assert!(

@@ -2,7 +2,8 @@
 //! costs in AWS requests (counted by an SDK interceptor on the handlers' clients), Lambda
 //! invocations (batches as template.yaml configures them), throughput and latency.
 //!
-//!   bench [--changes N] [--json] [--noisy-only] [--sdk-cost N] [--only SCENARIO]
+//!   bench [--changes N] [--json] [--noisy-only] [--sdk-cost N] [--only SCENARIO] [--sdk NAME]
+//!         [--endpoint-rules N [aws|emulator]]
 
 mod memory;
 mod noisy;
@@ -669,6 +670,19 @@ async fn main() -> Result<()> {
         let status = args.get(i + 1).and_then(|s| s.parse().ok()).unwrap_or(200);
         return memory::hostile_receiver(status).await;
     }
+    // `--sdk NAME`: every client with those SDK settings (see `sdk_cost::settings_named`).
+    if let Some(i) = args.iter().position(|a| a == "--sdk") {
+        let name = args.get(i + 1).map(String::as_str).unwrap_or_default();
+        let settings = sdk_cost::settings_named(name)
+            .ok_or_else(|| anyhow::anyhow!("no SDK settings named {name:?}"))?;
+        local::emulator::use_sdk_settings(settings);
+    }
+    // `--endpoint-rules N [aws|emulator]`: N resolutions of a DynamoDB endpoint by its rules.
+    if let Some(i) = args.iter().position(|a| a == "--endpoint-rules") {
+        let rounds = args.get(i + 1).and_then(|v| v.parse().ok()).unwrap_or(100);
+        let aws = args.get(i + 2).map(String::as_str) != Some("emulator");
+        return sdk_cost::endpoint_rules(rounds, aws).await;
+    }
     // `--sdk-cost N`: only N rounds of SDK requests, for instruction counts (see `sdk_cost`).
     if let Some(i) = args.iter().position(|a| a == "--sdk-cost") {
         let rounds = args.get(i + 1).and_then(|v| v.parse().ok()).unwrap_or(100);
@@ -718,7 +732,10 @@ async fn main() -> Result<()> {
                 println!("  {service}.{operation} {:.3} per delivery", s.per(*n));
             }
             for (function, bytes) in &s.log_bytes {
-                println!("  {function} wrote {:.1} log bytes per delivery", s.per(*bytes));
+                println!(
+                    "  {function} wrote {:.1} log bytes per delivery",
+                    s.per(*bytes)
+                );
             }
         }
         return Ok(());
@@ -761,7 +778,10 @@ async fn main() -> Result<()> {
         }
         let own: u64 = s.log_bytes.values().sum();
         let invocation_count: u64 = function_invocations.iter().map(|(_, n)| n).sum();
-        logs.insert("lambda_platform".into(), json!(s.per(invocation_count * platform)));
+        logs.insert(
+            "lambda_platform".into(),
+            json!(s.per(invocation_count * platform)),
+        );
         let log_bytes = s.per(own + invocation_count * platform);
         logs.insert("total".into(), json!(log_bytes));
         logs.insert(

@@ -310,7 +310,13 @@ impl RollUp {
 /// The line of an event's status move (`how`: what it was decided from). An event that is sent
 /// is the happy path, a DEBUG line (the delivery's own line is the sampled one); every other
 /// move (partial, failed, skipped) is an INFO line.
-pub(crate) fn log_move(pk: &str, from: EventStatus, to: EventStatus, trigger: EventTrigger, how: &str) {
+pub(crate) fn log_move(
+    pk: &str,
+    from: EventStatus,
+    to: EventStatus,
+    trigger: EventTrigger,
+    how: &str,
+) {
     macro_rules! move_line {
         ($level:ident) => {
             tracing::$level!(
@@ -364,4 +370,3 @@ mod tests {
         assert_eq!(EventStatus::parse("sent"), Some(EventStatus::Sent));
     }
 }
-
