@@ -124,7 +124,11 @@ async fn rounds_of_requests(rounds: usize) -> Result<()> {
     for i in 0..rounds {
         let pk = shared::store::keys::event_pk(
             &"acct".parse().unwrap(),
-            &format!("{i:08}").parse().unwrap(),
+            // A change id is a ULID: one of the same length every round.
+            &ulid::Ulid::from_parts(1, i as u128)
+                .to_string()
+                .parse()
+                .unwrap(),
         );
         dynamo
             .put_item()
