@@ -36,5 +36,22 @@ pub async fn endpoint() -> Result<String> {
 /// SDK configuration aimed at the emulator, with its static local credentials.
 pub async fn sdk_config() -> Result<SdkConfig> {
     endpoint().await?;
-    Ok(shared::aws::sdk_config().await)
+    Ok(shared::aws::sdk_config_with(sdk_settings()).await)
+}
+
+static SDK_SETTINGS: std::sync::OnceLock<shared::aws::SdkSettings> = std::sync::OnceLock::new();
+
+/// The SDK settings of every client this process makes on the emulator: the functions' own
+/// ([`shared::aws::SdkSettings::SHIPPED`]) unless [`use_sdk_settings`] chose others.
+pub fn sdk_settings() -> shared::aws::SdkSettings {
+    SDK_SETTINGS
+        .get()
+        .copied()
+        .unwrap_or(shared::aws::SdkSettings::SHIPPED)
+}
+
+/// Makes every client of this process use `settings` (the bench, to measure them); once, before
+/// the first client. Returns whether they are the ones in use.
+pub fn use_sdk_settings(settings: shared::aws::SdkSettings) -> bool {
+    SDK_SETTINGS.get_or_init(|| settings) == &settings
 }

@@ -11,6 +11,7 @@ pub mod event_filter;
 pub mod faults;
 pub mod fixtures;
 pub mod function_process;
+pub mod logs;
 pub mod metering;
 pub mod peak_alloc;
 pub mod pipeline;

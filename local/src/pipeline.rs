@@ -2,6 +2,7 @@
 //! changes stream into ingest, the delivery table's stream into the dispatcher, the delivery queue
 //! into the worker; the dispatcher's sweep runs when the (manual) clock moves.
 
+use crate::logs::LogCapture;
 use crate::queues::QueueReport;
 use crate::streams::StreamTap;
 use crate::test_stack::TestStack;
@@ -41,6 +42,25 @@ pub struct Pipeline {
     pub billed: Billed,
     /// With CPU accounting ([`Pipeline::measured`]): each function's own runtime and thread.
     containers: Option<Containers>,
+    /// With CPU accounting: what each function logged, at the functions' default level (the
+    /// subscriber of their `main`, installed on each function's thread).
+    pub logs: FunctionLogs,
+}
+
+/// The log lines of each function of a measured pipeline (empty otherwise).
+#[derive(Debug, Default)]
+pub struct FunctionLogs {
+    pub ingest: LogCapture,
+    pub dispatch: LogCapture,
+    pub deliver: LogCapture,
+}
+
+impl FunctionLogs {
+    pub fn reset(&self) {
+        for f in [&self.ingest, &self.dispatch, &self.deliver] {
+            f.reset();
+        }
+    }
 }
 
 /// Handler invocations and their billed duration (each rounded up to the millisecond, as Lambda
@@ -117,11 +137,15 @@ struct Container {
 }
 
 impl Container {
-    fn start(name: &str) -> Self {
+    /// A container whose function logs to `logs`, at the functions' default level.
+    fn start(name: &str, logs: &LogCapture) -> Self {
         let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        let subscriber = logs.subscriber(shared::runtime::DEFAULT_LOG_LEVEL);
         std::thread::Builder::new()
             .name(name.to_string())
             .spawn(move || {
+                // What the function's `main` installs, for this thread's invocations.
+                let _logs = tracing::subscriber::set_default(subscriber);
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
@@ -220,6 +244,12 @@ impl Pipeline {
         let changes = Mutex::new(stack.stream("ChangesTable"));
         // The dispatcher's event source mapping filters with template.yaml's FilterCriteria.
         let deliveries = Mutex::new(stack.mapped_stream("DeliveryTable", "DispatchFunction"));
+        let logs = FunctionLogs::default();
+        let containers = measured.then(|| Containers {
+            ingest: Container::start("ingest", &logs.ingest),
+            dispatch: Container::start("dispatch", &logs.dispatch),
+            deliver: Container::start("deliver", &logs.deliver),
+        });
         Pipeline {
             stack,
             clock,
@@ -230,11 +260,8 @@ impl Pipeline {
             changes,
             deliveries,
             billed: Billed::default(),
-            containers: measured.then(|| Containers {
-                ingest: Container::start("ingest"),
-                dispatch: Container::start("dispatch"),
-                deliver: Container::start("deliver"),
-            }),
+            containers,
+            logs,
         }
     }
 

@@ -2,9 +2,77 @@
 //! here (or anywhere in the functions) knows whether it talks to AWS or to the local emulator.
 
 use aws_config::{BehaviorVersion, SdkConfig};
+use std::time::Duration;
 
+/// The SDK's settings for this workload (small DynamoDB and SQS requests and answers, a few per
+/// delivery, from Lambda), each measured in instructions per request (BENCHMARKS.md, "The SDK's
+/// configuration") and kept only where it helps and keeps what the fault matrix checks: the
+/// standard retry policy's three tries of throttles and 5xx answers, and a stalled request
+/// ending in a retried error instead of the invocation's timeout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SdkSettings {
+    /// Stalled-stream protection: a body that moves no byte for its grace period (5 s) fails.
+    pub stalled_stream_protection: bool,
+    /// A timeout per attempt (retried as a transient error), beside the connect timeout.
+    pub attempt_timeout: Option<Duration>,
+    /// Signing with the clock corrected by the skew the answers' `Date` headers show.
+    pub clock_skew_correction: bool,
+    /// DynamoDB's account-ID-based endpoints (resolved from the identity's account, if any).
+    pub account_id_endpoints: bool,
+    /// The standard retry policy (three tries); off only to measure what it costs.
+    pub retries: bool,
+    /// The lazy identity cache; off only to measure what it saves.
+    pub identity_cache: bool,
+}
+
+impl SdkSettings {
+    /// As `BehaviorVersion::latest()` sets them.
+    pub const SDK_DEFAULTS: SdkSettings = SdkSettings {
+        stalled_stream_protection: true,
+        attempt_timeout: None,
+        clock_skew_correction: true,
+        account_id_endpoints: true,
+        retries: true,
+        identity_cache: true,
+    };
+
+    /// What the functions run with.
+    pub const SHIPPED: SdkSettings = SdkSettings::SDK_DEFAULTS;
+}
+
+/// The functions' SDK configuration ([`SdkSettings::SHIPPED`]).
 pub async fn sdk_config() -> SdkConfig {
-    aws_config::defaults(BehaviorVersion::latest()).load().await
+    sdk_config_with(SdkSettings::SHIPPED).await
+}
+
+/// The SDK configuration with `settings` (the bench measures each).
+pub async fn sdk_config_with(settings: SdkSettings) -> SdkConfig {
+    let mut loader = aws_config::defaults(BehaviorVersion::latest());
+    if !settings.stalled_stream_protection {
+        use aws_config::stalled_stream_protection::StalledStreamProtectionConfig;
+        loader = loader.stalled_stream_protection(StalledStreamProtectionConfig::disabled());
+    }
+    if let Some(timeout) = settings.attempt_timeout {
+        // Merged with the defaults: the connect timeout stays.
+        let timeouts = aws_config::timeout::TimeoutConfig::builder()
+            .operation_attempt_timeout(timeout)
+            .build();
+        loader = loader.timeout_config(timeouts);
+    }
+    if !settings.clock_skew_correction {
+        loader = loader.disable_clock_skew_correction(true);
+    }
+    if !settings.account_id_endpoints {
+        use aws_types::endpoint_config::AccountIdEndpointMode;
+        loader = loader.account_id_endpoint_mode(AccountIdEndpointMode::Disabled);
+    }
+    if !settings.retries {
+        loader = loader.retry_config(aws_config::retry::RetryConfig::disabled());
+    }
+    if !settings.identity_cache {
+        loader = loader.identity_cache(aws_config::identity::IdentityCache::no_cache());
+    }
+    loader.load().await
 }
 
 /// The clients a function uses; cheap to clone (each wraps an `Arc`).

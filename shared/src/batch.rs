@@ -59,7 +59,7 @@ where
         .filter_map(|(record, result)| match result {
             Ok(_) => None,
             Err(e) => {
-                tracing::warn!(record = ?record.failure_id(), error = %e, "{what} not done; reported for retry");
+                tracing::warn!(record = record.failure_id().as_deref(), error = %e, "{what} not done; reported for retry");
                 Some((record, e))
             }
         })

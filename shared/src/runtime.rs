@@ -16,18 +16,56 @@ pub fn deadline_of(context: &lambda_runtime::Context) -> Instant {
     Instant::now() + left
 }
 
-/// JSON logs (CloudWatch reads them as structured events), level from `RUST_LOG` (default info).
-pub fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
+/// The environment variable naming the functions' log level (the template's `LogLevel`
+/// parameter: `TRACE`, `DEBUG`, `INFO`, `WARN` or `ERROR`).
+pub const LOG_LEVEL_VAR: &str = "LOG_LEVEL";
+
+/// The level when neither `LOG_LEVEL` nor `RUST_LOG` names one (the template's default too).
+pub const DEFAULT_LOG_LEVEL: &str = "INFO";
+
+/// The functions' log filter: `RUST_LOG` when set (a directive list, for local runs), else the
+/// level `LOG_LEVEL` names, else [`DEFAULT_LOG_LEVEL`].
+pub fn log_filter() -> tracing_subscriber::EnvFilter {
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() {
+        return filter;
+    }
+    let level = std::env::var(LOG_LEVEL_VAR).unwrap_or_else(|_| DEFAULT_LOG_LEVEL.to_owned());
+    level_filter(&level)
+}
+
+/// The filter of one level's name (any case); an unknown name is the default level.
+pub fn level_filter(level: &str) -> tracing_subscriber::EnvFilter {
+    let level = level.trim().to_ascii_lowercase();
+    tracing_subscriber::EnvFilter::try_new(&level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_LEVEL.to_lowercase()))
+}
+
+/// The functions' log lines, one JSON object each (CloudWatch reads them as structured events,
+/// and Lambda filters them by their `level`), written to `writer`: without a time (Lambda stamps
+/// every line), a target or spans. What `init_tracing` installs, and what the bench counts and
+/// the tests read.
+pub fn json_logs<W>(
+    writer: W,
+    filter: tracing_subscriber::EnvFilter,
+) -> impl tracing::Subscriber + Send + Sync + 'static
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    tracing_subscriber::fmt()
         .json()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
+        .with_env_filter(filter)
         .with_current_span(false)
-        .without_time() // Lambda stamps every line.
+        .with_span_list(false)
+        .without_time()
         .with_target(false)
-        .try_init();
+        .with_writer(writer)
+        .finish()
+}
+
+/// JSON logs on standard output at the level of [`log_filter`].
+pub fn init_tracing() {
+    use tracing_subscriber::util::SubscriberInitExt;
+    let _ = json_logs(std::io::stdout, log_filter()).try_init();
 }
 
 /// Everything a handler is built from, read once per container.

@@ -983,6 +983,40 @@ fn the_api_writes_json_access_logs_and_every_function_logs_to_its_own_group_with
     }
 }
 
+#[test]
+fn every_function_logs_at_the_log_level_parameter_which_defaults_to_info() {
+    let level = &template()["Parameters"]["LogLevel"];
+    assert_eq!(level["Default"], "INFO");
+    assert_eq!(
+        strings(&level["AllowedValues"]),
+        ["TRACE", "DEBUG", "INFO", "WARN", "ERROR"]
+    );
+    assert_eq!(
+        shared::runtime::DEFAULT_LOG_LEVEL,
+        "INFO",
+        "the functions' own default is the template's"
+    );
+    let globals = &template()["Globals"]["Function"];
+    // The functions read it, and Lambda filters their JSON lines at the same level.
+    let var = shared::runtime::LOG_LEVEL_VAR;
+    assert!(
+        is_ref(&globals["Environment"]["Variables"][var], "LogLevel"),
+        "{var}"
+    );
+    assert!(is_ref(
+        &globals["LoggingConfig"]["ApplicationLogLevel"],
+        "LogLevel"
+    ));
+    for function in functions() {
+        let properties = &resource(function)["Properties"];
+        assert!(
+            properties["Environment"]["Variables"][var].is_null()
+                && properties["LoggingConfig"]["ApplicationLogLevel"].is_null(),
+            "{function} sets a level of its own"
+        );
+    }
+}
+
 // ------------------------------------------------------- 13: least-privilege IAM
 
 /// What each function's code calls, read from the code paths its `main.rs` runs, as

@@ -9,6 +9,7 @@ mod concurrency;
 mod console;
 mod console_admin;
 mod contract;
+mod delivery_logs;
 mod deploy_path;
 mod deployment;
 mod emulator;

@@ -250,8 +250,8 @@ pub async fn acknowledge(
     move_position(ops, sub, cursor, advance.to.as_ref()).await?;
     tracing::info!(
         subscription_id = %sub.subscription_id,
-        from = ?acknowledged.change_id,
-        to = ?advance.to,
+        from = acknowledged.change_id.as_ref().map(|c| c.as_str()),
+        to = advance.to.as_ref().map(|c| c.as_str()),
         delivered,
         not_covered,
         "pull cursor written"

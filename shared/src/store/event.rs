@@ -228,7 +228,7 @@ fn event_status_condition(e: &mut Expr, condition: &StatusCondition) -> String {
 }
 
 /// The trigger's stored name (`status_trigger`, written next to every status move).
-fn trigger_name(trigger: EventTrigger) -> String {
+pub fn trigger_name(trigger: EventTrigger) -> String {
     serde_json::to_value(trigger)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))

@@ -2,7 +2,8 @@
 //! costs in AWS requests (counted by an SDK interceptor on the handlers' clients), Lambda
 //! invocations (batches as template.yaml configures them), throughput and latency.
 //!
-//!   bench [--changes N] [--json] [--noisy-only] [--sdk-cost N] [--only SCENARIO]
+//!   bench [--changes N] [--json] [--noisy-only] [--sdk-cost N] [--only SCENARIO] [--sdk NAME]
+//!         [--endpoint-rules N [aws|emulator]]
 
 mod memory;
 mod noisy;
@@ -22,6 +23,7 @@ use shared::ids::AccountId;
 use shared::store::write;
 use std::collections::BTreeMap;
 use std::time::Instant;
+use tracing::instrument::WithSubscriber;
 
 /// CPU time this process has used (user + system), from /proc (Linux).
 fn cpu_time() -> std::time::Duration {
@@ -60,6 +62,8 @@ struct Scenario {
     billed: BTreeMap<&'static str, (u64, u64)>,
     /// Function → the CPU time its handler used (each function on its own thread and runtime).
     function_cpu: BTreeMap<&'static str, std::time::Duration>,
+    /// Function → the bytes of log lines it wrote, at the functions' default level.
+    log_bytes: BTreeMap<&'static str, u64>,
 }
 
 impl Scenario {
@@ -158,6 +162,38 @@ fn function_cpu(p: &Pipeline) -> BTreeMap<&'static str, std::time::Duration> {
     ])
 }
 
+/// The bytes of log lines each function wrote since the pipeline's last reset.
+fn log_bytes(p: &Pipeline) -> BTreeMap<&'static str, u64> {
+    BTreeMap::from([
+        ("ingest", p.logs.ingest.bytes() as u64),
+        ("dispatch", p.logs.dispatch.bytes() as u64),
+        ("deliver", p.logs.deliver.bytes() as u64),
+    ])
+}
+
+/// Lambda's own lines per invocation in the JSON log format the template sets
+/// (`LogFormat: JSON`, X-Ray tracing active), as CloudWatch receives them: `platform.start` and
+/// `platform.report` (the text format's START and REPORT; its END line has no JSON
+/// counterpart). Lambda writes them at INFO, so a `SystemLogLevel` of WARN drops them.
+const PLATFORM_START: &str = r#"{"time":"2026-12-04T19:52:46.123Z","type":"platform.start","record":{"requestId":"6d68ca91-49c9-448d-89b8-7ca3e6dc66aa","version":"$LATEST","tracing":{"spanId":"54565fb41ac79632","type":"X-Amzn-Trace-Id","value":"Root=1-62e900b2-710d76f009d6e7785905449a;Parent=0efbd19962d95b05;Sampled=1"}}}"#;
+const PLATFORM_REPORT: &str = r#"{"time":"2026-12-04T19:52:46.157Z","type":"platform.report","record":{"requestId":"6d68ca91-49c9-448d-89b8-7ca3e6dc66aa","metrics":{"durationMs":33.52,"billedDurationMs":34,"memorySizeMB":256,"maxMemoryUsedMB":31},"tracing":{"spanId":"54565fb41ac79632","type":"X-Amzn-Trace-Id","value":"Root=1-62e900b2-710d76f009d6e7785905449a;Parent=0efbd19962d95b05;Sampled=1"},"status":"success"}}"#;
+
+/// The bytes of Lambda's own lines per invocation at system log level `level`.
+fn platform_log_bytes(level: &str) -> u64 {
+    match level.to_ascii_uppercase().as_str() {
+        "WARN" | "ERROR" | "FATAL" => 0,
+        _ => (PLATFORM_START.len() + PLATFORM_REPORT.len() + 2) as u64,
+    }
+}
+
+/// The functions' `SystemLogLevel` in template.yaml (Lambda's default, INFO, when unset).
+fn system_log_level() -> String {
+    template_doc()["Globals"]["Function"]["LoggingConfig"]["SystemLogLevel"]
+        .as_str()
+        .unwrap_or("INFO")
+        .to_string()
+}
+
 /// A `MaximumBatchingWindowInSeconds` of template.yaml (none: Lambda's stream default, 0).
 fn batching_window(function: &str, event: &str) -> std::time::Duration {
     let doc = template_doc();
@@ -213,6 +249,7 @@ async fn run(name: &str, changes: usize, fan_out: usize, setup: Setup) -> Result
     p.stack.meter.reset();
     p.stack.meter.count_capacity(true);
     p.billed.reset();
+    p.logs.reset();
     let started = Instant::now();
     let cpu_before = cpu_time();
     let first = p.pump().await?;
@@ -241,6 +278,7 @@ async fn run(name: &str, changes: usize, fan_out: usize, setup: Setup) -> Result
         cpu,
         billed: billed(&p),
         function_cpu: function_cpu(&p),
+        log_bytes: log_bytes(&p),
     })
 }
 
@@ -329,7 +367,11 @@ async fn run_pull(changes: usize) -> Result<Scenario> {
     p.stack.meter.reset();
     p.stack.meter.count_capacity(true);
     p.billed.reset();
+    p.logs.reset();
     let api = local::pipeline::BilledTime::default();
+    // The api function's lines, as its `main` writes them.
+    let api_logs = local::logs::LogCapture::default();
+    let level = shared::runtime::DEFAULT_LOG_LEVEL;
     let started = Instant::now();
     let cpu_before = cpu_time();
     let first = p.pump().await?;
@@ -338,25 +380,31 @@ async fn run_pull(changes: usize) -> Result<Scenario> {
     let mut pages = 0;
     loop {
         let page = api
-            .time(call(
-                &app,
-                "GET",
-                &format!("/v1/pull/subscriptions/{sub_id}/changes?limit=100"),
-                &adapter,
-                None,
-            ))
+            .time(
+                call(
+                    &app,
+                    "GET",
+                    &format!("/v1/pull/subscriptions/{sub_id}/changes?limit=100"),
+                    &adapter,
+                    None,
+                )
+                .with_subscriber(api_logs.subscriber(level)),
+            )
             .await?;
         pages += 1;
         if page["data"].as_array().is_none_or(|d| d.is_empty()) {
             break;
         }
-        api.time(call(
-            &app,
-            "PUT",
-            &format!("/v1/pull/subscriptions/{sub_id}/cursor"),
-            &adapter,
-            Some(json!({"cursor": page["next_cursor"]})),
-        ))
+        api.time(
+            call(
+                &app,
+                "PUT",
+                &format!("/v1/pull/subscriptions/{sub_id}/cursor"),
+                &adapter,
+                Some(json!({"cursor": page["next_cursor"]})),
+            )
+            .with_subscriber(api_logs.subscriber(level)),
+        )
         .await?;
         pages += 1;
         if page["has_more"] != json!(true) {
@@ -380,6 +428,11 @@ async fn run_pull(changes: usize) -> Result<Scenario> {
         cpu: cpu_time().saturating_sub(cpu_before),
         billed,
         function_cpu: function_cpu(&p),
+        log_bytes: {
+            let mut bytes = log_bytes(&p);
+            bytes.insert("api", api_logs.bytes() as u64);
+            bytes
+        },
     })
 }
 
@@ -556,6 +609,11 @@ impl Prices {
             + sqs * self.get("sqs_standard_request_per_million")
             + invocations * self.get("lambda_request_per_million")
     }
+    /// Dollars per million deliveries of `bytes` of log lines per delivery, at CloudWatch Logs'
+    /// ingestion price.
+    fn logs_per_million(&self, bytes: f64) -> f64 {
+        bytes * 1e6 / 1e9 * self.get("cloudwatch_logs_ingestion_per_gb")
+    }
     /// The same with the delivery table on provisioned capacity, scaled to keep `utilisation` of
     /// it in use: a capacity unit-hour serves 3,600 request units at full use, so a million
     /// units cost a million / (3,600 × utilisation) unit-hours. Capacity that traffic leaves
@@ -612,6 +670,19 @@ async fn main() -> Result<()> {
         let status = args.get(i + 1).and_then(|s| s.parse().ok()).unwrap_or(200);
         return memory::hostile_receiver(status).await;
     }
+    // `--sdk NAME`: every client with those SDK settings (see `sdk_cost::settings_named`).
+    if let Some(i) = args.iter().position(|a| a == "--sdk") {
+        let name = args.get(i + 1).map(String::as_str).unwrap_or_default();
+        let settings = sdk_cost::settings_named(name)
+            .ok_or_else(|| anyhow::anyhow!("no SDK settings named {name:?}"))?;
+        local::emulator::use_sdk_settings(settings);
+    }
+    // `--endpoint-rules N [aws|emulator]`: N resolutions of a DynamoDB endpoint by its rules.
+    if let Some(i) = args.iter().position(|a| a == "--endpoint-rules") {
+        let rounds = args.get(i + 1).and_then(|v| v.parse().ok()).unwrap_or(100);
+        let aws = args.get(i + 2).map(String::as_str) != Some("emulator");
+        return sdk_cost::endpoint_rules(rounds, aws).await;
+    }
     // `--sdk-cost N`: only N rounds of SDK requests, for instruction counts (see `sdk_cost`).
     if let Some(i) = args.iter().position(|a| a == "--sdk-cost") {
         let rounds = args.get(i + 1).and_then(|v| v.parse().ok()).unwrap_or(100);
@@ -660,6 +731,12 @@ async fn main() -> Result<()> {
             for ((service, operation), n) in &s.requests {
                 println!("  {service}.{operation} {:.3} per delivery", s.per(*n));
             }
+            for (function, bytes) in &s.log_bytes {
+                println!(
+                    "  {function} wrote {:.1} log bytes per delivery",
+                    s.per(*bytes)
+                );
+            }
         }
         return Ok(());
     }
@@ -686,6 +763,32 @@ async fn main() -> Result<()> {
         let read_units = s.per(1) * units.read;
         let lambda_seconds_dollars =
             s.gb_seconds_per_delivery() * prices.get("lambda_arm64_gb_second") * 1e6;
+        // Log bytes: each function's own lines, and Lambda's per invocation.
+        let function_invocations = [
+            ("ingest", s.ingest_records.div_ceil(b.ingest)),
+            ("dispatch", s.dispatch_records.div_ceil(b.dispatch)),
+            ("deliver", s.worker_messages.div_ceil(b.deliver)),
+            ("api", s.api_calls),
+        ];
+        let platform = platform_log_bytes(&system_log_level());
+        let platform_at_info = platform_log_bytes("INFO");
+        let mut logs = serde_json::Map::new();
+        for (function, bytes) in &s.log_bytes {
+            logs.insert(function.to_string(), json!(s.per(*bytes)));
+        }
+        let own: u64 = s.log_bytes.values().sum();
+        let invocation_count: u64 = function_invocations.iter().map(|(_, n)| n).sum();
+        logs.insert(
+            "lambda_platform".into(),
+            json!(s.per(invocation_count * platform)),
+        );
+        let log_bytes = s.per(own + invocation_count * platform);
+        logs.insert("total".into(), json!(log_bytes));
+        logs.insert(
+            "total_with_platform_lines_at_info".into(),
+            json!(s.per(own + invocation_count * platform_at_info)),
+        );
+        let logs_dollars = prices.logs_per_million(log_bytes);
         rows.push(json!({
             "scenario": s.name,
             "deliveries": s.deliveries,
@@ -701,8 +804,10 @@ async fn main() -> Result<()> {
             "dynamodb_refused_writes_per_delivery": s.per(units.refused),
             "dollars_per_million_deliveries": prices.per_million(write_units, read_units, s.per(sqs_handlers + sqs_mapping), s.per(invocations)),
             "lambda_gb_seconds_per_delivery": s.gb_seconds_per_delivery(),
-            "dollars_per_million_all_in": prices.per_million(write_units, read_units, s.per(sqs_handlers + sqs_mapping), s.per(invocations)) + lambda_seconds_dollars,
-            "dollars_per_million_all_in_provisioned": prices.per_million_provisioned(utilisation, write_units, read_units, s.per(sqs_handlers + sqs_mapping), s.per(invocations)) + lambda_seconds_dollars,
+            "dollars_per_million_all_in": prices.per_million(write_units, read_units, s.per(sqs_handlers + sqs_mapping), s.per(invocations)) + lambda_seconds_dollars + logs_dollars,
+            "dollars_per_million_all_in_provisioned": prices.per_million_provisioned(utilisation, write_units, read_units, s.per(sqs_handlers + sqs_mapping), s.per(invocations)) + lambda_seconds_dollars + logs_dollars,
+            "log_bytes_per_delivery": Value::Object(logs),
+            "log_dollars_per_million": logs_dollars,
             "function_cpu_ms_per_delivery": function_cpu_json(s),
             "billed_ms_per_delivery": s.billed.iter().map(|(f, (_, ms))| (f.to_string(), json!(s.per(*ms)))).collect::<serde_json::Map<String, Value>>(),
             "units_by_operation": s.units.iter().map(|(op, u)| (op.clone(), json!({"write": s.per(1) * u.write, "read": s.per(1) * u.read, "indexes": s.per(1) * u.indexes, "refused": s.per(u.refused)}))).collect::<serde_json::Map<String, Value>>(),
@@ -813,6 +918,30 @@ async fn main() -> Result<()> {
             f(c, "dispatch"),
             f(c, "deliver"),
             f(c, "total"),
+        );
+    }
+    println!(
+        "\nlog bytes per delivery, at the functions' default level ({}) and SystemLogLevel {} (Lambda's lines: {} bytes an invocation at INFO, none at WARN):",
+        shared::runtime::DEFAULT_LOG_LEVEL,
+        system_log_level(),
+        platform_log_bytes("INFO")
+    );
+    println!(
+        "{:<32} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "scenario", "ingest", "dispatch", "deliver", "api", "lambda", "total", "$/mil."
+    );
+    for r in &rows {
+        let l = &r["log_bytes_per_delivery"];
+        println!(
+            "{:<32} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.3}",
+            r["scenario"].as_str().unwrap_or_default(),
+            f(l, "ingest"),
+            f(l, "dispatch"),
+            f(l, "deliver"),
+            f(l, "api"),
+            f(l, "lambda_platform"),
+            f(l, "total"),
+            f(r, "log_dollars_per_million"),
         );
     }
     println!("\nper delivery, by operation:");

@@ -10,6 +10,7 @@
 //! --cache-sim=no` for two values of N, and (Ir(N₂) − Ir(N₁)) / (3 × (N₂ − N₁)) is the
 //! instructions per request, set-up excluded, the same from one run to the next. That compares
 //! builds (optimisation levels, SDK settings) where a wall-clock or CPU-clock figure cannot.
+//! `--sdk NAME` picks the SDK settings of one binary's run ([`settings_named`]).
 
 use anyhow::{Context, Result};
 use aws_sdk_dynamodb::types::AttributeValue::{N, S};
@@ -17,8 +18,81 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ReturnValue, ScalarAttributeType,
 };
 use local::pipeline::thread_cpu_time as cpu_time;
+use shared::aws::SdkSettings;
+use std::time::Duration;
 
 const TABLE: &str = "bench-sdk-cost";
+
+/// The SDK settings `bench --sdk NAME` runs with (every client of the process, the pipeline's
+/// too): the SDK's defaults, each setting changed alone from them, and the shipped ones.
+pub fn settings_named(name: &str) -> Option<SdkSettings> {
+    let d = SdkSettings::SDK_DEFAULTS;
+    let timeout = Some(Duration::from_secs(5));
+    Some(match name {
+        "defaults" => d,
+        "shipped" => SdkSettings::SHIPPED,
+        "no-stalled-stream-protection" => SdkSettings {
+            stalled_stream_protection: false,
+            ..d
+        },
+        "attempt-timeout" => SdkSettings {
+            attempt_timeout: timeout,
+            ..d
+        },
+        "attempt-timeout-instead-of-stalled-stream-protection" => SdkSettings {
+            stalled_stream_protection: false,
+            attempt_timeout: timeout,
+            ..d
+        },
+        "no-clock-skew-correction" => SdkSettings {
+            clock_skew_correction: false,
+            ..d
+        },
+        "no-account-id-endpoints" => SdkSettings {
+            account_id_endpoints: false,
+            ..d
+        },
+        "no-retries" => SdkSettings {
+            retries: false,
+            ..d
+        },
+        "no-identity-cache" => SdkSettings {
+            identity_cache: false,
+            ..d
+        },
+        _ => return None,
+    })
+}
+
+/// `bench --endpoint-rules N`: N resolutions of a DynamoDB endpoint by the SDK's rules, as in AWS
+/// (a region, no endpoint override, a table name) and as on the emulator (its URL as the
+/// override): under cachegrind, what resolving the endpoint costs a request, which the emulator's
+/// override hides.
+pub async fn endpoint_rules(rounds: usize, aws: bool) -> Result<()> {
+    use aws_sdk_dynamodb::config::endpoint::{DefaultResolver, Params, ResolveEndpoint};
+    let resolver = DefaultResolver::new();
+    let mut params = Params::builder()
+        .region("us-east-1")
+        .use_fips(false)
+        .use_dual_stack(false)
+        .account_id_endpoint_mode("preferred")
+        .resource_arn("rhythm-prod-delivery");
+    if !aws {
+        params = params.endpoint("http://127.0.0.1:4566");
+    }
+    let params = params.build()?;
+    let mut url = String::new();
+    for _ in 0..rounds {
+        let endpoint = resolver
+            .resolve_endpoint(&params)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        url.clear();
+        url.push_str(endpoint.url());
+    }
+    println!("endpoint rules: {rounds} resolutions of {url}");
+    Ok(())
+}
 
 pub fn run(rounds: usize) -> Result<()> {
     std::thread::spawn(move || {
@@ -32,7 +106,7 @@ pub fn run(rounds: usize) -> Result<()> {
 }
 
 async fn rounds_of_requests(rounds: usize) -> Result<()> {
-    let dynamo = shared::aws::Clients::from_env().await.dynamo;
+    let dynamo = shared::aws::Clients::new(&local::emulator::sdk_config().await?).dynamo;
     let _ = dynamo.delete_table().table_name(TABLE).send().await;
     dynamo
         .create_table()
@@ -50,7 +124,11 @@ async fn rounds_of_requests(rounds: usize) -> Result<()> {
     for i in 0..rounds {
         let pk = shared::store::keys::event_pk(
             &"acct".parse().unwrap(),
-            &format!("{i:08}").parse().unwrap(),
+            // A change id is a ULID: one of the same length every round.
+            &ulid::Ulid::from_parts(1, i as u128)
+                .to_string()
+                .parse()
+                .unwrap(),
         );
         dynamo
             .put_item()
@@ -91,8 +169,9 @@ async fn rounds_of_requests(rounds: usize) -> Result<()> {
     let cpu = cpu_time().saturating_sub(started);
     let requests = 3 * rounds.max(1);
     println!(
-        "sdk cost: {rounds} rounds, {requests} requests, {:.1} µs of thread CPU per request",
-        cpu.as_secs_f64() * 1e6 / requests as f64
+        "sdk cost: {rounds} rounds, {requests} requests, {:.1} µs of thread CPU per request ({:?})",
+        cpu.as_secs_f64() * 1e6 / requests as f64,
+        local::emulator::sdk_settings()
     );
     dynamo.delete_table().table_name(TABLE).send().await?;
     Ok(())

@@ -168,7 +168,14 @@ impl Dispatcher {
                 .map(|w| (w.work.clone(), Duration::ZERO))
                 .collect();
             for i in self.publish(&entries).await {
-                tracing::warn!(delivery = ?chunk[i].work, record = %chunk[i].record, "publish failed; the stream retries it");
+                let work = &chunk[i].work;
+                tracing::warn!(
+                    account_id = %work.account_id,
+                    change_id = %work.change_id,
+                    subscription_id = %work.subscription_id,
+                    record = %chunk[i].record,
+                    "publish failed; the stream retries it"
+                );
                 failed.push(chunk[i].record.clone());
             }
         }

@@ -254,7 +254,7 @@ impl RollUp {
                 return Ok((RollUpOutcome::Unchanged { status: from }, requeued));
             }
             if self.write_status(&event, trigger, to, now).await? {
-                tracing::info!(pk, %from, %to, trigger = ?trigger, "event status rolled up");
+                log_move(pk, from, to, trigger, "from its partition");
                 return Ok((RollUpOutcome::Moved { from, to }, requeued));
             }
         }
@@ -304,6 +304,35 @@ impl RollUp {
         )
         .await?;
         Ok(())
+    }
+}
+
+/// The line of an event's status move (`how`: what it was decided from). An event that is sent
+/// is the happy path, a DEBUG line (the delivery's own line is the sampled one); every other
+/// move (partial, failed, skipped) is an INFO line.
+pub(crate) fn log_move(
+    pk: &str,
+    from: EventStatus,
+    to: EventStatus,
+    trigger: EventTrigger,
+    how: &str,
+) {
+    macro_rules! move_line {
+        ($level:ident) => {
+            tracing::$level!(
+                pk,
+                from = %from,
+                to = %to,
+                trigger = %store::event::trigger_name(trigger),
+                how,
+                "event status rolled up"
+            )
+        };
+    }
+    if to == EventStatus::Sent {
+        move_line!(debug);
+    } else {
+        move_line!(info);
     }
 }
 

@@ -29,7 +29,13 @@ impl RollUp {
         if let Some((basis, trigger, to)) = sole_roll_up(d, previous, now) {
             let w = store::event::roll_up(&self.table, &basis, trigger, to, now)?;
             if send(&self.dynamo, w).await?.applied() {
-                tracing::info!(pk = %basis.pk, from = %basis.status, %to, trigger = ?trigger, "event status rolled up from its sole delivery");
+                super::log_move(
+                    &basis.pk,
+                    basis.status,
+                    to,
+                    trigger,
+                    "from its sole delivery",
+                );
                 return Ok(RollUpOutcome::Moved {
                     from: basis.status,
                     to,

@@ -283,7 +283,7 @@ impl DeliveryWorker {
                     continue;
                 }
                 Some(Handled::Done(Err(e))) => {
-                    tracing::error!(message_id = ?message.message_id, error = %e, "delivery work failed; the queue returns it");
+                    tracing::error!(message_id = message.message_id.as_deref(), error = %e, "delivery work failed; the queue returns it");
                 }
                 Some(Handled::HandedBack | Handled::Deferred) | None => handed_back += 1,
             }
@@ -446,16 +446,7 @@ impl DeliveryWorker {
         if decision.status() == DeliveryStatus::Delivered {
             self.after_delivered(&delivery, &result).await?;
         }
-        tracing::info!(
-            delivery_id = %delivery.delivery_id,
-            account_id = %delivery.account_id,
-            subscription_id = %delivery.subscription_id,
-            attempt = number,
-            class = result.class.as_str(),
-            http_status = ?result.http_status,
-            status = %decision.status(),
-            "delivery attempt"
-        );
+        log_attempt(&delivery, number, &result, decision.status());
         Ok((
             WorkOutcome::Attempted {
                 number,
@@ -708,6 +699,47 @@ fn why_not_claimed(d: Option<&Delivery>, now: Timestamp) -> &'static str {
     } else {
         // Not expected: the item is as the refusing condition saw it, so one of the above holds.
         "another worker claimed the attempt"
+    }
+}
+
+/// One success in this many is logged at INFO (chosen by its delivery id, so a delivery's lines
+/// are all sampled or none): enough to see deliveries flowing at the default level, at a few
+/// bytes per delivery. The others are DEBUG lines.
+pub const SUCCESS_LOG_SAMPLE: u64 = 100;
+
+/// Whether `delivery_id`'s success is one of the sampled INFO lines ([`SUCCESS_LOG_SAMPLE`]).
+pub fn success_sampled(delivery_id: &str) -> bool {
+    // FNV-1a: stable across builds and platforms, unlike the standard library's hasher.
+    let hash = delivery_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    hash % SUCCESS_LOG_SAMPLE == 0
+}
+
+/// The line of a recorded attempt: its ids, the HTTP status as a number when there was one, and
+/// the detail the attempt history keeps (the error, or the start of the response). A success is
+/// a DEBUG line (one in [`SUCCESS_LOG_SAMPLE`] at INFO); every other attempt (a retry scheduled,
+/// a dead or failed delivery) is an INFO line.
+fn log_attempt(d: &Delivery, number: u32, result: &AttemptResult, status: DeliveryStatus) {
+    macro_rules! attempt_line {
+        ($level:ident) => {
+            tracing::$level!(
+                delivery_id = %d.delivery_id,
+                account_id = %d.account_id,
+                subscription_id = %d.subscription_id,
+                attempt = number,
+                class = result.class.as_str(),
+                http_status = result.http_status,
+                status = %status,
+                detail = result.detail.as_deref(),
+                "delivery attempt"
+            )
+        };
+    }
+    if status != DeliveryStatus::Delivered || success_sampled(d.delivery_id.as_str()) {
+        attempt_line!(info);
+    } else {
+        attempt_line!(debug);
     }
 }
 

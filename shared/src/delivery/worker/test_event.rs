@@ -72,7 +72,7 @@ impl DeliveryWorker {
             subscription_id = %event.subscription_id,
             test_event_id = %event.test_event_id,
             class = %outcome.classification,
-            http_status = ?outcome.http_status,
+            http_status = outcome.http_status,
             "test event sent"
         );
         Ok(WorkOutcome::TestEventSent)
