@@ -1235,7 +1235,7 @@ async fn an_administrator_reads_a_subscriptions_delivery_log_from_the_overview()
     assert!(!delivered.text.contains("data-testid=\"delivery-row\""));
     let bad = get(&w, Some(&admin.cookie), &format!("{log_path}?status=lost")).await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.text);
-    let bad = get(&w, Some(&admin.cookie), &format!("{log_path}?cursor=nope")).await;
+    let bad = get(&w, Some(&admin.cookie), &format!("{log_path}?cursor=no.pe")).await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.text);
 
     // Another account's subscription is not found.

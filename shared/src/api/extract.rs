@@ -457,3 +457,34 @@ mod tests {
         assert!(page_limit(Some(101)).is_err());
     }
 }
+
+#[cfg(test)]
+mod cursor_form_tests {
+    use super::*;
+    use crate::ids::AccountId;
+
+    /// Every string of the id-cursor form (`IdCursor` of `openapi.yaml`) is a position of the
+    /// id lists; nothing else is.
+    #[test]
+    fn every_id_cursor_of_the_documented_form_decodes_and_others_are_refused() {
+        let long = "a".repeat(64);
+        for good in ["a", "01HZ-x_Y", "-", "_", long.as_str()] {
+            let id: Option<AccountId> = cursor_id(Some(good)).unwrap();
+            assert_eq!(id.unwrap().as_str(), good);
+        }
+        let too_long = "a".repeat(65);
+        for bad in [
+            "",
+            "a.b",
+            "a~b",
+            "a#b",
+            "a/b",
+            "a b",
+            "é",
+            "a=",
+            too_long.as_str(),
+        ] {
+            assert!(cursor_id::<AccountId>(Some(bad)).is_err(), "{bad:?}");
+        }
+    }
+}

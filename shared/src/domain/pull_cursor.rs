@@ -8,7 +8,12 @@
 //!
 //! # The cursor
 //!
-//! Opaque to adapters: unpadded base64url of `v1#{epoch}#{read_at}#{change_id}`.
+//! `v2.{epoch}.{read_at}.{change_id}`: the epoch (one to nine digits), the read's start
+//! (milliseconds, one to fifteen digits), the position (an id, or empty). Every string of this
+//! form is a cursor (the `PullCursor` pattern of `openapi.yaml`); any other string is refused as
+//! malformed (`422`). Cursors of the earlier base64url form are refused once: the adapter reads
+//! again without a cursor, from the acknowledged position, which a cursor write never moved
+//! past what it covered.
 //!
 //! * `change_id` — the position: a cursor *covers* the subscription's changes whose id sorts at
 //!   or before it (empty: before the first change).
@@ -33,21 +38,25 @@
 //! # Writing
 //!
 //! A write must carry the current epoch (else stale, `409`), must not go backwards (`409`),
-//! and must name a change of this subscription: past the last change (`422`) or a change the
-//! subscription does not have (`422`) are refused, as is a cursor that is not one this API issued
-//! (`422`). Writing the acknowledged position again is allowed and covers late changes shown by a
+//! and must name a change of this subscription: past the last change or a change the
+//! subscription does not have are refused (`409`), as is one read in the future (`409`). A
+//! cursor of the form is a position; that it does not fit the subscription's state is a
+//! conflict, like a stale one. A string that is not of the form at all is `422`. Writing the acknowledged position again is allowed and covers late changes shown by a
 //! read from it (adapters retry writes whose response they lost). The acknowledged position only
 //! moves forward (a conditional write), except by an operator restart as above.
 
 use super::time::{Timestamp, MINUTE, SECOND};
+use crate::ids::is_id_text;
 use crate::ids::ChangeId;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
 use std::cmp::Ordering;
 use std::time::Duration;
 
 /// The version tag of the cursor format.
-pub const CURSOR_VERSION: &str = "v1";
+pub const CURSOR_VERSION: &str = "v2";
+/// Most digits of a cursor's epoch (an epoch moves only on operator restarts) and of its
+/// read time (milliseconds).
+pub const MAX_EPOCH_DIGITS: usize = 9;
+pub const MAX_READ_AT_DIGITS: usize = 15;
 /// How far (in change time) a read from the acknowledged position looks back for late changes.
 pub const LATE_WINDOW: Duration = Duration::from_secs(5 * 60);
 /// A delivery is visible to a read at `t` once it was written (or restarted) by `t - SETTLE`: the
@@ -83,7 +92,7 @@ pub struct Acknowledged {
 pub enum CursorError {
     #[error("is not a cursor this API issued ({0}); use a `cursor` or `next_cursor` from a read")]
     Malformed(&'static str),
-    #[error("is not a cursor this API issued (it was read in the future)")]
+    #[error("was read in the future (a clock ahead of the server's); read again without a cursor")]
     FromTheFuture,
     #[error(
         "was read before an operator restarted deliveries of this subscription (cursor epoch \
@@ -104,13 +113,11 @@ pub enum CursorError {
 }
 
 impl CursorError {
-    /// Stale and backwards cursors conflict with the subscription's state (`409`); the others are
-    /// invalid values (`422`).
+    /// A cursor of the form that does not fit the subscription's state (stale, backwards, past
+    /// the end, an unknown change, read in the future) conflicts with it (`409`); a string that
+    /// is not of the form is an invalid value (`422`).
     pub fn is_conflict(&self) -> bool {
-        matches!(
-            self,
-            CursorError::Stale { .. } | CursorError::Backwards { .. }
-        )
+        !matches!(self, CursorError::Malformed(_))
     }
 }
 
@@ -131,44 +138,40 @@ pub fn change_id(text: &str) -> Option<ChangeId> {
 
 impl PullCursor {
     pub fn encode(&self) -> String {
-        let text = format!(
-            "{CURSOR_VERSION}#{}#{}#{}",
+        format!(
+            "{CURSOR_VERSION}.{}.{}.{}",
             self.epoch,
             self.read_at.millis(),
             self.change_id.as_ref().map_or("", ChangeId::as_str)
-        );
-        URL_SAFE_NO_PAD.encode(text.as_bytes())
+        )
     }
 
     pub fn decode(text: &str) -> Result<Self, CursorError> {
-        if text.is_empty() || text.len() > 2 * MAX_CHANGE_ID_LEN {
-            return Err(CursorError::Malformed("wrong length"));
-        }
-        let bytes = URL_SAFE_NO_PAD
-            .decode(text.trim())
-            .map_err(|_| CursorError::Malformed("not base64url"))?;
-        let text = String::from_utf8(bytes).map_err(|_| CursorError::Malformed("not text"))?;
-        let mut parts = text.splitn(4, '#');
-        let (Some(version), Some(epoch), Some(read_at), Some(change)) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err(CursorError::Malformed("missing parts"));
+        let digits = |t: &str, max: usize| {
+            (1..=max).contains(&t.len()) && t.bytes().all(|b| b.is_ascii_digit())
+        };
+        let parts: Vec<&str> = text.split('.').collect();
+        let [version, epoch, read_at, change] = parts[..] else {
+            return Err(CursorError::Malformed("not four parts"));
         };
         if version != CURSOR_VERSION {
             return Err(CursorError::Malformed("unknown version"));
         }
-        let epoch = epoch
-            .parse::<u32>()
-            .map_err(|_| CursorError::Malformed("bad epoch"))?;
-        let read_at = read_at
-            .parse::<i64>()
-            .ok()
-            .filter(|ms| *ms >= 0)
+        let epoch = Some(epoch)
+            .filter(|e| digits(e, MAX_EPOCH_DIGITS))
+            .and_then(|e| e.parse::<u32>().ok())
+            .ok_or(CursorError::Malformed("bad epoch"))?;
+        let read_at = Some(read_at)
+            .filter(|r| digits(r, MAX_READ_AT_DIGITS))
+            .and_then(|r| r.parse::<i64>().ok())
             .map(Timestamp)
             .ok_or(CursorError::Malformed("bad read time"))?;
         let change_id = match change {
             "" => None,
-            c => Some(change_id(c).ok_or(CursorError::Malformed("bad change id"))?),
+            c if is_id_text(c) => {
+                Some(change_id(c).ok_or(CursorError::Malformed("bad change id"))?)
+            }
+            _ => return Err(CursorError::Malformed("bad change id")),
         };
         Ok(PullCursor {
             epoch,
@@ -399,7 +402,10 @@ mod tests {
     fn cursors_round_trip_and_stay_opaque() {
         let c = cursor(3, NOW, Some("01HZX3Q4J8K9M0N1P2Q3R4S5T6"));
         let text = c.encode();
-        assert!(!text.contains('#') && !text.contains('='));
+        assert_eq!(
+            text,
+            format!("v2.3.{}.01HZX3Q4J8K9M0N1P2Q3R4S5T6", NOW.millis())
+        );
         assert_eq!(PullCursor::decode(&text).unwrap(), c);
         let empty = cursor(0, NOW, None);
         assert_eq!(PullCursor::decode(&empty.encode()).unwrap(), empty);
@@ -409,17 +415,45 @@ mod tests {
     }
 
     #[test]
+    fn every_cursor_of_the_documented_form_decodes() {
+        let long = "c".repeat(64);
+        for (text, epoch, ms, change) in [
+            ("v2.0.0.", 0, 0, None),
+            (
+                "v2.999999999.999999999999999.x",
+                999_999_999,
+                999_999_999_999_999,
+                Some("x"),
+            ),
+            ("v2.007.0001.A-b_9", 7, 1, Some("A-b_9")),
+            (&format!("v2.1.2.{long}"), 1, 2, Some(long.as_str())),
+        ] {
+            assert_eq!(
+                PullCursor::decode(text).unwrap(),
+                cursor(epoch, Timestamp(ms), change),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
     fn malformed_cursors_are_refused() {
-        let enc = |s: &str| URL_SAFE_NO_PAD.encode(s.as_bytes());
         for bad in [
             String::new(),
             "not base64!".to_string(),
-            enc("v2#0#1#x"),
-            enc("v1#x#1#x"),
-            enc("v1#0#-5#x"),
-            enc("v1#0#1"),
-            enc("v1#0#1#a#b"),
-            enc("v1#0#1#a\u{7}"),
+            "djEjMCMxI3g".to_string(),
+            "v1.0.1.x".into(),
+            "v2.x.1.x".into(),
+            "v2.0.-5.x".into(),
+            "v2..1.x".into(),
+            "v2.0..x".into(),
+            "v2.0.1".into(),
+            "v2.0.1.a.b".into(),
+            "v2.0.1.a#b".into(),
+            "v2.0.1.a/b".into(),
+            "v2.1000000000.1.x".into(),
+            "v2.0.1000000000000000.x".into(),
+            format!("v2.0.1.{}", "c".repeat(65)),
             "a".repeat(1000),
         ] {
             assert!(
@@ -589,7 +623,8 @@ mod tests {
         .unwrap_err();
         assert!(stale.is_conflict());
         assert!(stale.to_string().contains("read again"));
-        assert!(!CursorError::UnknownChange.is_conflict());
+        assert!(CursorError::UnknownChange.is_conflict());
+        assert!(!CursorError::Malformed("x").is_conflict());
         // The empty position on a fresh subscription is a no-op write.
         let none = check_write(&ack(0, None), &cursor(0, read, None), None, NOW).unwrap();
         assert!(!none.forward && none.to.is_none());
@@ -618,7 +653,7 @@ mod tests {
         }
 
         #[test]
-        fn any_cursor_round_trips(epoch in any::<u32>(), ms in 0i64..(1i64 << 50), change in "[A-Za-z0-9_-]{0,40}") {
+        fn any_cursor_round_trips(epoch in 0u32..1_000_000_000, ms in 0i64..1_000_000_000_000_000, change in "[A-Za-z0-9_-]{0,40}") {
             let c = cursor(epoch, Timestamp(ms), (!change.is_empty()).then_some(change.as_str()));
             prop_assert_eq!(PullCursor::decode(&c.encode()).unwrap(), c);
         }

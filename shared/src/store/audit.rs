@@ -237,7 +237,7 @@ pub enum AuditScope<'a> {
 
 /// Whether `position` could be one of an entry's ([`AuditRecord::position`]).
 pub fn is_position(position: &str) -> bool {
-    position.len() > 16 && position.as_bytes()[..15].iter().all(u8::is_ascii_digit)
+    crate::store::keys::is_time_sort(position)
 }
 
 /// The query of a page of `scope`'s history, newest first, before `position` if given.

@@ -145,3 +145,38 @@ async fn list(
         next,
     )))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::audit;
+
+    /// The audit histories' form (`TimeCursor`) and the operators' queue's (`QueueCursor`).
+    #[test]
+    fn every_time_and_queue_cursor_of_the_documented_form_decodes_and_others_are_refused() {
+        let is_audit = |c: &str| cursor::decode(c).is_some_and(|p| audit::is_position(&p));
+        for good in ["000000000000000.a", "999999999999999.01HZ-x_Y"] {
+            assert!(is_audit(good), "{good}");
+            assert!(queue_position(Some(good)).unwrap().is_some(), "{good}");
+            let notice = format!("{good}~key_1");
+            assert!(queue_position(Some(&notice)).unwrap().is_some(), "{notice}");
+            assert!(!is_audit(&notice), "{notice}");
+        }
+        for bad in [
+            "",
+            "a",
+            "000000000000000",
+            "000000000000000.",
+            "00000000000000.a",
+            "0000000000000000.a",
+            "00000000000000x.a",
+            "000000000000000.a.b",
+            "000000000000000.a~",
+            "000000000000000.a~b~c",
+            "000000000000000#a",
+        ] {
+            assert!(!is_audit(bad), "{bad:?}");
+            assert!(queue_position(Some(bad)).is_err(), "{bad:?}");
+        }
+    }
+}

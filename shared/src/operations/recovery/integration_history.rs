@@ -46,6 +46,7 @@ pub async fn list_deliveries(
         None => None,
         Some(c) => Some(
             cursor::decode(c)
+                .filter(|p| cursor::is_id(p))
                 .and_then(|p| crate::domain::pull_cursor::change_id(&p))
                 .ok_or_else(OpsError::bad_cursor)?,
         ),

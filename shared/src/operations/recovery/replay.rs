@@ -174,10 +174,11 @@ pub async fn list_jobs(
     limit: u32,
     cursor: Option<&str>,
 ) -> Result<(Vec<ReplayJob>, Option<String>), OpsError> {
-    // A cursor this API encoded from a job id (not re-checked: a list cursor is opaque).
+    // The position is a job id (every id continues before itself, whether a job has it or not).
     let before = cursor
         .map(|c| {
             cursor::decode(c)
+                .filter(|p| cursor::is_id(p))
                 .map(ReplayJobId::from_stored)
                 .ok_or_else(OpsError::bad_cursor)
         })

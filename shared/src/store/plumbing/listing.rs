@@ -10,7 +10,7 @@ use super::expr::{s, Expr};
 use super::item::{Item, StoreError};
 use super::keys;
 use super::read;
-use crate::ids::AccountId;
+use crate::ids::{AccountId, ChangeId, SubscriptionId};
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -70,21 +70,45 @@ pub struct ListingCursor {
 }
 
 impl ListingCursor {
+    /// The cursor: `{time}.{change}` of an event (`events`), `{time}.{change}.{subscription}`
+    /// of a delivery (`attention`); the keys of the position follow from it (see `decode`).
     pub fn encode(&self) -> String {
-        cursor::encode(&serde_json::to_string(self).unwrap_or_default())
+        let time = self.list_sort.split_once('#').map_or("", |(t, _)| t);
+        let change = keys::parse_event_pk(&self.pk).map_or("", |(_, c)| c);
+        match self.sk.strip_prefix(keys::DELIVERY_PREFIX) {
+            Some(subscription) => cursor::join(&[time, change, subscription]),
+            None => cursor::join(&[time, change]),
+        }
     }
 
-    /// Decodes a cursor of listing `list` for `account_id`; anything else is
-    /// [`ListingError::BadCursor`].
+    /// Decodes a cursor of listing `list` for `account_id`: every cursor of the listing's form
+    /// (see `encode`) names a position in the account's own partition (an item need not sit
+    /// there); anything else is [`ListingError::BadCursor`].
     pub fn decode(text: &str, list: &str, account_id: &AccountId) -> Result<Self, ListingError> {
-        let position = cursor::decode(text).ok_or(ListingError::BadCursor)?;
-        let c: ListingCursor =
-            serde_json::from_str(&position).map_err(|_| ListingError::BadCursor)?;
-        let own_partition = keys::event_pk_prefix(account_id);
-        if c.list != list || !c.pk.starts_with(&own_partition) {
+        let n = if list == "attention" { 3 } else { 2 };
+        let parts = cursor::parts(text, n).ok_or(ListingError::BadCursor)?;
+        if !cursor::is_time(parts[0]) || !parts[1..].iter().all(|p| cursor::is_id(p)) {
             return Err(ListingError::BadCursor);
         }
-        Ok(c)
+        let change = ChangeId::from_stored(parts[1]);
+        let pk = keys::event_pk(account_id, &change);
+        let (tiebreak, sk) = match parts.get(2) {
+            Some(subscription) => {
+                let subscription: SubscriptionId =
+                    subscription.parse().map_err(|_| ListingError::BadCursor)?;
+                (
+                    keys::delivery_id(&change, &subscription).to_string(),
+                    keys::delivery_sk(&subscription),
+                )
+            }
+            None => (change.to_string(), keys::EVENT_SK.to_string()),
+        };
+        Ok(ListingCursor {
+            list: list.to_owned(),
+            list_sort: format!("{}#{tiebreak}", parts[0]),
+            pk,
+            sk,
+        })
     }
 
     fn of_key(list: &str, item: &Item) -> Option<Self> {
@@ -204,8 +228,6 @@ mod tests {
     use super::*;
     use crate::domain::time::Timestamp;
     use crate::ids::id;
-    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    use base64::Engine;
 
     #[test]
     fn cursors_round_trip_and_stay_in_their_account_and_listing() {
@@ -216,29 +238,77 @@ mod tests {
             sk: keys::EVENT_SK.into(),
         };
         let text = c.encode();
+        assert_eq!(text, "000000000000005.c1");
         assert_eq!(
             ListingCursor::decode(&text, "events", &id("a1")).unwrap(),
             c
         );
-        assert!(matches!(
-            ListingCursor::decode(&text, "events", &id("a2")),
-            Err(ListingError::BadCursor)
-        ));
+        // Another account's listing reads the same position in its own partition.
+        assert_eq!(
+            ListingCursor::decode(&text, "events", &id("a2"))
+                .unwrap()
+                .pk,
+            keys::event_pk(&id("a2"), &id("c1"))
+        );
         assert!(matches!(
             ListingCursor::decode(&text, "attention", &id("a1")),
             Err(ListingError::BadCursor)
         ));
-        for bad in ["", "!!!", "e30", &URL_SAFE_NO_PAD.encode("[1]")] {
+        let d = ListingCursor {
+            list: "attention".into(),
+            list_sort: keys::time_sort(
+                Timestamp(7),
+                keys::delivery_id(&id("c1"), &id("s_1")).as_str(),
+            ),
+            pk: keys::event_pk(&id("a1"), &id("c1")),
+            sk: keys::delivery_sk(&id("s_1")),
+        };
+        assert_eq!(d.encode(), "000000000000007.c1.s_1");
+        assert_eq!(
+            ListingCursor::decode(&d.encode(), "attention", &id("a1")).unwrap(),
+            d
+        );
+    }
+
+    #[test]
+    fn every_cursor_of_a_listings_form_decodes_and_nothing_else_does() {
+        let a: AccountId = id("a1");
+        for good in [
+            "000000000000000.x",
+            "999999999999999.01HZ-_ab",
+            &format!("000000000000001.{}", "c".repeat(64)),
+        ] {
+            assert!(ListingCursor::decode(good, "events", &a).is_ok(), "{good}");
             assert!(
-                ListingCursor::decode(bad, "events", &id("a1")).is_err(),
+                ListingCursor::decode(&format!("{good}.s1"), "attention", &a).is_ok(),
+                "{good}"
+            );
+        }
+        for bad in [
+            "",
+            "e30",
+            "000000000000000",
+            "000000000000000.",
+            "00000000000000.c",
+            "0000000000000000.c",
+            "00000000000000a.c",
+            "000000000000000.c#d",
+            "000000000000000.c.d",
+            "000000000000000.c/d",
+            &format!("000000000000000.{}", "c".repeat(65)),
+        ] {
+            assert!(ListingCursor::decode(bad, "events", &a).is_err(), "{bad}");
+        }
+        for bad in [
+            "000000000000000.c",
+            "000000000000000.c.",
+            "000000000000000.c.s.t",
+            "000000000000000..s",
+        ] {
+            assert!(
+                ListingCursor::decode(bad, "attention", &a).is_err(),
                 "{bad}"
             );
         }
-        // `a1` must not reach into `a10`'s partitions either.
-        let other = ListingCursor {
-            pk: keys::event_pk(&id("a10"), &id("c1")),
-            ..c
-        };
-        assert!(ListingCursor::decode(&other.encode(), "events", &id("a1")).is_err());
     }
 }
