@@ -22,6 +22,16 @@ use crate::ids::{AccountId, IntegrationId};
 use std::time::Duration;
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Every header an attempt sets itself, lower-case, besides the transport's own (`host`,
+/// `content-length`, `accept`, …) and the headers an integration configures. The receiver's guide
+/// (`docs/receiving.md`) documents exactly these.
+pub const SENT_HEADERS: &[&str] = &[
+    "content-type",
+    "user-agent",
+    "webhook-id",
+    "webhook-timestamp",
+    "webhook-signature",
+];
 const USER_AGENT: &str = concat!("Rhythm-Delivery/", env!("CARGO_PKG_VERSION"));
 
 #[derive(Clone)]
