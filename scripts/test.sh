@@ -10,6 +10,8 @@ export SAM_CLI_TELEMETRY=0
 cd "$(dirname "$0")/.."
 command -v cargo >/dev/null || { echo "test: cargo not found; install Rust (rustup)" >&2; exit 1; }
 scripts/venv.sh
+# The receiver's guide's examples (examples/), which the integration tests run.
+scripts/examples.sh
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== template lint (cfn-lint, sam validate --lint)"
