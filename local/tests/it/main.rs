@@ -26,6 +26,7 @@ mod openapi;
 mod operator_overview;
 mod pull_and_operator;
 mod push_delivery;
+mod receiver_examples;
 mod recovery;
 mod sample_events;
 mod secret_urls;
