@@ -122,10 +122,21 @@ fn python_receiver(secret: &str) -> Command {
 }
 
 fn node_receiver(secret: &str) -> Command {
-    installed("examples/node-receiver/node_modules/tsx");
+    // `tsx` runs the TypeScript without checking its types: `tsc` checks them first.
+    let dir = repo().join("examples/node-receiver");
+    let checked = Command::new(installed("examples/node-receiver/node_modules/.bin/tsc"))
+        .args(["-p", "."])
+        .current_dir(&dir)
+        .output()
+        .expect("run tsc");
+    assert!(
+        checked.status.success(),
+        "the Node receiver does not type-check: {}",
+        String::from_utf8_lossy(&checked.stdout)
+    );
     let mut c = Command::new("node");
     c.args(["--import", "tsx", "receiver.ts"])
-        .current_dir(repo().join("examples/node-receiver"))
+        .current_dir(dir)
         .env("WEBHOOK_SECRET", secret)
         .env("PORT", "0");
     c
