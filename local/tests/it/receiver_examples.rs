@@ -23,28 +23,54 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const GUIDE: &str = include_str!("../../../docs/receiving.md");
 
-/// The header names of the guide's table of the headers an attempt sets itself (the rows between
-/// its `sent-headers` markers), lower-case.
-fn documented_headers() -> Vec<String> {
+/// The names in the first column of the guide's table between `<!-- {marker} -->` and
+/// `<!-- /{marker} -->`, sorted.
+fn documented(marker: &str) -> Vec<String> {
     let table = GUIDE
-        .split("<!-- sent-headers -->")
+        .split(&format!("<!-- {marker} -->"))
         .nth(1)
-        .and_then(|rest| rest.split("<!-- /sent-headers -->").next())
-        .expect("the guide marks its table of sent headers");
-    table
+        .and_then(|rest| rest.split(&format!("<!-- /{marker} -->")).next())
+        .unwrap_or_else(|| panic!("the guide marks its {marker} table"));
+    let mut names: Vec<String> = table
         .lines()
         .filter_map(|row| row.strip_prefix("| `"))
-        .map(|row| row.split('`').next().unwrap().to_ascii_lowercase())
-        .collect()
+        .map(|row| row.split('`').next().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 #[test]
 fn the_guide_documents_exactly_the_headers_an_attempt_sets_itself() {
-    let mut documented = documented_headers();
-    documented.sort();
+    let documented: Vec<String> = documented("sent-headers")
+        .iter()
+        .map(|h| h.to_ascii_lowercase())
+        .collect();
     let mut sent: Vec<String> = SENT_HEADERS.iter().map(|h| h.to_string()).collect();
     sent.sort();
     assert_eq!(documented, sent, "docs/receiving.md against SENT_HEADERS");
+}
+
+#[tokio::test]
+async fn a_delivered_body_has_exactly_the_envelope_fields_the_guide_documents_and_every_header_the_adapter_lists(
+) {
+    let w = World::new().await;
+    let tenant = w.api.account("Acme").await;
+    w.subscribe_through_api(&tenant, "webhook", json!({})).await;
+    w.write_changes(&tenant.account_id, &[w.pipeline.now()])
+        .await;
+    let got = w.receiver.received();
+    assert_eq!(got.len(), 1);
+    let mut fields: Vec<String> = got[0].json().as_object().unwrap().keys().cloned().collect();
+    fields.sort();
+    assert_eq!(fields, documented("envelope-fields"), "{:?}", got[0].json());
+    for header in SENT_HEADERS {
+        assert!(
+            got[0].header(header).is_some(),
+            "{header}: {:?}",
+            got[0].headers
+        );
+    }
 }
 
 // ------------------------------------------------------------------------------ the examples
