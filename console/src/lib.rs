@@ -400,8 +400,8 @@ async fn audience_of_token(state: &ApiState, token: &str) -> Result<(Audience, G
                 },
                 Grounds::Token(token_id),
             )),
-            Ok(Principal::Integration { .. }) => {
-                Err("an integration token cannot sign in; use an account token".into())
+            Ok(Principal::Integration { .. } | Principal::Publisher { .. }) => {
+                Err("only an account token signs in; integration and publish tokens cannot".into())
             }
             Err(_) => Err(refused),
         };
