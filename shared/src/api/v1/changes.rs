@@ -242,9 +242,11 @@ pub async fn publish_changes(
             Ok(k) if !k.trim().is_empty() && k.chars().count() <= MAX_IDEMPOTENCY_KEY_CHARS => {
                 Some(k.trim().to_owned())
             }
-            _ => return Err(ApiError::malformed(format!(
+            _ => {
+                return Err(ApiError::malformed(format!(
                 "Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} visible ASCII characters"
-            ))),
+            )))
+            }
         },
     };
     if f.has("account_id") {
