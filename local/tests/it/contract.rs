@@ -124,8 +124,17 @@ async fn seed(w: &World) -> Seeded {
         ],
     )
     .await;
+    let publish_token = w
+        .api
+        .post("/v1/publish-tokens", &tenant.token, json!({}))
+        .await
+        .created()["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     Seeded {
         env: vec![
+            ("RHYTHM_PUBLISH_TOKEN", publish_token),
             ("RHYTHM_ACCOUNT_TOKEN", tenant.token.clone()),
             ("RHYTHM_INTEGRATION_TOKEN", sub.integration_token.clone()),
             ("RHYTHM_OPERATOR_TOKEN", OPERATOR_TOKEN.to_owned()),
