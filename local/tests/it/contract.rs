@@ -124,9 +124,16 @@ async fn seed(w: &World) -> Seeded {
         ],
     )
     .await;
+    // The publish token is an account's of its own: the issuing routes' `revoke_existing` (on the
+    // tenant's and the spare account's publish tokens) never reaches it.
+    let publisher = w.api.account("Publisher").await;
     let publish_token = w
         .api
-        .post("/v1/publish-tokens", &tenant.token, json!({}))
+        .post(
+            &format!("/operator/accounts/{}/publish-tokens", publisher.account_id),
+            OPERATOR_TOKEN,
+            json!({}),
+        )
         .await
         .created()["token"]
         .as_str()

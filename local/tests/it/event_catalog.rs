@@ -263,3 +263,43 @@ async fn a_subscription_naming_an_unknown_type_or_a_field_its_schema_lacks_is_re
         .await
         .ok();
 }
+
+#[tokio::test]
+async fn the_console_shows_the_catalog_with_fields_and_examples_to_administrators_and_operators() {
+    use super::console::{assert_page, get, operator, sign_in_with_token};
+    let w = World::new().await;
+    let tenant = w.api.account("Acme").await;
+    let admin = sign_in_with_token(&w, &tenant.token).await;
+    let page = get(&w, Some(&admin.cookie), "/console/acct/catalog").await;
+    assert_page(&page, "/console/acct/catalog");
+    assert!(page.text.contains("data-testid=\"nav-catalog\""));
+    assert_eq!(page.text.matches("data-testid=\"event-type\"").count(), 2);
+    assert!(page.text.contains("data-type=\"catalog_item\""));
+    // Nested fields are listed dotted, with their types; the example is shown as JSON.
+    assert!(
+        page.text.contains("<code>supplier.contact</code>"),
+        "{}",
+        page.text
+    );
+    assert!(
+        page.text.contains("&quot;sku&quot;: &quot;SKU-1&quot;"),
+        "{}",
+        page.text
+    );
+    // A new type shows on the operators' page (and not on another audience's URL).
+    w.api
+        .put("/operator/event-types/invoice", OPERATOR_TOKEN, invoice())
+        .await
+        .created();
+    let op = operator(&w).await;
+    let page = get(&w, Some(&op.cookie), "/console/op/catalog").await;
+    assert_page(&page, "/console/op/catalog");
+    assert!(page.text.contains("data-type=\"invoice\""));
+    assert!(page.text.contains("An issued invoice."));
+    assert_eq!(
+        get(&w, Some(&admin.cookie), "/console/op/catalog")
+            .await
+            .status,
+        StatusCode::FORBIDDEN
+    );
+}
