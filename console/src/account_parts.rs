@@ -26,6 +26,7 @@ pub(super) fn nav_at(current: &'static str) -> Nav {
                 "nav-attention",
             ),
             ("Manage", "/console/acct/manage".into(), "nav-manage"),
+            ("Event types", "/console/acct/catalog".into(), "nav-catalog"),
         ],
         current,
     }

@@ -114,6 +114,7 @@ pub mod account;
 pub mod account_actions;
 pub mod account_parts;
 pub mod assets;
+pub mod catalog;
 pub mod confirm;
 pub mod health;
 pub mod jobs;
@@ -162,6 +163,7 @@ pub fn router() -> Router<Arc<ApiState>> {
         .merge(account::router())
         .merge(account_actions::router())
         .merge(manage::router())
+        .merge(catalog::router())
         .route("/console/{*rest}", get(not_found).post(not_found))
         .layer(axum::middleware::from_fn(secure))
 }
@@ -400,8 +402,8 @@ async fn audience_of_token(state: &ApiState, token: &str) -> Result<(Audience, G
                 },
                 Grounds::Token(token_id),
             )),
-            Ok(Principal::Integration { .. }) => {
-                Err("an integration token cannot sign in; use an account token".into())
+            Ok(Principal::Integration { .. } | Principal::Publisher { .. }) => {
+                Err("only an account token signs in; integration and publish tokens cannot".into())
             }
             Err(_) => Err(refused),
         };

@@ -43,6 +43,7 @@ def operator_pages(stack) -> list[str]:
         "/console/op/replays",
         f"/console/op/replays?account={a}",
         "/console/op/notifications",
+        "/console/op/catalog",
         REQUEUE,
         UNKNOWN,
     ]
@@ -63,6 +64,7 @@ def admin_pages(stack) -> list[str]:
         f"/console/acct/subscriptions/{feed}/resume",
         "/console/acct/attention",
         "/console/acct/manage",
+        "/console/acct/catalog",
         UNKNOWN_ACCT,
     ]
 

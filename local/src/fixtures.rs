@@ -62,6 +62,62 @@ pub async fn sealed_secret(
     ))
 }
 
+/// The event types every local stack's catalog holds (tests, the demo, the console stack, the
+/// bench): the record types the fixtures' changes have, with the fields their subscriptions
+/// project. The catalog is enforced, so a subscription naming another type is refused here as in
+/// AWS.
+pub fn seeded_event_types() -> Vec<(&'static str, &'static str, Value, Value)> {
+    vec![
+        (
+            "catalog_item",
+            "An item of a warehouse catalog.",
+            json!({"type": "object", "required": ["sku"], "properties": {
+                "sku": {"type": "string"},
+                "name": {"type": "string"},
+                "price": {"type": "number"},
+                "cost": {"type": "number"},
+                "supplier": {"type": "object", "properties": {
+                    "name": {"type": "string"}, "contact": {"type": "string"}}},
+                "stock": {"type": "object"}
+            }}),
+            json!({"sku": "SKU-1", "name": "Espresso cup", "price": 4.5, "stock": {"W1": 12}}),
+        ),
+        (
+            "order",
+            "A customer's order.",
+            json!({"type": "object", "properties": {
+                "status": {"type": "string"},
+                "total": {"type": "number"},
+                "lines": {"type": ["integer", "array"]},
+                "customer": {"type": "object", "properties": {
+                    "name": {"type": "string"}, "email": {"type": "string"},
+                    "address": {"type": "object", "properties": {"city": {"type": "string"}}}}},
+                "gift": {"type": "boolean"},
+                "coupon": {"type": ["string", "null"]}
+            }}),
+            json!({"status": "shipped", "total": 250.5, "customer": {"email": "ada@example.com"}}),
+        ),
+    ]
+}
+
+/// Writes [`seeded_event_types`] into `table`'s catalog (as an operator's first `PUT` would).
+pub async fn seed_catalog(clients: &Clients, table: &str, now: Timestamp) -> Result<()> {
+    for (name, description, schema, example) in seeded_event_types() {
+        let t = shared::store::event_type::EventType {
+            record_type: name.into(),
+            version: 1,
+            description: description.into(),
+            schema: schema.to_string(),
+            example: example.to_string(),
+            updated_at: now,
+            updated_by: "fixtures".into(),
+        };
+        let put = shared::store::event_type::save(table, &t, None)?;
+        shared::store::write::send(&clients.dynamo, put).await?;
+    }
+    Ok(())
+}
+
 impl<'a> Fixtures<'a> {
     async fn put(&self, item: shared::store::Item) -> Result<()> {
         let put = shared::store::write::put(self.table, item)?;

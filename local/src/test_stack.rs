@@ -107,6 +107,14 @@ impl TestStack {
         let overrides = BTreeMap::from([("AllowPrivateTargets".to_string(), "true".to_string())]);
         let stack = provision(&template, &sdk, &prefix, &overrides).await?;
         let config = stack.config()?;
+        // The catalog every local stack starts with, written outside the meter and the faults
+        // (it is setup, not what a test measures).
+        crate::fixtures::seed_catalog(
+            &Clients::new(&sdk),
+            &config.delivery_table,
+            shared::clock::Clock::now(&shared::clock::SystemClock),
+        )
+        .await?;
         let meter = RequestMeter::new();
         let faults = Faults::new();
         let clients = handler_clients(&sdk, &faults, &meter, sleep.as_ref());

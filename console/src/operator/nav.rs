@@ -32,6 +32,11 @@ pub fn nav(account: Option<&str>, current: &'static str) -> Nav {
             "/console/op/notifications".to_string(),
             "nav-notifications",
         ),
+        (
+            "Event types",
+            "/console/op/catalog".to_string(),
+            "nav-catalog",
+        ),
     ];
     if let Some(a) = account {
         items.push((

@@ -124,8 +124,24 @@ async fn seed(w: &World) -> Seeded {
         ],
     )
     .await;
+    // The publish token is an account's of its own: the issuing routes' `revoke_existing` (on the
+    // tenant's and the spare account's publish tokens) never reaches it.
+    let publisher = w.api.account("Publisher").await;
+    let publish_token = w
+        .api
+        .post(
+            &format!("/operator/accounts/{}/publish-tokens", publisher.account_id),
+            OPERATOR_TOKEN,
+            json!({}),
+        )
+        .await
+        .created()["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     Seeded {
         env: vec![
+            ("RHYTHM_PUBLISH_TOKEN", publish_token),
             ("RHYTHM_ACCOUNT_TOKEN", tenant.token.clone()),
             ("RHYTHM_INTEGRATION_TOKEN", sub.integration_token.clone()),
             ("RHYTHM_OPERATOR_TOKEN", OPERATOR_TOKEN.to_owned()),

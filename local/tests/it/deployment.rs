@@ -1195,6 +1195,12 @@ const CODE_NEEDS: &[(&str, Needs)] = &[
             ("DeliveryTable/index/listing", &["dynamodb:Query"]),
             ("DeliveryTable/index/rollup", &["dynamodb:Query"]),
             ("DeliveryTable/index/due", &["dynamodb:Query"]),
+            // store::published_change::put: published changes, into the created table or the
+            // application's own (conditional puts only).
+            (
+                "ChangesTable | dynamodb:table/${ExistingChangesTableName}",
+                &["dynamodb:PutItem"],
+            ),
             // notices (create with the daily quota counter's conditional ADD, withdraw,
             // supersede), provider events (confirm), requeue, the console inbox, settling in
             // the operator's reconcile run, and the operators' overview (failed notifications).

@@ -1219,6 +1219,9 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
             ("PUT", p) if p.ends_with("/limits") => Some(json!({"integrations": 60})),
             ("POST", p) if p.ends_with("/replays") => Some(json!({
                 "from": w.pipeline.now().minus(HOUR).to_rfc3339(), "to": w.pipeline.now().to_rfc3339(), "reason": "r"})),
+            // A change published for B (202).
+            ("POST", p) if p.ends_with("/changes") => Some(json!({
+                "record_type": "catalog_item", "record_id": "SKU-B", "operation": "updated", "record": {}})),
             ("POST", _) => Some(json!({"reason": "r"})),
             _ => None,
         }
@@ -1312,7 +1315,7 @@ async fn every_pull_and_operator_route_refuses_another_accounts_resources() {
             r.problem(StatusCode::NOT_FOUND);
         } else {
             // Account-wide listings of B name nothing of A.
-            let body = r.ok().to_string();
+            let body = r.success().to_string();
             assert!(
                 !body.contains(sub_a.subscription_id.as_str()),
                 "{method} {path}: {body}"

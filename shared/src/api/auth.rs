@@ -185,14 +185,19 @@ pub enum Principal {
         integration_id: IntegrationId,
         token_id: TokenId,
     },
+    /// A publish token: it may publish changes for its account and nothing else.
+    Publisher {
+        account_id: AccountId,
+        token_id: TokenId,
+    },
 }
 
 impl Principal {
     pub fn account_id(&self) -> &AccountId {
         match self {
-            Principal::Account { account_id, .. } | Principal::Integration { account_id, .. } => {
-                account_id
-            }
+            Principal::Account { account_id, .. }
+            | Principal::Integration { account_id, .. }
+            | Principal::Publisher { account_id, .. } => account_id,
         }
     }
 }
@@ -222,6 +227,10 @@ pub async fn verify_token(state: &ApiState, presented: &str) -> Result<Principal
             token_id: record.token_id,
         }),
         (TokenKind::Intg, None) => Err(ApiError::unauthorized(INVALID_TOKEN)),
+        (TokenKind::Pub, _) => Ok(Principal::Publisher {
+            account_id: record.account_id,
+            token_id: record.token_id,
+        }),
     }
 }
 
@@ -261,9 +270,9 @@ impl FromRequestParts<Arc<ApiState>> for AccountAuth {
                 account_id,
                 token_id,
             }),
-            Principal::Integration { .. } => Err(ApiError::unauthorized(
-                "this route needs an account token (rhy_acct_…)",
-            )),
+            Principal::Integration { .. } | Principal::Publisher { .. } => Err(
+                ApiError::unauthorized("this route needs an account token (rhy_acct_…)"),
+            ),
         }
     }
 }
@@ -300,7 +309,7 @@ impl FromRequestParts<Arc<ApiState>> for IntegrationAuth {
                 integration_id,
                 token_id,
             }),
-            Principal::Account { .. } => Err(ApiError::unauthorized(
+            Principal::Account { .. } | Principal::Publisher { .. } => Err(ApiError::unauthorized(
                 "this route needs an integration token (rhy_intg_…)",
             )),
         }

@@ -8,6 +8,7 @@ pub mod change;
 pub mod classify;
 pub mod delivery_method;
 pub mod event;
+pub mod event_type;
 pub mod filter;
 pub mod integration_delivery;
 pub mod lifecycle;

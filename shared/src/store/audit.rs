@@ -78,6 +78,11 @@ pub enum AuditAction {
     EditSubscription,
     /// Deleted a subscription.
     DeleteSubscription,
+    /// Created or changed a type of the event-type catalog (its version in the details). In the
+    /// catalog's own history ([`CATALOG_HISTORY`]), as the catalog belongs to no account.
+    PutEventType,
+    /// Issued a publish token (one that publishes changes for the account, nothing else).
+    IssuePublishToken,
 }
 
 impl AuditAction {
@@ -104,9 +109,17 @@ impl AuditAction {
             AuditAction::CreateSubscription => "create_subscription",
             AuditAction::EditSubscription => "edit_subscription",
             AuditAction::DeleteSubscription => "delete_subscription",
+            AuditAction::PutEventType => "put_event_type",
+            AuditAction::IssuePublishToken => "issue_publish_token",
         }
     }
 }
+
+/// The history the event-type catalog's changes are written to: an audit partition like an
+/// account's, under an id no account has (accounts get ULIDs, never a leading `_`), so the
+/// entries are append-only like every other and operators read them with the account history
+/// route (`/operator/accounts/_catalog/audit`).
+pub const CATALOG_HISTORY: &str = "_catalog";
 
 /// One audit entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -163,6 +176,12 @@ impl AuditRecord {
         at: Timestamp,
     ) -> Self {
         Self::entry(action, account_id, None, operator, reason, at)
+    }
+
+    /// An entry of the catalog's history ([`CATALOG_HISTORY`]).
+    pub fn for_catalog(action: AuditAction, operator: &str, reason: &str, at: Timestamp) -> Self {
+        let history = AccountId::from_stored(CATALOG_HISTORY);
+        Self::entry(action, &history, None, operator, reason, at)
     }
 
     fn entry(

@@ -31,6 +31,8 @@ pub enum TokenKind {
     Acct,
     /// An integration's token: the adapter's routes (pull cursor).
     Intg,
+    /// A publish token: publishes changes for its account (`POST /v1/changes`), nothing else.
+    Pub,
 }
 
 impl TokenKind {
@@ -38,12 +40,14 @@ impl TokenKind {
         match self {
             TokenKind::Acct => "acct",
             TokenKind::Intg => "intg",
+            TokenKind::Pub => "pub",
         }
     }
     pub fn parse(text: &str) -> Option<Self> {
         match text {
             "acct" => Some(TokenKind::Acct),
             "intg" => Some(TokenKind::Intg),
+            "pub" => Some(TokenKind::Pub),
             _ => None,
         }
     }

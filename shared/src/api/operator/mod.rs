@@ -4,6 +4,7 @@ pub mod accounts;
 pub mod attention;
 pub mod audit;
 pub mod deliveries;
+pub mod event_types;
 pub mod limits;
 pub mod notifications;
 pub mod reconcile;
@@ -25,4 +26,5 @@ pub fn router() -> Router<Arc<ApiState>> {
         .merge(replays::router())
         .merge(audit::router())
         .merge(reconcile::router())
+        .merge(event_types::router())
 }

@@ -1,6 +1,8 @@
 //! `/v1/*`: the management API (account tokens) and routes any token may call.
 
 pub mod attention;
+pub mod changes;
+pub mod event_types;
 pub mod events;
 pub mod integrations;
 pub mod jobs;
@@ -28,6 +30,8 @@ pub fn router() -> Router<Arc<ApiState>> {
         .merge(events::router())
         .merge(attention::router())
         .merge(jobs::router())
+        .merge(event_types::router())
+        .merge(changes::router())
 }
 
 /// A page of a list route: `data`, and `next_cursor` to pass as `?cursor=` for the next page

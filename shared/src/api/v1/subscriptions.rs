@@ -256,6 +256,9 @@ pub async fn create_subscription(
             }
         }
     };
+    if let (Some(types), Some(projected)) = (&record_types, &fields) {
+        super::event_types::check_subscription(state, &mut f, types, projected).await?;
+    }
     f.finish()?;
     let (Some(integration_id), Some(record_types), Some(filter), Some(fields), Some(retry_policy)) =
         (integration_id, record_types, filter, fields, retry_policy)
@@ -423,6 +426,14 @@ pub async fn update_subscription(
         return load(state, account_id, id).await;
     }
     let current = load(state, account_id, id).await?;
+    if record_types.is_some() || fields.is_some() {
+        // What the subscription will name once edited must be in the catalog.
+        let mut f = Fields::new(serde_json::Map::new());
+        let types = record_types.as_ref().unwrap_or(&current.record_types);
+        let projected = fields.as_ref().unwrap_or(&current.fields);
+        super::event_types::check_subscription(state, &mut f, types, projected).await?;
+        f.finish()?;
+    }
     let now = state.clock.now();
     let mut entry = AuditRecord::new(
         AuditAction::EditSubscription,

@@ -44,5 +44,14 @@ async fn whoami(principal: Principal) -> Result<Json<WhoAmI>, ApiError> {
             integration_id: Some(integration_id),
             token_id,
         },
+        Principal::Publisher {
+            account_id,
+            token_id,
+        } => WhoAmI {
+            kind: "publisher",
+            account_id,
+            integration_id: None,
+            token_id,
+        },
     }))
 }

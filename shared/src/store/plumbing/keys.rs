@@ -20,6 +20,8 @@
 //! | account usage | `LIMITS#{account}`          | `LIMITS`            |
 //! | running-job slot | `JOBSLOT#{account}#{subscription}` | `SLOT`     |
 //! | jobs of a day | `JOBDAY#{account}#{day}`    | `JOBS`              |
+//! | event type    | `EVENT_TYPES`               | `TYPE#{type}`       |
+//! | publish key   | `PUBKEY#{account}#{key hash}` | `KEY`             |
 //!
 //! and the `listing` index's keys: `EVENTS#{account}` (an account's events),
 //! `ATTENTION#{account}` (its dead and failed deliveries), `AUDIT#{account}#{subscription}` (a
@@ -166,6 +168,20 @@ pub fn job_slot_pk(account_id: &AccountId, subscription_id: &SubscriptionId) -> 
 pub fn job_day_pk(account_id: &AccountId, day: &str) -> String {
     format!("JOBDAY#{account_id}#{day}")
 }
+
+/// The catalog's partition: every event type of the deployment (one query reads them all).
+pub const EVENT_TYPES_PK: &str = "EVENT_TYPES";
+pub const EVENT_TYPE_PREFIX: &str = "TYPE#";
+pub fn event_type_sk(record_type: &str) -> String {
+    format!("{EVENT_TYPE_PREFIX}{record_type}")
+}
+
+/// The partition of a published change's idempotency key (the key's SHA-256, so any text the
+/// publisher chose fits a key).
+pub fn publish_key_pk(account_id: &AccountId, key_sha256: &str) -> String {
+    format!("PUBKEY#{account_id}#{key_sha256}")
+}
+pub const PUBLISH_KEY_SK: &str = "KEY";
 
 /// The partition of an account's snapshots of one record type.
 pub fn snapshot_pk(account_id: &AccountId, record_type: &str) -> String {

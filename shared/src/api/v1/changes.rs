@@ -1,0 +1,427 @@
+//! Publishing changes, for an owning application whose records are not in DynamoDB:
+//!
+//! * `POST /v1/changes` (a publish token, `rhy_pub_…`: it publishes for its own account and may
+//!   call no other route) and `POST /operator/accounts/{account_id}/changes` (an operator naming
+//!   the account). The body is one change, or `{"changes": [change…]}` with 1 to
+//!   [`MAX_BATCH`] of them; the whole body is at most 256 KiB (413 past it).
+//! * A change: `{change_id?, record_type, record_id, operation? | event_code?, occurred_at?,
+//!   warehouse?, changed_fields?, record}`. `record_type` must be in the event-type catalog;
+//!   `event_code` defaults to `{record_type}.{operation}` (`operation`: `created`, `updated` or
+//!   `deleted`); `occurred_at` (RFC 3339) to now; `change_id` (a ULID) to a new one. A change is
+//!   at most [`MAX_CHANGE_BYTES`] of JSON.
+//! * → 202 `{changes: [{index, change_id, result}…]}`: `result` is `published`, or `repeated`
+//!   when a change with that id was published before (nothing is written again). A bad change of
+//!   a batch gets `{index, problem}` (an RFC 7807 problem naming its fields) and the others are
+//!   written all the same; a single change that is bad is the problem itself (422).
+//! * `Idempotency-Key` (with a single change): the first publish with the key decides the change
+//!   id; a repeat answers that id, `repeated`. A batch's changes are made idempotent by their own
+//!   `change_id`s.
+//!
+//! Each change is written into the changes table exactly as the owning application writes its own
+//! ([`crate::store::published_change`]), so the same stream and ingest deliver it: one path, one
+//! set of guarantees. Publish tokens are issued by operators (`POST
+//! /operator/accounts/{account_id}/publish-tokens`) or the account's administrator (`POST
+//! /v1/publish-tokens`), both `{revoke_existing?, expires_in?, reason?}` → 201, the token shown
+//! once. An account token cannot publish: publishing is the owning application's credential, kept
+//! apart from the one that manages subscriptions.
+
+use crate::api::auth::{self, AccountAuth, IssuedTokenView, Operator, Principal, TokenKind};
+use crate::api::extract::{path_id, ApiPath, Fields, JsonBody};
+use crate::api::problem::{ApiError, Problem};
+use crate::api::state::ApiState;
+use crate::api::v1::event_types::{catalog, Catalog};
+use crate::domain::change::{Change, ChangeError};
+use crate::domain::time::Timestamp;
+use crate::ids::{AccountId, ChangeId};
+use crate::operations::{MAX_REASON_CHARS, WRITE_CONCURRENCY};
+use crate::store::account;
+use crate::store::audit::{AuditAction, AuditRecord};
+use crate::store::published_change;
+use crate::store::write::{send, Written};
+use crate::store::StoreError;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::post;
+use axum::{Json, Router};
+use futures::{stream, StreamExt};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// Most changes in one batch.
+pub const MAX_BATCH: usize = 100;
+/// Largest change, in bytes of compact JSON (its item in the changes table stays well within
+/// DynamoDB's 400 KB).
+pub const MAX_CHANGE_BYTES: usize = 64 * 1024;
+/// Longest `Idempotency-Key`.
+pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 255;
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+const OPERATIONS: [&str; 3] = ["created", "updated", "deleted"];
+
+pub fn router() -> Router<Arc<ApiState>> {
+    Router::new()
+        .route("/v1/changes", post(publish))
+        .route(
+            "/operator/accounts/{account_id}/changes",
+            post(publish_as_operator),
+        )
+        .route("/v1/publish-tokens", post(issue_own))
+        .route(
+            "/operator/accounts/{account_id}/publish-tokens",
+            post(issue_as_operator),
+        )
+}
+
+/// What became of one change of a publish.
+#[derive(Debug, Serialize)]
+pub struct PublishedView {
+    pub index: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change_id: Option<ChangeId>,
+    /// `published` or `repeated`; absent with a problem.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<Problem>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PublishView {
+    pub changes: Vec<PublishedView>,
+}
+
+/// The field of a change an invalid change names.
+fn change_error(e: &ChangeError) -> ApiError {
+    let field = match e {
+        ChangeError::Empty { field }
+        | ChangeError::ContainsHash { field, .. }
+        | ChangeError::ControlCharacter { field, .. }
+        | ChangeError::TooLong { field, .. } => (*field).to_string(),
+        ChangeError::NotAChangeId { .. } => "change_id".into(),
+        ChangeError::EmptyChangedField { index } => format!("changed_fields[{index}]"),
+    };
+    ApiError::field(field, e.to_string())
+}
+
+/// Reads one change of `account_id` from its fields: every invalid field named at once.
+fn read_change(
+    mut f: Fields,
+    account_id: &AccountId,
+    catalog: &Catalog,
+    now: Timestamp,
+) -> Result<Change, ApiError> {
+    let change_id = match f.optional::<String>("change_id") {
+        Some(text) => match text.parse::<ChangeId>() {
+            Ok(id) => Some(id),
+            Err(e) => {
+                f.error("change_id", e.to_string());
+                None
+            }
+        },
+        None => Some(ChangeId::from_stored(crate::ids::new_id())),
+    };
+    let record_type: Option<String> = f.required("record_type");
+    if let Some(t) = &record_type {
+        if !catalog.knows(t) {
+            f.error(
+                "record_type",
+                format!("{t:?} is not a record type of the event-type catalog (GET /v1/event-types lists them)"),
+            );
+        }
+    }
+    let record_id: Option<String> = f.required("record_id");
+    let operation: Option<String> = f.optional("operation");
+    if let Some(op) = &operation {
+        if !OPERATIONS.contains(&op.as_str()) {
+            f.error(
+                "operation",
+                format!("must be one of {}", OPERATIONS.join(", ")),
+            );
+        }
+    }
+    let event_code: Option<String> = f.optional("event_code");
+    if operation.is_none() && event_code.is_none() && !f.has("operation") && !f.has("event_code") {
+        f.error(
+            "operation",
+            "name the operation (created, updated, deleted) or an event_code",
+        );
+    }
+    let occurred_at = match f.optional::<String>("occurred_at") {
+        Some(text) => Timestamp::parse_rfc3339(&text).or_else(|| {
+            f.error("occurred_at", "must be an RFC 3339 date-time");
+            None
+        }),
+        None => Some(now),
+    };
+    let warehouse: Option<String> = f.optional("warehouse");
+    let changed_fields: Vec<String> = f.optional("changed_fields").unwrap_or_default();
+    let record: Option<Map<String, Value>> = f.required("record");
+    f.finish()?;
+    let (Some(change_id), Some(record_type), Some(record_id), Some(occurred_at), Some(record)) =
+        (change_id, record_type, record_id, occurred_at, record)
+    else {
+        return Err(ApiError::internal("validated change fields missing"));
+    };
+    let event_code =
+        event_code.unwrap_or_else(|| format!("{record_type}.{}", operation.unwrap_or_default()));
+    let change = Change {
+        account_id: account_id.clone(),
+        change_id,
+        record_type,
+        record_id,
+        event_code,
+        warehouse,
+        occurred_at,
+        changed_fields,
+        record,
+    };
+    change.validate().map_err(|e| change_error(&e))?;
+    Ok(change)
+}
+
+/// A store failure of one change, as that change's problem (a throttle is worth retrying).
+fn store_problem(e: StoreError) -> ApiError {
+    match e {
+        StoreError::Throttled(_) => ApiError::Unavailable {
+            detail: "the change could not be written now (throttled); publish it again".into(),
+        },
+        other => ApiError::internal(other.to_string()),
+    }
+}
+
+/// Writes one change; with an idempotency key, claims the key first (see
+/// [`crate::store::published_change`]).
+async fn write_change(
+    state: &ApiState,
+    mut change: Change,
+    idempotency_key: Option<&str>,
+) -> Result<(ChangeId, &'static str), ApiError> {
+    let dynamo = state.dynamo();
+    if let Some(key) = idempotency_key {
+        let claim = published_change::claim_key(
+            state.table(),
+            &change.account_id,
+            key,
+            &change.change_id,
+            state.clock.now(),
+        )?;
+        if !send(dynamo, claim).await.map_err(store_problem)?.applied() {
+            match published_change::claimed(dynamo, state.table(), &change.account_id, key)
+                .await
+                .map_err(store_problem)?
+            {
+                Some(first) => change.change_id = first,
+                None => {
+                    return Err(ApiError::conflict(
+                        "the idempotency key is being claimed; retry",
+                    ))
+                }
+            }
+        }
+    }
+    let put = published_change::put(&state.config.changes_table, &change)?;
+    let result = match send(dynamo, put).await.map_err(store_problem)? {
+        Written::Applied(_) => "published",
+        Written::Refused(_) => "repeated",
+        Written::Conflict => return Err(ApiError::conflict("the change met a conflict; retry")),
+    };
+    Ok((change.change_id, result))
+}
+
+/// The publish operation both doors call: the body's change or batch, for `account_id`.
+pub async fn publish_changes(
+    state: &ApiState,
+    account_id: &AccountId,
+    mut f: Fields,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let idempotency_key = match headers.get(IDEMPOTENCY_KEY) {
+        None => None,
+        Some(v) => match v.to_str() {
+            Ok(k) if !k.trim().is_empty() && k.chars().count() <= MAX_IDEMPOTENCY_KEY_CHARS => {
+                Some(k.trim().to_owned())
+            }
+            _ => {
+                return Err(ApiError::malformed(format!(
+                "Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} visible ASCII characters"
+            )))
+            }
+        },
+    };
+    if f.has("account_id") {
+        let named: Option<String> = f.optional("account_id");
+        if named.as_deref() != Some(account_id.as_str()) {
+            return Err(ApiError::forbidden(
+                "changes are published for the credential's own account only",
+            ));
+        }
+    }
+    let catalog = catalog(state).await?;
+    let now = state.clock.now();
+    if !f.has("changes") {
+        let change = read_change(f, account_id, &catalog, now)?;
+        let (change_id, result) = write_change(state, change, idempotency_key.as_deref()).await?;
+        return Ok(accepted(vec![PublishedView {
+            index: 0,
+            change_id: Some(change_id),
+            result: Some(result),
+            problem: None,
+        }]));
+    }
+    let items: Option<Vec<Value>> = f.required("changes");
+    if let Some(items) = &items {
+        if items.is_empty() || items.len() > MAX_BATCH {
+            f.error("changes", format!("must hold 1 to {MAX_BATCH} changes"));
+        }
+    }
+    if idempotency_key.is_some() {
+        f.error(
+            "changes",
+            "Idempotency-Key applies to a single change; give each change of a batch its change_id",
+        );
+    }
+    f.finish()?;
+    let items = items.unwrap_or_default();
+    let results: Vec<PublishedView> = stream::iter(items.into_iter().enumerate())
+        .map(|(index, item)| {
+            let catalog = &catalog;
+            async move {
+                let outcome = match item {
+                    Value::Object(map) if Value::Object(map.clone()).to_string().len() > MAX_CHANGE_BYTES => {
+                        Err(ApiError::PayloadTooLarge {
+                            detail: format!("a change is at most {MAX_CHANGE_BYTES} bytes of JSON"),
+                        })
+                    }
+                    Value::Object(map) => match read_change(Fields::new(map), account_id, catalog, now) {
+                        Ok(change) => write_change(state, change, None).await,
+                        Err(e) => Err(e),
+                    },
+                    _ => Err(ApiError::malformed("a change is a JSON object")),
+                };
+                match outcome {
+                    Ok((change_id, result)) => PublishedView {
+                        index,
+                        change_id: Some(change_id),
+                        result: Some(result),
+                        problem: None,
+                    },
+                    Err(e) => {
+                        if let ApiError::Internal(cause) = &e {
+                            tracing::error!(index, cause = %cause, "a published change was not written");
+                        }
+                        PublishedView {
+                            index,
+                            change_id: None,
+                            result: None,
+                            problem: Some(e.problem()),
+                        }
+                    }
+                }
+            }
+        })
+        .buffered(WRITE_CONCURRENCY)
+        .collect()
+        .await;
+    let written = results.iter().filter(|r| r.result.is_some()).count();
+    tracing::info!(%account_id, changes = results.len(), written, "changes published");
+    Ok(accepted(results))
+}
+
+type Response = axum::response::Response;
+
+fn accepted(changes: Vec<PublishedView>) -> Response {
+    (StatusCode::ACCEPTED, Json(PublishView { changes })).into_response()
+}
+
+async fn publish(
+    principal: Principal,
+    State(state): State<Arc<ApiState>>,
+    headers: HeaderMap,
+    JsonBody(f): JsonBody,
+) -> Result<Response, ApiError> {
+    let Principal::Publisher { account_id, .. } = principal else {
+        return Err(ApiError::unauthorized(
+            "this route needs a publish token (rhy_pub_…)",
+        ));
+    };
+    publish_changes(&state, &account_id, f, &headers).await
+}
+
+/// The account of an operator's path, or 404.
+async fn existing(state: &ApiState, account_id: &str) -> Result<AccountId, ApiError> {
+    let account_id: AccountId = path_id(account_id, "account")?;
+    if !account::exists(state.dynamo(), state.table(), &account_id).await? {
+        return Err(ApiError::not_found("account"));
+    }
+    Ok(account_id)
+}
+
+async fn publish_as_operator(
+    _operator: Operator,
+    State(state): State<Arc<ApiState>>,
+    ApiPath(account_id): ApiPath<String>,
+    headers: HeaderMap,
+    JsonBody(f): JsonBody,
+) -> Result<Response, ApiError> {
+    let account_id = existing(&state, &account_id).await?;
+    publish_changes(&state, &account_id, f, &headers).await
+}
+
+/// Issues a publish token for the account, audited for `actor`.
+async fn issue_publish_token(
+    state: &ApiState,
+    account_id: &AccountId,
+    actor: &str,
+    mut f: Fields,
+) -> Result<(StatusCode, Json<IssuedTokenView>), ApiError> {
+    let revoke_existing: bool = f.optional("revoke_existing").unwrap_or(false);
+    let expires_in = auth::read_token_expiry(&mut f);
+    let reason = if f.has("reason") {
+        f.required_text("reason", MAX_REASON_CHARS)
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
+    f.finish()?;
+    let entry = AuditRecord::for_account(
+        AuditAction::IssuePublishToken,
+        account_id,
+        actor,
+        &reason,
+        state.clock.now(),
+    );
+    let (token, record, revoked) = auth::issue_rotated(
+        state,
+        TokenKind::Pub,
+        account_id,
+        None,
+        revoke_existing,
+        expires_in,
+        entry,
+    )
+    .await?;
+    tracing::info!(%account_id, token_id = %record.token_id, revoked, "publish token issued");
+    Ok((
+        StatusCode::CREATED,
+        Json(IssuedTokenView::new(token, &record, revoked)),
+    ))
+}
+
+async fn issue_own(
+    auth: AccountAuth,
+    State(state): State<Arc<ApiState>>,
+    JsonBody(f): JsonBody,
+) -> Result<(StatusCode, Json<IssuedTokenView>), ApiError> {
+    issue_publish_token(&state, &auth.account_id, &auth.actor(), f).await
+}
+
+async fn issue_as_operator(
+    operator: Operator,
+    State(state): State<Arc<ApiState>>,
+    ApiPath(account_id): ApiPath<String>,
+    JsonBody(f): JsonBody,
+) -> Result<(StatusCode, Json<IssuedTokenView>), ApiError> {
+    let account_id = existing(&state, &account_id).await?;
+    issue_publish_token(&state, &account_id, &operator.id, f).await
+}

@@ -1,0 +1,126 @@
+//! The event-type catalog as tenants read it (any token: account, integration or publish):
+//!
+//! * `GET /v1/event-types` → `{data: [event type…]}`, every record type in name order.
+//! * `GET /v1/event-types/{type}` → one type, or 404.
+//!
+//! An event type is `{type, version, description, schema, example, updated_at}`: `schema` is the
+//! JSON Schema of the record fields a subscription may project (the `data` of a delivered
+//! payload), `example` a payload that fits it. Operators write the catalog
+//! ([`crate::api::operator::event_types`]). [`catalog`] is the one read both doors (this API and
+//! the console's catalog page) make; [`check_subscription`] is the check every subscription write
+//! passes, and [`Catalog::knows`] the one a published change passes.
+
+use crate::api::auth::Principal;
+use crate::api::extract::{ApiPath, Fields};
+use crate::api::problem::ApiError;
+use crate::api::state::ApiState;
+use crate::domain::event_type::{is_type_name, refusals};
+use crate::store::event_type::{self, EventType};
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub fn router() -> Router<Arc<ApiState>> {
+    Router::new()
+        .route("/v1/event-types", get(list))
+        .route("/v1/event-types/{record_type}", get(fetch))
+}
+
+/// An event type as the API shows it.
+#[derive(Debug, Serialize)]
+pub struct EventTypeView {
+    #[serde(rename = "type")]
+    pub record_type: String,
+    pub version: u32,
+    pub description: String,
+    pub schema: Value,
+    pub example: Value,
+    pub updated_at: String,
+}
+
+impl From<&EventType> for EventTypeView {
+    fn from(t: &EventType) -> Self {
+        EventTypeView {
+            record_type: t.record_type.clone(),
+            version: t.version,
+            description: t.description.clone(),
+            schema: t.schema_json(),
+            example: t.example_json(),
+            updated_at: t.updated_at.to_rfc3339(),
+        }
+    }
+}
+
+/// The whole catalog: one query of its partition.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    pub types: Vec<EventType>,
+}
+
+impl Catalog {
+    /// Whether `record_type` is a type of the catalog.
+    pub fn knows(&self, record_type: &str) -> bool {
+        self.types.iter().any(|t| t.record_type == record_type)
+    }
+
+    fn schemas(&self) -> BTreeMap<String, Value> {
+        self.types
+            .iter()
+            .map(|t| (t.record_type.clone(), t.schema_json()))
+            .collect()
+    }
+}
+
+/// Reads the catalog (the API's and the console's one read of it).
+pub async fn catalog(state: &ApiState) -> Result<Catalog, ApiError> {
+    Ok(Catalog {
+        types: event_type::all(state.dynamo(), state.table()).await?,
+    })
+}
+
+/// Records in `f` what a subscription's record types and projected fields name that the catalog
+/// does not have (see [`refusals`]), so the 422 names the type or the field.
+pub async fn check_subscription(
+    state: &ApiState,
+    f: &mut Fields,
+    record_types: &[String],
+    fields: &[String],
+) -> Result<(), ApiError> {
+    let catalog = catalog(state).await?;
+    for (field, message) in refusals(&catalog.schemas(), record_types, fields) {
+        f.error(field, message);
+    }
+    Ok(())
+}
+
+async fn list(
+    _caller: Principal,
+    State(state): State<Arc<ApiState>>,
+) -> Result<Json<Value>, ApiError> {
+    let catalog = catalog(&state).await?;
+    let data: Vec<EventTypeView> = catalog.types.iter().map(EventTypeView::from).collect();
+    Ok(Json(serde_json::json!({ "data": data })))
+}
+
+/// One type by name; 404 for a name that is not in the catalog (or cannot be one).
+pub async fn one(state: &ApiState, record_type: &str) -> Result<EventType, ApiError> {
+    if !is_type_name(record_type) {
+        return Err(ApiError::not_found("event type"));
+    }
+    event_type::get(state.dynamo(), state.table(), record_type)
+        .await?
+        .ok_or_else(|| ApiError::not_found("event type"))
+}
+
+async fn fetch(
+    _caller: Principal,
+    State(state): State<Arc<ApiState>>,
+    ApiPath(record_type): ApiPath<String>,
+) -> Result<Json<EventTypeView>, ApiError> {
+    let t = one(&state, &record_type).await?;
+    Ok(Json(EventTypeView::from(&t)))
+}
