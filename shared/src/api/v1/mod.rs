@@ -1,6 +1,7 @@
 //! `/v1/*`: the management API (account tokens) and routes any token may call.
 
 pub mod attention;
+pub mod endpoint_settings;
 pub mod events;
 pub mod integrations;
 pub mod jobs;
