@@ -363,6 +363,14 @@ pub async fn create_integration(
         .is_some_and(|m| *m != DeliveryMethod::Webhook)
     {
         no_endpoint_fields(&mut f, !headers.is_absent(), !auth.is_absent());
+    } else {
+        // Nothing to remove yet: `null` is for an edit.
+        if headers == Patch::Null {
+            f.error("headers", "must be an object of header names to values");
+        }
+        if matches!(auth, Patch::Null) {
+            f.error("auth", "must be an authentication object");
+        }
     }
     f.finish()?;
     let integration_id = IntegrationId::new();
