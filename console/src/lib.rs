@@ -115,6 +115,7 @@ pub mod account_actions;
 pub mod account_parts;
 pub mod assets;
 pub mod confirm;
+pub mod endpoint_form;
 pub mod health;
 pub mod jobs;
 pub mod manage;

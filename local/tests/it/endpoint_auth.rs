@@ -638,3 +638,100 @@ async fn credentials_are_never_in_api_answers_items_or_log_lines() {
         assert!(!text.contains(s), "{s} logged");
     }
 }
+
+#[tokio::test]
+async fn the_console_sets_headers_and_authentication_and_never_shows_the_secret() {
+    use crate::console::{get, post, sign_in_with_token};
+    let w = World::new().await;
+    let tenant = w.api.account("Acme").await;
+    let admin = sign_in_with_token(&w, &tenant.token).await;
+    let url = w.receiver.url("/hooks");
+    let created = post(
+        &w,
+        Some(&admin.cookie),
+        "/console/acct/manage/integrations",
+        &[
+            ("csrf", &admin.csrf),
+            ("name", "CRM"),
+            ("method", "webhook"),
+            ("webhook_url", &url),
+            ("event_access_accepted", "on"),
+            ("headers", "X-Tenant: acme\nX-Region: eu"),
+            ("auth_type", "basic"),
+            ("auth_username", "rhythm"),
+            ("auth_password", "console-pw-9"),
+        ],
+    )
+    .await;
+    assert_eq!(created.status, StatusCode::OK, "{}", created.text);
+    let listed = w.api.get("/v1/integrations", &tenant.token).await;
+    let view = listed.ok()["data"][0].clone();
+    assert_eq!(
+        view["headers"],
+        json!({"x-region": "eu", "x-tenant": "acme"})
+    );
+    assert_eq!(view["auth"]["username"], "rhythm");
+    let id = view["id"].as_str().unwrap().to_owned();
+
+    let page = get(&w, Some(&admin.cookie), "/console/acct/manage").await;
+    assert!(
+        page.text.contains("data-testid=\"endpoint-auth\""),
+        "{}",
+        page.text
+    );
+    assert!(page
+        .text
+        .contains("HTTP basic as <code>rhythm</code> (password set)"));
+    assert!(page.text.contains("x-tenant: acme"));
+    assert!(!page.text.contains("console-pw-9"));
+
+    // A reserved header is the API's refusal, in its words; the headers stay as they were.
+    let endpoint = format!("/console/acct/manage/integrations/{id}/endpoint");
+    let refused = post(
+        &w,
+        Some(&admin.cookie),
+        &endpoint,
+        &[
+            ("csrf", &admin.csrf),
+            ("headers", "Host: evil.test"),
+            ("auth_type", "keep"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        refused.text
+    );
+    assert!(refused.text.contains("reserved"), "{}", refused.text);
+
+    // A new secret header, the old password kept for an hour, and no headers.
+    let saved = post(
+        &w,
+        Some(&admin.cookie),
+        &endpoint,
+        &[
+            ("csrf", &admin.csrf),
+            ("headers", ""),
+            ("auth_type", "header"),
+            ("auth_name", "X-Api-Key"),
+            ("auth_value", "console-key-8"),
+            ("rotation_grace_seconds", "3600"),
+        ],
+    )
+    .await;
+    assert_eq!(saved.status, StatusCode::OK, "{}", saved.text);
+    assert!(!saved.text.contains("console-key-8"));
+    let shown = w
+        .api
+        .get(&format!("/v1/integrations/{id}"), &tenant.token)
+        .await;
+    let shown = shown.ok();
+    assert!(shown.get("headers").is_none(), "{shown}");
+    assert_eq!(
+        shown["auth"],
+        json!({"type": "header", "name": "x-api-key", "value_set": true})
+    );
+    assert!(shown["previous_auth_expires_at"].is_string(), "{shown}");
+}
