@@ -39,9 +39,10 @@ pub enum AuthFailure {
 /// another entry), each with the time it stops being used.
 #[derive(Default)]
 pub struct TokenCache {
-    tokens: Mutex<HashMap<(String, String, Vec<u8>), (Credential, Timestamp)>>,
+    tokens: Mutex<HashMap<TokenKey, (Credential, Timestamp)>>,
 }
 
+/// An integration (account and integration id) and the nonce of its sealed client secret.
 type TokenKey = (String, String, Vec<u8>);
 
 fn token_key(integration: (&AccountId, &IntegrationId), sealed: &SealedSecret) -> TokenKey {
@@ -78,18 +79,30 @@ pub struct AuthHeader {
     pub cached: bool,
 }
 
-/// Makes the authentication header of `mode` with its sealed `credential`: opened through
-/// `opener`; for OAuth2 a token from `tokens` unless `fresh`, else from the token endpoint.
+/// What making an authentication header uses: the guarded client and its policy (for a token
+/// endpoint), the opener of sealed credentials, and the container's token cache.
+pub struct Authenticator<'a> {
+    pub http: &'a reqwest::Client,
+    pub policy: &'a TargetPolicy,
+    pub opener: &'a SecretOpener,
+    pub tokens: &'a TokenCache,
+}
+
+/// Makes the authentication header of `mode` with its sealed `credential`: opened through the
+/// opener; for OAuth2 a token from the cache unless `fresh`, else from the token endpoint.
 pub async fn auth_header(
-    http: &reqwest::Client,
-    policy: &TargetPolicy,
-    opener: &SecretOpener,
-    tokens: &TokenCache,
+    a: &Authenticator<'_>,
     integration: (&AccountId, &IntegrationId),
     (mode, sealed): (&AuthMode, &SealedSecret),
     fresh: bool,
     now: Timestamp,
 ) -> Result<AuthHeader, AuthFailure> {
+    let Authenticator {
+        http,
+        policy,
+        opener,
+        tokens,
+    } = a;
     let header = |name: &str, value: String, cached: bool| AuthHeader {
         name: name.to_owned(),
         value,

@@ -15,7 +15,7 @@
 //! (see [`crate::guarded_http`]); the attempt is classified by its status all the same.
 
 use super::adapters::{truncate, AttemptResult, DETAIL_LIMIT};
-use super::endpoint_auth::{auth_header, AuthFailure, TokenCache};
+use super::endpoint_auth::{auth_header, AuthFailure, Authenticator, TokenCache};
 use crate::data_keys::{SecretOpener, UnsealError};
 use crate::domain::classify::AttemptClass;
 use crate::domain::classify::{classify_http_status, classify_transport, TransportFailure};
@@ -132,21 +132,17 @@ impl WebhookAdapter {
         };
         // The current authentication, then the one a rotation replaced (during its grace): each
         // tried only when the endpoint refused the one before with 401.
+        let authenticator = Authenticator {
+            http: &self.client,
+            policy: &self.policy,
+            opener,
+            tokens: &self.tokens,
+        };
         let mut last = None;
         for tried in auth.tried_at(now) {
             let mut fresh = false;
             loop {
-                let header = match auth_header(
-                    &self.client,
-                    &self.policy,
-                    opener,
-                    &self.tokens,
-                    integration,
-                    tried,
-                    fresh,
-                    now,
-                )
-                .await
+                let header = match auth_header(&authenticator, integration, tried, fresh, now).await
                 {
                     Ok(h) => h,
                     Err(e) => {
