@@ -756,6 +756,13 @@ async fn main() -> Result<()> {
             for ((service, operation), n) in &s.requests {
                 println!("  {service}.{operation} {:.3} per delivery", s.per(*n));
             }
+            let units = s.total_units();
+            let per = |u: f64| u / s.deliveries.max(1) as f64;
+            println!(
+                "  DynamoDB units per delivery: write {:.3}, read {:.3}",
+                per(units.write),
+                per(units.read)
+            );
             for (function, bytes) in &s.log_bytes {
                 println!(
                     "  {function} wrote {:.1} log bytes per delivery",

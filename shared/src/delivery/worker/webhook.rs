@@ -19,7 +19,7 @@ use super::endpoint_auth::{auth_header, AuthFailure, Authenticator, TokenCache};
 use crate::data_keys::{SecretOpener, UnsealError};
 use crate::domain::classify::AttemptClass;
 use crate::domain::classify::{classify_http_status, classify_transport, TransportFailure};
-use crate::domain::endpoint_auth::Endpoint;
+use crate::domain::endpoint_auth::{Endpoint, EndpointAuth};
 use crate::domain::signing::WebhookHeaders;
 use crate::domain::ssrf::{check_url, TargetPolicy};
 use crate::domain::target::WebhookSecret;
@@ -130,8 +130,45 @@ impl WebhookAdapter {
         let Some(auth) = &endpoint.auth else {
             return self.post(&url, &headers, None, message.payload, now).await;
         };
-        // The current authentication, then the one a rotation replaced (during its grace): each
-        // tried only when the endpoint refused the one before with 401.
+        // The token request and the extra tries share the attempt's timeout: an attempt never
+        // takes longer than one without authentication could (the batch's deadline relies on it).
+        let authenticated = self.authenticated(
+            opener,
+            integration,
+            auth,
+            &url,
+            &headers,
+            message.payload,
+            now,
+        );
+        match tokio::time::timeout(self.timeout, authenticated).await {
+            Ok(result) => result,
+            Err(_) => AttemptResult::new(
+                classify_transport(&TransportFailure::Timeout),
+                None,
+                Some(format!(
+                    "the authenticated attempt took longer than {} s",
+                    self.timeout.as_secs()
+                )),
+            )
+            .error(TransportFailure::Timeout.as_str()),
+        }
+    }
+
+    /// The attempt with authentication: the current one, then the one a rotation replaced
+    /// (during its grace), each tried only when the endpoint refused the one before with 401; a
+    /// cached OAuth2 token the endpoint refuses is fetched again, once.
+    #[allow(clippy::too_many_arguments)]
+    async fn authenticated(
+        &self,
+        opener: &SecretOpener,
+        integration: (&AccountId, &IntegrationId),
+        auth: &EndpointAuth,
+        url: &url::Url,
+        headers: &[(&str, &str)],
+        payload: &str,
+        now: Timestamp,
+    ) -> AttemptResult {
         let authenticator = Authenticator {
             http: &self.client,
             policy: &self.policy,
@@ -150,14 +187,11 @@ impl WebhookAdapter {
                         break;
                     }
                 };
-                let result = self
-                    .post(&url, &headers, Some(&header), message.payload, now)
-                    .await;
+                let result = self.post(url, headers, Some(&header), payload, now).await;
                 if result.http_status != Some(401) {
                     return result;
                 }
                 last = Some(result);
-                // A cached token the endpoint refuses is fetched again, once.
                 if !header.cached {
                     break;
                 }
