@@ -735,3 +735,56 @@ async fn the_console_sets_headers_and_authentication_and_never_shows_the_secret(
     );
     assert!(shown["previous_auth_expires_at"].is_string(), "{shown}");
 }
+
+#[tokio::test]
+async fn a_hanging_token_endpoint_ends_the_attempt_within_its_timeout_as_a_transient_failure() {
+    use shared::delivery::worker::internal::InternalRegistry;
+    use shared::delivery::worker::webhook::WebhookAdapter;
+    use shared::domain::ssrf::TargetPolicy;
+    use shared::store::delivery::DeliveryWork;
+    let w = World::new().await;
+    let tenant = w.api.account("Acme").await;
+    let tokens = Receiver::start().await;
+    tokens.set_default(Reply::Hang(Duration::from_secs(5)));
+    let (_, sub) = webhook(
+        &w,
+        &tenant,
+        &w.receiver.url("/hooks"),
+        json!({"auth": {"type": "oauth2_client_credentials", "token_url": tokens.url("/t"),
+                        "client_id": "c", "client_secret": "s"}}),
+    )
+    .await;
+    let timeout = Duration::from_millis(800);
+    let worker = w.worker_with(
+        WebhookAdapter::new(TargetPolicy::LOCAL_DEMO, timeout),
+        InternalRegistry::default(),
+    );
+    let change = w.change(&tenant.account_id).await;
+    w.pipeline.ingest_pending().await.unwrap();
+    let started = std::time::Instant::now();
+    worker
+        .process(&DeliveryWork {
+            account_id: tenant.account_id.clone(),
+            change_id: change.change_id.clone(),
+            subscription_id: sub.clone(),
+        })
+        .await
+        .unwrap();
+    // The token request alone had the whole timeout; nothing was sent to the endpoint.
+    assert!(started.elapsed() < timeout * 3, "{:?}", started.elapsed());
+    assert_eq!(tokens.count(), 1);
+    assert_eq!(w.receiver.count(), 0);
+    let d = w
+        .pipeline
+        .delivery(&tenant.account_id, &change.change_id, &sub)
+        .await
+        .unwrap();
+    assert_eq!(d.status, DeliveryStatus::Retrying);
+    assert_eq!(d.attempt_log[0].class, "transient");
+    // The token request's own timeout or the attempt's, whichever fires first.
+    let error = d.attempt_log[0].error.as_deref();
+    assert!(
+        matches!(error, Some("timeout" | "token_endpoint")),
+        "{error:?}"
+    );
+}
