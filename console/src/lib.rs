@@ -116,6 +116,7 @@ pub mod account_parts;
 pub mod assets;
 pub mod catalog;
 pub mod confirm;
+pub mod endpoint_form;
 pub mod health;
 pub mod jobs;
 pub mod manage;

@@ -1,13 +1,15 @@
 //! `/console/acct/manage…`: an account administrator changes their integrations and
 //! subscriptions through the same named operations as the management API's handlers (create an
 //! integration or a subscription, edit a subscription's record types, filter, projected fields
-//! and retry policy, rotate a webhook signing secret with a chosen grace, issue a pull token, send
+//! and retry policy, rotate a webhook signing secret with a chosen grace, set a webhook's custom
+//! headers and authentication ([`super::endpoint_form`]), issue a pull token, send
 //! a test event to a webhook subscription's endpoint). A form's fields become the request
 //! [`Fields`] the operation checks, so a refusal is the API's problem; a secret the API shows once
 //! is shown once here too (the page is `no-store`).
 
 use super::account::Admin;
 use super::account_parts::integrations_and_subscriptions;
+use super::endpoint_form;
 use super::names::{filter_text, retry_policy_text, Names};
 use super::operator::refuse_without_csrf;
 use super::page::{
@@ -65,6 +67,10 @@ pub fn router() -> Router<Arc<ApiState>> {
         .route(
             "/console/acct/manage/integrations/{integration_id}/tokens",
             post(issue_token),
+        )
+        .route(
+            "/console/acct/manage/integrations/{integration_id}/endpoint",
+            post(edit_endpoint),
         )
 }
 
@@ -299,7 +305,7 @@ async fn page(state: &ApiState, admin: &Admin, shown: Shown<'_>) -> Response {
                         @for i in &integrations {
                             tr data-testid="integration-row" data-integration-id=(i.id) {
                                 td data-label="Integration" { (i.name) " " span class="id mono" { (i.id) } }
-                                td data-label="Method" { (i.method) (overlap(ctx, i.previous_secret_expires_at.as_deref())) }
+                                td data-label="Method" { (i.method) (overlap(ctx, i.previous_secret_expires_at.as_deref())) (endpoint_form::summary(i)) }
                                 td data-label="Actions" {
                                     div class="actions" {
                                         @if i.method == "webhook" {
@@ -311,6 +317,18 @@ async fn page(state: &ApiState, admin: &Admin, shown: Shown<'_>) -> Response {
                                                         value=(DEFAULT_GRACE_SECONDS) data-testid="rotation-grace";
                                                 }
                                                 button type="submit" class="secondary" data-testid="rotate-secret" { "Rotate signing secret" }
+                                            }
+                                            details {
+                                                summary { "Headers and authentication" }
+                                                form method="post" action=(action(&format!("/console/acct/manage/integrations/{}/endpoint", encode(&i.id)))) data-testid="endpoint-form" {
+                                                    (csrf_field(ctx))
+                                                    (endpoint_form::fields(&format!("endpoint-{}", i.id), Some(i)))
+                                                    label {
+                                                        span { "A replaced credential is still tried after a 401 for (seconds, 0 to 604800)" }
+                                                        input type="number" name="rotation_grace_seconds" min="0" max="604800" step="1" value=(DEFAULT_GRACE_SECONDS);
+                                                    }
+                                                    button type="submit" class="secondary" data-testid="save-endpoint" { "Save headers and authentication" }
+                                                }
                                             }
                                         }
                                         form method="post" action=(action(&format!("/console/acct/manage/integrations/{}/tokens", encode(&i.id)))) {
@@ -335,6 +353,7 @@ async fn page(state: &ApiState, admin: &Admin, shown: Shown<'_>) -> Response {
                 label for="new-url" { "Webhook URL (webhook)" input id="new-url" name="webhook_url" type="url"; }
                 label for="new-handler" { "Built-in handler (internal)" input id="new-handler" name="handler"; }
                 label { span { "The integration may receive event data" } input type="checkbox" name="event_access_accepted"; }
+                (endpoint_form::fields("new", None))
                 div class="actions" { button type="submit" data-testid="create-integration" { "Create integration" } }
             }
             h2 { "Subscriptions" }
@@ -440,6 +459,20 @@ fn integration_request(form: &Form) -> Fields {
         "event_access_accepted".into(),
         Value::Bool(field(form, "event_access_accepted") == Some("on")),
     );
+    endpoint_form::put_endpoint_fields(form, &mut map, false);
+    Fields::new(map)
+}
+
+/// An endpoint edit: the headers and authentication the form sets, and with a new
+/// authentication the grace of the one it replaces (as a rotation's, [`rotation_request`]).
+fn endpoint_request(form: &Form) -> Fields {
+    let mut map = Map::new();
+    endpoint_form::put_endpoint_fields(form, &mut map, true);
+    if map.get("auth").is_some_and(Value::is_object) {
+        if let Some(grace) = grace_field(form) {
+            map.insert("rotation_grace_seconds".into(), grace);
+        }
+    }
     Fields::new(map)
 }
 
@@ -458,20 +491,26 @@ fn edited_subscription_request(form: &Form) -> Fields {
     Fields::new(map)
 }
 
-/// A rotation, with the grace the form names: a number as a number, anything else as the text
-/// (so the API names what is wrong with it); empty leaves the API's default.
+/// A rotation, with the grace the form names ([`grace_field`]).
 fn rotation_request(form: &Form) -> Fields {
     let mut map = Map::from_iter([("rotate_signing_secret".to_string(), Value::Bool(true))]);
-    if let Some(grace) = field(form, "rotation_grace_seconds")
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-    {
-        let value = serde_json::from_str::<serde_json::Number>(grace)
-            .map(Value::Number)
-            .unwrap_or_else(|_| Value::String(grace.to_owned()));
-        map.insert("rotation_grace_seconds".into(), value);
+    if let Some(grace) = grace_field(form) {
+        map.insert("rotation_grace_seconds".into(), grace);
     }
     Fields::new(map)
+}
+
+/// The grace the form names: a number as a number, anything else as the text (so the API names
+/// what is wrong with it); empty: none (the API's default).
+fn grace_field(form: &Form) -> Option<Value> {
+    let grace = field(form, "rotation_grace_seconds")
+        .map(str::trim)
+        .filter(|v| !v.is_empty())?;
+    Some(
+        serde_json::from_str::<serde_json::Number>(grace)
+            .map(Value::Number)
+            .unwrap_or_else(|_| Value::String(grace.to_owned())),
+    )
 }
 
 async fn create_integration(admin: Admin, State(state): S, body: Bytes) -> Response {
@@ -555,6 +594,33 @@ async fn rotate_secret(
         Done::integration("signing secret rotated", view)
     });
     after(&state, &admin, rotated).await
+}
+
+async fn edit_endpoint(
+    admin: Admin,
+    State(state): S,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let form = form_fields(&body);
+    if let Some(refused) = refuse_without_csrf(&admin.ctx, &form) {
+        return refused;
+    }
+    let saved = async {
+        let id = path_id(&id, "integration")?;
+        integrations::update_integration(
+            &state,
+            &admin.account_id,
+            &id,
+            &admin.actor(),
+            endpoint_request(&form),
+        )
+        .await
+    };
+    let saved = saved.await.map(|edited| {
+        Done::integration("endpoint saved", IntegrationView::from(&edited.integration))
+    });
+    after(&state, &admin, saved).await
 }
 
 async fn issue_token(

@@ -7,7 +7,9 @@ use shared::aws::Clients;
 use shared::data_keys::SecretSealer;
 use shared::domain::change::Change;
 use shared::domain::delivery_method::DeliveryMethod;
+use shared::domain::endpoint_auth::{AuthMode, EndpointAuth};
 use shared::domain::retry::RetryPolicy;
+use shared::domain::sealed::Credential;
 use shared::domain::signing::SigningSecret;
 use shared::domain::target::{Target, TargetParts, WebhookSecret};
 use shared::domain::time::Timestamp;
@@ -179,6 +181,34 @@ impl<'a> Fixtures<'a> {
         );
         self.save_integration(&integration).await?;
         Ok(integration)
+    }
+
+    /// The webhook `integration` authenticating with HTTP basic (`username`, `password` sealed as
+    /// the API seals it), saved.
+    pub async fn with_basic_auth(
+        &self,
+        integration: &Integration,
+        username: &str,
+        password: &str,
+    ) -> Result<Integration> {
+        let sealer = SecretSealer::new(self.clients.kms.clone(), self.signing_key_id);
+        let credential = sealer
+            .seal_credential(
+                &integration.account_id,
+                &integration.integration_id,
+                &Credential::new(password.to_owned()),
+            )
+            .await?;
+        let mut authenticated = integration.clone();
+        authenticated.endpoint.auth = Some(EndpointAuth {
+            mode: AuthMode::Basic {
+                username: username.to_owned(),
+            },
+            credential,
+            previous: None,
+        });
+        self.save_integration(&authenticated).await?;
+        Ok(authenticated)
     }
 
     pub async fn save_integration(&self, integration: &Integration) -> Result<()> {

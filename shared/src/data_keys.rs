@@ -5,10 +5,14 @@
 //! * [`SecretOpener`] (the delivery worker only, test events included): one `Decrypt` per
 //!   wrapped data key per container; concurrent first uses of one key wait for the one call.
 //!
+//! Endpoint credentials ([`crate::domain::endpoint_auth`]) are sealed and opened the same way,
+//! under the same data keys and context (their associated data differs, so neither kind of
+//! ciphertext opens as the other).
+//!
 //! Both pass the encryption context [`CONTEXT_KEY`] = [`CONTEXT_VALUE`], which the template's
 //! grants require, so these roles' KMS rights serve nothing but signing secrets.
 
-use crate::domain::sealed::{self, DataKey, OpenError, SealedSecret, NONCE_BYTES};
+use crate::domain::sealed::{self, Credential, DataKey, OpenError, SealedSecret, NONCE_BYTES};
 use crate::domain::signing::SigningSecret;
 use crate::guarded_http::error_chain;
 use crate::ids::{AccountId, IntegrationId};
@@ -114,18 +118,41 @@ impl SecretSealer {
         secret: &SigningSecret,
     ) -> Result<SealedSecret, KmsError> {
         let g = self.generated().await?;
-        let mut nonce = [0u8; NONCE_BYTES];
-        rand::rngs::OsRng.fill_bytes(&mut nonce);
         Ok(sealed::seal(
             &g.key,
             &g.key_id,
             &g.wrapped,
-            nonce,
+            random_nonce(),
             account_id.as_str(),
             integration_id.as_str(),
             secret,
         ))
     }
+
+    /// An endpoint credential sealed for the integration `(account_id, integration_id)`.
+    pub async fn seal_credential(
+        &self,
+        account_id: &AccountId,
+        integration_id: &IntegrationId,
+        credential: &Credential,
+    ) -> Result<SealedSecret, KmsError> {
+        let g = self.generated().await?;
+        Ok(sealed::seal_credential(
+            &g.key,
+            &g.key_id,
+            &g.wrapped,
+            random_nonce(),
+            account_id.as_str(),
+            integration_id.as_str(),
+            credential,
+        ))
+    }
+}
+
+fn random_nonce() -> [u8; NONCE_BYTES] {
+    let mut nonce = [0u8; NONCE_BYTES];
+    rand::rngs::OsRng.fill_bytes(&mut nonce);
+    nonce
 }
 
 type Slot = Arc<OnceCell<DataKey>>;
@@ -188,6 +215,22 @@ impl SecretOpener {
     ) -> Result<SigningSecret, UnsealError> {
         let key = self.data_key(sealed).await?;
         Ok(sealed::open(
+            &key,
+            sealed,
+            account_id.as_str(),
+            integration_id.as_str(),
+        )?)
+    }
+
+    /// The plaintext of a sealed endpoint credential of the integration.
+    pub async fn open_credential(
+        &self,
+        account_id: &AccountId,
+        integration_id: &IntegrationId,
+        sealed: &SealedSecret,
+    ) -> Result<Credential, UnsealError> {
+        let key = self.data_key(sealed).await?;
+        Ok(sealed::open_credential(
             &key,
             sealed,
             account_id.as_str(),

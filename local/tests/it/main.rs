@@ -13,6 +13,7 @@ mod delivery_logs;
 mod deploy_path;
 mod deployment;
 mod emulator;
+mod endpoint_auth;
 mod event_catalog;
 mod event_monitor;
 mod fault_matrix;

@@ -7,6 +7,7 @@
 pub mod change;
 pub mod classify;
 pub mod delivery_method;
+pub mod endpoint_auth;
 pub mod event;
 pub mod event_type;
 pub mod filter;
@@ -26,3 +27,4 @@ pub mod ssrf;
 pub mod subscription;
 pub mod target;
 pub mod time;
+pub mod trace_context;

@@ -1,4 +1,5 @@
-//! Webhook signing secrets at rest: envelope encryption with AES-256-GCM.
+//! Webhook signing secrets (and endpoint credentials, [`seal_credential`]) at rest: envelope
+//! encryption with AES-256-GCM.
 //!
 //! A KMS data key (256 bits) encrypts the `whsec_…` text locally; the item keeps the ciphertext,
 //! the random 96-bit nonce, the data key as KMS encrypted it (`wrapped_key`) and the KMS key id.
@@ -70,7 +71,7 @@ impl fmt::Debug for SealedSecret {
 /// Why a sealed secret does not open. The messages name no secret material.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum OpenError {
-    #[error("the sealed signing secret does not open with its data key: it was altered or belongs to another integration")]
+    #[error("the sealed secret does not open with its data key: it was altered or belongs to another integration")]
     Tampered,
     #[error("the sealed signing secret opened but is not a signing secret: {0}")]
     NotASecret(#[from] SecretError),
@@ -94,15 +95,20 @@ pub fn seal(
 ) -> SealedSecret {
     let aad = associated_data(account_id, integration_id);
     let text = secret.expose_whsec();
+    seal_bytes(data_key, key_id, wrapped_key, nonce, &aad, text.as_bytes())
+}
+
+fn seal_bytes(
+    data_key: &DataKey,
+    key_id: &str,
+    wrapped_key: &[u8],
+    nonce: [u8; NONCE_BYTES],
+    aad: &[u8],
+    msg: &[u8],
+) -> SealedSecret {
     let ciphertext = data_key
         .cipher()
-        .encrypt(
-            Nonce::from_slice(&nonce),
-            Payload {
-                msg: text.as_bytes(),
-                aad: &aad,
-            },
-        )
+        .encrypt(Nonce::from_slice(&nonce), Payload { msg, aad })
         .expect("AES-GCM encrypts any message shorter than 64 GiB");
     SealedSecret {
         key_id: key_id.to_owned(),
@@ -110,6 +116,20 @@ pub fn seal(
         nonce,
         ciphertext,
     }
+}
+
+fn open_bytes(data_key: &DataKey, sealed: &SealedSecret, aad: &[u8]) -> Result<String, OpenError> {
+    let text = data_key
+        .cipher()
+        .decrypt(
+            Nonce::from_slice(&sealed.nonce),
+            Payload {
+                msg: &sealed.ciphertext,
+                aad,
+            },
+        )
+        .map_err(|_| OpenError::Tampered)?;
+    String::from_utf8(text).map_err(|_| OpenError::Tampered)
 }
 
 /// Decrypts a sealed secret of the integration `(account_id, integration_id)` with its unwrapped
@@ -120,19 +140,73 @@ pub fn open(
     account_id: &str,
     integration_id: &str,
 ) -> Result<SigningSecret, OpenError> {
-    let aad = associated_data(account_id, integration_id);
-    let text = data_key
-        .cipher()
-        .decrypt(
-            Nonce::from_slice(&sealed.nonce),
-            Payload {
-                msg: &sealed.ciphertext,
-                aad: &aad,
-            },
-        )
-        .map_err(|_| OpenError::Tampered)?;
-    let text = String::from_utf8(text).map_err(|_| OpenError::Tampered)?;
+    let text = open_bytes(
+        data_key,
+        sealed,
+        &associated_data(account_id, integration_id),
+    )?;
     Ok(SigningSecret::parse(&text)?)
+}
+
+/// An endpoint credential in plaintext (a static header's value, a password, an OAuth2 client
+/// secret or access token). Its `Debug` output is redacted; [`Credential::expose`] is the only
+/// way to its text.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credential(String);
+
+impl Credential {
+    pub fn new(text: String) -> Self {
+        Credential(text)
+    }
+
+    /// The text, for the one header or request body that carries it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Credential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Credential(<redacted>)")
+    }
+}
+
+/// What binds an endpoint credential's ciphertext to its integration: another purpose than a
+/// signing secret's, so neither opens as the other.
+pub fn credential_associated_data(account_id: &str, integration_id: &str) -> Vec<u8> {
+    format!("rhythm-endpoint-credential/v1\n{account_id}\n{integration_id}").into_bytes()
+}
+
+/// [`seal`] for an endpoint credential of the integration.
+pub fn seal_credential(
+    data_key: &DataKey,
+    key_id: &str,
+    wrapped_key: &[u8],
+    nonce: [u8; NONCE_BYTES],
+    account_id: &str,
+    integration_id: &str,
+    credential: &Credential,
+) -> SealedSecret {
+    let aad = credential_associated_data(account_id, integration_id);
+    seal_bytes(
+        data_key,
+        key_id,
+        wrapped_key,
+        nonce,
+        &aad,
+        credential.0.as_bytes(),
+    )
+}
+
+/// [`open`] for an endpoint credential of the integration.
+pub fn open_credential(
+    data_key: &DataKey,
+    sealed: &SealedSecret,
+    account_id: &str,
+    integration_id: &str,
+) -> Result<Credential, OpenError> {
+    let aad = credential_associated_data(account_id, integration_id);
+    open_bytes(data_key, sealed, &aad).map(Credential)
 }
 
 /// The secret replaced by a rotation, still signing until `expires_at`.
@@ -202,6 +276,24 @@ mod tests {
         let mut bad = s.clone();
         bad.nonce[0] ^= 1;
         assert_eq!(open(&key(1), &bad, "a1", "i1"), Err(OpenError::Tampered));
+    }
+
+    #[test]
+    fn a_credential_opens_for_its_own_integration_only_and_never_as_a_signing_secret() {
+        let c = Credential::new("api-key-123".into());
+        let s = seal_credential(&key(1), "k1", b"w", [4; 12], "a1", "i1", &c);
+        assert_eq!(open_credential(&key(1), &s, "a1", "i1"), Ok(c.clone()));
+        assert_eq!(
+            open_credential(&key(1), &s, "a1", "i2"),
+            Err(OpenError::Tampered)
+        );
+        assert_eq!(open(&key(1), &s, "a1", "i1"), Err(OpenError::Tampered));
+        assert_eq!(
+            open_credential(&key(1), &sealed(), "a1", "i1"),
+            Err(OpenError::Tampered)
+        );
+        assert_eq!(format!("{c:?}"), "Credential(<redacted>)");
+        assert!(!String::from_utf8_lossy(&s.ciphertext).contains("api-key-123"));
     }
 
     #[test]

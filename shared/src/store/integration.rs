@@ -3,6 +3,11 @@
 //! integration: [`crate::domain::sealed`]), so neither the item, its stream images nor a backup
 //! hold it in plaintext; it never leaves through the API after creation.
 //!
+//! An endpoint's custom headers and authentication ([`crate::domain::endpoint_auth`]) are
+//! attributes only an integration that has them carries (`endpoint_headers`, `endpoint_auth`,
+//! `previous_endpoint_auth`): the item of one without them is the same size as before. The
+//! authentication's credential is sealed as the signing secret is.
+//!
 //! Items written before sealing held a plaintext `signing_secret`; it is no longer read (such a
 //! webhook reads as incomplete until its secret is rotated, which removes the old attribute).
 
@@ -13,6 +18,7 @@ use super::write::put_new;
 use super::write::Write;
 use super::{keys, to_item, Item, StoreError};
 use crate::domain::delivery_method::DeliveryMethod;
+use crate::domain::endpoint_auth::{AuthMode, Endpoint, EndpointAuth, PreviousAuth};
 use crate::domain::sealed::{PreviousSecret, SealedSecret, NONCE_BYTES};
 use crate::domain::target::{Target, TargetParts, WebhookSecret};
 use crate::domain::time::Timestamp;
@@ -20,11 +26,18 @@ use crate::ids::{AccountId, IntegrationId};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// The attribute of the current sealed signing secret (a map, see [`StoredSealed`]).
 pub const SEALED_SECRET: &str = "sealed_signing_secret";
 /// The attribute of the previous sealed secret and its expiry, kept for a rotation's grace.
 pub const PREVIOUS_SECRET: &str = "previous_signing_secret";
+/// The attribute of the endpoint's custom headers (a map of lower-case names to values).
+pub const ENDPOINT_HEADERS: &str = "endpoint_headers";
+/// The attribute of the endpoint's authentication: its mode's fields and sealed credential.
+pub const ENDPOINT_AUTH: &str = "endpoint_auth";
+/// The attribute of the authentication a change replaced, kept for a rotation's grace.
+pub const PREVIOUS_ENDPOINT_AUTH: &str = "previous_endpoint_auth";
 /// The plaintext attribute of items written before sealing; a rotation removes it.
 const LEGACY_PLAINTEXT_SECRET: &str = "signing_secret";
 
@@ -46,6 +59,8 @@ pub struct Integration {
     pub event_access_accepted: bool,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// A webhook's custom headers and authentication (empty for most).
+    pub endpoint: Endpoint,
 }
 
 impl Integration {
@@ -66,6 +81,7 @@ impl Integration {
             event_access_accepted,
             created_at: now,
             updated_at: now,
+            endpoint: Endpoint::default(),
         }
     }
 
@@ -94,6 +110,12 @@ struct StoredIntegration {
     event_access_accepted: bool,
     created_at: Timestamp,
     updated_at: Timestamp,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    endpoint_headers: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    endpoint_auth: Option<StoredAuth>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    previous_endpoint_auth: Option<StoredAuth>,
 }
 
 impl From<StoredIntegration> for Integration {
@@ -121,6 +143,21 @@ impl From<StoredIntegration> for Integration {
             event_access_accepted: s.event_access_accepted,
             created_at: s.created_at,
             updated_at: s.updated_at,
+            endpoint: Endpoint {
+                headers: s.endpoint_headers,
+                // A malformed stored authentication reads as none.
+                auth: s
+                    .endpoint_auth
+                    .and_then(StoredAuth::current)
+                    .map(|(mode, credential)| EndpointAuth {
+                        mode,
+                        credential,
+                        previous: s
+                            .previous_endpoint_auth
+                            .and_then(StoredAuth::previous)
+                            .map(Box::new),
+                    }),
+            },
         }
     }
 }
@@ -144,8 +181,130 @@ impl From<Integration> for StoredIntegration {
             event_access_accepted: i.event_access_accepted,
             created_at: i.created_at,
             updated_at: i.updated_at,
+            endpoint_auth: i
+                .endpoint
+                .auth
+                .as_ref()
+                .map(|a| StoredAuth::new(&a.mode, &a.credential, None)),
+            previous_endpoint_auth: i
+                .endpoint
+                .auth
+                .as_ref()
+                .and_then(|a| a.previous.as_deref())
+                .map(StoredAuth::of_previous),
+            endpoint_headers: i.endpoint.headers,
         }
     }
+}
+
+/// An endpoint authentication as stored: its `type`, the mode's fields, the sealed credential
+/// and, for a replaced one, when it stops being tried.
+#[derive(Serialize, Deserialize)]
+struct StoredAuth {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    username: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    token_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    client_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    scope: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    audience: Option<String>,
+    credential: StoredSealed,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expires_at: Option<Timestamp>,
+}
+
+impl StoredAuth {
+    fn new(mode: &AuthMode, credential: &SealedSecret, expires_at: Option<Timestamp>) -> Self {
+        let mut s = StoredAuth {
+            kind: mode.type_name().to_owned(),
+            name: None,
+            username: None,
+            token_url: None,
+            client_id: None,
+            scope: None,
+            audience: None,
+            credential: StoredSealed::from(credential),
+            expires_at,
+        };
+        match mode.clone() {
+            AuthMode::Header { name } => s.name = Some(name),
+            AuthMode::Basic { username } => s.username = Some(username),
+            AuthMode::OAuth2 {
+                token_url,
+                client_id,
+                scope,
+                audience,
+            } => {
+                s.token_url = Some(token_url);
+                s.client_id = Some(client_id);
+                s.scope = scope;
+                s.audience = audience;
+            }
+        }
+        s
+    }
+
+    fn of_previous(p: &PreviousAuth) -> Self {
+        Self::new(&p.mode, &p.credential.sealed, Some(p.credential.expires_at))
+    }
+
+    fn current(self) -> Option<(AuthMode, SealedSecret)> {
+        let mode = match self.kind.as_str() {
+            "header" => AuthMode::Header { name: self.name? },
+            "basic" => AuthMode::Basic {
+                username: self.username?,
+            },
+            "oauth2_client_credentials" => AuthMode::OAuth2 {
+                token_url: self.token_url?,
+                client_id: self.client_id?,
+                scope: self.scope,
+                audience: self.audience,
+            },
+            _ => return None,
+        };
+        Some((mode, self.credential.sealed()?))
+    }
+
+    fn previous(self) -> Option<PreviousAuth> {
+        let expires_at = self.expires_at?;
+        let (mode, sealed) = self.current()?;
+        Some(PreviousAuth {
+            mode,
+            credential: PreviousSecret { sealed, expires_at },
+        })
+    }
+}
+
+/// Adds the endpoint's custom headers to `edit` (none: the attribute goes).
+pub fn set_headers(edit: Edit, headers: &BTreeMap<String, String>) -> Result<Edit, StoreError> {
+    Ok(if headers.is_empty() {
+        edit.remove(ENDPOINT_HEADERS)
+    } else {
+        edit.set(ENDPOINT_HEADERS, headers)?
+    })
+}
+
+/// Adds the endpoint's authentication to `edit`: its current mode and credential and the
+/// replaced one kept for a grace (each removed when absent).
+pub fn set_auth(edit: Edit, auth: Option<&EndpointAuth>) -> Result<Edit, StoreError> {
+    let edit = match auth {
+        Some(a) => edit.set(
+            ENDPOINT_AUTH,
+            &StoredAuth::new(&a.mode, &a.credential, None),
+        )?,
+        None => edit.remove(ENDPOINT_AUTH),
+    };
+    Ok(match auth.and_then(|a| a.previous.as_deref()) {
+        Some(p) => edit.set(PREVIOUS_ENDPOINT_AUTH, &StoredAuth::of_previous(p))?,
+        None => edit.remove(PREVIOUS_ENDPOINT_AUTH),
+    })
 }
 
 /// A sealed secret as stored: a map of the KMS key id and base64 texts.
@@ -342,6 +501,7 @@ mod tests {
             event_access_accepted: true,
             created_at: Timestamp(1),
             updated_at: Timestamp(1),
+            endpoint: Endpoint::default(),
         }
     }
 
@@ -411,6 +571,79 @@ mod tests {
             ]
         );
         assert_eq!(Integration::from_item(item).unwrap(), integration());
+    }
+
+    #[test]
+    fn an_endpoints_headers_and_authentication_round_trip_without_plaintext() {
+        use crate::domain::sealed::{seal_credential, Credential};
+        let key = DataKey::from_slice(&[1; 32]).unwrap();
+        let credential = |text: &str, n: u8| {
+            seal_credential(
+                &key,
+                "k1",
+                b"w",
+                [n; 12],
+                "a1",
+                "i1",
+                &Credential::new(text.into()),
+            )
+        };
+        let mut i = integration();
+        i.endpoint = Endpoint {
+            headers: [("x-tenant".to_owned(), "acme".to_owned())].into(),
+            auth: Some(EndpointAuth {
+                mode: AuthMode::OAuth2 {
+                    token_url: "https://id.example.test/token".into(),
+                    client_id: "client".into(),
+                    scope: Some("deliveries".into()),
+                    audience: None,
+                },
+                credential: credential("client-secret-value", 1),
+                previous: Some(Box::new(PreviousAuth {
+                    mode: AuthMode::Basic {
+                        username: "u".into(),
+                    },
+                    credential: PreviousSecret {
+                        sealed: credential("old-password-value", 2),
+                        expires_at: Timestamp(99),
+                    },
+                })),
+            }),
+        };
+        let item = i.item().unwrap();
+        let everything = format!("{item:?}");
+        assert!(!everything.contains("client-secret-value"));
+        assert!(!everything.contains("old-password-value"));
+        assert_eq!(
+            item[ENDPOINT_AUTH].as_m().unwrap()["type"].as_s().unwrap(),
+            "oauth2_client_credentials"
+        );
+        assert_eq!(
+            item[ENDPOINT_HEADERS].as_m().unwrap()["x-tenant"]
+                .as_s()
+                .unwrap(),
+            "acme"
+        );
+        assert_eq!(Integration::from_item(item).unwrap(), i);
+
+        let Write::UpdateReturningNew(u) = edit(
+            "t",
+            &id("a1"),
+            &id("i1"),
+            set_auth(set_headers(Edit::new(), &BTreeMap::new()).unwrap(), None).unwrap(),
+        )
+        .unwrap() else {
+            panic!("not an update returning the item")
+        };
+        let removed: Vec<&String> = u.expression_attribute_names().unwrap().values().collect();
+        for attr in [ENDPOINT_HEADERS, ENDPOINT_AUTH, PREVIOUS_ENDPOINT_AUTH] {
+            assert!(removed.iter().any(|n| n.as_str() == attr), "{attr}");
+        }
+        assert!(
+            u.update_expression().starts_with("REMOVE"),
+            "{}",
+            u.update_expression()
+        );
     }
 
     #[test]

@@ -17,7 +17,9 @@ use local::receiver::{Receiver, Reply};
 use local::template::Template;
 use memory::{memory_per_batch, print_memory, serve_receiver, vm_hwm_bytes};
 use serde_json::{json, Value};
+use shared::domain::endpoint_auth::basic_authorization;
 use shared::domain::retry::RetryPolicy;
+use shared::domain::sealed::Credential;
 use shared::domain::time::MINUTE;
 use shared::ids::AccountId;
 use shared::store::write;
@@ -225,9 +227,14 @@ async fn run(name: &str, changes: usize, fan_out: usize, setup: Setup) -> Result
     };
     let account = f.account(&[]).await?;
     for i in 0..fan_out {
-        let integration = f
+        let mut integration = f
             .webhook(&account.account_id, receiver.url(&format!("/bench/{i}")))
             .await?;
+        if matches!(setup, Setup::Authenticated) {
+            integration = f
+                .with_basic_auth(&integration, BENCH_USER, BENCH_PASSWORD)
+                .await?;
+        }
         let filter = matches!(setup, Setup::FilteredOut)
             .then(|| json!({"field": "record.price", "gt": 1000}));
         f.subscription(
@@ -241,6 +248,17 @@ async fn run(name: &str, changes: usize, fan_out: usize, setup: Setup) -> Result
     }
     if matches!(setup, Setup::OneRetry) {
         receiver.script(std::iter::repeat_n(Reply::Status(503), changes * fan_out));
+    }
+    if matches!(setup, Setup::Authenticated) {
+        // The receiver demands the credential: a delivery without it would not count.
+        let expected = basic_authorization(BENCH_USER, &Credential::new(BENCH_PASSWORD.into()));
+        receiver.set_responder(std::sync::Arc::new(move |r| {
+            Reply::Status(if r.header("authorization") == Some(expected.as_str()) {
+                200
+            } else {
+                401
+            })
+        }));
     }
     for i in 0..changes {
         p.write_change(&catalog_change(&account.account_id, p.now(), i as f64))
@@ -287,7 +305,13 @@ enum Setup {
     FirstAttempt,
     OneRetry,
     FilteredOut,
+    /// Every integration authenticates with HTTP basic (a sealed password).
+    Authenticated,
 }
+
+/// The authenticated scenario's credential.
+const BENCH_USER: &str = "bench";
+const BENCH_PASSWORD: &str = "bench-password";
 
 /// One HTTP call to the router (no network): what API Gateway would hand the api function.
 async fn call(
@@ -649,6 +673,7 @@ async fn run_scenarios(changes: usize, only: Option<&str>) -> Result<Vec<Scenari
     for (name, setup) in [
         ("one retry, then success", Setup::OneRetry),
         ("filtered out", Setup::FilteredOut),
+        ("authenticated endpoint (basic)", Setup::Authenticated),
     ] {
         if wanted(name) {
             scenarios.push(run(name, changes, 1, setup).await?);
@@ -731,6 +756,13 @@ async fn main() -> Result<()> {
             for ((service, operation), n) in &s.requests {
                 println!("  {service}.{operation} {:.3} per delivery", s.per(*n));
             }
+            let units = s.total_units();
+            let per = |u: f64| u / s.deliveries.max(1) as f64;
+            println!(
+                "  DynamoDB units per delivery: write {:.3}, read {:.3}",
+                per(units.write),
+                per(units.read)
+            );
             for (function, bytes) in &s.log_bytes {
                 println!(
                     "  {function} wrote {:.1} log bytes per delivery",

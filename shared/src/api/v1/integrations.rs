@@ -9,6 +9,11 @@
 //!   secret keeps signing beside the new one until `previous_secret_expires_at`; 0 retires
 //!   it at once. The method cannot change.
 //!
+//! A webhook's `headers` and `auth` (create and `PATCH`; see [`super::endpoint_settings`]):
+//! headers are shown as they are, the authentication's credential never (`…_set: true`). A
+//! `PATCH` with a new `auth` keeps the replaced one as a fallback for `rotation_grace_seconds`
+//! (default 86400; 0 drops it at once), until `previous_auth_expires_at`; `auth: null` removes it.
+//!
 //! Signing secrets are stored sealed ([`crate::data_keys::SecretSealer`]): the API seals them with
 //! a KMS data key and cannot open them again; only the delivery worker can.
 //! * `DELETE /v1/integrations/{id}` → 204. Its subscriptions stay; their deliveries fail as a
@@ -22,6 +27,7 @@
 //! [`Fields`] and typed ids — [`create_integration`], [`update_integration`],
 //! [`issue_integration_token`] — which the console's Manage page calls too.
 
+use super::endpoint_settings::{self, AuthView};
 use super::ListResponse;
 use crate::api::account_limits;
 use crate::api::auth;
@@ -35,6 +41,7 @@ use crate::api::extract::{
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::domain::delivery_method::DeliveryMethod;
+use crate::domain::endpoint_auth::Endpoint;
 use crate::domain::sealed::{rotation_grace, PreviousSecret, SealedSecret};
 use crate::domain::signing::SigningSecret;
 use crate::domain::ssrf::check_url;
@@ -92,6 +99,15 @@ pub struct IntegrationView {
     /// While a rotation's previous secret is kept: when it stops signing (RFC 3339).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub previous_secret_expires_at: Option<String>,
+    /// A webhook's custom headers (values shown: they are not secrets).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headers: Option<std::collections::BTreeMap<String, String>>,
+    /// A webhook's authentication, without its credential.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthView>,
+    /// While a replaced authentication is still tried: until when (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_auth_expires_at: Option<String>,
     /// Shown once: on creation (webhook) and on rotation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signing_secret: Option<OneTimeSecret>,
@@ -102,6 +118,7 @@ pub struct IntegrationView {
 
 impl From<&Integration> for IntegrationView {
     fn from(i: &Integration) -> Self {
+        let (headers, auth, previous_auth_expires_at) = endpoint_settings::view(&i.endpoint);
         IntegrationView {
             id: i.integration_id.clone(),
             account_id: i.account_id.clone(),
@@ -117,6 +134,9 @@ impl From<&Integration> for IntegrationView {
                 .webhook_secret()
                 .and_then(|s| s.previous.as_ref())
                 .map(|p| p.expires_at.to_rfc3339()),
+            headers,
+            auth,
+            previous_auth_expires_at,
             signing_secret: None,
             token: None,
         }
@@ -282,6 +302,8 @@ pub async fn create_integration(
     let webhook_url: Option<String> = f.optional("webhook_url");
     let signing_secret: Option<String> = f.optional("signing_secret");
     let handler: Option<String> = f.optional("handler");
+    let headers = endpoint_settings::read_headers(&mut f);
+    let auth = endpoint_settings::read_auth(state, &mut f);
 
     // The target, when the method's fields are valid (a webhook's once its secret is sealed,
     // below); `secret` is shown once in the answer.
@@ -309,6 +331,13 @@ pub async fn create_integration(
             if handler.is_some() {
                 f.error("handler", "only internal integrations have a handler");
             }
+            if let Patch::Set(h) = &headers {
+                let mode = match &auth {
+                    Patch::Set(a) => Some(&a.mode),
+                    _ => None,
+                };
+                endpoint_settings::check_no_clash(&mut f, h, mode);
+            }
         }
         Some(DeliveryMethod::Internal) => {
             match handler {
@@ -329,14 +358,39 @@ pub async fn create_integration(
         }
         None => {}
     }
+    if method
+        .as_ref()
+        .is_some_and(|m| *m != DeliveryMethod::Webhook)
+    {
+        no_endpoint_fields(&mut f, !headers.is_absent(), !auth.is_absent());
+    } else {
+        // Nothing to remove yet: `null` is for an edit.
+        if headers == Patch::Null {
+            f.error("headers", "must be an object of header names to values");
+        }
+        if matches!(auth, Patch::Null) {
+            f.error("auth", "must be an authentication object");
+        }
+    }
     f.finish()?;
     let integration_id = IntegrationId::new();
+    let now = state.clock.now();
+    let mut endpoint = Endpoint::default();
     if let Some((url, s)) = webhook {
         let sealed = seal(state, account_id, &integration_id, &s).await?;
         target = Some(Target::Webhook {
             url,
             secret: WebhookSecret::new(sealed),
         });
+        if let Patch::Set(h) = headers {
+            endpoint.headers = h;
+        }
+        if let Patch::Set(a) = &auth {
+            let ids = (account_id, &integration_id);
+            endpoint.auth = Some(
+                endpoint_settings::seal_auth(state, ids, a, None, Default::default(), now).await?,
+            );
+        }
     }
     let (Some(name), Some(target), Some(event_access_accepted)) =
         (name, target, event_access_accepted)
@@ -344,8 +398,7 @@ pub async fn create_integration(
         return Err(ApiError::internal("validated integration fields missing"));
     };
 
-    let now = state.clock.now();
-    let integration = Integration::new(
+    let mut integration = Integration::new(
         account_id.clone(),
         integration_id,
         name,
@@ -353,6 +406,7 @@ pub async fn create_integration(
         event_access_accepted,
         now,
     );
+    integration.endpoint = endpoint;
     let (token, record) = issue_token(
         TokenKind::Intg,
         account_id,
@@ -369,6 +423,7 @@ pub async fn create_integration(
             .detail("token_id", &record.token_id),
         &integration.target,
     );
+    let entry = endpoint_details(entry, &integration.endpoint);
     account_limits::create_counted(
         state,
         account_id,
@@ -414,6 +469,37 @@ fn target_details(entry: AuditRecord, target: &Target) -> AuditRecord {
         (Some(url), _) => entry.detail("webhook_url", url_for_audit(url)),
         (_, Some(handler)) => entry.detail("handler", handler),
         _ => entry,
+    }
+}
+
+/// The entry with the endpoint's header names and authentication mode (never a value).
+fn endpoint_details(entry: AuditRecord, endpoint: &Endpoint) -> AuditRecord {
+    let entry = if endpoint.headers.is_empty() {
+        entry
+    } else {
+        entry.detail("headers", header_names(endpoint))
+    };
+    match &endpoint.auth {
+        Some(a) => entry.detail("auth", a.mode.type_name()),
+        None => entry,
+    }
+}
+
+fn header_names(endpoint: &Endpoint) -> String {
+    endpoint
+        .headers
+        .keys()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn no_endpoint_fields(f: &mut Fields, has_headers: bool, has_auth: bool) {
+    if has_headers {
+        f.error("headers", "only webhook integrations have headers");
+    }
+    if has_auth {
+        f.error("auth", "only webhook integrations have auth");
     }
 }
 
@@ -521,6 +607,8 @@ pub async fn update_integration(
     let handler = f.patch::<String>("handler");
     let rotate: bool = f.optional("rotate_signing_secret").unwrap_or(false);
     let grace_seconds: Option<u64> = f.optional("rotation_grace_seconds");
+    let headers = endpoint_settings::read_headers(&mut f);
+    let auth = endpoint_settings::read_auth(state, &mut f);
     f.forbid(
         "method",
         "cannot be changed; create a new integration for another delivery method",
@@ -565,11 +653,15 @@ pub async fn update_integration(
             "only webhook integrations have a signing secret",
         );
     }
+    if !is_webhook {
+        no_endpoint_fields(&mut f, !headers.is_absent(), !auth.is_absent());
+    }
+    let new_auth = matches!(auth, Patch::Set(_));
     let grace = match rotation_grace(grace_seconds) {
-        Ok(_) if grace_seconds.is_some() && !rotate => {
+        Ok(_) if grace_seconds.is_some() && !rotate && !new_auth => {
             f.error(
                 "rotation_grace_seconds",
-                "applies only with {\"rotate_signing_secret\": true}",
+                "applies only with {\"rotate_signing_secret\": true} or a new auth",
             );
             None
         }
@@ -579,6 +671,20 @@ pub async fn update_integration(
             None
         }
     };
+    // The headers and authentication the edit leaves, checked together.
+    let headers_after = match &headers {
+        Patch::Set(h) => h.clone(),
+        Patch::Null => Default::default(),
+        Patch::Absent => current.endpoint.headers.clone(),
+    };
+    let mode_after = match &auth {
+        Patch::Set(a) => Some(&a.mode),
+        Patch::Null => None,
+        Patch::Absent => current.endpoint.auth.as_ref().map(|a| &a.mode),
+    };
+    if is_webhook {
+        endpoint_settings::check_no_clash(&mut f, &headers_after, mode_after);
+    }
     f.finish()?;
 
     let new_secret = rotate.then(generate_signing_secret);
@@ -587,6 +693,8 @@ pub async fn update_integration(
         && url.is_none()
         && handler.is_none()
         && new_secret.is_none()
+        && headers.is_absent()
+        && auth.is_absent()
     {
         return Ok(EditedIntegration {
             integration: current,
@@ -626,6 +734,37 @@ pub async fn update_integration(
             "handler",
             change(&current.target.handler().unwrap_or_default(), handler),
         );
+    }
+    if !headers.is_absent() {
+        u = integration::set_headers(u, &headers_after)?;
+        let after = Endpoint {
+            headers: headers_after.clone(),
+            auth: None,
+        };
+        let (old, new) = (header_names(&current.endpoint), header_names(&after));
+        entry = entry.detail("headers", change(&old, &new));
+    }
+    match &auth {
+        Patch::Absent => {}
+        Patch::Null => {
+            u = integration::set_auth(u, None)?;
+            let old = current.endpoint.auth.as_ref().map(|a| a.mode.type_name());
+            entry = entry.detail("auth", change(&old.unwrap_or("none"), &"none"));
+        }
+        Patch::Set(input) => {
+            // The replaced credential stays a fallback for the grace, as a replaced signing
+            // secret keeps signing (sealed as it was: the API never opens it).
+            let grace = grace.unwrap_or_default();
+            let ids = (account_id, &current.integration_id);
+            let replaced = current.endpoint.auth.as_ref();
+            let sealed =
+                endpoint_settings::seal_auth(state, ids, input, replaced, grace, now).await?;
+            u = integration::set_auth(u, Some(&sealed))?;
+            let old = replaced.map(|a| a.mode.type_name()).unwrap_or("none");
+            entry = entry
+                .detail("auth", change(&old, &input.mode.type_name()))
+                .detail("auth_grace_seconds", grace.as_secs());
+        }
     }
     if let Some(secret) = &new_secret {
         let sealed = seal(state, account_id, &current.integration_id, secret).await?;

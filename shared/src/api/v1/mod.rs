@@ -2,6 +2,7 @@
 
 pub mod attention;
 pub mod changes;
+pub mod endpoint_settings;
 pub mod event_types;
 pub mod events;
 pub mod integrations;

@@ -10,6 +10,7 @@
 //! fiftieth pauses the subscription and requests exactly one administrator notice.
 
 pub mod adapters;
+pub mod endpoint_auth;
 pub mod internal;
 mod test_event;
 pub mod webhook;
@@ -27,6 +28,7 @@ use crate::domain::ssrf::TargetPolicy;
 use crate::domain::subscription::should_auto_pause;
 use crate::domain::target::Target;
 use crate::domain::time::Timestamp;
+use crate::domain::trace_context::TraceParent;
 use crate::ids::AccountId;
 use crate::store;
 use crate::store::account_config::{AccountConfig, ConfigCache};
@@ -475,10 +477,18 @@ impl DeliveryWorker {
         let payload = d.payload.as_deref().unwrap_or("{}");
         match &integration.target {
             Target::Webhook { url, secret } => {
-                let integration = (&integration.account_id, &integration.integration_id);
+                let ids = (&integration.account_id, &integration.integration_id);
                 let (id, now) = (d.delivery_id.as_str(), self.clock.now());
+                // The claimed delivery still counts the attempts before this one.
+                let trace = TraceParent::of_attempt(d.change_id.as_str(), id, d.attempts + 1);
+                let message = webhook::Message {
+                    id,
+                    payload,
+                    traceparent: &trace.header_value(),
+                };
+                let endpoint = &integration.endpoint;
                 self.webhook
-                    .send_signed(&self.opener, integration, url, secret, id, payload, now)
+                    .send_signed(&self.opener, ids, url, secret, endpoint, message, now)
                     .await
             }
             Target::Internal { handler } => {

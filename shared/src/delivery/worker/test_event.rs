@@ -1,11 +1,14 @@
 //! The delivery function's side of a test event ([`crate::store::test_event`]): the API records
 //! it and queues a message; here it is claimed, signed with the subscription's signing secrets
-//! (the only function that may open them) and sent through the same adapter as a delivery
+//! (the only function that may open them) and sent, with the endpoint's headers, authentication
+//! and a `traceparent` of its own, through the same adapter as a delivery
 //! attempt, and its outcome saved for the API to show. No delivery is touched.
 
 use super::adapters::AttemptResult;
+use super::webhook::Message;
 use super::{DeliveryWorker, WorkOutcome, WorkerError};
 use crate::domain::target::Target;
+use crate::domain::trace_context::TraceParent;
 use crate::store::integration;
 use crate::store::test_event::{self, TestEventOutcome, TestEventRef};
 use crate::store::write::{send, Written};
@@ -43,14 +46,22 @@ impl DeliveryWorker {
             }
             Some(i) => match &i.target {
                 Target::Webhook { url, secret } => {
+                    // A test event is a trace of its own, of one attempt.
+                    let id = event.test_event_id.as_str();
+                    let trace = TraceParent::of_attempt(id, id, 1).header_value();
+                    let message = Message {
+                        id,
+                        payload: &event.payload,
+                        traceparent: &trace,
+                    };
                     self.webhook
                         .send_signed(
                             &self.opener,
                             (&i.account_id, &i.integration_id),
                             url,
                             secret,
-                            &event.test_event_id,
-                            &event.payload,
+                            &i.endpoint,
+                            message,
                             self.clock.now(),
                         )
                         .await

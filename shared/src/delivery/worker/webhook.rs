@@ -5,20 +5,28 @@
 //! host resolves to is checked at connect time by [`crate::guarded_http`]'s client (no
 //! redirects, no proxy).
 //!
+//! An integration's custom headers and authentication go on every attempt
+//! ([`super::endpoint_auth`]); an endpoint that answers 401 is tried once more within the attempt
+//! with a fresh OAuth2 token (when the refused one was cached) and then with the credential a
+//! rotation replaced (during its grace). Every attempt carries a W3C `traceparent`.
+//!
 //! A hostile receiver: the attempt as a whole (connect, head, body) is bounded by the timeout,
 //! and at most [`DETAIL_LIMIT`] bytes of the body are read before the connection is closed
 //! (see [`crate::guarded_http`]); the attempt is classified by its status all the same.
 
 use super::adapters::{truncate, AttemptResult, DETAIL_LIMIT};
+use super::endpoint_auth::{auth_header, AuthFailure, Authenticator, TokenCache};
 use crate::data_keys::{SecretOpener, UnsealError};
 use crate::domain::classify::AttemptClass;
 use crate::domain::classify::{classify_http_status, classify_transport, TransportFailure};
-use crate::domain::signing::{SigningSecret, WebhookHeaders};
+use crate::domain::endpoint_auth::{Endpoint, EndpointAuth};
+use crate::domain::signing::WebhookHeaders;
 use crate::domain::ssrf::{check_url, TargetPolicy};
 use crate::domain::target::WebhookSecret;
 use crate::domain::time::Timestamp;
 use crate::guarded_http;
 use crate::ids::{AccountId, IntegrationId};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -31,6 +39,7 @@ pub const SENT_HEADERS: &[&str] = &[
     "webhook-id",
     "webhook-timestamp",
     "webhook-signature",
+    "traceparent",
 ];
 const USER_AGENT: &str = concat!("Rhythm-Delivery/", env!("CARGO_PKG_VERSION"));
 
@@ -39,6 +48,17 @@ pub struct WebhookAdapter {
     client: reqwest::Client,
     policy: TargetPolicy,
     timeout: Duration,
+    /// OAuth2 access tokens, per container.
+    tokens: Arc<TokenCache>,
+}
+
+/// What one attempt sends, besides its authentication.
+pub struct Message<'a> {
+    /// `webhook-id`: the stable delivery (or test event) id.
+    pub id: &'a str,
+    pub payload: &'a str,
+    /// The attempt's W3C `traceparent` value.
+    pub traceparent: &'a str,
 }
 
 impl WebhookAdapter {
@@ -47,6 +67,7 @@ impl WebhookAdapter {
             client: guarded_http::client(policy, timeout, USER_AGENT),
             policy,
             timeout,
+            tokens: Arc::default(),
         }
     }
 
@@ -61,10 +82,11 @@ impl WebhookAdapter {
     }
 
     /// Opens the integration's signing secrets that sign at `now` (the current one, then the
-    /// previous one while its rotation grace lasts) and posts `payload` to `url` signed with
-    /// them, as `message_id` (`webhook-id`). The worker's attempts and the API's test events
-    /// both send through here. A secret that cannot be opened is the attempt's failure
-    /// (transient while KMS is unavailable, else a configuration loss).
+    /// previous one while its rotation grace lasts) and posts the message's payload to `url`
+    /// signed with them, with the endpoint's headers and authentication. The worker's attempts
+    /// and the API's test events both send through here. A secret or credential that cannot be
+    /// opened is the attempt's failure (transient while KMS is unavailable, else a configuration
+    /// loss); a token endpoint that gives no token is a transient failure.
     #[allow(clippy::too_many_arguments)]
     pub async fn send_signed(
         &self,
@@ -72,8 +94,8 @@ impl WebhookAdapter {
         integration: (&AccountId, &IntegrationId),
         url: &str,
         secret: &WebhookSecret,
-        message_id: &str,
-        payload: &str,
+        endpoint: &Endpoint,
+        message: Message<'_>,
         now: Timestamp,
     ) -> AttemptResult {
         let (account_id, integration_id) = integration;
@@ -81,22 +103,9 @@ impl WebhookAdapter {
         for sealed in secret.signing_at(now) {
             match opener.open(account_id, integration_id, sealed).await {
                 Ok(s) => secrets.push(s),
-                Err(e) => return unsealed_failure(&e),
+                Err(e) => return unsealed_failure("signing secret", "signing_secret", &e),
             }
         }
-        self.deliver(url, &secrets, message_id, payload, now).await
-    }
-
-    /// Posts `payload` to `url`, signed with every secret of `secrets` (the current one first;
-    /// during a rotation's grace the previous one too), and classifies the answer.
-    pub async fn deliver(
-        &self,
-        url: &str,
-        secrets: &[SigningSecret],
-        message_id: &str,
-        payload: &str,
-        now: Timestamp,
-    ) -> AttemptResult {
         let url = match check_url(url, &self.policy) {
             Ok(u) => u,
             Err(e) => {
@@ -108,13 +117,106 @@ impl WebhookAdapter {
                 .error(TransportFailure::ForbiddenTarget.as_str())
             }
         };
-        let headers = WebhookHeaders::sign(secrets, message_id, now, payload.as_bytes());
-        let mut request = self
-            .client
-            .post(url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json");
-        for (name, value) in headers.pairs() {
-            request = request.header(name, value);
+        let signed = WebhookHeaders::sign(&secrets, message.id, now, message.payload.as_bytes());
+        let mut headers: Vec<(&str, &str)> = vec![("content-type", "application/json")];
+        headers.extend(signed.pairs());
+        headers.push(("traceparent", message.traceparent));
+        headers.extend(
+            endpoint
+                .headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        );
+        let Some(auth) = &endpoint.auth else {
+            return self.post(&url, &headers, None, message.payload, now).await;
+        };
+        // The token request and the extra tries share the attempt's timeout: an attempt never
+        // takes longer than one without authentication could (the batch's deadline relies on it).
+        let authenticated = self.authenticated(
+            opener,
+            integration,
+            auth,
+            &url,
+            &headers,
+            message.payload,
+            now,
+        );
+        match tokio::time::timeout(self.timeout, authenticated).await {
+            Ok(result) => result,
+            Err(_) => AttemptResult::new(
+                classify_transport(&TransportFailure::Timeout),
+                None,
+                Some(format!(
+                    "the authenticated attempt took longer than {} s",
+                    self.timeout.as_secs()
+                )),
+            )
+            .error(TransportFailure::Timeout.as_str()),
+        }
+    }
+
+    /// The attempt with authentication: the current one, then the one a rotation replaced
+    /// (during its grace), each tried only when the endpoint refused the one before with 401; a
+    /// cached OAuth2 token the endpoint refuses is fetched again, once.
+    #[allow(clippy::too_many_arguments)]
+    async fn authenticated(
+        &self,
+        opener: &SecretOpener,
+        integration: (&AccountId, &IntegrationId),
+        auth: &EndpointAuth,
+        url: &url::Url,
+        headers: &[(&str, &str)],
+        payload: &str,
+        now: Timestamp,
+    ) -> AttemptResult {
+        let authenticator = Authenticator {
+            http: &self.client,
+            policy: &self.policy,
+            opener,
+            tokens: &self.tokens,
+        };
+        let mut last = None;
+        for tried in auth.tried_at(now) {
+            let mut fresh = false;
+            loop {
+                let header = match auth_header(&authenticator, integration, tried, fresh, now).await
+                {
+                    Ok(h) => h,
+                    Err(e) => {
+                        last = Some(auth_failure(&e));
+                        break;
+                    }
+                };
+                let result = self.post(url, headers, Some(&header), payload, now).await;
+                if result.http_status != Some(401) {
+                    return result;
+                }
+                last = Some(result);
+                if !header.cached {
+                    break;
+                }
+                fresh = true;
+            }
+        }
+        last.expect("an authentication is always tried")
+    }
+
+    /// Posts `payload` to `url` with `headers` (and the authentication header) and classifies
+    /// the answer.
+    async fn post(
+        &self,
+        url: &url::Url,
+        headers: &[(&str, &str)],
+        auth: Option<&super::endpoint_auth::AuthHeader>,
+        payload: &str,
+        now: Timestamp,
+    ) -> AttemptResult {
+        let mut request = self.client.post(url.clone());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        if let Some(a) = auth {
+            request = request.header(a.name.as_str(), a.value.as_str());
         }
         match request.body(payload.to_string()).send().await {
             Ok(response) => {
@@ -149,19 +251,35 @@ impl WebhookAdapter {
     }
 }
 
+/// The attempt an authentication that could not be made comes to: a credential that cannot be
+/// opened as a signing secret that cannot; a token endpoint without a token is transient.
+fn auth_failure(e: &AuthFailure) -> AttemptResult {
+    match e {
+        AuthFailure::Unsealed(u) => {
+            unsealed_failure("endpoint credential", "endpoint_credential", u)
+        }
+        AuthFailure::Token(_) => AttemptResult::new(
+            AttemptClass::Transient { retry_after: None },
+            None,
+            Some(e.to_string()),
+        )
+        .error("token_endpoint"),
+    }
+}
+
 /// The attempt a signing secret that cannot be used comes to: a KMS outage is retried; a sealed
 /// secret that does not open (altered, moved from another integration, its data key refused)
 /// fails the delivery as configuration loss until the secret is rotated. Nothing secret is in
 /// the detail.
-fn unsealed_failure(e: &UnsealError) -> AttemptResult {
-    let detail = format!("signing secret: {e}");
+fn unsealed_failure(what: &str, error: &'static str, e: &UnsealError) -> AttemptResult {
+    let detail = format!("{what}: {e}");
     if e.is_transient() {
         AttemptResult::new(
             AttemptClass::Transient { retry_after: None },
             None,
             Some(detail),
         )
-        .error("signing_secret")
+        .error(error)
     } else {
         AttemptResult::configuration_loss(detail)
     }

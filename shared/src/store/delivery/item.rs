@@ -36,7 +36,8 @@ pub struct AttemptRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
     /// The classified error of an attempt that got no HTTP answer (`timeout`, `connect`, `tls`,
-    /// `transport`, `forbidden_target`, `signing_secret`, `configuration_loss`; the worker's
+    /// `transport`, `forbidden_target`, `signing_secret`, `endpoint_credential`, `token_endpoint`,
+    /// `configuration_loss`; the worker's
     /// classification, kept as it decided); absent for an answer, and on attempts recorded
     /// before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,0 +1,212 @@
+//! The worker's side of endpoint authentication ([`crate::domain::endpoint_auth`]): opening a
+//! mode's sealed credential (through the same [`SecretOpener`] as signing secrets, so its data
+//! key is unwrapped once per container) and turning it into the header an attempt carries. For
+//! OAuth2 client credentials that header is a bearer token, fetched from the token URL (through
+//! the same SSRF-guarded client as the webhook) and cached per container until shortly before it
+//! expires.
+
+use super::adapters::truncate;
+use crate::data_keys::{SecretOpener, UnsealError};
+use crate::domain::endpoint_auth::{
+    basic_authorization, bearer_authorization, client_authorization, token_fresh_until,
+    token_request_body, AuthMode,
+};
+use crate::domain::sealed::{Credential, SealedSecret};
+use crate::domain::ssrf::{check_url, TargetPolicy};
+use crate::domain::time::Timestamp;
+use crate::guarded_http;
+use crate::ids::{AccountId, IntegrationId};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Tokens kept per container; past this the cache starts over.
+const TOKEN_CACHE_LIMIT: usize = 1024;
+/// The most of a token endpoint's answer read (a token response is small).
+const TOKEN_RESPONSE_LIMIT: usize = 16 * 1024;
+
+/// Why an authentication header could not be made. The messages name no secret.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthFailure {
+    /// The credential could not be opened (KMS unavailable, or the sealed text unusable).
+    #[error("endpoint credential: {0}")]
+    Unsealed(#[from] UnsealError),
+    /// The OAuth2 token endpoint gave no token.
+    #[error("OAuth2 token endpoint: {0}")]
+    Token(String),
+}
+
+/// Cached OAuth2 access tokens: one per integration and sealed client secret (a rotated secret is
+/// another entry), each with the time it stops being used.
+#[derive(Default)]
+pub struct TokenCache {
+    tokens: Mutex<HashMap<TokenKey, (Credential, Timestamp)>>,
+}
+
+/// An integration (account and integration id) and the nonce of its sealed client secret.
+type TokenKey = (String, String, Vec<u8>);
+
+fn token_key(integration: (&AccountId, &IntegrationId), sealed: &SealedSecret) -> TokenKey {
+    (
+        integration.0.as_str().to_owned(),
+        integration.1.as_str().to_owned(),
+        sealed.nonce.to_vec(),
+    )
+}
+
+impl TokenCache {
+    fn get(&self, key: &TokenKey, now: Timestamp) -> Option<Credential> {
+        let tokens = self.tokens.lock().expect("the token cache lock");
+        tokens
+            .get(key)
+            .filter(|(_, until)| now < *until)
+            .map(|(token, _)| token.clone())
+    }
+
+    fn put(&self, key: TokenKey, token: Credential, until: Timestamp) {
+        let mut tokens = self.tokens.lock().expect("the token cache lock");
+        if tokens.len() >= TOKEN_CACHE_LIMIT {
+            tokens.clear();
+        }
+        tokens.insert(key, (token, until));
+    }
+}
+
+/// The header one authentication adds to an attempt, and whether it came from the token cache
+/// (a 401 to a cached token is worth one fresh token).
+pub struct AuthHeader {
+    pub name: String,
+    pub value: String,
+    pub cached: bool,
+}
+
+/// What making an authentication header uses: the guarded client and its policy (for a token
+/// endpoint), the opener of sealed credentials, and the container's token cache.
+pub struct Authenticator<'a> {
+    pub http: &'a reqwest::Client,
+    pub policy: &'a TargetPolicy,
+    pub opener: &'a SecretOpener,
+    pub tokens: &'a TokenCache,
+}
+
+/// Makes the authentication header of `mode` with its sealed `credential`: opened through the
+/// opener; for OAuth2 a token from the cache unless `fresh`, else from the token endpoint.
+pub async fn auth_header(
+    a: &Authenticator<'_>,
+    integration: (&AccountId, &IntegrationId),
+    (mode, sealed): (&AuthMode, &SealedSecret),
+    fresh: bool,
+    now: Timestamp,
+) -> Result<AuthHeader, AuthFailure> {
+    let Authenticator {
+        http,
+        policy,
+        opener,
+        tokens,
+    } = a;
+    let header = |name: &str, value: String, cached: bool| AuthHeader {
+        name: name.to_owned(),
+        value,
+        cached,
+    };
+    if let AuthMode::OAuth2 { .. } = mode {
+        if !fresh {
+            if let Some(token) = tokens.get(&token_key(integration, sealed), now) {
+                return Ok(header("authorization", bearer_authorization(&token), true));
+            }
+        }
+    }
+    let credential = opener
+        .open_credential(integration.0, integration.1, sealed)
+        .await?;
+    Ok(match mode {
+        AuthMode::Header { name } => header(name, credential.expose().to_owned(), false),
+        AuthMode::Basic { username } => header(
+            "authorization",
+            basic_authorization(username, &credential),
+            false,
+        ),
+        AuthMode::OAuth2 {
+            token_url,
+            client_id,
+            scope,
+            audience,
+        } => {
+            let request = TokenRequest {
+                token_url,
+                client_id,
+                scope: scope.as_deref(),
+                audience: audience.as_deref(),
+            };
+            let (token, expires_in) = request.fetch(http, policy, &credential).await?;
+            tokens.put(
+                token_key(integration, sealed),
+                token.clone(),
+                token_fresh_until(now, expires_in),
+            );
+            header("authorization", bearer_authorization(&token), false)
+        }
+    })
+}
+
+/// A client-credentials token request.
+struct TokenRequest<'a> {
+    token_url: &'a str,
+    client_id: &'a str,
+    scope: Option<&'a str>,
+    audience: Option<&'a str>,
+}
+
+#[derive(serde::Deserialize)]
+struct TokenResponse {
+    access_token: String,
+    #[serde(default)]
+    expires_in: Option<serde_json::Value>,
+}
+
+impl TokenRequest<'_> {
+    /// Posts the form (client authenticated by HTTP basic, RFC 6749 §2.3.1) and reads the token
+    /// and its lifetime. Errors carry the status and the start of an error answer, never the
+    /// client secret nor a token.
+    async fn fetch(
+        &self,
+        http: &reqwest::Client,
+        policy: &TargetPolicy,
+        secret: &Credential,
+    ) -> Result<(Credential, Option<u64>), AuthFailure> {
+        let url = check_url(self.token_url, policy)
+            .map_err(|e| AuthFailure::Token(format!("token URL refused: {e}")))?;
+        let response = http
+            .post(url)
+            .header(
+                reqwest::header::AUTHORIZATION,
+                client_authorization(self.client_id, secret),
+            )
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .header(reqwest::header::ACCEPT, "application/json")
+            .body(token_request_body(self.scope, self.audience))
+            .send()
+            .await
+            .map_err(|e| AuthFailure::Token(guarded_http::error_chain(&e.without_url())))?;
+        let status = response.status();
+        let body = guarded_http::read_capped(response, TOKEN_RESPONSE_LIMIT).await;
+        if !status.is_success() {
+            let text = String::from_utf8_lossy(&body).into_owned();
+            return Err(AuthFailure::Token(truncate(format!(
+                "answered {}: {text}",
+                status.as_u16()
+            ))));
+        }
+        let parsed: TokenResponse = serde_json::from_slice(&body)
+            .map_err(|_| AuthFailure::Token("the answer holds no access_token".into()))?;
+        // Some servers send the lifetime as a string.
+        let expires_in = parsed.expires_in.and_then(|v| match v {
+            serde_json::Value::Number(n) => n.as_u64(),
+            serde_json::Value::String(s) => s.parse().ok(),
+            _ => None,
+        });
+        Ok((Credential::new(parsed.access_token), expires_in))
+    }
+}
