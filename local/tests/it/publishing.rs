@@ -198,6 +198,11 @@ async fn a_publish_token_publishes_for_its_own_account_only_and_calls_no_other_r
         .post("/v1/changes", &token, change)
         .await
         .problem(StatusCode::FORBIDDEN);
+    // It says what it is, and reads the catalog it publishes against.
+    let who = w.api.get("/v1/whoami", &token).await;
+    assert_eq!(who.ok()["kind"], "publisher");
+    assert_eq!(who.ok()["account_id"], shop.account_id.as_str());
+    assert!(w.api.get("/v1/event-types/catalog_item", &token).await.ok()["schema"].is_object());
     // No management, adapter or operator route takes it.
     for (method, path) in [
         (Method::GET, "/v1/subscriptions".to_string()),

@@ -7,8 +7,9 @@
 //! * A change: `{change_id?, record_type, record_id, operation? | event_code?, occurred_at?,
 //!   warehouse?, changed_fields?, record}`. `record_type` must be in the event-type catalog;
 //!   `event_code` defaults to `{record_type}.{operation}` (`operation`: `created`, `updated` or
-//!   `deleted`); `occurred_at` (RFC 3339) to now; `change_id` (a ULID) to a new one. A change is
-//!   at most [`MAX_CHANGE_BYTES`] of JSON.
+//!   `deleted`); `occurred_at` (RFC 3339) to now; `change_id` (a ULID) to a new one. A change of
+//!   a batch is at most [`MAX_CHANGE_BYTES`] of JSON (its own 413 problem past it); a single
+//!   change is bounded by the body's 256 KiB.
 //! * → 202 `{changes: [{index, change_id, result}…]}`: `result` is `published`, or `repeated`
 //!   when a change with that id was published before (nothing is written again). A bad change of
 //!   a batch gets `{index, problem}` (an RFC 7807 problem naming its fields) and the others are
