@@ -303,3 +303,61 @@ async fn the_console_shows_the_catalog_with_fields_and_examples_to_administrator
         StatusCode::FORBIDDEN
     );
 }
+
+#[tokio::test]
+async fn the_consoles_subscription_form_is_refused_the_same_unknown_type_and_field_by_the_same_check(
+) {
+    use super::console::{post, sign_in_with_token};
+    let w = World::new().await;
+    let tenant = w.api.account("Acme").await;
+    let integration = webhook(&w, &tenant).await;
+    let admin = sign_in_with_token(&w, &tenant.token).await;
+    let create = |types: &'static str, fields: &'static str| {
+        let (w, admin, integration) = (&w, &admin, integration.clone());
+        async move {
+            post(
+                w,
+                Some(&admin.cookie),
+                "/console/acct/manage/subscriptions",
+                &[
+                    ("csrf", &admin.csrf),
+                    ("integration_id", &integration),
+                    ("record_types", types),
+                    ("fields", fields),
+                ],
+            )
+            .await
+        }
+    };
+    let typo = create("catalog_itme", "price").await;
+    assert_eq!(
+        typo.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        typo.text
+    );
+    assert!(typo.text.contains("data-testid=\"problem\""));
+    assert!(typo.text.contains("record_types[0]") && typo.text.contains("catalog_itme"));
+    let field = create("catalog_item", "price, prize").await;
+    assert_eq!(
+        field.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        field.text
+    );
+    assert!(field.text.contains("fields[1]") && field.text.contains("prize"));
+    assert_eq!(
+        w.api.get("/v1/subscriptions", &tenant.token).await.ok()["data"],
+        json!([])
+    );
+    let ok = create("catalog_item", "price, supplier.name").await;
+    assert!(
+        ok.status.is_success() || ok.status.is_redirection(),
+        "{}",
+        ok.text
+    );
+    assert_eq!(
+        w.api.get("/v1/subscriptions", &tenant.token).await.ok()["data"][0]["fields"],
+        json!(["price", "supplier.name"])
+    );
+}
