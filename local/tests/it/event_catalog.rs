@@ -45,7 +45,10 @@ async fn operators_put_event_types_with_versions_audited_and_every_token_reads_t
     assert_eq!(created["version"], 1);
     assert_eq!(created["updated_by"], OPERATOR);
     assert_eq!(created["example"]["amount"], 12.5);
-    // The next PUT bumps the version; a given version must be higher than the stored one.
+    // The next PUT bumps the version; a given version must be higher than the stored one. (The
+    // clock moves between writes, so the history's order is the writes'.)
+    let tick = || w.pipeline.clock.advance(std::time::Duration::from_secs(1));
+    tick();
     let mut v2 = invoice();
     v2["reason"] = json!("amount is in cents now");
     assert_eq!(
@@ -60,6 +63,7 @@ async fn operators_put_event_types_with_versions_audited_and_every_token_reads_t
         .put("/operator/event-types/invoice", OPERATOR_TOKEN, stale)
         .await;
     assert_eq!(r.fields(), ["version"]);
+    tick();
     v2["version"] = json!(10);
     assert_eq!(
         api.put("/operator/event-types/invoice", OPERATOR_TOKEN, v2)

@@ -35,9 +35,10 @@ fn item(sku: &str, price: f64) -> Value {
     })
 }
 
-/// The SKUs of the deliveries the receiver got, in arrival order.
+/// The SKUs of the deliveries the receiver got, sorted (deliveries arrive in any order).
 fn delivered_skus(w: &World) -> Vec<String> {
-    w.receiver
+    let mut skus: Vec<String> = w
+        .receiver
         .received()
         .iter()
         .map(|r| {
@@ -46,7 +47,9 @@ fn delivered_skus(w: &World) -> Vec<String> {
                 .unwrap_or_default()
                 .to_owned()
         })
-        .collect()
+        .collect();
+    skus.sort();
+    skus
 }
 
 #[tokio::test]
@@ -195,9 +198,31 @@ async fn a_publish_token_publishes_for_its_own_account_only_and_calls_no_other_r
     let mut change = item("SKU-1", 1.0);
     change["account_id"] = json!(other.account_id.as_str());
     w.api
-        .post("/v1/changes", &token, change)
+        .post("/v1/changes", &token, change.clone())
         .await
         .problem(StatusCode::FORBIDDEN);
+    // In a batch, that change alone is refused (and the batch naming another account whole).
+    let r = w
+        .api
+        .post("/v1/changes", &token, json!({"changes": [change.clone()]}))
+        .await;
+    assert_eq!(r.accepted()["changes"][0]["problem"]["status"], 403);
+    let mut mine = item("SKU-0", 1.0);
+    mine["account_id"] = json!(shop.account_id.as_str());
+    let r = w
+        .api
+        .post(
+            "/v1/changes",
+            &token,
+            json!({"account_id": other.account_id.as_str(), "changes": [mine.clone()]}),
+        )
+        .await;
+    r.problem(StatusCode::FORBIDDEN);
+    let r = w
+        .api
+        .post("/v1/changes", &token, json!({"changes": [mine]}))
+        .await;
+    assert_eq!(r.accepted()["changes"][0]["result"], "published");
     // It says what it is, and reads the catalog it publishes against.
     let who = w.api.get("/v1/whoami", &token).await;
     assert_eq!(who.ok()["kind"], "publisher");
@@ -273,9 +298,7 @@ async fn a_throttled_write_fails_its_own_change_and_the_rest_of_the_batch_is_del
     assert_eq!(results[0]["result"], "published");
     assert_eq!(results[2]["result"], "published");
     w.pipeline.pump().await.unwrap();
-    let mut skus = delivered_skus(&w);
-    skus.sort();
-    assert_eq!(skus, ["SKU-1", "SKU-3"]);
+    assert_eq!(delivered_skus(&w), ["SKU-1", "SKU-3"]);
     // Published again, it goes through.
     let again = w
         .api

@@ -105,6 +105,19 @@ fn change_error(e: &ChangeError) -> ApiError {
     ApiError::field(field, e.to_string())
 }
 
+/// A body's (or a change's) `account_id`, when given, must be the credential's own account.
+fn check_account(f: &mut Fields, account_id: &AccountId) -> Result<(), ApiError> {
+    if f.has("account_id") {
+        let named: Option<String> = f.optional("account_id");
+        if named.as_deref() != Some(account_id.as_str()) {
+            return Err(ApiError::forbidden(
+                "changes are published for the credential's own account only",
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Reads one change of `account_id` from its fields: every invalid field named at once.
 fn read_change(
     mut f: Fields,
@@ -112,6 +125,7 @@ fn read_change(
     catalog: &Catalog,
     now: Timestamp,
 ) -> Result<Change, ApiError> {
+    check_account(&mut f, account_id)?;
     let change_id = match f.optional::<String>("change_id") {
         Some(text) => match text.parse::<ChangeId>() {
             Ok(id) => Some(id),
@@ -250,14 +264,7 @@ pub async fn publish_changes(
             }
         },
     };
-    if f.has("account_id") {
-        let named: Option<String> = f.optional("account_id");
-        if named.as_deref() != Some(account_id.as_str()) {
-            return Err(ApiError::forbidden(
-                "changes are published for the credential's own account only",
-            ));
-        }
-    }
+    check_account(&mut f, account_id)?;
     let catalog = catalog(state).await?;
     let now = state.clock.now();
     if !f.has("changes") {
