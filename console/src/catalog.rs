@@ -89,7 +89,7 @@ async fn page(state: &ApiState, ctx: &Ctx, nav: &Nav) -> Response {
                         }
                     }
                     h3 { "Example" }
-                    pre data-testid="event-type-example" tabindex="0" aria-label=(format!("Example payload of {}", t.record_type)) {
+                    pre class="mono payload" data-testid="event-type-example" tabindex="0" aria-label=(format!("Example payload of {}", t.record_type)) {
                         (serde_json::to_string_pretty(&t.example_json()).unwrap_or_default())
                     }
                 }

@@ -45,7 +45,10 @@ async fn operators_put_event_types_with_versions_audited_and_every_token_reads_t
     assert_eq!(created["version"], 1);
     assert_eq!(created["updated_by"], OPERATOR);
     assert_eq!(created["example"]["amount"], 12.5);
-    // The next PUT bumps the version; a given version must be higher than the stored one.
+    // The next PUT bumps the version; a given version must be higher than the stored one. (The
+    // clock moves between writes, so the history's order is the writes'.)
+    let tick = || w.pipeline.clock.advance(std::time::Duration::from_secs(1));
+    tick();
     let mut v2 = invoice();
     v2["reason"] = json!("amount is in cents now");
     assert_eq!(
@@ -60,6 +63,7 @@ async fn operators_put_event_types_with_versions_audited_and_every_token_reads_t
         .put("/operator/event-types/invoice", OPERATOR_TOKEN, stale)
         .await;
     assert_eq!(r.fields(), ["version"]);
+    tick();
     v2["version"] = json!(10);
     assert_eq!(
         api.put("/operator/event-types/invoice", OPERATOR_TOKEN, v2)
@@ -301,5 +305,63 @@ async fn the_console_shows_the_catalog_with_fields_and_examples_to_administrator
             .await
             .status,
         StatusCode::FORBIDDEN
+    );
+}
+
+#[tokio::test]
+async fn the_consoles_subscription_form_is_refused_the_same_unknown_type_and_field_by_the_same_check(
+) {
+    use super::console::{post, sign_in_with_token};
+    let w = World::new().await;
+    let tenant = w.api.account("Acme").await;
+    let integration = webhook(&w, &tenant).await;
+    let admin = sign_in_with_token(&w, &tenant.token).await;
+    let create = |types: &'static str, fields: &'static str| {
+        let (w, admin, integration) = (&w, &admin, integration.clone());
+        async move {
+            post(
+                w,
+                Some(&admin.cookie),
+                "/console/acct/manage/subscriptions",
+                &[
+                    ("csrf", &admin.csrf),
+                    ("integration_id", &integration),
+                    ("record_types", types),
+                    ("fields", fields),
+                ],
+            )
+            .await
+        }
+    };
+    let typo = create("catalog_itme", "price").await;
+    assert_eq!(
+        typo.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        typo.text
+    );
+    assert!(typo.text.contains("data-testid=\"problem\""));
+    assert!(typo.text.contains("record_types[0]") && typo.text.contains("catalog_itme"));
+    let field = create("catalog_item", "price, prize").await;
+    assert_eq!(
+        field.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        field.text
+    );
+    assert!(field.text.contains("fields[1]") && field.text.contains("prize"));
+    assert_eq!(
+        w.api.get("/v1/subscriptions", &tenant.token).await.ok()["data"],
+        json!([])
+    );
+    let ok = create("catalog_item", "price, supplier.name").await;
+    assert!(
+        ok.status.is_success() || ok.status.is_redirection(),
+        "{}",
+        ok.text
+    );
+    assert_eq!(
+        w.api.get("/v1/subscriptions", &tenant.token).await.ok()["data"][0]["fields"],
+        json!(["price", "supplier.name"])
     );
 }

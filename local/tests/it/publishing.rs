@@ -35,8 +35,7 @@ fn item(sku: &str, price: f64) -> Value {
     })
 }
 
-/// The SKUs of the deliveries the receiver got, in arrival order.
-/// The SKUs the receiver got, sorted: deliveries have no order between them.
+/// The SKUs of the deliveries the receiver got, sorted (deliveries arrive in any order).
 fn delivered_skus(w: &World) -> Vec<String> {
     let mut skus: Vec<String> = w
         .receiver
@@ -199,9 +198,36 @@ async fn a_publish_token_publishes_for_its_own_account_only_and_calls_no_other_r
     let mut change = item("SKU-1", 1.0);
     change["account_id"] = json!(other.account_id.as_str());
     w.api
-        .post("/v1/changes", &token, change)
+        .post("/v1/changes", &token, change.clone())
         .await
         .problem(StatusCode::FORBIDDEN);
+    // In a batch, that change alone is refused (and the batch naming another account whole).
+    let r = w
+        .api
+        .post("/v1/changes", &token, json!({"changes": [change.clone()]}))
+        .await;
+    assert_eq!(r.accepted()["changes"][0]["problem"]["status"], 403);
+    let mut mine = item("SKU-0", 1.0);
+    mine["account_id"] = json!(shop.account_id.as_str());
+    let r = w
+        .api
+        .post(
+            "/v1/changes",
+            &token,
+            json!({"account_id": other.account_id.as_str(), "changes": [mine.clone()]}),
+        )
+        .await;
+    r.problem(StatusCode::FORBIDDEN);
+    let r = w
+        .api
+        .post("/v1/changes", &token, json!({"changes": [mine]}))
+        .await;
+    assert_eq!(r.accepted()["changes"][0]["result"], "published");
+    // It says what it is, and reads the catalog it publishes against.
+    let who = w.api.get("/v1/whoami", &token).await;
+    assert_eq!(who.ok()["kind"], "publisher");
+    assert_eq!(who.ok()["account_id"], shop.account_id.as_str());
+    assert!(w.api.get("/v1/event-types/catalog_item", &token).await.ok()["schema"].is_object());
     // No management, adapter or operator route takes it.
     for (method, path) in [
         (Method::GET, "/v1/subscriptions".to_string()),

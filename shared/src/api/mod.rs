@@ -13,6 +13,10 @@
 //! api/v1/integrations.rs       /v1/integrations…      (account token)
 //! api/v1/subscriptions.rs      /v1/subscriptions…     (account token)
 //! api/v1/whoami.rs             /v1/whoami             (any token)
+//! api/v1/event_types.rs        /v1/event-types…       (any token; the catalog's reads and checks)
+//! api/v1/changes.rs            /v1/changes, /v1/publish-tokens (publish / account token), and the
+//!                              operator's door to the same: /operator/accounts/{a}/changes|publish-tokens
+//! api/operator/event_types.rs  /operator/event-types… (operator identity; the catalog's writes)
 //! api/operator/accounts.rs     /operator/accounts…    (operator identity)
 //! api/v1/pull.rs               /v1/pull/subscriptions…                  (integration token)
 //! api/operator/subscriptions.rs /operator/accounts/{a}/subscriptions/{s}[/resume]

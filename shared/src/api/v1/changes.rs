@@ -7,8 +7,9 @@
 //! * A change: `{change_id?, record_type, record_id, operation? | event_code?, occurred_at?,
 //!   warehouse?, changed_fields?, record}`. `record_type` must be in the event-type catalog;
 //!   `event_code` defaults to `{record_type}.{operation}` (`operation`: `created`, `updated` or
-//!   `deleted`); `occurred_at` (RFC 3339) to now; `change_id` (a ULID) to a new one. A change is
-//!   at most [`MAX_CHANGE_BYTES`] of JSON.
+//!   `deleted`); `occurred_at` (RFC 3339) to now; `change_id` (a ULID) to a new one. A change of
+//!   a batch is at most [`MAX_CHANGE_BYTES`] of JSON (its own 413 problem past it); a single
+//!   change is bounded by the body's 256 KiB.
 //! * → 202 `{changes: [{index, change_id, result}…]}`: `result` is `published`, or `repeated`
 //!   when a change with that id was published before (nothing is written again). A bad change of
 //!   a batch gets `{index, problem}` (an RFC 7807 problem naming its fields) and the others are
@@ -104,6 +105,19 @@ fn change_error(e: &ChangeError) -> ApiError {
     ApiError::field(field, e.to_string())
 }
 
+/// A body's (or a change's) `account_id`, when given, must be the credential's own account.
+fn check_account(f: &mut Fields, account_id: &AccountId) -> Result<(), ApiError> {
+    if f.has("account_id") {
+        let named: Option<String> = f.optional("account_id");
+        if named.as_deref() != Some(account_id.as_str()) {
+            return Err(ApiError::forbidden(
+                "changes are published for the credential's own account only",
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Reads one change of `account_id` from its fields: every invalid field named at once.
 fn read_change(
     mut f: Fields,
@@ -111,6 +125,7 @@ fn read_change(
     catalog: &Catalog,
     now: Timestamp,
 ) -> Result<Change, ApiError> {
+    check_account(&mut f, account_id)?;
     let change_id = match f.optional::<String>("change_id") {
         Some(text) => match text.parse::<ChangeId>() {
             Ok(id) => Some(id),
@@ -249,14 +264,7 @@ pub async fn publish_changes(
             }
         },
     };
-    if f.has("account_id") {
-        let named: Option<String> = f.optional("account_id");
-        if named.as_deref() != Some(account_id.as_str()) {
-            return Err(ApiError::forbidden(
-                "changes are published for the credential's own account only",
-            ));
-        }
-    }
+    check_account(&mut f, account_id)?;
     let catalog = catalog(state).await?;
     let now = state.clock.now();
     if !f.has("changes") {

@@ -1,5 +1,5 @@
-//! `GET /v1/whoami`: what the presented token stands for. Any valid token (account or
-//! integration) may call it, so an adapter can check its credentials.
+//! `GET /v1/whoami`: what the presented token stands for. Any valid token (account,
+//! integration or publish) may call it, so an adapter or a publisher can check its credentials.
 
 use crate::api::auth::Principal;
 use crate::api::problem::ApiError;
