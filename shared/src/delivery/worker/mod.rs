@@ -24,14 +24,14 @@ use crate::domain::integration_delivery::{
 };
 use crate::domain::retry::RetryDecision;
 use crate::domain::ssrf::TargetPolicy;
-use crate::domain::subscription::should_auto_pause;
+use crate::domain::subscription::{should_auto_pause, SubscriptionStatus};
 use crate::domain::target::Target;
 use crate::domain::time::Timestamp;
 use crate::ids::AccountId;
 use crate::store;
 use crate::store::account_config::{AccountConfig, ConfigCache};
 use crate::store::delivery::{AttemptRecord, Claim, Delivery, DeliveryWork, Outcome};
-use crate::store::notice::{notice_item, subscription_paused_notice};
+use crate::store::notice::{notice_item, subscription_gone_notice, subscription_paused_notice};
 use crate::store::subscription::Subscription;
 use crate::store::write::{send, send_resolving_conflicts, Write, Written};
 use crate::store::StoreError;
@@ -406,8 +406,15 @@ impl DeliveryWorker {
             Claim::Refused(d) => return skipped(why_not_claimed(d.as_ref(), now)),
         };
         let number = delivery.attempts + 1;
+        let subscription = config
+            .subscription(&delivery.subscription_id)
+            .map(|c| &c.subscription);
+        let rules = subscription
+            .map(Subscription::answer_rules)
+            .unwrap_or_default();
         let started = Instant::now();
-        let result = self.attempt(&delivery, &config).await;
+        let mut result = self.attempt(&delivery, &config).await;
+        result.class = rules.class_of(result.class, result.http_status);
         let elapsed = started.elapsed();
         let timed_out = ran_long(elapsed, self.webhook.timeout());
         let attempt = AttemptRecord {
@@ -419,9 +426,6 @@ impl DeliveryWorker {
             detail: result.detail.clone(),
             error: result.error.map(str::to_owned),
         };
-        let subscription = config
-            .subscription(&delivery.subscription_id)
-            .map(|c| &c.subscription);
         let decision = decide(&delivery, number, &result, subscription)?;
         let outcome = Outcome {
             movement: decision.movement,
@@ -431,7 +435,8 @@ impl DeliveryWorker {
         let finished = self.clock.now();
         let saved = match decision.status() {
             DeliveryStatus::Dead => {
-                self.save_dead_and_count(&delivery, &token, &outcome, &config, finished)
+                let gone = rules.pauses_subscription(result.http_status);
+                self.save_dead_and_count(&delivery, &token, &outcome, &config, gone, finished)
                     .await?
             }
             _ => {
@@ -525,7 +530,7 @@ impl DeliveryWorker {
         {
             return Ok((WorkOutcome::Skipped("attempts reached Max Retries"), false));
         }
-        self.pause_if_due(d, config, now).await?;
+        self.pause_if_due(d, config, false, now).await?;
         tracing::info!(
             delivery_id = %d.delivery_id,
             account_id = %d.account_id,
@@ -547,13 +552,15 @@ impl DeliveryWorker {
     /// transaction that meets a concurrent one is tried again (nothing of it was written); only a
     /// refused condition is a decision: the lease was lost, or the subscription is gone (then the
     /// delivery is dead all the same, with nothing to count). The pause check follows in
-    /// [`Self::pause_if_due`]. `false` when the lease was lost.
+    /// [`Self::pause_if_due`] (`gone`: the answer pauses the subscription at once). `false` when
+    /// the lease was lost.
     async fn save_dead_and_count(
         &self,
         d: &Delivery,
         token: &str,
         outcome: &Outcome<'_>,
         config: &AccountConfig,
+        gone: bool,
         now: Timestamp,
     ) -> Result<bool, WorkerError> {
         let table = &self.config.delivery_table;
@@ -578,7 +585,7 @@ impl DeliveryWorker {
                 }
             }
         }
-        self.pause_if_due(d, config, now).await?;
+        self.pause_if_due(d, config, gone, now).await?;
         Ok(true)
     }
 
@@ -596,12 +603,14 @@ impl DeliveryWorker {
         Ok(stored.is_some_and(|s| s.attempt_log.iter().any(|a| a == attempt)))
     }
 
-    /// Pauses the subscription once its dead count reaches fifty, together with the one
-    /// administrator notice (see [`store::subscription::auto_pause`]).
+    /// Pauses the subscription once its dead count reaches fifty, or at once when `gone` (a 410
+    /// Gone to a subscription that pauses on gone), together with the one administrator notice
+    /// (see [`store::subscription::auto_pause`] and [`store::subscription::pause_on_gone`]).
     async fn pause_if_due(
         &self,
         d: &Delivery,
         config: &AccountConfig,
+        gone: bool,
         now: Timestamp,
     ) -> Result<(), WorkerError> {
         let table = &self.config.delivery_table;
@@ -611,7 +620,8 @@ impl DeliveryWorker {
         else {
             return Ok(());
         };
-        if !should_auto_pause(sub.consecutive_dead, sub.status) {
+        let gone = gone && sub.status == SubscriptionStatus::Active;
+        if !gone && !should_auto_pause(sub.consecutive_dead, sub.status) {
             return Ok(());
         }
         let admins = config
@@ -619,15 +629,18 @@ impl DeliveryWorker {
             .as_ref()
             .map(|a| a.admin_emails.clone())
             .unwrap_or_default();
-        let notice = subscription_paused_notice(
-            &d.account_id,
-            &d.subscription_id,
-            &admins,
-            sub.consecutive_dead,
-            now,
-        );
+        let (account, subscription) = (&d.account_id, &d.subscription_id);
+        let notice = if gone {
+            subscription_gone_notice(account, subscription, &admins, now)
+        } else {
+            subscription_paused_notice(account, subscription, &admins, sub.consecutive_dead, now)
+        };
         let notice = store::write::put_new(&self.config.notification_table, notice_item(&notice)?)?;
-        let pause = store::subscription::auto_pause(table, &sub, notice, now)?;
+        let pause = if gone {
+            store::subscription::pause_on_gone(table, &sub, notice, now)?
+        } else {
+            store::subscription::auto_pause(table, &sub, notice, now)?
+        };
         // Refused: another worker paused it first (and requested the notice), or a success
         // ended the run.
         if send_resolving_conflicts(dynamo, pause).await?.applied() {
@@ -635,7 +648,8 @@ impl DeliveryWorker {
                 account_id = %d.account_id,
                 subscription_id = %d.subscription_id,
                 dead_count = sub.consecutive_dead,
-                "subscription paused after consecutive dead deliveries; administrator notice requested"
+                gone,
+                "subscription paused (consecutive dead deliveries, or 410 Gone); administrator notice requested"
             );
         }
         Ok(())
