@@ -4,6 +4,7 @@
 
 mod account_deletion;
 mod account_limits;
+mod answer_rules;
 mod chaos;
 mod concurrency;
 mod console;
