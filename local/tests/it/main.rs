@@ -27,6 +27,7 @@ mod openapi;
 mod operator_overview;
 mod pull_and_operator;
 mod push_delivery;
+mod rate_limit;
 mod recovery;
 mod sample_events;
 mod secret_urls;

@@ -38,6 +38,7 @@ pub mod notice_retention;
 pub mod notification_delivery;
 pub mod notification_work;
 pub mod provider_ref;
+pub mod rate_window;
 pub mod replay_job;
 pub mod snapshot;
 pub mod stream_image;

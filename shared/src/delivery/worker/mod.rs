@@ -11,6 +11,7 @@
 
 pub mod adapters;
 pub mod internal;
+pub mod rate_limit;
 mod test_event;
 pub mod webhook;
 
@@ -95,9 +96,10 @@ enum Handled {
     Done(Result<WorkOutcome, WorkerError>),
     /// Not started: its attempt could not have finished before the invocation's deadline.
     HandedBack,
-    /// Not started: an attempt to its endpoint timed out earlier in the batch; a delayed copy is
-    /// put on the queue (handed back instead, should that send fail).
-    Deferred,
+    /// Not started: an attempt to its endpoint timed out earlier in the batch, or its
+    /// integration's rate limit is reached for this second; a copy delayed this long is put on
+    /// the queue (handed back instead, should that send fail).
+    Deferred(Duration),
 }
 
 /// What handling one message came to (all of them are successes for the queue).
@@ -113,6 +115,9 @@ pub enum WorkOutcome {
     /// The claim was refused because the delivery's attempts have reached its subscription's Max
     /// Retries (lowered since its last attempt): it was ended dead without a further attempt.
     EndedExhausted { attempts: u32 },
+    /// Not claimed: its integration's rate limit is reached for this second
+    /// ([`rate_limit`]); the batch handler puts a delayed copy of its message on the queue.
+    OverRateLimit,
 }
 
 pub struct DeliveryWorker {
@@ -127,6 +132,8 @@ pub struct DeliveryWorker {
     /// Whether an endpoint that timed out in a batch has the rest of its messages deferred
     /// ([`ENDPOINT_DEFERRAL`]); off only to measure the behaviour without that bound.
     endpoint_bound: bool,
+    /// Counts the starts of rate-limited integrations.
+    rate: rate_limit::RateGate,
 }
 
 impl DeliveryWorker {
@@ -162,6 +169,7 @@ impl DeliveryWorker {
             opener: SecretOpener::new(clients.kms.clone()),
             clients,
             endpoint_bound: true,
+            rate: Default::default(),
         }
     }
 
@@ -256,16 +264,24 @@ impl DeliveryWorker {
                     waiting.retain(|&j| {
                         let same = subscriptions[j].as_deref() == Some(s);
                         if same {
-                            results[j] = Some(Handled::Deferred);
+                            results[j] = Some(Handled::Deferred(ENDPOINT_DEFERRAL));
                         }
                         !same
                     });
                 }
             }
-            results[i] = Some(handled);
+            results[i] = Some(match handled {
+                Handled::Done(Ok(WorkOutcome::OverRateLimit)) => {
+                    Handled::Deferred(crate::domain::rate_limit::deferral(rand::random()))
+                }
+                other => other,
+            });
         }
-        let deferred: Vec<usize> = (0..records.len())
-            .filter(|&i| matches!(results[i], Some(Handled::Deferred)))
+        let deferred: Vec<(usize, Duration)> = (0..records.len())
+            .filter_map(|i| match results[i] {
+                Some(Handled::Deferred(delay)) => Some((i, delay)),
+                _ => None,
+            })
             .collect();
         let unsent = self.defer(&works, &deferred).await;
         let handed: Vec<usize> = (0..records.len())
@@ -277,7 +293,7 @@ impl DeliveryWorker {
         for (i, (message, result)) in records.iter().zip(results).enumerate() {
             match result {
                 Some(Handled::Done(Ok(_))) => continue,
-                Some(Handled::Deferred) if !unsent.contains(&i) => continue,
+                Some(Handled::Deferred(_)) if !unsent.contains(&i) => continue,
                 Some(Handled::HandedBack) | None if !not_resent.contains(&i) => {
                     handed_back += 1;
                     continue;
@@ -285,7 +301,7 @@ impl DeliveryWorker {
                 Some(Handled::Done(Err(e))) => {
                     tracing::error!(message_id = message.message_id.as_deref(), error = %e, "delivery work failed; the queue returns it");
                 }
-                Some(Handled::HandedBack | Handled::Deferred) | None => handed_back += 1,
+                Some(Handled::HandedBack | Handled::Deferred(_)) | None => handed_back += 1,
             }
             let mut f = BatchItemFailure::default();
             f.item_identifier = message.message_id.clone().unwrap_or_default();
@@ -296,7 +312,7 @@ impl DeliveryWorker {
                 deferred = deferred.len(),
                 not_sent = unsent.len(),
                 messages = records.len(),
-                "an endpoint timed out in this batch; its other messages wait on the queue, unclaimed"
+                "an endpoint timed out or a rate limit was reached in this batch; those messages wait on the queue, unclaimed"
             );
         }
         if handed_back > 0 {
@@ -335,14 +351,18 @@ impl DeliveryWorker {
         unsent
     }
 
-    /// Puts delayed copies of the messages `deferred` (indexes into `works`) on the delivery
-    /// queue, ten to a request. Returns the indexes whose copy was not sent.
-    async fn defer(&self, works: &[Option<DeliveryWork>], deferred: &[usize]) -> Vec<usize> {
+    /// Puts copies of the messages `deferred` (indexes into `works`, with their delays) on the
+    /// delivery queue, ten to a request. Returns the indexes whose copy was not sent.
+    async fn defer(
+        &self,
+        works: &[Option<DeliveryWork>],
+        deferred: &[(usize, Duration)],
+    ) -> Vec<usize> {
         let mut unsent = Vec::new();
         for chunk in deferred.chunks(10) {
             let entries: Vec<(DeliveryWork, Duration)> = chunk
                 .iter()
-                .filter_map(|&i| Some((works[i].clone()?, ENDPOINT_DEFERRAL)))
+                .filter_map(|&(i, delay)| Some((works[i].clone()?, delay)))
                 .collect();
             let failed = crate::delivery::dispatch::publish(
                 &self.clients.sqs,
@@ -350,7 +370,7 @@ impl DeliveryWorker {
                 &entries,
             )
             .await;
-            unsent.extend(failed.into_iter().map(|k| chunk[k]));
+            unsent.extend(failed.into_iter().map(|k| chunk[k].0));
         }
         unsent
     }
@@ -393,6 +413,15 @@ impl DeliveryWorker {
         let max_attempts = config
             .subscription(&work.subscription_id)
             .map_or(u32::MAX, |c| c.subscription.retry_policy.max_attempts());
+        if let Some((integration, limit)) = rate_limit::limited(&config, work) {
+            if !self
+                .rate
+                .admit(dynamo, table, integration, limit, now)
+                .await
+            {
+                return Ok((WorkOutcome::OverRateLimit, false));
+            }
+        }
         let due_by = now.plus(EARLY_TOLERANCE);
         let claim = store::delivery::claim(table, work, &token, now, LEASE, due_by, max_attempts)?;
         let delivery = match Claim::of(send(dynamo, claim).await?)? {
