@@ -214,3 +214,83 @@ async fn statuses_that_are_not_client_errors_or_are_retried_already_are_refused_
     assert_eq!(cleared["retry_statuses"], json!([]));
     assert_eq!(cleared["pause_on_gone"], json!(true));
 }
+
+#[tokio::test]
+async fn the_console_form_sets_which_answers_retry_and_the_subscription_page_shows_what_each_answer_does(
+) {
+    use crate::console::{get, post, sign_in_with_token};
+    let w = World::new().await;
+    let tenant = w.api.account("Answers").await;
+    let sub = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
+    let admin = sign_in_with_token(&w, &tenant.token).await;
+    let path = format!("/console/acct/manage/subscriptions/{}", sub.subscription_id);
+    let edit = |statuses: &'static str, gone: bool| {
+        let mut fields = vec![
+            ("csrf", admin.csrf.as_str()),
+            ("answers_shown", "1"),
+            ("retry_statuses", statuses),
+        ];
+        if gone {
+            fields.push(("pause_on_gone", "on"));
+        }
+        let (w, cookie, path) = (&w, admin.cookie.clone(), path.clone());
+        async move { post(w, Some(&cookie), &path, &fields).await }
+    };
+    let saved = edit("401, 403", true).await;
+    assert_eq!(saved.status, StatusCode::OK, "{}", saved.text);
+    let stored = w
+        .api
+        .get(
+            &format!("/v1/subscriptions/{}", sub.subscription_id),
+            &tenant.token,
+        )
+        .await;
+    assert_eq!(stored.ok()["retry_statuses"], json!([401, 403]));
+    assert_eq!(stored.ok()["pause_on_gone"], json!(true));
+
+    let page = get(
+        &w,
+        Some(&admin.cookie),
+        &format!("/console/acct/subscriptions/{}", sub.subscription_id),
+    )
+    .await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.text.contains("data-testid=\"answers\""),
+        "{}",
+        page.text
+    );
+    for (answer, effect) in [
+        (
+            "401",
+            "retried on the schedule (this subscription&#39;s choice)",
+        ),
+        ("410 Gone", "dead at once, and the subscription pauses"),
+        ("other 4xx", "dead at once: not retried"),
+    ] {
+        let row = format!(
+            "<td data-label=\"Answer\">{answer}</td><td data-label=\"What happens\">{effect}"
+        );
+        assert!(
+            page.text.contains(&row) || page.text.contains(&row.replace("&#39;", "'")),
+            "{answer}: {}",
+            page.text
+        );
+    }
+
+    // An unchecked box and an empty list restore the defaults; a 5xx is refused by name.
+    let bad = edit("500", false).await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.text);
+    assert!(bad.text.contains("retry_statuses[0]"), "{}", bad.text);
+    let cleared = edit("", false).await;
+    assert_eq!(cleared.status, StatusCode::OK, "{}", cleared.text);
+    let stored = w
+        .api
+        .get(
+            &format!("/v1/subscriptions/{}", sub.subscription_id),
+            &tenant.token,
+        )
+        .await;
+    assert_eq!(stored.ok()["retry_statuses"], json!([]));
+    assert_eq!(stored.ok()["pause_on_gone"], json!(false));
+}

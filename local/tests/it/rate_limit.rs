@@ -193,3 +193,51 @@ async fn a_rate_limit_is_set_changed_and_removed_through_the_api_within_its_boun
         .await;
     assert!(r.ok().get("rate_limit_per_second").is_none());
 }
+
+#[tokio::test]
+async fn an_administrator_sets_and_removes_a_rate_limit_from_the_manage_page() {
+    use crate::console::{get, post, sign_in_with_token};
+    let w = World::new().await;
+    let tenant = w.api.account("Limited").await;
+    w.subscribe_through_api(&tenant, "webhook", json!({})).await;
+    let list = w.api.get("/v1/integrations", &tenant.token).await;
+    let id = list.ok()["data"][0]["id"].as_str().unwrap().to_owned();
+    let admin = sign_in_with_token(&w, &tenant.token).await;
+    let path = format!("/console/acct/manage/integrations/{id}/rate-limit");
+    let set = |value: &'static str| {
+        let fields = [
+            ("csrf", admin.csrf.clone()),
+            ("rate_limit_per_second", value.into()),
+        ];
+        let (w, cookie, path) = (&w, admin.cookie.clone(), path.clone());
+        async move {
+            let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            post(w, Some(&cookie), &path, &fields).await
+        }
+    };
+    let saved = set("25").await;
+    assert_eq!(saved.status, StatusCode::OK, "{}", saved.text);
+    let read = w
+        .api
+        .get(&format!("/v1/integrations/{id}"), &tenant.token)
+        .await;
+    assert_eq!(read.ok()["rate_limit_per_second"], 25);
+    let page = get(&w, Some(&admin.cookie), "/console/acct/manage").await;
+    assert!(
+        page.text
+            .contains("value=\"25\" data-testid=\"rate-limit\""),
+        "{}",
+        page.text
+    );
+
+    let bad = set("0").await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.text);
+    assert!(bad.text.contains("rate_limit_per_second"), "{}", bad.text);
+    let removed = set("").await;
+    assert_eq!(removed.status, StatusCode::OK, "{}", removed.text);
+    let read = w
+        .api
+        .get(&format!("/v1/integrations/{id}"), &tenant.token)
+        .await;
+    assert!(read.ok().get("rate_limit_per_second").is_none());
+}

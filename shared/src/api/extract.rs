@@ -186,7 +186,17 @@ impl Fields {
             Some(value) => match T::deserialize(value).or_else(|e| {
                 // JSON has one number type: `5.0` is the integer 5 (as JSON Schema's `integer`
                 // says), which serde's integer types refuse.
-                match integral(value) {
+                // The same for the items of an array (a list of statuses, say).
+                let whole = match value {
+                    Value::Array(items) if items.iter().any(Value::is_f64) => Some(Value::Array(
+                        items
+                            .iter()
+                            .map(|v| integral(v).unwrap_or_else(|| v.clone()))
+                            .collect(),
+                    )),
+                    _ => integral(value),
+                };
+                match whole {
                     Some(n) => T::deserialize(&n),
                     None => Err(e),
                 }

@@ -18,7 +18,7 @@ use local::template::Template;
 use memory::{memory_per_batch, print_memory, serve_receiver, vm_hwm_bytes};
 use serde_json::{json, Value};
 use shared::domain::retry::RetryPolicy;
-use shared::domain::time::MINUTE;
+use shared::domain::time::{MINUTE, SECOND};
 use shared::ids::AccountId;
 use shared::store::write;
 use std::collections::BTreeMap;
@@ -225,9 +225,14 @@ async fn run(name: &str, changes: usize, fan_out: usize, setup: Setup) -> Result
     };
     let account = f.account(&[]).await?;
     for i in 0..fan_out {
-        let integration = f
+        let mut integration = f
             .webhook(&account.account_id, receiver.url(&format!("/bench/{i}")))
             .await?;
+        if matches!(setup, Setup::RateLimited) {
+            // Half the deliveries start in the first second; the others wait for a later one.
+            integration.rate_limit_per_second = Some((changes as u32).div_ceil(2));
+            f.save_integration(&integration).await?;
+        }
         let filter = matches!(setup, Setup::FilteredOut)
             .then(|| json!({"field": "record.price", "gt": 1000}));
         f.subscription(
@@ -260,6 +265,17 @@ async fn run(name: &str, changes: usize, fan_out: usize, setup: Setup) -> Result
         worker_messages += later.queue.messages as u64;
         dispatch_records += later.dispatcher_records as u64;
     }
+    // The waiting deliveries come back as delayed copies (one or two seconds of the queue's
+    // time) and start in the clock's next second.
+    let mut rounds = 0;
+    while matches!(setup, Setup::RateLimited) && receiver.count() < changes * fan_out && rounds < 10
+    {
+        rounds += 1;
+        p.clock.advance(SECOND);
+        tokio::time::sleep(std::time::Duration::from_millis(2_100)).await;
+        let later = p.pump().await?;
+        worker_messages += later.queue.messages as u64;
+    }
     let seconds = started.elapsed().as_secs_f64();
     let cpu = cpu_time().saturating_sub(cpu_before);
     // One roll-up walk over these changes, as its schedule runs one: what it reads per change (to
@@ -287,6 +303,8 @@ enum Setup {
     FirstAttempt,
     OneRetry,
     FilteredOut,
+    /// The integration limited to half the deliveries a second: the others wait once.
+    RateLimited,
 }
 
 /// One HTTP call to the router (no network): what API Gateway would hand the api function.
@@ -649,6 +667,7 @@ async fn run_scenarios(changes: usize, only: Option<&str>) -> Result<Vec<Scenari
     for (name, setup) in [
         ("one retry, then success", Setup::OneRetry),
         ("filtered out", Setup::FilteredOut),
+        ("rate-limited endpoint", Setup::RateLimited),
     ] {
         if wanted(name) {
             scenarios.push(run(name, changes, 1, setup).await?);

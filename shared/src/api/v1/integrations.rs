@@ -299,9 +299,9 @@ pub async fn create_integration(
     let webhook_url: Option<String> = f.optional("webhook_url");
     let signing_secret: Option<String> = f.optional("signing_secret");
     let handler: Option<String> = f.optional("handler");
-    let rate_limit = match f.patch::<u64>("rate_limit_per_second") {
-        Patch::Set(n) => check_rate_limit(&mut f, n).map(Some),
-        Patch::Absent | Patch::Null => Some(None),
+    let rate_limit = match f.optional::<u64>("rate_limit_per_second") {
+        Some(n) => check_rate_limit(&mut f, n).map(Some),
+        None => Some(None),
     };
 
     // The target, when the method's fields are valid (a webhook's once its secret is sealed,
