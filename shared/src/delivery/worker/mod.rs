@@ -206,7 +206,9 @@ impl DeliveryWorker {
     /// running out of time never counts as a receive toward the dead-letter queue; only when that
     /// copy cannot be sent does it fail (and come back). A deferred message whose copy could not
     /// be sent fails too. An attempt that ran for most of the timeout ([`ran_long`]) defers its
-    /// endpoint's waiting messages as a timeout does.
+    /// endpoint's waiting messages as a timeout does. A message of a rate-limited integration
+    /// whose second is full ([`rate_limit`]) is deferred too, alone, with a delay of a second
+    /// or two: it holds its slot for one conditional write, so it never holds up another's.
     pub async fn handle_until(
         &self,
         event: SqsEvent,
