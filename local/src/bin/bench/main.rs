@@ -229,7 +229,8 @@ async fn run(name: &str, changes: usize, fan_out: usize, setup: Setup) -> Result
             .webhook(&account.account_id, receiver.url(&format!("/bench/{i}")))
             .await?;
         if matches!(setup, Setup::RateLimited) {
-            // Half the deliveries start in the first second; the others wait for a later one.
+            // At most half the scenario's deliveries a second: what a limited integration pays
+            // for its counter (those over the limit wait and come back, below).
             integration.rate_limit_per_second = Some((changes as u32).div_ceil(2));
             f.save_integration(&integration).await?;
         }
@@ -316,7 +317,7 @@ enum Setup {
     FirstAttempt,
     OneRetry,
     FilteredOut,
-    /// The integration limited to half the deliveries a second: the others wait once.
+    /// The integration rate-limited (to half the deliveries a second).
     RateLimited,
 }
 
