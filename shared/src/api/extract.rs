@@ -413,6 +413,10 @@ mod tests {
         assert_eq!(f.required::<u32>("m"), None);
         assert_eq!(f.required::<u32>("k"), Some(7));
         assert!(f.finish().is_err());
+        // The same for the items of a list.
+        let mut f = fields(json!({"l": [401.0, 403], "x": [401.5]}));
+        assert_eq!(f.required::<Vec<u16>>("l"), Some(vec![401, 403]));
+        assert_eq!(f.required::<Vec<u16>>("x"), None);
     }
 
     #[test]

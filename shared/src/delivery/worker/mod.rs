@@ -309,12 +309,26 @@ impl DeliveryWorker {
             f.item_identifier = message.message_id.clone().unwrap_or_default();
             response.batch_item_failures.push(f);
         }
-        if !deferred.is_empty() {
+        // A rate limit's waiting messages are the limit working, not trouble: a DEBUG line; a
+        // timed-out endpoint's are a WARN.
+        let timed_out = deferred
+            .iter()
+            .filter(|(_, d)| *d == ENDPOINT_DEFERRAL)
+            .count();
+        if timed_out > 0 {
             tracing::warn!(
-                deferred = deferred.len(),
+                deferred = timed_out,
                 not_sent = unsent.len(),
                 messages = records.len(),
-                "an endpoint timed out or a rate limit was reached in this batch; those messages wait on the queue, unclaimed"
+                "an endpoint timed out in this batch; its other messages wait on the queue, unclaimed"
+            );
+        }
+        if deferred.len() > timed_out {
+            tracing::debug!(
+                deferred = deferred.len() - timed_out,
+                not_sent = unsent.len(),
+                messages = records.len(),
+                "rate limits were reached in this batch; those messages wait on the queue, unclaimed"
             );
         }
         if handed_back > 0 {
