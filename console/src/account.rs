@@ -4,7 +4,7 @@
 
 use super::account_parts::{integrations_and_subscriptions, integrations_table, nav_at};
 use super::health::{dead_run, health_panel, last_failure, rate_text};
-use super::names::{filter_text, retry_policy_kind, retry_policy_text, Names};
+use super::names::{answers_table, filter_text, retry_policy_kind, retry_policy_text, Names};
 use super::operator::{attention_page, audit_table};
 use super::page::{badge, encode, error_page, html_response, shell, when_text, Ctx, NotYours};
 use super::views::{self, Scope};
@@ -278,6 +278,7 @@ async fn delivery_log(
                     dt { "Dead in a row" } dd { (sub.consecutive_dead) " of " (MAX_CONSECUTIVE_DEAD) " (pauses at " (MAX_CONSECUTIVE_DEAD) ")" }
                     @if let Some(t) = &sub.paused_at { dt { "Paused" } dd { (when_text(Some(t))) } }
                 }
+                (answers_table(&sub))
                 div class="actions" {
                     @if sub.status.may_be_resumed() {
                         a class="button" data-testid="resume-link" href=(ctx.url(&format!("{here}/resume"))) { "Resume…" }

@@ -31,6 +31,7 @@ use shared::api::state::ApiState;
 use shared::api::v1::integrations::{self, IntegrationView, TokenRequest};
 use shared::api::v1::subscriptions;
 use shared::api::v1::test_event::{send_test_event, test_event as find_test_event, TestEventView};
+use shared::domain::rate_limit::MAX_PER_SECOND;
 use shared::domain::retry::{RetryPolicy, MAX_RETRIES_LIMIT, MAX_RETRY_DELAY_SECS};
 use shared::domain::time::Timestamp;
 use std::sync::Arc;
@@ -71,6 +72,10 @@ pub fn router() -> Router<Arc<ApiState>> {
         .route(
             "/console/acct/manage/integrations/{integration_id}/endpoint",
             post(edit_endpoint),
+        )
+        .route(
+            "/console/acct/manage/integrations/{integration_id}/rate-limit",
+            post(set_rate_limit),
         )
 }
 
@@ -134,6 +139,23 @@ fn put_subscription_fields(fields: &[(String, String)], map: &mut Map<String, Va
             map.insert("retry_policy".into(), Value::String(other.to_owned()));
         }
         None => {}
+    }
+    // The answers' fieldset is on every subscription form: its statuses and checkbox are sent as
+    // they stand (an unchecked box is no field at all).
+    if field(fields, "answers_shown").is_some() {
+        let statuses: Vec<Value> = given("retry_statuses")
+            .map(|v| {
+                v.split([',', ' '])
+                    .filter(|s| !s.is_empty())
+                    .map(json_text)
+                    .collect()
+            })
+            .unwrap_or_default();
+        map.insert("retry_statuses".into(), Value::Array(statuses));
+        map.insert(
+            "pause_on_gone".into(),
+            Value::Bool(field(fields, "pause_on_gone") == Some("on")),
+        );
     }
 }
 
@@ -308,6 +330,15 @@ async fn page(state: &ApiState, admin: &Admin, shown: Shown<'_>) -> Response {
                                 td data-label="Method" { (i.method) (overlap(ctx, i.previous_secret_expires_at.as_deref())) (endpoint_form::summary(i)) }
                                 td data-label="Actions" {
                                     div class="actions" {
+                                        form method="post" action=(action(&format!("/console/acct/manage/integrations/{}/rate-limit", encode(&i.id)))) {
+                                            (csrf_field(ctx))
+                                            label {
+                                                span { "Deliveries per second at most (empty: no limit)" }
+                                                input type="number" name="rate_limit_per_second" min="1" max=(MAX_PER_SECOND) step="1"
+                                                    value=[i.rate_limit_per_second] data-testid="rate-limit";
+                                            }
+                                            button type="submit" class="secondary" data-testid="set-rate-limit" { "Set rate limit" }
+                                        }
                                         @if i.method == "webhook" {
                                             form method="post" action=(action(&format!("/console/acct/manage/integrations/{}/rotate-secret", encode(&i.id)))) {
                                                 (csrf_field(ctx))
@@ -352,6 +383,7 @@ async fn page(state: &ApiState, admin: &Admin, shown: Shown<'_>) -> Response {
                 }
                 label for="new-url" { "Webhook URL (webhook)" input id="new-url" name="webhook_url" type="url"; }
                 label for="new-handler" { "Built-in handler (internal)" input id="new-handler" name="handler"; }
+                label for="new-rate-limit" { "Rate limit: deliveries per second at most (1 to " (MAX_PER_SECOND) "; empty: none)" input id="new-rate-limit" name="rate_limit_per_second" type="number" min="1" max=(MAX_PER_SECOND) data-testid="new-rate-limit"; }
                 label { span { "The integration may receive event data" } input type="checkbox" name="event_access_accepted"; }
                 (endpoint_form::fields("new", None))
                 div class="actions" { button type="submit" data-testid="create-integration" { "Create integration" } }
@@ -416,6 +448,13 @@ fn subscription_fields(
         }) => (true, max_retries.to_string(), retry_delay_secs.to_string()),
         _ => (false, String::new(), String::new()),
     };
+    let retry_statuses = s
+        .map(|s| {
+            let listed: Vec<String> = s.retry_statuses.iter().map(u16::to_string).collect();
+            listed.join(", ")
+        })
+        .unwrap_or_default();
+    let pause_on_gone = s.is_some_and(|s| s.pause_on_gone);
     html! {
         label for=(format!("{id}-types")) { "Record types (comma-separated)" input id=(format!("{id}-types")) name="record_types" value=(record_types); }
         label for=(format!("{id}-fields")) { "Projected fields (comma-separated)" input id=(format!("{id}-fields")) name="fields" value=(fields); }
@@ -432,6 +471,12 @@ fn subscription_fields(
             }
             label for=(format!("{id}-max-retries")) { "Attempts in all (doubling waits, 1 to " (MAX_RETRIES_LIMIT) ")" input id=(format!("{id}-max-retries")) name="max_retries" type="number" min="1" max=(MAX_RETRIES_LIMIT) value=(max_retries); }
             label for=(format!("{id}-retry-delay")) { "First wait in seconds (doubling waits)" input id=(format!("{id}-retry-delay")) name="retry_delay_secs" type="number" min="1" max=(MAX_RETRY_DELAY_SECS) value=(delay); }
+        }
+        fieldset class="answers" {
+            legend { "Which answers retry" }
+            input type="hidden" name="answers_shown" value="1";
+            label for=(format!("{id}-retry-statuses")) { "Client errors (4xx) to retry on the schedule instead of dead at once (comma-separated, e.g. 401, 403)" input id=(format!("{id}-retry-statuses")) name="retry_statuses" value=(retry_statuses) data-testid="retry-statuses"; }
+            label { span { "A 410 Gone pauses the subscription at once" } input type="checkbox" name="pause_on_gone" checked[pause_on_gone] data-testid="pause-on-gone"; }
         }
     }
 }
@@ -454,6 +499,12 @@ fn integration_request(form: &Form) -> Fields {
         if let Some(v) = field(form, name).map(str::trim).filter(|v| !v.is_empty()) {
             map.insert(name.into(), Value::String(v.to_owned()));
         }
+    }
+    if let Some(v) = field(form, "rate_limit_per_second")
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+    {
+        map.insert("rate_limit_per_second".into(), json_text(v));
     }
     map.insert(
         "event_access_accepted".into(),
@@ -564,6 +615,34 @@ async fn edit_subscription(
             .await
     };
     let saved = saved.await.map(|_| Done::plain("subscription saved"));
+    after(&state, &admin, saved).await
+}
+
+/// Sets (or, empty, removes) an integration's rate limit through the same edit as the API's.
+async fn set_rate_limit(
+    admin: Admin,
+    State(state): S,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let form = form_fields(&body);
+    if let Some(refused) = refuse_without_csrf(&admin.ctx, &form) {
+        return refused;
+    }
+    let limit = field(&form, "rate_limit_per_second")
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map_or(Value::Null, json_text);
+    let request = Fields::new(Map::from_iter([(
+        "rate_limit_per_second".to_string(),
+        limit,
+    )]));
+    let saved = async {
+        let id = path_id(&id, "integration")?;
+        integrations::update_integration(&state, &admin.account_id, &id, &admin.actor(), request)
+            .await
+    };
+    let saved = saved.await.map(|_| Done::plain("rate limit saved"));
     after(&state, &admin, saved).await
 }
 

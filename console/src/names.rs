@@ -37,6 +37,22 @@ pub fn short_duration(d: Duration) -> String {
     }
 }
 
+/// What each answer of the receiver does for a subscription (its `answers`, from the domain's
+/// answer table): a small table, the subscription's own choices named as such.
+pub fn answers_table(sub: &SubscriptionView) -> Markup {
+    html! {
+        table class="answers" data-testid="answers" {
+            caption { "What each answer of the endpoint does" }
+            thead { tr { th { "Answer" } th { "What happens" } } }
+            tbody {
+                @for row in &sub.answers {
+                    tr data-testid="answer-row" { td data-label="Answer" { (row.answer) } td data-label="What happens" { (row.effect) } }
+                }
+            }
+        }
+    }
+}
+
 /// The waits of a policy between its attempts, and what becomes of a delivery after the last:
 /// `1 m, 5 m, 30 m, 2 h, 6 h, then dead` (the fixed schedule), or for an exponential policy of
 /// four attempts starting at 30 s, `30 s, 1 m, 2 m, then dead`.

@@ -243,6 +243,7 @@ impl<'a> Fixtures<'a> {
                 filter: filter.map(|f| f.to_string()),
                 fields: fields.iter().map(|s| s.to_string()).collect(),
                 retry_policy,
+                answers: Default::default(),
             },
             self.now,
         );

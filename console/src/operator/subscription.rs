@@ -6,7 +6,7 @@ use super::access::Op;
 use super::audit::audit_table;
 use super::nav::{nav, scope};
 use crate::health::health_panel;
-use crate::names::{filter_text, retry_policy_text, Names};
+use crate::names::{answers_table, filter_text, retry_policy_text, Names};
 use crate::page::{badge, encode, error_page, html_response, shell, when_text};
 use crate::views;
 use crate::Params;
@@ -92,6 +92,7 @@ pub(super) async fn integration_history(
                     dt { "Dead in a row" } dd { (sub.consecutive_dead) " / " (MAX_CONSECUTIVE_DEAD) " (pauses at " (MAX_CONSECUTIVE_DEAD) ")" }
                     @if let Some(t) = &sub.paused_at { dt { "Paused" } dd { (when_text(Some(t))) } }
                 }
+                (answers_table(&sub))
                 div class="actions" {
                     a class="button" data-testid="replay-link" href=(ctx.url(&format!("{base}/replay"))) { "Replay a window…" }
                     @if sub.status.may_be_resumed() {

@@ -274,6 +274,7 @@ impl<'a> IntoFuture for SubscriptionBuilder<'a> {
                     filter: self.filter.map(|f| f.to_string()),
                     fields: self.fields,
                     retry_policy: self.policy,
+                    answers: Default::default(),
                 },
                 now,
             );

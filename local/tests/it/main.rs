@@ -4,6 +4,7 @@
 
 mod account_deletion;
 mod account_limits;
+mod answer_rules;
 mod chaos;
 mod concurrency;
 mod console;
@@ -29,6 +30,7 @@ mod operator_overview;
 mod publishing;
 mod pull_and_operator;
 mod push_delivery;
+mod rate_limit;
 mod receiver_examples;
 mod recovery;
 mod sample_events;

@@ -186,7 +186,17 @@ impl Fields {
             Some(value) => match T::deserialize(value).or_else(|e| {
                 // JSON has one number type: `5.0` is the integer 5 (as JSON Schema's `integer`
                 // says), which serde's integer types refuse.
-                match integral(value) {
+                // The same for the items of an array (a list of statuses, say).
+                let whole = match value {
+                    Value::Array(items) if items.iter().any(Value::is_f64) => Some(Value::Array(
+                        items
+                            .iter()
+                            .map(|v| integral(v).unwrap_or_else(|| v.clone()))
+                            .collect(),
+                    )),
+                    _ => integral(value),
+                };
+                match whole {
                     Some(n) => T::deserialize(&n),
                     None => Err(e),
                 }
@@ -403,6 +413,10 @@ mod tests {
         assert_eq!(f.required::<u32>("m"), None);
         assert_eq!(f.required::<u32>("k"), Some(7));
         assert!(f.finish().is_err());
+        // The same for the items of a list.
+        let mut f = fields(json!({"l": [401.0, 403], "x": [401.5]}));
+        assert_eq!(f.required::<Vec<u16>>("l"), Some(vec![401, 403]));
+        assert_eq!(f.required::<Vec<u16>>("x"), None);
     }
 
     #[test]

@@ -13,6 +13,13 @@
 //! | timeout, connect failure, TLS failure, other transport failure | `Transient` | see [`classify_transport`] |
 //! | resolved address refused by the SSRF policy | `Permanent`         | every retry would resolve the same |
 //!
+//! A subscription may change two rows of this table ([`AnswerRules`]): statuses it lists in
+//! `retry_statuses` (4xx other than 408 and 429, which are retried already) are `Transient`, retried
+//! on its backoff schedule like a 5xx (a receiver's bad deploy answering 401 for ten minutes then
+//! costs retries, not deliveries); and with `pause_on_gone` a 410 Gone is still `Permanent` but
+//! also pauses the subscription at once, as fifty dead deliveries in a row would. [`answer_table`]
+//! says what each answer does for one subscription (the console shows it).
+//!
 //! Retry-After is read only on 429 and 503, the two statuses for which HTTP defines it as a retry
 //! hint. `ConfigurationLoss` (subscription or account gone, event access no longer accepted) is
 //! never produced from an HTTP answer: the shell decides it from our own records before or
@@ -76,6 +83,167 @@ pub fn classify_http_status(
         408 | 500..=599 => AttemptClass::Transient { retry_after: None },
         _ => AttemptClass::Permanent,
     }
+}
+
+/// A subscription's choice of what some answers do (the module table's rows it may change).
+/// The default is the table as it stands.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AnswerRules {
+    /// 4xx statuses retried on the backoff schedule instead of ending the delivery dead.
+    pub retry_statuses: Vec<u16>,
+    /// A 410 Gone pauses the subscription at once (the delivery is dead all the same).
+    pub pause_on_gone: bool,
+}
+
+/// Most statuses one subscription lists in `retry_statuses`.
+pub const MAX_RETRY_STATUSES: usize = 20;
+/// Gone: with `pause_on_gone`, the answer that pauses a subscription.
+pub const GONE: u16 = 410;
+
+/// Why a status cannot be listed as retryable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RetryStatusError {
+    #[error("{0} is not a client error (400-499): only a 4xx answer can be made retryable")]
+    NotClientError(u16),
+    #[error("{0} is retried already by every subscription")]
+    AlreadyRetried(u16),
+    #[error("410 cannot both be retried and pause the subscription (pause_on_gone)")]
+    GoneBothWays,
+}
+
+impl AnswerRules {
+    /// The rules from a subscription's stored choice, its statuses checked, deduplicated and
+    /// sorted; the first wrong status is named by its index in `statuses`.
+    pub fn new(statuses: &[u16], pause_on_gone: bool) -> Result<Self, (usize, RetryStatusError)> {
+        let mut retry_statuses: Vec<u16> = Vec::with_capacity(statuses.len());
+        for (i, &status) in statuses.iter().enumerate() {
+            if !(400..=499).contains(&status) {
+                return Err((i, RetryStatusError::NotClientError(status)));
+            }
+            if classify_http_status(status, None, Timestamp(0)).is_retryable() {
+                return Err((i, RetryStatusError::AlreadyRetried(status)));
+            }
+            if status == GONE && pause_on_gone {
+                return Err((i, RetryStatusError::GoneBothWays));
+            }
+            if !retry_statuses.contains(&status) {
+                retry_statuses.push(status);
+            }
+        }
+        retry_statuses.sort_unstable();
+        Ok(AnswerRules {
+            retry_statuses,
+            pause_on_gone,
+        })
+    }
+
+    /// The class of an attempt under these rules: `class` as the module table has it, made
+    /// `Transient` when its status is one the subscription retries.
+    pub fn class_of(&self, class: AttemptClass, http_status: Option<u16>) -> AttemptClass {
+        match (class, http_status) {
+            (AttemptClass::Permanent, Some(s)) if self.retry_statuses.contains(&s) => {
+                AttemptClass::Transient { retry_after: None }
+            }
+            _ => class,
+        }
+    }
+
+    /// Whether an attempt answered `http_status` pauses the subscription at once.
+    pub fn pauses_subscription(&self, http_status: Option<u16>) -> bool {
+        self.pause_on_gone && http_status == Some(GONE)
+    }
+}
+
+/// What an answer does to a delivery (and its subscription), in words a person reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnswerEffect {
+    Delivered,
+    /// Retried on the subscription's schedule; the receiver's Retry-After honoured.
+    RetriedHonouringRetryAfter,
+    RetriedOnSchedule,
+    /// Retried on the schedule because the subscription lists the status.
+    RetriedByChoice,
+    Dead,
+    DeadAndPaused,
+}
+
+impl AnswerEffect {
+    pub fn describe(self) -> &'static str {
+        match self {
+            AnswerEffect::Delivered => "delivered",
+            AnswerEffect::RetriedHonouringRetryAfter => {
+                "retried on the schedule, waiting at least the receiver's Retry-After"
+            }
+            AnswerEffect::RetriedOnSchedule => "retried on the schedule",
+            AnswerEffect::RetriedByChoice => "retried on the schedule (this subscription's choice)",
+            AnswerEffect::Dead => "dead at once: not retried",
+            AnswerEffect::DeadAndPaused => {
+                "dead at once, and the subscription pauses (this subscription's choice)"
+            }
+        }
+    }
+}
+
+/// One row of [`answer_table`]: an answer (a status, a range or a failure) and what it does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AnswerRow {
+    pub answer: String,
+    pub effect: AnswerEffect,
+}
+
+/// What each answer does for a subscription with `rules`, the statuses it changes named one by
+/// one (from [`classify_http_status`] and [`AnswerRules::class_of`], so it cannot drift from what
+/// the worker does).
+pub fn answer_table(rules: &AnswerRules) -> Vec<AnswerRow> {
+    let now = Timestamp(0);
+    let effect_of = |status: u16| {
+        let class = rules.class_of(classify_http_status(status, None, now), Some(status));
+        match class {
+            AttemptClass::Success => AnswerEffect::Delivered,
+            AttemptClass::Transient { .. } if status == 429 || status == 503 => {
+                AnswerEffect::RetriedHonouringRetryAfter
+            }
+            AttemptClass::Transient { .. } if rules.retry_statuses.contains(&status) => {
+                AnswerEffect::RetriedByChoice
+            }
+            AttemptClass::Transient { .. } => AnswerEffect::RetriedOnSchedule,
+            _ if rules.pauses_subscription(Some(status)) => AnswerEffect::DeadAndPaused,
+            _ => AnswerEffect::Dead,
+        }
+    };
+    let row = |answer: String, effect| AnswerRow { answer, effect };
+    let mut rows = vec![
+        row("2xx".into(), effect_of(200)),
+        row("408 Request Timeout".into(), effect_of(408)),
+        row(
+            "429 Too Many Requests, 503 Service Unavailable".into(),
+            effect_of(429),
+        ),
+        row("other 5xx".into(), effect_of(500)),
+    ];
+    rows.extend(
+        rules
+            .retry_statuses
+            .iter()
+            .map(|&s| row(s.to_string(), effect_of(s))),
+    );
+    if rules.pause_on_gone {
+        rows.push(row("410 Gone".into(), effect_of(GONE)));
+    }
+    rows.push(row("other 4xx".into(), effect_of(400)));
+    rows.push(row(
+        "1xx, 3xx (redirects are not followed)".into(),
+        effect_of(301),
+    ));
+    rows.push(row(
+        "no answer: timeout, connection or TLS failure".into(),
+        if classify_transport(&TransportFailure::Timeout).is_retryable() {
+            AnswerEffect::RetriedOnSchedule
+        } else {
+            AnswerEffect::Dead
+        },
+    ));
+    rows
 }
 
 /// A failure before any HTTP status arrived.
@@ -227,6 +395,72 @@ mod tests {
                 "{s}"
             );
         }
+    }
+
+    #[test]
+    fn a_subscription_may_retry_client_errors_and_pause_on_gone() {
+        let rules = AnswerRules::new(&[404, 401, 401], true).unwrap();
+        assert_eq!(rules.retry_statuses, vec![401, 404]);
+        for s in [401, 404] {
+            let class = rules.class_of(classify_http_status(s, None, NOW), Some(s));
+            assert_eq!(class, AttemptClass::Transient { retry_after: None }, "{s}");
+        }
+        for s in [400, 403, 410] {
+            let class = rules.class_of(classify_http_status(s, None, NOW), Some(s));
+            assert_eq!(class, AttemptClass::Permanent, "{s}");
+        }
+        assert!(rules.pauses_subscription(Some(410)));
+        assert!(!rules.pauses_subscription(Some(404)));
+        assert!(!AnswerRules::default().pauses_subscription(Some(410)));
+        // The default changes nothing.
+        let plain = AnswerRules::default();
+        for s in [200, 401, 408, 410, 500] {
+            let class = classify_http_status(s, None, NOW);
+            assert_eq!(plain.class_of(class, Some(s)), class, "{s}");
+        }
+    }
+
+    #[test]
+    fn only_client_errors_not_retried_already_may_be_listed() {
+        assert_eq!(
+            AnswerRules::new(&[401, 500], false),
+            Err((1, RetryStatusError::NotClientError(500)))
+        );
+        assert_eq!(
+            AnswerRules::new(&[204], false),
+            Err((0, RetryStatusError::NotClientError(204)))
+        );
+        assert_eq!(
+            AnswerRules::new(&[429], false),
+            Err((0, RetryStatusError::AlreadyRetried(429)))
+        );
+        assert_eq!(
+            AnswerRules::new(&[410], true),
+            Err((0, RetryStatusError::GoneBothWays))
+        );
+        assert!(AnswerRules::new(&[410], false).is_ok());
+    }
+
+    #[test]
+    fn the_answer_table_names_each_changed_status() {
+        let plain = answer_table(&AnswerRules::default());
+        let effect = |rows: &[AnswerRow], answer: &str| {
+            rows.iter().find(|r| r.answer == answer).map(|r| r.effect)
+        };
+        assert_eq!(effect(&plain, "other 4xx"), Some(AnswerEffect::Dead));
+        assert_eq!(effect(&plain, "401"), None);
+        let rules = AnswerRules::new(&[401], true).unwrap();
+        let table = answer_table(&rules);
+        assert_eq!(effect(&table, "401"), Some(AnswerEffect::RetriedByChoice));
+        assert_eq!(
+            effect(&table, "410 Gone"),
+            Some(AnswerEffect::DeadAndPaused)
+        );
+        assert_eq!(effect(&table, "2xx"), Some(AnswerEffect::Delivered));
+        assert_eq!(
+            effect(&table, "other 5xx"),
+            Some(AnswerEffect::RetriedOnSchedule)
+        );
     }
 
     #[test]

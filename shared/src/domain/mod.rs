@@ -18,6 +18,7 @@ pub mod notice;
 pub mod notification_delivery;
 pub mod projection;
 pub mod pull_cursor;
+pub mod rate_limit;
 pub mod replay;
 pub mod retention;
 pub mod retry;

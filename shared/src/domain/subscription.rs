@@ -1,6 +1,6 @@
 //! Subscription status ([`SUBSCRIPTION_LIFECYCLE`], `docs/lifecycles.md#subscription`): an active
-//! subscription pauses once fifty of its deliveries end dead one after another, with exactly one administrator
-//! notice; an operator resumes it. While paused, new changes are skipped and are not recovered on
+//! subscription pauses once fifty of its deliveries end dead one after another (or at once on a 410 Gone,
+//! when it chose to), with exactly one administrator notice; an operator resumes it. While paused, new changes are skipped and are not recovered on
 //! resume (replay restarts only deliveries that exist).
 
 use super::lifecycle::{row, status_enum, term_enum, Actor, Lifecycle, TransitionError};
@@ -22,6 +22,7 @@ term_enum! {
     #[serde(rename_all = "snake_case")]
     pub enum SubscriptionTrigger {
         AutoPause => "50th consecutive dead delivery",
+        GonePause => "410 Gone answered to a subscription that pauses on gone",
         OperatorResume => "operator resumes it",
     }
 }
@@ -44,10 +45,11 @@ use SubscriptionTrigger as ST;
 pub static SUBSCRIPTION_LIFECYCLE: Lifecycle<SubscriptionStatus, SubscriptionTrigger, SubscriptionEffect> = Lifecycle {
     name: "Subscription",
     reference: "subscription auto-pause and resume",
-    summary: "A subscription counts its consecutive dead deliveries (a delivered one resets the count). At 50 an active subscription pauses, and exactly one administrator notice goes out through the notification pipeline: the pause is a conditional write, and only the writer that wins it requests the notice. An operator resumes it.",
+    summary: "A subscription counts its consecutive dead deliveries (a delivered one resets the count). At 50 an active subscription pauses (or at its first 410 Gone, when it chose to pause on gone), and exactly one administrator notice goes out through the notification pipeline: the pause is a conditional write, and only the writer that wins it requests the notice. An operator resumes it.",
     initial: &[S::Active],
     transitions: &[
         row(S::Active, ST::AutoPause,      S::Paused, "the run of dead deliveries reaches 50 while active", &[SE::RequestAdminNotice, SE::SkipNewChanges], &[Actor::DeliveryWorker]),
+        row(S::Active, ST::GonePause,      S::Paused, "the receiver answers 410 Gone while active and the subscription chose to pause on gone", &[SE::RequestAdminNotice, SE::SkipNewChanges], &[Actor::DeliveryWorker]),
         row(S::Paused, ST::OperatorResume, S::Active, "an authorized operator resumes a paused subscription", &[SE::ResetDeadCount], &[Actor::Operator]),
     ],
     invalid: &[],
@@ -131,6 +133,7 @@ mod tests {
 
     const ROWS: &[(SubscriptionStatus, SubscriptionTrigger, SubscriptionStatus)] = &[
         (S::Active, ST::AutoPause, S::Paused),
+        (S::Active, ST::GonePause, S::Paused),
         (S::Paused, ST::OperatorResume, S::Active),
     ];
 
@@ -154,7 +157,7 @@ mod tests {
     fn every_combination_outside_the_table_is_refused() {
         assert_eq!(
             assert_exhaustive(&SUBSCRIPTION_LIFECYCLE, ROWS, &[]),
-            2 * 2 * 2
+            2 * 3 * 2
         );
         assert_eq!(
             SUBSCRIPTION_LIFECYCLE

@@ -309,6 +309,7 @@ mod tests {
                 filter: None,
                 fields: Vec::new(),
                 retry_policy: Default::default(),
+                answers: Default::default(),
             },
             Timestamp(0),
         )

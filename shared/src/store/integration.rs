@@ -57,6 +57,9 @@ pub struct Integration {
     pub target: Target,
     /// Consent: the account accepted that this integration receives its events.
     pub event_access_accepted: bool,
+    /// At most this many attempts start in one second ([`crate::domain::rate_limit`]); `None`:
+    /// no limit, and nothing is counted.
+    pub rate_limit_per_second: Option<u32>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     /// A webhook's custom headers and authentication (empty for most).
@@ -79,6 +82,7 @@ impl Integration {
             name,
             target,
             event_access_accepted,
+            rate_limit_per_second: None,
             created_at: now,
             updated_at: now,
             endpoint: Endpoint::default(),
@@ -108,6 +112,8 @@ struct StoredIntegration {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     handler: Option<String>,
     event_access_accepted: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rate_limit_per_second: Option<u32>,
     created_at: Timestamp,
     updated_at: Timestamp,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -141,6 +147,7 @@ impl From<StoredIntegration> for Integration {
                 handler: s.handler,
             }),
             event_access_accepted: s.event_access_accepted,
+            rate_limit_per_second: s.rate_limit_per_second,
             created_at: s.created_at,
             updated_at: s.updated_at,
             endpoint: Endpoint {
@@ -179,6 +186,7 @@ impl From<Integration> for StoredIntegration {
             previous_signing_secret: previous.as_deref().map(StoredPrevious::from),
             handler: parts.handler,
             event_access_accepted: i.event_access_accepted,
+            rate_limit_per_second: i.rate_limit_per_second,
             created_at: i.created_at,
             updated_at: i.updated_at,
             endpoint_auth: i
@@ -499,6 +507,7 @@ mod tests {
                 secret: WebhookSecret::new(sealed(7)),
             },
             event_access_accepted: true,
+            rate_limit_per_second: None,
             created_at: Timestamp(1),
             updated_at: Timestamp(1),
             endpoint: Endpoint::default(),

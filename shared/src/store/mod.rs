@@ -40,6 +40,7 @@ pub mod notification_delivery;
 pub mod notification_work;
 pub mod provider_ref;
 pub mod published_change;
+pub mod rate_window;
 pub mod replay_job;
 pub mod snapshot;
 pub mod stream_image;

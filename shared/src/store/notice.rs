@@ -132,6 +132,38 @@ pub fn subscription_paused_notice(
     dead_count: u32,
     paused_at: Timestamp,
 ) -> NoticeRequest {
+    paused_notice(
+        account_id,
+        subscription_id,
+        admin_emails,
+        &format!("after {dead_count} deliveries in a row ended dead"),
+        paused_at,
+    )
+}
+
+/// The one notice that a subscription's pause on a 410 Gone (it chose to pause on gone) requests.
+pub fn subscription_gone_notice(
+    account_id: &AccountId,
+    subscription_id: &SubscriptionId,
+    admin_emails: &[String],
+    paused_at: Timestamp,
+) -> NoticeRequest {
+    paused_notice(
+        account_id,
+        subscription_id,
+        admin_emails,
+        "because its endpoint answered 410 Gone (the subscription pauses on gone)",
+        paused_at,
+    )
+}
+
+fn paused_notice(
+    account_id: &AccountId,
+    subscription_id: &SubscriptionId,
+    admin_emails: &[String],
+    why: &str,
+    paused_at: Timestamp,
+) -> NoticeRequest {
     NoticeRequest {
         notice_id: NoticeId::from_stored(format!("pause_{subscription_id}_{}", paused_at.millis())),
         account_id: account_id.clone(),
@@ -142,8 +174,7 @@ pub fn subscription_paused_notice(
         channels: vec!["email".into(), "console".into()],
         subject: format!("Subscription {subscription_id} was paused"),
         body: format!(
-            "Subscription {subscription_id} was paused at {paused_at} after {dead_count} deliveries in a row \
-             ended dead. Changes made while it is paused are skipped for good: resuming does not \
+            "Subscription {subscription_id} was paused at {paused_at} {why}. Changes made while it is paused are skipped for good: resuming does not \
              deliver them. Fix the integration, then resume the subscription; dead deliveries can be retried \
              or replayed."
         ),

@@ -6,6 +6,7 @@ use super::expr::{n, s, Expr};
 use super::read::{self, Consistency};
 use super::write::{built, Write};
 use super::{keys, Item, StoreError};
+use crate::domain::classify::AnswerRules;
 use crate::domain::retry::RetryPolicy;
 use crate::domain::subscription::{
     SubscriptionStatus, SubscriptionTrigger, MAX_CONSECUTIVE_DEAD, SUBSCRIPTION_LIFECYCLE,
@@ -32,6 +33,12 @@ pub struct Subscription {
     pub fields: Vec<String>,
     #[serde(default)]
     pub retry_policy: RetryPolicy,
+    /// 4xx statuses retried on the backoff schedule (see [`AnswerRules`]); empty: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retry_statuses: Vec<u16>,
+    /// A 410 Gone pauses the subscription at once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pause_on_gone: bool,
     pub status: SubscriptionStatus,
     #[serde(default)]
     pub consecutive_dead: u32,
@@ -76,6 +83,7 @@ pub struct NewSubscription {
     pub filter: Option<String>,
     pub fields: Vec<String>,
     pub retry_policy: RetryPolicy,
+    pub answers: AnswerRules,
 }
 
 impl Subscription {
@@ -89,6 +97,8 @@ impl Subscription {
             filter: new.filter,
             fields: new.fields,
             retry_policy: new.retry_policy,
+            retry_statuses: new.answers.retry_statuses,
+            pause_on_gone: new.answers.pause_on_gone,
             status: SubscriptionStatus::Active,
             consecutive_dead: 0,
             paused_at: None,
@@ -105,6 +115,14 @@ impl Subscription {
 
     pub fn key(&self) -> (String, String) {
         key(&self.account_id, &self.subscription_id)
+    }
+
+    /// What this subscription chose some answers do (as stored: checked when it was set).
+    pub fn answer_rules(&self) -> AnswerRules {
+        AnswerRules {
+            retry_statuses: self.retry_statuses.clone(),
+            pause_on_gone: self.pause_on_gone,
+        }
     }
 
     pub fn from_item(item: Item) -> Result<Self, StoreError> {
@@ -230,16 +248,37 @@ pub fn auto_pause(
     notice: Write,
     now: Timestamp,
 ) -> Result<Write, StoreError> {
-    let pause = SUBSCRIPTION_LIFECYCLE.expect(
-        sub.status,
-        SubscriptionTrigger::AutoPause,
-        SubscriptionStatus::Paused,
-    )?;
+    pause(table, sub, SubscriptionTrigger::AutoPause, notice, now)
+}
+
+/// Pauses the subscription at once on a 410 Gone (it chose `pause_on_gone`), together with the
+/// administrator notice, as [`auto_pause`] does at the threshold: conditional on the lifecycle's
+/// `from` states, so of several workers that meet the 410 exactly one pauses and requests it.
+pub fn pause_on_gone(
+    table: &str,
+    sub: &Subscription,
+    notice: Write,
+    now: Timestamp,
+) -> Result<Write, StoreError> {
+    pause(table, sub, SubscriptionTrigger::GonePause, notice, now)
+}
+
+fn pause(
+    table: &str,
+    sub: &Subscription,
+    trigger: SubscriptionTrigger,
+    notice: Write,
+    now: Timestamp,
+) -> Result<Write, StoreError> {
+    let pause = SUBSCRIPTION_LIFECYCLE.expect(sub.status, trigger, SubscriptionStatus::Paused)?;
     let mut e = Expr::new()
         .value(":paused", s(SubscriptionStatus::Paused.to_string()))
-        .value(":now", n(now.millis()))
-        .value(":threshold", n(MAX_CONSECUTIVE_DEAD));
-    let status_condition = e.status(&pause);
+        .value(":now", n(now.millis()));
+    let mut condition = format!("({})", e.status(&pause));
+    if trigger == SubscriptionTrigger::AutoPause {
+        e = e.value(":threshold", n(MAX_CONSECUTIVE_DEAD));
+        condition.push_str(" AND consecutive_dead >= :threshold");
+    }
     let (pk, sk) = sub.key();
     let update = Write::Update(built(
         Update::builder()
@@ -247,9 +286,7 @@ pub fn auto_pause(
             .key("pk", s(pk))
             .key("sk", s(sk))
             .update_expression("SET #status = :paused, paused_at = :now, updated_at = :now")
-            .condition_expression(format!(
-                "({status_condition}) AND consecutive_dead >= :threshold"
-            ))
+            .condition_expression(condition)
             .set_expression_attribute_names(e.names_opt())
             .set_expression_attribute_values(e.values_opt())
             .build(),
@@ -526,6 +563,8 @@ mod operator_actions {
                 filter: None,
                 fields: vec!["id".into()],
                 retry_policy: RetryPolicy::default(),
+                retry_statuses: Vec::new(),
+                pause_on_gone: false,
                 status,
                 consecutive_dead: 50,
                 paused_at: Some(Timestamp(3)),

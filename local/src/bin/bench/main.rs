@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use shared::domain::endpoint_auth::basic_authorization;
 use shared::domain::retry::RetryPolicy;
 use shared::domain::sealed::Credential;
-use shared::domain::time::MINUTE;
+use shared::domain::time::{MINUTE, SECOND};
 use shared::ids::AccountId;
 use shared::store::write;
 use std::collections::BTreeMap;
@@ -230,10 +230,16 @@ async fn run(name: &str, changes: usize, fan_out: usize, setup: Setup) -> Result
         let mut integration = f
             .webhook(&account.account_id, receiver.url(&format!("/bench/{i}")))
             .await?;
-        if matches!(setup, Setup::Authenticated) {
+        if setup.authenticated() {
             integration = f
                 .with_basic_auth(&integration, BENCH_USER, BENCH_PASSWORD)
                 .await?;
+        }
+        if setup.rate_limited() {
+            // At most half the scenario's deliveries a second: what a limited integration pays
+            // for its counter (those over the limit wait and come back, below).
+            integration.rate_limit_per_second = Some((changes as u32).div_ceil(2));
+            f.save_integration(&integration).await?;
         }
         let filter = matches!(setup, Setup::FilteredOut)
             .then(|| json!({"field": "record.price", "gt": 1000}));
@@ -249,7 +255,7 @@ async fn run(name: &str, changes: usize, fan_out: usize, setup: Setup) -> Result
     if matches!(setup, Setup::OneRetry) {
         receiver.script(std::iter::repeat_n(Reply::Status(503), changes * fan_out));
     }
-    if matches!(setup, Setup::Authenticated) {
+    if setup.authenticated() {
         // The receiver demands the credential: a delivery without it would not count.
         let expected = basic_authorization(BENCH_USER, &Credential::new(BENCH_PASSWORD.into()));
         receiver.set_responder(std::sync::Arc::new(move |r| {
@@ -268,6 +274,17 @@ async fn run(name: &str, changes: usize, fan_out: usize, setup: Setup) -> Result
     p.stack.meter.count_capacity(true);
     p.billed.reset();
     p.logs.reset();
+    // Rate-limited: the clock moves a second per second while the scenario runs, as a real one
+    // would (a clock standing still would refuse the waiting deliveries each time they return).
+    let ticker = setup.rate_limited().then(|| {
+        let clock = p.clock.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                clock.advance(SECOND);
+            }
+        })
+    });
     let started = Instant::now();
     let cpu_before = cpu_time();
     let first = p.pump().await?;
@@ -277,6 +294,18 @@ async fn run(name: &str, changes: usize, fan_out: usize, setup: Setup) -> Result
         let later = p.advance(MINUTE).await?;
         worker_messages += later.queue.messages as u64;
         dispatch_records += later.dispatcher_records as u64;
+    }
+    // The waiting deliveries come back as delayed copies (one or two seconds of the queue's
+    // time) and start in a later second of the ticking clock.
+    let mut rounds = 0;
+    while setup.rate_limited() && receiver.count() < changes * fan_out && rounds < 10 {
+        rounds += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(2_100)).await;
+        let later = p.pump().await?;
+        worker_messages += later.queue.messages as u64;
+    }
+    if let Some(t) = ticker {
+        t.abort();
     }
     let seconds = started.elapsed().as_secs_f64();
     let cpu = cpu_time().saturating_sub(cpu_before);
@@ -307,6 +336,20 @@ enum Setup {
     FilteredOut,
     /// Every integration authenticates with HTTP basic (a sealed password).
     Authenticated,
+    /// The integration rate-limited (to half the deliveries a second).
+    RateLimited,
+    /// Both: HTTP basic and the rate limit.
+    AuthenticatedRateLimited,
+}
+
+impl Setup {
+    fn authenticated(self) -> bool {
+        matches!(self, Setup::Authenticated | Setup::AuthenticatedRateLimited)
+    }
+
+    fn rate_limited(self) -> bool {
+        matches!(self, Setup::RateLimited | Setup::AuthenticatedRateLimited)
+    }
 }
 
 /// The authenticated scenario's credential.
@@ -674,6 +717,11 @@ async fn run_scenarios(changes: usize, only: Option<&str>) -> Result<Vec<Scenari
         ("one retry, then success", Setup::OneRetry),
         ("filtered out", Setup::FilteredOut),
         ("authenticated endpoint (basic)", Setup::Authenticated),
+        ("rate-limited endpoint", Setup::RateLimited),
+        (
+            "authenticated, rate-limited endpoint",
+            Setup::AuthenticatedRateLimited,
+        ),
     ] {
         if wanted(name) {
             scenarios.push(run(name, changes, 1, setup).await?);

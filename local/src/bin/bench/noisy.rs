@@ -12,6 +12,11 @@
 //! emulator's queue hands messages over in arrival order: SQS fair queues (the account as
 //! `MessageGroupId`) would shorten the quiet accounts' dwell further in AWS, which this run does
 //! not model.
+//!
+//! A third run stands for the fair-queue line of the rate limit: the noisy account's endpoint
+//! answers at once but its integration is limited to [`NOISY_LIMIT`] deliveries a second (the
+//! manual clock moves a second per second of the run), so most of its backlog waits on the queue
+//! as delayed copies while the quiet accounts' first attempts are timed as before.
 
 use anyhow::Result;
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, Message};
@@ -40,12 +45,26 @@ const QUIET_CHANGES: usize = 20;
 /// Worker invocations at once (the mapping's MaximumConcurrency is 50 in AWS; a flood fills
 /// them all, which two on this machine stand for).
 const POLLERS: usize = 2;
+/// The noisy account's rate limit in the rate-limited run.
+const NOISY_LIMIT: u32 = 20;
+
+/// Which worker behaviour a run measures.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// The hanging endpoint, without the per-endpoint bound (the behaviour before it).
+    Unbounded,
+    /// The hanging endpoint, its other messages deferred once it times out.
+    Bounded,
+    /// A fast endpoint, its integration rate-limited.
+    RateLimited,
+}
 
 /// Both runs, with the change in the quiet accounts' first-attempt latency, and the writes per
 /// partition key of the bounded run.
 pub(crate) async fn noisy_neighbour() -> Result<Value> {
-    let (before, _) = run(false).await?;
-    let (after, partitions) = run(true).await?;
+    let (before, _) = run(Mode::Unbounded).await?;
+    let (after, partitions) = run(Mode::Bounded).await?;
+    let (limited, _) = run(Mode::RateLimited).await?;
     let p99 = |v: &Value| v["p99_ms"].as_f64().unwrap_or(f64::NAN);
     Ok(json!({
         "scenario": "noisy neighbour",
@@ -55,17 +74,23 @@ pub(crate) async fn noisy_neighbour() -> Result<Value> {
         "attempt_timeout_ms": TIMEOUT.as_millis() as u64,
         "before": before,
         "after": after,
-        "quiet_first_attempt_p99_ms": {"before": p99(&before), "after": p99(&after)},
+        "rate_limited": limited,
+        "noisy_rate_limit_per_second": NOISY_LIMIT,
+        "quiet_first_attempt_p99_ms": {"before": p99(&before), "after": p99(&after), "rate_limited": p99(&limited)},
         "partition_writes": partitions,
     }))
 }
 
-/// One run; `bounded`: the worker defers a timed-out endpoint's other messages.
-async fn run(bounded: bool) -> Result<(Value, Value)> {
+/// One run of `mode`.
+async fn run(mode: Mode) -> Result<(Value, Value)> {
+    let bounded = mode != Mode::Unbounded;
     let p = Pipeline::new().await;
     let quiet = Receiver::start().await;
+    // The noisy account's endpoint: hanging, or (rate-limited) answering at once.
     let hanging = Receiver::start().await;
-    hanging.set_default(Reply::Hang(TIMEOUT * 5));
+    if mode != Mode::RateLimited {
+        hanging.set_default(Reply::Hang(TIMEOUT * 5));
+    }
     let f = Fixtures {
         clients: &p.stack.clients,
         table: &p.stack.config.delivery_table,
@@ -77,7 +102,11 @@ async fn run(bounded: bool) -> Result<(Value, Value)> {
         let account = f.account(&[]).await?;
         let receiver = if i == 0 { &hanging } else { &quiet };
         let url = receiver.url(&format!("/noisy/{i}"));
-        subscribe_webhook(&f, &account.account_id, url).await?;
+        let mut integration = subscribe_webhook(&f, &account.account_id, url).await?;
+        if i == 0 && mode == Mode::RateLimited {
+            integration.rate_limit_per_second = Some(NOISY_LIMIT);
+            f.save_integration(&integration).await?;
+        }
         accounts.push(account.account_id);
     }
     let mut worker = DeliveryWorker::with_adapters(
@@ -91,7 +120,7 @@ async fn run(bounded: bool) -> Result<(Value, Value)> {
         worker = worker.without_endpoint_bound();
     }
     p.stack.meter.reset();
-    if bounded {
+    if mode == Mode::Bounded {
         p.stack.meter.count_partitions(&partition_key_attributes());
     }
     // The noisy account (index 0) writes ten changes for each one of every quiet account.
@@ -108,8 +137,19 @@ async fn run(bounded: bool) -> Result<(Value, Value)> {
     let wait = async {
         let expected = QUIET_ACCOUNTS * QUIET_CHANGES;
         let deadline = started + Duration::from_secs(180);
-        while first_attempts(&quiet).len() < expected && Instant::now() < deadline {
+        // Rate-limited: the clock moves a second per second, and the run lasts until the noisy
+        // account's backlog is delivered too.
+        let limited = mode == Mode::RateLimited;
+        let mut tick = Instant::now();
+        while (first_attempts(&quiet).len() < expected
+            || (limited && hanging.count() < 10 * QUIET_CHANGES))
+            && Instant::now() < deadline
+        {
             tokio::time::sleep(Duration::from_millis(20)).await;
+            if limited && tick.elapsed() >= Duration::from_secs(1) {
+                tick = Instant::now();
+                p.clock.advance(Duration::from_secs(1));
+            }
         }
         done.store(true, Ordering::Relaxed);
     };
@@ -125,13 +165,18 @@ async fn run(bounded: bool) -> Result<(Value, Value)> {
     let pick = |q: f64| quantile(&millis, q);
     let latency = json!({
         "endpoint_bound": bounded,
+        "noisy_rate_limited": mode == Mode::RateLimited,
+        "noisy_seconds": started.elapsed().as_secs_f64(),
         "quiet_first_attempts": millis.len(),
         "hanging_attempts": hanging.count(),
         "p50_ms": pick(0.5),
         "p99_ms": pick(0.99),
         "max_ms": millis.last().copied().unwrap_or(f64::NAN),
     });
-    let partitions = hottest_partitions(&p, order.len());
+    let partitions = match mode {
+        Mode::Bounded => hottest_partitions(&p, order.len()),
+        _ => Value::Null,
+    };
     p.stack.meter.count_partitions(&[]);
     Ok((latency, partitions))
 }
@@ -142,7 +187,7 @@ pub(crate) async fn subscribe_webhook(
     f: &Fixtures<'_>,
     account_id: &shared::ids::AccountId,
     url: String,
-) -> Result<()> {
+) -> Result<shared::store::integration::Integration> {
     let integration = f.webhook(account_id, url).await?;
     f.subscription(
         &integration,
@@ -152,7 +197,7 @@ pub(crate) async fn subscribe_webhook(
         RetryPolicy::FixedSchedule,
     )
     .await?;
-    Ok(())
+    Ok(integration)
 }
 
 /// The `q` quantile of sorted figures (nearest rank), NaN for none.
@@ -357,6 +402,19 @@ pub(crate) fn print_noisy(noisy: &Value) {
             r["hanging_attempts"]
         );
     }
+    let r = &noisy["rate_limited"];
+    println!(
+        "  {:<38} {:>6.0} / {:>6.0} / {:>6.0} ms   ({} noisy deliveries in {:.1} s)",
+        format!(
+            "noisy endpoint fast, limited to {}/s",
+            noisy["noisy_rate_limit_per_second"]
+        ),
+        f(&r["p50_ms"]),
+        f(&r["p99_ms"]),
+        f(&r["max_ms"]),
+        r["hanging_attempts"],
+        f(&r["noisy_seconds"])
+    );
     let parts = &noisy["partition_writes"];
     println!(
         "\nitems written per partition key in the bounded run ({} changes), hottest first:",

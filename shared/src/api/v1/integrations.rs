@@ -7,7 +7,9 @@
 //!   `event_access_accepted`, `rotate_signing_secret: true` (webhook; the new secret is in this
 //!   response only) with `rotation_grace_seconds` (0 to 604800, default 86400): the previous
 //!   secret keeps signing beside the new one until `previous_secret_expires_at`; 0 retires
-//!   it at once. The method cannot change.
+//!   it at once. The method cannot change. `rate_limit_per_second` (also on creation; 1 to 1000,
+//!   `null` removes it): at most that many of its deliveries start in a second, the others wait
+//!   ([`crate::domain::rate_limit`]).
 //!
 //! A webhook's `headers` and `auth` (create and `PATCH`; see [`super::endpoint_settings`]):
 //! headers are shown as they are, the authentication's credential never (`…_set: true`). A
@@ -94,6 +96,9 @@ pub struct IntegrationView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub handler: Option<String>,
     pub event_access_accepted: bool,
+    /// Deliveries started at most per second; absent: no limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit_per_second: Option<u32>,
     pub created_at: String,
     pub updated_at: String,
     /// While a rotation's previous secret is kept: when it stops signing (RFC 3339).
@@ -127,6 +132,7 @@ impl From<&Integration> for IntegrationView {
             webhook_url: i.target.webhook_url().map(str::to_owned),
             handler: i.target.handler().map(str::to_owned),
             event_access_accepted: i.event_access_accepted,
+            rate_limit_per_second: i.rate_limit_per_second,
             created_at: i.created_at.to_rfc3339(),
             updated_at: i.updated_at.to_rfc3339(),
             previous_secret_expires_at: i
@@ -169,6 +175,17 @@ fn check_webhook_url(state: &ApiState, f: &mut Fields, url: &str) -> Option<Stri
         Ok(parsed) => Some(parsed.to_string()),
         Err(e) => {
             f.error("webhook_url", e.to_string());
+            None
+        }
+    }
+}
+
+/// A requested rate limit, checked ([`crate::domain::rate_limit::check`]).
+fn check_rate_limit(f: &mut Fields, per_second: u64) -> Option<u32> {
+    match crate::domain::rate_limit::check(per_second) {
+        Ok(n) => Some(n),
+        Err(e) => {
+            f.error("rate_limit_per_second", e.to_string());
             None
         }
     }
@@ -304,6 +321,10 @@ pub async fn create_integration(
     let handler: Option<String> = f.optional("handler");
     let headers = endpoint_settings::read_headers(&mut f);
     let auth = endpoint_settings::read_auth(state, &mut f);
+    let rate_limit = match f.optional::<u64>("rate_limit_per_second") {
+        Some(n) => check_rate_limit(&mut f, n).map(Some),
+        None => Some(None),
+    };
 
     // The target, when the method's fields are valid (a webhook's once its secret is sealed,
     // below); `secret` is shown once in the answer.
@@ -407,6 +428,7 @@ pub async fn create_integration(
         now,
     );
     integration.endpoint = endpoint;
+    integration.rate_limit_per_second = rate_limit.flatten();
     let (token, record) = issue_token(
         TokenKind::Intg,
         account_id,
@@ -609,6 +631,12 @@ pub async fn update_integration(
     let grace_seconds: Option<u64> = f.optional("rotation_grace_seconds");
     let headers = endpoint_settings::read_headers(&mut f);
     let auth = endpoint_settings::read_auth(state, &mut f);
+    // Some(None): remove the limit.
+    let rate_limit = match f.patch::<u64>("rate_limit_per_second") {
+        Patch::Set(n) => check_rate_limit(&mut f, n).map(Some),
+        Patch::Null => Some(None),
+        Patch::Absent => None,
+    };
     f.forbid(
         "method",
         "cannot be changed; create a new integration for another delivery method",
@@ -695,6 +723,7 @@ pub async fn update_integration(
         && new_secret.is_none()
         && headers.is_absent()
         && auth.is_absent()
+        && rate_limit.is_none()
     {
         return Ok(EditedIntegration {
             integration: current,
@@ -765,6 +794,17 @@ pub async fn update_integration(
                 .detail("auth", change(&old, &input.mode.type_name()))
                 .detail("auth_grace_seconds", grace.as_secs());
         }
+    }
+    if let Some(limit) = rate_limit {
+        u = match limit {
+            Some(n) => u.set("rate_limit_per_second", &n)?,
+            None => u.remove("rate_limit_per_second"),
+        };
+        let shown = |l: Option<u32>| l.map_or_else(|| "none".to_owned(), |n| n.to_string());
+        entry = entry.detail(
+            "rate_limit_per_second",
+            change(&shown(current.rate_limit_per_second), &shown(limit)),
+        );
     }
     if let Some(secret) = &new_secret {
         let sealed = seal(state, account_id, &current.integration_id, secret).await?;

@@ -1,13 +1,15 @@
 //! Subscriptions of the caller's account (account token):
 //!
-//! * `POST /v1/subscriptions` `{integration_id, record_types, filter?, fields, retry_policy?}` →
-//!   201, status `active`. The integration must be one of the account's; the filter is checked
-//!   with [`Filter::parse`] and stored in its canonical JSON form, the fields with
-//!   [`Projection::new`], the retry policy with [`RetryPolicy::validate`] (default
-//!   `{"kind": "fixed_schedule"}`).
+//! * `POST /v1/subscriptions` `{integration_id, record_types, filter?, fields, retry_policy?,
+//!   retry_statuses?, pause_on_gone?}` → 201, status `active`. The integration must be one of the
+//!   account's; the filter is checked with [`Filter::parse`] and stored in its canonical JSON
+//!   form, the fields with [`Projection::new`], the retry policy with [`RetryPolicy::validate`]
+//!   (default `{"kind": "fixed_schedule"}`), the answers retried and the pause on a 410 with
+//!   [`AnswerRules::new`] (default: none, `false`).
 //! * `GET /v1/subscriptions` (`?integration_id=&limit=&cursor=`), `GET /v1/subscriptions/{id}`.
 //! * `PATCH /v1/subscriptions/{id}`: `record_types`, `filter` (`null` removes it), `fields`,
-//!   `retry_policy` (`null` restores the default). Not `status`: a subscription is paused by the
+//!   `retry_policy` (`null` restores the default), `retry_statuses` and `pause_on_gone` (`null`
+//!   restores `[]` and `false`). Not `status`: a subscription is paused by the
 //!   system (fifty dead deliveries in a row) and resumed by an operator. The edit touches only the
 //!   fields it names, so it never overwrites the status or dead count the worker maintains.
 //! * `DELETE /v1/subscriptions/{id}` → 204.
@@ -24,6 +26,7 @@ use crate::api::extract::{
 };
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
+use crate::domain::classify::{answer_table, AnswerRules, MAX_RETRY_STATUSES};
 use crate::domain::filter::Filter;
 use crate::domain::projection::{Projection, ProjectionError};
 use crate::domain::retry::{RetryPolicy, RetryPolicyError};
@@ -72,6 +75,12 @@ pub struct SubscriptionView {
     pub filter: Value,
     pub fields: Vec<String>,
     pub retry_policy: RetryPolicy,
+    /// 4xx statuses retried on the backoff schedule instead of ending the delivery dead.
+    pub retry_statuses: Vec<u16>,
+    /// A 410 Gone pauses the subscription at once.
+    pub pause_on_gone: bool,
+    /// What each answer of the receiver does for this subscription.
+    pub answers: Vec<AnswerView>,
     pub status: SubscriptionStatus,
     pub consecutive_dead: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -96,11 +105,45 @@ impl From<&Subscription> for SubscriptionView {
                 .unwrap_or(Value::Null),
             fields: sub.fields.clone(),
             retry_policy: sub.retry_policy.clone(),
+            retry_statuses: sub.retry_statuses.clone(),
+            pause_on_gone: sub.pause_on_gone,
+            answers: answer_table(&sub.answer_rules())
+                .into_iter()
+                .map(|row| AnswerView {
+                    answer: row.answer,
+                    effect: row.effect.describe(),
+                })
+                .collect(),
             status: sub.status,
             consecutive_dead: sub.consecutive_dead,
             paused_at: sub.paused_at.map(|t| t.to_rfc3339()),
             created_at: sub.created_at.to_rfc3339(),
             updated_at: sub.updated_at.to_rfc3339(),
+        }
+    }
+}
+
+/// One row of a subscription's answer table: an answer and what it does.
+#[derive(Debug, Serialize)]
+pub struct AnswerView {
+    pub answer: String,
+    pub effect: &'static str,
+}
+
+/// The answer rules to store; a wrong status is named by its index.
+fn check_answers(f: &mut Fields, statuses: &[u16], pause_on_gone: bool) -> Option<AnswerRules> {
+    if statuses.len() > MAX_RETRY_STATUSES {
+        f.error(
+            "retry_statuses",
+            format!("at most {MAX_RETRY_STATUSES} statuses are accepted"),
+        );
+        return None;
+    }
+    match AnswerRules::new(statuses, pause_on_gone) {
+        Ok(rules) => Some(rules),
+        Err((i, e)) => {
+            f.error(format!("retry_statuses[{i}]"), e.to_string());
+            None
         }
     }
 }
@@ -232,6 +275,9 @@ pub async fn create_subscription(
         Patch::Set(p) => check_retry_policy(&mut f, p),
         Patch::Absent | Patch::Null => Some(RetryPolicy::default()),
     };
+    let statuses = f.optional::<Vec<u16>>("retry_statuses").unwrap_or_default();
+    let pause_on_gone = f.optional::<bool>("pause_on_gone").unwrap_or_default();
+    let answers = check_answers(&mut f, &statuses, pause_on_gone);
     f.forbid("status", STATUS_IS_SYSTEMS);
 
     // The integration must be one of the caller's: another account's is as unknown as none.
@@ -260,8 +306,21 @@ pub async fn create_subscription(
         super::event_types::check_subscription(state, &mut f, types, projected).await?;
     }
     f.finish()?;
-    let (Some(integration_id), Some(record_types), Some(filter), Some(fields), Some(retry_policy)) =
-        (integration_id, record_types, filter, fields, retry_policy)
+    let (
+        Some(integration_id),
+        Some(record_types),
+        Some(filter),
+        Some(fields),
+        Some(retry_policy),
+        Some(answers),
+    ) = (
+        integration_id,
+        record_types,
+        filter,
+        fields,
+        retry_policy,
+        answers,
+    )
     else {
         return Err(ApiError::internal("validated subscription fields missing"));
     };
@@ -276,6 +335,7 @@ pub async fn create_subscription(
             filter,
             fields,
             retry_policy,
+            answers,
         },
         now,
     );
@@ -379,7 +439,8 @@ async fn update(
 }
 
 /// Edits the account's subscription `id` with a request's fields (`record_types`, `filter`
-/// (`null` removes it), `fields`, `retry_policy` (`null` restores the default)): every invalid
+/// (`null` removes it), `fields`, `retry_policy` (`null` restores the default), `retry_statuses`
+/// and `pause_on_gone` (`null` restores `[]`, `false`)): every invalid
 /// field named in one 422, then 404 when it is not the account's. Only the fields named change.
 pub async fn update_subscription(
     state: &ApiState,
@@ -415,6 +476,21 @@ pub async fn update_subscription(
         Patch::Null => Some(RetryPolicy::default()),
         Patch::Absent => None,
     };
+    let statuses = match f.patch::<Vec<u16>>("retry_statuses") {
+        Patch::Set(v) => Some(v),
+        Patch::Null => Some(Vec::new()),
+        Patch::Absent => None,
+    };
+    let pause_on_gone = match f.patch::<bool>("pause_on_gone") {
+        Patch::Set(v) => Some(v),
+        Patch::Null => Some(false),
+        Patch::Absent => None,
+    };
+    // Each named setting checked alone here; with the other as stored once it is read.
+    if statuses.is_some() || pause_on_gone.is_some() {
+        let given = statuses.as_deref().unwrap_or_default();
+        check_answers(&mut f, given, pause_on_gone.unwrap_or_default());
+    }
     f.forbid("status", STATUS_IS_SYSTEMS);
     f.forbid(
         "integration_id",
@@ -422,7 +498,13 @@ pub async fn update_subscription(
     );
     f.finish()?;
 
-    if record_types.is_none() && filter.is_none() && fields.is_none() && retry_policy.is_none() {
+    if record_types.is_none()
+        && filter.is_none()
+        && fields.is_none()
+        && retry_policy.is_none()
+        && statuses.is_none()
+        && pause_on_gone.is_none()
+    {
         return load(state, account_id, id).await;
     }
     let current = load(state, account_id, id).await?;
@@ -434,6 +516,19 @@ pub async fn update_subscription(
         super::event_types::check_subscription(state, &mut f, types, projected).await?;
         f.finish()?;
     }
+    let answers = if statuses.is_some() || pause_on_gone.is_some() {
+        let mut f = Fields::new(serde_json::Map::new());
+        let statuses = statuses.as_deref().unwrap_or(&current.retry_statuses);
+        let rules = check_answers(
+            &mut f,
+            statuses,
+            pause_on_gone.unwrap_or(current.pause_on_gone),
+        );
+        f.finish()?;
+        rules
+    } else {
+        None
+    };
     let now = state.clock.now();
     let mut entry = AuditRecord::new(
         AuditAction::EditSubscription,
@@ -480,6 +575,27 @@ pub async fn update_subscription(
         entry = entry.detail(
             "retry_policy",
             format!("{} -> {}", json(&current.retry_policy), json(policy)),
+        );
+    }
+    if let Some(rules) = &answers {
+        u = if rules.retry_statuses.is_empty() {
+            u.remove("retry_statuses")
+        } else {
+            u.set("retry_statuses", &rules.retry_statuses)?
+        };
+        u = if rules.pause_on_gone {
+            u.set("pause_on_gone", &true)?
+        } else {
+            u.remove("pause_on_gone")
+        };
+        let shown = |s: &[u16], gone: bool| format!("retry {s:?}, pause on gone {gone}");
+        entry = entry.detail(
+            "answers",
+            format!(
+                "{} -> {}",
+                shown(&current.retry_statuses, current.pause_on_gone),
+                shown(&rules.retry_statuses, rules.pause_on_gone)
+            ),
         );
     }
     let write = subscription::edit(state.table(), account_id, id, u)?;

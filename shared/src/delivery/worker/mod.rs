@@ -12,6 +12,7 @@
 pub mod adapters;
 pub mod endpoint_auth;
 pub mod internal;
+pub mod rate_limit;
 mod test_event;
 pub mod webhook;
 
@@ -25,7 +26,7 @@ use crate::domain::integration_delivery::{
 };
 use crate::domain::retry::RetryDecision;
 use crate::domain::ssrf::TargetPolicy;
-use crate::domain::subscription::should_auto_pause;
+use crate::domain::subscription::{should_auto_pause, SubscriptionStatus};
 use crate::domain::target::Target;
 use crate::domain::time::Timestamp;
 use crate::domain::trace_context::TraceParent;
@@ -33,7 +34,7 @@ use crate::ids::AccountId;
 use crate::store;
 use crate::store::account_config::{AccountConfig, ConfigCache};
 use crate::store::delivery::{AttemptRecord, Claim, Delivery, DeliveryWork, Outcome};
-use crate::store::notice::{notice_item, subscription_paused_notice};
+use crate::store::notice::{notice_item, subscription_gone_notice, subscription_paused_notice};
 use crate::store::subscription::Subscription;
 use crate::store::write::{send, send_resolving_conflicts, Write, Written};
 use crate::store::StoreError;
@@ -97,9 +98,10 @@ enum Handled {
     Done(Result<WorkOutcome, WorkerError>),
     /// Not started: its attempt could not have finished before the invocation's deadline.
     HandedBack,
-    /// Not started: an attempt to its endpoint timed out earlier in the batch; a delayed copy is
-    /// put on the queue (handed back instead, should that send fail).
-    Deferred,
+    /// Not started: an attempt to its endpoint timed out earlier in the batch, or its
+    /// integration's rate limit is reached for this second; a copy delayed this long is put on
+    /// the queue (handed back instead, should that send fail).
+    Deferred(Duration),
 }
 
 /// What handling one message came to (all of them are successes for the queue).
@@ -115,6 +117,9 @@ pub enum WorkOutcome {
     /// The claim was refused because the delivery's attempts have reached its subscription's Max
     /// Retries (lowered since its last attempt): it was ended dead without a further attempt.
     EndedExhausted { attempts: u32 },
+    /// Not claimed: its integration's rate limit is reached for this second
+    /// ([`rate_limit`]); the batch handler puts a delayed copy of its message on the queue.
+    OverRateLimit,
 }
 
 pub struct DeliveryWorker {
@@ -129,6 +134,8 @@ pub struct DeliveryWorker {
     /// Whether an endpoint that timed out in a batch has the rest of its messages deferred
     /// ([`ENDPOINT_DEFERRAL`]); off only to measure the behaviour without that bound.
     endpoint_bound: bool,
+    /// Counts the starts of rate-limited integrations.
+    rate: rate_limit::RateGate,
 }
 
 impl DeliveryWorker {
@@ -164,6 +171,7 @@ impl DeliveryWorker {
             opener: SecretOpener::new(clients.kms.clone()),
             clients,
             endpoint_bound: true,
+            rate: Default::default(),
         }
     }
 
@@ -200,7 +208,9 @@ impl DeliveryWorker {
     /// running out of time never counts as a receive toward the dead-letter queue; only when that
     /// copy cannot be sent does it fail (and come back). A deferred message whose copy could not
     /// be sent fails too. An attempt that ran for most of the timeout ([`ran_long`]) defers its
-    /// endpoint's waiting messages as a timeout does.
+    /// endpoint's waiting messages as a timeout does. A message of a rate-limited integration
+    /// whose second is full ([`rate_limit`]) is deferred too, alone, with a delay of a second
+    /// or two: it holds its slot for one conditional write, so it never holds up another's.
     pub async fn handle_until(
         &self,
         event: SqsEvent,
@@ -258,16 +268,24 @@ impl DeliveryWorker {
                     waiting.retain(|&j| {
                         let same = subscriptions[j].as_deref() == Some(s);
                         if same {
-                            results[j] = Some(Handled::Deferred);
+                            results[j] = Some(Handled::Deferred(ENDPOINT_DEFERRAL));
                         }
                         !same
                     });
                 }
             }
-            results[i] = Some(handled);
+            results[i] = Some(match handled {
+                Handled::Done(Ok(WorkOutcome::OverRateLimit)) => {
+                    Handled::Deferred(crate::domain::rate_limit::deferral(rand::random()))
+                }
+                other => other,
+            });
         }
-        let deferred: Vec<usize> = (0..records.len())
-            .filter(|&i| matches!(results[i], Some(Handled::Deferred)))
+        let deferred: Vec<(usize, Duration)> = (0..records.len())
+            .filter_map(|i| match results[i] {
+                Some(Handled::Deferred(delay)) => Some((i, delay)),
+                _ => None,
+            })
             .collect();
         let unsent = self.defer(&works, &deferred).await;
         let handed: Vec<usize> = (0..records.len())
@@ -279,7 +297,7 @@ impl DeliveryWorker {
         for (i, (message, result)) in records.iter().zip(results).enumerate() {
             match result {
                 Some(Handled::Done(Ok(_))) => continue,
-                Some(Handled::Deferred) if !unsent.contains(&i) => continue,
+                Some(Handled::Deferred(_)) if !unsent.contains(&i) => continue,
                 Some(Handled::HandedBack) | None if !not_resent.contains(&i) => {
                     handed_back += 1;
                     continue;
@@ -287,18 +305,32 @@ impl DeliveryWorker {
                 Some(Handled::Done(Err(e))) => {
                     tracing::error!(message_id = message.message_id.as_deref(), error = %e, "delivery work failed; the queue returns it");
                 }
-                Some(Handled::HandedBack | Handled::Deferred) | None => handed_back += 1,
+                Some(Handled::HandedBack | Handled::Deferred(_)) | None => handed_back += 1,
             }
             let mut f = BatchItemFailure::default();
             f.item_identifier = message.message_id.clone().unwrap_or_default();
             response.batch_item_failures.push(f);
         }
-        if !deferred.is_empty() {
+        // A rate limit's waiting messages are the limit working, not trouble: a DEBUG line; a
+        // timed-out endpoint's are a WARN.
+        let timed_out = deferred
+            .iter()
+            .filter(|(_, d)| *d == ENDPOINT_DEFERRAL)
+            .count();
+        if timed_out > 0 {
             tracing::warn!(
-                deferred = deferred.len(),
+                deferred = timed_out,
                 not_sent = unsent.len(),
                 messages = records.len(),
                 "an endpoint timed out in this batch; its other messages wait on the queue, unclaimed"
+            );
+        }
+        if deferred.len() > timed_out {
+            tracing::debug!(
+                deferred = deferred.len() - timed_out,
+                not_sent = unsent.len(),
+                messages = records.len(),
+                "rate limits were reached in this batch; those messages wait on the queue, unclaimed"
             );
         }
         if handed_back > 0 {
@@ -337,14 +369,18 @@ impl DeliveryWorker {
         unsent
     }
 
-    /// Puts delayed copies of the messages `deferred` (indexes into `works`) on the delivery
-    /// queue, ten to a request. Returns the indexes whose copy was not sent.
-    async fn defer(&self, works: &[Option<DeliveryWork>], deferred: &[usize]) -> Vec<usize> {
+    /// Puts copies of the messages `deferred` (indexes into `works`, with their delays) on the
+    /// delivery queue, ten to a request. Returns the indexes whose copy was not sent.
+    async fn defer(
+        &self,
+        works: &[Option<DeliveryWork>],
+        deferred: &[(usize, Duration)],
+    ) -> Vec<usize> {
         let mut unsent = Vec::new();
         for chunk in deferred.chunks(10) {
             let entries: Vec<(DeliveryWork, Duration)> = chunk
                 .iter()
-                .filter_map(|&i| Some((works[i].clone()?, ENDPOINT_DEFERRAL)))
+                .filter_map(|&(i, delay)| Some((works[i].clone()?, delay)))
                 .collect();
             let failed = crate::delivery::dispatch::publish(
                 &self.clients.sqs,
@@ -352,7 +388,7 @@ impl DeliveryWorker {
                 &entries,
             )
             .await;
-            unsent.extend(failed.into_iter().map(|k| chunk[k]));
+            unsent.extend(failed.into_iter().map(|k| chunk[k].0));
         }
         unsent
     }
@@ -395,6 +431,15 @@ impl DeliveryWorker {
         let max_attempts = config
             .subscription(&work.subscription_id)
             .map_or(u32::MAX, |c| c.subscription.retry_policy.max_attempts());
+        if let Some((integration, limit)) = rate_limit::limited(&config, work) {
+            if !self
+                .rate
+                .admit(dynamo, table, integration, limit, now)
+                .await
+            {
+                return Ok((WorkOutcome::OverRateLimit, false));
+            }
+        }
         let due_by = now.plus(EARLY_TOLERANCE);
         let claim = store::delivery::claim(table, work, &token, now, LEASE, due_by, max_attempts)?;
         let delivery = match Claim::of(send(dynamo, claim).await?)? {
@@ -408,8 +453,15 @@ impl DeliveryWorker {
             Claim::Refused(d) => return skipped(why_not_claimed(d.as_ref(), now)),
         };
         let number = delivery.attempts + 1;
+        let subscription = config
+            .subscription(&delivery.subscription_id)
+            .map(|c| &c.subscription);
+        let rules = subscription
+            .map(Subscription::answer_rules)
+            .unwrap_or_default();
         let started = Instant::now();
-        let result = self.attempt(&delivery, &config).await;
+        let mut result = self.attempt(&delivery, &config).await;
+        result.class = rules.class_of(result.class, result.http_status);
         let elapsed = started.elapsed();
         let timed_out = ran_long(elapsed, self.webhook.timeout());
         let attempt = AttemptRecord {
@@ -421,9 +473,6 @@ impl DeliveryWorker {
             detail: result.detail.clone(),
             error: result.error.map(str::to_owned),
         };
-        let subscription = config
-            .subscription(&delivery.subscription_id)
-            .map(|c| &c.subscription);
         let decision = decide(&delivery, number, &result, subscription)?;
         let outcome = Outcome {
             movement: decision.movement,
@@ -433,7 +482,8 @@ impl DeliveryWorker {
         let finished = self.clock.now();
         let saved = match decision.status() {
             DeliveryStatus::Dead => {
-                self.save_dead_and_count(&delivery, &token, &outcome, &config, finished)
+                let gone = rules.pauses_subscription(result.http_status);
+                self.save_dead_and_count(&delivery, &token, &outcome, &config, gone, finished)
                     .await?
             }
             _ => {
@@ -535,7 +585,7 @@ impl DeliveryWorker {
         {
             return Ok((WorkOutcome::Skipped("attempts reached Max Retries"), false));
         }
-        self.pause_if_due(d, config, now).await?;
+        self.pause_if_due(d, config, false, now).await?;
         tracing::info!(
             delivery_id = %d.delivery_id,
             account_id = %d.account_id,
@@ -557,13 +607,15 @@ impl DeliveryWorker {
     /// transaction that meets a concurrent one is tried again (nothing of it was written); only a
     /// refused condition is a decision: the lease was lost, or the subscription is gone (then the
     /// delivery is dead all the same, with nothing to count). The pause check follows in
-    /// [`Self::pause_if_due`]. `false` when the lease was lost.
+    /// [`Self::pause_if_due`] (`gone`: the answer pauses the subscription at once). `false` when
+    /// the lease was lost.
     async fn save_dead_and_count(
         &self,
         d: &Delivery,
         token: &str,
         outcome: &Outcome<'_>,
         config: &AccountConfig,
+        gone: bool,
         now: Timestamp,
     ) -> Result<bool, WorkerError> {
         let table = &self.config.delivery_table;
@@ -588,7 +640,7 @@ impl DeliveryWorker {
                 }
             }
         }
-        self.pause_if_due(d, config, now).await?;
+        self.pause_if_due(d, config, gone, now).await?;
         Ok(true)
     }
 
@@ -606,12 +658,14 @@ impl DeliveryWorker {
         Ok(stored.is_some_and(|s| s.attempt_log.iter().any(|a| a == attempt)))
     }
 
-    /// Pauses the subscription once its dead count reaches fifty, together with the one
-    /// administrator notice (see [`store::subscription::auto_pause`]).
+    /// Pauses the subscription once its dead count reaches fifty, or at once when `gone` (a 410
+    /// Gone to a subscription that pauses on gone), together with the one administrator notice
+    /// (see [`store::subscription::auto_pause`] and [`store::subscription::pause_on_gone`]).
     async fn pause_if_due(
         &self,
         d: &Delivery,
         config: &AccountConfig,
+        gone: bool,
         now: Timestamp,
     ) -> Result<(), WorkerError> {
         let table = &self.config.delivery_table;
@@ -621,7 +675,8 @@ impl DeliveryWorker {
         else {
             return Ok(());
         };
-        if !should_auto_pause(sub.consecutive_dead, sub.status) {
+        let gone = gone && sub.status == SubscriptionStatus::Active;
+        if !gone && !should_auto_pause(sub.consecutive_dead, sub.status) {
             return Ok(());
         }
         let admins = config
@@ -629,15 +684,18 @@ impl DeliveryWorker {
             .as_ref()
             .map(|a| a.admin_emails.clone())
             .unwrap_or_default();
-        let notice = subscription_paused_notice(
-            &d.account_id,
-            &d.subscription_id,
-            &admins,
-            sub.consecutive_dead,
-            now,
-        );
+        let (account, subscription) = (&d.account_id, &d.subscription_id);
+        let notice = if gone {
+            subscription_gone_notice(account, subscription, &admins, now)
+        } else {
+            subscription_paused_notice(account, subscription, &admins, sub.consecutive_dead, now)
+        };
         let notice = store::write::put_new(&self.config.notification_table, notice_item(&notice)?)?;
-        let pause = store::subscription::auto_pause(table, &sub, notice, now)?;
+        let pause = if gone {
+            store::subscription::pause_on_gone(table, &sub, notice, now)?
+        } else {
+            store::subscription::auto_pause(table, &sub, notice, now)?
+        };
         // Refused: another worker paused it first (and requested the notice), or a success
         // ended the run.
         if send_resolving_conflicts(dynamo, pause).await?.applied() {
@@ -645,7 +703,8 @@ impl DeliveryWorker {
                 account_id = %d.account_id,
                 subscription_id = %d.subscription_id,
                 dead_count = sub.consecutive_dead,
-                "subscription paused after consecutive dead deliveries; administrator notice requested"
+                gone,
+                "subscription paused (consecutive dead deliveries, or 410 Gone); administrator notice requested"
             );
         }
         Ok(())

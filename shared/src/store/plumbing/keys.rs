@@ -193,6 +193,15 @@ pub fn test_event_quota_pk(account_id: &AccountId, minute: i64) -> String {
     format!("TESTQ#{account_id}#{minute}")
 }
 
+/// The partition of an integration's rate-limit counter of one second (seconds since the epoch).
+pub fn rate_window_pk(
+    account_id: &AccountId,
+    integration_id: &IntegrationId,
+    second: i64,
+) -> String {
+    format!("RATE#{account_id}#{integration_id}#{second}")
+}
+
 /// The partition of an account's test events (what each was sent as and what it came to).
 pub fn test_event_pk(account_id: &AccountId) -> String {
     format!("TESTEV#{account_id}")
