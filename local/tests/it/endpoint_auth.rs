@@ -7,7 +7,7 @@
 use http::{Method, StatusCode};
 use local::logs::logged;
 use local::receiver::{ReceivedRequest, Receiver, Reply};
-use local::testkit::api::ApiAccount;
+use local::testkit::api::{ApiAccount, OPERATOR_TOKEN};
 use local::testkit::World;
 use serde_json::{json, Value};
 use shared::delivery::worker::webhook::SENT_HEADERS;
@@ -201,13 +201,33 @@ async fn a_change_written_with_an_x_ray_trace_id_reaches_the_receiver_in_that_tr
     let w = World::new().await;
     let tenant = w.api.account("Acme").await;
     let (_, sub) = webhook(&w, &tenant, &w.receiver.url("/hooks"), json!({})).await;
-    w.receiver.script([Reply::Status(503)]);
+    // A retry on the schedule, then an answer that is dead, then an operator's retry.
+    w.receiver.script([Reply::Status(503), Reply::Status(400)]);
     let traced = w
         .change(&tenant.account_id)
         .trace("1-5759e988-bd862e3fe1be46a994272793")
         .await;
     w.pipeline.pump().await.unwrap();
     w.pipeline.advance(Duration::from_secs(61)).await.unwrap();
+    let d = w
+        .pipeline
+        .delivery(&tenant.account_id, &traced.change_id, &sub)
+        .await
+        .unwrap();
+    assert_eq!(d.status, DeliveryStatus::Dead, "{:?}", d.attempt_log);
+    let retry = format!(
+        "/operator/accounts/{}/subscriptions/{sub}/deliveries/{}/retry",
+        tenant.account_id, traced.change_id
+    );
+    w.api
+        .post(
+            &retry,
+            OPERATOR_TOKEN,
+            json!({"reason": "the receiver is fixed"}),
+        )
+        .await
+        .ok();
+    w.pipeline.pump().await.unwrap();
     let d = w
         .pipeline
         .delivery(&tenant.account_id, &traced.change_id, &sub)
@@ -228,7 +248,7 @@ async fn a_change_written_with_an_x_ray_trace_id_reaches_the_receiver_in_that_tr
     assert_eq!(d.trace_id, None);
 
     let got = w.receiver.received();
-    assert_eq!(got.len(), 3);
+    assert_eq!(got.len(), 4);
     let parts: Vec<Vec<String>> = got
         .iter()
         .map(|r| {
@@ -237,12 +257,13 @@ async fn a_change_written_with_an_x_ray_trace_id_reaches_the_receiver_in_that_tr
             v.split('-').map(str::to_owned).collect()
         })
         .collect();
-    // The first attempt and its retry: the application's trace, another parent each.
-    assert_eq!(parts[0][1], mapped);
-    assert_eq!(parts[1][1], mapped);
+    // Every attempt of the traced change, retries included: the application's trace.
+    for p in &parts[..3] {
+        assert_eq!(p[1], mapped);
+    }
     assert_ne!(parts[0][2], parts[1][2]);
     let ulid = ulid::Ulid::from_string(&malformed.change_id.as_str().to_ascii_uppercase()).unwrap();
-    assert_eq!(parts[2][1], format!("{:032x}", ulid.0));
+    assert_eq!(parts[3][1], format!("{:032x}", ulid.0));
 }
 
 #[tokio::test]
