@@ -285,5 +285,6 @@ pub fn catalog_change(account_id: &AccountId, occurred_at: Timestamp, price: f64
         occurred_at,
         changed_fields: vec!["price".into(), "cost".into()],
         record,
+        trace_id: None,
     }
 }

@@ -41,6 +41,7 @@ fn change(i: usize) -> Change {
         occurred_at: Timestamp(1_796_025_600_000 + i as i64),
         changed_fields: vec!["price".into(), "stock.W1".into()],
         record,
+        trace_id: None,
     }
 }
 

@@ -235,6 +235,7 @@ async fn bulk_events(p: &Pipeline, account_id: &AccountId, n: usize) -> Result<(
                 occurred_at: at,
                 changed_fields: Vec::new(),
                 record: Default::default(),
+                trace_id: None,
             };
             let mut record = EventRecord::ingested(&change, subscribers, subscribers, at);
             record.event_status = status;

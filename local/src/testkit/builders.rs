@@ -69,6 +69,7 @@ impl World {
             account_id: account_id.to_owned(),
             at: None,
             price: 4.5,
+            trace_id: None,
         }
     }
 }
@@ -292,6 +293,7 @@ pub struct ChangeBuilder<'a> {
     account_id: AccountId,
     at: Option<Timestamp>,
     price: f64,
+    trace_id: Option<String>,
 }
 
 impl ChangeBuilder<'_> {
@@ -303,10 +305,18 @@ impl ChangeBuilder<'_> {
         self.price = price;
         self
     }
+    /// With the `trace_id` attribute the owning application keeps its trace in, as given.
+    pub fn trace(mut self, trace_id: &str) -> Self {
+        self.trace_id = Some(trace_id.to_owned());
+        self
+    }
     /// The change, not written.
     pub fn build(&self) -> Change {
         let at = self.at.unwrap_or_else(|| self.world.pipeline.now());
-        catalog_change(&self.account_id, at, self.price)
+        Change {
+            trace_id: self.trace_id.clone(),
+            ..catalog_change(&self.account_id, at, self.price)
+        }
     }
 }
 

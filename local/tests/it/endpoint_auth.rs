@@ -7,7 +7,7 @@
 use http::{Method, StatusCode};
 use local::logs::logged;
 use local::receiver::{ReceivedRequest, Receiver, Reply};
-use local::testkit::api::ApiAccount;
+use local::testkit::api::{ApiAccount, OPERATOR_TOKEN};
 use local::testkit::World;
 use serde_json::{json, Value};
 use shared::delivery::worker::webhook::SENT_HEADERS;
@@ -193,6 +193,77 @@ async fn the_traceparent_keeps_one_trace_across_a_retry_and_differs_between_chan
     // Another change: another trace.
     assert_ne!(parts[2][1], parts[0][1]);
     assert!(second.change_id != first.change_id);
+}
+
+#[tokio::test]
+async fn a_change_written_with_an_x_ray_trace_id_reaches_the_receiver_in_that_trace_on_every_attempt(
+) {
+    let w = World::new().await;
+    let tenant = w.api.account("Acme").await;
+    let (_, sub) = webhook(&w, &tenant, &w.receiver.url("/hooks"), json!({})).await;
+    // A retry on the schedule, then an answer that is dead, then an operator's retry.
+    w.receiver.script([Reply::Status(503), Reply::Status(400)]);
+    let traced = w
+        .change(&tenant.account_id)
+        .trace("1-5759e988-bd862e3fe1be46a994272793")
+        .await;
+    w.pipeline.pump().await.unwrap();
+    w.pipeline.advance(Duration::from_secs(61)).await.unwrap();
+    let d = w
+        .pipeline
+        .delivery(&tenant.account_id, &traced.change_id, &sub)
+        .await
+        .unwrap();
+    assert_eq!(d.status, DeliveryStatus::Dead, "{:?}", d.attempt_log);
+    let retry = format!(
+        "/operator/accounts/{}/subscriptions/{sub}/deliveries/{}/retry",
+        tenant.account_id, traced.change_id
+    );
+    w.api
+        .post(
+            &retry,
+            OPERATOR_TOKEN,
+            json!({"reason": "the receiver is fixed"}),
+        )
+        .await
+        .ok();
+    w.pipeline.pump().await.unwrap();
+    let d = w
+        .pipeline
+        .delivery(&tenant.account_id, &traced.change_id, &sub)
+        .await
+        .unwrap();
+    assert_eq!(d.status, DeliveryStatus::Delivered, "{:?}", d.attempt_log);
+    let mapped = "5759e988bd862e3fe1be46a994272793";
+    assert_eq!(d.trace_id.as_deref(), Some(mapped));
+    // A malformed trace is ignored: the change id's trace, and nothing kept on the delivery.
+    let malformed = w.change(&tenant.account_id).trace("1-5759e988-xyz").await;
+    w.pipeline.pump().await.unwrap();
+    let d = w
+        .pipeline
+        .delivery(&tenant.account_id, &malformed.change_id, &sub)
+        .await
+        .unwrap();
+    assert_eq!(d.status, DeliveryStatus::Delivered, "{:?}", d.attempt_log);
+    assert_eq!(d.trace_id, None);
+
+    let got = w.receiver.received();
+    assert_eq!(got.len(), 4);
+    let parts: Vec<Vec<String>> = got
+        .iter()
+        .map(|r| {
+            let v = r.header("traceparent").unwrap();
+            assert!(trace_context::is_valid(v), "{v}");
+            v.split('-').map(str::to_owned).collect()
+        })
+        .collect();
+    // Every attempt of the traced change, retries included: the application's trace.
+    for p in &parts[..3] {
+        assert_eq!(p[1], mapped);
+    }
+    assert_ne!(parts[0][2], parts[1][2]);
+    let ulid = ulid::Ulid::from_string(&malformed.change_id.as_str().to_ascii_uppercase()).unwrap();
+    assert_eq!(parts[3][1], format!("{:032x}", ulid.0));
 }
 
 #[tokio::test]

@@ -9,6 +9,7 @@ use local::faults::{Fault, Matcher};
 use local::testkit::api::{ApiAccount, OPERATOR_TOKEN};
 use local::testkit::World;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
 /// A publish token of the tenant's account (issued by its administrator).
 async fn publish_token(w: &World, tenant: &ApiAccount) -> String {
@@ -76,6 +77,81 @@ async fn a_published_change_is_delivered_through_the_stream_like_the_application
     assert_eq!(
         body["data"],
         json!({"sku": "SKU-9", "name": "Cup", "price": 12.5})
+    );
+}
+
+/// The trace ids of the `traceparent`s the receiver got, by the SKU delivered.
+fn delivered_traces(w: &World) -> BTreeMap<String, String> {
+    w.receiver
+        .received()
+        .iter()
+        .map(|r| {
+            let traceparent = r.header("traceparent").unwrap();
+            let sku = r.json()["data"]["sku"].as_str().unwrap().to_owned();
+            (sku, traceparent.split('-').nth(1).unwrap().to_owned())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_published_change_carries_the_trace_of_its_request_or_its_own_to_the_receiver() {
+    let w = World::new().await;
+    let tenant = w.api.account("Shop").await;
+    w.subscribe_through_api(&tenant, "webhook", json!({})).await;
+    let token = publish_token(&w, &tenant).await;
+    let w3c = "4bf92f3577b34da6a3ce929d0e0e4736";
+    w.api
+        .post("/v1/changes", &token, item("SKU-1", 1.0))
+        .header("traceparent", &format!("00-{w3c}-00f067aa0ba902b7-01"))
+        .await
+        .accepted();
+    // A batch in an X-Ray trace: its changes take it, unless one names its own; a malformed
+    // `trace_id` of a change is that change's problem.
+    let mut own = item("SKU-2", 2.0);
+    own["trace_id"] = json!("1-5759e988-bd862e3fe1be46a994272793");
+    let mut bad = item("SKU-3", 3.0);
+    bad["trace_id"] = json!("1-0-0");
+    let r = w
+        .api
+        .post(
+            "/v1/changes",
+            &token,
+            json!({"changes": [own, bad, item("SKU-4", 4.0)]}),
+        )
+        .header(
+            "X-Amzn-Trace-Id",
+            "Root=1-67891233-abcdef012345678912345678;Parent=53995c3f42cd8ad8;Sampled=1",
+        )
+        .await;
+    let results = r.accepted()["changes"].as_array().unwrap().clone();
+    assert_eq!(results[1]["problem"]["errors"][0]["field"], "trace_id");
+    assert_eq!(results[2]["result"], "published");
+    // A malformed header is ignored (the change id's trace), as W3C trace context asks.
+    let plain = w
+        .api
+        .post("/v1/changes", &token, item("SKU-5", 5.0))
+        .header("traceparent", "00-not-a-trace-01")
+        .await;
+    let plain_id = plain.accepted()["changes"][0]["change_id"]
+        .as_str()
+        .unwrap()
+        .to_ascii_uppercase();
+    w.pipeline.pump().await.unwrap();
+    let ulid = ulid::Ulid::from_string(&plain_id).unwrap();
+    assert_eq!(
+        delivered_traces(&w),
+        BTreeMap::from([
+            ("SKU-1".to_owned(), w3c.to_owned()),
+            (
+                "SKU-2".to_owned(),
+                "5759e988bd862e3fe1be46a994272793".to_owned()
+            ),
+            (
+                "SKU-4".to_owned(),
+                "67891233abcdef012345678912345678".to_owned()
+            ),
+            ("SKU-5".to_owned(), format!("{:032x}", ulid.0)),
+        ])
     );
 }
 

@@ -32,6 +32,12 @@ pub struct Change {
     pub changed_fields: Vec<String>,
     /// The full row after the change. Never delivered as it is: only a projection leaves the system.
     pub record: Map<String, Value>,
+    /// The trace the change was made in, when the owning application keeps one: AWS X-Ray's
+    /// `1-<8 hex>-<24 hex>` or a W3C trace id (32 hex, or a whole `traceparent`). Its deliveries'
+    /// attempts carry it to receivers; one that is malformed is ignored
+    /// ([`crate::domain::trace_context::parse_trace_id`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 /// Why a change cannot be processed. Every message names the offending field.
@@ -138,6 +144,7 @@ pub(crate) mod tests {
             .as_object()
             .unwrap()
             .clone(),
+            trace_id: None,
         }
     }
 

@@ -5,7 +5,7 @@
 //!   the account). The body is one change, or `{"changes": [change…]}` with 1 to
 //!   [`MAX_BATCH`] of them; the whole body is at most 256 KiB (413 past it).
 //! * A change: `{change_id?, record_type, record_id, operation? | event_code?, occurred_at?,
-//!   warehouse?, changed_fields?, record}`. `record_type` must be in the event-type catalog;
+//!   warehouse?, changed_fields?, trace_id?, record}`. `record_type` must be in the event-type catalog;
 //!   `event_code` defaults to `{record_type}.{operation}` (`operation`: `created`, `updated` or
 //!   `deleted`); `occurred_at` (RFC 3339) to now; `change_id` (a ULID) to a new one. A change of
 //!   a batch is at most [`MAX_CHANGE_BYTES`] of JSON (its own 413 problem past it); a single
@@ -14,6 +14,10 @@
 //!   when a change with that id was published before (nothing is written again). A bad change of
 //!   a batch gets `{index, problem}` (an RFC 7807 problem naming its fields) and the others are
 //!   written all the same; a single change that is bad is the problem itself (422).
+//! * The trace the changes were made in, for their deliveries' `traceparent`: a change's own
+//!   `trace_id` field (X-Ray or W3C form; refused when malformed), else the request's
+//!   `traceparent` or, without one, its `X-Amzn-Trace-Id` header (ignored when malformed, as
+//!   W3C trace context asks). It is written with the change, normalized to 32 hex digits.
 //! * `Idempotency-Key` (with a single change): the first publish with the key decides the change
 //!   id; a repeat answers that id, `repeated`. A batch's changes are made idempotent by their own
 //!   `change_id`s.
@@ -33,6 +37,7 @@ use crate::api::state::ApiState;
 use crate::api::v1::event_types::{catalog, Catalog};
 use crate::domain::change::{Change, ChangeError};
 use crate::domain::time::Timestamp;
+use crate::domain::trace_context;
 use crate::ids::{AccountId, ChangeId};
 use crate::operations::{MAX_REASON_CHARS, WRITE_CONCURRENCY};
 use crate::store::account;
@@ -58,6 +63,8 @@ pub const MAX_CHANGE_BYTES: usize = 64 * 1024;
 /// Longest `Idempotency-Key`.
 pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 255;
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// AWS X-Ray's trace header (`Root=1-…;Parent=…;Sampled=…`).
+pub const X_RAY_TRACE_HEADER: &str = "x-amzn-trace-id";
 const OPERATIONS: [&str; 3] = ["created", "updated", "deleted"];
 
 pub fn router() -> Router<Arc<ApiState>> {
@@ -118,11 +125,23 @@ fn check_account(f: &mut Fields, account_id: &AccountId) -> Result<(), ApiError>
     Ok(())
 }
 
+/// The trace of the request's headers (normalized), when one of them carries a well-formed one.
+fn request_trace(headers: &HeaderMap) -> Option<String> {
+    [trace_context::HEADER, X_RAY_TRACE_HEADER]
+        .iter()
+        .find_map(|name| {
+            let value = headers.get(*name)?.to_str().ok()?;
+            trace_context::normalized_trace_id(value)
+        })
+}
+
 /// Reads one change of `account_id` from its fields: every invalid field named at once.
+/// `trace`: the request's trace, for a change that names none of its own.
 fn read_change(
     mut f: Fields,
     account_id: &AccountId,
     catalog: &Catalog,
+    trace: Option<&str>,
     now: Timestamp,
 ) -> Result<Change, ApiError> {
     check_account(&mut f, account_id)?;
@@ -172,6 +191,16 @@ fn read_change(
     let warehouse: Option<String> = f.optional("warehouse");
     let changed_fields: Vec<String> = f.optional("changed_fields").unwrap_or_default();
     let record: Option<Map<String, Value>> = f.required("record");
+    let trace_id = match f.optional::<String>("trace_id") {
+        Some(text) => trace_context::normalized_trace_id(&text).or_else(|| {
+            f.error(
+                "trace_id",
+                "must be a nonzero trace id: X-Ray's 1-<8 hex>-<24 hex>, 32 hex digits, or a traceparent",
+            );
+            None
+        }),
+        None => trace.map(str::to_owned),
+    };
     f.finish()?;
     let (Some(change_id), Some(record_type), Some(record_id), Some(occurred_at), Some(record)) =
         (change_id, record_type, record_id, occurred_at, record)
@@ -190,6 +219,7 @@ fn read_change(
         occurred_at,
         changed_fields,
         record,
+        trace_id,
     };
     change.validate().map_err(|e| change_error(&e))?;
     Ok(change)
@@ -267,8 +297,10 @@ pub async fn publish_changes(
     check_account(&mut f, account_id)?;
     let catalog = catalog(state).await?;
     let now = state.clock.now();
+    let trace = request_trace(headers);
+    let trace = trace.as_deref();
     if !f.has("changes") {
-        let change = read_change(f, account_id, &catalog, now)?;
+        let change = read_change(f, account_id, &catalog, trace, now)?;
         let (change_id, result) = write_change(state, change, idempotency_key.as_deref()).await?;
         return Ok(accepted(vec![PublishedView {
             index: 0,
@@ -301,7 +333,7 @@ pub async fn publish_changes(
                             detail: format!("a change is at most {MAX_CHANGE_BYTES} bytes of JSON"),
                         })
                     }
-                    Value::Object(map) => match read_change(Fields::new(map), account_id, catalog, now) {
+                    Value::Object(map) => match read_change(Fields::new(map), account_id, catalog, trace, now) {
                         Ok(change) => write_change(state, change, None).await,
                         Err(e) => Err(e),
                     },

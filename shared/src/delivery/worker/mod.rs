@@ -530,7 +530,12 @@ impl DeliveryWorker {
                 let ids = (&integration.account_id, &integration.integration_id);
                 let (id, now) = (d.delivery_id.as_str(), self.clock.now());
                 // The claimed delivery still counts the attempts before this one.
-                let trace = TraceParent::of_attempt(d.change_id.as_str(), id, d.attempts + 1);
+                let trace = TraceParent::of_attempt(
+                    d.change_id.as_str(),
+                    d.trace_id.as_deref(),
+                    id,
+                    d.attempts + 1,
+                );
                 let message = webhook::Message {
                     id,
                     payload,

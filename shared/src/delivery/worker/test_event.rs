@@ -48,7 +48,7 @@ impl DeliveryWorker {
                 Target::Webhook { url, secret } => {
                     // A test event is a trace of its own, of one attempt.
                     let id = event.test_event_id.as_str();
-                    let trace = TraceParent::of_attempt(id, id, 1).header_value();
+                    let trace = TraceParent::of_attempt(id, None, id, 1).header_value();
                     let message = Message {
                         id,
                         payload: &event.payload,

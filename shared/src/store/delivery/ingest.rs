@@ -67,6 +67,40 @@ mod tests {
     }
 
     #[test]
+    fn a_delivery_keeps_its_changes_trace_normalized_and_stores_nothing_without_one() {
+        let plain = delivery(DeliveryStatus::Pending, 0);
+        let item = new_item(&plain, Timestamp(1_000)).unwrap();
+        assert!(!item.contains_key("trace_id"));
+
+        let mut change = crate::domain::change::tests::sample_change();
+        change.trace_id = Some("Root=1-5759E988-BD862E3FE1BE46A994272793;Sampled=0".into());
+        let ingested = |change: &crate::domain::change::Change| {
+            Delivery::ingested(
+                change,
+                &plain.subscription_id,
+                &plain.integration_id,
+                DeliveryMethod::Webhook,
+                Some("{}".into()),
+                true,
+                Timestamp(1_000),
+            )
+        };
+        let item = new_item(&ingested(&change), Timestamp(1_000)).unwrap();
+        assert_eq!(
+            item["trace_id"].as_s().unwrap(),
+            "5759e988bd862e3fe1be46a994272793"
+        );
+        assert_eq!(
+            Delivery::from_item(item).unwrap().trace_id.as_deref(),
+            Some("5759e988bd862e3fe1be46a994272793")
+        );
+        // A malformed trace is not kept: the attempts use the change id's.
+        change.trace_id = Some("1-5759e988-nothex".into());
+        let item = new_item(&ingested(&change), Timestamp(1_000)).unwrap();
+        assert!(!item.contains_key("trace_id"));
+    }
+
+    #[test]
     fn a_new_pull_delivery_is_on_the_subscription_index_in_change_order() {
         let mut d = delivery(DeliveryStatus::Pending, 0);
         d.method = DeliveryMethod::Poll;

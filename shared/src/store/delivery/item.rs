@@ -9,6 +9,7 @@ use crate::domain::integration_delivery::{
 };
 use crate::domain::retention::delivery_visible;
 use crate::domain::time::Timestamp;
+use crate::domain::trace_context;
 use crate::ids::{AccountId, ChangeId, DeliveryId, IntegrationId, ReplayJobId, SubscriptionId};
 use crate::store::attrs::EXPIRES_AT;
 use crate::store::expr::{n, s, Expr};
@@ -87,6 +88,10 @@ pub struct Delivery {
     pub last_http_status: Option<u16>,
     #[serde(default)]
     pub attempt_log: Vec<AttemptRecord>,
+    /// The trace its change carried (32 hex digits), for the attempts' `traceparent`; absent,
+    /// and no byte stored, when the change carried none (the trace is then the change id's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 
     // Marks of operator restarts and the pull cursor.
     /// Operator restarts (retry or replay) of this delivery.
@@ -188,6 +193,10 @@ impl Delivery {
             last_error: None,
             last_http_status: None,
             attempt_log: Vec::new(),
+            trace_id: change
+                .trace_id
+                .as_deref()
+                .and_then(trace_context::normalized_trace_id),
             restarts: 0,
             restarted_at: None,
             restarted_by: None,
@@ -337,6 +346,7 @@ pub(crate) fn test_delivery(status: DeliveryStatus, attempts: u32) -> Delivery {
         occurred_at: Timestamp(900),
         changed_fields: Vec::new(),
         record: Default::default(),
+        trace_id: None,
     };
     let mut d = Delivery::ingested(
         &change,
