@@ -28,7 +28,7 @@ use shared::api::auth::OneTimeSecret;
 use shared::api::extract::{path_id, Fields};
 use shared::api::problem::ApiError;
 use shared::api::state::ApiState;
-use shared::api::v1::integrations::{self, IntegrationView, TokenRequest};
+use shared::api::v1::integrations::{self, EditedIntegration, IntegrationView, TokenRequest};
 use shared::api::v1::subscriptions;
 use shared::api::v1::test_event::{send_test_event, test_event as find_test_event, TestEventView};
 use shared::domain::rate_limit::MAX_PER_SECOND;
@@ -618,32 +618,51 @@ async fn edit_subscription(
     after(&state, &admin, saved).await
 }
 
-/// Sets (or, empty, removes) an integration's rate limit through the same edit as the API's.
+/// An edit of an integration from one of the Manage page's forms, through the API's own edit:
+/// the form's CSRF check, the request the form makes, and what the page then says.
+async fn edit_integration(
+    admin: Admin,
+    state: &ApiState,
+    id: &str,
+    body: &Bytes,
+    request: fn(&Form) -> Fields,
+    done: fn(EditedIntegration) -> Done,
+) -> Response {
+    let form = form_fields(body);
+    if let Some(refused) = refuse_without_csrf(&admin.ctx, &form) {
+        return refused;
+    }
+    let edited = async {
+        let id = path_id(id, "integration")?;
+        let fields = request(&form);
+        integrations::update_integration(state, &admin.account_id, &id, &admin.actor(), fields)
+            .await
+    };
+    let outcome = edited.await.map(done);
+    after(state, &admin, outcome).await
+}
+
+/// The rate-limit form's edit: a number sets the limit, an empty field removes it.
+fn rate_limit_request(form: &Form) -> Fields {
+    let limit = field(form, "rate_limit_per_second")
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map_or(Value::Null, json_text);
+    Fields::new(Map::from_iter([(
+        "rate_limit_per_second".to_string(),
+        limit,
+    )]))
+}
+
+/// Sets (or, empty, removes) an integration's rate limit.
 async fn set_rate_limit(
     admin: Admin,
     State(state): S,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let form = form_fields(&body);
-    if let Some(refused) = refuse_without_csrf(&admin.ctx, &form) {
-        return refused;
-    }
-    let limit = field(&form, "rate_limit_per_second")
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .map_or(Value::Null, json_text);
-    let request = Fields::new(Map::from_iter([(
-        "rate_limit_per_second".to_string(),
-        limit,
-    )]));
-    let saved = async {
-        let id = path_id(&id, "integration")?;
-        integrations::update_integration(&state, &admin.account_id, &id, &admin.actor(), request)
-            .await
-    };
-    let saved = saved.await.map(|_| Done::plain("rate limit saved"));
-    after(&state, &admin, saved).await
+    let done = |_| Done::plain("rate limit saved");
+    edit_integration(admin, &state, &id, &body, rate_limit_request, done).await
 }
 
 async fn rotate_secret(
@@ -652,27 +671,12 @@ async fn rotate_secret(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let form = form_fields(&body);
-    if let Some(refused) = refuse_without_csrf(&admin.ctx, &form) {
-        return refused;
-    }
-    let rotated = async {
-        let id = path_id(&id, "integration")?;
-        integrations::update_integration(
-            &state,
-            &admin.account_id,
-            &id,
-            &admin.actor(),
-            rotation_request(&form),
-        )
-        .await
-    };
-    let rotated = rotated.await.map(|edited| {
+    let done = |edited: EditedIntegration| {
         let view = IntegrationView::from(&edited.integration)
             .with_signing_secret(edited.new_signing_secret);
         Done::integration("signing secret rotated", view)
-    });
-    after(&state, &admin, rotated).await
+    };
+    edit_integration(admin, &state, &id, &body, rotation_request, done).await
 }
 
 async fn edit_endpoint(
@@ -681,25 +685,10 @@ async fn edit_endpoint(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let form = form_fields(&body);
-    if let Some(refused) = refuse_without_csrf(&admin.ctx, &form) {
-        return refused;
-    }
-    let saved = async {
-        let id = path_id(&id, "integration")?;
-        integrations::update_integration(
-            &state,
-            &admin.account_id,
-            &id,
-            &admin.actor(),
-            endpoint_request(&form),
-        )
-        .await
-    };
-    let saved = saved.await.map(|edited| {
+    let done = |edited: EditedIntegration| {
         Done::integration("endpoint saved", IntegrationView::from(&edited.integration))
-    });
-    after(&state, &admin, saved).await
+    };
+    edit_integration(admin, &state, &id, &body, endpoint_request, done).await
 }
 
 async fn issue_token(
