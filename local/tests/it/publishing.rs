@@ -384,3 +384,45 @@ async fn a_throttled_write_fails_its_own_change_and_the_rest_of_the_batch_is_del
     w.pipeline.pump().await.unwrap();
     assert_eq!(w.receiver.count(), 3);
 }
+
+#[tokio::test]
+async fn published_change_ids_are_upper_case_ulids_like_the_feeds_so_they_sort_in_time_order() {
+    let w = World::new().await;
+    let tenant = w.api.account("Shop").await;
+    w.subscribe_through_api(&tenant, "webhook", json!({})).await;
+    let token = publish_token(&w, &tenant).await;
+    let minted = w.api.post("/v1/changes", &token, item("SKU-1", 1.0)).await;
+    let minted = minted.accepted()["changes"][0]["change_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        !minted.bytes().any(|b| b.is_ascii_lowercase()),
+        "a minted change id is in upper case: {minted}"
+    );
+    // A change the application's own feed mints a moment later (an upper-case ULID) sorts after
+    // it, as the pull cursor and the stored keys need.
+    tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    let later = w.change(&tenant.account_id).await;
+    assert!(
+        later.change_id.as_str() > minted.as_str(),
+        "{} sorts before {minted}",
+        later.change_id
+    );
+
+    // A given id in lower case is kept in upper case; a repeat in either case is the same change.
+    let given = "01jd5zq3m4n5p6q7r8s9t0v1w2";
+    let mut with_id = item("SKU-2", 2.0);
+    with_id["change_id"] = json!(given);
+    let first = w.api.post("/v1/changes", &token, with_id.clone()).await;
+    assert_eq!(
+        first.accepted()["changes"][0]["change_id"],
+        given.to_ascii_uppercase()
+    );
+    with_id["change_id"] = json!(given.to_ascii_uppercase());
+    let again = w.api.post("/v1/changes", &token, with_id).await;
+    assert_eq!(again.accepted()["changes"][0]["result"], "repeated");
+    w.pipeline.pump().await.unwrap();
+    // The feed's own change is SKU-1 too.
+    assert_eq!(delivered_skus(&w), ["SKU-1", "SKU-1", "SKU-2"]);
+}

@@ -7,9 +7,9 @@
 //! * A change: `{change_id?, record_type, record_id, operation? | event_code?, occurred_at?,
 //!   warehouse?, changed_fields?, trace_id?, record}`. `record_type` must be in the event-type catalog;
 //!   `event_code` defaults to `{record_type}.{operation}` (`operation`: `created`, `updated` or
-//!   `deleted`); `occurred_at` (RFC 3339) to now; `change_id` (a ULID) to a new one. A change of
-//!   a batch is at most [`MAX_CHANGE_BYTES`] of JSON (its own 413 problem past it); a single
-//!   change is bounded by the body's 256 KiB.
+//!   `deleted`); `occurred_at` (RFC 3339) to now; `change_id` (a ULID, kept in upper case) to a
+//!   new one. A change of a batch is at most [`MAX_CHANGE_BYTES`] of JSON (its own 413 problem
+//!   past it); a single change is bounded by the body's 256 KiB.
 //! * → 202 `{changes: [{index, change_id, result}…]}`: `result` is `published`, or `repeated`
 //!   when a change with that id was published before (nothing is written again). A bad change of
 //!   a batch gets `{index, problem}` (an RFC 7807 problem naming its fields) and the others are
@@ -145,15 +145,18 @@ fn read_change(
     now: Timestamp,
 ) -> Result<Change, ApiError> {
     check_account(&mut f, account_id)?;
+    // Change ids compare bytewise (sort keys, the pull cursor), which is time order only within
+    // one case: a published id is a ULID in its canonical upper case, whether given (in either
+    // case) or minted here.
     let change_id = match f.optional::<String>("change_id") {
-        Some(text) => match text.parse::<ChangeId>() {
+        Some(text) => match text.to_ascii_uppercase().parse::<ChangeId>() {
             Ok(id) => Some(id),
             Err(e) => {
                 f.error("change_id", e.to_string());
                 None
             }
         },
-        None => Some(ChangeId::from_stored(crate::ids::new_id())),
+        None => Some(ChangeId::from_stored(ulid::Ulid::new().to_string())),
     };
     let record_type: Option<String> = f.required("record_type");
     if let Some(t) = &record_type {
