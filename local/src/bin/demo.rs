@@ -8,7 +8,7 @@
 //! operator (`console:`) and one for the account's administrator (`portal:`) until interrupted;
 //! `DEMO_EXIT=1` ends after the story instead.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use local::fixtures::catalog_change;
 use local::pipeline::Pipeline;
 use local::receiver::{Receiver, Reply};
@@ -298,7 +298,10 @@ async fn main() -> Result<()> {
     let notifications = NotificationPump::new(&p).await;
     notices(&p, &notifications, &api, &token).await?;
 
-    println!("\n9. The event monitor's view of what ran");
+    println!("\n9. An application that is not on DynamoDB publishes a change through the API");
+    publish(&p, &api, &token, &shop).await?;
+
+    println!("\n10. The event monitor's view of what ran");
     p.roll_up_pass().await?;
     let events = api.get("/v1/events?limit=50", &token).await?;
     println!(
@@ -325,7 +328,7 @@ async fn main() -> Result<()> {
         return Ok(());
     }
     let stop = interrupted()?;
-    println!("\n10. The console, served with the demo's data until interrupted (Ctrl-C)");
+    println!("\n11. The console, served with the demo's data until interrupted (Ctrl-C)");
     let operator_link = api
         .post("/operator/console-links", OPERATOR_TOKEN, json!({}))
         .await?;
@@ -504,4 +507,75 @@ fn human(d: std::time::Duration) -> String {
     } else {
         format!("{}h{:02}m", m / 60, m % 60)
     }
+}
+
+/// The event-type catalog, a subscription's typo refused by it, and a change published with a
+/// publish token (carrying the application's X-Ray trace) delivered to the Shop.
+async fn publish(p: &Pipeline, api: &HttpApi, token: &str, shop: &Receiver) -> Result<()> {
+    let catalog = api.get("/v1/event-types", token).await?;
+    for t in catalog["data"].as_array().cloned().unwrap_or_default() {
+        println!(
+            "   event type {} (version {})",
+            t["type"].as_str().unwrap_or_default(),
+            t["version"]
+        );
+    }
+    let integrations = api.get("/v1/integrations", token).await?;
+    let shop_id = integrations["data"]
+        .as_array()
+        .and_then(|all| all.iter().find(|i| i["name"] == "Shop"))
+        .and_then(|i| i["id"].as_str())
+        .context("the Shop integration")?
+        .to_string();
+    let typo =
+        json!({"integration_id": shop_id, "record_types": ["catalog_itme"], "fields": ["sku"]});
+    match api.post("/v1/subscriptions", token, typo).await {
+        Ok(_) => bail!("a subscription to an unknown record type was accepted"),
+        Err(e) => println!(
+            "   a subscription to \"catalog_itme\" is refused: {}",
+            first_line(&e)
+        ),
+    }
+    let issued = api
+        .post(
+            "/v1/publish-tokens",
+            token,
+            json!({"reason": "the web shop's backend publishes its own changes"}),
+        )
+        .await?;
+    let publisher = issued["token"].as_str().context("publish token")?;
+    let trace = "1-5759e988-bd862e3fe1be46a994272793";
+    let change = json!({
+        "record_type": "catalog_item",
+        "record_id": "SKU-PUB-1",
+        "operation": "updated",
+        "changed_fields": ["price"],
+        "trace_id": trace,
+        "record": {"sku": "SKU-PUB-1", "name": "Published mug", "price": 9.5}
+    });
+    let published = api.post("/v1/changes", publisher, change).await?;
+    let change_id = published["changes"][0]["change_id"]
+        .as_str()
+        .context("published change id")?
+        .to_string();
+    let before = shop.count();
+    p.pump().await?;
+    let arrived = shop
+        .received()
+        .into_iter()
+        .skip(before)
+        .find(|r| r.json()["change_id"] == change_id.as_str())
+        .context("the published change did not reach the Shop")?;
+    println!(
+        "   change {change_id} reached the Shop with traceparent {} (X-Ray trace {trace})",
+        arrived.header("traceparent").unwrap_or("none")
+    );
+    Ok(())
+}
+
+/// The first line of an error's text: the answer's status and problem.
+fn first_line(e: &anyhow::Error) -> String {
+    let text = e.to_string();
+    let line = text.lines().next().unwrap_or_default();
+    line.chars().take(160).collect()
 }
