@@ -142,6 +142,23 @@ impl World {
     }
 
     /// Writes an integration as it is now (e.g. with its consent withdrawn).
+    /// Every item of the notification table (notices and their channel deliveries), as stored.
+    pub async fn notification_items(
+        &self,
+    ) -> Vec<std::collections::HashMap<String, AttributeValue>> {
+        self.pipeline
+            .stack
+            .clients
+            .dynamo
+            .scan()
+            .table_name(&self.pipeline.stack.config.notification_table)
+            .send()
+            .await
+            .unwrap()
+            .items
+            .unwrap_or_default()
+    }
+
     pub async fn save_integration(&self, integration: &Integration) {
         self.fixtures()
             .save_integration(integration)

@@ -17,18 +17,7 @@ async fn subscribed(w: &World, extra: Value) -> ApiSubscription {
 }
 
 async fn notices(w: &World) -> usize {
-    w.pipeline
-        .stack
-        .clients
-        .dynamo
-        .scan()
-        .table_name(&w.pipeline.stack.config.notification_table)
-        .send()
-        .await
-        .unwrap()
-        .items
-        .unwrap_or_default()
-        .len()
+    w.notification_items().await.len()
 }
 
 #[tokio::test]

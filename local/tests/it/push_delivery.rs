@@ -276,18 +276,7 @@ async fn pauses_a_subscription_after_fifty_dead_deliveries_in_a_row_and_tells_it
     assert!(s.paused_at.is_some());
 
     // Exactly one notice, addressed to the account's administrators.
-    let notices = w
-        .pipeline
-        .stack
-        .clients
-        .dynamo
-        .scan()
-        .table_name(&w.pipeline.stack.config.notification_table)
-        .send()
-        .await
-        .unwrap()
-        .items
-        .unwrap_or_default();
+    let notices = w.notification_items().await;
     assert_eq!(notices.len(), 1, "one administrator notice");
     let notice = &notices[0];
     assert_eq!(
