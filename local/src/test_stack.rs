@@ -2,7 +2,7 @@
 //! run in parallel against one emulator without seeing each other's data, with the handlers'
 //! clients on it (counted, and passing through injectable faults).
 
-use crate::faults::Faults;
+use crate::faults::{CompressedSleep, Faults};
 use crate::metering::RequestMeter;
 use crate::provision::{provision, Stack};
 use crate::queues::QueueTap;
@@ -44,7 +44,7 @@ pub struct TestStack {
     /// Faults injected between the handlers' clients and the emulator (none unless a test asks).
     pub faults: Faults,
     /// The SDK sleep the handlers' clients use instead of real time, if any.
-    sdk_sleep: Option<aws_smithy_async::rt::sleep::SharedAsyncSleep>,
+    sdk_sleep: Option<CompressedSleep>,
 }
 
 /// Handler clients on `sdk`: every request counted by `meter`, passing through `faults`, on an
@@ -53,7 +53,7 @@ fn handler_clients(
     sdk: &SdkConfig,
     faults: &Faults,
     meter: &RequestMeter,
-    sleep: Option<&aws_smithy_async::rt::sleep::SharedAsyncSleep>,
+    sleep: Option<CompressedSleep>,
 ) -> Clients {
     // The client the SDK would pick by itself (the configuration names none).
     let inner = match sdk.http_client() {
@@ -67,7 +67,19 @@ fn handler_clients(
     };
     let mut faulty = sdk.to_builder().http_client(faults.client(inner));
     if let Some(sleep) = sleep {
-        faulty = faulty.sleep_impl(sleep.clone());
+        faulty = faulty.sleep_impl(aws_smithy_async::rt::sleep::SharedAsyncSleep::new(sleep));
+        // The SDK times an attempt with the same sleep, so a compressed sleep would shorten the
+        // shipped attempt timeout too: it is lengthened by the same factor, and an attempt still
+        // times out after the shipped wall-clock time.
+        if let Some(timeouts) = sdk.timeout_config() {
+            if let Some(attempt) = timeouts.operation_attempt_timeout() {
+                let longer = timeouts
+                    .to_builder()
+                    .operation_attempt_timeout(attempt * sleep.0.max(1))
+                    .build();
+                faulty = faulty.timeout_config(longer);
+            }
+        }
     }
     Clients::with_interceptor(&faulty.build(), meter.clone())
 }
@@ -85,11 +97,9 @@ impl TestStack {
         Self::try_new_with_sdk_sleep(None).await
     }
 
-    /// As [`TestStack::try_new`], the handlers' SDK clients sleeping through `sleep` (e.g.
-    /// [`crate::faults::CompressedSleep`]) instead of real time.
-    pub async fn try_new_with_sdk_sleep(
-        sleep: Option<aws_smithy_async::rt::sleep::SharedAsyncSleep>,
-    ) -> Result<Self> {
+    /// As [`TestStack::try_new`], the handlers' SDK clients sleeping through `sleep` (their retry
+    /// backoff compressed) instead of real time.
+    pub async fn try_new_with_sdk_sleep(sleep: Option<CompressedSleep>) -> Result<Self> {
         // The process-wide provider settings are the tests' own, whichever test runs first.
         provider_event_settings();
         // Handler logs go to the test's captured output (shown for failing tests).
@@ -117,7 +127,7 @@ impl TestStack {
         .await?;
         let meter = RequestMeter::new();
         let faults = Faults::new();
-        let clients = handler_clients(&sdk, &faults, &meter, sleep.as_ref());
+        let clients = handler_clients(&sdk, &faults, &meter, sleep);
         Ok(TestStack {
             sdk,
             stack,
@@ -133,12 +143,7 @@ impl TestStack {
     /// the same faults) with a connection pool of their own: what one function's container holds
     /// (the pipeline's per-function CPU accounting runs each function on its own runtime).
     pub fn function_clients(&self) -> Clients {
-        handler_clients(
-            &self.sdk,
-            &self.faults,
-            &self.meter,
-            self.sdk_sleep.as_ref(),
-        )
+        handler_clients(&self.sdk, &self.faults, &self.meter, self.sdk_sleep)
     }
 
     pub fn stream(&self, table_logical_id: &str) -> StreamTap {

@@ -302,9 +302,7 @@ async fn run_wave(config: &ChaosConfig, index: usize, changes: usize) -> Result<
     let wave_seed = config
         .seed
         .wrapping_add((index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    let sleep = aws_smithy_async::rt::sleep::SharedAsyncSleep::new(CompressedSleep(
-        config.sdk_sleep_compression,
-    ));
+    let sleep = CompressedSleep(config.sdk_sleep_compression);
     let mut p = Pipeline::with_stack(TestStack::try_new_with_sdk_sleep(Some(sleep)).await?).await;
     let shared_clock: std::sync::Arc<dyn Clock> = std::sync::Arc::new(p.clock.clone());
     p.worker = std::sync::Arc::new(DeliveryWorker::with_adapters(

@@ -34,6 +34,7 @@ mod rate_limit;
 mod receiver_examples;
 mod recovery;
 mod sample_events;
+mod sdk_settings;
 mod secret_urls;
 mod self_service;
 mod self_service_jobs;
