@@ -107,6 +107,15 @@ pub enum RunKind {
     Rollup,
 }
 
+impl std::fmt::Display for RunKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RunKind::Nightly => "nightly",
+            RunKind::Rollup => "rollup",
+        })
+    }
+}
+
 /// The invocation payload: `{"run": "nightly" | "rollup", "max_events": n}` (both optional;
 /// `{}` is a nightly run). Nothing else: an unknown field or run kind is refused.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -183,7 +192,7 @@ impl ReconcileReport {
         macro_rules! line {
             ($level:ident) => {
                 tracing::$level!(
-                    run = ?self.run,
+                    run = %self.run,
                     examined = r.examined,
                     to_partial = r.to_partial,
                     to_sent = r.to_sent,

@@ -200,7 +200,15 @@ pub async fn settle_with(
     }
     report.complete = cursors.iter().all(|(_, _, done)| *done);
     if report.examined > 0 {
-        tracing::info!(?report, "notification settling");
+        tracing::info!(
+            examined = report.examined,
+            failed_ambiguous = report.failed_ambiguous,
+            expired = report.expired,
+            repaired = report.repaired,
+            unchanged = report.unchanged,
+            complete = report.complete,
+            "notification settling"
+        );
     }
     Ok(report)
 }

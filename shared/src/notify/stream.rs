@@ -104,7 +104,14 @@ impl NotificationStream {
                         return fail(response, failed);
                     }
                     match self.notices.fan_out(&notice_id).await {
-                        Ok(report) => tracing::info!(%notice_id, ?report, "notice fan-out"),
+                        Ok(report) => tracing::info!(
+                            %notice_id,
+                            created = report.created,
+                            planned = report.planned,
+                            not_fanned_out = report.not_fanned_out,
+                            cancelled_replaced = report.cancelled_replaced,
+                            "notice fan-out"
+                        ),
                         Err(e) => {
                             tracing::error!(%notice_id, error = %e, "fan-out failed; the stream retries it");
                             return fail(response, sequence);

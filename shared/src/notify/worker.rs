@@ -87,6 +87,33 @@ pub enum WorkOutcome {
     Ignored(&'static str),
 }
 
+impl std::fmt::Display for WorkOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WorkOutcome::Sent {
+                provider_ref,
+                status,
+            } => write!(f, "sent ({status}, provider reference {provider_ref})"),
+            WorkOutcome::Retrying { delay, retry_after } => {
+                write!(f, "retrying in {} s", delay.as_secs())?;
+                match retry_after {
+                    Some(after) => write!(f, " (Retry-After {} s)", after.as_secs()),
+                    None => Ok(()),
+                }
+            }
+            WorkOutcome::Failed { reason } => write!(f, "failed: {reason}"),
+            WorkOutcome::Skipped { reason } => write!(f, "skipped: {reason}"),
+            WorkOutcome::Cancelled => f.write_str("cancelled"),
+            WorkOutcome::Expired => f.write_str("expired"),
+            WorkOutcome::NotYetDue { remaining } => {
+                write!(f, "not yet due ({} s left)", remaining.as_secs())
+            }
+            WorkOutcome::HeldByAnotherConsumer => f.write_str("held by another consumer"),
+            WorkOutcome::Ignored(why) => write!(f, "ignored: {why}"),
+        }
+    }
+}
+
 /// What the queue should do with the message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Disposition {
@@ -203,7 +230,7 @@ impl NotificationWorker {
         ) {
             Ok(w) => w,
             Err(e) => {
-                tracing::error!(message_id = ?message.message_id, error = %e, "not notification work; the queue returns it until it is dead-lettered");
+                tracing::error!(message_id = message.message_id.as_deref(), error = %e, "not notification work; the queue returns it until it is dead-lettered");
                 return Disposition::Return;
             }
         };
@@ -213,7 +240,7 @@ impl NotificationWorker {
                     notice_id = %work.notice_id,
                     delivery_key = %work.delivery_key,
                     receive_count,
-                    outcome = ?outcome,
+                    outcome = %outcome,
                     "notification work"
                 );
                 outcome.disposition()

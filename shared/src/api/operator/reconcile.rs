@@ -67,7 +67,7 @@ async fn run(
         deadline: std::time::Instant::now() + ON_DEMAND_TIME,
     };
     let report = reconciler.run(run, budget).await;
-    tracing::info!(operator = %operator.id, run = ?run, more = report.more, "reconciliation requested");
+    tracing::info!(operator = %operator.id, run = %run, more = report.more, "reconciliation requested");
     report.log();
     Ok(Json(report))
 }

@@ -830,14 +830,15 @@ pub async fn update_integration(
     }
     let updated = load(state, account_id, &current.integration_id).await?;
     if new_secret.is_some() {
+        let previous_expires_at = updated
+            .target
+            .webhook_secret()
+            .and_then(|s| s.previous.as_ref())
+            .map(|p| p.expires_at.to_rfc3339());
         tracing::info!(
             %account_id,
             integration_id = %updated.integration_id,
-            previous_expires_at = ?updated
-                .target
-                .webhook_secret()
-                .and_then(|s| s.previous.as_ref())
-                .map(|p| p.expires_at.to_rfc3339()),
+            previous_expires_at = previous_expires_at.as_deref(),
             "integration signing secret rotated"
         );
     }

@@ -515,7 +515,7 @@ pub async fn resume_stalled(ops: &Ops<'_>, budget: Budget) -> Result<StalledRepo
             Ok(after) => {
                 report.resumed += 1;
                 report.completed += u32::from(after.status == ReplayStatus::Completed);
-                tracing::info!(job_id = %job.job_id, status = %after.status, position = ?after.position, "stopped replay job continued by reconciliation");
+                tracing::info!(job_id = %job.job_id, status = %after.status, position = after.position.as_ref().map(|p| p.as_str()), "stopped replay job continued by reconciliation");
             }
             Err(OpsError::Conflict(why)) => {
                 tracing::info!(job_id = %job.job_id, %why, "stopped replay job taken by another run");

@@ -87,8 +87,8 @@ pub async fn rewind_pull_cursor(
             let epoch = sub.pull_epoch.saturating_add(1);
             tracing::info!(
                 %subscription_id,
-                from = ?sub.pull_cursor,
-                to = ?before,
+                from = sub.pull_cursor.as_ref().map(|c| c.as_str()),
+                to = before.as_ref().map(|c| c.as_str()),
                 epoch,
                 "pull cursor rewound for an operator restart"
             );

@@ -24,17 +24,26 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    pub fn dynamo(e: impl std::fmt::Display + std::fmt::Debug) -> Self {
-        // The SDK's Display is terse ("service error"); its Debug names the code and message.
-        StoreError::Dynamo(Self::describe(e))
+    pub fn dynamo(e: impl std::error::Error) -> Self {
+        StoreError::Dynamo(Self::describe(&e))
     }
 
-    pub fn throttled(e: impl std::fmt::Display + std::fmt::Debug) -> Self {
-        StoreError::Throttled(Self::describe(e))
+    pub fn throttled(e: impl std::error::Error) -> Self {
+        StoreError::Throttled(Self::describe(&e))
     }
 
-    fn describe(e: impl std::fmt::Display + std::fmt::Debug) -> String {
-        format!("{e}: {e:?}").chars().take(600).collect()
+    /// The error and its sources, each as it displays itself: the SDK's own Display is terse
+    /// ("service error"), its sources name the code and the message. Never its Debug form, which
+    /// repeats them with the raw response around them.
+    fn describe(e: &dyn std::error::Error) -> String {
+        let mut text = e.to_string();
+        let mut source = e.source();
+        while let Some(s) = source {
+            text.push_str(": ");
+            text.push_str(&s.to_string());
+            source = s.source();
+        }
+        text.chars().take(600).collect()
     }
 }
 
@@ -71,4 +80,35 @@ pub fn from_item<T: DeserializeOwned>(item: Item) -> Result<T, StoreError> {
         key,
         message: e.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_dynamodb::error::SdkError;
+    use aws_sdk_dynamodb::operation::put_item::PutItemError;
+    use aws_sdk_dynamodb::types::error::ProvisionedThroughputExceededException;
+    use aws_smithy_runtime_api::http::{Response, StatusCode};
+    use aws_smithy_types::body::SdkBody;
+
+    #[test]
+    fn a_throttled_request_is_described_by_its_code_and_message_not_its_debug_form() {
+        let throttle = ProvisionedThroughputExceededException::builder()
+            .message("The level of configured provisioned throughput for the table was exceeded.")
+            .build();
+        let raw = Response::new(StatusCode::try_from(400).unwrap(), SdkBody::from("{}"));
+        let e = SdkError::service_error(
+            PutItemError::ProvisionedThroughputExceededException(throttle),
+            raw,
+        );
+        let text = StoreError::throttled(e).to_string();
+        assert!(
+            text.contains("ProvisionedThroughputExceededException")
+                && text.contains("provisioned throughput for the table was exceeded"),
+            "{text}"
+        );
+        for debug in ["ServiceError {", "ErrorMetadata", "Response {", "Some("] {
+            assert!(!text.contains(debug), "{debug} in {text}");
+        }
+    }
 }
