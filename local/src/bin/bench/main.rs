@@ -590,6 +590,77 @@ async fn latency(changes: usize, per_second: u64) -> Result<Value> {
 }
 
 /// Each function's CPU milliseconds per delivery, and their `total`.
+/// One scenario's figures per delivery, as `bench --json` writes them: requests, units,
+/// invocations, log bytes, billed duration and the dollars they come to.
+fn row(s: &Scenario, b: &Batches, prices: &Prices, utilisation: f64) -> Value {
+    let writes = s.count("DynamoDB", Some(DYNAMO_WRITES));
+    let reads = s.count("DynamoDB", Some(DYNAMO_READS));
+    let sqs_handlers = s.count("SQS", None);
+    // The SQS event source mapping receives and deletes in batches of up to ten.
+    let sqs_mapping = 2 * s.worker_messages.div_ceil(10);
+    let invocations = s.ingest_records.div_ceil(b.ingest)
+        + s.dispatch_records.div_ceil(b.dispatch)
+        + s.worker_messages.div_ceil(b.deliver)
+        + s.api_calls;
+    let units = s.total_units();
+    // A refused conditional write costs (at least) one write unit; DynamoDB reports none.
+    let write_units = s.per(1) * (units.write + units.refused as f64);
+    let read_units = s.per(1) * units.read;
+    let lambda_seconds_dollars =
+        s.gb_seconds_per_delivery() * prices.get("lambda_arm64_gb_second") * 1e6;
+    // Log bytes: each function's own lines, and Lambda's per invocation.
+    let function_invocations = [
+        ("ingest", s.ingest_records.div_ceil(b.ingest)),
+        ("dispatch", s.dispatch_records.div_ceil(b.dispatch)),
+        ("deliver", s.worker_messages.div_ceil(b.deliver)),
+        ("api", s.api_calls),
+    ];
+    let platform = platform_log_bytes(&system_log_level());
+    let platform_at_info = platform_log_bytes("INFO");
+    let mut logs = serde_json::Map::new();
+    for (function, bytes) in &s.log_bytes {
+        logs.insert(function.to_string(), json!(s.per(*bytes)));
+    }
+    let own: u64 = s.log_bytes.values().sum();
+    let invocation_count: u64 = function_invocations.iter().map(|(_, n)| n).sum();
+    logs.insert(
+        "lambda_platform".into(),
+        json!(s.per(invocation_count * platform)),
+    );
+    let log_bytes = s.per(own + invocation_count * platform);
+    logs.insert("total".into(), json!(log_bytes));
+    logs.insert(
+        "total_with_platform_lines_at_info".into(),
+        json!(s.per(own + invocation_count * platform_at_info)),
+    );
+    let logs_dollars = prices.logs_per_million(log_bytes);
+    json!({
+        "scenario": s.name,
+        "deliveries": s.deliveries,
+        "dynamodb_writes_per_delivery": s.per(writes),
+        "dynamodb_reads_per_delivery": s.per(reads),
+        "sqs_requests_per_delivery": s.per(sqs_handlers + sqs_mapping),
+        "lambda_invocations_per_delivery": s.per(invocations),
+        "deliveries_per_second": s.deliveries as f64 / s.seconds,
+        "cpu_ms_per_delivery": s.cpu.as_secs_f64() * 1000.0 / s.deliveries.max(1) as f64,
+        "dynamodb_write_units_per_delivery": write_units,
+        "dynamodb_read_units_per_delivery": read_units,
+        "dynamodb_index_units_per_delivery": s.per(1) * units.indexes,
+        "dynamodb_refused_writes_per_delivery": s.per(units.refused),
+        "dollars_per_million_deliveries": prices.per_million(write_units, read_units, s.per(sqs_handlers + sqs_mapping), s.per(invocations)),
+        "lambda_gb_seconds_per_delivery": s.gb_seconds_per_delivery(),
+        "dollars_per_million_all_in": prices.per_million(write_units, read_units, s.per(sqs_handlers + sqs_mapping), s.per(invocations)) + lambda_seconds_dollars + logs_dollars,
+        "dollars_per_million_all_in_provisioned": prices.per_million_provisioned(utilisation, write_units, read_units, s.per(sqs_handlers + sqs_mapping), s.per(invocations)) + lambda_seconds_dollars + logs_dollars,
+        "log_bytes_per_delivery": Value::Object(logs),
+        "log_dollars_per_million": logs_dollars,
+        "lambda_duration_dollars_per_million": lambda_seconds_dollars,
+        "function_cpu_ms_per_delivery": function_cpu_json(s),
+        "billed_ms_per_delivery": s.billed.iter().map(|(f, (_, ms))| (f.to_string(), json!(s.per(*ms)))).collect::<serde_json::Map<String, Value>>(),
+        "units_by_operation": s.units.iter().map(|(op, u)| (op.clone(), json!({"write": s.per(1) * u.write, "read": s.per(1) * u.read, "indexes": s.per(1) * u.indexes, "refused": s.per(u.refused)}))).collect::<serde_json::Map<String, Value>>(),
+        "by_operation": s.requests.iter().map(|((svc, op), n)| (format!("{svc}.{op}"), json!(s.per(*n)))).collect::<serde_json::Map<String, Value>>(),
+    })
+}
+
 fn function_cpu_json(s: &Scenario) -> Value {
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0 / s.deliveries.max(1) as f64;
     let mut m: serde_json::Map<String, Value> = s
@@ -817,6 +888,21 @@ async fn main() -> Result<()> {
                     s.per(*bytes)
                 );
             }
+            let r = row(&s, &b, &prices, utilisation);
+            println!(
+                "  DynamoDB units per delivery by operation: {}",
+                r["units_by_operation"]
+            );
+            println!("  billed ms per delivery: {}", r["billed_ms_per_delivery"]);
+            let f = |key: &str| r[key].as_f64().unwrap_or_default();
+            println!(
+                "  $ per million: {:.3} on demand, {:.3} all-in, {:.3} all-in provisioned (Lambda duration {:.3}, logs {:.4})",
+                f("dollars_per_million_deliveries"),
+                f("dollars_per_million_all_in"),
+                f("dollars_per_million_all_in_provisioned"),
+                f("lambda_duration_dollars_per_million"),
+                f("log_dollars_per_million"),
+            );
         }
         return Ok(());
     }
@@ -826,74 +912,10 @@ async fn main() -> Result<()> {
     let noisy = noisy::noisy_neighbour().await?;
     let memory = memory_per_batch().await?;
     let vm_hwm = vm_hwm_bytes();
-    let mut rows = Vec::new();
-    for s in &scenarios {
-        let writes = s.count("DynamoDB", Some(DYNAMO_WRITES));
-        let reads = s.count("DynamoDB", Some(DYNAMO_READS));
-        let sqs_handlers = s.count("SQS", None);
-        // The SQS event source mapping receives and deletes in batches of up to ten.
-        let sqs_mapping = 2 * s.worker_messages.div_ceil(10);
-        let invocations = s.ingest_records.div_ceil(b.ingest)
-            + s.dispatch_records.div_ceil(b.dispatch)
-            + s.worker_messages.div_ceil(b.deliver)
-            + s.api_calls;
-        let units = s.total_units();
-        // A refused conditional write costs (at least) one write unit; DynamoDB reports none.
-        let write_units = s.per(1) * (units.write + units.refused as f64);
-        let read_units = s.per(1) * units.read;
-        let lambda_seconds_dollars =
-            s.gb_seconds_per_delivery() * prices.get("lambda_arm64_gb_second") * 1e6;
-        // Log bytes: each function's own lines, and Lambda's per invocation.
-        let function_invocations = [
-            ("ingest", s.ingest_records.div_ceil(b.ingest)),
-            ("dispatch", s.dispatch_records.div_ceil(b.dispatch)),
-            ("deliver", s.worker_messages.div_ceil(b.deliver)),
-            ("api", s.api_calls),
-        ];
-        let platform = platform_log_bytes(&system_log_level());
-        let platform_at_info = platform_log_bytes("INFO");
-        let mut logs = serde_json::Map::new();
-        for (function, bytes) in &s.log_bytes {
-            logs.insert(function.to_string(), json!(s.per(*bytes)));
-        }
-        let own: u64 = s.log_bytes.values().sum();
-        let invocation_count: u64 = function_invocations.iter().map(|(_, n)| n).sum();
-        logs.insert(
-            "lambda_platform".into(),
-            json!(s.per(invocation_count * platform)),
-        );
-        let log_bytes = s.per(own + invocation_count * platform);
-        logs.insert("total".into(), json!(log_bytes));
-        logs.insert(
-            "total_with_platform_lines_at_info".into(),
-            json!(s.per(own + invocation_count * platform_at_info)),
-        );
-        let logs_dollars = prices.logs_per_million(log_bytes);
-        rows.push(json!({
-            "scenario": s.name,
-            "deliveries": s.deliveries,
-            "dynamodb_writes_per_delivery": s.per(writes),
-            "dynamodb_reads_per_delivery": s.per(reads),
-            "sqs_requests_per_delivery": s.per(sqs_handlers + sqs_mapping),
-            "lambda_invocations_per_delivery": s.per(invocations),
-            "deliveries_per_second": s.deliveries as f64 / s.seconds,
-            "cpu_ms_per_delivery": s.cpu.as_secs_f64() * 1000.0 / s.deliveries.max(1) as f64,
-            "dynamodb_write_units_per_delivery": write_units,
-            "dynamodb_read_units_per_delivery": read_units,
-            "dynamodb_index_units_per_delivery": s.per(1) * units.indexes,
-            "dynamodb_refused_writes_per_delivery": s.per(units.refused),
-            "dollars_per_million_deliveries": prices.per_million(write_units, read_units, s.per(sqs_handlers + sqs_mapping), s.per(invocations)),
-            "lambda_gb_seconds_per_delivery": s.gb_seconds_per_delivery(),
-            "dollars_per_million_all_in": prices.per_million(write_units, read_units, s.per(sqs_handlers + sqs_mapping), s.per(invocations)) + lambda_seconds_dollars + logs_dollars,
-            "dollars_per_million_all_in_provisioned": prices.per_million_provisioned(utilisation, write_units, read_units, s.per(sqs_handlers + sqs_mapping), s.per(invocations)) + lambda_seconds_dollars + logs_dollars,
-            "log_bytes_per_delivery": Value::Object(logs),
-            "log_dollars_per_million": logs_dollars,
-            "function_cpu_ms_per_delivery": function_cpu_json(s),
-            "billed_ms_per_delivery": s.billed.iter().map(|(f, (_, ms))| (f.to_string(), json!(s.per(*ms)))).collect::<serde_json::Map<String, Value>>(),
-            "units_by_operation": s.units.iter().map(|(op, u)| (op.clone(), json!({"write": s.per(1) * u.write, "read": s.per(1) * u.read, "indexes": s.per(1) * u.indexes, "refused": s.per(u.refused)}))).collect::<serde_json::Map<String, Value>>(),
-            "by_operation": s.requests.iter().map(|((svc, op), n)| (format!("{svc}.{op}"), json!(s.per(*n)))).collect::<serde_json::Map<String, Value>>(),
-        }));
-    }
+    let rows: Vec<Value> = scenarios
+        .iter()
+        .map(|s| row(s, &b, &prices, utilisation))
+        .collect();
     let mut doc = json!({"changes": changes, "scenarios": rows});
     doc["date"] = json!(chrono::Utc::now().date_naive().to_string());
     doc["emulator_conditional_writes_per_second"] = json!(raw_rate);
