@@ -33,10 +33,23 @@ pub async fn endpoint() -> Result<String> {
     }
 }
 
+/// How long an attempt may take on the emulator, where the settings time attempts at all.
+/// The emulator answers one request at a time, so on a loaded test machine a request can wait
+/// behind a queue of others for longer than the shipped 5 s, which DynamoDB never makes a
+/// request wait; timed out, an applied write would be retried and refused by itself, a fault the
+/// tests inject on purpose where they mean to. Everything else about the settings is as shipped
+/// (a timeout's length costs a request no instruction more or less), and the shipped timeout is
+/// held to its 5 s against services that go quiet (`sdk_settings` in the integration tests).
+pub const EMULATOR_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// SDK configuration aimed at the emulator, with its static local credentials.
 pub async fn sdk_config() -> Result<SdkConfig> {
     endpoint().await?;
-    Ok(shared::aws::sdk_config_with(sdk_settings()).await)
+    let mut settings = sdk_settings();
+    if settings.attempt_timeout.is_some() {
+        settings.attempt_timeout = Some(EMULATOR_ATTEMPT_TIMEOUT);
+    }
+    Ok(shared::aws::sdk_config_with(settings).await)
 }
 
 static SDK_SETTINGS: std::sync::OnceLock<shared::aws::SdkSettings> = std::sync::OnceLock::new();

@@ -69,8 +69,8 @@ fn handler_clients(
     if let Some(sleep) = sleep {
         faulty = faulty.sleep_impl(aws_smithy_async::rt::sleep::SharedAsyncSleep::new(sleep));
         // The SDK times an attempt with the same sleep, so a compressed sleep would shorten the
-        // shipped attempt timeout too: it is lengthened by the same factor, and an attempt still
-        // times out after the shipped wall-clock time.
+        // attempt timeout too: it is lengthened by the same factor, and an attempt still times
+        // out after the configured wall-clock time.
         if let Some(timeouts) = sdk.timeout_config() {
             if let Some(attempt) = timeouts.operation_attempt_timeout() {
                 let longer = timeouts
