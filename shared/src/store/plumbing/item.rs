@@ -39,8 +39,12 @@ impl StoreError {
         let mut text = e.to_string();
         let mut source = e.source();
         while let Some(s) = source {
-            text.push_str(": ");
-            text.push_str(&s.to_string());
+            // An operation's error displays as the service error it wraps: said once.
+            let said = s.to_string();
+            if !text.contains(&said) {
+                text.push_str(": ");
+                text.push_str(&said);
+            }
             source = s.source();
         }
         text.chars().take(600).collect()
@@ -110,5 +114,10 @@ mod tests {
         for debug in ["ServiceError {", "ErrorMetadata", "Response {", "Some("] {
             assert!(!text.contains(debug), "{debug} in {text}");
         }
+        assert_eq!(
+            text.matches("was exceeded").count(),
+            1,
+            "the message once: {text}"
+        );
     }
 }
