@@ -97,6 +97,16 @@ impl ChaosConfig {
     }
 }
 
+/// What dying workers left of a message.
+enum Deaths {
+    /// Nothing died: the message goes to the worker as it is.
+    None,
+    /// Every delivery's worker died: the message is gone, deleted as if handled.
+    All,
+    /// Some died: the worker gets a message of the rest (this body).
+    Some(String),
+}
+
 /// The endpoints' behaviours: the first is out (400 on everything) for its first 60 deliveries,
 /// which pauses its subscription at 50; the second is flaky (45 % faults: some deliveries use up
 /// all six attempts); the rest fail 15 % of the time.
@@ -504,11 +514,16 @@ impl Run<'_> {
                     self.note(|h| h.duplicate_messages += 1);
                 }
             }
-            if self.chance(self.config.worker_death_rate) && self.die_after_claim(&body).await {
-                self.note(|h| h.worker_deaths += 1);
-                continue;
+            match self.die_after_claims(&body).await {
+                Deaths::None => kept.push(message),
+                Deaths::All => continue,
+                // The worker died on some of a packed message's deliveries: it handles the rest.
+                Deaths::Some(rest) => {
+                    let mut rest_only = message;
+                    rest_only.body = Some(rest);
+                    kept.push(rest_only);
+                }
             }
-            kept.push(message);
         }
         event.records = kept;
         if event.records.is_empty() {
@@ -520,12 +535,35 @@ impl Run<'_> {
         response
     }
 
-    /// Claims the message's delivery as a worker would, and stops there. Whether a claim was
-    /// written (a settled or leased delivery is not claimed; the message is handled normally).
-    async fn die_after_claim(&self, body: &str) -> bool {
-        let Ok(work) = serde_json::from_str::<DeliveryWork>(body) else {
-            return false;
+    /// Workers dying after their claim, one chance per delivery (a packed message's each): a
+    /// dying worker claims the delivery as a worker would and stops there. What is left of the
+    /// message for the worker that does not die.
+    async fn die_after_claims(&self, body: &str) -> Deaths {
+        let Some(works) = shared::delivery::dispatch::publish::works_in(body) else {
+            return Deaths::None;
         };
+        let mut rest = Vec::new();
+        let mut died = 0;
+        for work in works {
+            if self.chance(self.config.worker_death_rate)
+                && self.claim_as_a_dead_worker(&work).await
+            {
+                died += 1;
+            } else {
+                rest.push(work);
+            }
+        }
+        self.note(|h| h.worker_deaths += died);
+        // A message's deliveries are one account's, at most `PACKED`: what is left packs into one.
+        match shared::delivery::dispatch::publish::pack(&rest).pop() {
+            _ if died == 0 => Deaths::None,
+            None => Deaths::All,
+            Some((message, _)) => Deaths::Some(message.body),
+        }
+    }
+
+    /// Claims `work`'s delivery as a worker would: whether the claim was written.
+    async fn claim_as_a_dead_worker(&self, work: &DeliveryWork) -> bool {
         let table = &self.p.stack.config.delivery_table;
         let now = self.p.now();
         // The worker's own claim: it refuses a settled, not yet due or leased delivery. No bound
@@ -533,7 +571,7 @@ impl Run<'_> {
         let due_by = now.plus(shared::delivery::worker::EARLY_TOLERANCE);
         let Ok(claim) = shared::store::delivery::claim(
             table,
-            &work,
+            work,
             "dead-worker",
             now,
             PROCESSING_LEASE,

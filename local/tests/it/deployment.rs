@@ -1812,8 +1812,8 @@ fn seconds(v: &Value, what: &str) -> u64 {
         .unwrap_or_else(|| panic!("{what} is a number of seconds"))
 }
 
-/// The delivery worker's worst batch (every attempt hanging to its timeout, as many at once as the
-/// worker runs) fits the function's timeout with the worker's deadline margin; the queue's
+/// The delivery worker's worst batch (every message packed full, every attempt hanging to its
+/// timeout, as many at once as the worker runs) fits the function's timeout with the worker's deadline margin; the queue's
 /// visibility timeout is at least six times the function's plus its batching window (AWS's advice
 /// for SQS event sources) and longer than the processing lease.
 #[test]
@@ -1835,7 +1835,9 @@ fn the_delivery_workers_worst_batch_fits_its_timeout_and_the_queue_outwaits_it()
             .is_some(),
         "the Work event bounds its concurrency"
     );
-    let rounds = batch.div_ceil(BATCH_CONCURRENCY as u64);
+    // Every message may carry up to `PACKED` deliveries, each attempted on its own.
+    let deliveries = batch * shared::delivery::dispatch::publish::PACKED as u64;
+    let rounds = deliveries.div_ceil(BATCH_CONCURRENCY as u64);
     // Half a second per round for the store calls around the attempts.
     let worst =
         rounds * (DEFAULT_TIMEOUT.as_millis() as u64 + 500) + DEADLINE_MARGIN.as_millis() as u64;

@@ -23,6 +23,7 @@ use local::receiver::{Receiver, Reply};
 use local::testkit::api::OPERATOR_TOKEN;
 use local::testkit::World;
 use serde_json::json;
+use shared::delivery::dispatch::publish::works_in;
 use shared::domain::change::Change;
 use shared::domain::event::EventStatus;
 use shared::domain::integration_delivery::{DeliveryStatus, FIRST_DISPATCH_GRACE};
@@ -177,6 +178,10 @@ impl Row {
             Handler::Dispatch => 2 * CHANGES,
             // Not batch handlers: a run reports the fault, an API client gets a 5xx.
             Handler::Reconcile | Handler::ApiRetry => 0,
+            // The dispatcher packs the account's six new push deliveries in one message: a claim,
+            // a delivered outcome or a dead one (the failing endpoint's answers are permanent)
+            // that fails for good returns that one message.
+            Handler::DeliverClaim | Handler::DeliverOutcome | Handler::DeliverDead => 1,
             other => other.requests() as usize,
         }
     }
@@ -486,12 +491,20 @@ async fn lose_first_dispatch(sim: &mut Sim<'_>) {
     w.pipeline.ingest_pending().await.unwrap();
     w.pipeline.dispatch_pending().await.unwrap();
     let now = w.pipeline.now();
-    let lost = sim
-        .deliveries
-        .drain(now, |_| async { SqsBatchResponse::default() })
+    let lost = std::cell::Cell::new(0);
+    sim.deliveries
+        .drain(now, |event| {
+            let works = event
+                .records
+                .iter()
+                .filter_map(|m| works_in(m.body.as_deref().unwrap_or_default()))
+                .map(|works| works.len());
+            lost.set(lost.get() + works.sum::<usize>());
+            async { SqsBatchResponse::default() }
+        })
         .await;
     assert_eq!(
-        lost,
+        lost.get(),
         2 * CHANGES,
         "the first dispatch of every push delivery"
     );

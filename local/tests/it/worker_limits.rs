@@ -6,6 +6,7 @@ use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use local::receiver::{Receiver, Reply};
 use local::testkit::id;
 use local::testkit::World;
+use shared::delivery::dispatch::publish::works_in;
 use shared::delivery::worker::adapters::DETAIL_LIMIT;
 use shared::delivery::worker::internal::InternalRegistry;
 use shared::delivery::worker::webhook::WebhookAdapter;
@@ -47,13 +48,44 @@ async fn one_batch(
     w.pipeline.dispatch_pending().await.unwrap();
     let queue = w.pipeline.stack.queue("DeliveryQueue");
     let expected = subscriptions.len() * per_subscription;
+    // The dispatcher packs each account's new deliveries, up to ten to a message.
+    let deliveries = |messages: &[aws_sdk_sqs::types::Message]| -> usize {
+        messages
+            .iter()
+            .filter_map(|m| works_in(m.body.as_deref().unwrap_or_default()))
+            .map(|works| works.len())
+            .sum()
+    };
     let mut messages = Vec::new();
-    while messages.len() < expected {
+    while deliveries(&messages) < expected {
         let got = queue.receive().await.unwrap();
-        assert!(!got.is_empty(), "{} of {expected} messages", messages.len());
+        assert!(
+            !got.is_empty(),
+            "{} of {expected} deliveries",
+            deliveries(&messages)
+        );
         messages.extend(got);
     }
-    assert_eq!(messages.len(), expected);
+    assert_eq!(deliveries(&messages), expected);
+    // These tests are about the worker's limits per delivery, which treat a packed message's
+    // deliveries one by one: each comes here in a message of its own, so a test can name it.
+    let messages: Vec<aws_sdk_sqs::types::Message> = messages
+        .into_iter()
+        .flat_map(|m| {
+            let works = works_in(m.body.as_deref().unwrap_or_default()).expect("delivery work");
+            let id = m.message_id.clone().unwrap_or_default();
+            works
+                .iter()
+                .enumerate()
+                .map(|(k, work)| {
+                    let mut one = m.clone();
+                    one.body = Some(serde_json::to_string(work).unwrap());
+                    one.message_id = Some(format!("{id}-{k}"));
+                    one
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
     (queue.event(&messages).unwrap(), changes)
 }
 

@@ -3,7 +3,8 @@
 //!
 //! Two paths, and nothing is deleted when it is published:
 //! * the **stream** path publishes a push delivery the moment it enters `pending` (created, or
-//!   restarted by an operator), with no DynamoDB write at all;
+//!   restarted by an operator), with no DynamoDB write at all, up to ten of an account's new
+//!   deliveries in one message ([`publish::pack`]: a tenth of the queue's requests);
 //! * the **sweep** (every minute) publishes what is due on the sparse, sharded `due` index —
 //!   retries whose backoff ends within the next minute (as SQS delays), operator restarts and
 //!   lost work — then moves `due_at` a grace period on, so the next sweep does not publish it
@@ -162,21 +163,27 @@ impl Dispatcher {
             }
         }
         let mut failed: Vec<String> = Vec::new();
-        for chunk in work.chunks(10) {
-            let entries: Vec<(DeliveryWork, Duration)> = chunk
-                .iter()
-                .map(|w| (w.work.clone(), Duration::ZERO))
-                .collect();
-            for i in self.publish(&entries).await {
-                let work = &chunk[i].work;
+        // Each account's new work packed into messages of up to `PACKED`, ten messages a request.
+        let works: Vec<DeliveryWork> = work.iter().map(|w| w.work.clone()).collect();
+        let messages = publish::pack(&works);
+        for chunk in messages.chunks(10) {
+            let outgoing: Vec<publish::Outgoing> = chunk.iter().map(|(m, _)| m.clone()).collect();
+            let unsent = publish::publish_messages(
+                &self.clients.sqs,
+                &self.config.delivery_queue_url,
+                &outgoing,
+            )
+            .await;
+            for i in unsent.into_iter().flat_map(|m| chunk[m].1.iter().copied()) {
+                let StreamWork { record, work } = &work[i];
                 tracing::warn!(
                     account_id = %work.account_id,
                     change_id = %work.change_id,
                     subscription_id = %work.subscription_id,
-                    record = %chunk[i].record,
+                    %record,
                     "publish failed; the stream retries it"
                 );
-                failed.push(chunk[i].record.clone());
+                failed.push(record.clone());
             }
         }
         let failed_rollups: Vec<String> = futures::stream::iter(rollups)

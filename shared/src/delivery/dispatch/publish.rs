@@ -33,6 +33,58 @@ pub async fn publish(
     publish_messages(sqs, queue_url, &messages).await
 }
 
+/// New deliveries of one account per queue message, at most: the stream path puts up to this
+/// many of an account's new deliveries in one message (a JSON array of their work), so the queue's
+/// requests per delivery (the send, the mapping's receive and delete) are divided by up to this.
+/// Each delivery in it is claimed, attempted, handed back and deferred on its own by the worker
+/// ([`crate::delivery::worker`]), as a message of its own would be.
+pub const PACKED: usize = 10;
+
+/// The messages that carry `works`: each account's (in the order its first work comes) in
+/// messages of up to [`PACKED`], with the indexes into `works` each carries. A message of one
+/// work is that work's object, as every other path sends it; of more, an array of them.
+pub fn pack(works: &[DeliveryWork]) -> Vec<(Outgoing, Vec<usize>)> {
+    let mut accounts: Vec<(&crate::ids::AccountId, Vec<usize>)> = Vec::new();
+    for (i, w) in works.iter().enumerate() {
+        match accounts.iter_mut().find(|(a, _)| **a == w.account_id) {
+            Some((_, indexes)) => indexes.push(i),
+            None => accounts.push((&w.account_id, vec![i])),
+        }
+    }
+    accounts
+        .into_iter()
+        .flat_map(|(account, indexes)| {
+            indexes
+                .chunks(PACKED)
+                .map(|chunk| {
+                    let body = match chunk {
+                        [one] => serde_json::to_string(&works[*one]),
+                        many => serde_json::to_string(
+                            &many.iter().map(|&i| &works[i]).collect::<Vec<_>>(),
+                        ),
+                    };
+                    let message = Outgoing {
+                        body: body.unwrap_or_default(),
+                        group: Some(account.to_string()),
+                        delay: Duration::ZERO,
+                    };
+                    (message, chunk.to_vec())
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The deliveries a queue message asks for: one work's object or an array of them ([`pack`]);
+/// `None` for anything else (a test event's message, or a malformed one).
+pub fn works_in(body: &str) -> Option<Vec<DeliveryWork>> {
+    if body.trim_start().starts_with('[') {
+        let works: Vec<DeliveryWork> = serde_json::from_str(body).ok()?;
+        return (!works.is_empty()).then_some(works);
+    }
+    serde_json::from_str(body).ok().map(|w| vec![w])
+}
+
 /// A message for the delivery queue as it is sent: its body, its fair-queue group (its
 /// account) and its delay.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +147,59 @@ pub fn delay_until(due_at: Timestamp, now: Timestamp) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn work(account: &str, n: usize) -> DeliveryWork {
+        DeliveryWork {
+            account_id: account.parse().unwrap(),
+            change_id: ulid::Ulid::from_parts(1, n as u128)
+                .to_string()
+                .parse()
+                .unwrap(),
+            subscription_id: format!("sub{n}").parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn new_work_is_packed_by_account_at_most_ten_to_a_message_and_read_back_whole() {
+        let mut works: Vec<DeliveryWork> = (0..23).map(|n| work("acct-a", n)).collect();
+        works.insert(5, work("acct-b", 100));
+        let packed = pack(&works);
+        let sizes: Vec<(String, usize)> = packed
+            .iter()
+            .map(|(m, i)| (m.group.clone().unwrap(), i.len()))
+            .collect();
+        assert_eq!(
+            sizes,
+            [
+                ("acct-a".to_string(), 10),
+                ("acct-a".to_string(), 10),
+                ("acct-a".to_string(), 3),
+                ("acct-b".to_string(), 1)
+            ]
+        );
+        for (message, indexes) in &packed {
+            let read = works_in(&message.body).expect("a message of delivery work");
+            let sent: Vec<DeliveryWork> = indexes.iter().map(|&i| works[i].clone()).collect();
+            assert_eq!(read, sent);
+            assert_eq!(message.delay, Duration::ZERO);
+        }
+        // A message of one work is that work's object, as the other paths send it.
+        let (single, _) = &packed[3];
+        assert_eq!(
+            serde_json::from_str::<DeliveryWork>(&single.body).unwrap(),
+            works[5]
+        );
+        let all: Vec<usize> = packed.iter().flat_map(|(_, i)| i.clone()).collect();
+        assert_eq!(all.len(), works.len(), "every work in exactly one message");
+    }
+
+    #[test]
+    fn a_message_that_is_not_delivery_work_has_none() {
+        assert_eq!(works_in("[]"), None);
+        assert_eq!(works_in(r#"{"test_event":{}}"#), None);
+        assert_eq!(works_in("not json"), None);
+        assert_eq!(works_in(r#"[{"account_id":"a"}]"#), None);
+    }
 
     #[test]
     fn delays_round_up_and_stop_at_fifteen_minutes() {

@@ -20,6 +20,7 @@ use crate::aws::Clients;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::data_keys::SecretOpener;
+use crate::delivery::dispatch::publish::{works_in, Outgoing};
 use crate::domain::classify::AttemptClass;
 use crate::domain::integration_delivery::{
     self as lifecycle, lease_held, DeliveryMove, DeliveryStatus, UnknownDeliveryMethod,
@@ -93,7 +94,16 @@ pub enum WorkerError {
     Transition(#[from] crate::domain::lifecycle::TransitionError),
 }
 
-/// What became of one message of a batch.
+/// One delivery of a batch, or a message that is not delivery work.
+struct Item {
+    /// The message (index into the batch's records) it came in.
+    record: usize,
+    /// The delivery's work; `None`: the message is handled as a whole (a test event, or
+    /// malformed).
+    work: Option<DeliveryWork>,
+}
+
+/// What became of one item of a batch.
 enum Handled {
     Done(Result<WorkOutcome, WorkerError>),
     /// Not started: its attempt could not have finished before the invocation's deadline.
@@ -193,8 +203,12 @@ impl DeliveryWorker {
         self.handle_until(event, None).await
     }
 
-    /// The Lambda handler: messages are handled concurrently, in order as slots free up, at
-    /// most [`PER_SUBSCRIPTION_CONCURRENCY`] of one subscription at once (so one hanging
+    /// The Lambda handler. A message carries one delivery's work or up to
+    /// [`PACKED`](crate::delivery::dispatch::publish::PACKED) of one account's; each delivery is
+    /// handled on its own, as a message of its own would be, and what follows says "message" for
+    /// it. A message of them fails (and comes back whole) when one of its deliveries fails; its
+    /// others are then refused by their claims. Messages are handled concurrently, in order as
+    /// slots free up, at most [`PER_SUBSCRIPTION_CONCURRENCY`] of one subscription at once (so one hanging
     /// endpoint cannot hold every slot of the batch). Once an attempt to a subscription's endpoint
     /// has run for the whole webhook timeout, the batch's messages for it not yet started are
     /// deferred: sent again with an SQS delay of [`ENDPOINT_DEFERRAL`] and acknowledged, unread
@@ -218,17 +232,31 @@ impl DeliveryWorker {
     ) -> SqsBatchResponse {
         let budget = self.webhook.timeout() + DEADLINE_MARGIN;
         let records = &event.records;
-        // The work each message asks for (a malformed body has none and waits for none).
-        let works: Vec<Option<DeliveryWork>> = records
+        // Every delivery a message asks for is an item of its own (the dispatcher packs up to
+        // `PACKED` of an account's in one message); a message that is not delivery work (a test
+        // event, or malformed) is one item, handled as a whole.
+        let items: Vec<Item> = records
             .iter()
-            .map(|m| serde_json::from_str(m.body.as_deref().unwrap_or_default()).ok())
+            .enumerate()
+            .flat_map(
+                |(record, m)| match works_in(m.body.as_deref().unwrap_or_default()) {
+                    Some(works) => works
+                        .into_iter()
+                        .map(|w| Item {
+                            record,
+                            work: Some(w),
+                        })
+                        .collect(),
+                    None => vec![Item { record, work: None }],
+                },
+            )
             .collect();
-        let subscriptions: Vec<Option<String>> = works
+        let subscriptions: Vec<Option<String>> = items
             .iter()
-            .map(|w| w.as_ref().map(|w| w.subscription_id.to_string()))
+            .map(|it| it.work.as_ref().map(|w| w.subscription_id.to_string()))
             .collect();
-        let mut results: Vec<Option<Handled>> = records.iter().map(|_| None).collect();
-        let mut waiting: std::collections::VecDeque<usize> = (0..records.len()).collect();
+        let mut results: Vec<Option<Handled>> = items.iter().map(|_| None).collect();
+        let mut waiting: std::collections::VecDeque<usize> = (0..items.len()).collect();
         let mut running: std::collections::HashMap<&str, usize> = Default::default();
         let mut in_flight = futures::stream::FuturesUnordered::new();
         loop {
@@ -241,16 +269,21 @@ impl DeliveryWorker {
                 let Some(next) = waiting.iter().position(free) else {
                     break;
                 };
-                let i = waiting.remove(next).expect("a waiting message");
+                let i = waiting.remove(next).expect("a waiting item");
                 if let Some(s) = subscriptions[i].as_deref() {
                     *running.entry(s).or_default() += 1;
                 }
+                let item = &items[i];
                 in_flight.push(async move {
-                    // Checked when the message's turn comes, not when the batch starts.
+                    // Checked when the item's turn comes, not when the batch starts.
                     if deadline.is_some_and(|d| Instant::now() + budget > d) {
                         return (i, Handled::HandedBack, false);
                     }
-                    let (done, timed_out) = match self.handle_message(&records[i]).await {
+                    let handled = match &item.work {
+                        Some(work) => self.process_timed(work).await,
+                        None => self.handle_message(&records[item.record]).await,
+                    };
+                    let (done, timed_out) = match handled {
                         Ok((outcome, timed_out)) => (Ok(outcome), timed_out),
                         Err(e) => (Err(e), false),
                     };
@@ -281,20 +314,24 @@ impl DeliveryWorker {
                 other => other,
             });
         }
-        let deferred: Vec<(usize, Duration)> = (0..records.len())
+        let deferred: Vec<(usize, Duration)> = (0..items.len())
             .filter_map(|i| match results[i] {
                 Some(Handled::Deferred(delay)) => Some((i, delay)),
                 _ => None,
             })
             .collect();
-        let unsent = self.defer(&works, &deferred).await;
-        let handed: Vec<usize> = (0..records.len())
+        let unsent = self.defer(&items, &deferred).await;
+        let handed: Vec<usize> = (0..items.len())
             .filter(|&i| matches!(results[i], Some(Handled::HandedBack) | None))
             .collect();
-        let not_resent = self.hand_back(records, &handed).await;
-        let mut response = SqsBatchResponse::default();
+        let not_resent = self.hand_back(records, &items, &handed).await;
+        // A message fails (and the queue returns it, every delivery in it) when one of its items
+        // does: storage could not be reached, or its copy could not be sent. Its other items,
+        // done or copied, are then repeated by the returned message: their claims refuse them.
+        let mut failed = vec![false; records.len()];
         let mut handed_back = 0;
-        for (i, (message, result)) in records.iter().zip(results).enumerate() {
+        for (i, (item, result)) in items.iter().zip(results).enumerate() {
+            let message = &records[item.record];
             match result {
                 Some(Handled::Done(Ok(_))) => continue,
                 Some(Handled::Deferred(_)) if !unsent.contains(&i) => continue,
@@ -307,6 +344,10 @@ impl DeliveryWorker {
                 }
                 Some(Handled::HandedBack | Handled::Deferred(_)) | None => handed_back += 1,
             }
+            failed[item.record] = true;
+        }
+        let mut response = SqsBatchResponse::default();
+        for (message, _) in records.iter().zip(failed).filter(|(_, f)| *f) {
             let mut f = BatchItemFailure::default();
             f.item_identifier = message.message_id.clone().unwrap_or_default();
             response.batch_item_failures.push(f);
@@ -321,41 +362,57 @@ impl DeliveryWorker {
             tracing::warn!(
                 deferred = timed_out,
                 not_sent = unsent.len(),
-                messages = records.len(),
-                "an endpoint timed out in this batch; its other messages wait on the queue, unclaimed"
+                deliveries = items.len(),
+                "an endpoint timed out in this batch; its other deliveries wait on the queue, unclaimed"
             );
         }
         if deferred.len() > timed_out {
             tracing::debug!(
                 deferred = deferred.len() - timed_out,
                 not_sent = unsent.len(),
-                messages = records.len(),
-                "rate limits were reached in this batch; those messages wait on the queue, unclaimed"
+                deliveries = items.len(),
+                "rate limits were reached in this batch; those deliveries wait on the queue, unclaimed"
             );
         }
         if handed_back > 0 {
             tracing::warn!(
                 handed_back,
                 not_resent = not_resent.len(),
-                messages = records.len(),
+                deliveries = items.len(),
                 "the invocation's deadline left no time for these attempts; copies wait on the queue, unclaimed"
             );
         }
         response
     }
 
-    /// Sends copies of the messages `handed` (indexes into `records`) back to the delivery queue
-    /// as they came (body and account group), [`HAND_BACK_DELAY`] later, ten to a request.
-    /// Returns the indexes whose copy was not sent.
-    async fn hand_back(&self, records: &[SqsMessage], handed: &[usize]) -> Vec<usize> {
+    /// Sends copies of the items `handed` (indexes into `items`) back to the delivery queue,
+    /// [`HAND_BACK_DELAY`] later, ten to a request: a delivery's work as a message of its own
+    /// (its account as the group), anything else as its message came. Returns the indexes whose
+    /// copy was not sent.
+    async fn hand_back(
+        &self,
+        records: &[SqsMessage],
+        items: &[Item],
+        handed: &[usize],
+    ) -> Vec<usize> {
         let mut unsent = Vec::new();
         for chunk in handed.chunks(10) {
-            let copies: Vec<crate::delivery::dispatch::publish::Outgoing> = chunk
+            let copies: Vec<Outgoing> = chunk
                 .iter()
-                .map(|&i| crate::delivery::dispatch::publish::Outgoing {
-                    body: records[i].body.clone().unwrap_or_default(),
-                    group: records[i].attributes.get("MessageGroupId").cloned(),
-                    delay: HAND_BACK_DELAY,
+                .map(|&i| {
+                    let message = &records[items[i].record];
+                    match &items[i].work {
+                        Some(work) => Outgoing {
+                            body: serde_json::to_string(work).unwrap_or_default(),
+                            group: Some(work.account_id.to_string()),
+                            delay: HAND_BACK_DELAY,
+                        },
+                        None => Outgoing {
+                            body: message.body.clone().unwrap_or_default(),
+                            group: message.attributes.get("MessageGroupId").cloned(),
+                            delay: HAND_BACK_DELAY,
+                        },
+                    }
                 })
                 .collect();
             let failed = crate::delivery::dispatch::publish::publish_messages(
@@ -369,26 +426,25 @@ impl DeliveryWorker {
         unsent
     }
 
-    /// Puts copies of the messages `deferred` (indexes into `works`, with their delays) on the
-    /// delivery queue, ten to a request. Returns the indexes whose copy was not sent.
-    async fn defer(
-        &self,
-        works: &[Option<DeliveryWork>],
-        deferred: &[(usize, Duration)],
-    ) -> Vec<usize> {
+    /// Puts copies of the items `deferred` (indexes into `items`, with their delays) on the
+    /// delivery queue, a delivery's work to a message, ten to a request. Returns the indexes
+    /// whose copy was not sent.
+    async fn defer(&self, items: &[Item], deferred: &[(usize, Duration)]) -> Vec<usize> {
         let mut unsent = Vec::new();
         for chunk in deferred.chunks(10) {
-            let entries: Vec<(DeliveryWork, Duration)> = chunk
+            let sendable: Vec<(usize, (DeliveryWork, Duration))> = chunk
                 .iter()
-                .filter_map(|&(i, delay)| Some((works[i].clone()?, delay)))
+                .filter_map(|&(i, delay)| Some((i, (items[i].work.clone()?, delay))))
                 .collect();
+            let entries: Vec<(DeliveryWork, Duration)> =
+                sendable.iter().map(|(_, e)| e.clone()).collect();
             let failed = crate::delivery::dispatch::publish(
                 &self.clients.sqs,
                 &self.config.delivery_queue_url,
                 &entries,
             )
             .await;
-            unsent.extend(failed.into_iter().map(|k| chunk[k].0));
+            unsent.extend(failed.into_iter().map(|k| sendable[k].0));
         }
         unsent
     }
