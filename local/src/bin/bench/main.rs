@@ -893,6 +893,13 @@ async fn main() -> Result<()> {
                 "  DynamoDB units per delivery by operation: {}",
                 r["units_by_operation"]
             );
+            println!(
+                "  per delivery: {:.3} DynamoDB write and {:.3} read requests, {:.3} SQS requests (the mapping's receives and deletes included), {:.3} Lambda invocations",
+                r["dynamodb_writes_per_delivery"].as_f64().unwrap_or_default(),
+                r["dynamodb_reads_per_delivery"].as_f64().unwrap_or_default(),
+                r["sqs_requests_per_delivery"].as_f64().unwrap_or_default(),
+                r["lambda_invocations_per_delivery"].as_f64().unwrap_or_default(),
+            );
             println!("  billed ms per delivery: {}", r["billed_ms_per_delivery"]);
             let f = |key: &str| r[key].as_f64().unwrap_or_default();
             println!(
