@@ -9,6 +9,7 @@ with the emulator's own conditional write rate measured in the same run.
 Needs matplotlib (scripts/requirements-bench.txt, installed into .venv by scripts/bench.sh).
 """
 
+import textwrap
 import datetime
 import json
 import os
@@ -83,7 +84,8 @@ def requests_panel(ax, scenarios):
     )
     ax.set_ylim(FLOOR, top * 25)
     ax.set_xticks(range(len(names)))
-    ax.set_xticklabels(names)
+    # Nine scenarios and more: their names wrapped and slanted, so that none overlaps the next.
+    ax.set_xticklabels([textwrap.fill(n, 18) for n in names], rotation=25, ha="right", fontsize=8)
     ax.set_ylabel("per delivered change (log scale)")
     ax.set_title("(a) AWS requests per delivery; dashed: targets")
     ax.legend(fontsize=8, ncol=3, loc="upper center")
@@ -105,7 +107,7 @@ def throughput_panel(ax, scenarios, raw_rate):
             fontsize=8,
         )
     ax.set_xticks(range(len(names)))
-    ax.set_xticklabels(names)
+    ax.set_xticklabels([textwrap.fill(n, 18) for n in names], rotation=25, ha="right", fontsize=8)
     ax.set_ylabel("deliveries per second")
     ax.set_ylim(0, max(rates + [1.0]) * 1.2)
     title = "(b) throughput on the local emulator"
@@ -127,7 +129,7 @@ def main(argv):
         print(f"bench_chart: no scenarios in {source}", file=sys.stderr)
         return 1
     fig, (a, b) = plt.subplots(
-        2, 1, figsize=(11, 9), gridspec_kw={"height_ratios": [3, 2]}
+        2, 1, figsize=(11, 10), gridspec_kw={"height_ratios": [3, 2]}
     )
     requests_panel(a, scenarios)
     throughput_panel(b, scenarios, doc.get("emulator_conditional_writes_per_second"))
