@@ -29,6 +29,8 @@ python3 scripts/import_cycles.py --depth 1
 python3 scripts/import_cycles.py --depth 2
 python3 scripts/import_cycles.py --src local/src
 python3 scripts/import_cycles.py --src console/src
+echo "== cited paths (every repository path the docs and module headers name exists)"
+python3 scripts/cited_paths.py
 echo "== stored items (no whole item written outside shared/src/store/)"
 python3 scripts/stored_literals.py
 # The integration tests run each function's real binary (local/tests/it/lambda_binaries.rs); a
