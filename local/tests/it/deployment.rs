@@ -17,7 +17,7 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn read(file: &str) -> String {
+pub(crate) fn read(file: &str) -> String {
     let path = repo().join(file);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
@@ -177,7 +177,7 @@ fn events(function: &str) -> Vec<(&'static str, &'static Value)> {
 
 /// The template after the SAM transform, as SAM CLI's translator produces it (what
 /// CloudFormation deploys): generated permissions, roles, stages, schedules.
-fn translated() -> &'static Json {
+pub(crate) fn translated() -> &'static Json {
     static OUT: OnceLock<Json> = OnceLock::new();
     OUT.get_or_init(|| {
         let python = repo().join(".venv/bin/python");
@@ -1652,7 +1652,7 @@ fn every_role_writes_only_the_key_prefixes_it_names_and_none_may_change_an_audit
 // ------------------------------------------------------------- 17: deploying as a team
 
 /// `[section]` → key → value of a samconfig.toml (strings, booleans, numbers).
-fn samconfig() -> BTreeMap<String, BTreeMap<String, String>> {
+pub(crate) fn samconfig() -> BTreeMap<String, BTreeMap<String, String>> {
     let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     let mut section = String::new();
     for line in read("samconfig.toml").lines().map(str::trim) {
