@@ -17,7 +17,7 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn read(file: &str) -> String {
+pub(crate) fn read(file: &str) -> String {
     let path = repo().join(file);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
@@ -177,7 +177,7 @@ fn events(function: &str) -> Vec<(&'static str, &'static Value)> {
 
 /// The template after the SAM transform, as SAM CLI's translator produces it (what
 /// CloudFormation deploys): generated permissions, roles, stages, schedules.
-fn translated() -> &'static Json {
+pub(crate) fn translated() -> &'static Json {
     static OUT: OnceLock<Json> = OnceLock::new();
     OUT.get_or_init(|| {
         let python = repo().join(".venv/bin/python");
@@ -1652,7 +1652,7 @@ fn every_role_writes_only_the_key_prefixes_it_names_and_none_may_change_an_audit
 // ------------------------------------------------------------- 17: deploying as a team
 
 /// `[section]` → key → value of a samconfig.toml (strings, booleans, numbers).
-fn samconfig() -> BTreeMap<String, BTreeMap<String, String>> {
+pub(crate) fn samconfig() -> BTreeMap<String, BTreeMap<String, String>> {
     let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     let mut section = String::new();
     for line in read("samconfig.toml").lines().map(str::trim) {
@@ -3136,7 +3136,8 @@ fn deployed(values: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 #[test]
-fn cloudfront_with_waf_rate_rules_fronts_the_api_only_when_edge_protection_is_turned_on() {
+fn waf_rate_rules_per_address_and_per_credential_front_the_api_when_edge_protection_is_on_as_in_staging_and_prod(
+) {
     let edge_types = [
         "AWS::CloudFront::Distribution",
         "AWS::WAFv2::WebACL",
@@ -3170,19 +3171,57 @@ fn cloudfront_with_waf_rate_rules_fronts_the_api_only_when_edge_protection_is_tu
         .copied()
         .filter(|r| !r["Statement"]["RateBasedStatement"].is_null())
         .collect();
-    assert!(rate_rules.len() >= 2, "{rules:?}");
+    assert!(rate_rules.len() >= 3, "{rules:?}");
     for rule in &rate_rules {
         assert!(!rule["Action"]["Block"].is_null(), "{rule:?}");
-        assert_eq!(
-            rule["Statement"]["RateBasedStatement"]["AggregateKeyType"],
-            "IP"
+    }
+    let rule_limited_by = |parameter: &str| -> &Value {
+        let rule = rate_rules
+            .iter()
+            .find(|r| is_ref(&r["Statement"]["RateBasedStatement"]["Limit"], parameter))
+            .unwrap_or_else(|| panic!("no rate rule limited by {parameter}"));
+        &rule["Statement"]["RateBasedStatement"]
+    };
+    // Per address, overall and on the sign-in page ...
+    assert_eq!(
+        rule_limited_by("EdgeRateLimitPerIp")["AggregateKeyType"],
+        "IP"
+    );
+    let login = rule_limited_by("EdgeLoginRateLimitPerIp");
+    assert_eq!(login["AggregateKeyType"], "IP");
+    assert_eq!(
+        login["ScopeDownStatement"]["ByteMatchStatement"]["SearchString"],
+        "/console/login"
+    );
+    // ... and per credential: the Authorization header's value as it is, whatever address
+    // sends it, so one token cannot flood from many addresses.
+    let credential = rule_limited_by("EdgeRateLimitPerCredential");
+    assert_eq!(credential["AggregateKeyType"], "CUSTOM_KEYS");
+    let keys = list(&credential["CustomKeys"]);
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let header = &keys[0]["Header"];
+    assert_eq!(
+        header["Name"]
+            .as_str()
+            .map(str::to_ascii_lowercase)
+            .as_deref(),
+        Some("authorization")
+    );
+    assert_eq!(list(&header["TextTransformations"])[0]["Type"], "NONE");
+    // Sane limits: WAF's floor of 10, the sign-in page lowest, one credential below one address.
+    let default = |p: &str| template()["Parameters"][p]["Default"].as_u64().unwrap();
+    for p in [
+        "EdgeRateLimitPerIp",
+        "EdgeLoginRateLimitPerIp",
+        "EdgeRateLimitPerCredential",
+    ] {
+        assert!(
+            template()["Parameters"][p]["MinValue"].as_u64() >= Some(10),
+            "{p}"
         );
     }
-    assert!(rate_rules.iter().any(|r| {
-        r["Statement"]["RateBasedStatement"]["ScopeDownStatement"]["ByteMatchStatement"]
-            ["SearchString"]
-            == "/console/login"
-    }));
+    assert!(default("EdgeLoginRateLimitPerIp") < default("EdgeRateLimitPerCredential"));
+    assert!(default("EdgeRateLimitPerCredential") <= default("EdgeRateLimitPerIp"));
     let distribution = &resource("EdgeDistribution")["Properties"]["DistributionConfig"];
     assert_eq!(target(&distribution["WebACLId"]), Some("EdgeWebAcl"));
     let origin = list(&distribution["Origins"])[0];
@@ -3203,4 +3242,14 @@ fn cloudfront_with_waf_rate_rules_fronts_the_api_only_when_edge_protection_is_tu
         readme.contains("EdgeProtection=true"),
         "the README says how to turn edge protection on"
     );
+    // staging and prod run behind the edge, in the region WAF for CloudFront needs.
+    let config = samconfig();
+    for stage in ["staging", "prod"] {
+        let deploy = &config[&format!("{stage}.deploy.parameters")];
+        assert!(
+            deploy["parameter_overrides"].contains("EdgeProtection=\"true\""),
+            "{stage} runs behind the edge"
+        );
+        assert_eq!(deploy["region"], "us-east-1", "{stage}");
+    }
 }
