@@ -350,15 +350,19 @@ async fn page(state: &ApiState, admin: &Admin, shown: Shown<'_>) -> Response {
                                                 button type="submit" class="secondary" data-testid="rotate-secret" { "Rotate signing secret" }
                                             }
                                             details {
-                                                summary { "Headers and authentication" }
+                                                summary { "Endpoint: URL, headers and authentication" }
                                                 form method="post" action=(action(&format!("/console/acct/manage/integrations/{}/endpoint", encode(&i.id)))) data-testid="endpoint-form" {
                                                     (csrf_field(ctx))
+                                                    label {
+                                                        span { "Webhook URL (another scheme, host or port drops the stored authentication unless it is given again below)" }
+                                                        input type="url" name="webhook_url" value=[i.webhook_url.as_deref()] data-testid="endpoint-url";
+                                                    }
                                                     (endpoint_form::fields(&format!("endpoint-{}", i.id), Some(i)))
                                                     label {
                                                         span { "A replaced credential is still tried after a 401 for (seconds, 0 to 604800)" }
                                                         input type="number" name="rotation_grace_seconds" min="0" max="604800" step="1" value=(DEFAULT_GRACE_SECONDS);
                                                     }
-                                                    button type="submit" class="secondary" data-testid="save-endpoint" { "Save headers and authentication" }
+                                                    button type="submit" class="secondary" data-testid="save-endpoint" { "Save the endpoint" }
                                                 }
                                             }
                                         }
@@ -518,6 +522,12 @@ fn integration_request(form: &Form) -> Fields {
 /// authentication the grace of the one it replaces (as a rotation's, [`rotation_request`]).
 fn endpoint_request(form: &Form) -> Fields {
     let mut map = Map::new();
+    if let Some(url) = field(form, "webhook_url")
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+    {
+        map.insert("webhook_url".into(), Value::String(url.to_owned()));
+    }
     endpoint_form::put_endpoint_fields(form, &mut map, true);
     if map.get("auth").is_some_and(Value::is_object) {
         if let Some(grace) = grace_field(form) {
@@ -686,7 +696,11 @@ async fn edit_endpoint(
     body: Bytes,
 ) -> Response {
     let done = |edited: EditedIntegration| {
-        Done::integration("endpoint saved", IntegrationView::from(&edited.integration))
+        let what = match edited.auth_dropped {
+            true => "endpoint saved; its authentication was dropped because the endpoint moved to another origin (give it again to send it there)",
+            false => "endpoint saved",
+        };
+        Done::integration(what, IntegrationView::from(&edited.integration))
     };
     edit_integration(admin, &state, &id, &body, endpoint_request, done).await
 }

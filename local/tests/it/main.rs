@@ -15,6 +15,7 @@ mod deploy_path;
 mod deployment;
 mod emulator;
 mod endpoint_auth;
+mod endpoint_moves;
 mod event_catalog;
 mod event_monitor;
 mod fault_matrix;
