@@ -406,11 +406,11 @@ async fn publish(
     Ok(accepted(results))
 }
 
-/// The account of an operator's path, or 404.
+/// The account of an operator's path, or 404 (also while it is being deleted).
 async fn existing(state: &ApiState, account_id: &str) -> Result<AccountId, ApiError> {
     let account_id: AccountId = path_id(account_id, "account")?;
-    if !account::exists(state.dynamo(), state.table(), &account_id).await? {
-        return Err(ApiError::not_found("account"));
+    if !account::is_live(state.dynamo(), state.table(), &account_id).await? {
+        return Err(crate::api::account_limits::account_gone());
     }
     Ok(account_id)
 }
