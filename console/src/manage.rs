@@ -353,10 +353,6 @@ async fn page(state: &ApiState, admin: &Admin, shown: Shown<'_>) -> Response {
                                                 summary { "Endpoint: URL, headers and authentication" }
                                                 form method="post" action=(action(&format!("/console/acct/manage/integrations/{}/endpoint", encode(&i.id)))) data-testid="endpoint-form" {
                                                     (csrf_field(ctx))
-                                                    label {
-                                                        span { "Webhook URL (another scheme, host or port drops the stored authentication unless it is given again below)" }
-                                                        input type="url" name="webhook_url" value=[i.webhook_url.as_deref()] data-testid="endpoint-url";
-                                                    }
                                                     (endpoint_form::fields(&format!("endpoint-{}", i.id), Some(i)))
                                                     label {
                                                         span { "A replaced credential is still tried after a 401 for (seconds, 0 to 604800)" }
@@ -522,12 +518,6 @@ fn integration_request(form: &Form) -> Fields {
 /// authentication the grace of the one it replaces (as a rotation's, [`rotation_request`]).
 fn endpoint_request(form: &Form) -> Fields {
     let mut map = Map::new();
-    if let Some(url) = field(form, "webhook_url")
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-    {
-        map.insert("webhook_url".into(), Value::String(url.to_owned()));
-    }
     endpoint_form::put_endpoint_fields(form, &mut map, true);
     if map.get("auth").is_some_and(Value::is_object) {
         if let Some(grace) = grace_field(form) {
