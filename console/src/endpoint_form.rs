@@ -28,11 +28,16 @@ fn headers(text: &str) -> Value {
     Value::Object(map)
 }
 
-/// The endpoint fields of a form into a request's: `headers` when the text area is sent (empty:
-/// none, which an edit sends as `null`), `auth` when a mode is chosen (`none` on an edit removes
-/// it), with the chosen mode's non-empty fields.
+/// The endpoint fields of a form into a request's: on an edit the `webhook_url` when given (the
+/// edit drops the stored authentication when it moves to another origin, unless the form gives
+/// one), `headers` when the text area is sent (empty: none, which an edit sends as `null`),
+/// `auth` when a mode is chosen (`none` on an edit removes it), with the chosen mode's non-empty
+/// fields.
 pub fn put_endpoint_fields(form: &[(String, String)], map: &mut Map<String, Value>, edit: bool) {
     let given = |name: &str| field(form, name).map(str::trim).filter(|v| !v.is_empty());
+    if let Some(url) = given("webhook_url").filter(|_| edit) {
+        map.insert("webhook_url".into(), Value::String(url.to_owned()));
+    }
     if let Some(text) = field(form, "headers") {
         match (headers(text), edit) {
             (Value::Object(m), true) if m.is_empty() => {
@@ -118,7 +123,13 @@ pub fn fields(prefix: &str, current: Option<&IntegrationView>) -> Markup {
                 .join("\n")
         })
         .unwrap_or_default();
+    let url = current.and_then(|i| i.webhook_url.as_deref());
     html! {
+        @if current.is_some() {
+            label for=(id("url")) { "Webhook URL (another scheme, host or port drops the stored authentication unless it is given again below)"
+                input id=(id("url")) type="url" name="webhook_url" value=[url] data-testid="endpoint-url";
+            }
+        }
         fieldset class="endpoint" {
             legend { "Endpoint headers and authentication (webhook)" }
             label for=(id("headers")) { "Custom headers, one " code { "Name: value" } " a line (shown to administrators; put a secret in the authentication)"

@@ -350,7 +350,7 @@ async fn page(state: &ApiState, admin: &Admin, shown: Shown<'_>) -> Response {
                                                 button type="submit" class="secondary" data-testid="rotate-secret" { "Rotate signing secret" }
                                             }
                                             details {
-                                                summary { "Headers and authentication" }
+                                                summary { "Endpoint: URL, headers and authentication" }
                                                 form method="post" action=(action(&format!("/console/acct/manage/integrations/{}/endpoint", encode(&i.id)))) data-testid="endpoint-form" {
                                                     (csrf_field(ctx))
                                                     (endpoint_form::fields(&format!("endpoint-{}", i.id), Some(i)))
@@ -358,7 +358,7 @@ async fn page(state: &ApiState, admin: &Admin, shown: Shown<'_>) -> Response {
                                                         span { "A replaced credential is still tried after a 401 for (seconds, 0 to 604800)" }
                                                         input type="number" name="rotation_grace_seconds" min="0" max="604800" step="1" value=(DEFAULT_GRACE_SECONDS);
                                                     }
-                                                    button type="submit" class="secondary" data-testid="save-endpoint" { "Save headers and authentication" }
+                                                    button type="submit" class="secondary" data-testid="save-endpoint" { "Save the endpoint" }
                                                 }
                                             }
                                         }
@@ -686,7 +686,11 @@ async fn edit_endpoint(
     body: Bytes,
 ) -> Response {
     let done = |edited: EditedIntegration| {
-        Done::integration("endpoint saved", IntegrationView::from(&edited.integration))
+        let what = match edited.auth_dropped {
+            true => "endpoint saved; its authentication was dropped because the endpoint moved to another origin (give it again to send it there)",
+            false => "endpoint saved",
+        };
+        Done::integration(what, IntegrationView::from(&edited.integration))
     };
     edit_integration(admin, &state, &id, &body, endpoint_request, done).await
 }

@@ -3,6 +3,7 @@
 //! each), nothing is routed to it afterwards and what was already queued fails as the account
 //! gone, its audit history stays and ends with the deletion, and other accounts are untouched.
 
+use crate::console::Browser;
 use axum::http::{Method, StatusCode};
 use local::testkit::api::{ApiAccount, OPERATOR, OPERATOR_TOKEN};
 use local::testkit::World;
@@ -10,7 +11,7 @@ use serde_json::{json, Value};
 use shared::api::operator::accounts::DELETION_PAGE;
 use shared::domain::integration_delivery::DeliveryStatus;
 use shared::ids::AccountId;
-use shared::store::{account, keys};
+use shared::store::{account, account_limits, keys, write};
 
 fn account_path(account_id: &AccountId) -> String {
     format!("/operator/accounts/{account_id}")
@@ -262,4 +263,209 @@ async fn after_an_account_is_deleted_a_queued_delivery_fails_as_the_account_gone
         .await
         .is_none());
     assert_eq!(w.receiver.count(), 0, "nothing reached the endpoint");
+}
+
+/// A console page refused because the session's account was deleted.
+fn refused_for_deletion(reply: &local::testkit::api::Reply) {
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{}", reply.text);
+    assert!(
+        reply.text.contains("data-testid=\"session-refused\"")
+            && reply.text.contains("its account was deleted"),
+        "{}",
+        reply.text
+    );
+}
+
+/// The console form that creates a pull integration, posted by `session`.
+async fn console_create(w: &World, session: &Browser) -> local::testkit::api::Reply {
+    crate::console::post(
+        w,
+        Some(&session.cookie),
+        "/console/acct/manage/integrations",
+        &[
+            ("csrf", &session.csrf),
+            ("name", "after the deletion"),
+            ("method", "poll"),
+            ("event_access_accepted", "on"),
+        ],
+    )
+    .await
+}
+
+#[tokio::test]
+async fn deleting_an_account_ends_its_console_sessions_those_an_operators_link_opened_included() {
+    use crate::console::{get, operator_link, post, sign_in_with_link, sign_in_with_token};
+    let w = World::new().await;
+    let tenant = w.api.account("Leaving").await;
+    let pasted = sign_in_with_token(&w, &tenant.token).await;
+    let for_admin = json!({"account_id": tenant.account_id});
+    let by_operator = sign_in_with_link(&w, &operator_link(&w, for_admin.clone()).await).await;
+    let unused = operator_link(&w, for_admin.clone()).await;
+    for s in [&pasted, &by_operator] {
+        let page = get(&w, Some(&s.cookie), "/console/acct").await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+    }
+
+    let status = delete(&w, &tenant.account_id, OPERATOR_TOKEN, None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+
+    // Both sessions end, the one the operator's link opened too (no token grounds it): no page,
+    // and no form creates anything.
+    for s in [&pasted, &by_operator] {
+        refused_for_deletion(&get(&w, Some(&s.cookie), "/console/acct").await);
+        refused_for_deletion(&console_create(&w, s).await);
+    }
+    // A link issued before the deletion opens no session, and none is issued after it.
+    let token = unused.split_once("link=").unwrap().1;
+    let signed = post(&w, None, "/console/login", &[("link", token)]).await;
+    assert_eq!(signed.status, StatusCode::UNAUTHORIZED, "{}", signed.text);
+    assert!(signed.header("set-cookie").is_none());
+    assert!(
+        signed.text.contains("its account was deleted"),
+        "{}",
+        signed.text
+    );
+    w.api
+        .post("/operator/console-links", OPERATOR_TOKEN, for_admin)
+        .await
+        .problem(StatusCode::NOT_FOUND);
+    // Nothing came back: no integration, no token, no usage item.
+    let account_pk = keys::account_pk(&tenant.account_id);
+    assert!(partition(&w, &account_pk).await.is_empty());
+    assert!(partition(&w, &keys::token_ref_pk(&tenant.account_id))
+        .await
+        .is_empty());
+    assert!(partition(&w, &keys::account_limits_pk(&tenant.account_id))
+        .await
+        .is_empty());
+}
+
+#[tokio::test]
+async fn nothing_is_created_in_an_account_being_deleted_or_deleted_and_its_usage_item_stays_gone() {
+    use crate::console::{get, sign_in_with_link};
+    let w = World::new().await;
+    let tenant = w.api.account("Leaving").await;
+    let sub = w.subscribe_through_api(&tenant, "webhook", json!({})).await;
+    let listed = w.api.get("/v1/integrations", &tenant.token).await;
+    let integration_id = listed.ok()["data"][0]["id"].as_str().unwrap().to_owned();
+    let for_admin = json!({"account_id": tenant.account_id});
+    let link = w
+        .api
+        .post("/operator/console-links", OPERATOR_TOKEN, for_admin.clone())
+        .await;
+    let admin = sign_in_with_link(&w, link.created()["url"].as_str().unwrap()).await;
+    let (dynamo, table) = (
+        &w.pipeline.stack.clients.dynamo,
+        &w.pipeline.stack.config.delivery_table,
+    );
+    let account_id = &tenant.account_id;
+    let count = || async move {
+        let usage = account_limits::get(dynamo, table, account_id)
+            .await
+            .unwrap();
+        usage.map(|u| (u.integrations, u.subscriptions, u.live_tokens))
+    };
+    let counted = count().await;
+    assert!(counted.is_some());
+
+    // A deletion under way (its first step done, the rest cut short): the account's token still
+    // verifies, and every create is refused by its own write, as is every console session.
+    let now = shared::clock::Clock::now(&w.pipeline.clock);
+    let marked = account::begin_deletion(table, &tenant.account_id, now).unwrap();
+    assert!(write::send(dynamo, marked).await.unwrap().applied());
+    let gone = |r: &local::testkit::api::Reply| {
+        let p = r.problem_of(StatusCode::NOT_FOUND, "not-found");
+        assert!(p["detail"].as_str().unwrap().contains("account"), "{p}");
+    };
+    let token = &tenant.token;
+    let integration = json!({"name": "late", "method": "poll", "event_access_accepted": true});
+    gone(&w.api.post("/v1/integrations", token, integration).await);
+    let subscription = json!({"integration_id": integration_id, "record_types": ["catalog_item"], "fields": ["sku"]});
+    gone(&w.api.post("/v1/subscriptions", token, subscription).await);
+    let tokens_path = format!("/v1/integrations/{integration_id}/tokens");
+    gone(&w.api.post(&tokens_path, token, json!({})).await);
+    gone(&w.api.post("/v1/publish-tokens", token, json!({})).await);
+    let test_event = format!("/v1/subscriptions/{}/test-event", sub.subscription_id);
+    gone(
+        &w.api
+            .call(Method::POST, &test_event, Some(token), None)
+            .await,
+    );
+    let notice = json!({"recipients": ["ops@example.com"], "channels": ["email"],
+                        "subject": "late", "body": "late", "idempotency_key": "k1"});
+    gone(&w.api.post("/v1/notices", token, notice).await);
+    let operator = |path: &str| format!("{}{path}", account_path(&tenant.account_id));
+    for path in ["/tokens", "/publish-tokens"] {
+        gone(&w.api.post(&operator(path), OPERATOR_TOKEN, json!({})).await);
+    }
+    let limits = json!({"integrations": 80, "reason": "late"});
+    gone(
+        &w.api
+            .put(&operator("/limits"), OPERATOR_TOKEN, limits)
+            .await,
+    );
+    let change = json!({"record_type": "catalog_item", "record_id": "SKU-1",
+                        "operation": "updated", "record": {"sku": "SKU-1"}});
+    gone(
+        &w.api
+            .post(&operator("/changes"), OPERATOR_TOKEN, change)
+            .await,
+    );
+    gone(
+        &w.api
+            .post("/operator/console-links", OPERATOR_TOKEN, for_admin)
+            .await,
+    );
+    refused_for_deletion(&get(&w, Some(&admin.cookie), "/console/acct").await);
+    // The operation the console's form calls, as a request already past its session check.
+    let state = w.api_state();
+    let fields = shared::api::extract::Fields::new(
+        json!({"name": "in flight", "method": "poll", "event_access_accepted": true})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let in_flight =
+        shared::api::v1::integrations::create_integration(&state, &tenant.account_id, "x", fields)
+            .await;
+    assert!(
+        matches!(
+            in_flight,
+            Err(shared::api::problem::ApiError::NotFound { .. })
+        ),
+        "{:?}",
+        in_flight.err()
+    );
+    assert_eq!(count().await, counted, "nothing counted");
+
+    // Asking again finishes the deletion; afterwards the usage item stays gone whatever is tried.
+    assert_eq!(
+        delete(&w, &tenant.account_id, OPERATOR_TOKEN, None).await,
+        StatusCode::NO_CONTENT
+    );
+    let fields = shared::api::extract::Fields::new(
+        json!({"name": "after", "method": "poll", "event_access_accepted": true})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let after =
+        shared::api::v1::integrations::create_integration(&state, &tenant.account_id, "x", fields)
+            .await;
+    assert!(
+        matches!(after, Err(shared::api::problem::ApiError::NotFound { .. })),
+        "{:?}",
+        after.err()
+    );
+    assert!(
+        shared::api::account_limits::usage(&state, &tenant.account_id)
+            .await
+            .is_err()
+    );
+    assert!(partition(&w, &keys::account_limits_pk(&tenant.account_id))
+        .await
+        .is_empty());
+    assert!(partition(&w, &keys::account_pk(&tenant.account_id))
+        .await
+        .is_empty());
 }

@@ -119,7 +119,7 @@ pub(crate) fn unescape(html: &str) -> String {
 }
 
 /// A login link's path from the operator route (for the operator, or an account's administrator).
-async fn operator_link(w: &World, body: serde_json::Value) -> String {
+pub(crate) async fn operator_link(w: &World, body: serde_json::Value) -> String {
     let r = w
         .api
         .post("/operator/console-links", OPERATOR_TOKEN, body)
@@ -128,7 +128,7 @@ async fn operator_link(w: &World, body: serde_json::Value) -> String {
 }
 
 /// Opens a login link, clicks Continue, and reads the session off the first page.
-async fn sign_in_with_link(w: &World, link: &str) -> Browser {
+pub(crate) async fn sign_in_with_link(w: &World, link: &str) -> Browser {
     let page = get(w, None, link).await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.text);
     assert!(page.text.contains("data-testid=\"login-continue\""));

@@ -25,7 +25,7 @@ const TRANSPORT_HEADERS: &[&str] = &["host", "content-length", "accept", "accept
 
 /// A webhook integration to `url` with the `extra` fields (`headers`, `auth`) and a catalog
 /// subscription of it, through the API.
-async fn webhook(
+pub(crate) async fn webhook(
     w: &World,
     tenant: &ApiAccount,
     url: &str,
@@ -51,7 +51,7 @@ async fn webhook(
 }
 
 /// A receiver that answers 200 only when `name` is `expected()`, else 401.
-fn demanding(receiver: &Receiver, name: &'static str, expected: Arc<Mutex<String>>) {
+pub(crate) fn demanding(receiver: &Receiver, name: &'static str, expected: Arc<Mutex<String>>) {
     receiver.set_responder(Arc::new(move |r: &ReceivedRequest| {
         if r.header(name) == Some(expected.lock().unwrap().as_str()) {
             Reply::Status(200)
@@ -61,7 +61,7 @@ fn demanding(receiver: &Receiver, name: &'static str, expected: Arc<Mutex<String
     }));
 }
 
-fn basic(user: &str, password: &str) -> String {
+pub(crate) fn basic(user: &str, password: &str) -> String {
     use base64::Engine;
     format!(
         "Basic {}",
@@ -317,7 +317,7 @@ async fn basic_auth_is_sent_and_a_wrong_password_is_dead_as_a_401_is() {
 
 /// A token endpoint on loopback: checks the client's credentials and the grant, and answers
 /// `tok-<n>` (valid for an hour) for its n-th request.
-fn token_endpoint(tokens: &Receiver, client_id: &str, secret: &str) {
+pub(crate) fn token_endpoint(tokens: &Receiver, client_id: &str, secret: &str) {
     let expected = basic(client_id, secret);
     let issued = Arc::new(Mutex::new(0));
     tokens.set_responder(Arc::new(move |r: &ReceivedRequest| {

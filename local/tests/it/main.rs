@@ -17,6 +17,7 @@ mod deploy_role;
 mod deployment;
 mod emulator;
 mod endpoint_auth;
+mod endpoint_moves;
 mod event_catalog;
 mod event_monitor;
 mod fault_matrix;

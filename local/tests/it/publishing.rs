@@ -6,7 +6,7 @@
 
 use axum::http::{Method, StatusCode};
 use local::faults::{Fault, Matcher};
-use local::testkit::api::{ApiAccount, OPERATOR_TOKEN};
+use local::testkit::api::{ApiAccount, OPERATOR, OPERATOR_TOKEN};
 use local::testkit::World;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -425,4 +425,89 @@ async fn published_change_ids_are_upper_case_ulids_like_the_feeds_so_they_sort_i
     w.pipeline.pump().await.unwrap();
     // The feed's own change is SKU-1 too.
     assert_eq!(delivered_skus(&w), ["SKU-1", "SKU-1", "SKU-2"]);
+}
+
+/// The stored item of a published change (the changes table, a consistent read).
+async fn change_item(w: &World, account_id: &str, change_id: &str) -> shared::store::Item {
+    w.pipeline
+        .stack
+        .clients
+        .dynamo
+        .get_item()
+        .table_name(&w.pipeline.stack.config.changes_table)
+        .key("account_id", shared::store::expr::s(account_id))
+        .key("change_id", shared::store::expr::s(change_id))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .item
+        .expect("the change item")
+}
+
+#[tokio::test]
+async fn each_published_change_records_its_publisher_and_an_operators_publish_is_audited() {
+    let w = World::new().await;
+    let tenant = w.api.account("Shop").await;
+    w.subscribe_through_api(&tenant, "webhook", json!({})).await;
+    let token = publish_token(&w, &tenant).await;
+    let token_id = token.split('_').nth(2).unwrap().to_owned();
+    let by_token = w.api.post("/v1/changes", &token, item("SKU-1", 1.0)).await;
+    let by_token = by_token.accepted()["changes"][0]["change_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let path = format!("/operator/accounts/{}/changes", tenant.account_id);
+    let batch =
+        json!({"changes": [item("SKU-2", 2.0), item("SKU-3", 3.0), {"record_type": "nope"}]});
+    let by_operator = w.api.post(&path, OPERATOR_TOKEN, batch).await;
+    let by_operator: Vec<String> = by_operator.accepted()["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["change_id"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(by_operator.len(), 2);
+
+    let account = tenant.account_id.to_string();
+    let publisher = |item: &shared::store::Item| item["published_by"].as_s().unwrap().clone();
+    let stored = change_item(&w, &account, &by_token).await;
+    assert_eq!(publisher(&stored), format!("token {token_id}"));
+    for id in &by_operator {
+        let stored = change_item(&w, &account, id).await;
+        assert_eq!(publisher(&stored), format!("operator {OPERATOR}"));
+    }
+
+    // The operator's publish is in the account's audit, the operator as its actor; the token's
+    // is not an audited action (its publisher is on each change).
+    let audit = w
+        .api
+        .get(
+            &format!("/operator/accounts/{account}/audit?limit=50"),
+            OPERATOR_TOKEN,
+        )
+        .await;
+    let entries: Vec<Value> = audit.ok()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "publish_changes")
+        .cloned()
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let entry = &entries[0];
+    assert_eq!(entry["operator"], OPERATOR);
+    assert_eq!(entry["details"]["changes"], "3");
+    assert_eq!(entry["details"]["published"], "2");
+    assert_eq!(entry["details"]["refused"], "1");
+    assert_eq!(entry["details"]["change_ids"], by_operator.join(","));
+
+    // The deliveries are as before: the publisher is not part of the payload.
+    w.pipeline.pump().await.unwrap();
+    assert_eq!(delivered_skus(&w), ["SKU-1", "SKU-2", "SKU-3"]);
+    assert!(w
+        .receiver
+        .received()
+        .iter()
+        .all(|r| !String::from_utf8_lossy(&r.body).contains("published_by")));
 }

@@ -6,10 +6,16 @@
 //!
 //! An account whose items predate counting is counted once, by reading them, before its first
 //! counted write ([`usage`]).
+//!
+//! Nothing is created in an account that is gone or being deleted: each counted create carries
+//! the account's [`account::live_check`] in its transaction (refused: `404`, [`account_gone`]),
+//! and a first count needs the account item, so the usage item never comes back after the
+//! account's deletion removed it.
 
 use super::problem::ApiError;
 use super::state::ApiState;
 use crate::ids::AccountId;
+use crate::store::account;
 use crate::store::account_config;
 use crate::store::account_limits::{self, Counted, Usage};
 use crate::store::token;
@@ -39,23 +45,48 @@ pub async fn usage(state: &ApiState, account_id: &AccountId) -> Result<Usage, Ap
         ..Usage::default()
     };
     // Refused: another request counted first (or a create made the item); read what it wrote.
-    if send_resolving_conflicts(
-        dynamo,
+    // Or the account is gone: its usage item is not brought back.
+    let first = Write::all([
         account_limits::count_from(table, account_id, &counted)?,
-    )
-    .await?
-    .applied()
-    {
+        account::exists_check(table, account_id)?,
+    ])?;
+    if send_resolving_conflicts(dynamo, first).await?.applied() {
         return Ok(counted);
     }
-    Ok(account_limits::get(dynamo, table, account_id)
+    account_limits::get(dynamo, table, account_id)
         .await?
-        .unwrap_or(counted))
+        .ok_or_else(account_gone)
+}
+
+/// The problem of a write into an account that does not exist or is being deleted.
+pub fn account_gone() -> ApiError {
+    ApiError::NotFound {
+        detail: "account not found: it does not exist or was deleted".into(),
+    }
+}
+
+/// Sends `write`, which creates the account itself and one of each of `what` in it, with the
+/// counts' `take` (the account's first count: nothing to read before it).
+pub async fn create_counted_with_account(
+    state: &ApiState,
+    account_id: &AccountId,
+    what: &[Counted],
+    write: Write,
+) -> Result<(), ApiError> {
+    let defaults = &state.config.account_limits;
+    let take = account_limits::take(state.table(), account_id, what, defaults)?;
+    match send_resolving_conflicts(state.dynamo(), Write::all([write, take])?).await? {
+        Written::Applied(_) => Ok(()),
+        _ => Err(ApiError::conflict(
+            "the account was created concurrently; retry the request",
+        )),
+    }
 }
 
 /// Sends `write` (which creates one of each of `what` in `account_id`) with the counts' `take`
-/// in its transaction. Refused at a limit: `409 limit-reached` naming it; refused otherwise
-/// (an item created concurrently): `409 conflict`.
+/// and the account's [`account::live_check`] in its transaction. Refused at a limit: `409
+/// limit-reached` naming it; in an account that is gone or being deleted: `404`
+/// ([`account_gone`]); refused otherwise (an item created concurrently): `409 conflict`.
 pub async fn create_counted(
     state: &ApiState,
     account_id: &AccountId,
@@ -63,11 +94,16 @@ pub async fn create_counted(
     write: Write,
 ) -> Result<(), ApiError> {
     usage(state, account_id).await?;
+    let (dynamo, table) = (state.dynamo(), state.table());
     let defaults = &state.config.account_limits;
-    let take = account_limits::take(state.table(), account_id, what, defaults)?;
-    match send_resolving_conflicts(state.dynamo(), Write::all([write, take])?).await? {
+    let take = account_limits::take(table, account_id, what, defaults)?;
+    let live = account::live_check(table, account_id)?;
+    match send_resolving_conflicts(dynamo, Write::all([write, take, live])?).await? {
         Written::Applied(_) => Ok(()),
         _ => {
+            if !account::is_live(dynamo, table, account_id).await? {
+                return Err(account_gone());
+            }
             let now = usage(state, account_id).await?;
             match now.reached(what, defaults) {
                 Some((limit, value)) => Err(ApiError::LimitReached { limit, value }),

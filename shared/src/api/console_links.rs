@@ -102,8 +102,8 @@ async fn for_operator(
         return Ok((StatusCode::CREATED, Json(view)));
     };
     let account_id = path_id(&account_id, "account")?;
-    if !account::exists(state.dynamo(), state.table(), &account_id).await? {
-        return Err(ApiError::not_found("account"));
+    if !account::is_live(state.dynamo(), state.table(), &account_id).await? {
+        return Err(crate::api::account_limits::account_gone());
     }
     let audit = AuditRecord::for_account(
         AuditAction::IssueConsoleLink,

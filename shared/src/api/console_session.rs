@@ -208,6 +208,10 @@ pub enum SessionError {
     Used,
     #[error("the session has ended: it was signed out, or the token it was opened with is no longer valid")]
     Ended,
+    /// The session's account was deleted (or is being deleted): its sessions end, whatever
+    /// opened them, and no new one opens.
+    #[error("the session has ended: its account was deleted")]
+    AccountGone,
     #[error("the console cannot check sessions right now; try again in a moment")]
     Unavailable,
 }

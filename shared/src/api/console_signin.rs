@@ -7,16 +7,20 @@
 //! session is then ended exactly (sign-out ends that one session, not every session of its
 //! audience), operators have no stored record a mark could live on, and the check reads the
 //! grounds themselves (the token item) so revoking or expiring a token needs no second write
-//! that could be missed. The price is one or two consistent reads per console request, off the
-//! delivery path.
+//! that could be missed. An account's session also reads the account item (beside the token,
+//! concurrently): the account's deletion ends every session in it, those an operator's link
+//! opened included, and no new one opens. The price is two or three consistent reads per console
+//! request (two round trips), off the delivery path.
 
 use super::console_session::{Audience, Grounds, Link, Session, SessionError, SignedSession};
 use super::state::ApiState;
 use crate::domain::time::Timestamp;
+use crate::ids::AccountId;
+use crate::store::account;
 use crate::store::audit::{self, AuditAction, AuditRecord};
 use crate::store::console_session::{self as items, ConsoleSession};
 use crate::store::token;
-use crate::store::write::{send, Written};
+use crate::store::write::{send, Write, Written};
 
 /// Opens `link` (its signature and expiry) and says whether it was used already.
 pub async fn open_link(state: &ApiState, text: &str) -> Result<Link, SessionError> {
@@ -48,26 +52,43 @@ pub async fn sign_in(
     }
     let (value, signed) = key.session(audience.clone(), expires);
     let record = record_of(&signed, grounds, now);
-    let audit = sign_in_audit(&audience, grounds, link.is_some(), expires, now);
-    let audit = match &audit {
-        Some(a) => Some(audit::create(state.table(), a).map_err(|_| SessionError::Unavailable)?),
-        None => None,
+    let unavailable = |_| SessionError::Unavailable;
+    // An account's session opens only while the account is live (in the same transaction).
+    let with = match (
+        &audience,
+        sign_in_audit(&audience, grounds, link.is_some(), expires, now),
+    ) {
+        (Audience::Account { account_id, .. }, Some(a)) => Some(
+            Write::all([
+                audit::create(state.table(), &a).map_err(unavailable)?,
+                account::live_check(state.table(), account_id).map_err(unavailable)?,
+            ])
+            .map_err(unavailable)?,
+        ),
+        _ => None,
     };
     let write = items::open(
         state.table(),
         &record,
         link.map(|l| (l.nonce.as_str(), l.expires)),
-        audit,
+        with,
     )
-    .map_err(|_| SessionError::Unavailable)?;
+    .map_err(unavailable)?;
     match send(state.dynamo(), write).await {
         Ok(Written::Applied(_)) => {}
-        // The one condition a new session can fail is the link's: it was used, here or by a
-        // concurrent sign-in.
-        Ok(Written::Refused(_) | Written::Conflict) if link.is_some() => {
-            return Err(SessionError::Used)
+        // Refused: the account is gone, or the link was used, here or by a concurrent sign-in.
+        Ok(Written::Refused(_) | Written::Conflict) => {
+            if let Audience::Account { account_id, .. } = &audience {
+                if !account_live(state, account_id).await? {
+                    return Err(SessionError::AccountGone);
+                }
+            }
+            return Err(match link {
+                Some(_) => SessionError::Used,
+                None => SessionError::Unavailable,
+            });
         }
-        _ => return Err(SessionError::Unavailable),
+        Err(_) => return Err(SessionError::Unavailable),
     }
     if let Audience::Operator { operator_id } = &audience {
         tracing::info!(operator = %operator_id, credential = %credential(grounds, link.is_some()), "console sign-in");
@@ -156,14 +177,29 @@ pub async fn check(state: &ApiState, cookie: &str) -> Result<Session, SessionErr
     if record.expires <= now {
         return Err(SessionError::Expired);
     }
-    if let Some(token_id) = &record.token_id {
-        let live = token::get(dynamo, table, token_id)
-            .await
-            .map_err(|_| SessionError::Unavailable)?
-            .is_some_and(|t| t.is_live(now));
-        if !live {
-            return Err(SessionError::Ended);
+    // The grounds (the token, if any) and, for an account's session, the account: read
+    // together, so a deleted account's sessions end whatever opened them.
+    let token_live = async {
+        match &record.token_id {
+            Some(token_id) => Ok(token::get(dynamo, table, token_id)
+                .await
+                .map_err(|_| SessionError::Unavailable)?
+                .is_some_and(|t| t.is_live(now))),
+            None => Ok(true),
         }
+    };
+    let account_live = async {
+        match &record.account_id {
+            Some(account_id) => account_live(state, account_id).await,
+            None => Ok(true),
+        }
+    };
+    let (token_live, account_live) = tokio::try_join!(token_live, account_live)?;
+    if !account_live {
+        return Err(SessionError::AccountGone);
+    }
+    if !token_live {
+        return Err(SessionError::Ended);
     }
     Ok(Session {
         csrf: key.csrf(&signed.session_id),
@@ -171,6 +207,13 @@ pub async fn check(state: &ApiState, cookie: &str) -> Result<Session, SessionErr
         audience: signed.audience,
         expires: record.expires,
     })
+}
+
+/// Whether the account exists and is not being deleted.
+async fn account_live(state: &ApiState, account_id: &AccountId) -> Result<bool, SessionError> {
+    account::is_live(state.dynamo(), state.table(), account_id)
+        .await
+        .map_err(|_| SessionError::Unavailable)
 }
 
 /// The grounds a stored session keeps, as far as its item says (the token, if any).

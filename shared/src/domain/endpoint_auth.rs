@@ -218,6 +218,25 @@ impl Endpoint {
     }
 }
 
+/// The origin of a URL (scheme, host, port: the port a scheme implies when none is written), as
+/// text; `None` for a URL that does not parse or has no host.
+pub fn origin(url: &str) -> Option<String> {
+    let parsed = url::Url::parse(url).ok()?;
+    match parsed.origin() {
+        o @ url::Origin::Tuple(..) => Some(o.ascii_serialization()),
+        url::Origin::Opaque(_) => None,
+    }
+}
+
+/// Whether an endpoint moving from `old` to `new` stays where its credentials were given for:
+/// the same scheme, host and port (a new path or query stays). Credentials are stored for an
+/// origin: an edit that moves the endpoint elsewhere drops them unless it gives them again, so a
+/// stolen account credential cannot redirect them (or a bearer fetched for them) to another host.
+/// A URL that cannot be read is never the same origin.
+pub fn same_origin(old: &str, new: &str) -> bool {
+    matches!((origin(old), origin(new)), (Some(a), Some(b)) if a == b)
+}
+
 /// The `authorization` value of HTTP basic.
 pub fn basic_authorization(username: &str, password: &Credential) -> String {
     format!(
@@ -274,6 +293,33 @@ pub fn token_fresh_until(now: Timestamp, expires_in: Option<u64>) -> Timestamp {
 mod tests {
     use super::*;
     use crate::domain::sealed::{seal_credential, DataKey};
+
+    #[test]
+    fn an_endpoint_stays_at_its_origin_only_with_the_same_scheme_host_and_port() {
+        let at = "https://hooks.acme.test/crm?x=1";
+        for same in [
+            "https://hooks.acme.test/other/path",
+            "https://HOOKS.acme.test:443/crm",
+            "https://hooks.acme.test/crm?x=2#f",
+        ] {
+            assert!(same_origin(at, same), "{same}");
+        }
+        for moved in [
+            "http://hooks.acme.test/crm",
+            "https://hooks.acme.test:8443/crm",
+            "https://evil.test/crm",
+            "https://hooks.acme.test.evil.test/crm",
+            "https://user@evil.test/crm",
+            "not a url",
+        ] {
+            assert!(!same_origin(at, moved), "{moved}");
+        }
+        assert!(!same_origin("not a url", "not a url"));
+        assert_eq!(
+            origin("http://127.0.0.1:8080/a").as_deref(),
+            Some("http://127.0.0.1:8080")
+        );
+    }
 
     fn headers(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

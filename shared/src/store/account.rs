@@ -9,10 +9,11 @@ use super::expr::{s, Expr};
 use super::read::{self, Query};
 use super::update::{conditional_update, delete_existing, Edit};
 use super::write::put_new;
-use super::write::Write;
+use super::write::{built, Write};
 use super::{keys, to_item, Item, StoreError};
 use crate::domain::time::Timestamp;
 use crate::ids::AccountId;
+use aws_sdk_dynamodb::types::ConditionCheck;
 use serde::{Deserialize, Serialize};
 
 /// The `kind` of an account item.
@@ -30,7 +31,14 @@ pub struct Account {
     /// Whom the account's notices may reach besides its administrators (set by operators).
     #[serde(default)]
     pub notice_allowlist: NoticeAllowlist,
+    /// When an operator started deleting the account ([`begin_deletion`]): from then on nothing
+    /// is created in it and its console sessions end, before its items go.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_at: Option<Timestamp>,
 }
+
+/// The attribute of [`Account::deleted_at`].
+pub const DELETED_AT: &str = "deleted_at";
 
 /// The recipients an operator allows an account's notices to reach, besides the account's own
 /// administrators (`admin_emails`). Matching is in [`crate::notify::bounds`].
@@ -71,7 +79,13 @@ impl Account {
             admin_emails,
             created_at: now,
             notice_allowlist: NoticeAllowlist::default(),
+            deleted_at: None,
         }
+    }
+
+    /// Not being deleted.
+    pub fn is_live(&self) -> bool {
+        self.deleted_at.is_none()
     }
 
     pub fn key(&self) -> (String, String) {
@@ -241,6 +255,78 @@ pub async fn get(
         .transpose()
 }
 
+/// Whether the account exists and is not being deleted (a consistent read).
+pub async fn is_live(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    account_id: &AccountId,
+) -> Result<bool, StoreError> {
+    Ok(raw(dynamo, table, account_id)
+        .await?
+        .is_some_and(|item| !item.contains_key(DELETED_AT)))
+}
+
+/// The condition, for the transaction of a write that creates something in the account, that
+/// the account exists and is not being deleted: a create racing the account's deletion is
+/// refused by storage, and the usage item is never brought back.
+pub fn live_check(table: &str, account_id: &AccountId) -> Result<Write, StoreError> {
+    let names = [("#deleted".to_string(), DELETED_AT.to_string())];
+    check(
+        table,
+        account_id,
+        "attribute_exists(pk) AND attribute_not_exists(#deleted)",
+        Some(names.into()),
+    )
+}
+
+/// The condition that the account item exists (being deleted or not): for the first count of
+/// its usage, which its deletion's own revocations may need, and which must not bring the usage
+/// item back once the account is gone.
+pub fn exists_check(table: &str, account_id: &AccountId) -> Result<Write, StoreError> {
+    check(table, account_id, "attribute_exists(pk)", None)
+}
+
+fn check(
+    table: &str,
+    account_id: &AccountId,
+    condition: &str,
+    names: Option<std::collections::HashMap<String, String>>,
+) -> Result<Write, StoreError> {
+    let (pk, sk) = key(account_id);
+    Ok(Write::check(built(
+        ConditionCheck::builder()
+            .table_name(table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .condition_expression(condition)
+            .set_expression_attribute_names(names)
+            .build(),
+    )?))
+}
+
+/// Marks the account as being deleted (from `now`; a repeated deletion keeps the first time);
+/// refused when there is no such account.
+pub fn begin_deletion(
+    table: &str,
+    account_id: &AccountId,
+    now: Timestamp,
+) -> Result<Write, StoreError> {
+    let e = Expr::new().name("#deleted", DELETED_AT).value(
+        ":now",
+        serde_dynamo::to_attribute_value(now).map_err(|e| StoreError::Shape {
+            key: DELETED_AT.into(),
+            message: e.to_string(),
+        })?,
+    );
+    conditional_update(
+        table,
+        key(account_id),
+        "SET #deleted = if_not_exists(#deleted, :now)".into(),
+        "attribute_exists(pk)".into(),
+        &e,
+    )
+}
+
 /// Whether the account exists (a consistent read; the item is not parsed).
 pub async fn exists(
     dynamo: &aws_sdk_dynamodb::Client,
@@ -297,6 +383,7 @@ mod tests {
             admin_emails: vec!["ops@acme.test".into()],
             created_at: Timestamp(5),
             notice_allowlist: NoticeAllowlist::default(),
+            deleted_at: None,
         };
         let Write::Put(p) = create("t", &account).unwrap() else {
             panic!("not a put")
@@ -336,6 +423,7 @@ mod tests {
             admin_emails: vec![],
             created_at: Timestamp(5),
             notice_allowlist: NoticeAllowlist::default(),
+            deleted_at: None,
         };
         let mut item = account.item().unwrap();
         assert!(is_listed(&item));
@@ -351,6 +439,44 @@ mod tests {
         assert_eq!(d.key()["pk"].as_s().unwrap(), "ACCT#a1");
         assert_eq!(d.key()["sk"].as_s().unwrap(), "ACCOUNT");
         assert_eq!(d.condition_expression(), Some("attribute_exists(pk)"));
+    }
+
+    #[test]
+    fn a_deletion_marks_the_account_first_and_creates_check_it_is_live() {
+        let u = crate::store::update::expect_update(
+            begin_deletion("t", &id("a1"), Timestamp(7)).unwrap(),
+        );
+        assert_eq!(u.key()["sk"].as_s().unwrap(), "ACCOUNT");
+        assert_eq!(
+            u.update_expression(),
+            "SET #deleted = if_not_exists(#deleted, :now)"
+        );
+        assert_eq!(u.condition_expression(), Some("attribute_exists(pk)"));
+        assert_eq!(
+            u.expression_attribute_names().unwrap()["#deleted"],
+            DELETED_AT
+        );
+        let condition = |w: Write| {
+            let Write::All(items) = w else {
+                panic!("not a transaction item")
+            };
+            let c = items[0].condition_check().unwrap().clone();
+            assert_eq!(c.key()["pk"].as_s().unwrap(), "ACCT#a1");
+            c.condition_expression().to_owned()
+        };
+        assert_eq!(
+            condition(live_check("t", &id("a1")).unwrap()),
+            "attribute_exists(pk) AND attribute_not_exists(#deleted)"
+        );
+        assert_eq!(
+            condition(exists_check("t", &id("a1")).unwrap()),
+            "attribute_exists(pk)"
+        );
+        let mut account = Account::new(id("a1"), "Acme".into(), vec![], Timestamp(5));
+        assert!(account.is_live());
+        account.deleted_at = Some(Timestamp(7));
+        let back = Account::from_item(account.item().unwrap()).unwrap();
+        assert!(!back.is_live());
     }
 
     #[test]
@@ -388,6 +514,7 @@ mod tests {
             admin_emails: vec![],
             created_at: Timestamp(5),
             notice_allowlist: NoticeAllowlist::default(),
+            deleted_at: None,
         }
         .item()
         .unwrap();

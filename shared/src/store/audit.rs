@@ -83,6 +83,9 @@ pub enum AuditAction {
     PutEventType,
     /// Issued a publish token (one that publishes changes for the account, nothing else).
     IssuePublishToken,
+    /// Published changes into the account as an operator (how many, and their ids, in the
+    /// details).
+    PublishChanges,
 }
 
 impl AuditAction {
@@ -111,6 +114,7 @@ impl AuditAction {
             AuditAction::DeleteSubscription => "delete_subscription",
             AuditAction::PutEventType => "put_event_type",
             AuditAction::IssuePublishToken => "issue_publish_token",
+            AuditAction::PublishChanges => "publish_changes",
         }
     }
 }

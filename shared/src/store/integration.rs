@@ -315,6 +315,13 @@ pub fn set_auth(edit: Edit, auth: Option<&EndpointAuth>) -> Result<Edit, StoreEr
     })
 }
 
+/// Makes `edit` apply only while the integration's webhook URL is still `url`: an edit of its
+/// URL or authentication is decided from the URL it read (credentials stay with their endpoint's
+/// origin), and a concurrent move must not slip between the read and the write.
+pub fn while_url_is(edit: Edit, url: &str) -> Result<Edit, StoreError> {
+    edit.require_equal("webhook_url", &url)
+}
+
 /// A sealed secret as stored: a map of the KMS key id and base64 texts.
 #[derive(Serialize, Deserialize)]
 struct StoredSealed {

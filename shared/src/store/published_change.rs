@@ -8,7 +8,8 @@
 //!
 //! The change is written exactly as the owning application writes its own (the serialized
 //! [`Change`]), into the same changes table, so the same stream and the same ingest run it: one
-//! path, one set of guarantees. The put is conditional on the change id: a repeated publish of the
+//! path, one set of guarantees. Beside it the item says who published it ([`PUBLISHED_BY`]: the
+//! publish token, or the operator), which ingest does not read. The put is conditional on the change id: a repeated publish of the
 //! same change is refused by storage and is a no-op, not a second event.
 //!
 //! A publish key maps a publisher's `Idempotency-Key` to the change id it was first given. It is
@@ -24,7 +25,7 @@ use super::write::{built, put_new, Write};
 use super::{Item, StoreError};
 use crate::domain::change::Change;
 use crate::domain::time::Timestamp;
-use crate::ids::{AccountId, ChangeId};
+use crate::ids::{AccountId, ChangeId, TokenId};
 use aws_sdk_dynamodb::types::Put;
 use sha2::{Digest, Sha256};
 
@@ -33,12 +34,41 @@ pub const KEY_KIND: &str = "publish_key";
 /// How long an idempotency key is remembered.
 pub const PUBLISH_KEY_DAYS: i64 = 1;
 
-/// The put of `change` into the changes table, refused when a change with its id exists.
-pub fn put(changes_table: &str, change: &Change) -> Result<Write, StoreError> {
-    let item: Item = serde_dynamo::to_item(change).map_err(|e| StoreError::Shape {
+/// The attribute of a published change that says who published it ([`Publisher::as_stored`]);
+/// ingest reads the change without it, so deliveries do not carry it.
+pub const PUBLISHED_BY: &str = "published_by";
+
+/// Who published a change through the API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Publisher {
+    /// A publish token (its id).
+    Token(TokenId),
+    /// An operator (their identity).
+    Operator(String),
+}
+
+impl Publisher {
+    /// `token {id}` or `operator {identity}`.
+    pub fn as_stored(&self) -> String {
+        match self {
+            Publisher::Token(id) => format!("token {id}"),
+            Publisher::Operator(who) => format!("operator {who}"),
+        }
+    }
+}
+
+/// The put of `change` into the changes table with its `publisher`, refused when a change with
+/// its id exists.
+pub fn put(
+    changes_table: &str,
+    change: &Change,
+    publisher: &Publisher,
+) -> Result<Write, StoreError> {
+    let mut item: Item = serde_dynamo::to_item(change).map_err(|e| StoreError::Shape {
         key: format!("{}/{}", change.account_id, change.change_id),
         message: e.to_string(),
     })?;
+    item.insert(PUBLISHED_BY.into(), s(publisher.as_stored()));
     Ok(Write::Put(built(
         Put::builder()
             .table_name(changes_table)
@@ -108,7 +138,8 @@ mod tests {
     #[test]
     fn a_change_is_put_once_by_its_id_and_a_key_is_claimed_once() {
         let change = crate::domain::change::tests::sample_change();
-        let Write::Put(p) = put("changes", &change).unwrap() else {
+        let publisher = Publisher::Token(id("01tok"));
+        let Write::Put(p) = put("changes", &change, &publisher).unwrap() else {
             panic!("not a put")
         };
         assert_eq!(p.table_name(), "changes");
@@ -116,8 +147,13 @@ mod tests {
             p.condition_expression(),
             Some("attribute_not_exists(change_id)")
         );
+        assert_eq!(p.item()[PUBLISHED_BY].as_s().unwrap(), "token 01tok");
         let back: Change = serde_dynamo::from_item(p.item().clone()).unwrap();
         assert_eq!(back, change);
+        assert_eq!(
+            Publisher::Operator("ops-1".into()).as_stored(),
+            "operator ops-1"
+        );
         let Write::Put(k) = claim_key("t", &id("a1"), "k 1", &id("01c"), Timestamp(1_000)).unwrap()
         else {
             panic!("not a put")

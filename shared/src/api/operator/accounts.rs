@@ -305,7 +305,7 @@ async fn create(
     .detail("name", &account.name)
     .detail("token_id", &record.token_id);
     let table = state.table();
-    account_limits::create_counted(
+    account_limits::create_counted_with_account(
         &state,
         &account.account_id,
         &[Counted::LiveTokens],
@@ -407,10 +407,11 @@ pub struct DeletedAccount {
     pub integrations: u32,
 }
 
-/// Deletes an account: its tokens (account and integration tokens) are revoked, then its
-/// subscriptions and integrations deleted, page by page until none is left, then the account
-/// item (and with it its entry on the `ACCOUNTS` listing) in one transaction with the audit entry
-/// of the deletion. Nothing is routed to it afterwards: ingest finds no subscription, and a
+/// Deletes an account: it is marked as being deleted (nothing can be created in it any more,
+/// and its console sessions end), its tokens (account, integration and publish tokens) are
+/// revoked, then its subscriptions and integrations deleted, page by page until none is left,
+/// then the account item (and with it its entry on the `ACCOUNTS` listing) in one transaction
+/// with the audit entry of the deletion. Nothing is routed to it afterwards: ingest finds no subscription, and a
 /// delivery already queued fails as configuration loss ("the account is gone") once the worker's
 /// configuration cache has expired. Its audit history, events and deliveries stay (history, gone
 /// by their own retention). The account item goes last, so a deletion cut short (a timeout, an
@@ -423,10 +424,14 @@ pub async fn delete_account(
     reason: &str,
 ) -> Result<DeletedAccount, ApiError> {
     let (dynamo, table) = (state.dynamo(), state.table());
-    if !account::exists(dynamo, table, account_id).await? {
+    // Marked first: from now on nothing is created in it (each create's transaction checks the
+    // account is live) and its console sessions end (each request checks it too), operator-link
+    // sessions included, while the next steps remove what it has.
+    let marked = account::begin_deletion(table, account_id, state.clock.now())?;
+    if !send(dynamo, marked).await?.applied() {
         return Err(ApiError::not_found("account"));
     }
-    // Tokens first: from now on the account cannot add what the next steps remove.
+    // Then its tokens: no credential of it works while its items go.
     let tokens = revoke_all_tokens(
         state,
         account_id,

@@ -76,9 +76,9 @@ impl LimitsView {
 /// The account of the path, or 404.
 async fn existing(state: &ApiState, account_id: &str) -> Result<AccountId, ApiError> {
     let account_id: AccountId = path_id(account_id, "account")?;
-    account::get(state.dynamo(), state.table(), &account_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("account"))?;
+    if !account::is_live(state.dynamo(), state.table(), &account_id).await? {
+        return Err(crate::api::account_limits::account_gone());
+    }
     Ok(account_id)
 }
 
@@ -145,10 +145,14 @@ async fn set(
         Write::all([
             account_limits::set_own_limits(table, &account_id, &changes)?,
             audit::create(table, &entry)?,
+            account::live_check(table, &account_id)?,
         ])?,
     )
     .await?;
     if !written.applied() {
+        if !account::is_live(state.dynamo(), table, &account_id).await? {
+            return Err(crate::api::account_limits::account_gone());
+        }
         return Err(ApiError::conflict(
             "the limits were changed concurrently; retry the request",
         ));

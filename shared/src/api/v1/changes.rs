@@ -18,6 +18,10 @@
 //!   `trace_id` field (X-Ray or W3C form; refused when malformed), else the request's
 //!   `traceparent` or, without one, its `X-Amzn-Trace-Id` header (ignored when malformed, as
 //!   W3C trace context asks). It is written with the change, normalized to 32 hex digits.
+//! * Who published: every change item records its publisher (`published_by`: `token {id}` of
+//!   the publish token, or `operator {identity}`); an operator's publish is also written to the
+//!   account's audit history (`publish_changes`: the operator, how many changes, what became of
+//!   them, the ids published).
 //! * `Idempotency-Key` (with a single change): the first publish with the key decides the change
 //!   id; a repeat answers that id, `repeated`. A batch's changes are made idempotent by their own
 //!   `change_id`s.
@@ -39,10 +43,11 @@ use crate::domain::change::{Change, ChangeError};
 use crate::domain::time::Timestamp;
 use crate::domain::trace_context;
 use crate::ids::{AccountId, ChangeId};
+use crate::operations::recovery::audit::write_with_audit;
 use crate::operations::{MAX_REASON_CHARS, WRITE_CONCURRENCY};
 use crate::store::account;
 use crate::store::audit::{AuditAction, AuditRecord};
-use crate::store::published_change;
+use crate::store::published_change::{self, Publisher};
 use crate::store::write::{send, Written};
 use crate::store::StoreError;
 use axum::extract::State;
@@ -243,6 +248,7 @@ fn store_problem(e: StoreError) -> ApiError {
 async fn write_change(
     state: &ApiState,
     mut change: Change,
+    publisher: &Publisher,
     idempotency_key: Option<&str>,
 ) -> Result<(ChangeId, &'static str), ApiError> {
     let dynamo = state.dynamo();
@@ -268,7 +274,7 @@ async fn write_change(
             }
         }
     }
-    let put = published_change::put(&state.config.changes_table, &change)?;
+    let put = published_change::put(&state.config.changes_table, &change, publisher)?;
     let result = match send(dynamo, put).await.map_err(store_problem)? {
         Written::Applied(_) => "published",
         Written::Refused(_) => "repeated",
@@ -277,13 +283,15 @@ async fn write_change(
     Ok((change.change_id, result))
 }
 
-/// The publish operation both doors call: the body's change or batch, for `account_id`.
+/// The publish operation both doors call: the body's change or batch, for `account_id`, each
+/// change recording its `publisher`; what became of each change.
 pub async fn publish_changes(
     state: &ApiState,
     account_id: &AccountId,
+    publisher: &Publisher,
     mut f: Fields,
     headers: &HeaderMap,
-) -> Result<Response, ApiError> {
+) -> Result<Vec<PublishedView>, ApiError> {
     let idempotency_key = match headers.get(IDEMPOTENCY_KEY) {
         None => None,
         Some(v) => match v.to_str() {
@@ -304,13 +312,14 @@ pub async fn publish_changes(
     let trace = trace.as_deref();
     if !f.has("changes") {
         let change = read_change(f, account_id, &catalog, trace, now)?;
-        let (change_id, result) = write_change(state, change, idempotency_key.as_deref()).await?;
-        return Ok(accepted(vec![PublishedView {
+        let (change_id, result) =
+            write_change(state, change, publisher, idempotency_key.as_deref()).await?;
+        return Ok(vec![PublishedView {
             index: 0,
             change_id: Some(change_id),
             result: Some(result),
             problem: None,
-        }]));
+        }]);
     }
     let items: Option<Vec<Value>> = f.required("changes");
     if let Some(items) = &items {
@@ -337,7 +346,7 @@ pub async fn publish_changes(
                         })
                     }
                     Value::Object(map) => match read_change(Fields::new(map), account_id, catalog, trace, now) {
-                        Ok(change) => write_change(state, change, None).await,
+                        Ok(change) => write_change(state, change, publisher, None).await,
                         Err(e) => Err(e),
                     },
                     _ => Err(ApiError::malformed("a change is a JSON object")),
@@ -368,7 +377,7 @@ pub async fn publish_changes(
         .await;
     let written = results.iter().filter(|r| r.result.is_some()).count();
     tracing::info!(%account_id, changes = results.len(), written, "changes published");
-    Ok(accepted(results))
+    Ok(results)
 }
 
 type Response = axum::response::Response;
@@ -383,32 +392,66 @@ async fn publish(
     headers: HeaderMap,
     JsonBody(f): JsonBody,
 ) -> Result<Response, ApiError> {
-    let Principal::Publisher { account_id, .. } = principal else {
+    let Principal::Publisher {
+        account_id,
+        token_id,
+    } = principal
+    else {
         return Err(ApiError::unauthorized(
             "this route needs a publish token (rhy_pub_…)",
         ));
     };
-    publish_changes(&state, &account_id, f, &headers).await
+    let publisher = Publisher::Token(token_id);
+    let results = publish_changes(&state, &account_id, &publisher, f, &headers).await?;
+    Ok(accepted(results))
 }
 
-/// The account of an operator's path, or 404.
+/// The account of an operator's path, or 404 (also while it is being deleted).
 async fn existing(state: &ApiState, account_id: &str) -> Result<AccountId, ApiError> {
     let account_id: AccountId = path_id(account_id, "account")?;
-    if !account::exists(state.dynamo(), state.table(), &account_id).await? {
-        return Err(ApiError::not_found("account"));
+    if !account::is_live(state.dynamo(), state.table(), &account_id).await? {
+        return Err(crate::api::account_limits::account_gone());
     }
     Ok(account_id)
 }
 
+/// An operator's publish, audited in the account's history once its changes are written (a
+/// batch may hold more changes than one transaction: the entry follows them): how many, what
+/// became of them, and the ids of those published.
 async fn publish_as_operator(
-    _operator: Operator,
+    operator: Operator,
     State(state): State<Arc<ApiState>>,
     ApiPath(account_id): ApiPath<String>,
     headers: HeaderMap,
     JsonBody(f): JsonBody,
 ) -> Result<Response, ApiError> {
     let account_id = existing(&state, &account_id).await?;
-    publish_changes(&state, &account_id, f, &headers).await
+    let publisher = Publisher::Operator(operator.id.clone());
+    let results = publish_changes(&state, &account_id, &publisher, f, &headers).await?;
+    let of = |r: &str| results.iter().filter(|v| v.result == Some(r)).count();
+    let published: Vec<&str> = results
+        .iter()
+        .filter(|v| v.result == Some("published"))
+        .filter_map(|v| v.change_id.as_ref().map(ChangeId::as_str))
+        .collect();
+    let entry = AuditRecord::for_account(
+        AuditAction::PublishChanges,
+        &account_id,
+        &operator.id,
+        "",
+        state.clock.now(),
+    )
+    .detail("changes", results.len())
+    .detail("published", of("published"))
+    .detail("repeated", of("repeated"))
+    .detail(
+        "refused",
+        results.iter().filter(|v| v.problem.is_some()).count(),
+    )
+    .detail("change_ids", published.join(","));
+    write_with_audit(&state.ops(), None, &entry).await?;
+    tracing::info!(operator = %operator.id, %account_id, changes = results.len(), "operator published changes");
+    Ok(accepted(results))
 }
 
 /// Issues a publish token for the account, audited for `actor`.

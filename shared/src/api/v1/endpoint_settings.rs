@@ -15,6 +15,9 @@ use crate::domain::sealed::{Credential, PreviousSecret};
 use crate::domain::ssrf::check_url;
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, IntegrationId};
+use crate::store::audit::AuditRecord;
+use crate::store::integration;
+use crate::store::update::Edit;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -215,6 +218,86 @@ pub async fn seal_auth(
             })
         }),
     })
+}
+
+/// Why an edit that moves a webhook to another origin leaves no stored authentication behind
+/// (the audit entry's `auth_dropped`).
+pub const MOVED_AWAY: &str = "the endpoint moved to another origin (scheme, host or port): \
+     credentials given for the old one are not sent to the new one";
+
+/// What an integration edit does to the endpoint's stored authentication: the request's `auth`,
+/// what is stored, whether the edit moves the endpoint to another origin, and the grace a
+/// replaced authentication would keep. Credentials stay with the origin they were given for: a
+/// move drops the current authentication and the one kept for a rotation's grace (and with them
+/// any OAuth2 token fetched for them) unless the same request gives an authentication again, and
+/// even then keeps no replaced one.
+pub struct AuthChange<'a> {
+    pub requested: &'a Patch<AuthInput>,
+    pub current: Option<&'a EndpointAuth>,
+    pub moved: bool,
+    pub grace: Duration,
+}
+
+impl AuthChange<'_> {
+    /// The edit drops the stored authentication because the endpoint moves.
+    pub fn drops(&self) -> bool {
+        self.moved && self.requested.is_absent() && self.current.is_some()
+    }
+
+    /// Whether the stored authentication changes at all.
+    pub fn changes(&self) -> bool {
+        !self.requested.is_absent() || self.drops()
+    }
+
+    /// The authentication mode the edit leaves.
+    pub fn mode_after(&self) -> Option<&AuthMode> {
+        match self.requested {
+            Patch::Set(a) => Some(&a.mode),
+            Patch::Null => None,
+            Patch::Absent if self.moved => None,
+            Patch::Absent => self.current.map(|a| &a.mode),
+        }
+    }
+
+    /// Adds the change to `edit` (sealing a new credential) and tells it in `entry`: the mode
+    /// before and after, a new one's grace, and `auth_dropped` when the move dropped a stored one.
+    pub async fn apply(
+        &self,
+        state: &ApiState,
+        ids: (&AccountId, &IntegrationId),
+        now: Timestamp,
+        edit: Edit,
+        entry: AuditRecord,
+    ) -> Result<(Edit, AuditRecord), ApiError> {
+        if !self.changes() {
+            return Ok((edit, entry));
+        }
+        let old = self.current.map_or("none", |a| a.mode.type_name());
+        let (edit, mut entry) = match self.requested {
+            Patch::Set(input) => {
+                // The replaced credential stays a fallback for the grace, as a replaced signing
+                // secret keeps signing (sealed as it was: the API never opens it); never across
+                // a move.
+                let (replaced, grace) = match self.moved {
+                    true => (None, Duration::ZERO),
+                    false => (self.current, self.grace),
+                };
+                let sealed = seal_auth(state, ids, input, replaced, grace, now).await?;
+                let entry = entry
+                    .detail("auth", format!("{old} -> {}", input.mode.type_name()))
+                    .detail("auth_grace_seconds", grace.as_secs());
+                (integration::set_auth(edit, Some(&sealed))?, entry)
+            }
+            Patch::Null | Patch::Absent => {
+                let entry = entry.detail("auth", format!("{old} -> none"));
+                (integration::set_auth(edit, None)?, entry)
+            }
+        };
+        if self.moved && self.current.is_some() {
+            entry = entry.detail("auth_dropped", MOVED_AWAY);
+        }
+        Ok((edit, entry))
+    }
 }
 
 /// An authentication as the API shows it: its mode's public fields, never its credential.

@@ -15,6 +15,12 @@
 //! headers are shown as they are, the authentication's credential never (`…_set: true`). A
 //! `PATCH` with a new `auth` keeps the replaced one as a fallback for `rotation_grace_seconds`
 //! (default 86400; 0 drops it at once), until `previous_auth_expires_at`; `auth: null` removes it.
+//! Credentials stay with their endpoint: a `PATCH` whose `webhook_url` has another scheme, host
+//! or port than before drops the stored `auth` (and the replaced one kept for its grace, and any
+//! OAuth2 token fetched for them) unless it gives `auth` again, which then keeps no replaced one;
+//! the answer shows no `auth`, and the audit entry says why (`auth_dropped`). A new path or
+//! query keeps them. Custom `headers` stay (configuration, not secrets). An edit of the URL or
+//! the authentication applies only to the URL it was decided from (a concurrent move: `409`).
 //!
 //! Signing secrets are stored sealed ([`crate::data_keys::SecretSealer`]): the API seals them with
 //! a KMS data key and cannot open them again; only the delivery worker can.
@@ -29,7 +35,7 @@
 //! [`Fields`] and typed ids — [`create_integration`], [`update_integration`],
 //! [`issue_integration_token`] — which the console's Manage page calls too.
 
-use super::endpoint_settings::{self, AuthView};
+use super::endpoint_settings::{self, AuthChange, AuthView};
 use super::ListResponse;
 use crate::api::account_limits;
 use crate::api::auth;
@@ -43,7 +49,7 @@ use crate::api::extract::{
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::domain::delivery_method::DeliveryMethod;
-use crate::domain::endpoint_auth::Endpoint;
+use crate::domain::endpoint_auth::{same_origin, Endpoint};
 use crate::domain::sealed::{rotation_grace, PreviousSecret, SealedSecret};
 use crate::domain::signing::SigningSecret;
 use crate::domain::ssrf::check_url;
@@ -244,6 +250,8 @@ pub struct CreatedIntegration {
 pub struct EditedIntegration {
     pub integration: Integration,
     pub new_signing_secret: Option<OneTimeSecret>,
+    /// The edit moved the endpoint to another origin and dropped its stored authentication.
+    pub auth_dropped: bool,
 }
 
 /// A new integration token and how many of the integration's others it revoked.
@@ -663,6 +671,9 @@ pub async fn update_integration(
         }
         Patch::Set(u) => check_webhook_url(state, &mut f, &u),
     };
+    // The URL it has already is no change.
+    let current_url = current.target.webhook_url();
+    let url = url.filter(|u| Some(u.as_str()) != current_url);
     let handler = match handler {
         Patch::Absent => None,
         _ if !is_internal => {
@@ -705,13 +716,17 @@ pub async fn update_integration(
         Patch::Null => Default::default(),
         Patch::Absent => current.endpoint.headers.clone(),
     };
-    let mode_after = match &auth {
-        Patch::Set(a) => Some(&a.mode),
-        Patch::Null => None,
-        Patch::Absent => current.endpoint.auth.as_ref().map(|a| &a.mode),
+    let auth_change = AuthChange {
+        requested: &auth,
+        current: current.endpoint.auth.as_ref(),
+        moved: url
+            .as_deref()
+            .zip(current_url)
+            .is_some_and(|(new, old)| !same_origin(old, new)),
+        grace: grace.unwrap_or_default(),
     };
     if is_webhook {
-        endpoint_settings::check_no_clash(&mut f, &headers_after, mode_after);
+        endpoint_settings::check_no_clash(&mut f, &headers_after, auth_change.mode_after());
     }
     f.finish()?;
 
@@ -728,6 +743,7 @@ pub async fn update_integration(
         return Ok(EditedIntegration {
             integration: current,
             new_signing_secret: None,
+            auth_dropped: false,
         });
     }
     let now = state.clock.now();
@@ -773,27 +789,11 @@ pub async fn update_integration(
         let (old, new) = (header_names(&current.endpoint), header_names(&after));
         entry = entry.detail("headers", change(&old, &new));
     }
-    match &auth {
-        Patch::Absent => {}
-        Patch::Null => {
-            u = integration::set_auth(u, None)?;
-            let old = current.endpoint.auth.as_ref().map(|a| a.mode.type_name());
-            entry = entry.detail("auth", change(&old.unwrap_or("none"), &"none"));
-        }
-        Patch::Set(input) => {
-            // The replaced credential stays a fallback for the grace, as a replaced signing
-            // secret keeps signing (sealed as it was: the API never opens it).
-            let grace = grace.unwrap_or_default();
-            let ids = (account_id, &current.integration_id);
-            let replaced = current.endpoint.auth.as_ref();
-            let sealed =
-                endpoint_settings::seal_auth(state, ids, input, replaced, grace, now).await?;
-            u = integration::set_auth(u, Some(&sealed))?;
-            let old = replaced.map(|a| a.mode.type_name()).unwrap_or("none");
-            entry = entry
-                .detail("auth", change(&old, &input.mode.type_name()))
-                .detail("auth_grace_seconds", grace.as_secs());
-        }
+    let ids = (account_id, &current.integration_id);
+    (u, entry) = auth_change.apply(state, ids, now, u, entry).await?;
+    if let Some(seen) = current_url.filter(|_| url.is_some() || auth_change.changes()) {
+        // Decided from the URL read above: a concurrent move refuses this edit.
+        u = integration::while_url_is(u, seen)?;
     }
     if let Some(limit) = rate_limit {
         u = match limit {
@@ -826,7 +826,10 @@ pub async fn update_integration(
     }
     let write = integration::edit(state.table(), account_id, &current.integration_id, u)?;
     if !write_with_audit(&state.ops(), Some(write), &entry).await? {
-        return Err(ApiError::not_found("integration"));
+        load(state, account_id, &current.integration_id).await?;
+        return Err(ApiError::conflict(
+            "the integration's webhook_url changed while this edit was made; read it and send the edit again",
+        ));
     }
     let updated = load(state, account_id, &current.integration_id).await?;
     if new_secret.is_some() {
@@ -842,9 +845,13 @@ pub async fn update_integration(
             "integration signing secret rotated"
         );
     }
+    if auth_change.drops() {
+        tracing::info!(%account_id, integration_id = %updated.integration_id, "endpoint moved to another origin: its authentication was dropped");
+    }
     Ok(EditedIntegration {
         integration: updated,
         new_signing_secret: new_secret.as_ref().map(shown_once),
+        auth_dropped: auth_change.drops(),
     })
 }
 

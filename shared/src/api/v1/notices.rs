@@ -383,10 +383,11 @@ async fn check_recipients(
             ),
         ));
     }
-    let account = account::get(state.dynamo(), state.table(), account_id).await?;
-    let (admins, allowlist) = account
-        .map(|a| (a.admin_emails, a.notice_allowlist))
-        .unwrap_or_default();
+    let account = account::get(state.dynamo(), state.table(), account_id)
+        .await?
+        .filter(account::Account::is_live)
+        .ok_or_else(crate::api::account_limits::account_gone)?;
+    let (admins, allowlist) = (account.admin_emails, account.notice_allowlist);
     let refused = refused_recipients(&new.recipients, &new.channels, &admins, &allowlist);
     if !refused.is_empty() {
         return Err(ApiError::RecipientsRefused { refused });

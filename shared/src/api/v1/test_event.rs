@@ -30,11 +30,12 @@ use crate::domain::ssrf::check_url;
 use crate::domain::subscription::SubscriptionStatus;
 use crate::domain::target::Target;
 use crate::ids::{AccountId, IntegrationId, SubscriptionId};
+use crate::store::account;
 use crate::store::audit::{self, AuditAction, AuditRecord};
 use crate::store::integration;
 use crate::store::test_event::{self as stored, TestEvent, TestEventStatus};
 use crate::store::test_event_quota;
-use crate::store::write::{send_resolving_conflicts, Written};
+use crate::store::write::{send_resolving_conflicts, Write, Written};
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
@@ -307,8 +308,15 @@ async fn charge_test_event(
 ) -> Result<(), ApiError> {
     let limit = test_event_quota::PER_MINUTE;
     let charge = test_event_quota::charge(state.table(), account_id, now, limit)?;
-    match send_resolving_conflicts(state.dynamo(), charge).await? {
+    // Nothing is sent for an account that is gone or being deleted.
+    let live = account::live_check(state.table(), account_id)?;
+    match send_resolving_conflicts(state.dynamo(), Write::all([charge, live])?).await? {
         Written::Applied(_) => Ok(()),
+        Written::Refused(_)
+            if !account::is_live(state.dynamo(), state.table(), account_id).await? =>
+        {
+            Err(crate::api::account_limits::account_gone())
+        }
         Written::Refused(_) => {
             let wait = test_event_quota::until_next_minute(now)
                 .as_secs_f64()

@@ -35,22 +35,49 @@ pub enum AuthFailure {
     Token(String),
 }
 
-/// Cached OAuth2 access tokens: one per integration and sealed client secret (a rotated secret is
-/// another entry), each with the time it stops being used.
+/// Cached OAuth2 access tokens, each with the time it stops being used: one per integration,
+/// endpoint origin, token URL, client id and sealed client secret (a rotated secret is another
+/// entry), so a token fetched for one endpoint is never sent to another, whatever the stored
+/// settings say (an edit that moves the endpoint drops its authentication too).
 #[derive(Default)]
 pub struct TokenCache {
     tokens: Mutex<HashMap<TokenKey, (Credential, Timestamp)>>,
 }
 
-/// An integration (account and integration id) and the nonce of its sealed client secret.
-type TokenKey = (String, String, Vec<u8>);
+/// What a cached token was fetched for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct TokenKey {
+    account_id: String,
+    integration_id: String,
+    /// The origin (scheme, host, port) of the endpoint the token is sent to.
+    endpoint: String,
+    token_url: String,
+    client_id: String,
+    /// The nonce of the sealed client secret.
+    nonce: Vec<u8>,
+}
 
-fn token_key(integration: (&AccountId, &IntegrationId), sealed: &SealedSecret) -> TokenKey {
-    (
-        integration.0.as_str().to_owned(),
-        integration.1.as_str().to_owned(),
-        sealed.nonce.to_vec(),
-    )
+fn token_key(
+    integration: (&AccountId, &IntegrationId),
+    endpoint: &url::Url,
+    (mode, sealed): (&AuthMode, &SealedSecret),
+) -> TokenKey {
+    let (token_url, client_id) = match mode {
+        AuthMode::OAuth2 {
+            token_url,
+            client_id,
+            ..
+        } => (token_url.clone(), client_id.clone()),
+        _ => Default::default(),
+    };
+    TokenKey {
+        account_id: integration.0.as_str().to_owned(),
+        integration_id: integration.1.as_str().to_owned(),
+        endpoint: endpoint.origin().ascii_serialization(),
+        token_url,
+        client_id,
+        nonce: sealed.nonce.to_vec(),
+    }
 }
 
 impl TokenCache {
@@ -88,11 +115,12 @@ pub struct Authenticator<'a> {
     pub tokens: &'a TokenCache,
 }
 
-/// Makes the authentication header of `mode` with its sealed `credential`: opened through the
-/// opener; for OAuth2 a token from the cache unless `fresh`, else from the token endpoint.
+/// Makes the authentication header of `mode` with its sealed `credential` for an attempt to
+/// `endpoint`: opened through the opener; for OAuth2 a token from the cache (one fetched for
+/// this endpoint's origin) unless `fresh`, else from the token endpoint.
 pub async fn auth_header(
     a: &Authenticator<'_>,
-    integration: (&AccountId, &IntegrationId),
+    (integration, endpoint): ((&AccountId, &IntegrationId), &url::Url),
     (mode, sealed): (&AuthMode, &SealedSecret),
     fresh: bool,
     now: Timestamp,
@@ -108,9 +136,10 @@ pub async fn auth_header(
         value,
         cached,
     };
+    let key = || token_key(integration, endpoint, (mode, sealed));
     if let AuthMode::OAuth2 { .. } = mode {
         if !fresh {
-            if let Some(token) = tokens.get(&token_key(integration, sealed), now) {
+            if let Some(token) = tokens.get(&key(), now) {
                 return Ok(header("authorization", bearer_authorization(&token), true));
             }
         }
@@ -138,11 +167,7 @@ pub async fn auth_header(
                 audience: audience.as_deref(),
             };
             let (token, expires_in) = request.fetch(http, policy, &credential).await?;
-            tokens.put(
-                token_key(integration, sealed),
-                token.clone(),
-                token_fresh_until(now, expires_in),
-            );
+            tokens.put(key(), token.clone(), token_fresh_until(now, expires_in));
             header("authorization", bearer_authorization(&token), false)
         }
     })
@@ -208,5 +233,59 @@ impl TokenRequest<'_> {
             _ => None,
         });
         Ok((Credential::new(parsed.access_token), expires_in))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::id;
+
+    fn sealed(nonce: u8) -> SealedSecret {
+        SealedSecret {
+            key_id: "k".into(),
+            wrapped_key: vec![1],
+            nonce: [nonce; crate::domain::sealed::NONCE_BYTES],
+            ciphertext: vec![2],
+        }
+    }
+
+    fn oauth(token_url: &str, client_id: &str) -> AuthMode {
+        AuthMode::OAuth2 {
+            token_url: token_url.into(),
+            client_id: client_id.into(),
+            scope: None,
+            audience: None,
+        }
+    }
+
+    #[test]
+    fn a_cached_token_is_found_only_for_the_endpoint_origin_token_url_and_client_it_was_fetched_for(
+    ) {
+        let (a, i) = (id("a1"), id("i1"));
+        let at = |u: &str| url::Url::parse(u).unwrap();
+        let mode = oauth("https://idp.test/token", "c1");
+        let secret = sealed(7);
+        let cache = TokenCache::default();
+        let key = token_key((&a, &i), &at("https://hooks.acme.test/a"), (&mode, &secret));
+        cache.put(key, Credential::new("tok".into()), Timestamp(10_000));
+        let found = |endpoint: &str, mode: &AuthMode, secret: &SealedSecret| {
+            let key = token_key((&a, &i), &at(endpoint), (mode, secret));
+            cache.get(&key, Timestamp(1_000)).is_some()
+        };
+        // Another path of the same origin: the same token.
+        assert!(found("https://hooks.acme.test/b?x=1", &mode, &secret));
+        // Another origin, token URL, client or secret: none.
+        assert!(!found("https://evil.test/a", &mode, &secret));
+        assert!(!found("https://hooks.acme.test:8443/a", &mode, &secret));
+        assert!(!found("http://hooks.acme.test/a", &mode, &secret));
+        let other_idp = oauth("https://evil.test/token", "c1");
+        assert!(!found("https://hooks.acme.test/a", &other_idp, &secret));
+        let other_client = oauth("https://idp.test/token", "c2");
+        assert!(!found("https://hooks.acme.test/a", &other_client, &secret));
+        assert!(!found("https://hooks.acme.test/a", &mode, &sealed(8)));
+        // Nor past its time.
+        let key = token_key((&a, &i), &at("https://hooks.acme.test/a"), (&mode, &secret));
+        assert!(cache.get(&key, Timestamp(10_000)).is_none());
     }
 }

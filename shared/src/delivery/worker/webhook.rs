@@ -179,7 +179,14 @@ impl WebhookAdapter {
         for tried in auth.tried_at(now) {
             let mut fresh = false;
             loop {
-                let header = match auth_header(&authenticator, integration, tried, fresh, now).await
+                let header = match auth_header(
+                    &authenticator,
+                    (integration, url),
+                    tried,
+                    fresh,
+                    now,
+                )
+                .await
                 {
                     Ok(h) => h,
                     Err(e) => {

@@ -15,6 +15,8 @@ use std::collections::HashMap;
 pub struct Edit {
     sets: Vec<String>,
     removes: Vec<String>,
+    /// Conditions beyond the item's existence (each `#a = :v`).
+    conditions: Vec<String>,
     names: HashMap<String, String>,
     values: HashMap<String, AttributeValue>,
 }
@@ -30,8 +32,13 @@ impl Edit {
         p
     }
 
-    /// `SET attribute = value`, the value converted as `serde_dynamo` converts item fields.
-    pub fn set<T: Serialize>(mut self, attribute: &str, value: &T) -> Result<Self, StoreError> {
+    /// `#name = :value` placeholders for `attribute` and `value` (converted as `serde_dynamo`
+    /// converts item fields).
+    fn pair<T: Serialize>(
+        &mut self,
+        attribute: &str,
+        value: &T,
+    ) -> Result<(String, String), StoreError> {
         let v: AttributeValue =
             serde_dynamo::to_attribute_value(value).map_err(|e| StoreError::Shape {
                 key: attribute.to_owned(),
@@ -40,7 +47,25 @@ impl Edit {
         let name = self.placeholder(attribute);
         let value_placeholder = format!(":v{}", self.values.len());
         self.values.insert(value_placeholder.clone(), v);
-        self.sets.push(format!("{name} = {value_placeholder}"));
+        Ok((name, value_placeholder))
+    }
+
+    /// `SET attribute = value`, the value converted as `serde_dynamo` converts item fields.
+    pub fn set<T: Serialize>(mut self, attribute: &str, value: &T) -> Result<Self, StoreError> {
+        let (name, value) = self.pair(attribute, value)?;
+        self.sets.push(format!("{name} = {value}"));
+        Ok(self)
+    }
+
+    /// The edit applies only while `attribute` still equals `value` (what the edit was decided
+    /// from).
+    pub fn require_equal<T: Serialize>(
+        mut self,
+        attribute: &str,
+        value: &T,
+    ) -> Result<Self, StoreError> {
+        let (name, value) = self.pair(attribute, value)?;
+        self.conditions.push(format!("{name} = {value}"));
         Ok(self)
     }
 
@@ -66,13 +91,17 @@ impl Edit {
     /// item as it is after the edit.
     pub fn of_existing(self, table: &str, pk: &str, sk: &str) -> Result<Write, StoreError> {
         let expression = self.expression();
+        let condition = std::iter::once("attribute_exists(pk)".to_owned())
+            .chain(self.conditions)
+            .collect::<Vec<_>>()
+            .join(" AND ");
         Ok(Write::UpdateReturningNew(built(
             Update::builder()
                 .table_name(table)
                 .key("pk", s(pk))
                 .key("sk", s(sk))
                 .update_expression(expression)
-                .condition_expression("attribute_exists(pk)")
+                .condition_expression(condition)
                 .set_expression_attribute_names(Some(self.names))
                 .set_expression_attribute_values((!self.values.is_empty()).then_some(self.values))
                 .build(),
@@ -166,6 +195,31 @@ mod tests {
         assert_eq!(u.key()["sk"].as_s().unwrap(), "INTEG#i");
         assert_eq!(u.update_expression(), "SET #a0 = :v0");
         assert_eq!(u.expression_attribute_names().unwrap()["#a0"], "name");
+    }
+
+    #[test]
+    fn an_edit_can_require_an_attribute_to_be_what_it_was_decided_from() {
+        let Write::UpdateReturningNew(u) = Edit::new()
+            .remove("auth")
+            .require_equal("webhook_url", &"https://a.test/h")
+            .unwrap()
+            .of_existing("t", "p", "s")
+            .unwrap()
+        else {
+            panic!("not an update")
+        };
+        assert_eq!(
+            u.condition_expression(),
+            Some("attribute_exists(pk) AND #a1 = :v0")
+        );
+        assert_eq!(
+            u.expression_attribute_names().unwrap()["#a1"],
+            "webhook_url"
+        );
+        assert_eq!(
+            u.expression_attribute_values().unwrap()[":v0"],
+            AttributeValue::S("https://a.test/h".into())
+        );
     }
 
     #[test]
