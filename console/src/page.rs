@@ -104,10 +104,15 @@ pub struct SignIn {
     prefix: String,
     reason: Option<SessionError>,
     get: bool,
+    /// A valid session refused for now (its account is over its request rate): that problem.
+    refused: Option<ApiError>,
 }
 
 impl IntoResponse for SignIn {
     fn into_response(self) -> Response {
+        if let Some(e) = self.refused {
+            return e.into_response();
+        }
         let login = format!("{}/console/login", self.prefix);
         if self.get && self.reason.is_none() {
             return redirect(&login);
@@ -168,6 +173,7 @@ impl FromRequestParts<Arc<ApiState>> for Ctx {
                 prefix,
                 reason: None,
                 get,
+                refused: None,
             });
         };
         let session = shared::api::console_signin::check(state, value)
@@ -176,7 +182,20 @@ impl FromRequestParts<Arc<ApiState>> for Ctx {
                 prefix: prefix.clone(),
                 reason: Some(e),
                 get,
+                refused: None,
             })?;
+        // An administrator's session counts against the account's request rate, as its tokens
+        // do; an operator's does not.
+        if let Audience::Account { account_id, .. } = &session.audience {
+            shared::api::account_rate::admit(state, account_id)
+                .await
+                .map_err(|e| SignIn {
+                    prefix: prefix.clone(),
+                    reason: None,
+                    get,
+                    refused: Some(e),
+                })?;
+        }
         let htmx = parts
             .headers
             .get("hx-request")

@@ -262,6 +262,12 @@ async fn unprovisioned(t: &TestStack, id: &str, region: &str) -> Result<String> 
             let key = Alphanumeric.sample_string(&mut rand::thread_rng(), 64);
             secret(format!("{prefix}/console-signing-key"), key).await
         }
+        // The stack's own (the in-process API's): tokens either issues, the other checks.
+        "TokenCheckKey" => t
+            .config
+            .token_check_key_arn
+            .clone()
+            .ok_or_else(|| anyhow!("the test stack has no token-check key")),
         "NotificationConfigurationSet" => {
             let name = format!("{prefix}-{id}");
             aws_sdk_sesv2::Client::new(&t.sdk)

@@ -8,7 +8,7 @@ use crate::provision::{provision, Stack};
 use crate::queues::QueueTap;
 use crate::streams::StreamTap;
 use crate::template::Template;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use aws_config::SdkConfig;
 use shared::aws::Clients;
 use shared::config::Config;
@@ -45,6 +45,23 @@ pub struct TestStack {
     pub faults: Faults,
     /// The SDK sleep the handlers' clients use instead of real time, if any.
     sdk_sleep: Option<CompressedSleep>,
+}
+
+/// The secret `{prefix}/token-check-key` on the emulator, with a value as the template's
+/// `TokenCheckKey` generates one (64 letters and digits): its ARN.
+pub async fn create_token_check_key(sdk: &SdkConfig, prefix: &str) -> Result<String> {
+    use rand::distributions::{Alphanumeric, DistString};
+    let name = format!("{prefix}/token-check-key");
+    let key = Alphanumeric.sample_string(&mut rand::thread_rng(), 64);
+    aws_sdk_secretsmanager::Client::new(sdk)
+        .create_secret()
+        .name(&name)
+        .secret_string(key)
+        .send()
+        .await
+        .with_context(|| format!("creating the secret {name}"))?
+        .arn
+        .ok_or_else(|| anyhow::anyhow!("no ARN for the secret {name}"))
 }
 
 /// Handler clients on `sdk`: every request counted by `meter`, passing through `faults`, on an
@@ -116,7 +133,10 @@ impl TestStack {
         // Tests reach receivers on loopback, which the SSRF guard refuses in AWS.
         let overrides = BTreeMap::from([("AllowPrivateTargets".to_string(), "true".to_string())]);
         let stack = provision(&template, &sdk, &prefix, &overrides).await?;
-        let config = stack.config()?;
+        let mut config = stack.config()?;
+        // The api function's token-check key, generated in the emulator's Secrets Manager as the
+        // template has Secrets Manager generate it; the API reads it by its ARN.
+        config.token_check_key_arn = Some(create_token_check_key(&sdk, &prefix).await?);
         // The catalog every local stack starts with, written outside the meter and the faults
         // (it is setup, not what a test measures).
         crate::fixtures::seed_catalog(

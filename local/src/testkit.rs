@@ -192,8 +192,15 @@ impl World {
 
     /// An account token for `account_id`, stored as the API stores tokens.
     pub async fn account_token(&self, account_id: &AccountId) -> String {
-        let (plaintext, record) =
-            issue_token(TokenKind::Acct, account_id, None, self.pipeline.now());
+        let (plaintext, record) = issue_token(
+            &self.api_state(),
+            TokenKind::Acct,
+            account_id,
+            None,
+            self.pipeline.now(),
+        )
+        .await
+        .expect("the token-check key");
         for item in [record.item().unwrap(), record.reference_item().unwrap()] {
             let put = write::put(&self.pipeline.stack.config.delivery_table, item).unwrap();
             write::send(&self.pipeline.stack.clients.dynamo, put)

@@ -98,6 +98,8 @@ pub struct Clients {
     pub ses: aws_sdk_sesv2::Client,
     /// Signing-secret envelopes: the API generates data keys, the worker decrypts them.
     pub kms: aws_sdk_kms::Client,
+    /// The API's token-check key (read once per container).
+    pub secrets: aws_sdk_secretsmanager::Client,
 }
 
 impl Clients {
@@ -107,6 +109,7 @@ impl Clients {
             sqs: aws_sdk_sqs::Client::new(sdk),
             ses: aws_sdk_sesv2::Client::new(sdk),
             kms: aws_sdk_kms::Client::new(sdk),
+            secrets: aws_sdk_secretsmanager::Client::new(sdk),
         }
     }
 
@@ -139,6 +142,11 @@ impl Clients {
             ),
             kms: aws_sdk_kms::Client::from_conf(
                 aws_sdk_kms::config::Builder::from(sdk)
+                    .interceptor(interceptor.clone())
+                    .build(),
+            ),
+            secrets: aws_sdk_secretsmanager::Client::from_conf(
+                aws_sdk_secretsmanager::config::Builder::from(sdk)
                     .interceptor(interceptor)
                     .build(),
             ),

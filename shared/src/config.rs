@@ -39,9 +39,13 @@ pub struct Config {
     /// template's `NoticeDailyRecipientQuota`). See [`crate::notify::bounds`].
     pub notice_daily_recipient_quota: u32,
     /// Each account's caps unless an operator set its own (`ACCOUNT_MAX_INTEGRATIONS`,
-    /// `ACCOUNT_MAX_SUBSCRIPTIONS`, `ACCOUNT_MAX_LIVE_TOKENS`; the template's `AccountMax…`
+    /// `ACCOUNT_MAX_SUBSCRIPTIONS`, `ACCOUNT_MAX_LIVE_TOKENS`,
+    /// `ACCOUNT_MAX_REQUESTS_PER_SECOND`; the template's `AccountMax…`
     /// parameters). See [`crate::store::account_limits`].
     pub account_limits: AccountLimits,
+    /// The secret holding the token-check key (`TOKEN_CHECK_KEY_ARN`, the api function's only;
+    /// see [`crate::api::token_format`]).
+    pub token_check_key_arn: Option<String>,
 }
 
 /// How many integrations, subscriptions and live tokens an account may have.
@@ -50,6 +54,9 @@ pub struct AccountLimits {
     pub integrations: u32,
     pub subscriptions: u32,
     pub live_tokens: u32,
+    /// Requests per second one account's credentials may make of the API
+    /// ([`crate::api::account_rate`]).
+    pub requests_per_second: u32,
 }
 
 /// The caps of a deployment that sets none (the template's defaults).
@@ -57,6 +64,7 @@ pub const DEFAULT_ACCOUNT_LIMITS: AccountLimits = AccountLimits {
     integrations: 50,
     subscriptions: 200,
     live_tokens: 50,
+    requests_per_second: 50,
 };
 
 /// The daily recipient quota of a deployment that does not set one.
@@ -114,6 +122,11 @@ impl Config {
                 d.live_tokens,
                 "a whole number of tokens",
             )?,
+            requests_per_second: count(
+                "ACCOUNT_MAX_REQUESTS_PER_SECOND",
+                d.requests_per_second,
+                "a whole number of requests per second",
+            )?,
         };
         Ok(Config {
             stage: lookup("RHYTHM_STAGE").unwrap_or_else(|| "local".into()),
@@ -131,6 +144,7 @@ impl Config {
                 .unwrap_or_else(|| crate::metrics::DEFAULT_NAMESPACE.into()),
             notice_daily_recipient_quota,
             account_limits,
+            token_check_key_arn: lookup("TOKEN_CHECK_KEY_ARN").filter(|a| !a.is_empty()),
         })
     }
 }
@@ -186,14 +200,16 @@ mod tests {
         let mut m = full();
         m.insert("ACCOUNT_MAX_INTEGRATIONS".into(), "3".into());
         m.insert("ACCOUNT_MAX_LIVE_TOKENS".into(), "7".into());
+        m.insert("ACCOUNT_MAX_REQUESTS_PER_SECOND".into(), "9".into());
         let limits = Config::from_map(&m).unwrap().account_limits;
         assert_eq!(
             (
                 limits.integrations,
                 limits.subscriptions,
-                limits.live_tokens
+                limits.live_tokens,
+                limits.requests_per_second
             ),
-            (3, 200, 7)
+            (3, 200, 7, 9)
         );
         m.insert("ACCOUNT_MAX_SUBSCRIPTIONS".into(), "many".into());
         assert!(matches!(

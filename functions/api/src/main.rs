@@ -35,6 +35,12 @@ async fn main() -> Result<(), lambda_http::Error> {
     let state = ApiState::new(ctx.clients, ctx.config, ctx.clock, operator_auth)
         .with_provider_events(Arc::new(provider_events))
         .with_console_keys(console_keys);
+    // The token-check key (TOKEN_CHECK_KEY_ARN): read once per container, now, so a container
+    // that cannot read it fails to start instead of refusing every token.
+    state
+        .token_check_key()
+        .await
+        .map_err(|e| format!("the token-check key: {e}"))?;
     // Routes are declared without the API Gateway stage prefix.
     // The JSON API and the web console's pages, side by side.
     let app = api::app(state, api::routes().merge(console::router()))

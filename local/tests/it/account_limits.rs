@@ -20,6 +20,7 @@ fn api_with(w: &World, integrations: u32, subscriptions: u32, live_tokens: u32) 
         integrations,
         subscriptions,
         live_tokens,
+        ..state.config.account_limits
     };
     ApiClient::new(state)
 }

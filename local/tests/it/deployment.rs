@@ -478,7 +478,10 @@ fn provider_secrets_live_in_secrets_manager_and_functions_get_only_their_arn() {
     let secrets = of_type("AWS::SecretsManager::Secret");
     let mut names: Vec<&str> = secrets.iter().map(|(name, _)| *name).collect();
     names.sort();
-    assert_eq!(names, ["ConsoleSigningKey", "ProviderEventSecrets"]);
+    assert_eq!(
+        names,
+        ["ConsoleSigningKey", "ProviderEventSecrets", "TokenCheckKey"]
+    );
     for (_, spec) in &secrets {
         assert!(
             target(&spec["Properties"]["KmsKeyId"]).is_some(),
@@ -488,6 +491,7 @@ fn provider_secrets_live_in_secrets_manager_and_functions_get_only_their_arn() {
     let expected_vars = [
         ("NOTIFICATION_PROVIDER_SECRETS_ARN", "ProviderEventSecrets"),
         ("CONSOLE_SIGNING_KEY_ARN", "ConsoleSigningKey"),
+        ("TOKEN_CHECK_KEY_ARN", "TokenCheckKey"),
     ];
     let mut readers = Vec::new();
     let globals = &template()["Globals"]["Function"]["Environment"]["Variables"];
@@ -498,7 +502,9 @@ fn provider_secrets_live_in_secrets_manager_and_functions_get_only_their_arn() {
                 let name = name.as_str().unwrap_or_default();
                 // A `…_KEY_ID` names a KMS key (SIGNING_KEY_ID seals signing secrets), not
                 // secret material.
-                if (name.contains("SECRET") || name.contains("SIGNING_KEY"))
+                if (name.contains("SECRET")
+                    || name.contains("SIGNING_KEY")
+                    || name.contains("CHECK_KEY"))
                     && !name.ends_with("_KEY_ID")
                 {
                     assert!(
@@ -515,7 +521,7 @@ fn provider_secrets_live_in_secrets_manager_and_functions_get_only_their_arn() {
             }
         }
     }
-    assert_eq!(readers, ["ApiFunction", "ApiFunction"]);
+    assert_eq!(readers, ["ApiFunction", "ApiFunction", "ApiFunction"]);
     // Exactly that reader may read exactly those secrets (and decrypt through Secrets Manager).
     for function in functions() {
         let reads: Vec<_> = granted(role_of(function))
@@ -532,6 +538,10 @@ fn provider_secrets_live_in_secrets_manager_and_functions_get_only_their_arn() {
                     ),
                     (
                         "ProviderEventSecrets".to_string(),
+                        "secretsmanager:GetSecretValue".into()
+                    ),
+                    (
+                        "TokenCheckKey".to_string(),
                         "secretsmanager:GetSecretValue".into()
                     )
                 ]
@@ -1213,6 +1223,8 @@ const CODE_NEEDS: &[(&str, Needs)] = &[
             ("ProviderEventSecrets", &["secretsmanager:GetSecretValue"]),
             // The web console's signing key, read once per container.
             ("ConsoleSigningKey", &["secretsmanager:GetSecretValue"]),
+            // The token-check key, read once per container.
+            ("TokenCheckKey", &["secretsmanager:GetSecretValue"]),
             ("OperationsKey", &["kms:Decrypt"]),
             // envelope::SecretSealer: data keys for sealing webhook signing secrets (never
             // opening them: test events are sent by the delivery function).
@@ -1898,8 +1910,22 @@ mod measured {
     use aws_sdk_dynamodb::operation as ddb;
     use aws_sdk_dynamodb::types as ddb_types;
     use aws_sdk_kms::operation as kms;
+    use aws_sdk_secretsmanager::operation as secretsmanager;
     use aws_sdk_sesv2::operation as ses;
     use aws_sdk_sqs::operation as sqs;
+
+    /// The template's secret a secret id (`{prefix}/{name}`, or its ARN) names, by its name.
+    fn secret(id: Option<&str>) -> String {
+        let id = id.unwrap_or_default();
+        [
+            ("/token-check-key", "TokenCheckKey"),
+            ("/console-signing-key", "ConsoleSigningKey"),
+            ("/provider-event-secrets", "ProviderEventSecrets"),
+        ]
+        .iter()
+        .find(|(name, _)| id.contains(name))
+        .map_or_else(|| id.to_string(), |(_, logical)| logical.to_string())
+    }
 
     /// Records the IAM action and resource of every AWS request made through its clients, read
     /// from the request itself (table, index, queue, and each part of a transaction).
@@ -2177,6 +2203,10 @@ mod measured {
             } else if let Some(i) = input.downcast_ref::<kms::decrypt::DecryptInput>() {
                 // A Decrypt without a key id would need the grant on whichever key KMS finds.
                 found.push((self.key(i.key_id().or(Some("?"))), "kms:Decrypt"));
+            } else if let Some(i) =
+                input.downcast_ref::<secretsmanager::get_secret_value::GetSecretValueInput>()
+            {
+                found.push((secret(i.secret_id()), "secretsmanager:GetSecretValue"));
             } else if let Some(i) = input.downcast_ref::<ses::send_email::SendEmailInput>() {
                 assert_eq!(i.from_email_address(), Some(self.sender.as_str()));
                 found.push((
@@ -3072,6 +3102,11 @@ fn the_unauthenticated_routes_have_their_own_lower_throttles_and_the_api_reserve
         ("ACCOUNT_MAX_INTEGRATIONS", "AccountMaxIntegrations", 50),
         ("ACCOUNT_MAX_SUBSCRIPTIONS", "AccountMaxSubscriptions", 200),
         ("ACCOUNT_MAX_LIVE_TOKENS", "AccountMaxLiveTokens", 50),
+        (
+            "ACCOUNT_MAX_REQUESTS_PER_SECOND",
+            "AccountMaxRequestsPerSecond",
+            50,
+        ),
     ] {
         assert!(is_ref(&env[var], parameter), "{var}");
         assert_eq!(
@@ -3080,6 +3115,27 @@ fn the_unauthenticated_routes_have_their_own_lower_throttles_and_the_api_reserve
             "{parameter}"
         );
     }
+    // The function's defaults are the template's, so a stack that sets no parameter and the
+    // local stacks (which read the defaults) agree.
+    let d = shared::config::DEFAULT_ACCOUNT_LIMITS;
+    for (parameter, default) in [
+        ("AccountMaxIntegrations", d.integrations),
+        ("AccountMaxSubscriptions", d.subscriptions),
+        ("AccountMaxLiveTokens", d.live_tokens),
+        ("AccountMaxRequestsPerSecond", d.requests_per_second),
+    ] {
+        assert_eq!(
+            template()["Parameters"][parameter]["Default"].as_u64(),
+            Some(u64::from(default)),
+            "{parameter}"
+        );
+    }
+    // One account's rate stays below the route throttle every tenant shares: it cannot use the
+    // whole of it, even at the highest default an operator would leave.
+    assert!(
+        f64::from(d.requests_per_second) < default_rate,
+        "the per-account rate is below the shared route throttle"
+    );
 }
 
 /// Whether a template condition holds when the parameters take `values` (or their defaults).

@@ -187,6 +187,32 @@ fn every_operation_documents_its_auth_errors_and_parameters() {
                     codes.iter().any(|c| c == "401"),
                     "{name}: secured but no 401"
                 );
+                // An account's credentials count against its request rate: their 429.
+                let by_token = security.as_sequence().unwrap().iter().any(|r| {
+                    r.as_mapping().unwrap().keys().any(|k| {
+                        matches!(
+                            k.as_str(),
+                            Some("accountToken" | "integrationToken" | "publishToken")
+                        )
+                    })
+                });
+                if by_token {
+                    let answer = responses
+                        .iter()
+                        .find(|(k, _)| k.as_str() == Some("429"))
+                        .map(|(_, r)| resolve(&spec, r))
+                        .unwrap_or_else(|| panic!("{name}: a token's route without its 429"));
+                    assert!(
+                        answer["description"]
+                            .as_str()
+                            .is_some_and(|d| d.contains("rate-limited")),
+                        "{name}: its 429 does not name the account's rate"
+                    );
+                    assert!(
+                        !answer["headers"]["Retry-After"].is_null(),
+                        "{name}: 429 without Retry-After"
+                    );
+                }
                 for requirement in security.as_sequence().unwrap() {
                     for scheme in requirement.as_mapping().unwrap().keys() {
                         let scheme = scheme.as_str().unwrap();

@@ -3,13 +3,18 @@
 //! ## Tokens
 //!
 //! A token reads `rhy_{kind}_{token_id}_{secret}`: `kind` is `acct` (an account's token: the
-//! management API) or `intg` (an integration's token: the adapter's pull routes), `token_id` a
-//! lowercase ULID, `secret` 32 random bytes in unpadded base64url (which may itself contain `_`;
-//! the token is split at the first three underscores only). The plaintext is shown once, when the
-//! token is issued; the table keeps only the SHA-256 of the secret, on the item
-//! `TOKEN#{token_id}` / `TOKEN`, which a request finds in one consistent read by the id and
-//! compares in constant time. Unknown, malformed, revoked or wrong-kind tokens are all the same
-//! 401 (`WWW-Authenticate: Bearer`), so a caller learns nothing about tokens it does not hold.
+//! management API), `intg` (an integration's token: the adapter's pull routes) or `pub` (a
+//! publish token), `token_id` a lowercase ULID, `secret` 48 bytes in unpadded base64url (which may
+//! itself contain `_`; the token is split at the first three underscores only): 32 random bytes,
+//! then their check, the first 16 bytes of HMAC-SHA256 over the kind, the token id and the random
+//! bytes, keyed by the deployment's token-check key ([`super::token_format`]). A presented token
+//! is checked first, with no store call: a made-up token, one changed in any part, one minted
+//! under another key, or one issued before tokens carried the check (32 bytes of secret) is
+//! refused without a read. A token that checks is then looked up: the table keeps only the
+//! SHA-256 of the secret part, on the item `TOKEN#{token_id}` / `TOKEN`, which a request finds in
+//! one consistent read by the id and compares in constant time. Unknown, malformed, unchecked,
+//! revoked or wrong-kind tokens are all the same 401 (`WWW-Authenticate: Bearer`), so a caller
+//! learns nothing about tokens it does not hold.
 //!
 //! Each token also has a reference item in its account's token partition (the items:
 //! [`crate::store::token`]), so an account's or an integration's tokens can be listed and revoked
@@ -44,134 +49,16 @@ use crate::store::token;
 use crate::store::write::{send, Write};
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
-use rand::RngCore;
 use serde::Serialize;
-use std::fmt;
 use std::sync::Arc;
 
+pub use super::token_format::{
+    parse_token, OneTimeSecret, ParsedToken, PlaintextToken, TokenCheckKey, TokenCheckKeys,
+    TokenFormatError, SECRET_BYTES, TOKEN_PREFIX,
+};
 pub use crate::store::token::{
     token_ref_pk, token_ref_sk, TokenKind, TokenRecord, TokenRef, TOKEN_KIND, TOKEN_REF_KIND,
 };
-
-pub const TOKEN_PREFIX: &str = "rhy";
-/// Random bytes in a token's secret.
-pub const SECRET_BYTES: usize = 32;
-
-/// A secret shown once (a token's plaintext, a webhook signing secret). Its `Debug` is redacted;
-/// the text leaves only through [`OneTimeSecret::expose`] and its serialization (the one
-/// response that reveals it).
-#[derive(Clone, PartialEq, Eq)]
-pub struct OneTimeSecret(String);
-
-/// A token's plaintext.
-pub type PlaintextToken = OneTimeSecret;
-
-impl OneTimeSecret {
-    pub fn new(text: String) -> Self {
-        OneTimeSecret(text)
-    }
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for OneTimeSecret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("OneTimeSecret(<redacted>)")
-    }
-}
-
-impl Serialize for OneTimeSecret {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&self.0)
-    }
-}
-
-/// Why a presented token cannot even be looked up. Messages never contain the token.
-#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
-pub enum TokenFormatError {
-    #[error("a token reads rhy_{{kind}}_{{id}}_{{secret}}")]
-    Shape,
-    #[error("unknown token kind")]
-    Kind,
-    #[error("the token id is not a ULID")]
-    Id,
-    #[error("the token secret is not {SECRET_BYTES} bytes of base64url")]
-    Secret,
-}
-
-/// A presented token, split into its parts (borrowing the presented text).
-#[derive(Clone, PartialEq, Eq)]
-pub struct ParsedToken<'a> {
-    pub kind: TokenKind,
-    pub token_id: TokenId,
-    pub secret: &'a str,
-}
-
-impl fmt::Debug for ParsedToken<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ParsedToken")
-            .field("kind", &self.kind)
-            .field("token_id", &self.token_id)
-            .field("secret", &"<redacted>")
-            .finish()
-    }
-}
-
-pub fn parse_token(text: &str) -> Result<ParsedToken<'_>, TokenFormatError> {
-    let mut parts = text.splitn(4, '_');
-    let (Some(prefix), Some(kind), Some(token_id), Some(secret)) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(TokenFormatError::Shape);
-    };
-    if prefix != TOKEN_PREFIX {
-        return Err(TokenFormatError::Shape);
-    }
-    let kind = TokenKind::parse(kind).ok_or(TokenFormatError::Kind)?;
-    // Ids are issued lowercase; anything else is not an issued token.
-    if crate::ids::canonical_id(token_id).as_deref() != Some(token_id) {
-        return Err(TokenFormatError::Id);
-    }
-    match URL_SAFE_NO_PAD.decode(secret) {
-        Ok(bytes) if bytes.len() == SECRET_BYTES => {}
-        _ => return Err(TokenFormatError::Secret),
-    }
-    Ok(ParsedToken {
-        kind,
-        token_id: TokenId::from_stored(token_id),
-        secret,
-    })
-}
-
-/// A new token of `kind` for an account (and, for `intg`, an integration): the plaintext to show
-/// once and the record to store.
-pub fn issue_token(
-    kind: TokenKind,
-    account_id: &AccountId,
-    integration_id: Option<&IntegrationId>,
-    now: Timestamp,
-) -> (PlaintextToken, TokenRecord) {
-    let token_id = TokenId::new();
-    let mut bytes = [0u8; SECRET_BYTES];
-    rand::rngs::OsRng.fill_bytes(&mut bytes);
-    let secret = URL_SAFE_NO_PAD.encode(bytes);
-    let plaintext = OneTimeSecret(format!(
-        "{TOKEN_PREFIX}_{}_{token_id}_{secret}",
-        kind.as_str()
-    ));
-    let record = TokenRecord::new(
-        token_id,
-        kind,
-        account_id.clone(),
-        integration_id.cloned(),
-        sha256_hex(&secret),
-        now,
-    );
-    (plaintext, record)
-}
 
 /// What a token stands for, once verified.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -202,9 +89,32 @@ impl Principal {
     }
 }
 
-/// Verifies a presented token against its stored hash.
+/// A new token of `kind` for an account (and, for `intg`, an integration), checked under the
+/// deployment's key: the plaintext to show once and the record to store.
+pub async fn issue_token(
+    state: &ApiState,
+    kind: TokenKind,
+    account_id: &AccountId,
+    integration_id: Option<&IntegrationId>,
+    now: Timestamp,
+) -> Result<(PlaintextToken, TokenRecord), ApiError> {
+    let key = state.token_check_key().await?;
+    Ok(super::token_format::issue_token(
+        &key,
+        kind,
+        account_id,
+        integration_id,
+        now,
+    ))
+}
+
+/// Verifies a presented token: its check first (no store call for a token that fails it), then
+/// its stored hash.
 pub async fn verify_token(state: &ApiState, presented: &str) -> Result<Principal, ApiError> {
     let parsed = parse_token(presented).map_err(|_| ApiError::unauthorized(INVALID_TOKEN))?;
+    if !parsed.checks(&*state.token_check_key().await?) {
+        return Err(ApiError::unauthorized(INVALID_TOKEN));
+    }
     let record = token::get(state.dynamo(), state.table(), &parsed.token_id).await?;
     let Some(record) = record else {
         return Err(ApiError::unauthorized(INVALID_TOKEN));
@@ -234,7 +144,8 @@ pub async fn verify_token(state: &ApiState, presented: &str) -> Result<Principal
     }
 }
 
-/// Any valid token (account or integration).
+/// Any valid token (account, integration or publish), counted against its account's request
+/// rate ([`super::account_rate`]) before the route does anything else.
 impl FromRequestParts<Arc<ApiState>> for Principal {
     type Rejection = ApiError;
 
@@ -243,7 +154,9 @@ impl FromRequestParts<Arc<ApiState>> for Principal {
         state: &Arc<ApiState>,
     ) -> Result<Self, Self::Rejection> {
         let token = bearer(parts)?;
-        verify_token(state, token).await
+        let principal = verify_token(state, token).await?;
+        super::account_rate::admit(state, principal.account_id()).await?;
+        Ok(principal)
     }
 }
 
@@ -379,7 +292,7 @@ pub async fn issue_rotated(
     audit: AuditRecord,
 ) -> Result<(PlaintextToken, TokenRecord, u32), ApiError> {
     let now = state.clock.now();
-    let (token, record) = issue_token(kind, account_id, integration_id, now);
+    let (token, record) = issue_token(state, kind, account_id, integration_id, now).await?;
     let record = record.expiring(expires_in.map(|d| now.plus(d)));
     let table = state.table();
     let audit = AuditRecord { at: now, ..audit }
@@ -543,69 +456,8 @@ impl IssuedTokenView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::id;
-    use crate::store::expr::s;
-    use crate::store::keys::token_pk;
     use axum::http::header::AUTHORIZATION;
     use axum::http::Request;
-
-    #[test]
-    fn issued_tokens_parse_back_and_store_only_the_hash() {
-        let (plain, record) =
-            issue_token(TokenKind::Intg, &id("acc"), Some(&id("int")), Timestamp(5));
-        let text = plain.expose().to_owned();
-        assert!(text.starts_with("rhy_intg_"));
-        let parsed = parse_token(&text).unwrap();
-        assert_eq!(parsed.kind, TokenKind::Intg);
-        assert_eq!(parsed.token_id, record.token_id);
-        assert_eq!(record.secret_sha256, sha256_hex(parsed.secret));
-        assert_eq!(record.secret_sha256.len(), 64);
-        assert!(!format!("{record:?}").contains(parsed.secret));
-        assert!(!format!("{plain:?}").contains(parsed.secret));
-        assert!(!format!("{parsed:?}").contains(parsed.secret));
-        let item = record.item().unwrap();
-        assert!(item
-            .values()
-            .all(|v| v.as_s().map_or(true, |s| !s.contains(parsed.secret))));
-        assert_eq!(item["pk"], s(token_pk(&record.token_id)));
-        assert_eq!(item["token_kind"], s("intg"));
-    }
-
-    #[test]
-    fn secrets_may_contain_underscores() {
-        // base64url uses `_`; only the first three underscores separate parts.
-        let id = crate::ids::new_id();
-        let secret = URL_SAFE_NO_PAD.encode([0xffu8; SECRET_BYTES]);
-        assert!(secret.contains('_'));
-        let text = format!("rhy_acct_{id}_{secret}");
-        let parsed = parse_token(&text).unwrap();
-        assert_eq!(parsed.secret, secret);
-    }
-
-    #[test]
-    fn malformed_tokens_are_refused_before_any_lookup() {
-        let id = crate::ids::new_id();
-        let secret = URL_SAFE_NO_PAD.encode([7u8; SECRET_BYTES]);
-        let cases = [
-            (String::new(), TokenFormatError::Shape),
-            ("rhy_acct".to_string(), TokenFormatError::Shape),
-            (format!("xyz_acct_{id}_{secret}"), TokenFormatError::Shape),
-            (format!("rhy_root_{id}_{secret}"), TokenFormatError::Kind),
-            (
-                format!("rhy_acct_{}_{secret}", id.to_ascii_uppercase()),
-                TokenFormatError::Id,
-            ),
-            (format!("rhy_acct_nope_{secret}"), TokenFormatError::Id),
-            (format!("rhy_acct_{id}_short"), TokenFormatError::Secret),
-            (
-                format!("rhy_acct_{id}_{secret}AA"),
-                TokenFormatError::Secret,
-            ),
-        ];
-        for (text, expected) in cases {
-            assert_eq!(parse_token(&text).unwrap_err(), expected, "{text}");
-        }
-    }
 
     #[test]
     fn constant_time_comparison() {

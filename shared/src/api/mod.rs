@@ -7,6 +7,9 @@
 //! api/mod.rs                   routes(), app(), router(), /health, fallbacks, request log
 //! api/problem.rs               ApiError → RFC 7807 application/problem+json
 //! api/auth.rs                  tokens, AccountAuth / IntegrationAuth / Operator extractors
+//! api/token_format.rs          a token's text, its check and the token-check key
+//! api/account_rate.rs          each account's requests per second (after authentication)
+//! api/own_rates.rs             accounts' own rates as a container last read them
 //! api/account_limits.rs        each account's caps: counted creates, deletes and revocations
 //! api/extract.rs               JsonBody + Fields, ApiPath, ApiQuery (problem+json rejections)
 //! api/lambda.rs                API Gateway stage prefix handling for the Lambda
@@ -42,6 +45,7 @@
 //! `operator::router()`). Scope every read and write by the caller's account id.
 
 pub mod account_limits;
+pub mod account_rate;
 pub mod auth;
 pub mod console_key;
 pub mod console_links;
@@ -54,10 +58,12 @@ pub mod limits;
 pub mod metrics;
 pub mod operator;
 pub mod operator_auth;
+pub mod own_rates;
 pub mod problem;
 pub mod routes;
 pub mod self_service;
 pub mod state;
+pub mod token_format;
 pub mod v1;
 
 pub use auth::{AccountAuth, IntegrationAuth, Operator, OperatorAuth, Principal};

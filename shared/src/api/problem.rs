@@ -21,6 +21,7 @@
 //! | `UnsupportedMediaType` | 415    | `unsupported-media-type`        |
 //! | `Validation`           | 422    | `validation`                    |
 //! | `QuotaExceeded`        | 429    | `quota-exceeded`                |
+//! | `RateLimited`          | 429    | `rate-limited`                  |
 //! | `Internal`             | 500    | `internal`                      |
 //! | `Unavailable`          | 503    | `unavailable`                   |
 //!
@@ -91,6 +92,16 @@ pub enum ApiError {
     #[error("{detail}")]
     QuotaExceeded {
         detail: String,
+        retry_after_secs: u64,
+    },
+    /// The account has made as many requests as its rate allows in this second
+    /// ([`crate::api::account_rate`]); `Retry-After` says when the next second starts.
+    #[error(
+        "the account has made its {per_second} requests of this second; retry after \
+         Retry-After, or ask an operator to raise the account's requests_per_second"
+    )]
+    RateLimited {
+        per_second: u32,
         retry_after_secs: u64,
     },
     #[error("{detail}")]
@@ -186,7 +197,9 @@ impl ApiError {
             ApiError::Forbidden { .. } | ApiError::RecipientsRefused { .. } => {
                 StatusCode::FORBIDDEN
             }
-            ApiError::QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::QuotaExceeded { .. } | ApiError::RateLimited { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict { .. } | ApiError::LimitReached { .. } => StatusCode::CONFLICT,
@@ -205,6 +218,7 @@ impl ApiError {
             ApiError::Forbidden { .. } => "forbidden",
             ApiError::RecipientsRefused { .. } => "recipient-not-allowed",
             ApiError::QuotaExceeded { .. } => "quota-exceeded",
+            ApiError::RateLimited { .. } => "rate-limited",
             ApiError::NotFound { .. } => "not-found",
             ApiError::MethodNotAllowed { .. } => "method-not-allowed",
             ApiError::Conflict { .. } => "conflict",
@@ -229,6 +243,7 @@ impl ApiError {
             ApiError::Forbidden { .. } => "Forbidden",
             ApiError::RecipientsRefused { .. } => "Recipient not allowed",
             ApiError::QuotaExceeded { .. } => "Quota exceeded",
+            ApiError::RateLimited { .. } => "Too many requests",
             ApiError::NotFound { .. } => "Not found",
             ApiError::MethodNotAllowed { .. } => "Method not allowed",
             ApiError::Conflict { .. } => "Conflict",
@@ -287,6 +302,9 @@ impl IntoResponse for ApiError {
         let status = self.status();
         let retry_after = match &self {
             ApiError::QuotaExceeded {
+                retry_after_secs, ..
+            }
+            | ApiError::RateLimited {
                 retry_after_secs, ..
             } => Some(HeaderValue::from(*retry_after_secs)),
             _ => None,

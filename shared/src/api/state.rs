@@ -35,6 +35,12 @@ pub struct ApiState {
     /// Signs the web console's login links and sessions ([`crate::api::console_session`]); a random
     /// key of the process unless [`ApiState::with_console_keys`] sets the configured one.
     pub console_keys: Arc<crate::api::console_key::ConsoleKeys>,
+    /// The token-check key every issued token carries a check of
+    /// ([`crate::api::token_format`]): read from the secret `Config::token_check_key_arn` names,
+    /// once per container, unless [`ApiState::with_token_check_key`] sets one.
+    pub token_check: Arc<crate::api::token_format::TokenCheckKeys>,
+    /// Each account's own request rate as last read, per container ([`crate::api::account_rate`]).
+    pub account_rates: Arc<crate::api::own_rates::OwnRates>,
     /// Where the API's metrics go ([`crate::api::metrics`]): standard output unless
     /// [`ApiState::with_metrics`] says otherwise.
     pub metrics: Arc<dyn crate::metrics::EmfSink>,
@@ -52,7 +58,13 @@ impl ApiState {
             allow_private: config.allow_private_targets,
             require_https: !config.allow_private_targets,
         };
+        let token_check = Arc::new(crate::api::token_format::TokenCheckKeys::from_secret(
+            clients.secrets.clone(),
+            config.token_check_key_arn.clone(),
+        ));
         ApiState {
+            token_check,
+            account_rates: Arc::default(),
             sealer: Arc::new(crate::data_keys::SecretSealer::new(
                 clients.kms.clone(),
                 config.signing_key_id.clone(),
@@ -81,6 +93,19 @@ impl ApiState {
     pub fn with_metrics(mut self, sink: Arc<dyn crate::metrics::EmfSink>) -> Self {
         self.metrics = sink;
         self
+    }
+
+    /// Checks and issues tokens under `key` instead of the configured secret's.
+    pub fn with_token_check_key(mut self, key: crate::api::token_format::TokenCheckKey) -> Self {
+        self.token_check = Arc::new(crate::api::token_format::TokenCheckKeys::fixed(key));
+        self
+    }
+
+    /// The token-check key (read from its secret on first use).
+    pub async fn token_check_key(
+        &self,
+    ) -> Result<Arc<crate::api::token_format::TokenCheckKey>, ApiError> {
+        self.token_check.current().await
     }
 
     /// Signs console links and sessions with `key`, which never changes.

@@ -25,6 +25,9 @@ use serde::{Deserialize, Serialize};
 
 /// The `kind` of a usage item.
 pub const KIND: &str = "account_limits";
+/// The attribute of the account's own request rate (not a count: nothing is counted on this
+/// item for it; see [`crate::store::rate_window::take_request`]).
+pub const OWN_RATE_ATTRIBUTE: &str = "max_requests_per_second";
 
 /// What is counted against a limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -86,6 +89,9 @@ pub struct Usage {
     pub max_subscriptions: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_live_tokens: Option<u32>,
+    /// The account's own request rate ([`crate::api::account_rate`]), if an operator set one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_requests_per_second: Option<u32>,
 }
 
 impl Usage {
@@ -228,11 +234,12 @@ pub fn give_back(
 }
 
 /// Sets (`Some`) or clears (`None`: back to the default) the account's own limits named in
-/// `limits`; the other limits stay as they are.
+/// `limits` (by their attributes: [`Counted::own_limit_attribute`], [`OWN_RATE_ATTRIBUTE`]); the
+/// other limits stay as they are.
 pub fn set_own_limits(
     table: &str,
     account_id: &AccountId,
-    limits: &[(Counted, Option<u32>)],
+    limits: &[(&str, Option<u32>)],
 ) -> Result<Write, StoreError> {
     let mut e = Expr::new()
         .name("#account", "account_id")
@@ -246,7 +253,7 @@ pub fn set_own_limits(
     let mut removes = Vec::new();
     for (i, (w, limit)) in limits.iter().enumerate() {
         let own = format!("#m{i}");
-        e = e.name(&own, w.own_limit_attribute());
+        e = e.name(&own, w);
         match limit {
             Some(v) => {
                 let value = format!(":m{i}");
@@ -317,8 +324,8 @@ mod tests {
                 "t",
                 &id("a1"),
                 &[
-                    (Counted::Integrations, Some(80)),
-                    (Counted::LiveTokens, None),
+                    (Counted::Integrations.own_limit_attribute(), Some(80)),
+                    (Counted::LiveTokens.own_limit_attribute(), None),
                 ],
             )
             .unwrap(),

@@ -294,7 +294,8 @@ async fn create(
 
     let now = state.clock.now();
     let account = Account::new(AccountId::new(), name, admin_emails, now);
-    let (token, record) = issue_token(TokenKind::Acct, &account.account_id, None, now);
+    let (token, record) =
+        issue_token(&state, TokenKind::Acct, &account.account_id, None, now).await?;
     let audit = AuditRecord::for_account(
         AuditAction::CreateAccount,
         &account.account_id,

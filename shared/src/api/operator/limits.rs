@@ -1,14 +1,18 @@
 //! One account's caps, read and set by operators ([`crate::api::account_limits`]):
 //!
 //! * `GET /operator/accounts/{account_id}/limits` → for each of `integrations`, `subscriptions`
-//!   and `live_tokens`: `{used, limit, default, own}` (`own`: the account's own limit, if set).
+//!   and `live_tokens`: `{used, limit, default, own}` (`own`: the account's own limit, if set);
+//!   and `requests_per_second`: `{limit, default, own}` (the account's request rate:
+//!   [`crate::api::account_rate`]).
 //! * `PUT /operator/accounts/{account_id}/limits` `{integrations?, subscriptions?, live_tokens?,
-//!   reason?}` → 200, the limits as they are now. A number (0 to [`MAX_LIMIT`]) is the account's
-//!   own limit, `null` puts it back to the deployment's default, an absent field leaves it.
-//!   Audited (`set_account_limits`, the old and new values in the details) in one transaction
-//!   with the change. Lowering a limit below what the account has refuses new items only.
+//!   requests_per_second?, reason?}` → 200, the limits as they are now. A number (0 to
+//!   [`MAX_LIMIT`]; a rate from 1) is the account's own limit, `null` puts it back to the
+//!   deployment's default, an absent field leaves it. Audited (`set_account_limits`, the old and
+//!   new values in the details) in one transaction with the change. Lowering a limit below what
+//!   the account has refuses new items only.
 
 use crate::api::account_limits::usage;
+use crate::api::account_rate::RATE_RANGE;
 use crate::api::auth::Operator;
 use crate::api::extract::{path_id, ApiPath, JsonBody, Patch};
 use crate::api::problem::ApiError;
@@ -27,6 +31,8 @@ use std::sync::Arc;
 
 /// The highest limit an operator may set (the template's parameters' maximum).
 pub const MAX_LIMIT: u32 = 100_000;
+/// The field of the account's request rate.
+const RATE: &str = "requests_per_second";
 
 pub fn router() -> Router<Arc<ApiState>> {
     Router::new().route(
@@ -46,6 +52,17 @@ pub struct LimitView {
     pub own: Option<u32>,
 }
 
+/// The account's request rate as operators see it (nothing is kept counted: a second's count
+/// lasts a second).
+#[derive(Debug, Serialize)]
+pub struct RateView {
+    /// What applies: `own` if set, else `default`.
+    pub limit: u32,
+    pub default: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub own: Option<u32>,
+}
+
 /// An account's limits as operators see them.
 #[derive(Debug, Serialize)]
 pub struct LimitsView {
@@ -53,6 +70,7 @@ pub struct LimitsView {
     pub integrations: LimitView,
     pub subscriptions: LimitView,
     pub live_tokens: LimitView,
+    pub requests_per_second: RateView,
 }
 
 impl LimitsView {
@@ -69,6 +87,13 @@ impl LimitsView {
             integrations: view(Counted::Integrations),
             subscriptions: view(Counted::Subscriptions),
             live_tokens: view(Counted::LiveTokens),
+            requests_per_second: RateView {
+                limit: usage
+                    .max_requests_per_second
+                    .unwrap_or(defaults.requests_per_second),
+                default: defaults.requests_per_second,
+                own: usage.max_requests_per_second,
+            },
         }
     }
 }
@@ -99,14 +124,22 @@ async fn set(
     JsonBody(mut f): JsonBody,
 ) -> Result<Json<LimitsView>, ApiError> {
     let mut changes = Vec::new();
-    for w in Counted::ALL {
-        match f.patch::<u32>(w.as_str()) {
+    let limits = Counted::ALL
+        .map(|w| (w.as_str(), w.own_limit_attribute(), 0..=MAX_LIMIT))
+        .into_iter()
+        .chain([(RATE, account_limits::OWN_RATE_ATTRIBUTE, RATE_RANGE)]);
+    for (field, attribute, range) in limits {
+        match f.patch::<u32>(field) {
             Patch::Absent => {}
-            Patch::Null => changes.push((w, None)),
-            Patch::Set(v) if v <= MAX_LIMIT => changes.push((w, Some(v))),
+            Patch::Null => changes.push((field, attribute, None)),
+            Patch::Set(v) if range.contains(&v) => changes.push((field, attribute, Some(v))),
             Patch::Set(_) => f.error(
-                w.as_str(),
-                format!("must be a whole number from 0 to {MAX_LIMIT}, or null for the default"),
+                field,
+                format!(
+                    "must be a whole number from {} to {}, or null for the default",
+                    range.start(),
+                    range.end()
+                ),
             ),
         }
     }
@@ -119,7 +152,7 @@ async fn set(
     if changes.is_empty() && !f.has_errors() {
         f.error(
             "integrations",
-            "name at least one of integrations, subscriptions, live_tokens",
+            "name at least one of integrations, subscriptions, live_tokens, requests_per_second",
         );
     }
     f.finish()?;
@@ -133,12 +166,14 @@ async fn set(
         &reason,
         state.clock.now(),
     );
-    for (w, v) in &changes {
-        entry = entry.detail(
-            w.as_str(),
-            format!("{} -> {}", describe(before.own_limit(*w)), describe(*v)),
-        );
+    for (field, _, v) in &changes {
+        let was = match Counted::ALL.into_iter().find(|w| w.as_str() == *field) {
+            Some(w) => before.own_limit(w),
+            None => before.max_requests_per_second,
+        };
+        entry = entry.detail(field, format!("{} -> {}", describe(was), describe(*v)));
     }
+    let changes: Vec<_> = changes.into_iter().map(|(_, a, v)| (a, v)).collect();
     let table = state.table();
     let written = send_resolving_conflicts(
         state.dynamo(),
@@ -157,6 +192,7 @@ async fn set(
             "the limits were changed concurrently; retry the request",
         ));
     }
+    state.account_rates.forget(&account_id);
     tracing::info!(operator = %operator.id, %account_id, changes = changes.len(), "account limits set");
     let now = usage(&state, &account_id).await?;
     Ok(Json(LimitsView::new(&state, account_id, &now)))

@@ -438,11 +438,13 @@ pub async fn create_integration(
     integration.endpoint = endpoint;
     integration.rate_limit_per_second = rate_limit.flatten();
     let (token, record) = issue_token(
+        state,
         TokenKind::Intg,
         account_id,
         Some(&integration.integration_id),
         now,
-    );
+    )
+    .await?;
     let table = state.table();
     let entry = target_details(
         AuditRecord::for_account(AuditAction::CreateIntegration, account_id, actor, "", now)

@@ -22,6 +22,7 @@
 //! | jobs of a day | `JOBDAY#{account}#{day}`    | `JOBS`              |
 //! | event type    | `EVENT_TYPES`               | `TYPE#{type}`       |
 //! | publish key   | `PUBKEY#{account}#{key hash}` | `KEY`             |
+//! | requests of a second | `APIRATE#{account}#{second}` | `REQUESTS`   |
 //!
 //! and the `listing` index's keys: `EVENTS#{account}` (an account's events),
 //! `ATTENTION#{account}` (its dead and failed deliveries), `AUDIT#{account}#{subscription}` (a
@@ -200,6 +201,11 @@ pub fn rate_window_pk(
     second: i64,
 ) -> String {
     format!("RATE#{account_id}#{integration_id}#{second}")
+}
+
+/// The partition of an account's API request counter of one second (seconds since the epoch).
+pub fn account_rate_window_pk(account_id: &AccountId, second: i64) -> String {
+    format!("APIRATE#{account_id}#{second}")
 }
 
 /// The partition of an account's test events (what each was sent as and what it came to).
