@@ -5,6 +5,7 @@
 mod account_deletion;
 mod account_limits;
 mod answer_rules;
+mod audit_chain;
 mod chaos;
 mod concurrency;
 mod console;
