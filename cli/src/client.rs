@@ -163,6 +163,13 @@ impl Client {
             .await
     }
 
+    /// `GET …/accounts/{account}/audit/verify`: the walk of the account's audit hash chain.
+    pub async fn verify_audit(&self, account: &str, anchor: Option<&str>) -> Result<Value> {
+        let query = [("anchor", anchor.map(str::to_owned))];
+        self.get(self.account_url(account, &["audit", "verify"], &query)?)
+            .await
+    }
+
     /// `GET …/subscriptions/{subscription}/audit`
     pub async fn list_subscription_audit(
         &self,

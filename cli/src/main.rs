@@ -13,6 +13,7 @@
 //! rhythm history deliveries   --account A --subscription S [--status dead,failed] [--from …] [--to …]
 //! rhythm history attempts     --account A --subscription S --change C
 //! rhythm history audit        --account A [--subscription S]
+//! rhythm audit verify         --account A [--anchor SEQ:HASH]   (exit 1: an entry was replaced or removed)
 //! ```
 //!
 //! Times are RFC 3339 (`2024-05-01T00:00:00Z`), `now`, or relative to now (`now-7d`, `-36h`;
@@ -28,14 +29,14 @@ mod time_arg;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use client::{Client, Refusal};
-use commands::{history, replay, resume, retry};
+use commands::{audit, history, replay, resume, retry};
 use output::Output;
 use std::process::ExitCode;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "rhythm",
-    about = "Operator actions on Rhythm delivery: retry, replay, resume and history",
+    about = "Operator actions on Rhythm delivery: retry, replay, resume, history and audit checks",
     version
 )]
 struct Cli {
@@ -69,6 +70,9 @@ enum Command {
     /// Integration history: a subscription, its deliveries, a delivery's attempts, the audit.
     #[command(subcommand)]
     History(history::HistoryCommand),
+    /// Audit history checks: `verify` walks a history's hash chain.
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
 }
 
 async fn run(cli: Cli) -> Result<()> {
@@ -79,6 +83,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Replay(command) => replay::run(&client, &output, command).await,
         Command::Resume(args) => resume::run(&client, &output, args).await,
         Command::History(command) => history::run(&client, &output, command).await,
+        Command::Audit(command) => audit::run(&client, &output, command).await,
     }
 }
 

@@ -153,3 +153,72 @@ async fn the_rhythm_cli_parses_its_arguments_and_retries_through_a_local_api_ser
     assert!(String::from_utf8_lossy(&audit.stdout).contains("fixed the receiver"));
     server.abort();
 }
+
+/// `rhythm audit verify` against a local API server: an untouched history is intact (exit 0); an
+/// entry overwritten in the table, as a principal with PutItem on the prefix could, is named
+/// (exit 1).
+#[tokio::test]
+async fn rhythm_audit_verify_names_an_entry_replaced_in_the_table_and_exits_non_zero() {
+    use shared::store::audit::{self, AuditScope};
+    use shared::store::{keys, read, write};
+    let w = World::new().await;
+    let tenant = w.api.account("Tenant").await;
+    w.subscribe_through_api(&tenant, "webhook", json!({})).await;
+    let (addr, server) = local::api_server::serve_loopback(w.api_state())
+        .await
+        .unwrap();
+    let url = format!("http://{addr}");
+    let account = tenant.account_id.as_str().to_owned();
+    let verify = |url: String, account: String| async move {
+        tokio::task::spawn_blocking(move || {
+            rhythm(&[
+                "--api-url",
+                &url,
+                "--token",
+                OPERATOR_TOKEN,
+                "audit",
+                "verify",
+                "--account",
+                &account,
+            ])
+        })
+        .await
+        .unwrap()
+    };
+    let intact = verify(url.clone(), account.clone()).await;
+    let out = String::from_utf8_lossy(&intact.stdout);
+    assert!(intact.status.success(), "{out}");
+    assert!(out.contains("intact"), "{out}");
+
+    // The oldest entry (the account's creation), rewritten in place.
+    let (dynamo, table) = (
+        &w.pipeline.stack.clients.dynamo,
+        w.pipeline.stack.config.delivery_table.as_str(),
+    );
+    let (entries, _) = audit::list(
+        dynamo,
+        table,
+        AuditScope::Account(&tenant.account_id),
+        50,
+        None,
+    )
+    .await
+    .unwrap();
+    let first = entries.last().unwrap();
+    let (pk, sk) = (
+        keys::audit_pk(&tenant.account_id),
+        keys::audit_sk(first.at, &first.audit_id),
+    );
+    let mut item = read::get(dynamo, table, &pk, &sk).await.unwrap().unwrap();
+    item.insert("operator".into(), shared::store::expr::s("someone else"));
+    assert!(write::send(dynamo, write::put(table, item).unwrap())
+        .await
+        .unwrap()
+        .applied());
+    let broken = verify(url, account).await;
+    let out = String::from_utf8_lossy(&broken.stdout);
+    assert_eq!(broken.status.code(), Some(1), "{out}");
+    assert!(out.contains("BROKEN at entry 1"), "{out}");
+    assert!(out.contains(first.audit_id.as_str()), "{out}");
+    server.abort();
+}

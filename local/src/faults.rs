@@ -237,6 +237,18 @@ pub struct Faults {
     rules: Arc<Mutex<Vec<Rule>>>,
     schedule: Arc<Mutex<Option<Following>>>,
     injected: Arc<Mutex<Vec<(String, Fault)>>>,
+    counters: Arc<Mutex<Vec<(Matcher, Counted)>>>,
+}
+
+/// How many requests a [`Faults::count_matching`] matcher has seen (shared: clones count
+/// together).
+#[derive(Debug, Clone, Default)]
+pub struct Counted(Arc<std::sync::atomic::AtomicU64>);
+
+impl Counted {
+    pub fn get(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 impl Faults {
@@ -263,6 +275,17 @@ impl Faults {
             fault,
             remaining: times,
         });
+    }
+
+    /// Counts, from now on, the requests `matcher` matches, whatever they meet (a test's count of
+    /// how often something is read or written, e.g. one table's partition).
+    pub fn count_matching(&self, matcher: Matcher) -> Counted {
+        let counted = Counted::default();
+        self.counters
+            .lock()
+            .unwrap()
+            .push((matcher, counted.clone()));
+        counted
     }
 
     /// The faults injected so far: (operation, fault), in order.
@@ -296,6 +319,11 @@ impl Faults {
     /// The fault the request meets, if any (and uses one of its rule's count, or one rank of
     /// the schedule's plan).
     fn take(&self, operation: &str, body: &[u8]) -> Option<Fault> {
+        for (matcher, counted) in self.counters.lock().unwrap().iter() {
+            if matcher.matches(operation, body) {
+                counted.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
         let fault = self
             .take_rule(operation, body)
             .or_else(|| self.take_scheduled(operation, body))?;

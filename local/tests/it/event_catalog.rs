@@ -365,3 +365,120 @@ async fn the_consoles_subscription_form_is_refused_the_same_unknown_type_and_fie
         json!(["price", "supplier.name"])
     );
 }
+
+/// A change of `record_type` as a publisher sends it.
+fn change(record_type: &str, id: &str) -> Value {
+    json!({"record_type": record_type, "record_id": id, "operation": "updated",
+           "record": {"number": id}})
+}
+
+#[tokio::test]
+async fn a_container_reads_the_catalog_once_per_lease_and_an_operators_put_refreshes_it_at_once() {
+    use local::faults::Matcher;
+    use shared::api::catalog_lease::LEASE;
+    use std::time::Duration;
+    let w = World::new().await;
+    let api = &w.api;
+    let tenant = api.account("Shop").await;
+    let issued = api
+        .post(
+            "/v1/publish-tokens",
+            &tenant.token,
+            json!({"reason": "the shop"}),
+        )
+        .await;
+    let publisher = issued.created()["token"].as_str().unwrap().to_owned();
+    // The catalog's reads, counted at the SDK boundary: queries of its partition.
+    let reads = w
+        .pipeline
+        .stack
+        .faults
+        .count_matching(Matcher::operation("Query").on("EVENT_TYPES"));
+
+    // Publishes, listings, single types and a subscription's check within the lease: one read.
+    for i in 0..5 {
+        let r = api
+            .post(
+                "/v1/changes",
+                &publisher,
+                change("order", &format!("O-{i}")),
+            )
+            .await;
+        assert_eq!(r.accepted()["changes"][0]["result"], "published");
+        assert_eq!(
+            api.get("/v1/event-types", &tenant.token).await.ok()["data"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
+        api.get("/v1/event-types/order", &publisher).await.ok();
+    }
+    let integration = webhook(&w, &tenant).await;
+    api.post(
+        "/v1/subscriptions",
+        &tenant.token,
+        json!({"integration_id": integration, "record_types": ["ordr"]}),
+    )
+    .await
+    .problem(StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(reads.get(), 1, "one read for the whole lease");
+    w.pipeline.clock.advance(LEASE - Duration::from_secs(1));
+    api.post("/v1/changes", &publisher, change("order", "O-9"))
+        .await
+        .accepted();
+    assert_eq!(reads.get(), 1, "the lease has not ended");
+    // The lease ends: the next use reads it again, once.
+    w.pipeline.clock.advance(Duration::from_secs(1));
+    for i in 0..3 {
+        api.post(
+            "/v1/changes",
+            &publisher,
+            change("order", &format!("P-{i}")),
+        )
+        .await
+        .accepted();
+        api.get("/v1/event-types", &tenant.token).await.ok();
+    }
+    assert_eq!(reads.get(), 2, "one more read after the lease");
+
+    // Another container of the API, which has read the catalog too.
+    let other = local::testkit::api::ApiClient::new(w.api_state());
+    other.get("/v1/event-types", &tenant.token).await.ok();
+    assert_eq!(reads.get(), 3);
+    // An operator adds a type in this container: published and read here at once, no new read.
+    api.put("/operator/event-types/invoice", OPERATOR_TOKEN, invoice())
+        .await
+        .created();
+    let r = api
+        .post("/v1/changes", &publisher, change("invoice", "INV-1"))
+        .await;
+    assert_eq!(r.accepted()["changes"][0]["result"], "published");
+    assert_eq!(
+        api.get("/v1/event-types/invoice", &tenant.token).await.ok()["version"],
+        1
+    );
+    assert_eq!(
+        reads.get(),
+        3,
+        "the writing container has its write without reading"
+    );
+    // The other container sees it when its lease ends, not before.
+    other
+        .get("/v1/event-types/invoice", &tenant.token)
+        .await
+        .problem(StatusCode::NOT_FOUND);
+    let refused = other
+        .post("/v1/changes", &publisher, change("invoice", "INV-2"))
+        .await;
+    assert_eq!(refused.fields(), ["record_type"], "{}", refused.text);
+    w.pipeline.clock.advance(LEASE);
+    assert_eq!(
+        other
+            .get("/v1/event-types/invoice", &tenant.token)
+            .await
+            .ok()["version"],
+        1
+    );
+    assert_eq!(reads.get(), 4);
+}

@@ -5,6 +5,7 @@
 mod account_deletion;
 mod account_limits;
 mod answer_rules;
+mod audit_chain;
 mod caller_bounds;
 mod chaos;
 mod concurrency;

@@ -44,6 +44,9 @@ pub struct ApiState {
     /// Where the API's metrics go ([`crate::api::metrics`]): standard output unless
     /// [`ApiState::with_metrics`] says otherwise.
     pub metrics: Arc<dyn crate::metrics::EmfSink>,
+    /// The event-type catalog as this container holds it: read again when its lease ends
+    /// ([`crate::api::catalog_lease`]); every reader of the catalog goes through it.
+    pub catalog: Arc<crate::api::catalog_lease::CatalogLease>,
 }
 
 impl ApiState {
@@ -86,6 +89,7 @@ impl ApiState {
                 crate::api::console_session::ConsoleKey::random(),
             )),
             metrics: Arc::new(crate::metrics::StdoutLines),
+            catalog: Arc::default(),
         }
     }
 

@@ -9,8 +9,17 @@
 //!
 //! The account's partition lists its history newest first; the sparse `listing` index lists one
 //! subscription's. Entries are never changed or expired.
+//!
+//! Entries cannot be replaced unseen. Every write of one is conditional on its key being free
+//! (in a transaction too), so the code never overwrites one; and each history (an account's, or
+//! the catalog's) is a hash chain ([`crate::store::chain`]): each entry holds its number, its
+//! own hash and the hash of the entry before it, and the history's head item (`CHAIN_HEAD` in
+//! the same partition) the last number and hash, moved in the same transaction as the entry.
+//! [`verify`] walks a history and names the first entry that was replaced or removed outside
+//! the code (`rhythm audit verify`, through `GET /operator/accounts/{account}/audit/verify`).
 
 use super::attrs::listing;
+use super::chain;
 use super::expr::{s, Expr};
 use super::keys::time_sort;
 use super::read::{self, Query};
@@ -241,11 +250,50 @@ impl AuditRecord {
     }
 }
 
-/// Records the entry (never overwriting another one). An action that is one write is sent in
-/// one transaction with it, so history never shows an action that did not happen, nor misses
-/// one that did.
+/// Records the entry (never overwriting another one), chained after its history's last entry
+/// when it is sent ([`crate::store::chain`]: the send reads the head and moves it in the same
+/// transaction). An action that is one write is sent in one transaction with it, so history
+/// never shows an action that did not happen, nor misses one that did.
 pub fn create(table: &str, record: &AuditRecord) -> Result<Write, StoreError> {
-    put_new(table, record.item()?)
+    put_new(table, chain::pending(record.item()?))
+}
+
+/// Every item of `account_id`'s history (its entries and its head), as stored: a consistent
+/// read of its whole partition, for [`verify`] (an operator's check, not a listing).
+async fn history(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    account_id: &AccountId,
+) -> Result<Vec<Item>, StoreError> {
+    let q = Query {
+        table: table.to_owned(),
+        key_condition: "pk = :pk".into(),
+        expr: Expr::new().value(":pk", s(audit_pk(account_id))),
+        ..Query::default()
+    };
+    read::query_all(dynamo, &q).await
+}
+
+/// The walk of `account_id`'s history (or the catalog's, [`CATALOG_HISTORY`]) in the order its
+/// entries were written: how many are on the chain, and the first that was replaced or removed.
+/// `anchor`: a head recorded at an earlier walk, which the entry of its number must still have.
+pub async fn verify(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    account_id: &AccountId,
+    anchor: Option<&chain::Head>,
+) -> Result<chain::Verdict, StoreError> {
+    Ok(chain::verify(
+        &history(dynamo, table, account_id).await?,
+        anchor,
+    ))
+}
+
+/// The position and audit id an entry's sort key holds (`None`: not an entry's key).
+pub fn entry_of_sk(sk: &str) -> Option<(String, String)> {
+    let position = sk.strip_prefix(SK_PREFIX)?;
+    let (_, id) = position.split_once('#')?;
+    Some((position.to_owned(), id.to_owned()))
 }
 
 /// Whose history to list.
@@ -357,6 +405,7 @@ mod tests {
             panic!("not a put")
         };
         assert_eq!(p.condition_expression(), Some("attribute_not_exists(pk)"));
+        assert!(chain::is_pending_put(&p), "chained when sent");
         let item = p.item();
         assert_eq!(item["pk"].as_s().unwrap(), "AUDIT#a1");
         assert_eq!(item["sk"].as_s().unwrap(), "AT#000000000001700#01aud");
@@ -364,6 +413,11 @@ mod tests {
         assert_eq!(item[listing::SORT].as_s().unwrap(), "000000000001700#01aud");
         assert_eq!(item["kind"].as_s().unwrap(), KIND);
         assert!(is_position(&record().position()));
+        assert_eq!(
+            entry_of_sk(&audit_sk(Timestamp(1_700), &record().audit_id)),
+            Some((record().position(), "01aud".to_string()))
+        );
+        assert_eq!(entry_of_sk(chain::CHAIN_HEAD_SK), None);
         assert!(!is_position("01aud"));
     }
 

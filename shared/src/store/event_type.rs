@@ -90,6 +90,44 @@ pub async fn get(
     read::get_as(dynamo, table, key(record_type)).await
 }
 
+/// The whole catalog, in type name order: what one query of its partition reads.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Catalog {
+    pub types: Vec<EventType>,
+}
+
+impl Catalog {
+    /// Whether `record_type` is a type of the catalog.
+    pub fn knows(&self, record_type: &str) -> bool {
+        self.find(record_type).is_some()
+    }
+
+    /// The type named `record_type`.
+    pub fn find(&self, record_type: &str) -> Option<&EventType> {
+        self.types.iter().find(|t| t.record_type == record_type)
+    }
+
+    /// Each type's schema, by name.
+    pub fn schemas(&self) -> std::collections::BTreeMap<String, serde_json::Value> {
+        self.types
+            .iter()
+            .map(|t| (t.record_type.clone(), t.schema_json()))
+            .collect()
+    }
+
+    /// The catalog with `t` as its type's stored version (added in name order when new).
+    pub fn with(mut self, t: EventType) -> Self {
+        match self
+            .types
+            .binary_search_by(|have| have.record_type.as_str().cmp(&t.record_type))
+        {
+            Ok(i) => self.types[i] = t,
+            Err(i) => self.types.insert(i, t),
+        }
+        self
+    }
+}
+
 /// The query of the whole catalog, in type name order.
 pub fn catalog_query(table: &str) -> Query {
     Query {
@@ -102,16 +140,15 @@ pub fn catalog_query(table: &str) -> Query {
     }
 }
 
-/// Every type of the catalog, in name order.
-pub async fn all(
-    dynamo: &aws_sdk_dynamodb::Client,
-    table: &str,
-) -> Result<Vec<EventType>, StoreError> {
-    read::query_all(dynamo, &catalog_query(table))
+/// Every type of the catalog, in name order (a consistent query of its partition: the API reads
+/// it once per container and lease, [`crate::api::catalog_lease`]).
+pub async fn all(dynamo: &aws_sdk_dynamodb::Client, table: &str) -> Result<Catalog, StoreError> {
+    let types = read::query_all(dynamo, &catalog_query(table))
         .await?
         .into_iter()
         .map(from_item)
-        .collect()
+        .collect::<Result<Vec<EventType>, _>>()?;
+    Ok(Catalog { types })
 }
 
 #[cfg(test)]
@@ -148,5 +185,28 @@ mod tests {
         let q = catalog_query("t");
         assert_eq!(q.expr.values[":pk"], s("EVENT_TYPES"));
         assert!(q.index.is_none());
+    }
+
+    #[test]
+    fn a_saved_type_takes_its_place_in_the_catalog_in_name_order() {
+        let named = |name: &str, version| EventType {
+            record_type: name.into(),
+            version,
+            ..order()
+        };
+        let catalog = Catalog::default()
+            .with(named("order", 1))
+            .with(named("invoice", 1))
+            .with(named("payment", 1))
+            .with(named("order", 3));
+        let names: Vec<_> = catalog
+            .types
+            .iter()
+            .map(|t| t.record_type.as_str())
+            .collect();
+        assert_eq!(names, ["invoice", "order", "payment"]);
+        assert_eq!(catalog.find("order").map(|t| t.version), Some(3));
+        assert!(catalog.knows("payment") && !catalog.knows("refund"));
+        assert_eq!(catalog.schemas().len(), 3);
     }
 }

@@ -15,7 +15,7 @@
 mod plumbing;
 
 pub use plumbing::item::{from_item, to_item, Item, StoreError};
-pub use plumbing::{attrs, cursor, expr, keys, listing, page, read, update, write};
+pub use plumbing::{attrs, chain, cursor, expr, keys, listing, page, read, update, write};
 
 pub mod account;
 pub mod account_config;

@@ -4,6 +4,12 @@
 //!   a deleted account's too (its history outlives it, ending with its deletion).
 //! * `GET /operator/accounts/{account_id}/subscriptions/{subscription_id}/audit`
 //!   (`?limit=&cursor=`) — one subscription's.
+//! * `GET /operator/accounts/{account_id}/audit/verify` — the walk of the account's history (or
+//!   the catalog's, `_catalog`) in the order its entries were written, each entry's hash
+//!   recomputed: `{account_id, intact, entries, unchained_entries, head, broken}`, `broken`
+//!   naming the first entry replaced or removed outside the code ([`crate::store::chain`]);
+//!   `?anchor={seq}:{hash}` (a head an earlier verification printed) also finds a chain
+//!   rewritten from an entry onward.
 
 use super::subscriptions::subscription_path;
 use crate::api::auth::Operator;
@@ -14,7 +20,8 @@ use crate::api::v1::ListResponse;
 use crate::ids::{AccountId, AuditId, ChangeId, DeliveryId, ReplayJobId, SubscriptionId};
 use crate::operations::recovery::audit;
 use crate::store::account;
-use crate::store::audit::{AuditAction, AuditRecord, AuditScope};
+use crate::store::audit::{entry_of_sk, AuditAction, AuditRecord, AuditScope};
+use crate::store::chain::Head;
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
@@ -32,6 +39,108 @@ pub fn router() -> Router<Arc<ApiState>> {
             "/operator/accounts/{account_id}/subscriptions/{subscription_id}/audit",
             get(subscription_history),
         )
+        .route(
+            "/operator/accounts/{account_id}/audit/verify",
+            get(verify_history),
+        )
+}
+
+/// What the walk of a history found.
+#[derive(Debug, Serialize)]
+pub struct VerificationView {
+    pub account_id: AccountId,
+    /// Every entry on the chain holds and the head names the last one.
+    pub intact: bool,
+    /// Entries on the chain.
+    pub entries: u64,
+    /// Entries written before histories were chained (not checked).
+    pub unchained_entries: u64,
+    pub head: Option<HeadView>,
+    /// The first link that does not hold.
+    pub broken: Option<BreakView>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HeadView {
+    pub seq: u64,
+    pub hash: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct BreakView {
+    /// The entry's number on the chain (`None`: the break is at the head).
+    pub seq: Option<u64>,
+    /// The entry's id and position in the history (`None`: at the head).
+    pub id: Option<String>,
+    pub position: Option<String>,
+    pub reason: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VerifyParams {
+    /// `{seq}:{hash}`: a head printed by an earlier verification.
+    anchor: Option<String>,
+}
+
+/// An anchor as given (`{seq}:{hash}`, the hash 64 lowercase hex digits).
+fn anchor(text: &str) -> Result<Head, ApiError> {
+    text.split_once(':')
+        .and_then(|(seq, hash)| {
+            let seq = seq.parse().ok().filter(|s| *s > 0)?;
+            let hex = hash.len() == 64
+                && hash
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            hex.then(|| Head {
+                seq,
+                hash: hash.to_owned(),
+            })
+        })
+        .ok_or_else(|| {
+            ApiError::field(
+                "anchor",
+                "an anchor is {seq}:{hash}, a head printed by an earlier verification",
+            )
+        })
+}
+
+async fn verify_history(
+    _operator: Operator,
+    State(state): State<Arc<ApiState>>,
+    ApiPath(account_id): ApiPath<String>,
+    ApiQuery(params): ApiQuery<VerifyParams>,
+) -> Result<Json<VerificationView>, ApiError> {
+    let account_id = path_id(&account_id, "account")?;
+    let anchor = params.anchor.as_deref().map(anchor).transpose()?;
+    let verdict = audit::verify(&state.ops(), &account_id, anchor.as_ref()).await?;
+    if verdict.chained == 0
+        && verdict.unchained == 0
+        && verdict.head.is_none()
+        && !account::exists(state.dynamo(), state.table(), &account_id).await?
+    {
+        return Err(ApiError::not_found("account"));
+    }
+    let broken = verdict.broken.map(|b| {
+        let entry = b.sk.as_deref().and_then(entry_of_sk);
+        BreakView {
+            seq: b.seq,
+            id: entry.as_ref().map(|(_, id)| id.clone()),
+            position: entry.map(|(position, _)| position),
+            reason: b.reason,
+        }
+    });
+    Ok(Json(VerificationView {
+        account_id,
+        intact: broken.is_none(),
+        entries: verdict.chained,
+        unchained_entries: verdict.unchained,
+        head: verdict.head.map(|h| HeadView {
+            seq: h.seq,
+            hash: h.hash,
+        }),
+        broken,
+    }))
 }
 
 /// One audit entry as operators see it.

@@ -8,6 +8,9 @@
 //!   The version is the stored one plus one, or `version` when given (it must be higher). The
 //!   write is conditional on the version read, so of two concurrent edits one is a 409.
 //!
+//! A saved type is in this container's catalog at once; the API's other containers read it when
+//! their catalog's lease ends ([`crate::api::catalog_lease::LEASE`]).
+//!
 //! Audited (`put_event_type`, the version and a digest of the change in the details) in one
 //! transaction with the write, in the catalog's own history
 //! ([`crate::store::audit::CATALOG_HISTORY`]): the catalog belongs to no account.
@@ -16,7 +19,7 @@ use crate::api::auth::Operator;
 use crate::api::extract::{ApiPath, JsonBody};
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
-use crate::api::v1::event_types::{catalog, EventTypeView};
+use crate::api::v1::event_types::EventTypeView;
 use crate::domain::event_type::{check_example, check_schema, is_type_name, MAX_DOCUMENT_BYTES};
 use crate::operations::MAX_REASON_CHARS;
 use crate::store::audit::{self, AuditAction, AuditRecord};
@@ -58,11 +61,14 @@ impl From<&EventType> for OperatorEventTypeView {
     }
 }
 
+/// The catalog as stored (operators read the store, not the container's copy, and the read
+/// renews that copy).
 async fn list(
     _operator: Operator,
     State(state): State<Arc<ApiState>>,
 ) -> Result<Json<Value>, ApiError> {
-    let catalog = catalog(&state).await?;
+    let stored = event_type::all(state.dynamo(), state.table()).await?;
+    let catalog = state.catalog.refreshed(stored, state.clock.now()).await;
     let data: Vec<OperatorEventTypeView> = catalog
         .types
         .iter()
@@ -178,6 +184,8 @@ pub async fn put_event_type(
             "the event type was changed concurrently; read it again and retry",
         ));
     }
+    // This container's catalog has the new version at once; the others' within their lease.
+    state.catalog.saved(&t).await;
     tracing::info!(%operator, record_type, version = next, "event type saved");
     Ok((t, previous.is_none()))
 }

@@ -7,7 +7,8 @@
 //! JSON Schema of the record fields a subscription may project (the `data` of a delivered
 //! payload), `example` a payload that fits it. Operators write the catalog
 //! ([`crate::api::operator::event_types`]). [`catalog`] is the one read both doors (this API and
-//! the console's catalog page) make; [`check_subscription`] is the check every subscription write
+//! the console's catalog page) make, from the container's copy held for a short lease
+//! ([`crate::api::catalog_lease`]); [`check_subscription`] is the check every subscription write
 //! passes, and [`Catalog::knows`] the one a published change passes.
 
 use crate::api::auth::Principal;
@@ -15,13 +16,12 @@ use crate::api::extract::{ApiPath, Fields};
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::domain::event_type::{is_type_name, refusals};
-use crate::store::event_type::{self, EventType};
+use crate::store::event_type::EventType;
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub fn router() -> Router<Arc<ApiState>> {
@@ -55,31 +55,15 @@ impl From<&EventType> for EventTypeView {
     }
 }
 
-/// The whole catalog: one query of its partition.
-#[derive(Debug, Clone, Default)]
-pub struct Catalog {
-    pub types: Vec<EventType>,
-}
+pub use crate::store::event_type::Catalog;
 
-impl Catalog {
-    /// Whether `record_type` is a type of the catalog.
-    pub fn knows(&self, record_type: &str) -> bool {
-        self.types.iter().any(|t| t.record_type == record_type)
-    }
-
-    fn schemas(&self) -> BTreeMap<String, Value> {
-        self.types
-            .iter()
-            .map(|t| (t.record_type.clone(), t.schema_json()))
-            .collect()
-    }
-}
-
-/// Reads the catalog (the API's and the console's one read of it).
-pub async fn catalog(state: &ApiState) -> Result<Catalog, ApiError> {
-    Ok(Catalog {
-        types: event_type::all(state.dynamo(), state.table()).await?,
-    })
+/// The catalog (the API's and the console's one read of it): the container's, read again when
+/// its lease ends ([`crate::api::catalog_lease`]), not a read of the store per request.
+pub async fn catalog(state: &ApiState) -> Result<Arc<Catalog>, ApiError> {
+    Ok(state
+        .catalog
+        .catalog(state.dynamo(), state.table(), state.clock.now())
+        .await?)
 }
 
 /// Records in `f` what a subscription's record types and projected fields name that the catalog
@@ -106,13 +90,16 @@ async fn list(
     Ok(Json(serde_json::json!({ "data": data })))
 }
 
-/// One type by name; 404 for a name that is not in the catalog (or cannot be one).
+/// One type by name (from the container's catalog); 404 for a name that is not in the catalog
+/// (or cannot be one).
 pub async fn one(state: &ApiState, record_type: &str) -> Result<EventType, ApiError> {
     if !is_type_name(record_type) {
         return Err(ApiError::not_found("event type"));
     }
-    event_type::get(state.dynamo(), state.table(), record_type)
+    catalog(state)
         .await?
+        .find(record_type)
+        .cloned()
         .ok_or_else(|| ApiError::not_found("event type"))
 }
 

@@ -22,6 +22,15 @@ pub async fn write_with_audit(
         .await
 }
 
+/// The walk of `account_id`'s history in the order it was written ([`audit::verify`]).
+pub async fn verify(
+    ops: &Ops<'_>,
+    account_id: &crate::ids::AccountId,
+    anchor: Option<&crate::store::chain::Head>,
+) -> Result<crate::store::chain::Verdict, OpsError> {
+    Ok(audit::verify(ops.dynamo, ops.table, account_id, anchor).await?)
+}
+
 /// One page of audit entries, newest first, and the cursor of the next page.
 pub async fn list(
     ops: &Ops<'_>,

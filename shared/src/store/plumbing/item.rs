@@ -86,6 +86,12 @@ pub fn from_item<T: DeserializeOwned>(item: Item) -> Result<T, StoreError> {
     })
 }
 
+/// Turns a request builder's error into a store error (a builder fails only on a missing
+/// required field: a bug in the pure function that built it).
+pub fn built<T, E: std::fmt::Display>(r: Result<T, E>) -> Result<T, StoreError> {
+    r.map_err(|e| StoreError::Dynamo(format!("building a request: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

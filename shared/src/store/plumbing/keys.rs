@@ -11,6 +11,7 @@
 //! | walk mark     | `ROLLUP_WALK`               | `LISTING`           |
 //! | token listing | `TOKENS#{account}`          | `TOKEN#{token id}`  |
 //! | audit entry   | `AUDIT#{account}`           | `AT#{time}#{id}`    |
+//! | audit head    | `AUDIT#{account}`           | `CHAIN_HEAD`        |
 //! | replay job    | `REPLAY#{account}`          | `JOB#{job}`         |
 //! | snapshot      | `SNAP#{account}#{type}`     | the record's id     |
 //! | test events   | `TESTQ#{account}#{minute}`  | `TEST_EVENTS`       |
@@ -140,6 +141,9 @@ pub fn account_limits_pk(account_id: &AccountId) -> String {
 pub const ACCOUNT_LIMITS_SK: &str = "LIMITS";
 
 pub const AUDIT_SK_PREFIX: &str = "AT#";
+/// The sort key of a hash-chained history's head, in the history's own partition (after its
+/// entries' `AT#…` keys, so no listing of them meets it).
+pub const CHAIN_HEAD_SK: &str = "CHAIN_HEAD";
 pub fn audit_pk(account_id: &AccountId) -> String {
     format!("AUDIT#{account_id}")
 }

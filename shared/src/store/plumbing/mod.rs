@@ -1,6 +1,7 @@
 //! How the store talks to DynamoDB, whatever the item (the items are the store's other modules).
 
 pub mod attrs;
+pub mod chain;
 pub mod cursor;
 pub mod expr;
 pub mod item;

@@ -12,8 +12,14 @@
 //! * [`StoreError::Throttled`]: DynamoDB refused the load and the SDK's own retries (the retry
 //!   policy configured for production) did not get through. The caller fails the record so its
 //!   trigger comes back later.
+//!
+//! Items marked to be hash-chained (audit entries, [`chain`]) are linked into their history by
+//! [`send`] itself: it reads the history's head and puts the new one in the same transaction.
 
+use super::chain;
+pub use super::item::built;
 use super::item::{Item, StoreError};
+use super::read;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
@@ -21,6 +27,7 @@ use aws_sdk_dynamodb::types::{
     ConditionCheck, Delete, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
     TransactWriteItem, Update,
 };
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Tries of a write that keeps meeting concurrent transactions before the conflict is a fault.
@@ -135,14 +142,96 @@ pub fn put_new(table: &str, item: Item) -> Result<Write, StoreError> {
     )?))
 }
 
-/// Turns a request builder's error into a store error (a builder fails only on a missing
-/// required field: a bug in the pure function that built it).
-pub fn built<T, E: std::fmt::Display>(r: Result<T, E>) -> Result<T, StoreError> {
-    r.map_err(|e| StoreError::Dynamo(format!("building a request: {e}")))
+/// Sends one write and says what DynamoDB did with it (see the module notes). A write with items
+/// marked to be chained ([`chain::pending`]: audit entries) is linked into their histories first
+/// ([`send_chained`]).
+pub async fn send(dynamo: &aws_sdk_dynamodb::Client, write: Write) -> Result<Written, StoreError> {
+    match write {
+        Write::Put(p) if chain::is_pending_put(&p) => {
+            send_chained(dynamo, vec![TransactWriteItem::builder().put(p).build()]).await
+        }
+        Write::All(items) if !chain::pending_histories(&items).is_empty() => {
+            send_chained(dynamo, items).await
+        }
+        write => send_linked(dynamo, write).await,
+    }
 }
 
-/// Sends one write and says what DynamoDB did with it (see the module notes).
-pub async fn send(dynamo: &aws_sdk_dynamodb::Client, write: Write) -> Result<Written, StoreError> {
+/// Sends a transaction whose marked items are linked into their histories: each history's head
+/// is read, the items numbered and hashed after it, and the new head put with them on the
+/// condition that the head is still the one read ([`chain::link`]). A refusal after which a
+/// head has moved was another writer's entry landing first: the heads are read again and the
+/// transaction tried again, at most [`chain::TRIES`] times. A refusal with the heads unmoved is
+/// the write's own (an entry's key taken, the action's condition false). A transaction conflict
+/// (concurrent writers of one head, in AWS) is retried the same way, so a chained write never
+/// answers [`Written::Conflict`].
+async fn send_chained(
+    dynamo: &aws_sdk_dynamodb::Client,
+    items: Vec<TransactWriteItem>,
+) -> Result<Written, StoreError> {
+    let histories = chain::pending_histories(&items);
+    let table = items
+        .iter()
+        .filter_map(TransactWriteItem::put)
+        .find(|p| chain::is_pending_put(p))
+        .map(|p| p.table_name().to_owned())
+        .unwrap_or_default();
+    let mut heads = read_heads(dynamo, &table, &histories).await?;
+    for attempt in 1..=chain::TRIES {
+        let linked = Write::All(chain::link(items.clone(), &heads)?);
+        match send_linked(dynamo, linked).await? {
+            Written::Refused(item) => {
+                let now = read_heads(dynamo, &table, &histories).await?;
+                if now == heads {
+                    return Ok(Written::Refused(item));
+                }
+                tracing::debug!(attempt, "a history's head moved; linking again");
+                heads = now;
+                tokio::time::sleep(conflict_backoff(attempt)).await;
+            }
+            // Another writer's transaction on the head (or an item of the action) was under
+            // way: as a moved head, read again and retry.
+            Written::Conflict => {
+                tracing::debug!(
+                    attempt,
+                    "transaction conflict on a chained write; trying again"
+                );
+                tokio::time::sleep(conflict_backoff(attempt)).await;
+                heads = read_heads(dynamo, &table, &histories).await?;
+            }
+            decided => return Ok(decided),
+        }
+    }
+    Err(StoreError::Conflict(format!(
+        "the head of {histories:?} kept moving after {} tries",
+        chain::TRIES
+    )))
+}
+
+/// Each history's head as stored (`None`: no head yet).
+async fn read_heads(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    histories: &[String],
+) -> Result<BTreeMap<String, Option<chain::Head>>, StoreError> {
+    let mut heads = BTreeMap::new();
+    for pk in histories {
+        let head = match read::get(dynamo, table, pk, chain::CHAIN_HEAD_SK).await? {
+            None => None,
+            Some(item) => Some(chain::Head::of(&item).ok_or_else(|| {
+                StoreError::Dynamo(format!("the head of history {pk} is unreadable"))
+            })?),
+        };
+        heads.insert(pk.clone(), head);
+    }
+    Ok(heads)
+}
+
+/// Sends one write as it is (its chained items, if any, already linked).
+async fn send_linked(
+    dynamo: &aws_sdk_dynamodb::Client,
+    write: Write,
+) -> Result<Written, StoreError> {
     match write {
         Write::Put(p) => answer(
             dynamo
