@@ -1189,13 +1189,15 @@ const CODE_NEEDS: &[(&str, Needs)] = &[
         &[
             // api::db, api::auth (tokens), operations (retry, replay, restart, audit
             // transactions), operations::event_monitor, store::batch (BatchGetItem behind keys-only
-            // indexes), and the operator's reconcile run (roll-up, sweep).
+            // indexes), the operator's reconcile run (roll-up, sweep), and store::account's live
+            // check in a create's transaction (ConditionCheck).
             (
                 "DeliveryTable",
                 &[
                     "dynamodb:GetItem",
                     "dynamodb:BatchGetItem",
                     "dynamodb:Query",
+                    "dynamodb:ConditionCheckItem",
                     "dynamodb:PutItem",
                     "dynamodb:UpdateItem",
                     "dynamodb:DeleteItem",

@@ -140,7 +140,8 @@ mod tests {
             | "NOTICE_DAILY_RECIPIENT_QUOTA"
             | "ACCOUNT_MAX_INTEGRATIONS"
             | "ACCOUNT_MAX_SUBSCRIPTIONS"
-            | "ACCOUNT_MAX_LIVE_TOKENS" => None,
+            | "ACCOUNT_MAX_LIVE_TOKENS"
+            | "ACCOUNT_MAX_REQUESTS_PER_SECOND" => None,
             other => Some(format!("unused-{other}")),
         })
         .unwrap();
