@@ -18,7 +18,7 @@ use crate::receiver::Receiver;
 use api::{ApiClient, OPERATOR, OPERATOR_TOKEN};
 use aws_sdk_dynamodb::types::AttributeValue;
 use notifications::Notifications;
-use shared::api::auth::{issue_token, TokenKind};
+use shared::api::auth::TokenKind;
 use shared::api::{ApiState, OperatorAuth};
 use shared::config::Config;
 use shared::delivery::worker::internal::InternalRegistry;
@@ -27,6 +27,7 @@ use shared::delivery::worker::DeliveryWorker;
 use shared::domain::change::Change;
 use shared::domain::time::Timestamp;
 use shared::ids::{AccountId, SubscriptionId};
+use shared::operations::account::tokens::issue_token;
 use shared::store::delivery::DeliveryWork;
 use shared::store::integration::Integration;
 use shared::store::subscription::Subscription;
@@ -192,8 +193,9 @@ impl World {
 
     /// An account token for `account_id`, stored as the API stores tokens.
     pub async fn account_token(&self, account_id: &AccountId) -> String {
+        let state = self.api_state();
         let (plaintext, record) = issue_token(
-            &self.api_state(),
+            &state.account_ops(),
             TokenKind::Acct,
             account_id,
             None,

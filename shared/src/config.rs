@@ -44,7 +44,7 @@ pub struct Config {
     /// parameters). See [`crate::store::account_limits`].
     pub account_limits: AccountLimits,
     /// The secret holding the token-check key (`TOKEN_CHECK_KEY_ARN`, the api function's only;
-    /// see [`crate::api::token_format`]).
+    /// see [`crate::operations::account::token_format`]).
     pub token_check_key_arn: Option<String>,
 }
 

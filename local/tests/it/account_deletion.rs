@@ -458,7 +458,7 @@ async fn nothing_is_created_in_an_account_being_deleted_or_deleted_and_its_usage
         after.err()
     );
     assert!(
-        shared::api::account_limits::usage(&state, &tenant.account_id)
+        shared::operations::account::limits::usage(&state.account_ops(), &tenant.account_id)
             .await
             .is_err()
     );

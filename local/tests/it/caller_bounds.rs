@@ -13,8 +13,8 @@ use local::testkit::World;
 use rand::RngCore;
 use serde_json::json;
 use shared::api::auth::{sha256_hex, TokenKind, TokenRecord};
-use shared::api::token_format::{self, TokenCheckKey, RANDOM_BYTES, SECRET_BYTES};
 use shared::ids::{new_id, TokenId};
+use shared::operations::account::token_format::{self, TokenCheckKey, RANDOM_BYTES, SECRET_BYTES};
 use shared::store::write;
 use std::time::Duration;
 

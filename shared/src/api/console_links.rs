@@ -103,7 +103,7 @@ async fn for_operator(
     };
     let account_id = path_id(&account_id, "account")?;
     if !account::is_live(state.dynamo(), state.table(), &account_id).await? {
-        return Err(crate::api::account_limits::account_gone());
+        return Err(crate::operations::OpsError::AccountGone.into());
     }
     let audit = AuditRecord::for_account(
         AuditAction::IssueConsoleLink,

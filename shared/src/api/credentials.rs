@@ -5,27 +5,8 @@
 use super::problem::ApiError;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use sha2::{Digest, Sha256};
 
-/// Hex SHA-256 of `text`.
-pub fn sha256_hex(text: &str) -> String {
-    let digest = Sha256::digest(text.as_bytes());
-    let mut out = String::with_capacity(64);
-    for b in digest {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
-}
-
-/// Equality whose time does not depend on where the inputs differ (only on their lengths, which
-/// are public: both sides are hex SHA-256 digests).
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
-    std::hint::black_box(diff) == 0
-}
+pub use crate::operations::account::token_format::{constant_time_eq, sha256_hex};
 
 pub const INVALID_TOKEN: &str = "the bearer token is not valid";
 

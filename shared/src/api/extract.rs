@@ -8,6 +8,7 @@
 //! field's name.
 
 use super::problem::{ApiError, FieldError};
+use crate::domain::input::FieldErrors;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::header::CONTENT_TYPE;
@@ -104,20 +105,7 @@ fn integral(value: &Value) -> Option<Value> {
     }
 }
 
-/// A PATCH field: left out, set to `null`, or set to a value.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Patch<T> {
-    #[default]
-    Absent,
-    Null,
-    Set(T),
-}
-
-impl<T> Patch<T> {
-    pub fn is_absent(&self) -> bool {
-        matches!(self, Patch::Absent)
-    }
-}
+pub use crate::domain::input::Patch;
 
 /// The fields of a JSON object body, read one at a time. Every field a handler asks about is
 /// "known"; [`Fields::finish`] refuses the others (a typo such as `webhook_uri` is an error, not a
@@ -262,6 +250,12 @@ impl Fields {
 
     pub fn error(&mut self, field: impl Into<String>, message: impl Into<String>) {
         self.errors.push(FieldError::new(field, message));
+    }
+
+    /// Records the problems an operation's own checks found (the domain's rules of a valid
+    /// value), after the ones found reading the fields.
+    pub fn absorb(&mut self, errors: FieldErrors) {
+        self.errors.extend(errors.into_vec());
     }
 
     pub fn has_errors(&self) -> bool {

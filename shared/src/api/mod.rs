@@ -7,10 +7,8 @@
 //! api/mod.rs                   routes(), app(), router(), /health, fallbacks, request log
 //! api/problem.rs               ApiError → RFC 7807 application/problem+json
 //! api/auth.rs                  tokens, AccountAuth / IntegrationAuth / Operator extractors
-//! api/token_format.rs          a token's text, its check and the token-check key
 //! api/account_rate.rs          each account's requests per second (after authentication)
 //! api/own_rates.rs             accounts' own rates as a container last read them
-//! api/account_limits.rs        each account's caps: counted creates, deletes and revocations
 //! api/extract.rs               JsonBody + Fields, ApiPath, ApiQuery (problem+json rejections)
 //! api/lambda.rs                API Gateway stage prefix handling for the Lambda
 //! api/v1/integrations.rs       /v1/integrations…      (account token)
@@ -45,7 +43,6 @@
 //! first and return `Result<_, ApiError>`, then merge it in `v1::router()` (or
 //! `operator::router()`). Scope every read and write by the caller's account id.
 
-pub mod account_limits;
 pub mod account_rate;
 pub mod auth;
 pub mod catalog_lease;
@@ -65,7 +62,6 @@ pub mod problem;
 pub mod routes;
 pub mod self_service;
 pub mod state;
-pub mod token_format;
 pub mod v1;
 
 pub use auth::{AccountAuth, IntegrationAuth, Operator, OperatorAuth, Principal};

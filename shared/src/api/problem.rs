@@ -46,22 +46,7 @@ pub const RETRY_AFTER_SECS: &str = "5";
 /// The `WWW-Authenticate` challenge of every 401.
 pub const BEARER_CHALLENGE: &str = "Bearer realm=\"rhythm-delivery\"";
 
-/// One invalid field of a request. `field` is the request's own name for it, dotted for nested
-/// parts (`retry_policy.max_retries`) and indexed for list items (`fields[2]`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct FieldError {
-    pub field: String,
-    pub message: String,
-}
-
-impl FieldError {
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        FieldError {
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-}
+pub use crate::domain::input::FieldError;
 
 /// Every way an API request can fail.
 #[derive(Debug, thiserror::Error)]
@@ -356,6 +341,15 @@ impl From<OpsError> for ApiError {
             },
             OpsError::Store(e) => e.into(),
             OpsError::Transition(e) => ApiError::internal(e.to_string()),
+            OpsError::Fields(errors) => ApiError::Validation {
+                errors: errors.into_vec(),
+            },
+            OpsError::LimitReached { limit, value } => ApiError::LimitReached { limit, value },
+            OpsError::AccountGone => ApiError::NotFound {
+                detail: OpsError::AccountGone.to_string(),
+            },
+            OpsError::Unavailable(detail) => ApiError::Unavailable { detail },
+            OpsError::Internal(cause) => ApiError::Internal(cause),
         }
     }
 }

@@ -36,9 +36,9 @@ pub struct ApiState {
     /// key of the process unless [`ApiState::with_console_keys`] sets the configured one.
     pub console_keys: Arc<crate::api::console_key::ConsoleKeys>,
     /// The token-check key every issued token carries a check of
-    /// ([`crate::api::token_format`]): read from the secret `Config::token_check_key_arn` names,
+    /// ([`crate::operations::account::token_format`]): read from the secret `Config::token_check_key_arn` names,
     /// once per container, unless [`ApiState::with_token_check_key`] sets one.
-    pub token_check: Arc<crate::api::token_format::TokenCheckKeys>,
+    pub token_check: Arc<crate::operations::account::token_format::TokenCheckKeys>,
     /// Each account's own request rate as last read, per container ([`crate::api::account_rate`]).
     pub account_rates: Arc<crate::api::own_rates::OwnRates>,
     /// Where the API's metrics go ([`crate::api::metrics`]): standard output unless
@@ -61,10 +61,12 @@ impl ApiState {
             allow_private: config.allow_private_targets,
             require_https: !config.allow_private_targets,
         };
-        let token_check = Arc::new(crate::api::token_format::TokenCheckKeys::from_secret(
-            clients.secrets.clone(),
-            config.token_check_key_arn.clone(),
-        ));
+        let token_check = Arc::new(
+            crate::operations::account::token_format::TokenCheckKeys::from_secret(
+                clients.secrets.clone(),
+                config.token_check_key_arn.clone(),
+            ),
+        );
         ApiState {
             token_check,
             account_rates: Arc::default(),
@@ -100,16 +102,20 @@ impl ApiState {
     }
 
     /// Checks and issues tokens under `key` instead of the configured secret's.
-    pub fn with_token_check_key(mut self, key: crate::api::token_format::TokenCheckKey) -> Self {
-        self.token_check = Arc::new(crate::api::token_format::TokenCheckKeys::fixed(key));
+    pub fn with_token_check_key(
+        mut self,
+        key: crate::operations::account::token_format::TokenCheckKey,
+    ) -> Self {
+        self.token_check =
+            Arc::new(crate::operations::account::token_format::TokenCheckKeys::fixed(key));
         self
     }
 
     /// The token-check key (read from its secret on first use).
     pub async fn token_check_key(
         &self,
-    ) -> Result<Arc<crate::api::token_format::TokenCheckKey>, ApiError> {
-        self.token_check.current().await
+    ) -> Result<Arc<crate::operations::account::token_format::TokenCheckKey>, ApiError> {
+        Ok(self.token_check.current().await?)
     }
 
     /// Signs console links and sessions with `key`, which never changes.
@@ -178,6 +184,20 @@ impl ApiState {
     /// The delivery table.
     pub fn table(&self) -> &str {
         &self.config.delivery_table
+    }
+
+    /// An account's operations ([`crate::operations::account`]) with this process's clients,
+    /// settings, sealer, token-check key and target policy.
+    pub fn account_ops(&self) -> crate::operations::account::AccountOps<'_> {
+        crate::operations::account::AccountOps {
+            ops: self.ops(),
+            sqs: &self.clients.sqs,
+            config: &self.config,
+            sealer: &self.sealer,
+            token_check: &self.token_check,
+            target_policy: self.target_policy(),
+            internal_handlers: &self.internal_handlers,
+        }
     }
 
     /// The operator actions and the pull cursor, on this request's table and clock.

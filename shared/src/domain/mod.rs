@@ -11,6 +11,7 @@ pub mod endpoint_auth;
 pub mod event;
 pub mod event_type;
 pub mod filter;
+pub mod input;
 pub mod integration_delivery;
 pub mod lifecycle;
 pub mod lifecycle_doc;

@@ -6,6 +6,9 @@
 //! rules need and apply their decisions through the item modules' named writes
 //! ([`crate::store`]).
 //!
+//! * [`account`] — an account's own resources changed through named operations with typed
+//!   input, for both doors (the JSON API and the console): integrations, subscriptions,
+//!   tokens, test events, the account's caps.
 //! * [`recovery`] — the recovery actions: retry a delivery, replay a window, resume a
 //!   subscription, and the integration history and audit they read and write.
 //! * [`event_monitor`] — the event monitor's reads: an account's events, an event's delivery
@@ -17,6 +20,7 @@
 //! * [`endpoint_health`] — one subscription's endpoint health (success rates, latency, last
 //!   failure, pause proximity, a day by the hour) for its account's administrators.
 
+pub mod account;
 pub mod account_health;
 pub mod attention_queue;
 pub mod endpoint_health;
@@ -25,9 +29,11 @@ pub mod pull;
 pub mod recovery;
 
 use crate::clock::Clock;
+use crate::domain::input::FieldErrors;
 use crate::domain::lifecycle::TransitionError;
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, ChangeId, IntegrationId, SubscriptionId};
+use crate::store::account_limits::Counted;
 use crate::store::delivery::{self, Delivery, DeliveryWork};
 use crate::store::integration::{self, Integration};
 use crate::store::subscription::{self, Subscription};
@@ -63,6 +69,28 @@ pub enum OpsError {
     /// A decision the lifecycle table refuses where none should be (a bug).
     #[error("invalid move: {0}")]
     Transition(#[from] TransitionError),
+    /// The request's values break the rules of what they describe: every field at fault.
+    #[error("{0}")]
+    Fields(FieldErrors),
+    /// The account has as many of something as its limit allows (deleting or revoking one, or
+    /// an operator's raise, makes room; waiting does not).
+    #[error("the account's limit of {value} {} is reached", limit.as_str())]
+    LimitReached { limit: Counted, value: u32 },
+    /// The account does not exist or is being deleted: nothing is created in it.
+    #[error("account not found: it does not exist or was deleted")]
+    AccountGone,
+    /// A service the operation needs cannot answer now (KMS, Secrets Manager); try again.
+    #[error("{0}")]
+    Unavailable(String),
+    /// A fault of ours (a missing setting, a bug). The cause is logged, never shown.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<FieldErrors> for OpsError {
+    fn from(e: FieldErrors) -> Self {
+        OpsError::Fields(e)
+    }
 }
 
 impl OpsError {

@@ -26,17 +26,16 @@
 //! here): the entry is in the account's audit history, written in one transaction with the
 //! account, the token or the account's deletion.
 
-use crate::api::account_limits;
 use crate::api::auth;
-use crate::api::auth::{
-    issue_token, revoke_all_tokens, IssuedTokenView, Operator, PlaintextToken, TokenKind,
-};
+use crate::api::auth::{IssuedTokenView, Operator, PlaintextToken, TokenKind};
 use crate::api::extract::{cursor_id, path_id, ApiPath, ApiQuery, Fields, JsonBody};
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::api::v1::events::monitor_error;
 use crate::api::v1::ListResponse;
 use crate::ids::AccountId;
+use crate::operations::account::limits;
+use crate::operations::account::tokens;
 use crate::operations::account_health::{list_accounts, AccountHealth, AccountSearch, Health};
 use crate::operations::{MAX_REASON_CHARS, WRITE_CONCURRENCY};
 use crate::store::account::{self, Account, NoticeAllowlist};
@@ -294,8 +293,14 @@ async fn create(
 
     let now = state.clock.now();
     let account = Account::new(AccountId::new(), name, admin_emails, now);
-    let (token, record) =
-        issue_token(&state, TokenKind::Acct, &account.account_id, None, now).await?;
+    let (token, record) = tokens::issue_token(
+        &state.account_ops(),
+        TokenKind::Acct,
+        &account.account_id,
+        None,
+        now,
+    )
+    .await?;
     let audit = AuditRecord::for_account(
         AuditAction::CreateAccount,
         &account.account_id,
@@ -306,8 +311,8 @@ async fn create(
     .detail("name", &account.name)
     .detail("token_id", &record.token_id);
     let table = state.table();
-    account_limits::create_counted_with_account(
-        &state,
+    limits::create_counted_with_account(
+        &state.account_ops(),
         &account.account_id,
         &[Counted::LiveTokens],
         Write::all([
@@ -374,8 +379,8 @@ async fn issue(
         &reason,
         state.clock.now(),
     );
-    let (token, record, revoked) = auth::issue_rotated(
-        &state,
+    let (token, record, revoked) = tokens::issue_rotated(
+        &state.account_ops(),
         TokenKind::Acct,
         &account.account_id,
         None,
@@ -433,8 +438,8 @@ pub async fn delete_account(
         return Err(ApiError::not_found("account"));
     }
     // Then its tokens: no credential of it works while its items go.
-    let tokens = revoke_all_tokens(
-        state,
+    let tokens = tokens::revoke_all_tokens(
+        &state.account_ops(),
         account_id,
         operator,
         "the account was deleted",

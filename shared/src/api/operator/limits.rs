@@ -1,4 +1,4 @@
-//! One account's caps, read and set by operators ([`crate::api::account_limits`]):
+//! One account's caps, read and set by operators ([`crate::operations::account::limits`]):
 //!
 //! * `GET /operator/accounts/{account_id}/limits` → for each of `integrations`, `subscriptions`
 //!   and `live_tokens`: `{used, limit, default, own}` (`own`: the account's own limit, if set);
@@ -11,13 +11,13 @@
 //!   new values in the details) in one transaction with the change. Lowering a limit below what
 //!   the account has refuses new items only.
 
-use crate::api::account_limits::usage;
 use crate::api::account_rate::RATE_RANGE;
 use crate::api::auth::Operator;
 use crate::api::extract::{path_id, ApiPath, JsonBody, Patch};
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::ids::AccountId;
+use crate::operations::account::limits::usage;
 use crate::operations::MAX_REASON_CHARS;
 use crate::store::account;
 use crate::store::account_limits::{self, Counted, Usage};
@@ -102,7 +102,7 @@ impl LimitsView {
 async fn existing(state: &ApiState, account_id: &str) -> Result<AccountId, ApiError> {
     let account_id: AccountId = path_id(account_id, "account")?;
     if !account::is_live(state.dynamo(), state.table(), &account_id).await? {
-        return Err(crate::api::account_limits::account_gone());
+        return Err(crate::operations::OpsError::AccountGone.into());
     }
     Ok(account_id)
 }
@@ -113,7 +113,7 @@ async fn fetch(
     ApiPath(account_id): ApiPath<String>,
 ) -> Result<Json<LimitsView>, ApiError> {
     let account_id = existing(&state, &account_id).await?;
-    let usage = usage(&state, &account_id).await?;
+    let usage = usage(&state.account_ops(), &account_id).await?;
     Ok(Json(LimitsView::new(&state, account_id, &usage)))
 }
 
@@ -157,7 +157,7 @@ async fn set(
     }
     f.finish()?;
     let account_id = existing(&state, &account_id).await?;
-    let before = usage(&state, &account_id).await?;
+    let before = usage(&state.account_ops(), &account_id).await?;
     let describe = |v: Option<u32>| v.map_or_else(|| "default".to_string(), |v| v.to_string());
     let mut entry = AuditRecord::for_account(
         AuditAction::SetAccountLimits,
@@ -186,7 +186,7 @@ async fn set(
     .await?;
     if !written.applied() {
         if !account::is_live(state.dynamo(), table, &account_id).await? {
-            return Err(crate::api::account_limits::account_gone());
+            return Err(crate::operations::OpsError::AccountGone.into());
         }
         return Err(ApiError::conflict(
             "the limits were changed concurrently; retry the request",
@@ -194,6 +194,6 @@ async fn set(
     }
     state.account_rates.forget(&account_id);
     tracing::info!(operator = %operator.id, %account_id, changes = changes.len(), "account limits set");
-    let now = usage(&state, &account_id).await?;
+    let now = usage(&state.account_ops(), &account_id).await?;
     Ok(Json(LimitsView::new(&state, account_id, &now)))
 }

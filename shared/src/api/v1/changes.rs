@@ -43,6 +43,7 @@ use crate::domain::change::{Change, ChangeError};
 use crate::domain::time::Timestamp;
 use crate::domain::trace_context;
 use crate::ids::{AccountId, ChangeId};
+use crate::operations::account::tokens;
 use crate::operations::recovery::audit::write_with_audit;
 use crate::operations::{MAX_REASON_CHARS, WRITE_CONCURRENCY};
 use crate::store::account;
@@ -410,7 +411,7 @@ async fn publish(
 async fn existing(state: &ApiState, account_id: &str) -> Result<AccountId, ApiError> {
     let account_id: AccountId = path_id(account_id, "account")?;
     if !account::is_live(state.dynamo(), state.table(), &account_id).await? {
-        return Err(crate::api::account_limits::account_gone());
+        return Err(crate::operations::OpsError::AccountGone.into());
     }
     Ok(account_id)
 }
@@ -477,8 +478,8 @@ async fn issue_publish_token(
         &reason,
         state.clock.now(),
     );
-    let (token, record, revoked) = auth::issue_rotated(
-        state,
+    let (token, record, revoked) = tokens::issue_rotated(
+        &state.account_ops(),
         TokenKind::Pub,
         account_id,
         None,

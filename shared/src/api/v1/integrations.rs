@@ -37,12 +37,8 @@
 
 use super::endpoint_settings::{self, AuthChange, AuthView};
 use super::ListResponse;
-use crate::api::account_limits;
 use crate::api::auth;
-use crate::api::auth::{
-    issue_token, revoke_tokens, AccountAuth, IssuedTokenView, OneTimeSecret, PlaintextToken,
-    RevokeScope, TokenKind,
-};
+use crate::api::auth::{AccountAuth, IssuedTokenView, OneTimeSecret, PlaintextToken, TokenKind};
 use crate::api::extract::{
     cursor_id, page_limit, path_id, ApiPath, ApiQuery, Fields, JsonBody, Patch,
 };
@@ -55,6 +51,8 @@ use crate::domain::signing::SigningSecret;
 use crate::domain::ssrf::check_url;
 use crate::domain::target::{Target, WebhookSecret};
 use crate::ids::{AccountId, IntegrationId};
+use crate::operations::account::limits;
+use crate::operations::account::tokens::{self, RevokeScope};
 use crate::operations::recovery::audit::write_with_audit;
 use crate::store::account_limits::Counted;
 use crate::store::audit::{self, AuditAction, AuditRecord};
@@ -437,8 +435,8 @@ pub async fn create_integration(
     );
     integration.endpoint = endpoint;
     integration.rate_limit_per_second = rate_limit.flatten();
-    let (token, record) = issue_token(
-        state,
+    let (token, record) = tokens::issue_token(
+        &state.account_ops(),
         TokenKind::Intg,
         account_id,
         Some(&integration.integration_id),
@@ -456,8 +454,8 @@ pub async fn create_integration(
         &integration.target,
     );
     let entry = endpoint_details(entry, &integration.endpoint);
-    account_limits::create_counted(
-        state,
+    limits::create_counted(
+        &state.account_ops(),
         account_id,
         &[Counted::Integrations, Counted::LiveTokens],
         Write::all([
@@ -873,8 +871,8 @@ async fn remove(
         state.clock.now(),
     )
     .detail("integration_id", &id);
-    account_limits::remove_counted(
-        &state,
+    limits::remove_counted(
+        &state.account_ops(),
         &auth.account_id,
         &[Counted::Integrations],
         Write::all([
@@ -884,8 +882,8 @@ async fn remove(
         "integration",
     )
     .await?;
-    let revoked = revoke_tokens(
-        &state,
+    let revoked = tokens::revoke_tokens(
+        &state.account_ops(),
         RevokeScope {
             account_id: &auth.account_id,
             kind: TokenKind::Intg,
@@ -942,8 +940,8 @@ pub async fn issue_integration_token(
         state.clock.now(),
     )
     .detail("integration_id", &integration.integration_id);
-    let (token, record, revoked) = auth::issue_rotated(
-        state,
+    let (token, record, revoked) = tokens::issue_rotated(
+        &state.account_ops(),
         TokenKind::Intg,
         account_id,
         Some(&integration.integration_id),

@@ -386,7 +386,7 @@ async fn check_recipients(
     let account = account::get(state.dynamo(), state.table(), account_id)
         .await?
         .filter(account::Account::is_live)
-        .ok_or_else(crate::api::account_limits::account_gone)?;
+        .ok_or_else(|| ApiError::from(crate::operations::OpsError::AccountGone))?;
     let (admins, allowlist) = (account.admin_emails, account.notice_allowlist);
     let refused = refused_recipients(&new.recipients, &new.channels, &admins, &allowlist);
     if !refused.is_empty() {

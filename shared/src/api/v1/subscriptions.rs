@@ -19,7 +19,6 @@
 //! both call them.
 
 use super::ListResponse;
-use crate::api::account_limits;
 use crate::api::auth::AccountAuth;
 use crate::api::extract::{
     cursor_id, page_limit, path_id, resource_id, ApiPath, ApiQuery, Fields, JsonBody, Patch,
@@ -32,6 +31,7 @@ use crate::domain::projection::{Projection, ProjectionError};
 use crate::domain::retry::{RetryPolicy, RetryPolicyError};
 use crate::domain::subscription::SubscriptionStatus;
 use crate::ids::{AccountId, IntegrationId, SubscriptionId};
+use crate::operations::account::limits;
 use crate::operations::recovery::audit::write_with_audit;
 use crate::store::account_limits::Counted;
 use crate::store::audit::{self, AuditAction, AuditRecord};
@@ -350,8 +350,8 @@ pub async fn create_subscription(
     .detail("integration_id", &subscription.integration_id)
     .detail("record_types", subscription.record_types.join(","))
     .detail("fields", subscription.fields.join(","));
-    account_limits::create_counted(
-        state,
+    limits::create_counted(
+        &state.account_ops(),
         account_id,
         &[Counted::Subscriptions],
         Write::all([
@@ -619,8 +619,8 @@ async fn remove(
         "",
         state.clock.now(),
     );
-    account_limits::remove_counted(
-        &state,
+    limits::remove_counted(
+        &state.account_ops(),
         &auth.account_id,
         &[Counted::Subscriptions],
         Write::all([

@@ -315,7 +315,7 @@ async fn charge_test_event(
         Written::Refused(_)
             if !account::is_live(state.dynamo(), state.table(), account_id).await? =>
         {
-            Err(crate::api::account_limits::account_gone())
+            Err(crate::operations::OpsError::AccountGone.into())
         }
         Written::Refused(_) => {
             let wait = test_event_quota::until_next_minute(now)

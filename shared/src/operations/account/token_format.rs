@@ -7,19 +7,17 @@
 //! generates (`TokenCheckKey`); the api function reads it once per container by the ARN in
 //! `TOKEN_CHECK_KEY_ARN` ([`TokenCheckKeys`]). Changing it refuses every token issued before.
 
-use super::problem::ApiError;
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, IntegrationId, TokenId};
+use crate::operations::OpsError;
 use crate::store::token::{TokenKind, TokenRecord};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use rand::RngCore;
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 use std::fmt;
 use std::sync::Arc;
-
-pub use super::credentials::sha256_hex;
 
 pub const TOKEN_PREFIX: &str = "rhy";
 /// Random bytes in a token's secret.
@@ -249,29 +247,49 @@ impl TokenCheckKeys {
     }
 
     /// The key, read on first use. A failed read is a 503 (and is tried again next request).
-    pub async fn current(&self) -> Result<Arc<TokenCheckKey>, ApiError> {
+    pub async fn current(&self) -> Result<Arc<TokenCheckKey>, OpsError> {
         self.key
             .get_or_try_init(|| async {
                 let Some((client, arn)) = &self.source else {
-                    return Err(ApiError::internal(
-                        "no token-check key is configured (TOKEN_CHECK_KEY_ARN)",
+                    return Err(OpsError::Internal(
+                        "no token-check key is configured (TOKEN_CHECK_KEY_ARN)".into(),
                     ));
                 };
                 let text = crate::aws::secret_string(client, arn, "the token-check key")
                     .await
                     .map_err(|e| {
                         tracing::error!(error = %e, "the token-check key could not be read");
-                        ApiError::Unavailable {
-                            detail: "tokens cannot be checked right now; try again".into(),
-                        }
+                        OpsError::Unavailable(
+                            "tokens cannot be checked right now; try again".into(),
+                        )
                     })?;
                 TokenCheckKey::from_text(&text)
                     .map(Arc::new)
-                    .map_err(|e| ApiError::internal(format!("{arn}: {e}")))
+                    .map_err(|e| OpsError::Internal(format!("{arn}: {e}")))
             })
             .await
             .cloned()
     }
+}
+
+/// Hex SHA-256 of `text`.
+pub fn sha256_hex(text: &str) -> String {
+    let digest = Sha256::digest(text.as_bytes());
+    let mut out = String::with_capacity(64);
+    for b in digest {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+/// Equality whose time does not depend on where the inputs differ (only on their lengths, which
+/// are public: both sides are hex SHA-256 digests).
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
 }
 
 #[cfg(test)]
@@ -390,7 +408,7 @@ mod tests {
             .behavior_version(aws_config::BehaviorVersion::latest())
             .build();
         let keys = TokenCheckKeys::from_secret(aws_sdk_secretsmanager::Client::new(&sdk), None);
-        assert!(matches!(keys.current().await, Err(ApiError::Internal(_))));
+        assert!(matches!(keys.current().await, Err(OpsError::Internal(_))));
         let key = TokenCheckKey::random();
         let fixed = TokenCheckKeys::fixed(key.clone());
         assert_eq!(*fixed.current().await.unwrap(), key);

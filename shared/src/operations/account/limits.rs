@@ -8,13 +8,13 @@
 //! counted write ([`usage`]).
 //!
 //! Nothing is created in an account that is gone or being deleted: each counted create carries
-//! the account's [`account::live_check`] in its transaction (refused: `404`, [`account_gone`]),
+//! the account's [`account::live_check`] in its transaction (refused: `404`, [`OpsError::AccountGone`]),
 //! and a first count needs the account item, so the usage item never comes back after the
 //! account's deletion removed it.
 
-use super::problem::ApiError;
-use super::state::ApiState;
+use super::AccountOps;
 use crate::ids::AccountId;
+use crate::operations::OpsError;
 use crate::store::account;
 use crate::store::account_config;
 use crate::store::account_limits::{self, Counted, Usage};
@@ -22,7 +22,7 @@ use crate::store::token;
 use crate::store::write::{send_resolving_conflicts, Write, Written};
 
 /// The account's usage, counting its items first if nothing has counted them yet.
-pub async fn usage(state: &ApiState, account_id: &AccountId) -> Result<Usage, ApiError> {
+pub async fn usage(state: &AccountOps<'_>, account_id: &AccountId) -> Result<Usage, OpsError> {
     let (dynamo, table) = (state.dynamo(), state.table());
     if let Some(usage) = account_limits::get(dynamo, table, account_id).await? {
         return Ok(usage);
@@ -55,30 +55,23 @@ pub async fn usage(state: &ApiState, account_id: &AccountId) -> Result<Usage, Ap
     }
     account_limits::get(dynamo, table, account_id)
         .await?
-        .ok_or_else(account_gone)
-}
-
-/// The problem of a write into an account that does not exist or is being deleted.
-pub fn account_gone() -> ApiError {
-    ApiError::NotFound {
-        detail: "account not found: it does not exist or was deleted".into(),
-    }
+        .ok_or(OpsError::AccountGone)
 }
 
 /// Sends `write`, which creates the account itself and one of each of `what` in it, with the
 /// counts' `take` (the account's first count: nothing to read before it).
 pub async fn create_counted_with_account(
-    state: &ApiState,
+    state: &AccountOps<'_>,
     account_id: &AccountId,
     what: &[Counted],
     write: Write,
-) -> Result<(), ApiError> {
+) -> Result<(), OpsError> {
     let defaults = &state.config.account_limits;
     let take = account_limits::take(state.table(), account_id, what, defaults)?;
     match send_resolving_conflicts(state.dynamo(), Write::all([write, take])?).await? {
         Written::Applied(_) => Ok(()),
-        _ => Err(ApiError::conflict(
-            "the account was created concurrently; retry the request",
+        _ => Err(OpsError::Conflict(
+            "the account was created concurrently; retry the request".into(),
         )),
     }
 }
@@ -86,13 +79,13 @@ pub async fn create_counted_with_account(
 /// Sends `write` (which creates one of each of `what` in `account_id`) with the counts' `take`
 /// and the account's [`account::live_check`] in its transaction. Refused at a limit: `409
 /// limit-reached` naming it; in an account that is gone or being deleted: `404`
-/// ([`account_gone`]); refused otherwise (an item created concurrently): `409 conflict`.
+/// ([`OpsError::AccountGone`]); refused otherwise (an item created concurrently): `409 conflict`.
 pub async fn create_counted(
-    state: &ApiState,
+    state: &AccountOps<'_>,
     account_id: &AccountId,
     what: &[Counted],
     write: Write,
-) -> Result<(), ApiError> {
+) -> Result<(), OpsError> {
     usage(state, account_id).await?;
     let (dynamo, table) = (state.dynamo(), state.table());
     let defaults = &state.config.account_limits;
@@ -102,13 +95,13 @@ pub async fn create_counted(
         Written::Applied(_) => Ok(()),
         _ => {
             if !account::is_live(dynamo, table, account_id).await? {
-                return Err(account_gone());
+                return Err(OpsError::AccountGone);
             }
             let now = usage(state, account_id).await?;
             match now.reached(what, defaults) {
-                Some((limit, value)) => Err(ApiError::LimitReached { limit, value }),
-                None => Err(ApiError::conflict(
-                    "the resource was created or changed concurrently; retry the request",
+                Some((limit, value)) => Err(OpsError::LimitReached { limit, value }),
+                None => Err(OpsError::Conflict(
+                    "the resource was created or changed concurrently; retry the request".into(),
                 )),
             }
         }
@@ -118,27 +111,27 @@ pub async fn create_counted(
 /// Sends `write` (which deletes or revokes one of each of `what`, on the condition that it
 /// exists) with the counts' `give_back` in its transaction; refused: `404` naming `kind`.
 pub async fn remove_counted(
-    state: &ApiState,
+    state: &AccountOps<'_>,
     account_id: &AccountId,
     what: &[Counted],
     write: Write,
-    kind: &str,
-) -> Result<(), ApiError> {
+    kind: &'static str,
+) -> Result<(), OpsError> {
     if removed_counted(state, account_id, what, write).await? {
         Ok(())
     } else {
-        Err(ApiError::not_found(kind))
+        Err(OpsError::NotFound(kind))
     }
 }
 
 /// [`remove_counted`] that answers whether the write was applied (`false`: its condition
 /// refused it, nothing changed).
 pub async fn removed_counted(
-    state: &ApiState,
+    state: &AccountOps<'_>,
     account_id: &AccountId,
     what: &[Counted],
     write: Write,
-) -> Result<bool, ApiError> {
+) -> Result<bool, OpsError> {
     usage(state, account_id).await?;
     let give_back = account_limits::give_back(state.table(), account_id, what)?;
     Ok(

@@ -1,0 +1,49 @@
+//! An account's own resources, changed through named operations that both doors call: the JSON
+//! API's handlers and the console's forms parse their request into the same typed input (the
+//! rules of a valid value are the domain's), and the operation reads, decides and writes, with
+//! its audit entry in the same transaction.
+//!
+//! * [`limits`] — the account's caps: counted creates and removals.
+//! * [`tokens`] — issuing, rotating and revoking account and integration tokens.
+//! * [`token_format`] — a token's text, its check and the deployment's token-check key.
+
+pub mod limits;
+pub mod token_format;
+pub mod tokens;
+
+use super::Ops;
+use crate::config::Config;
+use crate::data_keys::SecretSealer;
+use crate::domain::ssrf::TargetPolicy;
+use crate::domain::time::Timestamp;
+use token_format::TokenCheckKeys;
+
+/// What an account's operations work with: the table and clock ([`Ops`]), the queue a test
+/// event is sent through, the deployment's settings (caps, queue URL), the sealer of signing
+/// secrets and credentials, the token-check key, the webhook target policy and the built-in
+/// handlers an internal integration may name.
+#[derive(Clone, Copy)]
+pub struct AccountOps<'a> {
+    pub ops: Ops<'a>,
+    pub sqs: &'a aws_sdk_sqs::Client,
+    pub config: &'a Config,
+    pub sealer: &'a SecretSealer,
+    pub token_check: &'a TokenCheckKeys,
+    pub target_policy: TargetPolicy,
+    pub internal_handlers: &'a [String],
+}
+
+impl AccountOps<'_> {
+    pub fn dynamo(&self) -> &aws_sdk_dynamodb::Client {
+        self.ops.dynamo
+    }
+
+    /// The delivery table.
+    pub fn table(&self) -> &str {
+        self.ops.table
+    }
+
+    pub fn now(&self) -> Timestamp {
+        self.ops.now()
+    }
+}
