@@ -6,54 +6,43 @@
 
 use super::page::field;
 use maud::{html, Markup};
-use serde_json::{Map, Value};
 use shared::api::v1::endpoint_settings::AuthView;
 use shared::api::v1::integrations::IntegrationView;
+use shared::domain::input::{FieldErrors, Patch};
+use shared::domain::integration_input::{AuthDraft, Headers};
 
-/// The form's `Name: value` lines as the `headers` object; a line without a colon is passed as
-/// text (so the API names what is wrong with it).
-fn headers(text: &str) -> Value {
-    let mut map = Map::new();
+/// Custom headers from the form's text, one `Name: value` a line; a line without a colon is
+/// the field's problem.
+fn headers(text: &str, errors: &mut FieldErrors) -> Headers {
+    let mut headers = Headers::new();
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
         match line.split_once(':') {
             Some((name, value)) => {
-                map.insert(
-                    name.trim().to_owned(),
-                    Value::String(value.trim().to_owned()),
-                );
+                headers.insert(name.trim().to_owned(), value.trim().to_owned());
             }
-            None => return Value::String(text.to_owned()),
+            None => errors.add("headers", "must be lines of `Name: value`"),
         }
     }
-    Value::Object(map)
+    headers
 }
 
-/// The endpoint fields of a form into a request's: on an edit the `webhook_url` when given (the
-/// edit drops the stored authentication when it moves to another origin, unless the form gives
-/// one), `headers` when the text area is sent (empty: none, which an edit sends as `null`),
-/// `auth` when a mode is chosen (`none` on an edit removes it), with the chosen mode's non-empty
-/// fields.
-pub fn put_endpoint_fields(form: &[(String, String)], map: &mut Map<String, Value>, edit: bool) {
+/// The form's endpoint settings as the drafts of an integration's `headers` and `auth`
+/// ([`shared::domain::integration_input`]). On an edit (`edit`), an emptied headers field removes
+/// the headers and the auth type "none" the authentication; "keep" (or none chosen) leaves it.
+pub fn endpoint_drafts(
+    form: &[(String, String)],
+    edit: bool,
+    errors: &mut FieldErrors,
+) -> (Patch<Headers>, Patch<AuthDraft>) {
     let given = |name: &str| field(form, name).map(str::trim).filter(|v| !v.is_empty());
-    if let Some(url) = given("webhook_url").filter(|_| edit) {
-        map.insert("webhook_url".into(), Value::String(url.to_owned()));
-    }
-    if let Some(text) = field(form, "headers") {
-        match (headers(text), edit) {
-            (Value::Object(m), true) if m.is_empty() => {
-                map.insert("headers".into(), Value::Null);
-            }
-            (Value::Object(m), false) if m.is_empty() => {}
-            (h, _) => {
-                map.insert("headers".into(), h);
-            }
-        }
-    }
+    let headers = match field(form, "headers").map(|t| headers(t, errors)) {
+        Some(h) if h.is_empty() && edit => Patch::Null,
+        Some(h) if h.is_empty() => Patch::Absent,
+        Some(h) => Patch::Set(h),
+        None => Patch::Absent,
+    };
     let names: &[&str] = match given("auth_type") {
-        Some("none") if edit => {
-            map.insert("auth".into(), Value::Null);
-            return;
-        }
+        Some("none") if edit => return (headers, Patch::Null),
         Some("header") => &["name", "value"],
         Some("basic") => &["username", "password"],
         Some("oauth2_client_credentials") => &[
@@ -64,18 +53,19 @@ pub fn put_endpoint_fields(form: &[(String, String)], map: &mut Map<String, Valu
             "audience",
         ],
         Some(other) if other != "none" && other != "keep" => &[],
-        _ => return,
+        _ => return (headers, Patch::Absent),
     };
-    let mut auth = Map::from_iter([(
-        "type".to_string(),
-        Value::String(given("auth_type").unwrap_or_default().to_owned()),
-    )]);
-    for name in names {
-        if let Some(v) = given(&format!("auth_{name}")) {
-            auth.insert((*name).into(), Value::String(v.to_owned()));
-        }
-    }
-    map.insert("auth".into(), Value::Object(auth));
+    let auth = AuthDraft {
+        kind: given("auth_type").unwrap_or_default().to_owned(),
+        fields: names
+            .iter()
+            .filter_map(|name| {
+                let v = given(&format!("auth_{name}"))?;
+                Some(((*name).to_owned(), Some(v.to_owned())))
+            })
+            .collect(),
+    };
+    (headers, Patch::Set(auth))
 }
 
 /// What an integration's endpoint sends besides the payload, as the page lists it.

@@ -28,12 +28,20 @@ use shared::api::auth::OneTimeSecret;
 use shared::api::extract::{path_id, Fields};
 use shared::api::problem::ApiError;
 use shared::api::state::ApiState;
-use shared::api::v1::integrations::{self, EditedIntegration, IntegrationView, TokenRequest};
+use shared::api::v1::integrations::IntegrationView;
 use shared::api::v1::subscriptions;
 use shared::api::v1::test_event::{send_test_event, test_event as find_test_event, TestEventView};
+use shared::domain::input::{FieldErrors, Patch};
+use shared::domain::integration_input::{IntegrationDraft, IntegrationEditDraft};
 use shared::domain::rate_limit::MAX_PER_SECOND;
 use shared::domain::retry::{RetryPolicy, MAX_RETRIES_LIMIT, MAX_RETRY_DELAY_SECS};
 use shared::domain::time::Timestamp;
+use shared::operations::account::integration_edit::{
+    check_edit, edit_integration as edit_integration_op, EditedIntegration,
+};
+use shared::operations::account::integrations;
+use shared::operations::account::tokens::TokenRequest;
+use shared::operations::OpsError;
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;
@@ -491,40 +499,55 @@ async fn after(state: &ApiState, admin: &Admin, outcome: Result<Done, ApiError>)
     }
 }
 
-/// The request fields of a new integration: the form's non-empty texts, and the checkbox as
-/// the boolean the API requires.
-fn integration_request(form: &Form) -> Fields {
-    let mut map = Map::new();
-    for name in ["name", "method", "webhook_url", "handler"] {
-        if let Some(v) = field(form, name).map(str::trim).filter(|v| !v.is_empty()) {
-            map.insert(name.into(), Value::String(v.to_owned()));
-        }
-    }
-    if let Some(v) = field(form, "rate_limit_per_second")
+/// A form's trimmed text, `None` when empty.
+fn text(form: &Form, name: &str) -> Option<String> {
+    field(form, name)
         .map(str::trim)
         .filter(|v| !v.is_empty())
-    {
-        map.insert("rate_limit_per_second".into(), json_text(v));
-    }
-    map.insert(
-        "event_access_accepted".into(),
-        Value::Bool(field(form, "event_access_accepted") == Some("on")),
-    );
-    endpoint_form::put_endpoint_fields(form, &mut map, false);
-    Fields::new(map)
+        .map(str::to_owned)
 }
 
-/// An endpoint edit: the headers and authentication the form sets, and with a new
-/// authentication the grace of the one it replaces (as a rotation's, [`rotation_request`]).
-fn endpoint_request(form: &Form) -> Fields {
-    let mut map = Map::new();
-    endpoint_form::put_endpoint_fields(form, &mut map, true);
-    if map.get("auth").is_some_and(Value::is_object) {
-        if let Some(grace) = grace_field(form) {
-            map.insert("rotation_grace_seconds".into(), grace);
-        }
+/// A form's whole number, `None` when empty; other text is the field's problem.
+fn number(form: &Form, name: &str, errors: &mut FieldErrors) -> Option<u64> {
+    let given = text(form, name)?;
+    given
+        .parse()
+        .map_err(|_| errors.add(name, "must be a whole number"))
+        .ok()
+}
+
+/// A new integration from its form: the non-empty texts, and the checkbox as the acceptance
+/// the domain requires.
+fn integration_draft(form: &Form, errors: &mut FieldErrors) -> IntegrationDraft {
+    let (headers, auth) = endpoint_form::endpoint_drafts(form, false, errors);
+    IntegrationDraft {
+        name: text(form, "name"),
+        method: text(form, "method"),
+        event_access_accepted: Some(field(form, "event_access_accepted") == Some("on")),
+        webhook_url: text(form, "webhook_url"),
+        signing_secret: None,
+        handler: text(form, "handler"),
+        headers,
+        auth,
+        rate_limit_per_second: number(form, "rate_limit_per_second", errors),
     }
-    Fields::new(map)
+}
+
+/// An endpoint edit: the URL, headers and authentication the form sets, and with a new
+/// authentication the grace of the one it replaces (as a rotation's, [`rotation_draft`]).
+fn endpoint_draft(form: &Form, errors: &mut FieldErrors) -> IntegrationEditDraft {
+    let (headers, auth) = endpoint_form::endpoint_drafts(form, true, errors);
+    let grace = match auth {
+        Patch::Set(_) => number(form, "rotation_grace_seconds", errors),
+        _ => None,
+    };
+    IntegrationEditDraft {
+        webhook_url: text(form, "webhook_url").map_or(Patch::Absent, Patch::Set),
+        headers,
+        auth,
+        rotation_grace_seconds: grace,
+        ..IntegrationEditDraft::default()
+    }
 }
 
 fn new_subscription_request(form: &Form) -> Fields {
@@ -542,26 +565,46 @@ fn edited_subscription_request(form: &Form) -> Fields {
     Fields::new(map)
 }
 
-/// A rotation, with the grace the form names ([`grace_field`]).
-fn rotation_request(form: &Form) -> Fields {
-    let mut map = Map::from_iter([("rotate_signing_secret".to_string(), Value::Bool(true))]);
-    if let Some(grace) = grace_field(form) {
-        map.insert("rotation_grace_seconds".into(), grace);
+/// A rotation, with the grace the form names (empty: the default).
+fn rotation_draft(form: &Form, errors: &mut FieldErrors) -> IntegrationEditDraft {
+    IntegrationEditDraft {
+        rotate_signing_secret: true,
+        rotation_grace_seconds: number(form, "rotation_grace_seconds", errors),
+        ..IntegrationEditDraft::default()
     }
-    Fields::new(map)
 }
 
-/// The grace the form names: a number as a number, anything else as the text (so the API names
-/// what is wrong with it); empty: none (the API's default).
-fn grace_field(form: &Form) -> Option<Value> {
-    let grace = field(form, "rotation_grace_seconds")
-        .map(str::trim)
-        .filter(|v| !v.is_empty())?;
-    Some(
-        serde_json::from_str::<serde_json::Number>(grace)
-            .map(Value::Number)
-            .unwrap_or_else(|_| Value::String(grace.to_owned())),
-    )
+/// The rate-limit form's edit: a number sets the limit, an empty field removes it.
+fn rate_limit_draft(form: &Form, errors: &mut FieldErrors) -> IntegrationEditDraft {
+    let limit = number(form, "rate_limit_per_second", errors);
+    IntegrationEditDraft {
+        rate_limit_per_second: limit.map_or(Patch::Null, Patch::Set),
+        ..IntegrationEditDraft::default()
+    }
+}
+
+/// A draft read from a form, with the problems reading it found, checked by `check`: every
+/// problem of both, or the checked value.
+fn checked<D, T>(
+    form: &Form,
+    read: fn(&Form, &mut FieldErrors) -> D,
+    check: impl FnOnce(D) -> Result<T, FieldErrors>,
+) -> Result<T, OpsError> {
+    let mut errors = FieldErrors::default();
+    let draft = read(form, &mut errors);
+    match check(draft) {
+        Ok(value) if errors.is_empty() => Ok(value),
+        Ok(_) => Err(OpsError::Fields(errors)),
+        Err(found) => {
+            let named: Vec<String> = errors.iter().map(|e| e.field.clone()).collect();
+            for e in found.into_vec() {
+                if !named.contains(&e.field) {
+                    errors.add(e.field, e.message);
+                }
+            }
+            Err(OpsError::Fields(errors))
+        }
+    }
 }
 
 async fn create_integration(admin: Admin, State(state): S, body: Bytes) -> Response {
@@ -569,14 +612,13 @@ async fn create_integration(admin: Admin, State(state): S, body: Bytes) -> Respo
     if let Some(refused) = refuse_without_csrf(&admin.ctx, &form) {
         return refused;
     }
-    let created = integrations::create_integration(
-        &state,
-        &admin.account_id,
-        &admin.actor(),
-        integration_request(&form),
-    )
-    .await
-    .map(|c| {
+    let ops = state.account_ops();
+    let created = async {
+        let rules = ops.target_rules();
+        let new = checked(&form, integration_draft, |d| d.check(&rules))?;
+        integrations::create_integration(&ops, &admin.account_id, &admin.actor(), new).await
+    };
+    let created = created.await.map_err(ApiError::from).map(|c| {
         let view = IntegrationView::from(&c.integration)
             .with_signing_secret(c.signing_secret)
             .with_token(c.token);
@@ -618,40 +660,30 @@ async fn edit_subscription(
     after(&state, &admin, saved).await
 }
 
-/// An edit of an integration from one of the Manage page's forms, through the API's own edit:
-/// the form's CSRF check, the request the form makes, and what the page then says.
+/// An edit of an integration from one of the Manage page's forms, through the same operation
+/// as the API's edit: the form's CSRF check, the draft the form makes, and what the page then
+/// says.
 async fn edit_integration(
     admin: Admin,
     state: &ApiState,
     id: &str,
     body: &Bytes,
-    request: fn(&Form) -> Fields,
+    read: fn(&Form, &mut FieldErrors) -> IntegrationEditDraft,
     done: fn(EditedIntegration) -> Done,
 ) -> Response {
     let form = form_fields(body);
     if let Some(refused) = refuse_without_csrf(&admin.ctx, &form) {
         return refused;
     }
+    let ops = state.account_ops();
     let edited = async {
         let id = path_id(id, "integration")?;
-        let fields = request(&form);
-        integrations::update_integration(state, &admin.account_id, &id, &admin.actor(), fields)
-            .await
+        let current = ops.integration_of(&admin.account_id, &id).await?;
+        let edit = checked(&form, read, |d| check_edit(&ops, &current, d))?;
+        Ok(edit_integration_op(&ops, current, &admin.actor(), edit).await?)
     };
-    let outcome = edited.await.map(done);
-    after(state, &admin, outcome).await
-}
-
-/// The rate-limit form's edit: a number sets the limit, an empty field removes it.
-fn rate_limit_request(form: &Form) -> Fields {
-    let limit = field(form, "rate_limit_per_second")
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .map_or(Value::Null, json_text);
-    Fields::new(Map::from_iter([(
-        "rate_limit_per_second".to_string(),
-        limit,
-    )]))
+    let outcome: Result<_, ApiError> = edited.await;
+    after(state, &admin, outcome.map(done)).await
 }
 
 /// Sets (or, empty, removes) an integration's rate limit.
@@ -662,7 +694,7 @@ async fn set_rate_limit(
     body: Bytes,
 ) -> Response {
     let done = |_| Done::plain("rate limit saved");
-    edit_integration(admin, &state, &id, &body, rate_limit_request, done).await
+    edit_integration(admin, &state, &id, &body, rate_limit_draft, done).await
 }
 
 async fn rotate_secret(
@@ -676,7 +708,7 @@ async fn rotate_secret(
             .with_signing_secret(edited.new_signing_secret);
         Done::integration("signing secret rotated", view)
     };
-    edit_integration(admin, &state, &id, &body, rotation_request, done).await
+    edit_integration(admin, &state, &id, &body, rotation_draft, done).await
 }
 
 async fn edit_endpoint(
@@ -692,7 +724,7 @@ async fn edit_endpoint(
         };
         Done::integration(what, IntegrationView::from(&edited.integration))
     };
-    edit_integration(admin, &state, &id, &body, endpoint_request, done).await
+    edit_integration(admin, &state, &id, &body, endpoint_draft, done).await
 }
 
 async fn issue_token(
@@ -709,18 +741,14 @@ async fn issue_token(
         revoke_existing: field(&form, "revoke_existing") == Some("on"),
         ..TokenRequest::default()
     };
+    let ops = state.account_ops();
     let issued = async {
         let id = path_id(&id, "integration")?;
-        integrations::issue_integration_token(
-            &state,
-            &admin.account_id,
-            &id,
-            &admin.actor(),
-            request,
-        )
-        .await
+        let (account_id, actor) = (&admin.account_id, &admin.actor());
+        Ok(integrations::issue_integration_token(&ops, account_id, &id, actor, request).await?)
     };
-    let issued = issued.await.map(|issued| Done {
+    let issued: Result<_, ApiError> = issued.await;
+    let issued = issued.map(|issued| Done {
         shown_once: vec![("token", issued.token)],
         ..Done::plain("pull token issued")
     });

@@ -419,20 +419,22 @@ async fn nothing_is_created_in_an_account_being_deleted_or_deleted_and_its_usage
     refused_for_deletion(&get(&w, Some(&admin.cookie), "/console/acct").await);
     // The operation the console's form calls, as a request already past its session check.
     let state = w.api_state();
-    let fields = shared::api::extract::Fields::new(
-        json!({"name": "in flight", "method": "poll", "event_access_accepted": true})
-            .as_object()
-            .unwrap()
-            .clone(),
-    );
-    let in_flight =
-        shared::api::v1::integrations::create_integration(&state, &tenant.account_id, "x", fields)
-            .await;
+    let poll = shared::domain::integration_input::NewIntegration {
+        name: "in flight".into(),
+        event_access_accepted: true,
+        target: shared::domain::integration_input::NewTarget::Poll,
+        rate_limit_per_second: None,
+    };
+    let ops = state.account_ops();
+    let in_flight = shared::operations::account::integrations::create_integration(
+        &ops,
+        &tenant.account_id,
+        "x",
+        poll,
+    )
+    .await;
     assert!(
-        matches!(
-            in_flight,
-            Err(shared::api::problem::ApiError::NotFound { .. })
-        ),
+        matches!(in_flight, Err(shared::operations::OpsError::AccountGone)),
         "{:?}",
         in_flight.err()
     );
@@ -443,17 +445,22 @@ async fn nothing_is_created_in_an_account_being_deleted_or_deleted_and_its_usage
         delete(&w, &tenant.account_id, OPERATOR_TOKEN, None).await,
         StatusCode::NO_CONTENT
     );
-    let fields = shared::api::extract::Fields::new(
-        json!({"name": "after", "method": "poll", "event_access_accepted": true})
-            .as_object()
-            .unwrap()
-            .clone(),
-    );
-    let after =
-        shared::api::v1::integrations::create_integration(&state, &tenant.account_id, "x", fields)
-            .await;
+    let poll = shared::domain::integration_input::NewIntegration {
+        name: "after".into(),
+        event_access_accepted: true,
+        target: shared::domain::integration_input::NewTarget::Poll,
+        rate_limit_per_second: None,
+    };
+    let ops = state.account_ops();
+    let after = shared::operations::account::integrations::create_integration(
+        &ops,
+        &tenant.account_id,
+        "x",
+        poll,
+    )
+    .await;
     assert!(
-        matches!(after, Err(shared::api::problem::ApiError::NotFound { .. })),
+        matches!(after, Err(shared::operations::OpsError::AccountGone)),
         "{:?}",
         after.err()
     );

@@ -114,6 +114,8 @@ pub use crate::domain::input::Patch;
 pub struct Fields {
     map: Map<String, Value>,
     known: BTreeSet<String>,
+    /// The fields in the order they were asked about (the order a refusal names them in).
+    asked: Vec<String>,
     errors: Vec<FieldError>,
 }
 
@@ -122,6 +124,7 @@ impl Fields {
         Fields {
             map,
             known: BTreeSet::new(),
+            asked: Vec::new(),
             errors: Vec::new(),
         }
     }
@@ -167,7 +170,7 @@ impl Fields {
 
     /// `None` when the value has the wrong type (the error is recorded).
     fn read<T: DeserializeOwned>(&mut self, name: &str) -> Option<Patch<T>> {
-        self.known.insert(name.to_owned());
+        self.ask(name);
         match self.map.get(name) {
             None => Some(Patch::Absent),
             Some(Value::Null) => Some(Patch::Null),
@@ -242,7 +245,7 @@ impl Fields {
 
     /// Refuses a field outright, with a reason (e.g. `status` moves only through the system).
     pub fn forbid(&mut self, name: &str, reason: &str) {
-        self.known.insert(name.to_owned());
+        self.ask(name);
         if self.map.contains_key(name) {
             self.error(name, reason);
         }
@@ -254,8 +257,40 @@ impl Fields {
 
     /// Records the problems an operation's own checks found (the domain's rules of a valid
     /// value), after the ones found reading the fields.
+    fn ask(&mut self, name: &str) {
+        if self.known.insert(name.to_owned()) {
+            self.asked.push(name.to_owned());
+        }
+    }
+
+    /// A field already named while reading (a wrong type, a missing value) is not named again:
+    /// the check saw it as absent.
     pub fn absorb(&mut self, errors: FieldErrors) {
-        self.errors.extend(errors.into_vec());
+        let named: BTreeSet<String> = self.errors.iter().map(|e| e.field.clone()).collect();
+        let new = errors.into_vec().into_iter();
+        self.errors
+            .extend(new.filter(|e| !named.contains(&e.field)));
+    }
+
+    /// Finishes with an operation's checked value: its problems and the body's are answered
+    /// together in one 422.
+    pub fn finish_with<T>(mut self, checked: Result<T, FieldErrors>) -> Result<T, ApiError> {
+        match checked {
+            Ok(value) => self.finish().map(|()| value),
+            Err(errors) => {
+                self.absorb(errors);
+                // The body's problems and the check's, in the order of the request's fields
+                // (`auth.type` under `auth`).
+                let asked = &self.asked;
+                let position = |e: &FieldError| {
+                    let root = e.field.split(['.', '[']).next().unwrap_or_default();
+                    asked.iter().position(|a| a == root).unwrap_or(usize::MAX)
+                };
+                self.errors.sort_by_key(position);
+                self.finish()?;
+                Err(ApiError::internal("a refused value named no field"))
+            }
+        }
     }
 
     pub fn has_errors(&self) -> bool {

@@ -13,6 +13,7 @@ pub mod event_type;
 pub mod filter;
 pub mod input;
 pub mod integration_delivery;
+pub mod integration_input;
 pub mod lifecycle;
 pub mod lifecycle_doc;
 pub mod notice;

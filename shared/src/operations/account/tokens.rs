@@ -193,3 +193,12 @@ async fn revoke_where(
     }
     Ok(revoked)
 }
+
+/// What a token issuance asks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TokenRequest {
+    /// Revoke the other tokens of the same scope.
+    pub revoke_existing: bool,
+    /// The token stops working this long after it is issued (within [`TOKEN_EXPIRY_RANGE`]).
+    pub expires_in: Option<std::time::Duration>,
+}
