@@ -120,14 +120,19 @@ fn the_deploying_guide_deploys_with_the_make_targets_that_run_the_deploy_script(
     assert!(makefile.contains("deploy-build:\n\t@scripts/deploy.sh build\n"));
     assert!(makefile.contains("deploy:\n\t@scripts/deploy.sh deploy \"$(ENV)\"\n"));
     let guide = read("docs/deploy.md");
-    let section = &guide[guide.find("## Deploying by hand").expect("the deploying section")..];
+    let section = &guide[guide
+        .find("## Deploying by hand")
+        .expect("the deploying section")..];
     let section = &section[..section.find("\n## ").expect("the next section")];
     for command in [
         "make deploy-build",
         "make deploy ENV=dev",
         "scripts/smoke.sh --api",
     ] {
-        assert!(section.contains(command), "docs/deploy.md, by hand: {command}");
+        assert!(
+            section.contains(command),
+            "docs/deploy.md, by hand: {command}"
+        );
     }
     // The command that fails on a fresh machine is not offered any more.
     assert!(!section.contains("sam build && sam deploy"));
@@ -137,7 +142,10 @@ fn the_deploying_guide_deploys_with_the_make_targets_that_run_the_deploy_script(
         "NotificationSenderAddress",
         "AlarmTopicArn",
     ] {
-        assert!(section.contains(what), "docs/deploy.md, by hand, says {what}");
+        assert!(
+            section.contains(what),
+            "docs/deploy.md, by hand, says {what}"
+        );
     }
 }
 

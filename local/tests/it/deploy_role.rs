@@ -536,9 +536,7 @@ fn staging_and_prod_trust_only_the_stage_workflow_on_main_dev_its_environment() 
     }
     // The repository setting that makes those subjects, and the pipeline's main-only stages.
     let guide = read("docs/deploy.md");
-    assert!(
-        guide.contains("actions/oidc/customization/sub") && guide.contains("job_workflow_ref")
-    );
+    assert!(guide.contains("actions/oidc/customization/sub") && guide.contains("job_workflow_ref"));
     let workflow: serde_yaml::Value =
         serde_yaml::from_str(&read(".github/workflows/deploy.yml")).unwrap();
     for stage in ["staging", "prod"] {
