@@ -5,11 +5,14 @@ Every `.rs` file under the crate's `src/` is one module (`lib.rs` is the crate r
 and `foo.rs` are `crate::foo`). An edge `a -> b` means that module `a` names an item of module `b`:
 through a `use` (nested trees, `crate::`, `super::`, `self::` and child-module paths) or through an
 inline path such as `crate::store::keys::event_pk(…)`. Comments and string literals are ignored,
-so doc links do not count. Test modules inside a file count like the rest of the file.
+so doc links do not count. Test modules inside a file count like the rest of the file. A path
+through a crate the root re-exports (`pub use ::domain;` in `shared`) names another crate, not an
+edge.
 
     scripts/import_cycles.py                      # the shared crate, one node per file
     scripts/import_cycles.py --depth 1            # collapse to top-level modules (api, store, …)
-    scripts/import_cycles.py --under domain --edges   # only modules under crate::domain, list edges
+    scripts/import_cycles.py --src domain/src     # the domain crate
+    scripts/import_cycles.py --under notify --edges   # only modules under crate::notify, list edges
     scripts/import_cycles.py --allow-up           # a child may use what its parent's mod.rs defines
 
 Exit status 1 when a cycle is found among the selected modules, 0 otherwise.
@@ -152,6 +155,15 @@ def split_inline_modules(text: str, path: tuple[str, ...]) -> list[tuple[tuple[s
 # makes `crate::store::keys` the file module `crate::store::plumbing::keys`).
 ALIASES: dict[tuple[str, ...], tuple[str, ...]] = {}
 PUB_USE = re.compile(r"\bpub\s+use\s+([^;]+);")
+# Other crates the crate root re-exports under its own path (`pub use ::domain;`, `pub use
+# ::domain::ids;` make `crate::domain` and `crate::ids` the `domain` crate's).
+EXTERNAL: set[str] = set()
+EXTERN_USE = re.compile(r"\bpub\s+use\s+::(\w+(?:::\w+)*)\s*;")
+
+
+def external_reexports(text: str) -> set[str]:
+    """The names under which the crate root re-exports another crate (or a module of one)."""
+    return {m.group(1).split("::")[-1] for m in EXTERN_USE.finditer(text)}
 
 
 def module_aliases(module: tuple[str, ...], text: str, modules: set[tuple[str, ...]]) -> dict:
@@ -187,6 +199,8 @@ def edges_in(module: tuple[str, ...], text: str, modules: set[tuple[str, ...]]) 
         if not path:
             return None
         if path[0] == "crate":
+            if path[1:2] and path[1] in EXTERNAL:
+                return None  # another crate, re-exported by the root
             base, rest = (), path[1:]
         elif path[0] in ("super", "self"):
             base = module
@@ -289,7 +303,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--src", default=str(Path(__file__).resolve().parent.parent / "shared" / "src"))
     parser.add_argument("--depth", type=int, default=0, help="collapse modules to this many path segments (0: one node per file)")
-    parser.add_argument("--under", default="", help="only modules under this path, e.g. domain or notify")
+    parser.add_argument("--under", default="", help="only modules under this path, e.g. store or notify")
     parser.add_argument("--edges", action="store_true", help="print every edge")
     parser.add_argument(
         "--allow-up",
@@ -302,6 +316,8 @@ def main() -> int:
     files = {module_of(p, src): p for p in sorted(src.rglob("*.rs"))}
     modules = set(files)
     under = tuple(s for s in args.under.split("::") if s) if args.under else ()
+    if () in files:
+        EXTERNAL.update(external_reexports(strip_comments_and_strings(files[()].read_text())))
     for module, path in files.items():
         ALIASES.update(module_aliases(module, strip_comments_and_strings(path.read_text()), modules))
 

@@ -1,4 +1,4 @@
-"""The smoke test of a running stack (scripts/smoke.sh runs it; README, "Deploying", says when).
+"""The smoke test of a running stack (scripts/smoke.sh runs it; docs/deploy.md, "Deploying by hand", says when).
 
 Given the stack's API URL and an operator credential, it checks the path a customer's first
 integration takes, end to end, and removes what it made:

@@ -5,7 +5,7 @@ A stored item's shape belongs to its module in the store: everything else builds
 item's constructors (`Delivery::ingested`, `Subscription::new`, ...) or changes fields of one it
 has. A literal with a base (`Delivery { status, ..delivery }`) is not a whole item and is allowed.
 
-    scripts/stored_literals.py            # shared/src, functions, local/src, cli/src
+    scripts/stored_literals.py            # shared/src, domain/src, functions, local/src, cli/src
     scripts/stored_literals.py PATH ...   # other files or folders
 
 Exit status 1 when a whole literal is found (each is listed as FILE:LINE TYPE), 0 otherwise.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STORE = ROOT / "shared" / "src" / "store"
-DEFAULT_PATHS = ["shared/src", "functions", "local/src", "cli/src"]
+DEFAULT_PATHS = ["shared/src", "domain/src", "functions", "local/src", "cli/src"]
 
 # The item kinds the store writes, by their Rust type (each module in store/ owns one).
 ITEM_TYPES = [

@@ -23,10 +23,11 @@ echo "== deploy pipeline (actionlint on .github/workflows; cfn-lint and checkov 
 PATH="$PWD/.venv/bin:$PATH" .venv/bin/actionlint
 .venv/bin/cfn-lint deploy/deploy-role.yaml
 .venv-checkov/bin/checkov --config-file .checkov.yaml --file deploy/deploy-role.yaml
-echo "== import cycles (shared: files, depth 1 and 2; local and console: files)"
+echo "== import cycles (shared: files, depth 1 and 2; domain, local and console: files)"
 python3 scripts/import_cycles.py
 python3 scripts/import_cycles.py --depth 1
 python3 scripts/import_cycles.py --depth 2
+python3 scripts/import_cycles.py --src domain/src
 python3 scripts/import_cycles.py --src local/src
 python3 scripts/import_cycles.py --src console/src
 echo "== cited paths (every repository path the docs and module headers name exists)"
@@ -41,6 +42,8 @@ echo "== cargo test (unit + integration against the emulator)"
 log=$(mktemp)
 status=0
 scripts/with-emulator.sh cargo test --workspace --lib --bins --tests --no-fail-fast -- --test-threads="${TEST_THREADS:-4}" 2>&1 | tee "$log" || status=$?
+# The domain's doc examples: the typed ids' `compile_fail` examples (a wrong kind of id refused).
+cargo test -p domain --doc 2>&1 | tee -a "$log" || status=$?
 # The criterion benchmarks run once each in test mode, so they keep compiling and working.
 benches=$(cargo test --quiet -p shared --bench core 2>&1 | grep -c '^Success') || status=$?
 echo "benchmarks: ${benches:-0} ran once in test mode"

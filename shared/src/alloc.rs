@@ -2,7 +2,7 @@
 //!
 //! An AWS SDK request allocates and frees a few hundred small blocks (its config bag, header
 //! maps, interceptor lists, the body); under glibc those calls were about 111,000 of a request's
-//! 486,000 instructions (BENCHMARKS.md, "The allocator"). Each function's `main.rs` installs it:
+//! 486,000 instructions (`docs/history.md`, "The allocator and the legacy HTTP client"). Each function's `main.rs` installs it:
 //!
 //! ```ignore
 //! #[global_allocator]

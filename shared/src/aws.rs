@@ -5,8 +5,8 @@ use aws_config::{BehaviorVersion, SdkConfig};
 use std::time::Duration;
 
 /// The SDK's settings for this workload (small DynamoDB and SQS requests and answers, a few per
-/// delivery, from Lambda), each measured in instructions per request (BENCHMARKS.md, "The SDK's
-/// configuration") and kept only where it helps and keeps what the fault matrix checks: the
+/// delivery, from Lambda), each measured in instructions per request (docs/history.md, "The SDK's
+/// configuration, setting by setting") and kept only where it helps and keeps what the fault matrix checks: the
 /// standard retry policy's three tries of throttles and 5xx answers, and a stalled request
 /// ending in a retried error instead of the invocation's timeout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,6 +1,9 @@
-//! The one partial-batch runner of the stream and queue handlers: each record is handled on its
-//! own (at most `concurrency` at once, answers kept in record order), and only the records whose
-//! handling failed are reported back, so Lambda retries those and nothing else.
+//! The partial-batch runner of the stream and queue handlers whose records are one piece of work
+//! each (ingest's changes, the notification queue): each record is handled on its own (at most
+//! `concurrency` at once, answers kept in record order), and only the records whose handling
+//! failed are reported back, so Lambda retries those and nothing else. The dispatcher names its
+//! failed stream records with [`stream_response`]; the delivery worker answers for its messages
+//! itself, since one message carries up to ten deliveries and fails when any of them does.
 //!
 //! A queue record is named by its message id; a stream record by its sequence number, or (a
 //! record that lacks one, which the event source never sends but a hand-made event might) by its

@@ -1,5 +1,7 @@
-//! Rhythm delivery's shared library: the pure domain core (`domain`) and the shell every Lambda
-//! function uses to apply its decisions to DynamoDB, SQS and HTTP.
+//! Rhythm delivery's shared library: the shell every Lambda function uses to apply the pure
+//! domain's decisions to DynamoDB, SQS and HTTP. The domain is its own crate (`domain/`),
+//! re-exported here as `domain` and its typed ids as `ids`, so `crate::domain::…` and
+//! `crate::ids::…` name it from every floor.
 
 pub mod alloc;
 pub mod api;
@@ -9,9 +11,9 @@ pub mod clock;
 pub mod config;
 pub mod data_keys;
 pub mod delivery;
-pub mod domain;
+pub use ::domain;
 pub mod guarded_http;
-pub mod ids;
+pub use ::domain::ids;
 pub mod metrics;
 pub mod notify;
 pub mod operations;

@@ -1,5 +1,6 @@
-//! The `api` Lambda: the HTTP API (management, operator and, later, the adapters' pull routes)
-//! behind API Gateway's HTTP API. Everything lives in `shared::api`; this only wires it up.
+//! The `api` Lambda: the HTTP API (management, operator and the adapters' pull routes) and the
+//! web console's pages, behind API Gateway's HTTP API. The routes live in `shared::api` and the
+//! `console` crate; this only wires them up.
 
 use shared::api::{self, ApiState, OperatorAuth};
 use shared::notify::{confirm, sns};

@@ -496,8 +496,8 @@ impl Run<'_> {
     }
 
     /// The delivery worker's invocation, with duplicate messages sent back to the queue and
-    /// workers that die after their claim (the claim is written, then the message is dropped
-    /// without an outcome: deleted as if handled).
+    /// workers that die after their claim (the claim is written, then the delivery is dropped
+    /// from its message without an outcome; a message left with none is deleted as if handled).
     async fn work(&self, mut event: SqsEvent) -> aws_lambda_events::event::sqs::SqsBatchResponse {
         let mut kept = Vec::new();
         for message in std::mem::take(&mut event.records) {

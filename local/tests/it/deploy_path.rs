@@ -1,5 +1,5 @@
 //! The deploy path: `scripts/deploy.sh` (what `make deploy-build` and `make deploy` run, and what
-//! the README's deploying section says) installs the arm64 Rust target once, before the parallel
+//! `docs/deploy.md`, "Deploying by hand", says) installs the arm64 Rust target once, before the parallel
 //! `sam build`, and the deploy pipeline's workflows hold to their rules (pinned actions, OIDC, the
 //! stages in order from one build). actionlint checks the workflows' syntax in `make test`; these
 //! check what it does not.
@@ -115,19 +115,24 @@ fn deploy_build_installs_the_arm64_target_once_before_the_parallel_sam_build() {
 }
 
 #[test]
-fn the_readme_deploys_with_the_make_targets_that_run_the_deploy_script() {
+fn the_deploying_guide_deploys_with_the_make_targets_that_run_the_deploy_script() {
     let makefile = read("Makefile");
     assert!(makefile.contains("deploy-build:\n\t@scripts/deploy.sh build\n"));
     assert!(makefile.contains("deploy:\n\t@scripts/deploy.sh deploy \"$(ENV)\"\n"));
-    let readme = read("README.md");
-    let section = &readme[readme.find("### Deploying").expect("the deploying section")..];
-    let section = &section[..section.find("### Runbook").expect("the next section")];
+    let guide = read("docs/deploy.md");
+    let section = &guide[guide
+        .find("## Deploying by hand")
+        .expect("the deploying section")..];
+    let section = &section[..section.find("\n## ").expect("the next section")];
     for command in [
         "make deploy-build",
         "make deploy ENV=dev",
         "scripts/smoke.sh --api",
     ] {
-        assert!(section.contains(command), "README, Deploying: {command}");
+        assert!(
+            section.contains(command),
+            "docs/deploy.md, by hand: {command}"
+        );
     }
     // The command that fails on a fresh machine is not offered any more.
     assert!(!section.contains("sam build && sam deploy"));
@@ -137,7 +142,10 @@ fn the_readme_deploys_with_the_make_targets_that_run_the_deploy_script() {
         "NotificationSenderAddress",
         "AlarmTopicArn",
     ] {
-        assert!(section.contains(what), "README, Deploying, says {what}");
+        assert!(
+            section.contains(what),
+            "docs/deploy.md, by hand, says {what}"
+        );
     }
 }
 

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 const REPOSITORY: &str = "octo-org/rhythm";
 const STAGES: [&str; 3] = ["dev", "staging", "prod"];
 
-/// The deploy stack of a stage, as the README's `aws cloudformation deploy` creates it.
+/// The deploy stack of a stage, as `aws cloudformation deploy` in docs/deploy.md creates it.
 struct DeployStack {
     stack: Stack,
     doc: Json,
@@ -477,7 +477,7 @@ fn token(sub: &str) -> Request {
         .with("token.actions.githubusercontent.com:sub", &[sub])
 }
 
-/// The subject with the repository's template (README): environment, workflow and branch.
+/// The subject with the repository's template (docs/deploy.md): environment, workflow and branch.
 fn run(environment: &str, workflow: &str, branch: &str) -> Request {
     token(&format!(
         "repo:{REPOSITORY}:environment:{environment}:job_workflow_ref:\
@@ -535,10 +535,8 @@ fn staging_and_prod_trust_only_the_stage_workflow_on_main_dev_its_environment() 
         }
     }
     // The repository setting that makes those subjects, and the pipeline's main-only stages.
-    let readme = read("README.md");
-    assert!(
-        readme.contains("actions/oidc/customization/sub") && readme.contains("job_workflow_ref")
-    );
+    let guide = read("docs/deploy.md");
+    assert!(guide.contains("actions/oidc/customization/sub") && guide.contains("job_workflow_ref"));
     let workflow: serde_yaml::Value =
         serde_yaml::from_str(&read(".github/workflows/deploy.yml")).unwrap();
     for stage in ["staging", "prod"] {

@@ -1,4 +1,4 @@
-//! What a real AWS deployment must hold (README "Deploying and operating"),
+//! What a real AWS deployment must hold (docs/deploy.md and docs/operate.md),
 //! checked on `template.yaml` itself: one test per item. Most read the template as YAML; a few
 //! read what SAM turns it into (the SAM CLI's own translator, from the project's `.venv`), and
 //! the last runs the handlers on the emulator and checks that every AWS call they make is one
@@ -1723,10 +1723,10 @@ fn each_stage_deploys_unattended_from_samconfig_with_every_required_parameter() 
             assert!(overrides.contains(&format!("{p}=")), "{stage}: {p}");
         }
     }
-    // The README says what each parameter a deployment must set is.
-    let readme = read("README.md");
+    // The deploying guide says what each parameter a deployment must set is.
+    let guide = read("docs/deploy.md");
     for p in &required {
-        assert!(readme.contains(p), "README documents {p}");
+        assert!(guide.contains(p), "docs/deploy.md documents {p}");
     }
 }
 
@@ -1769,11 +1769,11 @@ fn the_stack_can_use_the_owning_applications_changes_table_and_keeps_queued_data
         assert_eq!(q["UpdateReplacePolicy"], "Retain", "{id}");
     }
     // The runbook.
-    let readme = read("README.md");
-    let section = readme
-        .split("## Deploying and operating")
+    let guide = read("docs/operate.md");
+    let section = guide
+        .split("## Runbook")
         .nth(1)
-        .expect("README has a section \"Deploying and operating\"");
+        .expect("docs/operate.md has a section \"Runbook\"");
     for topic in [
         "redrive",
         "24 hours",
@@ -3292,13 +3292,13 @@ fn waf_rate_rules_per_address_and_per_credential_front_the_api_when_edge_protect
         distribution["DefaultCacheBehavior"]["ViewerProtocolPolicy"],
         "https-only"
     );
-    // Only where WAF for CloudFront exists, and the README says how to turn it on.
+    // Only where WAF for CloudFront exists, and the deploying guide says how to turn it on.
     let rule = &template()["Rules"]["EdgeProtectionNeedsUsEast1"];
     assert!(!rule["Assertions"].is_null());
-    let readme = read("README.md");
+    let guide = read("docs/deploy.md");
     assert!(
-        readme.contains("EdgeProtection=true"),
-        "the README says how to turn edge protection on"
+        guide.contains("EdgeProtection=true"),
+        "docs/deploy.md says how to turn edge protection on"
     );
     // staging and prod run behind the edge, in the region WAF for CloudFront needs.
     let config = samconfig();

@@ -1,37 +1,16 @@
 //! The HTTP API: one axum [`Router`] served by the `api` Lambda behind API Gateway's HTTP API,
 //! and by `local::api_server` on loopback for the demo and tests.
 //!
-//! Layout (one file per resource):
-//!
-//! ```text
-//! api/mod.rs                   routes(), app(), router(), /health, fallbacks, request log
-//! api/problem.rs               ApiError → RFC 7807 application/problem+json
-//! api/auth.rs                  tokens, AccountAuth / IntegrationAuth / Operator extractors
-//! api/account_rate.rs          each account's requests per second (after authentication)
-//! api/own_rates.rs             accounts' own rates as a container last read them
-//! api/extract.rs               JsonBody + Fields, ApiPath, ApiQuery (problem+json rejections)
-//! api/lambda.rs                API Gateway stage prefix handling for the Lambda
-//! api/v1/integrations.rs       /v1/integrations…      (account token)
-//! api/v1/subscriptions.rs      /v1/subscriptions…     (account token)
-//! api/v1/whoami.rs             /v1/whoami             (any token)
-//! api/v1/event_types.rs        /v1/event-types…       (any token; the catalog's reads and checks)
-//! api/catalog_lease.rs         the catalog as a container holds it: read again when its lease ends
-//! api/v1/changes.rs            /v1/changes, /v1/publish-tokens (publish / account token), and the
-//!                              operator's door to the same: /operator/accounts/{a}/changes|publish-tokens
-//! api/operator/event_types.rs  /operator/event-types… (operator identity; the catalog's writes)
-//! api/operator/accounts.rs     /operator/accounts…    (operator identity)
-//! api/v1/pull.rs               /v1/pull/subscriptions…                  (integration token)
-//! api/operator/subscriptions.rs /operator/accounts/{a}/subscriptions/{s}[/resume]
-//! api/operator/deliveries.rs   /operator/accounts/{a}/subscriptions/{s}/deliveries…  (history, retry)
-//! api/operator/replays.rs      …/subscriptions/{s}/replays, /operator/accounts/{a}/replays…
-//! api/operator/audit.rs        /operator/accounts/{a}[/subscriptions/{s}]/audit
-//! api/routes.rs                the router's (method, path) table, read back from the router
-//! api/metrics.rs               the API's EMF metrics (authentication failures, deliberate 503s)
-//! api/console_links.rs         /operator/console-links, /v1/console-links: the console's login links
-//! api/console_session.rs       the console's signing key, login links, sessions and CSRF tokens
-//! api/console_key.rs           the console key as held: read again on an interval
-//! api/console_signin.rs        sign-in, the check of every console request, sign-out (stored)
-//! ```
+//! One file per resource: [`v1`] for the routes of account, integration and publish tokens (and
+//! those any token may call), [`operator`] for the operators' routes; each file's header names its
+//! routes and who may call them, and [`routes`] reads the whole (method, path) table back from the
+//! router. Beside them: the state every handler shares ([`state`]), the problem mapping
+//! ([`problem`]), extraction ([`extract`]), token and operator authentication ([`auth`],
+//! [`operator_auth`], [`credentials`]), an account's own recovery routes
+//! ([`self_service`]), each account's request rate ([`account_rate`], [`own_rates`]), the API's request limits ([`limits`]), the catalog as a container holds it
+//! ([`catalog_lease`]), the console's links, sessions and sign-in ([`console_links`],
+//! [`console_session`], [`console_key`], [`console_signin`]), the API's metrics ([`metrics`]) and
+//! the Lambda's stage prefix ([`lambda`]).
 //!
 //! The web console (the `console` crate) is mounted beside these routes by the api function
 //! ([`app`]); nothing here imports it.

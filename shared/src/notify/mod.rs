@@ -28,6 +28,7 @@
 //! | [`settle`]             | the nightly settling the reconcile function wires into reconciliation |
 //! | [`requeue`]            | operator requeue of exhausted deliveries |
 //! | [`metrics`]            | the terminal-failure metric (CloudWatch embedded metric format) |
+//! | [`bounds`]             | what an account's notices may send: allowed recipients, counts, the daily quota |
 //!
 //! The stored items (notice, delivery, work row, progress shards, provider reference, supersede
 //! pointer, console inbox) and their writes are modules of [`crate::store`]: `notice`,

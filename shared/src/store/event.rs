@@ -3,7 +3,7 @@
 //! still open when the roll-up walk reads that listing (or moved to `partial`) is put on the
 //! sharded `rollup` index until it is final. A new event is not: most are final within seconds,
 //! and an index entry written at ingest and removed by the roll-up would bill two more writes per
-//! change (BENCHMARKS.md, "Fan-out and all-in dollars").
+//! change (`docs/history.md`, "The index entries leave the happy path").
 
 use super::attrs::{listing as listing_attrs, rollup, EXPIRES_AT};
 use super::expr::{n, s, Expr};

@@ -28,3 +28,12 @@ fn keys_built_from_typed_ids_keep_their_stored_form() {
     assert_eq!(notice::key(&id("ntc_1")).0, "NOTICE#ntc_1");
     assert_eq!(keys::delivery_id(&c, &s).as_str(), "dlv_01HCHANGE_sub1");
 }
+
+/// An id is stored as its bare text in an item, as it serializes (`ids`, the domain's own test).
+#[test]
+fn a_typed_id_is_stored_as_its_bare_text() {
+    let integration: IntegrationId = id("i1");
+    let item: std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue> =
+        serde_dynamo::to_item(std::collections::HashMap::from([("id", integration)])).unwrap();
+    assert_eq!(item["id"].as_s().unwrap(), "i1");
+}

@@ -2,13 +2,19 @@
 //!
 //! * [`plumbing`] — how the store talks to DynamoDB, whatever the item: keys and attribute names
 //!   ([`keys`], [`attrs`]), expressions ([`expr`]), reads and query pages ([`read`], [`page`],
-//!   [`listing`]), writes and updates ([`write`], [`update`]), list cursors ([`cursor`]), the wire
-//!   item and the store's error ([`Item`], [`StoreError`]).
-//! * one module per stored item (account, integration, subscription, token, event, delivery,
-//!   audit entry, replay job, snapshot; notice, notification delivery, work row, progress,
-//!   quotas, supersede pointer, provider reference, console inbox, console session), each with its schema, its
-//!   constructors, its reads and its named writes; and the typed views across items
-//!   ([`account_config`], [`event_partition`], [`stream_image`]).
+//!   [`listing`]), writes and updates ([`write`], [`update`]), list cursors ([`cursor`]),
+//!   hash-chained histories ([`chain`]), the wire item and the store's error ([`Item`],
+//!   [`StoreError`]).
+//! * one module per stored item, each with its schema, its constructors, its reads and its named
+//!   writes: [`account`], [`account_limits`] (its usage), [`integration`], [`subscription`],
+//!   [`token`], [`event`], [`delivery`], [`snapshot`], [`published_change`], [`event_type`],
+//!   [`test_event`] and [`test_event_quota`], [`rate_window`], [`walk_mark`], [`audit`],
+//!   [`replay_job`] and [`job_bounds`], [`console_session`]; of notifications [`notice`],
+//!   [`notice_progress`], [`notice_retention`] (the expiry of a notice's partition),
+//!   [`notice_quota`], [`notification_delivery`], [`notification_work`], [`provider_ref`],
+//!   [`supersede_pointer`], [`console_inbox`], [`failed_notices`]; and the typed views across
+//!   items ([`account_config`], [`event_partition`], [`stream_image`]). `key_forms` (tests only)
+//!   holds every item's keys to the stored strings.
 //!
 //! Nothing outside the store calls the DynamoDB SDK.
 

@@ -98,7 +98,7 @@ impl<'a> Image<'a> {
 }
 
 impl DeliveryImage<'_> {
-    /// The work message that names this delivery.
+    /// The work that names this delivery (what a delivery queue message carries for it).
     pub fn work(&self) -> Option<DeliveryWork> {
         Some(DeliveryWork {
             account_id: AccountId::from_stored(self.account_id?),

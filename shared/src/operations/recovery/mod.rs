@@ -6,6 +6,11 @@
 //! * [`replay`] — an operator replays a window (≤ 7 days) of a subscription's existing delivery
 //!   records: a tracked job that walks the subscription's deliveries in chunks and saves its
 //!   position after each, so a run cut short is resumed without restarting anything twice.
+//! * [`recover`] — the same jobs started by an account through its own door: a window replay, or
+//!   a recovery of the subscription's dead and failed deliveries since an instant, bounded per
+//!   account.
+//! * [`restart`] — what goes with the write that restarts a delivery: the pull cursor's rewind
+//!   before it, the event's reopen after it.
 //! * [`resume`] — an operator resumes a paused subscription (dead count reset; changes skipped
 //!   while paused stay skipped: they have no delivery record).
 //! * [`integration_history`] — a subscription's deliveries by status and time, a delivery's attempts.

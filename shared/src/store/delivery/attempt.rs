@@ -46,7 +46,8 @@ pub async fn lease_token(
 /// which tells the worker why without a read.
 ///
 /// The claim leaves the `due` index alone (moving `due_at` there would bill two index writes
-/// per attempt). If the worker dies, its message is not deleted and comes back after the queue's
+/// per attempt). If the worker dies, its message (with any other deliveries packed in it, whose
+/// claims then refuse those already settled) is not deleted and comes back after the queue's
 /// visibility timeout (longer than the lease); should that message be lost as well, a retry is
 /// found by the sweep when its `due_at` passes and a first attempt by the roll-up of its open
 /// event.

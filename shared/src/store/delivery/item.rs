@@ -134,7 +134,8 @@ fn is_zero(v: &u32) -> bool {
     *v == 0
 }
 
-/// The SQS message that asks the worker to attempt a delivery.
+/// One delivery's work, as the delivery queue carries it: a message's body is one of these, or an
+/// array of up to ten of one account's (`delivery::dispatch::publish::pack`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct DeliveryWork {
     pub account_id: AccountId,

@@ -377,8 +377,8 @@ pub fn append_history(history: &mut Vec<HistoryEvent>, event: HistoryEvent) -> b
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::lifecycle::testing::{assert_exhaustive, reachable};
-    use crate::domain::lifecycle::{Status, Term};
+    use crate::lifecycle::testing::{assert_exhaustive, reachable};
+    use crate::lifecycle::{Status, Term};
     use proptest::prelude::*;
 
     #[test]

@@ -26,7 +26,7 @@
 //! instead of calling the adapter. It moves a delivery to `failed` (operator-retryable) rather
 //! than `dead`.
 
-use crate::domain::time::Timestamp;
+use crate::time::Timestamp;
 use std::time::Duration;
 
 /// The meaning of one attempt for the delivery lifecycle.
@@ -258,7 +258,7 @@ pub enum TransportFailure {
     Tls,
     /// Anything else (malformed answer, body read error, …).
     Other,
-    /// A resolved address is refused by the SSRF policy ([`crate::domain::ssrf::check_resolved`]).
+    /// A resolved address is refused by the SSRF policy ([`crate::ssrf::check_resolved`]).
     ForbiddenTarget,
 }
 

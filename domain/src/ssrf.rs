@@ -9,7 +9,7 @@
 //!    connecting (connecting to the checked address), so a name that resolves to a public address
 //!    at save time and to `127.0.0.1` later (DNS rebinding) is still refused.
 //!
-//! Redirects are never followed (see [`crate::domain::classify`]), so a public endpoint cannot
+//! Redirects are never followed (see [`crate::classify`]), so a public endpoint cannot
 //! bounce us inward.
 //!
 //! [`TargetPolicy::allow_private`] (set only by the local demo, whose receiver listens on

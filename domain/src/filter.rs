@@ -40,8 +40,8 @@
 //! count), [`MAX_LIST_LEN`] values in an `in`/`not_in` list. Paths are split at parse time, so
 //! matching a change walks the tree without allocating.
 
-use crate::domain::change::Change;
-use crate::domain::projection::{FieldPath, PathError};
+use crate::change::Change;
+use crate::projection::{FieldPath, PathError};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Number, Value};
 use std::cmp::Ordering;
@@ -614,7 +614,7 @@ fn number_cmp(a: &Number, b: &Number) -> Option<Ordering> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::change::tests::sample_change;
+    use crate::change::tests::sample_change;
     use proptest::prelude::*;
     use serde_json::json;
 

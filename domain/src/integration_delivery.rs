@@ -171,7 +171,7 @@ pub static DELIVERY_LIFECYCLE: Lifecycle<DeliveryStatus, DeliveryTrigger, Delive
 /// then ends it dead by [`DeliveryTrigger::EndDeliveryRetries`] without a further attempt. The
 /// store adds the lease's own terms (push method, due, no live lease).
 ///
-/// [`RetryPolicy::max_attempts`]: crate::domain::retry::RetryPolicy::max_attempts
+/// [`RetryPolicy::max_attempts`]: crate::retry::RetryPolicy::max_attempts
 pub static ATTEMPT_CLAIM: ClaimRule<DeliveryStatus> = ClaimRule {
     name: "claim of an attempt",
     from: &[D::Pending, D::Retrying],
@@ -286,8 +286,8 @@ pub fn lease_held(lease_until: Option<Timestamp>, now: Timestamp) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::lifecycle::testing::{assert_exhaustive, reachable};
-    use crate::domain::lifecycle::{Status, Term};
+    use crate::lifecycle::testing::{assert_exhaustive, reachable};
+    use crate::lifecycle::{Status, Term};
     use proptest::prelude::*;
     use std::collections::HashSet;
 
@@ -742,10 +742,7 @@ mod tests {
         assert!(!lease_held(None, now));
         assert!(lease_held(Some(now.plus(PROCESSING_LEASE)), now));
         assert!(!lease_held(Some(now), now));
-        assert!(!lease_held(
-            Some(now.minus(crate::domain::time::SECOND)),
-            now
-        ));
+        assert!(!lease_held(Some(now.minus(crate::time::SECOND)), now));
     }
 
     fn any_status() -> impl Strategy<Value = DeliveryStatus> {

@@ -10,8 +10,8 @@
 //!
 //! Pure: the caller supplies the data key, the nonce and the time; nothing here calls KMS.
 
-use crate::domain::signing::{SecretError, SigningSecret};
-use crate::domain::time::Timestamp;
+use crate::signing::{SecretError, SigningSecret};
+use crate::time::Timestamp;
 use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Key, Nonce};
 use std::fmt;

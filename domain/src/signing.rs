@@ -11,7 +11,7 @@
 //!
 //! The caller supplies randomness (to generate a secret) and the time; nothing here reads either.
 
-use crate::domain::time::Timestamp;
+use crate::time::Timestamp;
 use base64::alphabet;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
 use base64::engine::DecodePaddingMode;

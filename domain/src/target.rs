@@ -46,7 +46,7 @@ impl fmt::Display for Incomplete {
 }
 
 /// A webhook's signing secrets as stored: the current one and, for a while after a rotation, the
-/// previous one, both sealed (see [`crate::domain::sealed`]); no plaintext is held here, and the
+/// previous one, both sealed (see [`crate::sealed`]); no plaintext is held here, and the
 /// `Debug` output shows neither ciphertext nor key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookSecret {
@@ -171,8 +171,8 @@ impl Target {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::sealed::{seal, DataKey};
-    use crate::domain::signing::SigningSecret;
+    use crate::sealed::{seal, DataKey};
+    use crate::signing::SigningSecret;
 
     fn sealed(byte: u8) -> SealedSecret {
         seal(

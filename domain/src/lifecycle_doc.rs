@@ -2,7 +2,7 @@
 //! its states, its rows (one line each) and its "cannot happen" rows. The document is the table:
 //! a unit test fails when the committed file differs from [`render`]'s output.
 //!
-//! Regenerate with `UPDATE_LIFECYCLES=1 cargo test -p shared --lib lifecycle_doc`.
+//! Regenerate with `UPDATE_LIFECYCLES=1 cargo test -p domain --lib lifecycle_doc`.
 
 use std::fmt::Write;
 
@@ -17,14 +17,14 @@ use super::replay::REPLAY_LIFECYCLE;
 use super::subscription::SUBSCRIPTION_LIFECYCLE;
 
 /// How to regenerate the document (also the stale-file test's message).
-pub const REGENERATE: &str = "UPDATE_LIFECYCLES=1 cargo test -p shared --lib lifecycle_doc";
+pub const REGENERATE: &str = "UPDATE_LIFECYCLES=1 cargo test -p domain --lib lifecycle_doc";
 
 /// The whole of `docs/lifecycles.md`.
 pub fn render() -> String {
     let mut out = String::new();
     out.push_str("# Lifecycles\n\n");
     out.push_str(
-        "Every stored status of Rhythm delivery moves along one table in `shared/src/domain`. \
+        "Every stored status of Rhythm delivery moves along one table in `domain/src`. \
          The same table chooses the move for an outcome, refuses moves it does not list, and \
          builds the storage condition of every status write (`#status IN (:from)`), so storage \
          refuses what the table refuses even when two writers race. This file is generated \

@@ -98,8 +98,8 @@ pub fn notification_visible(expires_at_seconds: Option<i64>, now: Timestamp) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::event::RETENTION;
-    use crate::domain::time::SECOND;
+    use crate::event::RETENTION;
+    use crate::time::SECOND;
 
     #[test]
     fn notification_deliveries_at_rest_expire_as_events_do_and_open_ones_never() {
@@ -140,7 +140,7 @@ mod tests {
 
     #[test]
     fn a_requested_notice_never_expires_and_every_later_status_does() {
-        use crate::domain::lifecycle::Status;
+        use crate::lifecycle::Status;
         let at = Timestamp(1_700_000_000_000);
         for s in NoticeStatus::ALL {
             let ttl = notice_status_ttl_seconds(*s, at);
@@ -153,7 +153,7 @@ mod tests {
 
     #[test]
     fn only_the_operator_requeue_reopens_a_delivery_at_rest() {
-        use crate::domain::notification_delivery::{NotificationTrigger, NOTIFICATION_LIFECYCLE};
+        use crate::notification_delivery::{NotificationTrigger, NOTIFICATION_LIFECYCLE};
         let reopening: Vec<NotificationTrigger> = NOTIFICATION_LIFECYCLE
             .transitions
             .iter()

@@ -2,6 +2,9 @@
 //! projection and signing. Nothing in here performs I/O, reads a clock or names an AWS type; it
 //! takes facts (including the current time) and returns decisions that the shell applies.
 //!
+//! The one exception is [`ids`], the typed ids: their `new()` draws a ULID (the clock and a
+//! random number).
+//!
 //! Every lifecycle table is rendered as `docs/lifecycles.md` by [`lifecycle_doc::render`].
 
 pub mod change;
@@ -11,6 +14,7 @@ pub mod endpoint_auth;
 pub mod event;
 pub mod event_type;
 pub mod filter;
+pub mod ids;
 pub mod input;
 pub mod integration_delivery;
 pub mod integration_input;

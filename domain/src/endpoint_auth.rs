@@ -3,7 +3,7 @@
 //!
 //! Header values are configuration, not secrets: they are stored and shown as they are. The
 //! credential of an authentication mode (the header's value, the password, the client secret) is
-//! a secret: it is sealed like a signing secret ([`crate::domain::sealed`], bound to the
+//! a secret: it is sealed like a signing secret ([`crate::sealed`], bound to the
 //! integration), never shown again, and a replaced credential keeps working as a fallback for a
 //! rotation's grace (tried once when the endpoint answers 401 to the new one).
 //!
@@ -292,7 +292,7 @@ pub fn token_fresh_until(now: Timestamp, expires_in: Option<u64>) -> Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::sealed::{seal_credential, DataKey};
+    use crate::sealed::{seal_credential, DataKey};
 
     #[test]
     fn an_endpoint_stays_at_its_origin_only_with_the_same_scheme_host_and_port() {

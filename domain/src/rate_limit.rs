@@ -4,7 +4,7 @@
 //! and waits as a new delayed message, so its receives toward the dead-letter queue start again at
 //! none. An integration without a limit is never counted.
 
-use crate::domain::time::{Timestamp, SECOND};
+use crate::time::{Timestamp, SECOND};
 use std::time::Duration;
 
 /// The smallest accepted limit.

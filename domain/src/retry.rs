@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use thiserror::Error;
 
-use crate::domain::time::DAY;
+use crate::time::DAY;
 
 // ---------------------------------------------------------------------------------------------
 // Integration delivery policies
@@ -177,8 +177,8 @@ fn longer_provider_delay(
 // ---------------------------------------------------------------------------------------------
 
 /// Receives of a notification message; a retryable failure on the eighth is exhausted. Defined
-/// once, with the lifecycle's other numbers, in [`crate::domain::notification_delivery`].
-pub use crate::domain::notification_delivery::MAX_RECEIVES;
+/// once, with the lifecycle's other numbers, in [`crate::notification_delivery`].
+pub use crate::notification_delivery::MAX_RECEIVES;
 /// The delay after the first failed receive.
 pub const NOTIFICATION_BASE_DELAY: Duration = Duration::from_secs(30);
 /// The cap on the un-jittered delay.
@@ -319,7 +319,7 @@ pub fn notification_receive_decision(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::time::{HOUR, MINUTE, SECOND};
+    use crate::time::{HOUR, MINUTE, SECOND};
     use proptest::prelude::*;
 
     fn exp(max_retries: u32, retry_delay_secs: u32) -> RetryPolicy {

@@ -9,7 +9,7 @@
 //! object schema. A keyword outside the subset is refused rather than silently ignored, so a
 //! schema never promises a check the catalog does not make.
 
-use crate::domain::projection::FieldPath;
+use crate::projection::FieldPath;
 use serde_json::{Map, Value};
 use thiserror::Error;
 

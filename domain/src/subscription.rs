@@ -122,7 +122,7 @@ pub fn on_resume(status: SubscriptionStatus) -> Result<ResumeDecision, Transitio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::lifecycle::testing::assert_exhaustive;
+    use crate::lifecycle::testing::assert_exhaustive;
     use proptest::prelude::*;
 
     #[test]

@@ -67,8 +67,8 @@ pub static NOTICE_LIFECYCLE: Lifecycle<NoticeStatus, NoticeTrigger, NoticeEffect
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::lifecycle::testing::assert_exhaustive;
-    use crate::domain::lifecycle::{Status, TransitionError};
+    use crate::lifecycle::testing::assert_exhaustive;
+    use crate::lifecycle::{Status, TransitionError};
 
     const ROWS: &[(NoticeStatus, NoticeTrigger, NoticeStatus)] = &[
         (NS::Requested, NT::FanOut, NS::Active),

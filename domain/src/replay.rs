@@ -322,9 +322,9 @@ pub fn after_chunk(more_remain: bool) -> (ReplayTrigger, ReplayStatus) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::integration_delivery::DeliveryTrigger;
-    use crate::domain::lifecycle::testing::assert_exhaustive;
-    use crate::domain::time::{HOUR, MINUTE, SECOND};
+    use crate::integration_delivery::DeliveryTrigger;
+    use crate::lifecycle::testing::assert_exhaustive;
+    use crate::time::{HOUR, MINUTE, SECOND};
 
     #[test]
     fn a_running_job_is_under_way_and_a_completed_one_is_not() {

@@ -1,10 +1,10 @@
 //! The source change event: one item the owning application (Rhythm) writes to its changes table
 //! each time one of its records changes. The stream ingest function reads these, matches them to
-//! subscriptions, filters them ([`crate::domain::filter`]) and projects them
-//! ([`crate::domain::projection`]). The full `record` row is never delivered as it is.
+//! subscriptions, filters them ([`crate::filter`]) and projects them
+//! ([`crate::projection`]). The full `record` row is never delivered as it is.
 
-use crate::domain::time::Timestamp;
 use crate::ids::{is_change_id_text, AccountId, ChangeId};
+use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use thiserror::Error;
@@ -35,7 +35,7 @@ pub struct Change {
     /// The trace the change was made in, when the owning application keeps one: AWS X-Ray's
     /// `1-<8 hex>-<24 hex>` or a W3C trace id (32 hex, or a whole `traceparent`). Its deliveries'
     /// attempts carry it to receivers; one that is malformed is ignored
-    /// ([`crate::domain::trace_context::parse_trace_id`]).
+    /// ([`crate::trace_context::parse_trace_id`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
 }
@@ -116,13 +116,14 @@ fn check_key_part(field: &'static str, value: &str) -> Result<(), ChangeError> {
     Ok(())
 }
 
-#[cfg(test)]
-pub(crate) mod tests {
+// With the `fixtures` feature too: the store's tests build on the same sample change.
+#[cfg(any(test, feature = "fixtures"))]
+pub mod tests {
     use super::*;
     use serde_json::json;
 
-    /// A valid order change used by tests across the domain.
-    pub(crate) fn sample_change() -> Change {
+    /// A valid order change used by tests across the domain (and the store's).
+    pub fn sample_change() -> Change {
         Change {
             account_id: "acct-1".parse().unwrap(),
             change_id: "01HZX3Q4J8K9M0N1P2Q3R4S5T6".parse().unwrap(),

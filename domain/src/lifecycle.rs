@@ -11,7 +11,7 @@
 //!   "cannot happen" row's reason when there is one);
 //! * [`Lifecycle::condition`] / [`Lifecycle::expect`] produce the storage condition for the status
 //!   write, so that DynamoDB refuses what the table refuses even when two writers race;
-//! * [`crate::domain::lifecycle_doc::render`] renders every table as `docs/lifecycles.md`.
+//! * [`crate::lifecycle_doc::render`] renders every table as `docs/lifecycles.md`.
 //!
 //! The vocabularies (statuses, triggers, outcomes, side effects, actors) are closed enums declared
 //! with `status_enum!` and `term_enum!`, one line per value with its text for the doc. Side
@@ -57,7 +57,7 @@ macro_rules! status_enum {
         $vis enum $name {
             $($(#[$vmeta])* #[doc = $meaning] #[serde(rename = $spelling)] $variant),+
         }
-        impl $crate::domain::lifecycle::Status for $name {
+        impl $crate::lifecycle::Status for $name {
             const ALL: &'static [Self] = &[$($name::$variant),+];
             fn as_str(self) -> &'static str {
                 match self { $($name::$variant => $spelling),+ }
@@ -68,7 +68,7 @@ macro_rules! status_enum {
         }
         impl std::fmt::Display for $name {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str($crate::domain::lifecycle::Status::as_str(*self))
+                f.write_str($crate::lifecycle::Status::as_str(*self))
             }
         }
     };
@@ -85,7 +85,7 @@ macro_rules! term_enum {
         $vis enum $name {
             $($(#[$vmeta])* #[doc = $text] $variant),+
         }
-        impl $crate::domain::lifecycle::Term for $name {
+        impl $crate::lifecycle::Term for $name {
             const ALL: &'static [Self] = &[$($name::$variant),+];
             fn text(self) -> &'static str {
                 match self { $($name::$variant => $text),+ }

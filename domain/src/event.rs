@@ -257,9 +257,9 @@ mod delivery_retention_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::lifecycle::testing::{assert_exhaustive, reachable};
-    use crate::domain::lifecycle::{Status, Term, TransitionError};
-    use crate::domain::time::SECOND;
+    use crate::lifecycle::testing::{assert_exhaustive, reachable};
+    use crate::lifecycle::{Status, Term, TransitionError};
+    use crate::time::SECOND;
     use proptest::prelude::*;
     use TransmitStatus as X;
 

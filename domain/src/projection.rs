@@ -8,8 +8,8 @@
 //! matches inside an array of lines (allow `lines` to deliver the array as a whole). When one
 //! allowed path contains another (`customer` and `customer.email`), the broader one wins.
 
-use crate::domain::change::Change;
-use crate::domain::time::Timestamp;
+use crate::change::Change;
+use crate::time::Timestamp;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{json, Map, Value};
 use std::cell::{Cell, OnceCell};
@@ -592,7 +592,7 @@ fn push_rfc3339(out: &mut String, t: Timestamp) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::change::tests::sample_change;
+    use crate::change::tests::sample_change;
     use proptest::prelude::*;
 
     /// The envelope as `delivery_payload_json` wrote it before [`PreparedChange`]: serde's
