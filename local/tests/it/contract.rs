@@ -237,7 +237,8 @@ async fn every_response_to_requests_generated_from_openapi_conforms_to_it() {
     // world's clock, so the account's request rate is raised past what the run sends (its 429 is
     // documented on every token route, and tested in caller_bounds.rs).
     let mut state = w.api_state();
-    state.config.account_limits.requests_per_second = *shared::api::account_rate::RATE_RANGE.end();
+    state.config.account_limits.requests_per_second =
+        *shared::operations::account::limits::RATE_RANGE.end();
     let (addr, server) = serve_loopback(state).await.expect("the API serves");
     // The server answers as the spec's local server does.
     let health = reqwest::get(format!("http://{addr}/health")).await.unwrap();

@@ -26,8 +26,6 @@ use crate::store::rate_window;
 use crate::store::write::{send, Written};
 /// The `Retry-After` of a refused request: the counted second ends within it.
 pub const RETRY_AFTER_SECS: u64 = 1;
-/// The lowest and highest rate an operator may set.
-pub const RATE_RANGE: std::ops::RangeInclusive<u32> = 1..=100_000;
 
 /// The rate that applies to the account at `now`: its own, else the deployment's.
 pub async fn rate_of(

@@ -8,31 +8,25 @@
 //!   requests_per_second?, reason?}` → 200, the limits as they are now. A number (0 to
 //!   [`MAX_LIMIT`]; a rate from 1) is the account's own limit, `null` puts it back to the
 //!   deployment's default, an absent field leaves it. Audited (`set_account_limits`, the old and
-//!   new values in the details) in one transaction with the change. Lowering a limit below what
-//!   the account has refuses new items only.
+//!   new values in the details) in one transaction with the change ([`set_limits`]). Lowering a
+//!   limit below what the account has refuses new items only.
+//!
+//! [`MAX_LIMIT`]: crate::operations::account::limits::MAX_LIMIT
 
-use crate::api::account_rate::RATE_RANGE;
 use crate::api::auth::Operator;
-use crate::api::extract::{path_id, ApiPath, JsonBody, Patch};
+use crate::api::extract::{path_id, ApiPath, JsonBody};
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::ids::AccountId;
-use crate::operations::account::limits::usage;
+use crate::operations::account::limits::{set_limits, usage, LimitChanges, RATE};
 use crate::operations::MAX_REASON_CHARS;
 use crate::store::account;
-use crate::store::account_limits::{self, Counted, Usage};
-use crate::store::audit::{self, AuditAction, AuditRecord};
-use crate::store::write::{send_resolving_conflicts, Write};
+use crate::store::account_limits::{Counted, Usage};
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
 use std::sync::Arc;
-
-/// The highest limit an operator may set (the template's parameters' maximum).
-pub const MAX_LIMIT: u32 = 100_000;
-/// The field of the account's request rate.
-const RATE: &str = "requests_per_second";
 
 pub fn router() -> Router<Arc<ApiState>> {
     Router::new().route(
@@ -123,77 +117,25 @@ async fn set(
     ApiPath(account_id): ApiPath<String>,
     JsonBody(mut f): JsonBody,
 ) -> Result<Json<LimitsView>, ApiError> {
-    let mut changes = Vec::new();
-    let limits = Counted::ALL
-        .map(|w| (w.as_str(), w.own_limit_attribute(), 0..=MAX_LIMIT))
-        .into_iter()
-        .chain([(RATE, account_limits::OWN_RATE_ATTRIBUTE, RATE_RANGE)]);
-    for (field, attribute, range) in limits {
-        match f.patch::<u32>(field) {
-            Patch::Absent => {}
-            Patch::Null => changes.push((field, attribute, None)),
-            Patch::Set(v) if range.contains(&v) => changes.push((field, attribute, Some(v))),
-            Patch::Set(_) => f.error(
-                field,
-                format!(
-                    "must be a whole number from {} to {}, or null for the default",
-                    range.start(),
-                    range.end()
-                ),
-            ),
-        }
-    }
-    let reason = if f.has("reason") {
-        f.required_text("reason", MAX_REASON_CHARS)
-            .unwrap_or_default()
-    } else {
-        String::new()
+    let changes = LimitChanges {
+        caps: Counted::ALL.map(|w| (w, f.patch::<u32>(w.as_str()))).into(),
+        requests_per_second: f.patch(RATE),
+        reason: match f.has("reason") {
+            true => f
+                .required_text("reason", MAX_REASON_CHARS)
+                .unwrap_or_default(),
+            false => String::new(),
+        },
     };
-    if changes.is_empty() && !f.has_errors() {
-        f.error(
-            "integrations",
-            "name at least one of integrations, subscriptions, live_tokens, requests_per_second",
-        );
-    }
-    f.finish()?;
-    let account_id = existing(&state, &account_id).await?;
-    let before = usage(&state.account_ops(), &account_id).await?;
-    let describe = |v: Option<u32>| v.map_or_else(|| "default".to_string(), |v| v.to_string());
-    let mut entry = AuditRecord::for_account(
-        AuditAction::SetAccountLimits,
-        &account_id,
-        &operator.id,
-        &reason,
-        state.clock.now(),
-    );
-    for (field, _, v) in &changes {
-        let was = match Counted::ALL.into_iter().find(|w| w.as_str() == *field) {
-            Some(w) => before.own_limit(w),
-            None => before.max_requests_per_second,
-        };
-        entry = entry.detail(field, format!("{} -> {}", describe(was), describe(*v)));
-    }
-    let changes: Vec<_> = changes.into_iter().map(|(_, a, v)| (a, v)).collect();
-    let table = state.table();
-    let written = send_resolving_conflicts(
-        state.dynamo(),
-        Write::all([
-            account_limits::set_own_limits(table, &account_id, &changes)?,
-            audit::create(table, &entry)?,
-            account::live_check(table, &account_id)?,
-        ])?,
-    )
-    .await?;
-    if !written.applied() {
-        if !account::is_live(state.dynamo(), table, &account_id).await? {
-            return Err(crate::operations::OpsError::AccountGone.into());
-        }
-        return Err(ApiError::conflict(
-            "the limits were changed concurrently; retry the request",
-        ));
-    }
+    // The range checks only when every field could be read (as a change of nothing is).
+    let checked = match f.has_errors() {
+        true => Ok(()),
+        false => changes.check(),
+    };
+    f.finish_with(checked)?;
+    let account_id: AccountId = path_id(&account_id, "account")?;
+    let ops = state.account_ops();
+    let now = set_limits(&ops, &account_id, &operator.id, &changes).await?;
     state.account_rates.forget(&account_id);
-    tracing::info!(operator = %operator.id, %account_id, changes = changes.len(), "account limits set");
-    let now = usage(&state.account_ops(), &account_id).await?;
     Ok(Json(LimitsView::new(&state, account_id, &now)))
 }

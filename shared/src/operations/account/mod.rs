@@ -6,7 +6,8 @@
 //! * [`integrations`] — create and delete an integration, issue its tokens.
 //! * [`integration_edit`] — edit an integration (URL, handler, headers, authentication, rate
 //!   limit, a signing-secret rotation), checked against it as it is.
-//! * [`limits`] — the account's caps: counted creates and removals.
+//! * [`limits`] — the account's caps: counted creates and removals, and an operator's change
+//!   of an account's own limits.
 //! * [`tokens`] — issuing, rotating and revoking account and integration tokens.
 //! * [`token_format`] — a token's text, its check and the deployment's token-check key.
 
