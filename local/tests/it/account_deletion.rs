@@ -8,9 +8,9 @@ use axum::http::{Method, StatusCode};
 use local::testkit::api::{ApiAccount, OPERATOR, OPERATOR_TOKEN};
 use local::testkit::World;
 use serde_json::{json, Value};
-use shared::api::operator::accounts::DELETION_PAGE;
 use shared::domain::integration_delivery::DeliveryStatus;
 use shared::ids::AccountId;
+use shared::operations::account::accounts::DELETION_PAGE;
 use shared::store::{account, account_limits, keys, write};
 
 fn account_path(account_id: &AccountId) -> String {

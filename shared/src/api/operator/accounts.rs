@@ -27,30 +27,28 @@
 //! account, the token or the account's deletion.
 
 use crate::api::auth;
-use crate::api::auth::{IssuedTokenView, Operator, PlaintextToken, TokenKind};
+use crate::api::auth::{IssuedTokenView, Operator, PlaintextToken};
 use crate::api::extract::{cursor_id, path_id, ApiPath, ApiQuery, Fields, JsonBody};
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::api::v1::events::monitor_error;
 use crate::api::v1::ListResponse;
 use crate::ids::AccountId;
-use crate::operations::account::limits;
-use crate::operations::account::tokens;
+use crate::operations::account::accounts::{
+    account_of, create_account, delete_account, issue_account_token, NewAccount,
+};
+use crate::operations::account::tokens::TokenRequest;
 use crate::operations::account_health::{list_accounts, AccountHealth, AccountSearch, Health};
-use crate::operations::{MAX_REASON_CHARS, WRITE_CONCURRENCY};
+use crate::operations::MAX_REASON_CHARS;
 use crate::store::account::{self, Account, NoticeAllowlist};
-use crate::store::account_limits::Counted;
 use crate::store::audit::{self, AuditAction, AuditRecord};
-use crate::store::write::{send, Write};
-use crate::store::{integration, subscription, token, StoreError};
+use crate::store::write::Write;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures::{stream, StreamExt};
 use serde::{Deserialize, Serialize};
-use std::future::Future;
 use std::sync::Arc;
 
 pub const ACCOUNT_KIND: &str = account::KIND;
@@ -291,39 +289,12 @@ async fn create(
     f.finish()?;
     let name = name.ok_or_else(|| ApiError::internal("validated name missing"))?;
 
-    let now = state.clock.now();
-    let account = Account::new(AccountId::new(), name, admin_emails, now);
-    let (token, record) = tokens::issue_token(
-        &state.account_ops(),
-        TokenKind::Acct,
-        &account.account_id,
-        None,
-        now,
-    )
-    .await?;
-    let audit = AuditRecord::for_account(
-        AuditAction::CreateAccount,
-        &account.account_id,
-        &operator.id,
-        &reason,
-        now,
-    )
-    .detail("name", &account.name)
-    .detail("token_id", &record.token_id);
-    let table = state.table();
-    limits::create_counted_with_account(
-        &state.account_ops(),
-        &account.account_id,
-        &[Counted::LiveTokens],
-        Write::all([
-            account::create(table, &account)?,
-            token::create(table, &record)?,
-            audit::create(table, &audit)?,
-        ])?,
-    )
-    .await?;
-    tracing::info!(operator = %operator.id, account_id = %account.account_id, "account created");
-
+    let new = NewAccount {
+        name,
+        admin_emails,
+        reason,
+    };
+    let (account, token) = create_account(&state.account_ops(), &operator.id, new).await?;
     let location = format!("/operator/accounts/{}", account.account_id);
     Ok((
         StatusCode::CREATED,
@@ -347,9 +318,7 @@ fn optional_reason(f: &mut Fields) -> String {
 
 async fn load(state: &ApiState, account_id: &str) -> Result<Account, ApiError> {
     let account_id = path_id(account_id, "account")?;
-    account::get(state.dynamo(), state.table(), &account_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("account"))
+    Ok(account_of(&state.account_ops(), &account_id).await?)
 }
 
 async fn fetch(
@@ -371,163 +340,18 @@ async fn issue(
     let expires_in = auth::read_token_expiry(&mut f);
     let reason = optional_reason(&mut f);
     f.finish()?;
-    let account = load(&state, &account_id).await?;
-    let audit = AuditRecord::for_account(
-        AuditAction::IssueAccountToken,
-        &account.account_id,
-        &operator.id,
-        &reason,
-        state.clock.now(),
-    );
-    let (token, record, revoked) = tokens::issue_rotated(
-        &state.account_ops(),
-        TokenKind::Acct,
-        &account.account_id,
-        None,
+    let account_id = path_id(&account_id, "account")?;
+    let request = TokenRequest {
         revoke_existing,
         expires_in,
-        audit,
-    )
-    .await?;
-    tracing::info!(
-        operator = %operator.id,
-        account_id = %account.account_id,
-        token_id = %record.token_id,
-        revoked,
-        "account token issued"
-    );
+    };
+    let ops = state.account_ops();
+    let (token, record, revoked) =
+        issue_account_token(&ops, &account_id, &operator.id, &reason, request).await?;
     Ok((
         StatusCode::CREATED,
         Json(IssuedTokenView::new(token, &record, revoked)),
     ))
-}
-
-/// Subscriptions and integrations read per page while an account is deleted.
-pub const DELETION_PAGE: u32 = 100;
-
-/// What an account's deletion removed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DeletedAccount {
-    pub tokens: u32,
-    pub subscriptions: u32,
-    pub integrations: u32,
-}
-
-/// Deletes an account: it is marked as being deleted (nothing can be created in it any more,
-/// and its console sessions end), its tokens (account, integration and publish tokens) are
-/// revoked, then its subscriptions and integrations deleted, page by page until none is left,
-/// then the account item (and with it its entry on the `ACCOUNTS` listing) in one transaction
-/// with the audit entry of the deletion. Nothing is routed to it afterwards: ingest finds no subscription, and a
-/// delivery already queued fails as configuration loss ("the account is gone") once the worker's
-/// configuration cache has expired. Its audit history, events and deliveries stay (history, gone
-/// by their own retention). The account item goes last, so a deletion cut short (a timeout, an
-/// error) is finished by asking again: every step before it is safe to repeat. An unknown or
-/// already deleted account is [`ApiError::NotFound`].
-pub async fn delete_account(
-    state: &ApiState,
-    account_id: &AccountId,
-    operator: &str,
-    reason: &str,
-) -> Result<DeletedAccount, ApiError> {
-    let (dynamo, table) = (state.dynamo(), state.table());
-    // Marked first: from now on nothing is created in it (each create's transaction checks the
-    // account is live) and its console sessions end (each request checks it too), operator-link
-    // sessions included, while the next steps remove what it has.
-    let marked = account::begin_deletion(table, account_id, state.clock.now())?;
-    if !send(dynamo, marked).await?.applied() {
-        return Err(ApiError::not_found("account"));
-    }
-    // Then its tokens: no credential of it works while its items go.
-    let tokens = tokens::revoke_all_tokens(
-        &state.account_ops(),
-        account_id,
-        operator,
-        "the account was deleted",
-        state.clock.now(),
-    )
-    .await?;
-    let subscriptions = delete_pages(
-        dynamo,
-        move |after| async move {
-            subscription::list(
-                dynamo,
-                table,
-                account_id,
-                None,
-                DELETION_PAGE,
-                after.as_ref(),
-            )
-            .await
-        },
-        |s| subscription::delete(table, account_id, &s.subscription_id),
-    )
-    .await?;
-    let integrations = delete_pages(
-        dynamo,
-        move |after| async move {
-            integration::list(dynamo, table, account_id, DELETION_PAGE, after.as_ref()).await
-        },
-        |i| integration::delete(table, account_id, &i.integration_id),
-    )
-    .await?;
-    let deleted = DeletedAccount {
-        tokens,
-        subscriptions,
-        integrations,
-    };
-    let audit = AuditRecord::for_account(
-        AuditAction::DeleteAccount,
-        account_id,
-        operator,
-        reason,
-        state.clock.now(),
-    )
-    .detail("tokens_revoked", deleted.tokens)
-    .detail("subscriptions_deleted", deleted.subscriptions)
-    .detail("integrations_deleted", deleted.integrations);
-    // Refused: deleted concurrently by another request (a 404, like a second deletion).
-    state
-        .change_existing(
-            Write::all([
-                account::delete(table, account_id)?,
-                crate::store::account_limits::forget(table, account_id)?,
-                audit::create(table, &audit)?,
-            ])?,
-            "account",
-        )
-        .await?;
-    Ok(deleted)
-}
-
-/// Deletes every item `page` lists (a page at a time, from the id it continues after), each with
-/// the delete `write` makes of it, [`WRITE_CONCURRENCY`] at a time; how many it deleted (one
-/// already gone is not counted).
-async fn delete_pages<T, Id, Fut>(
-    dynamo: &aws_sdk_dynamodb::Client,
-    page: impl Fn(Option<Id>) -> Fut,
-    write: impl Fn(&T) -> Result<Write, StoreError>,
-) -> Result<u32, ApiError>
-where
-    Fut: Future<Output = Result<(Vec<T>, Option<Id>), StoreError>>,
-{
-    let (mut after, mut deleted) = (None, 0);
-    loop {
-        let (items, next) = page(after.take()).await?;
-        let writes = items.iter().map(&write).collect::<Result<Vec<_>, _>>()?;
-        let sent: Vec<_> = stream::iter(writes.into_iter().map(|w| send(dynamo, w)))
-            .buffer_unordered(WRITE_CONCURRENCY)
-            .collect()
-            .await;
-        for written in sent {
-            if written?.applied() {
-                deleted += 1;
-            }
-        }
-        match next {
-            Some(n) => after = Some(n),
-            None => return Ok(deleted),
-        }
-    }
 }
 
 async fn remove(
@@ -539,7 +363,7 @@ async fn remove(
     let reason = optional_reason(&mut f);
     f.finish()?;
     let account_id = path_id(&account_id, "account")?;
-    let deleted = delete_account(&state, &account_id, &operator.id, &reason).await?;
+    let deleted = delete_account(&state.account_ops(), &account_id, &operator.id, &reason).await?;
     tracing::info!(
         operator = %operator.id,
         account_id = %account_id,

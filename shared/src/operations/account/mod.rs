@@ -3,6 +3,7 @@
 //! rules of a valid value are the domain's), and the operation reads, decides and writes, with
 //! its audit entry in the same transaction.
 //!
+//! * [`accounts`] — create an account with its first token, issue account tokens, delete one.
 //! * [`integrations`] — create and delete an integration, issue its tokens.
 //! * [`integration_edit`] — edit an integration (URL, handler, headers, authentication, rate
 //!   limit, a signing-secret rotation), checked against it as it is.
@@ -11,6 +12,7 @@
 //! * [`tokens`] — issuing, rotating and revoking account and integration tokens.
 //! * [`token_format`] — a token's text, its check and the deployment's token-check key.
 
+pub mod accounts;
 pub mod integration_edit;
 pub mod integrations;
 pub mod limits;
