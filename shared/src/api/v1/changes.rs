@@ -34,7 +34,7 @@
 //! once. An account token cannot publish: publishing is the owning application's credential, kept
 //! apart from the one that manages subscriptions.
 
-use crate::api::auth::{self, AccountAuth, IssuedTokenView, Operator, Principal, TokenKind};
+use crate::api::auth::{self, AccountAuth, IssuedTokenView, Operator, Principal};
 use crate::api::extract::{path_id, ApiPath, Fields, JsonBody};
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::ApiState;
@@ -43,7 +43,7 @@ use crate::domain::change::{Change, ChangeError};
 use crate::domain::time::Timestamp;
 use crate::domain::trace_context;
 use crate::ids::{AccountId, ChangeId};
-use crate::operations::account::tokens;
+use crate::operations::account::tokens::{self, TokenRequest};
 use crate::operations::recovery::audit::write_with_audit;
 use crate::operations::{MAX_REASON_CHARS, WRITE_CONCURRENCY};
 use crate::store::account;
@@ -471,24 +471,13 @@ async fn issue_publish_token(
         String::new()
     };
     f.finish()?;
-    let entry = AuditRecord::for_account(
-        AuditAction::IssuePublishToken,
-        account_id,
-        actor,
-        &reason,
-        state.clock.now(),
-    );
-    let (token, record, revoked) = tokens::issue_rotated(
-        &state.account_ops(),
-        TokenKind::Pub,
-        account_id,
-        None,
+    let request = TokenRequest {
         revoke_existing,
         expires_in,
-        entry,
-    )
-    .await?;
-    tracing::info!(%account_id, token_id = %record.token_id, revoked, "publish token issued");
+    };
+    let (token, record, revoked) =
+        tokens::issue_publish_token(&state.account_ops(), account_id, actor, &reason, request)
+            .await?;
     Ok((
         StatusCode::CREATED,
         Json(IssuedTokenView::new(token, &record, revoked)),

@@ -202,3 +202,34 @@ pub struct TokenRequest {
     /// The token stops working this long after it is issued (within [`TOKEN_EXPIRY_RANGE`]).
     pub expires_in: Option<std::time::Duration>,
 }
+
+/// Issues a publish token for the account on behalf of `actor` for `reason` (audited); with
+/// `revoke_existing` the account's other publish tokens are revoked.
+pub async fn issue_publish_token(
+    ops: &AccountOps<'_>,
+    account_id: &AccountId,
+    actor: &str,
+    reason: &str,
+    request: TokenRequest,
+) -> Result<(PlaintextToken, TokenRecord, u32), OpsError> {
+    let entry = AuditRecord::for_account(
+        AuditAction::IssuePublishToken,
+        account_id,
+        actor,
+        reason,
+        ops.now(),
+    );
+    let issued = issue_rotated(
+        ops,
+        TokenKind::Pub,
+        account_id,
+        None,
+        request.revoke_existing,
+        request.expires_in,
+        entry,
+    )
+    .await?;
+    let (token_id, revoked) = (&issued.1.token_id, issued.2);
+    tracing::info!(%account_id, %token_id, revoked, "publish token issued");
+    Ok(issued)
+}
