@@ -24,7 +24,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use maud::{html, Markup};
 use serde_json::{Map, Value};
-use shared::api::auth::OneTimeSecret;
+use shared::operations::account::token_format::OneTimeSecret;
 use shared::api::extract::{path_id, Fields};
 use shared::api::problem::ApiError;
 use shared::api::state::ApiState;
