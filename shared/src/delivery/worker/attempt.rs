@@ -291,7 +291,8 @@ impl DeliveryWorker {
     }
 
     /// Saves a dead outcome and adds one to its subscription's dead count in one transaction, so a
-    /// redelivered message can never count twice (its outcome write fails on the lease). A
+    /// delivery whose work comes again (its message redelivered whole, or a copy the batch sent)
+    /// can never count twice (its outcome write fails on the lease). A
     /// transaction that meets a concurrent one is tried again (nothing of it was written); only a
     /// refused condition is a decision: the lease was lost, or the subscription is gone (then the
     /// delivery is dead all the same, with nothing to count). The pause check follows in
