@@ -1,5 +1,5 @@
-//! The delivery worker: delivery queue messages, each of one delivery's work or up to ten of one
-//! account's packed by the dispatcher → one claimed, classified attempt per delivery.
+//! The delivery worker: delivery queue messages (a delivery each, or up to ten of an account's new
+//! deliveries) → one claimed, classified attempt per delivery.
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{service_fn, LambdaEvent};
