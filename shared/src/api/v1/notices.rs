@@ -33,7 +33,6 @@ use crate::notify::bounds::{outbound_recipients, refused_recipients, retry_after
 use crate::notify::notice_service::{
     validate, CreateError, NewNotice, NoticeService, WithdrawError,
 };
-use crate::notify::table::NotificationTable;
 use crate::notify::NotifyError;
 use crate::store::account;
 use crate::store::console_inbox;
@@ -62,10 +61,7 @@ pub fn router() -> Router<Arc<ApiState>> {
 }
 
 pub(crate) fn service(state: &ApiState) -> NoticeService {
-    NoticeService::new(
-        NotificationTable::from_config(&state.clients, &state.config),
-        state.clock.clone(),
-    )
+    crate::operations::notices::service(&state.clients, &state.config, state.clock.clone())
 }
 
 pub(crate) fn fault(e: NotifyError) -> ApiError {
