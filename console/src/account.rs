@@ -7,7 +7,7 @@ use super::health::{dead_run, health_panel, last_failure, rate_text};
 use super::names::{answers_table, filter_text, retry_policy_kind, retry_policy_text, Names};
 use super::operator::{attention_page, audit_table};
 use super::page::{badge, encode, error_page, html_response, shell, when_text, Ctx, NotYours};
-use super::views::{self, Scope};
+use super::views::{self, Scope, SubscriptionFacts};
 use super::Params;
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
@@ -16,7 +16,6 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use maud::{html, Markup};
-use shared::api::operator::audit::AuditView;
 use shared::api::problem::ApiError;
 use shared::api::state::ApiState;
 use shared::api::v1::subscriptions::SubscriptionView;
@@ -25,8 +24,7 @@ use shared::domain::subscription::MAX_CONSECUTIVE_DEAD;
 use shared::domain::time::Timestamp;
 use shared::ids::AccountId;
 use shared::operations::endpoint_health::{endpoint_health, EndpointHealth};
-use shared::operations::recovery::audit;
-use shared::store::audit::AuditScope;
+use shared::operations::resource_ids::named;
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;
@@ -220,79 +218,33 @@ async fn delivery_log(
     let ctx = &admin.ctx;
     let nav = nav_at("nav-overview");
     let sc = scope(&admin.account_id);
-    let found = match shared::api::extract::path_id(&s, "subscription") {
-        Ok(id) => state
-            .ops()
-            .subscription(&admin.account_id, &id)
-            .await
-            .map_err(ApiError::from),
-        Err(e) => Err(e),
+    let read = async {
+        let id = named(&s, "subscription")?;
+        SubscriptionFacts::read(&state, ctx, &admin.account_id, &id).await
     };
-    let sub = match found {
-        Ok(sub) => SubscriptionView::from(&sub),
+    let f = match read.await {
+        Ok(f) => f,
         Err(e) => return error_page(ctx, &nav, &e),
     };
-    let names = match Names::load(&state, &admin.account_id).await {
-        Ok(n) => n,
-        Err(e) => return error_page(ctx, &nav, &e),
-    };
-    let ops = state.ops();
-    let audit = audit::list(
-        &ops,
-        AuditScope::Subscription {
-            account_id: &admin.account_id,
-            subscription_id: &sub.id,
-        },
-        50,
-        None,
-    )
-    .await;
-    let audit: Vec<AuditView> = match audit {
-        Ok((records, _)) => records.iter().map(AuditView::from).collect(),
-        Err(e) => return error_page(ctx, &nav, &e.into()),
-    };
-    let health = match endpoint_health(&ops, &admin.account_id, &sub.id, ctx.now).await {
-        Ok(h) => h,
-        Err(e) => return error_page(ctx, &nav, &e.into()),
-    };
-    let (deliveries, refused) = views::subscription_deliveries(&state, ctx, &sc, &sub.id, &p).await;
-    let here = subscription_page(&sub.id);
+    let (deliveries, refused) =
+        views::subscription_deliveries(&state, ctx, &sc, &f.sub.id, &p).await;
     let done = p.get("done").filter(|v| !v.trim().is_empty());
-    let label = names
-        .subscription(&sub.id)
+    let label = f
+        .names
+        .subscription(&f.sub.id)
         .unwrap_or("Subscription")
         .to_owned();
     let body = html! {
         main id="main" {
             p { a href=(ctx.url("/console/acct")) { "← Overview" } }
-            h1 { (label) " " span class="id mono" { (sub.id) } }
+            h1 { (label) " " span class="id mono" { (f.sub.id) } }
             @if let Some(d) = done { p class="notice" role="status" data-testid="notice" { "Done: " (d) "." } }
-            section class="panel" aria-label="Subscription" {
-                dl class="facts" {
-                    dt { "Status" } dd data-testid="subscription-status" { (badge(sub.status.as_str())) }
-                    dt { "Integration" } dd { (names.integration_markup(&sub.integration_id)) }
-                    dt { "Record types" } dd { (sub.record_types.join(", ")) }
-                    dt { "Filter" } dd data-testid="filter-text" { (filter_text(&sub.filter)) }
-                    dt { "Fields sent" } dd { (sub.fields.join(", ")) }
-                    dt { "Retry policy" } dd data-testid="retry-policy" { (retry_policy_text(&sub.retry_policy)) " " span class="muted" { "(" (retry_policy_kind(&sub.retry_policy)) ")" } }
-                    dt { "Dead in a row" } dd { (sub.consecutive_dead) " of " (MAX_CONSECUTIVE_DEAD) " (pauses at " (MAX_CONSECUTIVE_DEAD) ")" }
-                    @if let Some(t) = &sub.paused_at { dt { "Paused" } dd { (when_text(Some(t))) } }
-                }
-                (answers_table(&sub))
-                div class="actions" {
-                    @if sub.status.may_be_resumed() {
-                        a class="button" data-testid="resume-link" href=(ctx.url(&format!("{here}/resume"))) { "Resume…" }
-                    }
-                    a class="button" data-testid="recover-link" href=(ctx.url(&format!("{here}/recover"))) { "Recover what did not arrive…" }
-                    a class="button" data-testid="replay-link" href=(ctx.url(&format!("{here}/replay"))) { "Replay a window…" }
-                    a class="button secondary" href=(ctx.url("/console/acct/manage")) { "Manage (edit, send a test event)" }
-                }
-            }
-            (health_panel(&health))
+            (subscription_panel(ctx, &f))
+            (health_panel(&f.health))
             h2 { "Deliveries" }
             (deliveries)
             h2 { "Audit history" }
-            (audit_table(&audit))
+            (audit_table(&f.audit))
         }
     };
     let status = refused
@@ -300,6 +252,35 @@ async fn delivery_log(
         .map(|e| e.status())
         .unwrap_or(StatusCode::OK);
     html_response(status, shell(Some((ctx, &nav)), &label, body))
+}
+
+/// The subscription's facts in words, its answers, and the administrator's actions on it.
+fn subscription_panel(ctx: &Ctx, f: &SubscriptionFacts) -> Markup {
+    let (sub, names) = (&f.sub, &f.names);
+    let here = subscription_page(&sub.id);
+    html! {
+        section class="panel" aria-label="Subscription" {
+            dl class="facts" {
+                dt { "Status" } dd data-testid="subscription-status" { (badge(sub.status.as_str())) }
+                dt { "Integration" } dd { (names.integration_markup(&sub.integration_id)) }
+                dt { "Record types" } dd { (sub.record_types.join(", ")) }
+                dt { "Filter" } dd data-testid="filter-text" { (filter_text(&sub.filter)) }
+                dt { "Fields sent" } dd { (sub.fields.join(", ")) }
+                dt { "Retry policy" } dd data-testid="retry-policy" { (retry_policy_text(&sub.retry_policy)) " " span class="muted" { "(" (retry_policy_kind(&sub.retry_policy)) ")" } }
+                dt { "Dead in a row" } dd { (sub.consecutive_dead) " of " (MAX_CONSECUTIVE_DEAD) " (pauses at " (MAX_CONSECUTIVE_DEAD) ")" }
+                @if let Some(t) = &sub.paused_at { dt { "Paused" } dd { (when_text(Some(t))) } }
+            }
+            (answers_table(sub))
+            div class="actions" {
+                @if sub.status.may_be_resumed() {
+                    a class="button" data-testid="resume-link" href=(ctx.url(&format!("{here}/resume"))) { "Resume…" }
+                }
+                a class="button" data-testid="recover-link" href=(ctx.url(&format!("{here}/recover"))) { "Recover what did not arrive…" }
+                a class="button" data-testid="replay-link" href=(ctx.url(&format!("{here}/replay"))) { "Replay a window…" }
+                a class="button secondary" href=(ctx.url("/console/acct/manage")) { "Manage (edit, send a test event)" }
+            }
+        }
+    }
 }
 
 async fn delivery(

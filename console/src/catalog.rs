@@ -1,8 +1,8 @@
 //! The event-type catalog's page (`/console/acct/catalog` for an account's administrators,
 //! `/console/op/catalog` for operators): every record type a subscription may name, with its
 //! description, version, the fields its schema declares and an example payload. It reads the
-//! catalog through the same operation as `GET /v1/event-types`
-//! ([`shared::api::v1::event_types::catalog`]).
+//! catalog as `GET /v1/event-types` does: the container's copy, held for a short lease (the
+//! state's `catalog`).
 
 use crate::account::Admin;
 use crate::account_parts::nav_at;
@@ -16,7 +16,6 @@ use axum::Router;
 use maud::{html, Markup};
 use serde_json::Value;
 use shared::api::state::ApiState;
-use shared::api::v1::event_types::catalog;
 use std::sync::Arc;
 
 pub fn router() -> Router<Arc<ApiState>> {
@@ -51,9 +50,12 @@ fn fields(schema: &Value, prefix: &str, out: &mut Vec<(String, String)>) {
 }
 
 async fn page(state: &ApiState, ctx: &Ctx, nav: &Nav) -> Response {
-    let catalog = match catalog(state).await {
+    let held = state
+        .catalog
+        .catalog(state.dynamo(), state.table(), state.clock.now());
+    let catalog = match held.await {
         Ok(c) => c,
-        Err(e) => return error_page(ctx, nav, &e),
+        Err(e) => return error_page(ctx, nav, &e.into()),
     };
     let listed: Vec<Vec<(String, String)>> = catalog
         .types

@@ -13,9 +13,10 @@ use axum::response::Response;
 use maud::{html, Markup};
 use serde_json::{Map, Value};
 use shared::api::extract::Fields;
-use shared::api::operator::{replays, subscriptions};
 use shared::api::problem::ApiError;
 use shared::domain::time::Timestamp;
+use shared::operations::recovery::replay::read_window;
+use shared::operations::MAX_REASON_CHARS;
 
 /// The form's `names` fields as a request's, for the API's own validation (the others, such as
 /// `csrf`, left out).
@@ -29,10 +30,16 @@ pub fn fields_of(fields: &[(String, String)], names: &[&str]) -> Fields {
     Fields::new(map)
 }
 
+/// The operator's or administrator's `reason`: required, at most [`MAX_REASON_CHARS`] (the
+/// rule of every audited action, as the API reads a JSON body's).
+fn reason(f: &mut Fields) -> Option<String> {
+    f.required_text("reason", MAX_REASON_CHARS)
+}
+
 /// The form's `reason`, refused as the API refuses a JSON body's.
 pub fn reason_of(fields: &[(String, String)]) -> Result<String, ApiError> {
     let mut f = fields_of(fields, &["reason"]);
-    let reason = subscriptions::reason(&mut f);
+    let reason = reason(&mut f);
     f.finish()?;
     reason.ok_or_else(|| ApiError::internal("validated reason missing"))
 }
@@ -154,7 +161,7 @@ pub fn replay_explain() -> Markup {
 }
 
 /// A posted replay form: its `from` and `to` as typed (to fill the form again), and the window
-/// and reason checked as the API checks a JSON body's.
+/// ([`read_window`]) and reason checked as the API checks a JSON body's.
 pub fn replay_window(
     fields: &[(String, String)],
     now: Timestamp,
@@ -175,9 +182,19 @@ pub fn replay_window(
         map.insert("reason".into(), Value::String(r.to_owned()));
     }
     let mut f = Fields::new(map);
-    let window = replays::replay_fields(&mut f, now);
-    let checked = f
-        .finish()
-        .and_then(|()| window.ok_or_else(|| ApiError::internal("validated replay fields missing")));
+    let (from, to): (Option<String>, Option<String>) = (f.required("from"), f.required("to"));
+    let reason = reason(&mut f);
+    let window = read_window(from.as_deref(), to.as_deref(), now).unwrap_or_else(|refused| {
+        for (field, message) in refused.0 {
+            f.error(field, message);
+        }
+        None
+    });
+    let checked = f.finish().and_then(|()| {
+        let ((from, to), reason) = window
+            .zip(reason)
+            .ok_or_else(|| ApiError::internal("validated replay fields missing"))?;
+        Ok((from, to, reason))
+    });
     (from_text, to_text, checked)
 }

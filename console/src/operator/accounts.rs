@@ -10,10 +10,9 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use maud::html;
-use shared::api::operator::accounts::{account_search, ListParams};
 use shared::api::state::ApiState;
-use shared::api::v1::events::monitor_error;
-use shared::operations::account_health::{list_accounts, WINDOW};
+use shared::operations::account_health::{list_accounts, SearchText, WINDOW};
+use shared::operations::OpsError;
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;
@@ -22,14 +21,14 @@ type S = State<Arc<ApiState>>;
 pub(super) async fn home(op: Op, State(state): S, Query(p): Query<Params>) -> Response {
     let ctx = &op.ctx;
     let nav = nav(None, "nav-accounts");
-    let params = ListParams {
+    let text = SearchText {
         q: p.get("q").cloned(),
         limit: None,
         cursor: p.get("cursor").cloned(),
     };
-    let search = match account_search(&params) {
+    let search = match text.read() {
         Ok(s) => s,
-        Err(e) => return error_page(ctx, &nav, &e),
+        Err(e) => return error_page(ctx, &nav, &e.into()),
     };
     let (accounts, next) = match list_accounts(
         state.dynamo(),
@@ -41,7 +40,7 @@ pub(super) async fn home(op: Op, State(state): S, Query(p): Query<Params>) -> Re
     .await
     {
         Ok(r) => r,
-        Err(e) => return error_page(ctx, &nav, &monitor_error(e)),
+        Err(e) => return error_page(ctx, &nav, &OpsError::from(e).into()),
     };
     let next = next.map(|id| shared::store::cursor::encode(id.as_str()));
     let hours = WINDOW.as_secs() / 3600;

@@ -16,7 +16,6 @@ use axum::extract::{Path, State};
 use axum::response::Response;
 use maud::{html, Markup};
 use shared::api::extract::path_id;
-use shared::api::operator::{deliveries, subscriptions};
 use shared::api::problem::ApiError;
 use shared::api::state::ApiState;
 use shared::notify::requeue::requeue as requeue_delivery;
@@ -24,6 +23,7 @@ use shared::notify::table::NotificationTable;
 use shared::operations::recovery::replay::{start_job, ReplayRequest};
 use shared::operations::recovery::resume::resume_subscription;
 use shared::operations::recovery::retry::{retry_delivery, RetryRequest};
+use shared::operations::resource_ids::{delivery_ids, subscription_ids};
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;
@@ -54,7 +54,7 @@ pub(super) async fn retry(
     let operator = op.operator.id.clone();
     confirm
         .run(&op.ctx, &body, "retried", |reason| async move {
-            let (account_id, subscription_id, change_id) = deliveries::delivery_path(&a, &s, &c)?;
+            let (account_id, subscription_id, change_id) = delivery_ids(&a, &s, &c)?;
             let request = RetryRequest {
                 account_id: &account_id,
                 subscription_id: &subscription_id,
@@ -90,7 +90,7 @@ pub(super) async fn resume(
     let operator = op.operator.id.clone();
     confirm
         .run(&op.ctx, &body, "resumed", |reason| async move {
-            let (account_id, subscription_id) = subscriptions::subscription_path(&a, &s)?;
+            let (account_id, subscription_id) = subscription_ids(&a, &s)?;
             let ops = state.ops();
             let resumed =
                 resume_subscription(&ops, &account_id, &subscription_id, &operator, &reason)
@@ -127,7 +127,7 @@ pub(super) async fn replay_create(
     // The window and the reason refused as the API refuses a JSON body's, then the operation.
     let started = async {
         let (from, to, reason) = window?;
-        let (account_id, subscription_id) = subscriptions::subscription_path(&a, &s)?;
+        let (account_id, subscription_id) = subscription_ids(&a, &s)?;
         let request = ReplayRequest {
             account_id: &account_id,
             subscription_id: &subscription_id,

@@ -13,19 +13,22 @@ use crate::Params;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use maud::html;
+use maud::{html, Markup};
 use shared::api::extract::{page_limit, path_id};
-use shared::api::operator::attention::queue_position;
+use shared::api::problem::ApiError;
 use shared::api::state::ApiState;
-use shared::api::v1::events::monitor_error;
 use shared::api::v1::subscriptions::SubscriptionView;
 use shared::domain::lifecycle::Status;
 use shared::domain::subscription::MAX_CONSECUTIVE_DEAD;
 use shared::ids::AccountId;
-use shared::operations::attention_queue::{attention_queue, AttentionEntry, AttentionKind};
+use shared::operations::attention_queue::{
+    attention_queue, queue_position, AttentionEntry, AttentionKind,
+};
 use shared::operations::event_monitor::{
     attention_deliveries, paused_subscriptions, DeliveryLogEntry,
 };
+use shared::operations::OpsError;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;
@@ -58,13 +61,13 @@ pub async fn attention_page(
     let (dynamo, table) = (state.dynamo(), state.table());
     let paused = match paused_subscriptions(dynamo, table, &sc.account_id).await {
         Ok(p) => p,
-        Err(e) => return error_page(ctx, nav, &monitor_error(e)),
+        Err(e) => return error_page(ctx, nav, &OpsError::from(e).into()),
     };
     let cursor = p.get("cursor").map(String::as_str);
     let page = match attention_deliveries(dynamo, table, &sc.account_id, 50, cursor, ctx.now).await
     {
         Ok(p) => p,
-        Err(e) => return error_page(ctx, nav, &monitor_error(e)),
+        Err(e) => return error_page(ctx, nav, &OpsError::from(e).into()),
     };
     let rows: Vec<DeliveryLogEntry> = page
         .items
@@ -162,37 +165,11 @@ fn kind_text(kind: AttentionKind) -> &'static str {
 
 /// What needs an operator across every account, oldest first.
 async fn queue_page(state: &ApiState, ctx: &Ctx, nav: &Nav, p: &Params) -> Response {
-    let after = match queue_position(p.get("cursor").map(String::as_str)) {
-        Ok(a) => a,
-        Err(e) => return error_page(ctx, nav, &e),
-    };
-    let limit = match page_limit(None) {
-        Ok(l) => l,
-        Err(e) => return error_page(ctx, nav, &e),
-    };
-    let (entries, next) = match attention_queue(
-        state.dynamo(),
-        state.table(),
-        &state.config.notification_table,
-        after.as_deref(),
-        limit,
-        ctx.now,
-    )
-    .await
-    {
+    let (entries, next) = match queue_entries(state, ctx, p).await {
         Ok(r) => r,
-        Err(e) => return error_page(ctx, nav, &monitor_error(e)),
+        Err(e) => return error_page(ctx, nav, &e),
     };
-    let next = next.map(|n| shared::store::cursor::encode(&n));
-    // The names of the listed accounts' subscriptions (a page lists a few accounts).
-    let mut names: std::collections::HashMap<AccountId, Names> = std::collections::HashMap::new();
-    for (e, _) in &entries {
-        if !names.contains_key(&e.account_id) {
-            let n = Names::load(state, &e.account_id).await.unwrap_or_default();
-            names.insert(e.account_id.clone(), n);
-        }
-    }
-    let none = Names::default();
+    let names = account_names(state, &entries).await;
     let body = html! {
         main id="main" {
             h1 { "Needs attention" }
@@ -201,31 +178,7 @@ async fn queue_page(state: &ApiState, ctx: &Ctx, nav: &Nav, p: &Params) -> Respo
                 table id="attention-queue" class="stack" {
                     thead { tr { th scope="col" { "Since" } th scope="col" { "Account" } th scope="col" { "What" } th scope="col" { "Last error" } th scope="col" { "Action" } } }
                     tbody {
-                        @for (e, name) in &entries {
-                            @let (href, label) = act_link(e);
-                            tr data-testid="queue-row" data-kind=(e.kind.as_str()) data-account-id=(e.account_id) data-subscription-id=[e.subscription_id.as_ref()] data-notice-id=[e.notice_id.as_ref()] {
-                                td data-label="Since" { (when(Some(e.at))) }
-                                td data-label="Account" {
-                                    a data-testid="queue-account" href=(ctx.url(&format!("/console/op/attention?account={}", encode(&e.account_id)))) { @if name.is_empty() { span class="mono" { (e.account_id) } } @else { (name) } }
-                                }
-                                td data-label="What" {
-                                    (kind_text(e.kind)) " "
-                                    @let sub = e.subscription_id.as_ref().map(encode).unwrap_or_default();
-                                    @if let Some(c) = &e.change_id {
-                                        @if let Some(sub_id) = &e.subscription_id { (names.get(&e.account_id).unwrap_or(&none).subscription(sub_id).unwrap_or_default()) " " }
-                                        a class="mono" href=(ctx.url(&format!("{}/subscriptions/{sub}/deliveries/{}", base(&e.account_id), encode(c)))) { (e.delivery_id.as_ref().map(|d| d.to_string()).unwrap_or_default()) }
-                                    } @else if let Some(j) = &e.job_id {
-                                        span class="mono" { (j) }
-                                    } @else if let Some(notice) = notice_path(e) {
-                                        a class="mono" href=(ctx.url(&notice)) { (e.notice_id.as_ref().map(|n| n.to_string()).unwrap_or_default()) " " (e.delivery_key.as_deref().unwrap_or_default()) }
-                                    } @else if let Some(sub_id) = &e.subscription_id {
-                                        a href=(ctx.url(&format!("{}/subscriptions/{sub}", base(&e.account_id)))) { (names.get(&e.account_id).unwrap_or(&none).subscription_markup(sub_id)) }
-                                    }
-                                }
-                                td data-label="Last error" { @if let Some(d) = &e.detail { (d) } @else { span class="muted" { "—" } } }
-                                td data-label="Action" { a class="button" data-testid="queue-act" href=(ctx.url(&href)) { (label) } }
-                            }
-                        }
+                        @for (e, name) in &entries { (queue_row(ctx, e, name, &names)) }
                         @if entries.is_empty() { tr { td colspan="5" class="muted" { "Nothing needs an operator." } } }
                     }
                 }
@@ -241,4 +194,77 @@ async fn queue_page(state: &ApiState, ctx: &Ctx, nav: &Nav, p: &Params) -> Respo
         StatusCode::OK,
         shell(Some((ctx, nav)), "Needs attention", body),
     )
+}
+
+/// The page of the queue the query's cursor asks for (each entry with its account's name), and
+/// the next page's cursor.
+async fn queue_entries(
+    state: &ApiState,
+    ctx: &Ctx,
+    p: &Params,
+) -> Result<(Vec<(AttentionEntry, String)>, Option<String>), ApiError> {
+    let after = queue_position(p.get("cursor").map(String::as_str))?;
+    let limit = page_limit(None)?;
+    let (entries, next) = attention_queue(
+        state.dynamo(),
+        state.table(),
+        &state.config.notification_table,
+        after.as_deref(),
+        limit,
+        ctx.now,
+    )
+    .await
+    .map_err(OpsError::from)?;
+    Ok((entries, next.map(|n| shared::store::cursor::encode(&n))))
+}
+
+/// The names of the listed accounts' subscriptions (a page lists a few accounts).
+async fn account_names(
+    state: &ApiState,
+    entries: &[(AttentionEntry, String)],
+) -> HashMap<AccountId, Names> {
+    let mut names: HashMap<AccountId, Names> = HashMap::new();
+    for (e, _) in entries {
+        if !names.contains_key(&e.account_id) {
+            let n = Names::load(state, &e.account_id).await.unwrap_or_default();
+            names.insert(e.account_id.clone(), n);
+        }
+    }
+    names
+}
+
+/// One entry of the queue: since when, its account, what it is, its last error, its action.
+fn queue_row(
+    ctx: &Ctx,
+    e: &AttentionEntry,
+    name: &str,
+    names: &HashMap<AccountId, Names>,
+) -> Markup {
+    let none = Names::default();
+    let names = names.get(&e.account_id).unwrap_or(&none);
+    let (href, label) = act_link(e);
+    html! {
+        tr data-testid="queue-row" data-kind=(e.kind.as_str()) data-account-id=(e.account_id) data-subscription-id=[e.subscription_id.as_ref()] data-notice-id=[e.notice_id.as_ref()] {
+            td data-label="Since" { (when(Some(e.at))) }
+            td data-label="Account" {
+                a data-testid="queue-account" href=(ctx.url(&format!("/console/op/attention?account={}", encode(&e.account_id)))) { @if name.is_empty() { span class="mono" { (e.account_id) } } @else { (name) } }
+            }
+            td data-label="What" {
+                (kind_text(e.kind)) " "
+                @let sub = e.subscription_id.as_ref().map(encode).unwrap_or_default();
+                @if let Some(c) = &e.change_id {
+                    @if let Some(sub_id) = &e.subscription_id { (names.subscription(sub_id).unwrap_or_default()) " " }
+                    a class="mono" href=(ctx.url(&format!("{}/subscriptions/{sub}/deliveries/{}", base(&e.account_id), encode(c)))) { (e.delivery_id.as_ref().map(|d| d.to_string()).unwrap_or_default()) }
+                } @else if let Some(j) = &e.job_id {
+                    span class="mono" { (j) }
+                } @else if let Some(notice) = notice_path(e) {
+                    a class="mono" href=(ctx.url(&notice)) { (e.notice_id.as_ref().map(|n| n.to_string()).unwrap_or_default()) " " (e.delivery_key.as_deref().unwrap_or_default()) }
+                } @else if let Some(sub_id) = &e.subscription_id {
+                    a href=(ctx.url(&format!("{}/subscriptions/{sub}", base(&e.account_id)))) { (names.subscription_markup(sub_id)) }
+                }
+            }
+            td data-label="Last error" { @if let Some(d) = &e.detail { (d) } @else { span class="muted" { "—" } } }
+            td data-label="Action" { a class="button" data-testid="queue-act" href=(ctx.url(&href)) { (label) } }
+        }
+    }
 }

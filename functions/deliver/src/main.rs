@@ -14,7 +14,8 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let ctx = Context::from_env().await?;
     let worker = &DeliveryWorker::new(ctx.clients, ctx.config, ctx.clock);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        // Attempts that could not finish before the invocation's deadline are not started.
+        // Attempts that could not finish before the invocation's deadline are not started: each
+        // such delivery goes back to the queue as a copy of its own.
         let deadline = deadline_of(&event.context);
         Ok::<_, lambda_runtime::Error>(worker.handle_until(event.payload, Some(deadline)).await)
     }))

@@ -1,5 +1,6 @@
-//! The dispatcher: the delivery table's stream (new pending push work) and the one-minute sweep of
-//! the `due` index, both publishing to the delivery queue.
+//! The dispatcher: the delivery table's stream (new pending push work, up to ten of an account's
+//! deliveries packed in one message) and the one-minute sweep of the `due` index (one delivery to
+//! a message), both publishing to the delivery queue.
 
 use lambda_runtime::{service_fn, LambdaEvent};
 use shared::delivery::dispatch::{Dispatcher, Invocation};

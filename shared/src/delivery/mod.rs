@@ -6,10 +6,11 @@
 //! * [`route`] — each record of the delivery table's stream goes to publishing, to a prompt
 //!   roll-up, or nowhere (the one rule; the template's `FilterCriteria` keep to it).
 //! * [`dispatch`] — publishes push work to the delivery queue: from the stream as it enters
-//!   `pending`, and from the sharded `due` index by the one-minute sweep.
-//! * [`worker`] — the delivery worker: claims an attempt, calls the adapter (webhook or
-//!   internal), classifies the answer, writes the outcome, pauses a subscription at fifty dead in
-//!   a row.
+//!   `pending` (up to ten of an account's new deliveries packed in one message), and from the
+//!   sharded `due` index by the one-minute sweep (one delivery to a message).
+//! * [`worker`] — the delivery worker: for each delivery of each message, on its own, claims an
+//!   attempt, calls the adapter (webhook or internal), classifies the answer, writes the outcome,
+//!   pauses a subscription at fifty dead in a row.
 //! * [`rollup`] — the event's status rolled up from its deliveries: promptly from the stream,
 //!   and by the pass and the walk of the reconciliation schedules.
 //!

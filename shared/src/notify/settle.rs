@@ -231,54 +231,14 @@ async fn settle_one(
             report.unchanged += 1;
             return Ok(());
         };
-        let mut next = d.clone();
-        next.updated_at = now;
         let written = match decide(&d, now) {
             SettleAction::FailAmbiguous => {
-                next.status = N::Failed;
-                next.failure_reason = Some(FailureReason::Ambiguous);
-                next.failed_at = Some(now);
-                next.claim_token = None;
-                next.push_history_detail(
-                    format!("ambiguous:{}", d.claim_token.as_deref().unwrap_or("-")),
-                    "failed",
-                    now,
-                    Some("sending for fifteen minutes without an outcome: ambiguous".into()),
-                );
-                let written = store
-                    .transition(&d, next, NT::FailSending, Effects::delete_work())
-                    .await?;
-                if written.is_some() {
-                    report.failed_ambiguous += 1;
-                    metrics.terminal_failure(&TerminalFailure {
-                        stage: stage.to_string(),
-                        channel: d.channel.clone(),
-                        reason: FailureReason::Ambiguous.code().to_string(),
-                        notice_id: d.notice_id.clone(),
-                        delivery_key: d.delivery_key.clone(),
-                        at: now,
-                    });
-                }
-                written.is_some()
+                fail_ambiguous(store, metrics, stage, &d, now, report).await?
             }
-            SettleAction::Expire => {
-                next.not_before = None;
-                next.push_history_detail(
-                    "expired",
-                    "expired",
-                    now,
-                    d.deadline.map(|t| format!("deadline {t} passed")),
-                );
-                next.status = N::Expired;
-                let written = store
-                    .transition(&d, next, NT::Expire, Effects::delete_work())
-                    .await?;
-                if written.is_some() {
-                    report.expired += 1;
-                }
-                written.is_some()
-            }
+            SettleAction::Expire => expire(store, &d, now, report).await?,
             SettleAction::Repair => {
+                let mut next = d.clone();
+                next.updated_at = now;
                 let written = store.record(&d, next).await?;
                 if written.is_some() {
                     report.repaired += 1;
@@ -296,6 +256,71 @@ async fn settle_one(
     }
     report.unchanged += 1;
     Ok(())
+}
+
+/// Fails a delivery left sending past the bound without an outcome (ambiguous: it may have been
+/// sent), with its terminal-failure metric. Whether the write landed.
+async fn fail_ambiguous(
+    store: &NotificationTable,
+    metrics: &dyn MetricSink,
+    stage: &str,
+    d: &NotificationDelivery,
+    now: Timestamp,
+    report: &mut SettleReport,
+) -> Result<bool, NotifyError> {
+    let mut next = d.clone();
+    next.updated_at = now;
+    next.status = N::Failed;
+    next.failure_reason = Some(FailureReason::Ambiguous);
+    next.failed_at = Some(now);
+    next.claim_token = None;
+    next.push_history_detail(
+        format!("ambiguous:{}", d.claim_token.as_deref().unwrap_or("-")),
+        "failed",
+        now,
+        Some("sending for fifteen minutes without an outcome: ambiguous".into()),
+    );
+    let written = store
+        .transition(d, next, NT::FailSending, Effects::delete_work())
+        .await?;
+    if written.is_some() {
+        report.failed_ambiguous += 1;
+        metrics.terminal_failure(&TerminalFailure {
+            stage: stage.to_string(),
+            channel: d.channel.clone(),
+            reason: FailureReason::Ambiguous.code().to_string(),
+            notice_id: d.notice_id.clone(),
+            delivery_key: d.delivery_key.clone(),
+            at: now,
+        });
+    }
+    Ok(written.is_some())
+}
+
+/// Expires a delivery whose deadline passed. Whether the write landed.
+async fn expire(
+    store: &NotificationTable,
+    d: &NotificationDelivery,
+    now: Timestamp,
+    report: &mut SettleReport,
+) -> Result<bool, NotifyError> {
+    let mut next = d.clone();
+    next.updated_at = now;
+    next.not_before = None;
+    next.push_history_detail(
+        "expired",
+        "expired",
+        now,
+        d.deadline.map(|t| format!("deadline {t} passed")),
+    );
+    next.status = N::Expired;
+    let written = store
+        .transition(d, next, NT::Expire, Effects::delete_work())
+        .await?;
+    if written.is_some() {
+        report.expired += 1;
+    }
+    Ok(written.is_some())
 }
 
 #[cfg(test)]

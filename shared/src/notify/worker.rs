@@ -285,24 +285,10 @@ impl NotificationWorker {
         };
         // A notice past its expiry is gone (TTL deletes lazily): its deliveries do not apply.
         let notice = notice.filter(|n| n.visible(self.clock.now()));
-        if row
-            .as_ref()
-            .is_some_and(|r| r.dispatch_id != work.dispatch_id)
-        {
-            return Ok(WorkOutcome::Ignored("stale message: the work was replaced"));
-        }
-        match delivery.status {
-            N::Queued => {}
-            N::Sending => return Ok(WorkOutcome::HeldByAnotherConsumer),
-            _ => return Ok(WorkOutcome::Ignored("the delivery already left the queue")),
-        }
+        let stale = (row.as_ref()).is_some_and(|r| r.dispatch_id != work.dispatch_id);
         let now = self.clock.now();
-        if let Some(not_before) = delivery.not_before {
-            if not_before > now.plus(EARLY_TOLERANCE) {
-                return Ok(WorkOutcome::NotYetDue {
-                    remaining: not_before.since(now),
-                });
-            }
+        if let Some(outcome) = not_claimable(&delivery, stale, now) {
+            return Ok(outcome);
         }
         let adapter = self.adapters.get(&delivery.channel).cloned();
         let facts = ClaimFacts {
@@ -324,25 +310,7 @@ impl NotificationWorker {
             ));
         };
 
-        // The conditional claim: of two consumers, exactly one gets past this write.
-        let token = uuid::Uuid::new_v4().to_string();
-        let mut claim = delivery.clone();
-        claim.status = N::Sending;
-        claim.claim_token = Some(token.clone());
-        claim.claimed_at = Some(now);
-        claim.not_before = None;
-        claim.updated_at = now;
-        claim.push_history_detail(
-            format!("claimed:{token}"),
-            "claimed",
-            now,
-            Some(format!("receive {receive_count}")),
-        );
-        let Some(claimed) = self
-            .store
-            .transition(&delivery, claim, NT::Claim, Effects::none())
-            .await?
-        else {
+        let Some((claimed, token)) = self.claim(&delivery, receive_count, now).await? else {
             return Ok(WorkOutcome::HeldByAnotherConsumer);
         };
 
@@ -369,6 +337,33 @@ impl NotificationWorker {
             &notice,
         )
         .await
+    }
+
+    /// The conditional claim `queued → sending` under a new token: of two consumers, exactly one
+    /// gets past this write. The claimed delivery and its token; `None`: another consumer won.
+    async fn claim(
+        &self,
+        delivery: &NotificationDelivery,
+        receive_count: u32,
+        now: Timestamp,
+    ) -> Result<Option<(NotificationDelivery, String)>, NotifyError> {
+        let token = uuid::Uuid::new_v4().to_string();
+        let mut claim = delivery.clone();
+        claim.status = N::Sending;
+        claim.claim_token = Some(token.clone());
+        claim.claimed_at = Some(now);
+        claim.not_before = None;
+        claim.updated_at = now;
+        claim.push_history_detail(
+            format!("claimed:{token}"),
+            "claimed",
+            now,
+            Some(format!("receive {receive_count}")),
+        );
+        let claimed = (self.store)
+            .transition(delivery, claim, NT::Claim, Effects::none())
+            .await?;
+        Ok(claimed.map(|c| (c, token)))
     }
 
     /// The guard refused the claim: cancel, expire or skip the queued delivery instead.
@@ -436,7 +431,60 @@ impl NotificationWorker {
         let now = self.clock.now();
         // Decide once (the jitter is drawn once), then write, re-reading if a record write
         // (a provider event) moved the version meanwhile.
-        let (trigger, outcome) = match &answer {
+        let (trigger, outcome) = self.decide(&answer, receive_count);
+        let mut current = claimed;
+        for _ in 0..OUTCOME_WRITE_TRIES {
+            let (next, effects) = outcome_write(
+                &current,
+                token,
+                &answer,
+                &outcome,
+                provider,
+                receive_count,
+                now,
+            );
+            if let Some(written) = self
+                .store
+                .transition(&current, next, trigger, effects)
+                .await?
+            {
+                return self
+                    .after_outcome(written, &answer, outcome, notice, now)
+                    .await;
+            }
+            match self
+                .store
+                .delivery(&current.notice_id, &current.delivery_key)
+                .await?
+            {
+                Some(fresh)
+                    if fresh.status == N::Sending
+                        && fresh.claim_token.as_deref() == Some(token) =>
+                {
+                    current = fresh;
+                }
+                _ => {
+                    tracing::warn!(
+                        notice_id = %current.notice_id,
+                        delivery_key = %current.delivery_key,
+                        "the claim was settled elsewhere before the outcome was saved"
+                    );
+                    return Ok(WorkOutcome::Ignored(
+                        "the claim was settled elsewhere before the outcome was saved",
+                    ));
+                }
+            }
+        }
+        Err(NotifyError::Store(crate::store::StoreError::Dynamo(
+            "the outcome write kept losing to concurrent writes".into(),
+        )))
+    }
+
+    /// The move and outcome of the adapter's `answer` on this receive: a retryable answer with
+    /// receives left is requeued after a jittered delay (drawn here, once), on the last receive
+    /// it fails as exhausted.
+    fn decide(&self, answer: &ChannelAnswer, receive_count: u32) -> (NT, WorkOutcome) {
+        match answer {
             ChannelAnswer::Accepted { provider_ref, .. } => (
                 NT::AdapterAccepts,
                 WorkOutcome::Sent {
@@ -484,54 +532,7 @@ impl NotificationWorker {
                     reason: reason.clone(),
                 },
             ),
-        };
-
-        let mut current = claimed;
-        for _ in 0..OUTCOME_WRITE_TRIES {
-            let (next, effects) = outcome_write(
-                &current,
-                token,
-                &answer,
-                &outcome,
-                provider,
-                receive_count,
-                now,
-            );
-            if let Some(written) = self
-                .store
-                .transition(&current, next, trigger, effects)
-                .await?
-            {
-                return self
-                    .after_outcome(written, &answer, outcome, notice, now)
-                    .await;
-            }
-            match self
-                .store
-                .delivery(&current.notice_id, &current.delivery_key)
-                .await?
-            {
-                Some(fresh)
-                    if fresh.status == N::Sending
-                        && fresh.claim_token.as_deref() == Some(token) =>
-                {
-                    current = fresh;
-                }
-                _ => {
-                    tracing::warn!(
-                        notice_id = %current.notice_id,
-                        delivery_key = %current.delivery_key,
-                        "the claim was settled elsewhere before the outcome was saved"
-                    );
-                    return Ok(WorkOutcome::Ignored(
-                        "the claim was settled elsewhere before the outcome was saved",
-                    ));
-                }
-            }
         }
-        Err(NotifyError::Store(crate::store::StoreError::Dynamo(
-            "the outcome write kept losing to concurrent writes".into(),
-        )))
     }
 
     async fn after_outcome(
@@ -689,6 +690,27 @@ fn outcome_write(
         _ => {}
     }
     (next, effects)
+}
+
+/// What becomes of a message whose delivery is not to be claimed before the guard is asked: its
+/// work was replaced (`stale`), the delivery is not queued, or its backoff has not ended.
+fn not_claimable(
+    delivery: &NotificationDelivery,
+    stale: bool,
+    now: Timestamp,
+) -> Option<WorkOutcome> {
+    if stale {
+        return Some(WorkOutcome::Ignored("stale message: the work was replaced"));
+    }
+    match delivery.status {
+        N::Queued => {}
+        N::Sending => return Some(WorkOutcome::HeldByAnotherConsumer),
+        _ => return Some(WorkOutcome::Ignored("the delivery already left the queue")),
+    }
+    let not_before = delivery.not_before?;
+    (not_before > now.plus(EARLY_TOLERANCE)).then(|| WorkOutcome::NotYetDue {
+        remaining: not_before.since(now),
+    })
 }
 
 #[cfg(test)]

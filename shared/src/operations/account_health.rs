@@ -16,6 +16,8 @@
 //! `complete: false` (an operator opens its Event monitor for the rest).
 
 use super::event_monitor::MonitorError;
+use super::resource_ids::id_of;
+use super::OpsError;
 use crate::domain::event::EventStatus;
 use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::time::{Timestamp, DAY};
@@ -208,6 +210,56 @@ pub struct AccountSearch {
     pub limit: u32,
 }
 
+/// Accounts per page at most (and by default [`DEFAULT_ACCOUNTS_PAGE`]): each account listed
+/// costs its own reads.
+pub const MAX_ACCOUNTS_PAGE: u32 = 50;
+pub const DEFAULT_ACCOUNTS_PAGE: u32 = 25;
+/// Longest search text.
+pub const MAX_SEARCH_CHARS: usize = 200;
+
+/// A search of the accounts as a request writes it (the JSON door's `?q=&limit=&cursor=`, the
+/// console's search form).
+#[derive(Debug, Clone, Default)]
+pub struct SearchText {
+    /// An account id or the start of names; surrounding spaces are no part of it.
+    pub q: Option<String>,
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+impl SearchText {
+    /// The search, or the first value refused (the limit, the text, then the cursor).
+    pub fn read(&self) -> Result<AccountSearch, OpsError> {
+        let limit = match self.limit {
+            None => DEFAULT_ACCOUNTS_PAGE,
+            Some(n) if (1..=MAX_ACCOUNTS_PAGE).contains(&n) => n,
+            Some(n) => {
+                return Err(OpsError::invalid(
+                    "limit",
+                    format!("must be between 1 and {MAX_ACCOUNTS_PAGE}; got {n}"),
+                ))
+            }
+        };
+        let text = self.q.as_deref().unwrap_or("").trim().to_owned();
+        if text.chars().count() > MAX_SEARCH_CHARS {
+            return Err(OpsError::invalid(
+                "q",
+                format!("must be at most {MAX_SEARCH_CHARS} characters"),
+            ));
+        }
+        let after = match self.cursor.as_deref() {
+            None => None,
+            Some(c) => Some(
+                store::cursor::decode(c)
+                    .and_then(|position| id_of(&position))
+                    .ok_or_else(OpsError::bad_cursor)?,
+            ),
+        };
+        Ok(AccountSearch { text, after, limit })
+    }
+}
+
 /// Whether an account's name starts with `prefix`, without regard to case.
 pub fn name_starts_with(name: &str, prefix: &str) -> bool {
     name.to_lowercase().starts_with(&prefix.to_lowercase())
@@ -345,5 +397,54 @@ mod tests {
         assert!(h.troubled());
         assert!(!Health::of(&[5], &[], &[], &[], true).troubled());
         assert!(Health::of(&[], &[], &[], &[Timestamp(1)], true).troubled());
+    }
+
+    fn refused_field(search: SearchText) -> String {
+        match search.read() {
+            Err(OpsError::Invalid { field, .. }) => field,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_search_is_trimmed_and_pages_by_default_at_twenty_five_accounts() {
+        let search = SearchText {
+            q: Some("  Acme ".into()),
+            ..SearchText::default()
+        }
+        .read()
+        .unwrap();
+        assert_eq!(search.text, "Acme");
+        assert_eq!(search.limit, DEFAULT_ACCOUNTS_PAGE);
+        assert_eq!(search.after, None);
+        let next = SearchText {
+            limit: Some(MAX_ACCOUNTS_PAGE),
+            cursor: Some(store::cursor::encode("acct_9")),
+            ..SearchText::default()
+        }
+        .read()
+        .unwrap();
+        assert_eq!(next.after.map(|a| a.to_string()).as_deref(), Some("acct_9"));
+        assert_eq!(next.limit, MAX_ACCOUNTS_PAGE);
+    }
+
+    #[test]
+    fn a_search_refuses_a_page_too_large_a_text_too_long_and_a_foreign_cursor() {
+        let limit = |n| SearchText {
+            limit: Some(n),
+            ..SearchText::default()
+        };
+        assert_eq!(refused_field(limit(0)), "limit");
+        assert_eq!(refused_field(limit(MAX_ACCOUNTS_PAGE + 1)), "limit");
+        let long = SearchText {
+            q: Some("a".repeat(MAX_SEARCH_CHARS + 1)),
+            ..SearchText::default()
+        };
+        assert_eq!(refused_field(long), "q");
+        let foreign = SearchText {
+            cursor: Some(store::cursor::encode("not an id")),
+            ..SearchText::default()
+        };
+        assert_eq!(refused_field(foreign), "cursor");
     }
 }

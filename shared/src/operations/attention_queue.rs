@@ -18,10 +18,12 @@
 //! account costs a query or two per account per page, and nothing on the delivery path.
 
 use super::event_monitor::MonitorError;
+use super::OpsError;
 use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, ChangeId, DeliveryId, NoticeId, ReplayJobId, SubscriptionId};
 use crate::store;
+use crate::store::cursor;
 use crate::store::keys::{time_sort, trouble_sort};
 use crate::store::listing::MAX_ROUNDS;
 use serde::Serialize;
@@ -111,6 +113,19 @@ pub fn oldest_first(
     (entries, next)
 }
 
+/// The queue position a `cursor` continues after: an entry's time and id, or a notification
+/// delivery's time, notice and key; a text that is not one of this list's is refused.
+pub fn queue_position(cursor_text: Option<&str>) -> Result<Option<String>, OpsError> {
+    use crate::store::keys::{is_time_sort, is_trouble_sort};
+    cursor_text
+        .map(|c| {
+            cursor::decode(c)
+                .filter(|p| is_time_sort(p) || is_trouble_sort(p))
+                .ok_or_else(OpsError::bad_cursor)
+        })
+        .transpose()
+}
+
 /// One page of the queue at `now`: at most `limit` entries after position `after`, each with
 /// its account's name (`""` for an account gone since), and the position of the next page.
 /// `table`: the delivery table; `notices`: the notification table.
@@ -125,31 +140,58 @@ pub async fn attention_queue(
     let want = limit as usize + 1;
     let mut entries = Vec::new();
     for account_id in store::account::all_ids(dynamo, table).await? {
-        for s in store::subscription::paused(dynamo, table, &account_id).await? {
+        entries.extend(paused(dynamo, table, &account_id).await?);
+        entries.extend(settled(dynamo, table, &account_id, after, want, now).await?);
+        entries.extend(exhausted(dynamo, notices, &account_id, after, want).await?);
+    }
+    entries.extend(stalled(dynamo, table, want, now).await?);
+    let (page, next) = oldest_first(entries, after, limit as usize);
+    Ok((with_names(dynamo, table, page).await?, next))
+}
+
+/// The account's paused subscriptions, since they were paused.
+async fn paused(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    account_id: &AccountId,
+) -> Result<Vec<AttentionEntry>, MonitorError> {
+    let subscriptions = store::subscription::paused(dynamo, table, account_id).await?;
+    Ok(subscriptions
+        .into_iter()
+        .map(|s| {
             let at = s.paused_at.unwrap_or(s.updated_at);
-            entries.push(AttentionEntry {
+            AttentionEntry {
                 position: time_sort(at, s.subscription_id.as_str()),
                 subscription_id: Some(s.subscription_id),
                 ..AttentionEntry::new(AttentionKind::PausedSubscription, account_id.clone(), at)
-            });
-        }
-        let settled = store::delivery::attention_from(
-            dynamo,
-            table,
-            &account_id,
-            after.map(str::to_owned),
-            true,
-            want as u32,
-            now,
-        )
-        .await?;
-        for d in settled.items {
+            }
+        })
+        .collect())
+}
+
+/// The account's dead and failed deliveries after `after` (its needs-attention listing).
+async fn settled(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    account_id: &AccountId,
+    after: Option<&str>,
+    want: usize,
+    now: Timestamp,
+) -> Result<Vec<AttentionEntry>, MonitorError> {
+    let from = after.map(str::to_owned);
+    let settled =
+        store::delivery::attention_from(dynamo, table, account_id, from, true, want as u32, now)
+            .await?;
+    Ok(settled
+        .items
+        .into_iter()
+        .map(|d| {
             let kind = if d.status == DeliveryStatus::Dead {
                 AttentionKind::DeadDelivery
             } else {
                 AttentionKind::FailedDelivery
             };
-            entries.push(AttentionEntry {
+            AttentionEntry {
                 position: d
                     .list_sort
                     .clone()
@@ -159,21 +201,28 @@ pub async fn attention_queue(
                 delivery_id: Some(d.delivery_id),
                 detail: d.last_error,
                 ..AttentionEntry::new(kind, d.account_id.clone(), d.updated_at)
-            });
-        }
-        let (exhausted, _) = store::failed_notices::failed(
-            dynamo,
-            notices,
-            &account_id,
-            after,
-            true,
-            want,
-            MAX_ROUNDS,
-        )
-        .await?;
-        for n in exhausted {
+            }
+        })
+        .collect())
+}
+
+/// The account's notification deliveries whose attempts ran out, after `after` (`notices`: the
+/// notification table).
+async fn exhausted(
+    dynamo: &aws_sdk_dynamodb::Client,
+    notices: &str,
+    account_id: &AccountId,
+    after: Option<&str>,
+    want: usize,
+) -> Result<Vec<AttentionEntry>, MonitorError> {
+    let (failed, _) =
+        store::failed_notices::failed(dynamo, notices, account_id, after, true, want, MAX_ROUNDS)
+            .await?;
+    Ok(failed
+        .into_iter()
+        .map(|n| {
             let at = n.failed_at.unwrap_or(n.updated_at);
-            entries.push(AttentionEntry {
+            AttentionEntry {
                 position: n
                     .trouble_sort
                     .clone()
@@ -182,11 +231,22 @@ pub async fn attention_queue(
                 delivery_key: Some(n.delivery_key),
                 detail: n.last_error,
                 ..AttentionEntry::new(AttentionKind::ExhaustedNotification, account_id.clone(), at)
-            });
-        }
-    }
-    for job in store::replay_job::stalled(dynamo, table, now, want as i32).await? {
-        entries.push(AttentionEntry {
+            }
+        })
+        .collect())
+}
+
+/// Every account's replay jobs that are running with no run holding them.
+async fn stalled(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    want: usize,
+    now: Timestamp,
+) -> Result<Vec<AttentionEntry>, MonitorError> {
+    let jobs = store::replay_job::stalled(dynamo, table, now, want as i32).await?;
+    Ok(jobs
+        .into_iter()
+        .map(|job| AttentionEntry {
             position: time_sort(job.updated_at, job.job_id.as_str()),
             subscription_id: Some(job.subscription_id),
             job_id: Some(job.job_id),
@@ -195,21 +255,27 @@ pub async fn attention_queue(
                 job.account_id.clone(),
                 job.updated_at,
             )
-        });
-    }
-    let (page, next) = oldest_first(entries, after, limit as usize);
+        })
+        .collect())
+}
+
+/// Each entry with its account's name (one read of the page's accounts).
+async fn with_names(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    page: Vec<AttentionEntry>,
+) -> Result<Vec<(AttentionEntry, String)>, MonitorError> {
     let mut ids: Vec<AccountId> = page.iter().map(|e| e.account_id.clone()).collect();
     ids.sort();
     ids.dedup();
     let names = store::account::names(dynamo, table, &ids).await?;
-    let named = page
+    Ok(page
         .into_iter()
         .map(|e| {
             let name = names.get(&e.account_id).cloned().unwrap_or_default();
             (e, name)
         })
-        .collect();
-    Ok((named, next))
+        .collect())
 }
 
 #[cfg(test)]
@@ -244,5 +310,39 @@ mod tests {
         let at: Vec<i64> = second.iter().map(|e| e.at.0).collect();
         assert_eq!(at, [20, 30]);
         assert_eq!(last, None, "nothing after the last page");
+    }
+
+    /// The audit histories' form (`TimeCursor`) and the operators' queue's (`QueueCursor`).
+    #[test]
+    fn every_time_and_queue_cursor_of_the_documented_form_decodes_and_others_are_refused() {
+        use crate::store::audit;
+        let is_audit = |c: &str| cursor::decode(c).is_some_and(|p| audit::is_position(&p));
+        for good in ["000000000000000.a", "999999999999999.01HZ-x_Y"] {
+            assert!(is_audit(good), "{good}");
+            assert!(queue_position(Some(good)).unwrap().is_some(), "{good}");
+            let notice = format!("{good}~key_1");
+            assert!(queue_position(Some(&notice)).unwrap().is_some(), "{notice}");
+            assert!(!is_audit(&notice), "{notice}");
+        }
+        for bad in [
+            "",
+            "a",
+            "000000000000000",
+            "000000000000000.",
+            "00000000000000.a",
+            "0000000000000000.a",
+            "00000000000000x.a",
+            "000000000000000.a.b",
+            "000000000000000.a~",
+            "000000000000000.a~b~c",
+            "000000000000000#a",
+        ] {
+            assert!(!is_audit(bad), "{bad:?}");
+            assert!(
+                matches!(queue_position(Some(bad)), Err(OpsError::Invalid { ref field, .. }) if field == "cursor"),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(queue_position(None).unwrap(), None);
     }
 }

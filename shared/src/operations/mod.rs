@@ -19,14 +19,25 @@
 //! * [`attention_queue`] — what needs an operator across every account, oldest first.
 //! * [`endpoint_health`] — one subscription's endpoint health (success rates, latency, last
 //!   failure, pause proximity, a day by the hour) for its account's administrators.
+//! * [`list_filters`] — the filters of the event monitor's list and of a subscription's
+//!   deliveries, read from a request's texts into the listings' queries.
+//! * [`resource_ids`] — the ids a request names (a subscription, a delivery, a notice), read once
+//!   from their texts: a text that is not an id names nothing.
+//! * [`notices`] — a notice with its progress and its channel deliveries, for operators.
+//!
+//! A typed input that carries several values (a list's filter, a replay window) is read with
+//! every refusal named at once ([`InvalidFields`]), as each door answers a request.
 
 pub mod account;
 pub mod account_health;
 pub mod attention_queue;
 pub mod endpoint_health;
 pub mod event_monitor;
+pub mod list_filters;
+pub mod notices;
 pub mod pull;
 pub mod recovery;
+pub mod resource_ids;
 
 use crate::clock::Clock;
 use crate::domain::input::FieldErrors;
@@ -104,6 +115,47 @@ impl OpsError {
     /// A list cursor that is not one of this list's.
     pub fn bad_cursor() -> Self {
         OpsError::invalid("cursor", "is not a cursor of this list")
+    }
+}
+
+impl From<event_monitor::MonitorError> for OpsError {
+    fn from(e: event_monitor::MonitorError) -> Self {
+        match e {
+            event_monitor::MonitorError::Store(e) => OpsError::Store(e),
+            event_monitor::MonitorError::BadCursor => OpsError::bad_cursor(),
+        }
+    }
+}
+
+impl From<crate::store::listing::ListingError> for OpsError {
+    fn from(e: crate::store::listing::ListingError) -> Self {
+        event_monitor::MonitorError::from(e).into()
+    }
+}
+
+/// Every refused value of a typed input, each as `(field, message)` under the request's own name
+/// for it, in the order the values are read (a door answers them in one refusal).
+#[derive(Debug, Clone, Default, PartialEq, Eq, thiserror::Error)]
+#[error("{} invalid field(s)", .0.len())]
+pub struct InvalidFields(pub Vec<(String, String)>);
+
+impl InvalidFields {
+    pub fn push(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.0.push((field.into(), message.into()));
+    }
+
+    /// `Ok(value)` when nothing was refused.
+    pub fn or<T>(self, value: T) -> Result<T, InvalidFields> {
+        if self.0.is_empty() {
+            Ok(value)
+        } else {
+            Err(self)
+        }
+    }
+
+    /// The fields refused, in order.
+    pub fn fields(&self) -> Vec<&str> {
+        self.0.iter().map(|(f, _)| f.as_str()).collect()
     }
 }
 

@@ -446,16 +446,7 @@ pub fn transition(
     stricter: Option<StatusCondition>,
 ) -> Result<(Write, NotificationDelivery), StoreError> {
     let to = next.status;
-    let table_condition = NOTIFICATION_LIFECYCLE.condition(trigger, to)?;
-    let condition = match stricter {
-        Some(c) if c.allowed() == table_condition.allowed() => c,
-        Some(c) => {
-            return Err(StoreError::Dynamo(format!(
-                "condition {c} does not admit exactly the table's sources {table_condition}"
-            )))
-        }
-        None => table_condition,
-    };
+    let condition = move_condition(trigger, to, stricter)?;
     // Every (trigger, to) of the notification lifecycle has exactly one source, so the counter
     // to decrement is the one the condition admits, whatever the caller believed.
     let sources = NOTIFICATION_LIFECYCLE.sources(trigger, to);
@@ -488,6 +479,37 @@ pub fn transition(
         to,
         next.updated_at,
     )?;
+    let effects = effect_writes(table, &next, effects, from)?;
+    let write = Write::all([put, count].into_iter().chain(effects))?;
+    Ok((write, next))
+}
+
+/// The condition of a move: the lifecycle table's for `trigger` to `to`, or `stricter` when it
+/// admits exactly the table's sources (refused otherwise).
+fn move_condition(
+    trigger: NotificationTrigger,
+    to: NotificationStatus,
+    stricter: Option<StatusCondition>,
+) -> Result<StatusCondition, StoreError> {
+    let table_condition = NOTIFICATION_LIFECYCLE.condition(trigger, to)?;
+    match stricter {
+        Some(c) if c.allowed() == table_condition.allowed() => Ok(c),
+        Some(c) => Err(StoreError::Dynamo(format!(
+            "condition {c} does not admit exactly the table's sources {table_condition}"
+        ))),
+        None => Ok(table_condition),
+    }
+}
+
+/// The writes a move brings along for the delivery `next` (moved from `from`): its work row put or
+/// deleted, its provider reference, and its notice's retention when the move reopens it.
+fn effect_writes(
+    table: &str,
+    next: &NotificationDelivery,
+    effects: &Effects,
+    from: NotificationStatus,
+) -> Result<Vec<Write>, StoreError> {
+    let to = next.status;
     let work = match &effects.work {
         WorkEffect::Keep => None,
         WorkEffect::Put(row) => Some(notification_work::put(table, row)?),
@@ -512,14 +534,7 @@ pub fn transition(
     } else {
         Vec::new()
     };
-    let write = Write::all(
-        [put, count]
-            .into_iter()
-            .chain(work)
-            .chain(reference)
-            .chain(kept),
-    )?;
-    Ok((write, next))
+    Ok(work.into_iter().chain(reference).chain(kept).collect())
 }
 
 /// Writes `next` without a status change (history, bounce, watch repair), with the next

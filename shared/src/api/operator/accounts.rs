@@ -5,8 +5,9 @@
 //! * `GET /operator/accounts` (`?q=&limit=&cursor=`) → accounts with their health over the last
 //!   day ([`crate::operations::account_health`]), newest trouble first within the page; `q` is
 //!   an account id or the start of names (without regard to case). Pages follow the accounts
-//!   listing (id order); `limit` is at most [`MAX_ACCOUNTS_PAGE`], as each account listed costs
-//!   its own reads.
+//!   listing (id order); `limit` is at most
+//!   [`MAX_ACCOUNTS_PAGE`](crate::operations::account_health::MAX_ACCOUNTS_PAGE), as each
+//!   account listed costs its own reads.
 //! * `GET /operator/accounts/{account_id}` → the account.
 //! * `POST /operator/accounts/{account_id}/tokens` `{revoke_existing?, reason?}` → 201: another
 //!   account token; with `revoke_existing: true` every other account token of the account is
@@ -28,7 +29,7 @@
 
 use crate::api::auth;
 use crate::api::auth::{IssuedTokenView, Operator, PlaintextToken};
-use crate::api::extract::{cursor_id, path_id, ApiPath, ApiQuery, Fields, JsonBody};
+use crate::api::extract::{path_id, ApiPath, ApiQuery, Fields, JsonBody};
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::api::v1::events::monitor_error;
@@ -38,7 +39,7 @@ use crate::operations::account::accounts::{
     account_of, create_account, delete_account, issue_account_token, NewAccount,
 };
 use crate::operations::account::tokens::TokenRequest;
-use crate::operations::account_health::{list_accounts, AccountHealth, AccountSearch, Health};
+use crate::operations::account_health::{list_accounts, AccountHealth, Health, SearchText};
 use crate::operations::MAX_REASON_CHARS;
 use crate::store::account::{self, Account, NoticeAllowlist};
 use crate::store::audit::{self, AuditAction, AuditRecord};
@@ -87,11 +88,6 @@ impl From<&Account> for AccountView {
         }
     }
 }
-
-/// Accounts per page of `GET /operator/accounts` at most (and by default 25).
-pub const MAX_ACCOUNTS_PAGE: u32 = 50;
-/// Longest search text.
-pub const MAX_SEARCH_CHARS: usize = 200;
 
 /// An account of the operators' list, with its health over the last day.
 #[derive(Debug, Serialize)]
@@ -142,36 +138,10 @@ impl From<&AccountHealth> for AccountHealthView {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ListParams {
-    pub q: Option<String>,
-    pub limit: Option<u32>,
-    pub cursor: Option<String>,
-}
-
-/// The search of `GET /operator/accounts` (and the console's list) from its parameters.
-pub fn account_search(p: &ListParams) -> Result<AccountSearch, ApiError> {
-    let limit = match p.limit {
-        None => 25,
-        Some(n) if (1..=MAX_ACCOUNTS_PAGE).contains(&n) => n,
-        Some(n) => {
-            return Err(ApiError::field(
-                "limit",
-                format!("must be between 1 and {MAX_ACCOUNTS_PAGE}; got {n}"),
-            ))
-        }
-    };
-    let text = p.q.as_deref().unwrap_or("").trim().to_owned();
-    if text.chars().count() > MAX_SEARCH_CHARS {
-        return Err(ApiError::field(
-            "q",
-            format!("must be at most {MAX_SEARCH_CHARS} characters"),
-        ));
-    }
-    Ok(AccountSearch {
-        text,
-        after: cursor_id(p.cursor.as_deref())?,
-        limit,
-    })
+struct ListParams {
+    q: Option<String>,
+    limit: Option<u32>,
+    cursor: Option<String>,
 }
 
 async fn list(
@@ -179,7 +149,12 @@ async fn list(
     State(state): State<Arc<ApiState>>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<ListResponse<AccountHealthView>>, ApiError> {
-    let search = account_search(&params)?;
+    let search = SearchText {
+        q: params.q,
+        limit: params.limit,
+        cursor: params.cursor,
+    }
+    .read()?;
     let (accounts, next) = list_accounts(
         state.dynamo(),
         state.table(),

@@ -12,8 +12,9 @@ use crate::api::state::ApiState;
 use crate::api::v1::events::monitor_error;
 use crate::api::v1::ListResponse;
 use crate::ids::{AccountId, ChangeId, DeliveryId, NoticeId, ReplayJobId, SubscriptionId};
-use crate::operations::attention_queue::{attention_queue, AttentionEntry, AttentionKind};
-use crate::store::cursor;
+use crate::operations::attention_queue::{
+    attention_queue, queue_position, AttentionEntry, AttentionKind,
+};
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
@@ -107,19 +108,6 @@ pub struct ListParams {
     pub cursor: Option<String>,
 }
 
-/// The queue position a `?cursor=` continues after (`422` when it is not one of this list's):
-/// an entry's time and id, or a notification delivery's time, notice and key.
-pub fn queue_position(cursor_text: Option<&str>) -> Result<Option<String>, ApiError> {
-    use crate::store::keys::{is_time_sort, is_trouble_sort};
-    cursor_text
-        .map(|c| {
-            cursor::decode(c)
-                .filter(|p| is_time_sort(p) || is_trouble_sort(p))
-                .ok_or_else(|| ApiError::field("cursor", "is not a cursor of this list"))
-        })
-        .transpose()
-}
-
 async fn list(
     _operator: Operator,
     State(state): State<Arc<ApiState>>,
@@ -144,39 +132,4 @@ async fn list(
             .collect(),
         next,
     )))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::audit;
-
-    /// The audit histories' form (`TimeCursor`) and the operators' queue's (`QueueCursor`).
-    #[test]
-    fn every_time_and_queue_cursor_of_the_documented_form_decodes_and_others_are_refused() {
-        let is_audit = |c: &str| cursor::decode(c).is_some_and(|p| audit::is_position(&p));
-        for good in ["000000000000000.a", "999999999999999.01HZ-x_Y"] {
-            assert!(is_audit(good), "{good}");
-            assert!(queue_position(Some(good)).unwrap().is_some(), "{good}");
-            let notice = format!("{good}~key_1");
-            assert!(queue_position(Some(&notice)).unwrap().is_some(), "{notice}");
-            assert!(!is_audit(&notice), "{notice}");
-        }
-        for bad in [
-            "",
-            "a",
-            "000000000000000",
-            "000000000000000.",
-            "00000000000000.a",
-            "0000000000000000.a",
-            "00000000000000x.a",
-            "000000000000000.a.b",
-            "000000000000000.a~",
-            "000000000000000.a~b~c",
-            "000000000000000#a",
-        ] {
-            assert!(!is_audit(bad), "{bad:?}");
-            assert!(queue_position(Some(bad)).is_err(), "{bad:?}");
-        }
-    }
 }

@@ -11,7 +11,6 @@
 //!   `?anchor={seq}:{hash}` (a head an earlier verification printed) also finds a chain
 //!   rewritten from an entry onward.
 
-use super::subscriptions::subscription_path;
 use crate::api::auth::Operator;
 use crate::api::extract::{page_limit, path_id, ApiPath, ApiQuery};
 use crate::api::problem::ApiError;
@@ -19,6 +18,7 @@ use crate::api::state::ApiState;
 use crate::api::v1::ListResponse;
 use crate::ids::{AccountId, AuditId, ChangeId, DeliveryId, ReplayJobId, SubscriptionId};
 use crate::operations::recovery::audit;
+use crate::operations::resource_ids::subscription_ids;
 use crate::store::account;
 use crate::store::audit::{entry_of_sk, AuditAction, AuditRecord, AuditScope};
 use crate::store::chain::Head;
@@ -232,7 +232,7 @@ async fn subscription_history(
     ApiPath((account_id, subscription_id)): ApiPath<(String, String)>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<ListResponse<AuditView>>, ApiError> {
-    let (account_id, subscription_id) = subscription_path(&account_id, &subscription_id)?;
+    let (account_id, subscription_id) = subscription_ids(&account_id, &subscription_id)?;
     state
         .ops()
         .subscription(&account_id, &subscription_id)

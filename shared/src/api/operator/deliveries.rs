@@ -11,24 +11,24 @@
 //!   (`dead | failed | retrying | delivered → pending`), audited; `pending` and `skipped_filter`
 //!   are `409` ([`crate::operations::recovery::retry`]).
 
-use super::subscriptions::{reason, subscription_path};
+use super::subscriptions::reason;
 use crate::api::auth::Operator;
-use crate::api::extract::{page_limit, ApiPath, ApiQuery, JsonBody};
-use crate::api::problem::{ApiError, FieldError};
+use crate::api::extract::{ApiPath, ApiQuery, JsonBody};
+use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
-use crate::api::v1::ListResponse;
-use crate::domain::change::MAX_ID_LEN;
+use crate::api::v1::{list_query, ListResponse};
 use crate::domain::integration_delivery::{lease_held, transmit_status, DeliveryStatus};
 use crate::domain::lifecycle::Status;
-use crate::domain::pull_cursor::change_id as change_id_text;
 use crate::domain::time::Timestamp;
 use crate::ids::{
     AccountId, AuditId, ChangeId, DeliveryId, IntegrationId, ReplayJobId, SubscriptionId,
 };
+use crate::operations::list_filters::DeliveryFilter;
 use crate::operations::recovery::integration_history::{
     attempt_runs, list_deliveries, DeliveryQuery,
 };
 use crate::operations::recovery::retry::{retry_delivery, RetryRequest};
+use crate::operations::resource_ids::{delivery_ids, subscription_ids};
 use crate::store::delivery::Delivery;
 use axum::extract::State;
 use axum::routing::{get, post};
@@ -176,8 +176,7 @@ pub fn attempt_views(d: &Delivery) -> Vec<AttemptView> {
         .collect()
 }
 
-/// The list's query parameters (the console's Integration history reads its filters through
-/// them too).
+/// The list's query parameters.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListParams {
@@ -189,83 +188,17 @@ pub struct ListParams {
     pub cursor: Option<String>,
 }
 
-/// Reads `?status=a,b`, `?from=`, `?to=`, `?record_id=`; every invalid one is named at once.
+/// Reads `?status=a,b`, `?from=`, `?to=`, `?record_id=` ([`DeliveryFilter`]) and `?limit=`;
+/// every invalid one is named at once.
 pub fn delivery_query(params: ListParams) -> Result<DeliveryQuery, ApiError> {
-    let mut errors = Vec::new();
-    let mut statuses = Vec::new();
-    for (i, word) in params
-        .status
-        .as_deref()
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|w| !w.is_empty())
-        .enumerate()
-    {
-        match DeliveryStatus::parse(word) {
-            Some(s) if !statuses.contains(&s) => statuses.push(s),
-            Some(_) => {}
-            None => errors.push(FieldError::new(
-                format!("status[{i}]"),
-                format!(
-                    "{word:?} is not a delivery status; one of {}",
-                    DeliveryStatus::ALL
-                        .iter()
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            )),
-        }
-    }
-    let mut time = |name: &str, text: Option<String>| {
-        text.and_then(|t| match Timestamp::parse_rfc3339(&t) {
-            Some(ts) => Some(ts),
-            None => {
-                errors.push(FieldError::new(
-                    name,
-                    "must be an RFC 3339 date-time, e.g. 2024-05-01T00:00:00Z",
-                ));
-                None
-            }
-        })
-    };
-    let from = time("from", params.from);
-    let to = time("to", params.to);
-    if let (Some(f), Some(t)) = (from, to) {
-        if t <= f {
-            errors.push(FieldError::new("to", "must be after `from`"));
-        }
-    }
-    let record_id = params.record_id.filter(|r| !r.is_empty());
-    if record_id
-        .as_ref()
-        .is_some_and(|r| r.chars().count() > MAX_ID_LEN)
-    {
-        errors.push(FieldError::new(
-            "record_id",
-            format!("must be at most {MAX_ID_LEN} characters"),
-        ));
-    }
-    let limit = match page_limit(params.limit) {
-        Ok(l) => l,
-        Err(ApiError::Validation { errors: e }) => {
-            errors.extend(e);
-            0
-        }
-        Err(e) => return Err(e),
-    };
-    if !errors.is_empty() {
-        return Err(ApiError::Validation { errors });
-    }
-    Ok(DeliveryQuery {
-        statuses,
-        from,
-        to,
-        record_id,
-        limit,
+    let filter = DeliveryFilter {
+        status: params.status,
+        from: params.from,
+        to: params.to,
+        record_id: params.record_id,
         cursor: params.cursor,
-    })
+    };
+    list_query(params.limit, |limit| filter.query(limit))
 }
 
 async fn list(
@@ -274,7 +207,7 @@ async fn list(
     ApiPath((account_id, subscription_id)): ApiPath<(String, String)>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<ListResponse<DeliveryView>>, ApiError> {
-    let (account_id, subscription_id) = subscription_path(&account_id, &subscription_id)?;
+    let (account_id, subscription_id) = subscription_ids(&account_id, &subscription_id)?;
     let query = delivery_query(params)?;
     let ops = state.ops();
     let (deliveries, next_cursor) =
@@ -289,18 +222,6 @@ async fn list(
     }))
 }
 
-/// The `(account, subscription, change)` of a delivery path, or 404.
-/// The ids of a delivery's path; any that is not an id is the delivery not found.
-pub fn delivery_path(
-    account_id: &str,
-    subscription_id: &str,
-    change_id: &str,
-) -> Result<(AccountId, SubscriptionId, ChangeId), ApiError> {
-    let (account_id, subscription_id) = subscription_path(account_id, subscription_id)?;
-    let change_id = change_id_text(change_id).ok_or_else(|| ApiError::not_found("delivery"))?;
-    Ok((account_id, subscription_id, change_id))
-}
-
 async fn load(
     state: &ApiState,
     account_id: &str,
@@ -308,7 +229,7 @@ async fn load(
     change_id: &str,
 ) -> Result<Delivery, ApiError> {
     let (account_id, subscription_id, change_id) =
-        delivery_path(account_id, subscription_id, change_id)?;
+        delivery_ids(account_id, subscription_id, change_id)?;
     let ops = state.ops();
     ops.subscription(&account_id, &subscription_id).await?;
     Ok(ops
@@ -371,7 +292,7 @@ pub async fn retry(
     f.finish()?;
     let reason = reason.ok_or_else(|| ApiError::internal("validated reason missing"))?;
     let (account_id, subscription_id, change_id) =
-        delivery_path(&account_id, &subscription_id, &change_id)?;
+        delivery_ids(&account_id, &subscription_id, &change_id)?;
     let ops = state.ops();
     let outcome = retry_delivery(
         &ops,

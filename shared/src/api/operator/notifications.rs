@@ -16,6 +16,7 @@ use crate::api::state::ApiState;
 use crate::api::v1::notices::{fault, service, NoticeDeliveryView, NoticeView};
 use crate::notify::requeue::{requeue as requeue_delivery, RequeueError};
 use crate::notify::table::NotificationTable;
+use crate::operations::notices::{notice_with_deliveries, NoticeWithDeliveries};
 use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -42,26 +43,21 @@ async fn fetch(
     State(state): State<Arc<ApiState>>,
     ApiPath(notice_id): ApiPath<String>,
 ) -> Result<Json<OperatorNoticeView>, ApiError> {
-    notice_with_deliveries(&state, &notice_id).await.map(Json)
+    let found = notice_with_deliveries(&service(&state), &notice_id).await?;
+    Ok(Json(OperatorNoticeView::from(found)))
 }
 
-/// A notice (any account's: operators only) with its progress and its channel deliveries.
-pub async fn notice_with_deliveries(
-    state: &ApiState,
-    notice_id: &str,
-) -> Result<OperatorNoticeView, ApiError> {
-    let id = path_id(notice_id, "notice")?;
-    let svc = service(state);
-    let notice = svc
-        .notice(&id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("notice"))?;
-    let progress = svc.summary(&id).await?;
-    let deliveries = svc.deliveries(&id).await?;
-    Ok(OperatorNoticeView {
-        notice: NoticeView::new(&notice, Some(progress)),
-        deliveries: deliveries.iter().map(NoticeDeliveryView::from).collect(),
-    })
+impl From<NoticeWithDeliveries> for OperatorNoticeView {
+    fn from(found: NoticeWithDeliveries) -> Self {
+        OperatorNoticeView {
+            notice: NoticeView::new(&found.notice, Some(found.progress)),
+            deliveries: found
+                .deliveries
+                .iter()
+                .map(NoticeDeliveryView::from)
+                .collect(),
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]

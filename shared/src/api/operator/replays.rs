@@ -13,19 +13,20 @@
 //! * `POST /operator/accounts/{account_id}/replays/{job_id}/resume` `{reason}` — continues a
 //!   stopped job from its saved position (`409` while a run holds it or once it is completed).
 
-use super::subscriptions::{reason, subscription_path};
+use super::subscriptions::reason;
 use crate::api::auth::Operator;
 use crate::api::extract::{page_limit, path_id, ApiPath, ApiQuery, Fields, JsonBody};
 use crate::api::problem::{ApiError, FieldError};
 use crate::api::state::ApiState;
 use crate::api::v1::ListResponse;
 use crate::domain::integration_delivery::DeliveryStatus;
-use crate::domain::replay::{validate_window, JobKind, ReplayStatus};
+use crate::domain::replay::{JobKind, ReplayStatus};
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, ChangeId, ReplayJobId, SubscriptionId};
 use crate::operations::recovery::replay::{
-    list_jobs, load_job, resume_job, start_job, Budget, ReplayRequest,
+    list_jobs, load_job, read_window, resume_job, start_job, Budget, ReplayRequest,
 };
+use crate::operations::resource_ids::subscription_ids;
 use crate::store::replay_job::{ReplayCounts, ReplayJob};
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -114,35 +115,21 @@ pub fn location(job: &ReplayJob) -> String {
     )
 }
 
-/// A replay request's fields (the JSON body's, or the console's form's): `from` and `to` as RFC
-/// 3339 instants making a window [`validate_window`] accepts, and a `reason`. `None` after
+/// A replay request's fields: `from` and `to` as RFC
+/// 3339 instants making a window [`read_window`] accepts, and a `reason`. `None` after
 /// recording every refusal in `f` (its `finish` answers them).
 pub fn replay_fields(f: &mut Fields, now: Timestamp) -> Option<(Timestamp, Timestamp, String)> {
     let from: Option<String> = f.required("from");
     let to: Option<String> = f.required("to");
     let reason = reason(f);
-    let mut instant = |name: &str, text: Option<String>| {
-        text.and_then(|t| match Timestamp::parse_rfc3339(t.trim()) {
-            Some(ts) => Some(ts),
-            None => {
-                f.error(
-                    name,
-                    "must be an RFC 3339 date-time, e.g. 2024-05-01T00:00:00Z",
-                );
-                None
-            }
-        })
-    };
-    let from = instant("from", from);
-    let to = instant("to", to);
-    if let (Some(from), Some(to)) = (from, to) {
-        if let Err(errors) = validate_window(from, to, now) {
-            for e in errors {
-                f.error(e.field(), e.to_string());
-            }
+    let window = read_window(from.as_deref(), to.as_deref(), now).unwrap_or_else(|refused| {
+        for (field, message) in refused.0 {
+            f.error(field, message);
         }
-    }
-    Some((from?, to?, reason?))
+        None
+    });
+    let (from, to) = window?;
+    Some((from, to, reason?))
 }
 
 pub async fn create(
@@ -155,7 +142,7 @@ pub async fn create(
     f.finish()?;
     let (from, to, reason) =
         fields.ok_or_else(|| ApiError::internal("validated replay fields missing"))?;
-    let (account_id, subscription_id) = subscription_path(&account_id, &subscription_id)?;
+    let (account_id, subscription_id) = subscription_ids(&account_id, &subscription_id)?;
     let ops = state.ops();
     let job = start_job(
         &ops,

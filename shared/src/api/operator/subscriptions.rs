@@ -10,12 +10,13 @@
 //! [`MAX_REASON_CHARS`] characters) for the audit history, next to the operator's identity.
 
 use crate::api::auth::Operator;
-use crate::api::extract::{path_id, ApiPath, Fields, JsonBody};
+use crate::api::extract::{ApiPath, Fields, JsonBody};
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::api::v1::subscriptions::SubscriptionView;
-use crate::ids::{AccountId, AuditId, ChangeId, SubscriptionId};
+use crate::ids::{AuditId, ChangeId};
 use crate::operations::recovery::resume::resume_subscription;
+use crate::operations::resource_ids::subscription_ids;
 use crate::operations::MAX_REASON_CHARS;
 use crate::store::subscription::Subscription;
 use axum::extract::State;
@@ -34,17 +35,6 @@ pub fn router() -> Router<Arc<ApiState>> {
             "/operator/accounts/{account_id}/subscriptions/{subscription_id}/resume",
             post(resume),
         )
-}
-
-/// The `(account, subscription)` of a path, or 404.
-pub fn subscription_path(
-    account_id: &str,
-    subscription_id: &str,
-) -> Result<(AccountId, SubscriptionId), ApiError> {
-    Ok((
-        path_id(account_id, "account")?,
-        path_id(subscription_id, "subscription")?,
-    ))
 }
 
 /// The operator's `reason`, required.
@@ -93,7 +83,7 @@ async fn fetch(
     State(state): State<Arc<ApiState>>,
     ApiPath((account_id, subscription_id)): ApiPath<(String, String)>,
 ) -> Result<Json<OperatorSubscriptionView>, ApiError> {
-    let (account_id, subscription_id) = subscription_path(&account_id, &subscription_id)?;
+    let (account_id, subscription_id) = subscription_ids(&account_id, &subscription_id)?;
     let sub = state
         .ops()
         .subscription(&account_id, &subscription_id)
@@ -118,7 +108,7 @@ pub async fn resume(
     let reason = reason(&mut f);
     f.finish()?;
     let reason = reason.ok_or_else(|| ApiError::internal("validated reason missing"))?;
-    let (account_id, subscription_id) = subscription_path(&account_id, &subscription_id)?;
+    let (account_id, subscription_id) = subscription_ids(&account_id, &subscription_id)?;
     let outcome = resume_subscription(
         &state.ops(),
         &account_id,

@@ -6,9 +6,9 @@
 //! An event type is `{type, version, description, schema, example, updated_at}`: `schema` is the
 //! JSON Schema of the record fields a subscription may project (the `data` of a delivered
 //! payload), `example` a payload that fits it. Operators write the catalog
-//! ([`crate::api::operator::event_types`]). [`catalog`] is the one read both doors (this API and
-//! the console's catalog page) make, from the container's copy held for a short lease
-//! ([`crate::api::catalog_lease`]); [`check_subscription`] is the check every subscription write
+//! ([`crate::api::operator::event_types`]). [`catalog`] is this API's read of it, from the
+//! container's copy held for a short lease ([`crate::api::catalog_lease`], which the console's
+//! catalog page reads too); [`check_subscription`] is the check every subscription write
 //! passes, and [`Catalog::knows`] the one a published change passes.
 
 use crate::api::auth::Principal;

@@ -15,20 +15,18 @@
 //! read filter does not). `event_status` and `internal_status` are written only by the system:
 //! there is no route that sets them (other methods on these paths are `405`).
 
-use super::ListResponse;
+use super::{list_query, ListResponse};
 use crate::api::auth::AccountAuth;
-use crate::api::extract::{page_limit, ApiPath, ApiQuery};
+use crate::api::extract::{ApiPath, ApiQuery};
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
-use crate::domain::change::MAX_ID_LEN;
-use crate::domain::event::EventStatus;
-use crate::domain::lifecycle::Status;
 use crate::domain::pull_cursor::change_id;
-use crate::domain::time::Timestamp;
 use crate::operations::event_monitor::MonitorError;
 use crate::operations::event_monitor::{
     event_with_deliveries, list_events, DeliveryLogEntry, EventQuery, EventSummary,
 };
+use crate::operations::list_filters::EventFilter;
+use crate::operations::OpsError;
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
@@ -43,13 +41,10 @@ pub fn router() -> Router<Arc<ApiState>> {
 
 /// A monitor failure as an API error: a foreign or mangled cursor is the caller's mistake.
 pub fn monitor_error(e: impl Into<MonitorError>) -> ApiError {
-    match e.into() {
-        MonitorError::BadCursor => ApiError::field("cursor", "is not a cursor of this list"),
-        MonitorError::Store(e) => e.into(),
-    }
+    OpsError::from(e.into()).into()
 }
 
-/// The list's query parameters (the console reads its filters through them too).
+/// The list's query parameters.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListParams {
@@ -64,94 +59,19 @@ pub struct ListParams {
     pub cursor: Option<String>,
 }
 
-/// The query of a list request; every invalid parameter is named in one 422.
+/// The query of a list request ([`EventFilter`]); every invalid parameter is named in one 422.
 pub fn read_params(params: ListParams) -> Result<EventQuery, ApiError> {
-    let mut errors = Vec::new();
-    let mut statuses = Vec::new();
-    if let Some(text) = &params.status {
-        for word in text.split(',').map(str::trim) {
-            match EventStatus::parse(word) {
-                Some(s) if !statuses.contains(&s) => statuses.push(s),
-                Some(_) => {}
-                None => errors.push(crate::api::problem::FieldError::new(
-                    "status",
-                    format!(
-                        "{word:?} is not an event status; expected new, partial, sent, failed or skipped"
-                    ),
-                )),
-            }
-        }
-    }
-    let mut time = |name: &str, value: &Option<String>| -> Option<Timestamp> {
-        let text = value.as_deref()?;
-        let t = Timestamp::parse_rfc3339(text);
-        if t.is_none() {
-            errors.push(crate::api::problem::FieldError::new(
-                name,
-                "must be an RFC 3339 time, e.g. 2024-05-01T00:00:00Z",
-            ));
-        }
-        t
-    };
-    let from = time("from", &params.from);
-    let to = time("to", &params.to);
-    if let (Some(f), Some(t)) = (from, to) {
-        if f > t {
-            errors.push(crate::api::problem::FieldError::new(
-                "to",
-                "must not be before from",
-            ));
-        }
-    }
-    let oldest_first = match params.order.as_deref() {
-        None | Some("desc") => false,
-        Some("asc") => true,
-        Some(_) => {
-            errors.push(crate::api::problem::FieldError::new(
-                "order",
-                "must be asc (oldest first) or desc (newest first)",
-            ));
-            false
-        }
-    };
-    // A record type, record id or event code names what ingest accepted: non-empty, at most
-    // `MAX_ID_LEN` characters (an empty parameter is no filter).
-    let mut word = |name: &str, value: Option<String>| -> Option<String> {
-        let v = value.filter(|v| !v.is_empty())?;
-        if v.chars().count() > MAX_ID_LEN {
-            errors.push(crate::api::problem::FieldError::new(
-                name,
-                format!("must be at most {MAX_ID_LEN} characters"),
-            ));
-        }
-        Some(v)
-    };
-    let record_type = word("record_type", params.record_type);
-    let record_id = word("record_id", params.record_id);
-    let event_code = word("event_code", params.event_code);
-    let limit = match page_limit(params.limit) {
-        Ok(l) => l,
-        Err(ApiError::Validation { errors: e }) => {
-            errors.extend(e);
-            0
-        }
-        Err(e) => return Err(e),
-    };
-    if !errors.is_empty() {
-        return Err(ApiError::Validation { errors });
-    }
-    Ok(EventQuery {
-        statuses,
-        from,
-        to,
-        oldest_first,
-        limit,
+    let filter = EventFilter {
+        status: params.status,
+        from: params.from,
+        to: params.to,
+        order: params.order,
+        record_type: params.record_type,
+        record_id: params.record_id,
+        event_code: params.event_code,
         cursor: params.cursor,
-        record_type,
-        record_id,
-        event_code,
-        ..EventQuery::default()
-    })
+    };
+    list_query(params.limit, |limit| filter.query(limit))
 }
 
 async fn list(
@@ -213,47 +133,35 @@ async fn fetch(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn params(status: Option<&str>, from: Option<&str>, to: Option<&str>) -> ListParams {
-        ListParams {
-            status: status.map(str::to_owned),
-            from: from.map(str::to_owned),
-            to: to.map(str::to_owned),
-            ..ListParams::default()
-        }
-    }
+    use crate::domain::event::EventStatus;
 
     #[test]
-    fn reads_statuses_times_and_names_every_bad_field() {
-        let q = read_params(params(
-            Some("sent, failed,sent"),
-            Some("2024-05-01T00:00:00Z"),
-            None,
-        ))
+    fn a_list_request_names_every_bad_parameter_with_its_limit_last() {
+        let q = read_params(ListParams {
+            status: Some("sent".into()),
+            ..ListParams::default()
+        })
         .unwrap();
-        assert_eq!(q.statuses, vec![EventStatus::Sent, EventStatus::Failed]);
-        assert!(q.from.is_some() && q.to.is_none());
+        assert_eq!(q.statuses, vec![EventStatus::Sent]);
         assert_eq!(q.limit, crate::api::extract::DEFAULT_PAGE);
         let Err(ApiError::Validation { errors }) = read_params(ListParams {
+            status: Some("done".into()),
+            from: Some("yesterday".into()),
+            to: Some("2024-01-01T00:00:00Z".into()),
             order: Some("sideways".into()),
             limit: Some(1000),
-            ..params(
-                Some("done"),
-                Some("yesterday"),
-                Some("2024-01-01T00:00:00Z"),
-            )
+            ..ListParams::default()
         }) else {
             panic!("expected a validation error")
         };
         let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["status", "from", "order", "limit"]);
-        let Err(ApiError::Validation { errors }) = read_params(params(
-            None,
-            Some("2024-05-02T00:00:00Z"),
-            Some("2024-05-01T00:00:00Z"),
-        )) else {
+        let Err(ApiError::Validation { errors }) = read_params(ListParams {
+            limit: Some(0),
+            ..ListParams::default()
+        }) else {
             panic!("expected a validation error")
         };
-        assert_eq!(errors[0].field, "to");
+        assert_eq!(errors[0].field, "limit");
     }
 }

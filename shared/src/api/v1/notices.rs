@@ -24,7 +24,7 @@
 //!   first.
 
 use crate::api::auth::AccountAuth;
-use crate::api::extract::{page_limit, path_id, ApiPath, ApiQuery, JsonBody};
+use crate::api::extract::{page_limit, path_id, ApiPath, ApiQuery, Fields, JsonBody};
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::domain::time::Timestamp;
@@ -33,7 +33,6 @@ use crate::notify::bounds::{outbound_recipients, refused_recipients, retry_after
 use crate::notify::notice_service::{
     validate, CreateError, NewNotice, NoticeService, WithdrawError,
 };
-use crate::notify::table::NotificationTable;
 use crate::notify::NotifyError;
 use crate::store::account;
 use crate::store::console_inbox;
@@ -62,10 +61,7 @@ pub fn router() -> Router<Arc<ApiState>> {
 }
 
 pub(crate) fn service(state: &ApiState) -> NoticeService {
-    NoticeService::new(
-        NotificationTable::from_config(&state.clients, &state.config),
-        state.clock.clone(),
-    )
+    crate::operations::notices::service(&state.clients, &state.config, state.clock.clone())
 }
 
 pub(crate) fn fault(e: NotifyError) -> ApiError {
@@ -242,38 +238,8 @@ async fn create(
     let deadline_text: Option<String> = f.optional("deadline");
     let supersede_key: Option<String> = f.optional("supersede_key");
     let reason: Option<String> = f.optional("reason");
-    let header_key = headers
-        .get(IDEMPOTENCY_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let body_key: Option<String> = f.optional("idempotency_key");
-    let idempotency_key = match (body_key, header_key) {
-        (Some(b), Some(h)) if b != h => {
-            f.error(
-                "idempotency_key",
-                "differs from the Idempotency-Key header; send one of them",
-            );
-            None
-        }
-        (Some(k), _) | (None, Some(k)) => Some(k),
-        (None, None) => {
-            f.error(
-                "idempotency_key",
-                "is required (or send the Idempotency-Key header)",
-            );
-            None
-        }
-    };
-    let deadline = match deadline_text {
-        None => Some(None),
-        Some(text) => match Timestamp::parse_rfc3339(&text) {
-            Some(t) => Some(Some(t)),
-            None => {
-                f.error("deadline", "must be an RFC 3339 date-time");
-                None
-            }
-        },
-    };
+    let idempotency_key = idempotency_key(&mut f, &headers);
+    let deadline = deadline(&mut f, deadline_text);
     if let Some(reason) = &reason {
         // Characters, as the spec's maxLength counts them (not bytes).
         if reason.is_empty() || reason.chars().count() > 64 || reason.chars().any(char::is_control)
@@ -314,35 +280,10 @@ async fn create(
     let quota = state.config.notice_daily_recipient_quota;
     let outbound = check_recipients(&state, &auth.account_id, &new, quota).await?;
     let charge = (outbound > 0).then_some(quota);
-    let (notice, created) = match service(&state)
+    let (notice, created) = service(&state)
         .create_within(&auth.account_id, new, charge)
         .await
-    {
-        Ok(r) => r,
-        Err(CreateError::IdempotencyConflict) => {
-            return Err(ApiError::conflict(
-                "the idempotency key was already used for a different notice",
-            ))
-        }
-        Err(CreateError::IdempotencyKeyExpired) => {
-            return Err(ApiError::conflict(
-                "the notice this idempotency key created has expired; send the notice with a \
-                 new idempotency key",
-            ))
-        }
-        Err(CreateError::QuotaExceeded) => {
-            return Err(ApiError::QuotaExceeded {
-                detail: format!(
-                    "the account's notices may reach {quota} recipients by email or Slack per \
-                     UTC day, and today's have no room for this notice's {outbound}; the quota \
-                     is renewed at {}",
-                    next_utc_day(now).to_rfc3339()
-                ),
-                retry_after_secs: retry_after_secs(state.clock.now()),
-            })
-        }
-        Err(CreateError::Fault(e)) => return Err(fault(e)),
-    };
+        .map_err(|e| create_refused(e, quota, outbound, now, state.clock.now()))?;
     if created {
         tracing::info!(account_id = %auth.account_id, notice_id = %notice.request.notice_id, "notice requested");
     }
@@ -357,6 +298,78 @@ async fn create(
         [(header::LOCATION, location)],
         Json(NoticeView::new(&notice, None)),
     ))
+}
+
+/// The notice's idempotency key: the body's `idempotency_key` or the `Idempotency-Key` header
+/// (the same one if both); `None` after recording why there is none.
+fn idempotency_key(f: &mut Fields, headers: &HeaderMap) -> Option<String> {
+    let header_key = headers
+        .get(IDEMPOTENCY_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let body_key: Option<String> = f.optional("idempotency_key");
+    match (body_key, header_key) {
+        (Some(b), Some(h)) if b != h => {
+            f.error(
+                "idempotency_key",
+                "differs from the Idempotency-Key header; send one of them",
+            );
+            None
+        }
+        (Some(k), _) | (None, Some(k)) => Some(k),
+        (None, None) => {
+            f.error(
+                "idempotency_key",
+                "is required (or send the Idempotency-Key header)",
+            );
+            None
+        }
+    }
+}
+
+/// The optional `deadline` (`Some(None)`: none given); `None` after recording that it is not a
+/// time.
+fn deadline(f: &mut Fields, text: Option<String>) -> Option<Option<Timestamp>> {
+    match text {
+        None => Some(None),
+        Some(text) => match Timestamp::parse_rfc3339(&text) {
+            Some(t) => Some(Some(t)),
+            None => {
+                f.error("deadline", "must be an RFC 3339 date-time");
+                None
+            }
+        },
+    }
+}
+
+/// A create the notice service refused, as a problem (`quota`: the account's daily recipients;
+/// `outbound`: this notice's; `now`: the request's time, `refused_at`: the refusal's).
+fn create_refused(
+    e: CreateError,
+    quota: u32,
+    outbound: u32,
+    now: Timestamp,
+    refused_at: Timestamp,
+) -> ApiError {
+    match e {
+        CreateError::IdempotencyConflict => {
+            ApiError::conflict("the idempotency key was already used for a different notice")
+        }
+        CreateError::IdempotencyKeyExpired => ApiError::conflict(
+            "the notice this idempotency key created has expired; send the notice with a \
+             new idempotency key",
+        ),
+        CreateError::QuotaExceeded => ApiError::QuotaExceeded {
+            detail: format!(
+                "the account's notices may reach {quota} recipients by email or Slack per \
+                 UTC day, and today's have no room for this notice's {outbound}; the quota \
+                 is renewed at {}",
+                next_utc_day(now).to_rfc3339()
+            ),
+            retry_after_secs: retry_after_secs(refused_at),
+        },
+        CreateError::Fault(e) => fault(e),
+    }
 }
 
 /// The bounds of [`crate::notify::bounds`] that a notice meets before it is written: at most the

@@ -11,14 +11,14 @@
 //!   again unless it is still unclaimed by then.
 //!
 //! New push work is not on the `due` index (an entry would bill two index writes per delivery).
-//! A worker that dies leaves its message undeleted, and the queue brings it back after its
-//! visibility timeout, which is longer than the lease. Should a first dispatch be lost all the
+//! A worker that dies leaves its messages undeleted, and the queue brings each back whole, every
+//! delivery packed in it, after its visibility timeout, which is longer than the lease. Should a first dispatch be lost all the
 //! same, the event monitor's roll-up of the still-open event finds the delivery after
 //! [`FIRST_DISPATCH_GRACE`](crate::domain::integration_delivery::FIRST_DISPATCH_GRACE) and puts it on the index.
 //!
 //! A failed publish leaves `due_at` where it was, so the next pass retries it; a duplicate message
-//! is harmless because a worker must win a conditional claim on an attempt number before it
-//! runs that attempt.
+//! (or one returned whole after some of its deliveries were done) is harmless because a worker
+//! must win a conditional claim on each delivery's attempt number before it runs that attempt.
 //!
 //! The stream path also triggers the event monitor's **prompt roll-up** ([`RollUp`]): when an
 //! event is inserted, and when one of its push deliveries moves from `pending`/`retrying` to a
@@ -265,7 +265,8 @@ impl Dispatcher {
         Ok(serde_json::json!({ "published": report.published, "failed": report.failed }))
     }
 
-    /// Sends up to ten messages in one request. Returns the indexes that were not accepted.
+    /// Sends up to ten deliveries' work in one request, one to a message (the sweep's). Returns
+    /// the indexes that were not accepted.
     async fn publish(&self, entries: &[(DeliveryWork, Duration)]) -> Vec<usize> {
         publish(&self.clients.sqs, &self.config.delivery_queue_url, entries).await
     }

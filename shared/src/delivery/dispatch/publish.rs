@@ -1,5 +1,8 @@
-//! Publishing push work: up to ten delivery messages to the delivery queue in one request, each
-//! visible after its delay. Nothing is written to the table when a delivery is published.
+//! Publishing push work: up to ten messages to the delivery queue in one request, each visible
+//! after its delay. The stream path's message carries up to [`PACKED`] of one account's new
+//! deliveries ([`pack`]); the sweep's, and the copies the worker defers or hands back, carry one
+//! delivery's work each ([`publish`]). Nothing is written to the table when a delivery is
+//! published.
 
 use crate::domain::time::Timestamp;
 use crate::store::delivery::DeliveryWork;
@@ -10,8 +13,9 @@ use std::time::Duration;
 /// SQS's longest message delay.
 pub const MAX_SQS_DELAY: Duration = Duration::from_secs(900);
 
-/// Sends up to ten delivery messages to the delivery queue in one request, each visible after its
-/// delay. Returns the indexes that were not accepted.
+/// Sends up to ten deliveries' work to the delivery queue in one request, one delivery to a
+/// message (the sweep's retries, the worker's deferred copies), each visible after its delay.
+/// Returns the indexes that were not accepted.
 ///
 /// Every message carries its account as `MessageGroupId`: on a standard queue that makes it an
 /// SQS fair queue, where a backlog of one group (a noisy account) does not raise the dwell time
@@ -94,9 +98,10 @@ pub struct Outgoing {
     pub delay: Duration,
 }
 
-/// Sends up to ten messages to the queue in one request ([`publish`] for delivery work; test
-/// events and messages the worker re-sends go as they are). Returns the indexes that were not
-/// accepted.
+/// Sends up to ten messages to the queue in one request, as they are: packed work ([`pack`]),
+/// test events, and the copies the worker hands back (a delivery's work alone, or a message that
+/// is not delivery work as it came); [`publish`] for one delivery's work to a message. Returns the
+/// indexes that were not accepted.
 pub async fn publish_messages(
     sqs: &aws_sdk_sqs::Client,
     queue_url: &str,

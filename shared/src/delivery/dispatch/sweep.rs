@@ -1,7 +1,8 @@
 //! The sweep (every minute): publishes what is due on the sparse, sharded `due` index — retries
 //! whose backoff ends within the next minute (as SQS delays), operator restarts and lost work —
 //! then moves `due_at` a grace period on, so the next sweep does not publish it again unless it
-//! is still unclaimed by then.
+//! is still unclaimed by then. Each delivery goes in a message of its own (each has its own
+//! delay), ten messages to a request.
 
 use super::publish::delay_until;
 use super::{Dispatcher, SweepReport, REDISPATCH_GRACE, SWEEP_LIMIT_PER_SHARD};

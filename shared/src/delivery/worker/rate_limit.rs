@@ -1,12 +1,13 @@
 //! The worker's side of an integration's rate limit ([`crate::domain::rate_limit`]): before a
 //! delivery of a limited integration is claimed, one start is counted in the integration's
 //! counter for the current second ([`crate::store::rate_window`]); when the second is full the
-//! message waits, unclaimed, as a delayed copy (the batch's other messages go on). An integration
+//! delivery waits, unclaimed, as a delayed copy of its work alone, whichever message it came in
+//! (the batch's other deliveries, those packed with it included, go on). An integration
 //! without a limit costs nothing here: no read, no write.
 //!
 //! A container remembers the last second it found full for each integration, so the rest of a
-//! batch's messages of that integration in the same second wait without a write each. A counter
-//! that cannot be written (throttled, unreachable) is treated as full: the message waits and is
+//! batch's deliveries of that integration in the same second wait without a write each. A counter
+//! that cannot be written (throttled, unreachable) is treated as full: the delivery waits and is
 //! tried again, never lost and never sent over the limit.
 
 use crate::domain::time::Timestamp;
@@ -19,7 +20,7 @@ use crate::store::write::send;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-/// The integration a message's delivery goes to, with its limit, when it has one.
+/// The integration a delivery's work goes to, with its limit, when it has one.
 pub fn limited<'a>(
     config: &'a AccountConfig,
     work: &DeliveryWork,

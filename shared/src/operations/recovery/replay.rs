@@ -27,7 +27,7 @@ use crate::domain::replay::{
 };
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, ChangeId, ReplayJobId, SubscriptionId};
-use crate::operations::{Ops, OpsError, WRITE_CONCURRENCY};
+use crate::operations::{InvalidFields, Ops, OpsError, WRITE_CONCURRENCY};
 use crate::store::audit::AuditRecord;
 use crate::store::cursor;
 use crate::store::delivery::{by_subscription_page, Delivery, Filter, Restart, SubscriptionRange};
@@ -133,6 +133,34 @@ pub(super) fn created(job: &ReplayJob) {
         to = %job.to,
         "replay job created"
     );
+}
+
+/// A replay window as a request writes it: `from` and `to` as RFC 3339 texts, each `None` where
+/// the request left it out (its door names that). The window when both are instants making one
+/// [`validate_window`] accepts (`None` while one is left out); otherwise every refusal.
+pub fn read_window(
+    from: Option<&str>,
+    to: Option<&str>,
+    now: Timestamp,
+) -> Result<Option<(Timestamp, Timestamp)>, InvalidFields> {
+    let mut refused = InvalidFields::default();
+    let mut instant = |name: &str, text: Option<&str>| {
+        let t = Timestamp::parse_rfc3339(text?.trim());
+        if t.is_none() {
+            refused.push(
+                name,
+                "must be an RFC 3339 date-time, e.g. 2024-05-01T00:00:00Z",
+            );
+        }
+        t
+    };
+    let (from, to) = (instant("from", from), instant("to", to));
+    if let (Some(from), Some(to)) = (from, to) {
+        for e in validate_window(from, to, now).err().unwrap_or_default() {
+            refused.push(e.field(), e.to_string());
+        }
+    }
+    refused.or(from.zip(to))
 }
 
 /// Records the job and runs it as far as one request's budget goes. The job is recorded first:
@@ -566,4 +594,44 @@ pub async fn resume_job(
     audit.job_id = Some(job.job_id.clone());
     write_with_audit(ops, None, &audit).await?;
     run_job(ops, account_id, job_id, budget).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: &str = "2024-05-10T00:00:00Z";
+
+    fn now() -> Timestamp {
+        Timestamp::parse_rfc3339(NOW).unwrap()
+    }
+
+    #[test]
+    fn a_window_of_two_instants_within_a_week_is_read() {
+        let (from, to) = read_window(
+            Some(" 2024-05-08T00:00:00Z "),
+            Some("2024-05-09T00:00:00Z"),
+            now(),
+        )
+        .unwrap()
+        .expect("a window");
+        assert_eq!(Some(from), Timestamp::parse_rfc3339("2024-05-08T00:00:00Z"));
+        assert_eq!(Some(to), Timestamp::parse_rfc3339("2024-05-09T00:00:00Z"));
+    }
+
+    #[test]
+    fn a_window_names_each_text_that_is_not_a_time_and_each_rule_it_breaks() {
+        let refused = read_window(Some("yesterday"), None, now()).unwrap_err();
+        assert_eq!(refused.fields(), ["from"]);
+        assert_eq!(read_window(None, Some(NOW), now()).unwrap(), None);
+        let reversed = read_window(Some(NOW), Some("2024-05-09T00:00:00Z"), now()).unwrap_err();
+        assert_eq!(reversed.fields(), ["to"]);
+        let long_and_future = read_window(
+            Some("2024-05-01T00:00:00Z"),
+            Some("2024-05-11T00:00:00Z"),
+            now(),
+        )
+        .unwrap_err();
+        assert_eq!(long_and_future.fields(), ["to", "to"]);
+    }
 }

@@ -240,6 +240,30 @@ pub fn save_outcome(
         "attempt_log = list_append(if_not_exists(attempt_log, :empty), :entry)".into(),
     ];
     let mut remove = vec!["lease_until".to_string(), "lease_token".into()];
+    e = with_last_answer(e, (&mut set, &mut remove), attempt, to);
+    e = with_placement(e, (&mut set, &mut remove), d, outcome, now);
+    let expression = format!("SET {} REMOVE {}", set.join(", "), remove.join(", "));
+    Ok(Write::Update(built(
+        Update::builder()
+            .table_name(table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .update_expression(expression)
+            .condition_expression(format!("({status_condition}) AND lease_token = :token"))
+            .set_expression_attribute_names(e.names_opt())
+            .set_expression_attribute_values(e.values_opt())
+            .build(),
+    )?))
+}
+
+/// The attempt's answer on the item: its HTTP status when there was one, and the error kept (none
+/// once delivered).
+fn with_last_answer(
+    mut e: Expr,
+    (set, remove): (&mut Vec<String>, &mut Vec<String>),
+    attempt: &AttemptRecord,
+    to: DeliveryStatus,
+) -> Expr {
     match attempt.http_status {
         Some(code) => {
             e = e.value(":http", n(code));
@@ -254,6 +278,20 @@ pub fn save_outcome(
             set.push("last_error = :err".into());
         }
     }
+    e
+}
+
+/// Where an outcome leaves the delivery: a retry onto the `due` index at its next attempt; a
+/// terminal outcome its retention, off the `due` index, and a dead or failed one onto the
+/// account's needs-attention listing.
+fn with_placement(
+    mut e: Expr,
+    (set, remove): (&mut Vec<String>, &mut Vec<String>),
+    d: &Delivery,
+    outcome: &Outcome<'_>,
+    now: Timestamp,
+) -> Expr {
+    let to = outcome.movement.1;
     let off_due = [due::AT, due::SHARD, "not_before"].map(String::from);
     match to {
         DeliveryStatus::Retrying => {
@@ -285,18 +323,7 @@ pub fn save_outcome(
             remove.extend(off_due);
         }
     }
-    let expression = format!("SET {} REMOVE {}", set.join(", "), remove.join(", "));
-    Ok(Write::Update(built(
-        Update::builder()
-            .table_name(table)
-            .key("pk", s(pk))
-            .key("sk", s(sk))
-            .update_expression(expression)
-            .condition_expression(format!("({status_condition}) AND lease_token = :token"))
-            .set_expression_attribute_names(e.names_opt())
-            .set_expression_attribute_values(e.values_opt())
-            .build(),
-    )?))
+    e
 }
 
 #[cfg(test)]
