@@ -185,9 +185,7 @@ pub fn replay_window(
     let (from, to): (Option<String>, Option<String>) = (f.required("from"), f.required("to"));
     let reason = reason(&mut f);
     let window = read_window(from.as_deref(), to.as_deref(), now).unwrap_or_else(|refused| {
-        for (field, message) in refused.0 {
-            f.error(field, message);
-        }
+        f.absorb(refused);
         None
     });
     let checked = f.finish().and_then(|()| {

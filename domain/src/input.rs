@@ -73,6 +73,20 @@ impl FieldErrors {
         self.0
     }
 
+    /// `Ok(value)` when nothing was refused.
+    pub fn or<T>(self, value: T) -> Result<T, FieldErrors> {
+        if self.is_empty() {
+            Ok(value)
+        } else {
+            Err(self)
+        }
+    }
+
+    /// The fields refused, in order.
+    pub fn fields(&self) -> Vec<&str> {
+        self.0.iter().map(|e| e.field.as_str()).collect()
+    }
+
     /// The value `make` builds when no problem was found, else the problems.
     pub fn or_value<T>(self, make: impl FnOnce() -> Option<T>) -> Result<T, FieldErrors> {
         match (self.is_empty(), make()) {

@@ -29,6 +29,7 @@
 //! error's cause is logged, and the response only says that it was.
 
 use crate::notify::bounds::RefusedRecipient;
+use crate::domain::input::FieldErrors;
 use crate::operations::OpsError;
 use crate::store::account_limits::Counted;
 use crate::store::StoreError;
@@ -326,6 +327,15 @@ impl From<StoreError> for ApiError {
     }
 }
 
+/// A typed input's refusals as one 422 naming each field.
+impl From<FieldErrors> for ApiError {
+    fn from(e: FieldErrors) -> Self {
+        ApiError::Validation {
+            errors: e.into_vec(),
+        }
+    }
+}
+
 impl From<OpsError> for ApiError {
     fn from(e: OpsError) -> Self {
         match e {
@@ -341,9 +351,7 @@ impl From<OpsError> for ApiError {
             },
             OpsError::Store(e) => e.into(),
             OpsError::Transition(e) => ApiError::internal(e.to_string()),
-            OpsError::Fields(errors) => ApiError::Validation {
-                errors: errors.into_vec(),
-            },
+            OpsError::Fields(errors) => errors.into(),
             OpsError::LimitReached { limit, value } => ApiError::LimitReached { limit, value },
             OpsError::AccountGone => ApiError::NotFound {
                 detail: OpsError::AccountGone.to_string(),

@@ -1,6 +1,6 @@
 //! The filters of the lists both doors show, as a request writes them (the JSON door's query
 //! parameters, the console's filter form): each value a text, read once here into the query the
-//! listing takes, every refusal named at once ([`InvalidFields`]). The page size is the door's
+//! listing takes, every refusal named at once ([`FieldErrors`]). The page size is the door's
 //! (checked there: the JSON door's `?limit=`, the console's fixed pages).
 //!
 //! * [`EventFilter`] → [`EventQuery`]: the event monitor's list ([`super::event_monitor`]).
@@ -8,7 +8,7 @@
 //!   ([`super::recovery::integration_history`]).
 
 use super::recovery::integration_history::DeliveryQuery;
-use super::InvalidFields;
+use crate::domain::input::FieldErrors;
 use crate::domain::change::MAX_ID_LEN;
 use crate::domain::event::EventStatus;
 use crate::domain::integration_delivery::DeliveryStatus;
@@ -36,22 +36,22 @@ pub struct EventFilter {
 
 impl EventFilter {
     /// The query of a page of at most `limit` events.
-    pub fn query(self, limit: u32) -> Result<EventQuery, InvalidFields> {
-        let mut refused = InvalidFields::default();
+    pub fn query(self, limit: u32) -> Result<EventQuery, FieldErrors> {
+        let mut refused = FieldErrors::default();
         let statuses = event_statuses(self.status.as_deref(), &mut refused);
         let time_message = "must be an RFC 3339 time, e.g. 2024-05-01T00:00:00Z";
         let from = time("from", self.from.as_deref(), time_message, &mut refused);
         let to = time("to", self.to.as_deref(), time_message, &mut refused);
         if let (Some(f), Some(t)) = (from, to) {
             if f > t {
-                refused.push("to", "must not be before from");
+                refused.add("to", "must not be before from");
             }
         }
         let oldest_first = match self.order.as_deref() {
             None | Some("desc") => false,
             Some("asc") => true,
             Some(_) => {
-                refused.push("order", "must be asc (oldest first) or desc (newest first)");
+                refused.add("order", "must be asc (oldest first) or desc (newest first)");
                 false
             }
         };
@@ -74,13 +74,13 @@ impl EventFilter {
 }
 
 /// `status=a,b`: each an event status, duplicates dropped.
-fn event_statuses(text: Option<&str>, refused: &mut InvalidFields) -> Vec<EventStatus> {
+fn event_statuses(text: Option<&str>, refused: &mut FieldErrors) -> Vec<EventStatus> {
     let mut statuses = Vec::new();
     for word in text.into_iter().flat_map(|t| t.split(',')).map(str::trim) {
         match EventStatus::parse(word) {
             Some(s) if !statuses.contains(&s) => statuses.push(s),
             Some(_) => {}
-            None => refused.push(
+            None => refused.add(
                 "status",
                 format!(
                     "{word:?} is not an event status; expected new, partial, sent, failed or skipped"
@@ -108,15 +108,15 @@ pub struct DeliveryFilter {
 
 impl DeliveryFilter {
     /// The query of a page of at most `limit` deliveries.
-    pub fn query(self, limit: u32) -> Result<DeliveryQuery, InvalidFields> {
-        let mut refused = InvalidFields::default();
+    pub fn query(self, limit: u32) -> Result<DeliveryQuery, FieldErrors> {
+        let mut refused = FieldErrors::default();
         let statuses = delivery_statuses(self.status.as_deref(), &mut refused);
         let time_message = "must be an RFC 3339 date-time, e.g. 2024-05-01T00:00:00Z";
         let from = time("from", self.from.as_deref(), time_message, &mut refused);
         let to = time("to", self.to.as_deref(), time_message, &mut refused);
         if let (Some(f), Some(t)) = (from, to) {
             if t <= f {
-                refused.push("to", "must be after `from`");
+                refused.add("to", "must be after `from`");
             }
         }
         let record_id = name("record_id", self.record_id, &mut refused);
@@ -132,14 +132,14 @@ impl DeliveryFilter {
 }
 
 /// `status=a,b`: each a delivery status (named by its place in the list), duplicates dropped.
-fn delivery_statuses(text: Option<&str>, refused: &mut InvalidFields) -> Vec<DeliveryStatus> {
+fn delivery_statuses(text: Option<&str>, refused: &mut FieldErrors) -> Vec<DeliveryStatus> {
     let mut statuses = Vec::new();
     let words = text.unwrap_or_default().split(',').map(str::trim);
     for (i, word) in words.filter(|w| !w.is_empty()).enumerate() {
         match DeliveryStatus::parse(word) {
             Some(s) if !statuses.contains(&s) => statuses.push(s),
             Some(_) => {}
-            None => refused.push(
+            None => refused.add(
                 format!("status[{i}]"),
                 format!(
                     "{word:?} is not a delivery status; one of {}",
@@ -160,21 +160,21 @@ fn time(
     field: &str,
     text: Option<&str>,
     message: &str,
-    refused: &mut InvalidFields,
+    refused: &mut FieldErrors,
 ) -> Option<Timestamp> {
     let t = Timestamp::parse_rfc3339(text?);
     if t.is_none() {
-        refused.push(field, message);
+        refused.add(field, message);
     }
     t
 }
 
 /// A record type, record id or event code names what ingest accepted: non-empty, at most
 /// `MAX_ID_LEN` characters (an empty value is no filter).
-fn name(field: &str, value: Option<String>, refused: &mut InvalidFields) -> Option<String> {
+fn name(field: &str, value: Option<String>, refused: &mut FieldErrors) -> Option<String> {
     let v = value.filter(|v| !v.is_empty())?;
     if v.chars().count() > MAX_ID_LEN {
-        refused.push(field, format!("must be at most {MAX_ID_LEN} characters"));
+        refused.add(field, format!("must be at most {MAX_ID_LEN} characters"));
     }
     Some(v)
 }

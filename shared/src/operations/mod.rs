@@ -26,7 +26,7 @@
 //! * [`notices`] — a notice with its progress and its channel deliveries, for operators.
 //!
 //! A typed input that carries several values (a list's filter, a replay window) is read with
-//! every refusal named at once ([`InvalidFields`]), as each door answers a request.
+//! every refusal named at once ([`FieldErrors`]), as each door answers a request.
 
 pub mod account;
 pub mod account_health;
@@ -130,32 +130,6 @@ impl From<event_monitor::MonitorError> for OpsError {
 impl From<crate::store::listing::ListingError> for OpsError {
     fn from(e: crate::store::listing::ListingError) -> Self {
         event_monitor::MonitorError::from(e).into()
-    }
-}
-
-/// Every refused value of a typed input, each as `(field, message)` under the request's own name
-/// for it, in the order the values are read (a door answers them in one refusal).
-#[derive(Debug, Clone, Default, PartialEq, Eq, thiserror::Error)]
-#[error("{} invalid field(s)", .0.len())]
-pub struct InvalidFields(pub Vec<(String, String)>);
-
-impl InvalidFields {
-    pub fn push(&mut self, field: impl Into<String>, message: impl Into<String>) {
-        self.0.push((field.into(), message.into()));
-    }
-
-    /// `Ok(value)` when nothing was refused.
-    pub fn or<T>(self, value: T) -> Result<T, InvalidFields> {
-        if self.0.is_empty() {
-            Ok(value)
-        } else {
-            Err(self)
-        }
-    }
-
-    /// The fields refused, in order.
-    pub fn fields(&self) -> Vec<&str> {
-        self.0.iter().map(|(f, _)| f.as_str()).collect()
     }
 }
 

@@ -123,9 +123,7 @@ pub fn replay_fields(f: &mut Fields, now: Timestamp) -> Option<(Timestamp, Times
     let to: Option<String> = f.required("to");
     let reason = reason(f);
     let window = read_window(from.as_deref(), to.as_deref(), now).unwrap_or_else(|refused| {
-        for (field, message) in refused.0 {
-            f.error(field, message);
-        }
+        f.absorb(refused);
         None
     });
     let (from, to) = window?;

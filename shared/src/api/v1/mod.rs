@@ -16,8 +16,8 @@ pub mod whoami;
 
 use super::ApiState;
 use crate::api::extract::page_limit;
-use crate::api::problem::{ApiError, FieldError};
-use crate::operations::InvalidFields;
+use crate::api::problem::ApiError;
+use crate::domain::input::FieldErrors;
 use axum::Router;
 use serde::Serialize;
 use std::sync::Arc;
@@ -60,32 +60,17 @@ impl<T> ListResponse<T> {
     }
 }
 
-/// The typed input's refusals as one 422 naming each field.
-impl From<InvalidFields> for ApiError {
-    fn from(e: InvalidFields) -> Self {
-        ApiError::Validation {
-            errors: field_errors(e),
-        }
-    }
-}
-
-fn field_errors(e: InvalidFields) -> Vec<FieldError> {
-    e.0.into_iter()
-        .map(|(field, message)| FieldError::new(field, message))
-        .collect()
-}
-
 /// A list's query read from its filter (`read`, given the page size) and its `?limit=`: every
 /// refusal of both in one 422, the limit's last.
 pub fn list_query<Q>(
     limit: Option<u32>,
-    read: impl FnOnce(u32) -> Result<Q, InvalidFields>,
+    read: impl FnOnce(u32) -> Result<Q, FieldErrors>,
 ) -> Result<Q, ApiError> {
     let limit = page_limit(limit);
     let mut errors = match read(*limit.as_ref().unwrap_or(&0)) {
         Ok(query) if limit.is_ok() => return Ok(query),
         Ok(_) => Vec::new(),
-        Err(refused) => field_errors(refused),
+        Err(refused) => refused.into_vec(),
     };
     match limit {
         Err(ApiError::Validation { errors: e }) => errors.extend(e),

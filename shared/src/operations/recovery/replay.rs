@@ -27,7 +27,8 @@ use crate::domain::replay::{
 };
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, ChangeId, ReplayJobId, SubscriptionId};
-use crate::operations::{InvalidFields, Ops, OpsError, WRITE_CONCURRENCY};
+use crate::domain::input::FieldErrors;
+use crate::operations::{Ops, OpsError, WRITE_CONCURRENCY};
 use crate::store::audit::AuditRecord;
 use crate::store::cursor;
 use crate::store::delivery::{by_subscription_page, Delivery, Filter, Restart, SubscriptionRange};
@@ -142,12 +143,12 @@ pub fn read_window(
     from: Option<&str>,
     to: Option<&str>,
     now: Timestamp,
-) -> Result<Option<(Timestamp, Timestamp)>, InvalidFields> {
-    let mut refused = InvalidFields::default();
+) -> Result<Option<(Timestamp, Timestamp)>, FieldErrors> {
+    let mut refused = FieldErrors::default();
     let mut instant = |name: &str, text: Option<&str>| {
         let t = Timestamp::parse_rfc3339(text?.trim());
         if t.is_none() {
-            refused.push(
+            refused.add(
                 name,
                 "must be an RFC 3339 date-time, e.g. 2024-05-01T00:00:00Z",
             );
@@ -157,7 +158,7 @@ pub fn read_window(
     let (from, to) = (instant("from", from), instant("to", to));
     if let (Some(from), Some(to)) = (from, to) {
         for e in validate_window(from, to, now).err().unwrap_or_default() {
-            refused.push(e.field(), e.to_string());
+            refused.add(e.field(), e.to_string());
         }
     }
     refused.or(from.zip(to))
