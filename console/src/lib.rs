@@ -118,6 +118,7 @@ pub mod catalog;
 pub mod confirm;
 pub mod endpoint_form;
 pub mod health;
+pub mod integration_forms;
 pub mod jobs;
 pub mod manage;
 pub mod names;

@@ -9,7 +9,10 @@
 
 use super::account::Admin;
 use super::account_parts::integrations_and_subscriptions;
-use super::endpoint_form;
+use super::integration_forms::{
+    checked, endpoint_draft, integration_draft, integration_row, new_integration_form, overlap,
+    rate_limit_draft, rotation_draft, Form,
+};
 use super::names::{filter_text, retry_policy_text, Names};
 use super::operator::refuse_without_csrf;
 use super::page::{
@@ -24,24 +27,21 @@ use axum::routing::{get, post};
 use axum::Router;
 use maud::{html, Markup};
 use serde_json::{Map, Value};
-use shared::operations::account::token_format::OneTimeSecret;
 use shared::api::extract::{path_id, Fields};
 use shared::api::problem::ApiError;
 use shared::api::state::ApiState;
 use shared::api::v1::integrations::IntegrationView;
 use shared::api::v1::subscriptions;
 use shared::api::v1::test_event::{send_test_event, test_event as find_test_event, TestEventView};
-use shared::domain::input::{FieldErrors, Patch};
-use shared::domain::integration_input::{IntegrationDraft, IntegrationEditDraft};
-use shared::domain::rate_limit::MAX_PER_SECOND;
+use shared::domain::input::FieldErrors;
+use shared::domain::integration_input::IntegrationEditDraft;
 use shared::domain::retry::{RetryPolicy, MAX_RETRIES_LIMIT, MAX_RETRY_DELAY_SECS};
-use shared::domain::time::Timestamp;
 use shared::operations::account::integration_edit::{
     check_edit, edit_integration as edit_integration_op, EditedIntegration,
 };
 use shared::operations::account::integrations;
+use shared::operations::account::token_format::OneTimeSecret;
 use shared::operations::account::tokens::TokenRequest;
-use shared::operations::OpsError;
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;
@@ -215,36 +215,6 @@ async fn manage(admin: Admin, State(state): S) -> Response {
     page(&state, &admin, Shown::Nothing).await
 }
 
-/// The rotation grace (seconds) the form proposes: the API's default.
-const DEFAULT_GRACE_SECONDS: u64 = 86_400;
-
-/// A time absolute and relative (`1 Dec 2026, 17:00:00 (in 1 day)`, by `console.js` in the
-/// viewer's timezone; the UTC text without script).
-fn when_both(t: Option<&str>) -> Markup {
-    match t.and_then(Timestamp::parse_rfc3339) {
-        Some(t) => {
-            let rfc = t.to_rfc3339();
-            html! { time datetime=(rfc) data-absolute { (rfc) } " (" (super::page::when(Some(t))) ")" }
-        }
-        None => when_text(None),
-    }
-}
-
-/// While a rotation's previous secret still signs: until when.
-fn overlap(ctx: &Ctx, expires_at: Option<&str>) -> Markup {
-    let open = expires_at
-        .and_then(Timestamp::parse_rfc3339)
-        .filter(|t| *t > ctx.now);
-    html! {
-        @if open.is_some() {
-            p class="muted" data-testid="secret-overlap" {
-                "The previous signing secret stays valid until " (when_both(expires_at))
-                ": until then every delivery is signed with both."
-            }
-        }
-    }
-}
-
 /// The console address of a test event (its outcome, polled until it is sent).
 fn test_event_path(v: &TestEventView) -> String {
     format!(
@@ -332,70 +302,11 @@ async fn page(state: &ApiState, admin: &Admin, shown: Shown<'_>) -> Response {
                 table id="manage-integrations" class="stack" {
                     thead { tr { th { "Integration" } th { "Method" } th { "Actions" } } }
                     tbody {
-                        @for i in &integrations {
-                            tr data-testid="integration-row" data-integration-id=(i.id) {
-                                td data-label="Integration" { (i.name) " " span class="id mono" { (i.id) } }
-                                td data-label="Method" { (i.method) (overlap(ctx, i.previous_secret_expires_at.as_deref())) (endpoint_form::summary(i)) }
-                                td data-label="Actions" {
-                                    div class="actions" {
-                                        form method="post" action=(action(&format!("/console/acct/manage/integrations/{}/rate-limit", encode(&i.id)))) {
-                                            (csrf_field(ctx))
-                                            label {
-                                                span { "Deliveries per second at most (empty: no limit)" }
-                                                input type="number" name="rate_limit_per_second" min="1" max=(MAX_PER_SECOND) step="1"
-                                                    value=[i.rate_limit_per_second] data-testid="rate-limit";
-                                            }
-                                            button type="submit" class="secondary" data-testid="set-rate-limit" { "Set rate limit" }
-                                        }
-                                        @if i.method == "webhook" {
-                                            form method="post" action=(action(&format!("/console/acct/manage/integrations/{}/rotate-secret", encode(&i.id)))) {
-                                                (csrf_field(ctx))
-                                                label {
-                                                    span { "Old secret valid for (seconds, 0 to 604800)" }
-                                                    input type="number" name="rotation_grace_seconds" min="0" max="604800" step="1"
-                                                        value=(DEFAULT_GRACE_SECONDS) data-testid="rotation-grace";
-                                                }
-                                                button type="submit" class="secondary" data-testid="rotate-secret" { "Rotate signing secret" }
-                                            }
-                                            details {
-                                                summary { "Endpoint: URL, headers and authentication" }
-                                                form method="post" action=(action(&format!("/console/acct/manage/integrations/{}/endpoint", encode(&i.id)))) data-testid="endpoint-form" {
-                                                    (csrf_field(ctx))
-                                                    (endpoint_form::fields(&format!("endpoint-{}", i.id), Some(i)))
-                                                    label {
-                                                        span { "A replaced credential is still tried after a 401 for (seconds, 0 to 604800)" }
-                                                        input type="number" name="rotation_grace_seconds" min="0" max="604800" step="1" value=(DEFAULT_GRACE_SECONDS);
-                                                    }
-                                                    button type="submit" class="secondary" data-testid="save-endpoint" { "Save the endpoint" }
-                                                }
-                                            }
-                                        }
-                                        form method="post" action=(action(&format!("/console/acct/manage/integrations/{}/tokens", encode(&i.id)))) {
-                                            (csrf_field(ctx))
-                                            label { span { "Revoke the others" } input type="checkbox" name="revoke_existing"; }
-                                            button type="submit" class="secondary" data-testid="issue-token" { "Issue a pull token" }
-                                        }
-                                    }
-                                }
-                            }
-                        }
+                        @for i in &integrations { (integration_row(ctx, i)) }
                     }
                 }
             }
-            form class="panel" method="post" action=(action("/console/acct/manage/integrations")) aria-label="New integration" {
-                h2 { "New integration" }
-                (csrf_field(ctx))
-                label for="new-name" { "Name" input id="new-name" name="name" required; }
-                label for="new-method" { "Delivery method"
-                    select id="new-method" name="method" { option { "webhook" } option { "poll" } option { "internal" } }
-                }
-                label for="new-url" { "Webhook URL (webhook)" input id="new-url" name="webhook_url" type="url"; }
-                label for="new-handler" { "Built-in handler (internal)" input id="new-handler" name="handler"; }
-                label for="new-rate-limit" { "Rate limit: deliveries per second at most (1 to " (MAX_PER_SECOND) "; empty: none)" input id="new-rate-limit" name="rate_limit_per_second" type="number" min="1" max=(MAX_PER_SECOND) data-testid="new-rate-limit"; }
-                label { span { "The integration may receive event data" } input type="checkbox" name="event_access_accepted"; }
-                (endpoint_form::fields("new", None))
-                div class="actions" { button type="submit" data-testid="create-integration" { "Create integration" } }
-            }
+            (new_integration_form(ctx))
             h2 { "Subscriptions" }
             @for s in &subs {
                 form class="panel" method="post" action=(action(&format!("/console/acct/manage/subscriptions/{}", encode(&s.id)))) aria-label=(format!("Edit subscription {}", names.subscription(&s.id).unwrap_or(s.id.as_str()))) data-testid="edit-subscription" {
@@ -489,64 +400,11 @@ fn subscription_fields(
     }
 }
 
-type Form = [(String, String)];
-
 /// The page again with an action's outcome: what it did, or its refusal (the API's problem).
 async fn after(state: &ApiState, admin: &Admin, outcome: Result<Done, ApiError>) -> Response {
     match &outcome {
         Ok(done) => page(state, admin, Shown::Done(done)).await,
         Err(e) => page(state, admin, Shown::Refused(e)).await,
-    }
-}
-
-/// A form's trimmed text, `None` when empty.
-fn text(form: &Form, name: &str) -> Option<String> {
-    field(form, name)
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .map(str::to_owned)
-}
-
-/// A form's whole number, `None` when empty; other text is the field's problem.
-fn number(form: &Form, name: &str, errors: &mut FieldErrors) -> Option<u64> {
-    let given = text(form, name)?;
-    given
-        .parse()
-        .map_err(|_| errors.add(name, "must be a whole number"))
-        .ok()
-}
-
-/// A new integration from its form: the non-empty texts, and the checkbox as the acceptance
-/// the domain requires.
-fn integration_draft(form: &Form, errors: &mut FieldErrors) -> IntegrationDraft {
-    let (headers, auth) = endpoint_form::endpoint_drafts(form, false, errors);
-    IntegrationDraft {
-        name: text(form, "name"),
-        method: text(form, "method"),
-        event_access_accepted: Some(field(form, "event_access_accepted") == Some("on")),
-        webhook_url: text(form, "webhook_url"),
-        signing_secret: None,
-        handler: text(form, "handler"),
-        headers,
-        auth,
-        rate_limit_per_second: number(form, "rate_limit_per_second", errors),
-    }
-}
-
-/// An endpoint edit: the URL, headers and authentication the form sets, and with a new
-/// authentication the grace of the one it replaces (as a rotation's, [`rotation_draft`]).
-fn endpoint_draft(form: &Form, errors: &mut FieldErrors) -> IntegrationEditDraft {
-    let (headers, auth) = endpoint_form::endpoint_drafts(form, true, errors);
-    let grace = match auth {
-        Patch::Set(_) => number(form, "rotation_grace_seconds", errors),
-        _ => None,
-    };
-    IntegrationEditDraft {
-        webhook_url: text(form, "webhook_url").map_or(Patch::Absent, Patch::Set),
-        headers,
-        auth,
-        rotation_grace_seconds: grace,
-        ..IntegrationEditDraft::default()
     }
 }
 
@@ -563,48 +421,6 @@ fn edited_subscription_request(form: &Form) -> Fields {
     let mut map = Map::new();
     put_subscription_fields(form, &mut map);
     Fields::new(map)
-}
-
-/// A rotation, with the grace the form names (empty: the default).
-fn rotation_draft(form: &Form, errors: &mut FieldErrors) -> IntegrationEditDraft {
-    IntegrationEditDraft {
-        rotate_signing_secret: true,
-        rotation_grace_seconds: number(form, "rotation_grace_seconds", errors),
-        ..IntegrationEditDraft::default()
-    }
-}
-
-/// The rate-limit form's edit: a number sets the limit, an empty field removes it.
-fn rate_limit_draft(form: &Form, errors: &mut FieldErrors) -> IntegrationEditDraft {
-    let limit = number(form, "rate_limit_per_second", errors);
-    IntegrationEditDraft {
-        rate_limit_per_second: limit.map_or(Patch::Null, Patch::Set),
-        ..IntegrationEditDraft::default()
-    }
-}
-
-/// A draft read from a form, with the problems reading it found, checked by `check`: every
-/// problem of both, or the checked value.
-fn checked<D, T>(
-    form: &Form,
-    read: fn(&Form, &mut FieldErrors) -> D,
-    check: impl FnOnce(D) -> Result<T, FieldErrors>,
-) -> Result<T, OpsError> {
-    let mut errors = FieldErrors::default();
-    let draft = read(form, &mut errors);
-    match check(draft) {
-        Ok(value) if errors.is_empty() => Ok(value),
-        Ok(_) => Err(OpsError::Fields(errors)),
-        Err(found) => {
-            let named: Vec<String> = errors.iter().map(|e| e.field.clone()).collect();
-            for e in found.into_vec() {
-                if !named.contains(&e.field) {
-                    errors.add(e.field, e.message);
-                }
-            }
-            Err(OpsError::Fields(errors))
-        }
-    }
 }
 
 async fn create_integration(admin: Admin, State(state): S, body: Bytes) -> Response {

@@ -28,8 +28,8 @@
 //! Details never carry secrets: a token or signing secret is never part of an error. An internal
 //! error's cause is logged, and the response only says that it was.
 
-use crate::notify::bounds::RefusedRecipient;
 use crate::domain::input::FieldErrors;
+use crate::notify::bounds::RefusedRecipient;
 use crate::operations::OpsError;
 use crate::store::account_limits::Counted;
 use crate::store::StoreError;

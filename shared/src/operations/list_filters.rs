@@ -8,9 +8,9 @@
 //!   ([`super::recovery::integration_history`]).
 
 use super::recovery::integration_history::DeliveryQuery;
-use crate::domain::input::FieldErrors;
 use crate::domain::change::MAX_ID_LEN;
 use crate::domain::event::EventStatus;
+use crate::domain::input::FieldErrors;
 use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::lifecycle::Status;
 use crate::domain::time::Timestamp;

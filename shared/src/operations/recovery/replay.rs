@@ -22,12 +22,12 @@
 
 use super::audit::{write_with_audit, AuditAction};
 use super::restart::{reopen_event, restart_one, rewind_pull_cursor};
+use crate::domain::input::FieldErrors;
 use crate::domain::replay::{
     after_chunk, recovery_item, replay_item, validate_window, JobKind, ReplayItem, ReplayStatus,
 };
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, ChangeId, ReplayJobId, SubscriptionId};
-use crate::domain::input::FieldErrors;
 use crate::operations::{Ops, OpsError, WRITE_CONCURRENCY};
 use crate::store::audit::AuditRecord;
 use crate::store::cursor;
