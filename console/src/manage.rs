@@ -3,9 +3,11 @@
 //! integration or a subscription, edit a subscription's record types, filter, projected fields
 //! and retry policy, rotate a webhook signing secret with a chosen grace, set a webhook's custom
 //! headers and authentication ([`super::endpoint_form`]), issue a pull token, send
-//! a test event to a webhook subscription's endpoint). A form's fields become the request
-//! [`Fields`] the operation checks, so a refusal is the API's problem; a secret the API shows once
-//! is shown once here too (the page is `no-store`).
+//! a test event to a webhook subscription's endpoint). An integration form's fields become the
+//! request [`Fields`] the operation checks; a subscription form is read into the domain's drafts
+//! ([`shared::domain::subscription_input`]) and checked by the same check and operations as the
+//! API's. Either way a refusal is the API's problem; a secret the API shows once is shown once
+//! here too (the page is `no-store`).
 
 use super::account::Admin;
 use super::account_parts::integrations_and_subscriptions;
@@ -29,11 +31,14 @@ use shared::api::extract::{path_id, Fields};
 use shared::api::problem::ApiError;
 use shared::api::state::ApiState;
 use shared::api::v1::integrations::{self, EditedIntegration, IntegrationView, TokenRequest};
-use shared::api::v1::subscriptions;
-use shared::api::v1::test_event::{send_test_event, test_event as find_test_event, TestEventView};
+use shared::api::v1::test_event::TestEventView;
+use shared::domain::input::{FieldErrors, Patch};
 use shared::domain::rate_limit::MAX_PER_SECOND;
 use shared::domain::retry::{RetryPolicy, MAX_RETRIES_LIMIT, MAX_RETRY_DELAY_SECS};
+use shared::domain::subscription_input::{Given, SubscriptionDraft, SubscriptionEditDraft};
 use shared::domain::time::Timestamp;
+use shared::operations::account::{subscriptions, test_events};
+use shared::operations::OpsError;
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;
@@ -85,15 +90,13 @@ fn nav() -> Nav {
     nav
 }
 
-/// A comma-separated list as a JSON array of trimmed words.
-fn words(text: &str) -> Value {
-    Value::Array(
-        text.split(',')
-            .map(str::trim)
-            .filter(|w| !w.is_empty())
-            .map(|w| Value::String(w.to_owned()))
-            .collect(),
-    )
+/// A comma-separated list's trimmed words.
+fn words(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|w| !w.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// A JSON text field: its value, or the text itself (so the API names what is wrong with it).
@@ -101,62 +104,88 @@ fn json_text(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
 }
 
-/// The subscription fields of a form into a request's (only those given: an edit changes what
-/// it names).
-fn put_subscription_fields(fields: &[(String, String)], map: &mut Map<String, Value>) {
-    let given = |name: &str| field(fields, name).map(str::trim).filter(|v| !v.is_empty());
-    if let Some(v) = given("record_types") {
-        map.insert("record_types".into(), words(v));
-    }
-    if let Some(v) = given("fields") {
-        map.insert("fields".into(), words(v));
-    }
-    if let Some(v) = given("filter") {
-        map.insert("filter".into(), json_text(v));
-    }
-    if field(fields, "remove_filter") == Some("on") {
-        map.insert("filter".into(), Value::Null);
-    }
-    match given("retry_kind") {
-        Some("fixed_schedule") => {
-            map.insert(
-                "retry_policy".into(),
-                serde_json::json!({"kind": "fixed_schedule"}),
-            );
-        }
-        Some("exponential") => {
-            // The numbers as given (the API names a missing or wrong one).
-            let mut policy = Map::new();
-            policy.insert("kind".into(), Value::String("exponential".into()));
-            for name in ["max_retries", "retry_delay_secs"] {
-                if let Some(v) = given(name) {
-                    policy.insert(name.into(), json_text(v));
-                }
-            }
-            map.insert("retry_policy".into(), Value::Object(policy));
-        }
-        Some(other) => {
-            map.insert("retry_policy".into(), Value::String(other.to_owned()));
-        }
-        None => {}
+/// The subscription fields of a form, typed (only those given: an edit changes what it names).
+/// A value its field cannot take is named in the errors, as the API's reading names one.
+#[derive(Default)]
+struct SubscriptionForm {
+    record_types: Option<Vec<String>>,
+    fields: Option<Vec<String>>,
+    /// The filter's JSON, or `Null` when "remove the filter" is checked.
+    filter: Patch<Value>,
+    retry_policy: Option<RetryPolicy>,
+    /// The answers' fieldset: its statuses (`None`: one is not a status) and checkbox.
+    answers: Option<(Option<Vec<u16>>, bool)>,
+}
+
+fn put_subscription_fields(form: &Form, errors: &mut FieldErrors) -> SubscriptionForm {
+    let given = |name: &str| field(form, name).map(str::trim).filter(|v| !v.is_empty());
+    let mut filter = given("filter").map_or(Patch::Absent, |v| Patch::Set(json_text(v)));
+    if field(form, "remove_filter") == Some("on") {
+        filter = Patch::Null;
     }
     // The answers' fieldset is on every subscription form: its statuses and checkbox are sent as
     // they stand (an unchecked box is no field at all).
-    if field(fields, "answers_shown").is_some() {
-        let statuses: Vec<Value> = given("retry_statuses")
-            .map(|v| {
-                v.split([',', ' '])
-                    .filter(|s| !s.is_empty())
-                    .map(json_text)
-                    .collect()
-            })
-            .unwrap_or_default();
-        map.insert("retry_statuses".into(), Value::Array(statuses));
-        map.insert(
-            "pause_on_gone".into(),
-            Value::Bool(field(fields, "pause_on_gone") == Some("on")),
-        );
+    let answers = field(form, "answers_shown").map(|_| {
+        let statuses = retry_statuses(given("retry_statuses").unwrap_or_default(), errors);
+        (statuses, field(form, "pause_on_gone") == Some("on"))
+    });
+    SubscriptionForm {
+        record_types: given("record_types").map(words),
+        fields: given("fields").map(words),
+        filter,
+        retry_policy: retry_policy(form, errors),
+        answers,
     }
+}
+
+/// The retry policy the form chooses: the kind, and for doubling waits the numbers as given.
+fn retry_policy(form: &Form, errors: &mut FieldErrors) -> Option<RetryPolicy> {
+    let given = |name: &str| field(form, name).map(str::trim).filter(|v| !v.is_empty());
+    match given("retry_kind")? {
+        "fixed_schedule" => Some(RetryPolicy::FixedSchedule),
+        "exponential" => {
+            let mut number = |name: &str| match given(name).map(str::parse::<u32>) {
+                Some(Ok(n)) => Some(n),
+                Some(Err(_)) => {
+                    errors.add(format!("retry_policy.{name}"), "must be a whole number");
+                    None
+                }
+                None => {
+                    errors.add(
+                        format!("retry_policy.{name}"),
+                        "is required for doubling waits",
+                    );
+                    None
+                }
+            };
+            let (max_retries, retry_delay_secs) =
+                (number("max_retries"), number("retry_delay_secs"));
+            Some(RetryPolicy::Exponential {
+                max_retries: max_retries?,
+                retry_delay_secs: retry_delay_secs?,
+            })
+        }
+        other => {
+            errors.add(
+                "retry_policy",
+                format!("unknown variant `{other}`, expected `fixed_schedule` or `exponential`"),
+            );
+            None
+        }
+    }
+}
+
+/// The statuses of a comma- or space-separated list; `None` (named) when one is not a status.
+fn retry_statuses(text: &str, errors: &mut FieldErrors) -> Option<Vec<u16>> {
+    let statuses: Result<Vec<u16>, _> = text
+        .split([',', ' '])
+        .filter(|s| !s.is_empty())
+        .map(str::parse::<u16>)
+        .collect();
+    if statuses.is_err() {
+        errors.add("retry_statuses", "must be HTTP statuses (whole numbers)");
+    }
+    statuses.ok()
 }
 
 /// What an action did, as the page's notice tells it.
@@ -527,19 +556,51 @@ fn endpoint_request(form: &Form) -> Fields {
     Fields::new(map)
 }
 
-fn new_subscription_request(form: &Form) -> Fields {
-    let mut map = Map::new();
-    if let Some(i) = field(form, "integration_id") {
-        map.insert("integration_id".into(), Value::String(i.to_owned()));
-    }
-    put_subscription_fields(form, &mut map);
-    Fields::new(map)
+/// A new subscription's draft from its form, and the problems reading the form found.
+fn new_subscription_request(form: &Form) -> (SubscriptionDraft, FieldErrors) {
+    let mut errors = FieldErrors::default();
+    let s = put_subscription_fields(form, &mut errors);
+    let required = |v: Option<Vec<String>>| v.map_or(Given::Missing, Given::Value);
+    let (statuses, pause_on_gone) = s.answers.unwrap_or_default();
+    let draft = SubscriptionDraft {
+        integration_id: field(form, "integration_id")
+            .map_or(Given::Missing, |i| Given::Value(i.to_owned())),
+        record_types: required(s.record_types),
+        filter: s.filter.set().cloned(),
+        fields: required(s.fields),
+        retry_policy: s.retry_policy,
+        retry_statuses: statuses.unwrap_or_default(),
+        pause_on_gone,
+    };
+    (draft, errors)
 }
 
-fn edited_subscription_request(form: &Form) -> Fields {
-    let mut map = Map::new();
-    put_subscription_fields(form, &mut map);
-    Fields::new(map)
+/// A subscription edit's draft from its form (what it names), and the problems reading the form
+/// found.
+fn edited_subscription_request(form: &Form) -> (SubscriptionEditDraft, FieldErrors) {
+    let mut errors = FieldErrors::default();
+    let s = put_subscription_fields(form, &mut errors);
+    let patch = |v: Option<Vec<String>>| v.map_or(Patch::Absent, Patch::Set);
+    let (statuses, pause_on_gone) = match s.answers {
+        Some((statuses, gone)) => (statuses.map_or(Patch::Absent, Patch::Set), Patch::Set(gone)),
+        None => (Patch::Absent, Patch::Absent),
+    };
+    let draft = SubscriptionEditDraft {
+        record_types: patch(s.record_types),
+        filter: s.filter,
+        fields: patch(s.fields),
+        retry_policy: s.retry_policy.map_or(Patch::Absent, Patch::Set),
+        retry_statuses: statuses,
+        pause_on_gone,
+    };
+    (draft, errors)
+}
+
+/// A form's refusal: the problems reading it found, then the check's, in one 422.
+fn refused(read: FieldErrors, checked: Option<FieldErrors>) -> ApiError {
+    let mut errors = read.into_vec();
+    errors.extend(checked.map(FieldErrors::into_vec).unwrap_or_default());
+    ApiError::Validation { errors }
 }
 
 /// A rotation, with the grace the form names ([`grace_field`]).
@@ -590,11 +651,21 @@ async fn create_subscription(admin: Admin, State(state): S, body: Bytes) -> Resp
     if let Some(refused) = refuse_without_csrf(&admin.ctx, &form) {
         return refused;
     }
-    let fields = new_subscription_request(&form);
-    let created =
-        subscriptions::create_subscription(&state, &admin.account_id, &admin.actor(), fields)
+    let created = async {
+        let (draft, read) = new_subscription_request(&form);
+        let ops = state.account_ops();
+        let checked = subscriptions::check_new_subscription(&ops, &admin.account_id, draft).await;
+        let checked = match checked {
+            Ok(checked) if read.is_empty() => checked,
+            Ok(_) => return Err(refused(read, None)),
+            Err(OpsError::Fields(errors)) => return Err(refused(read, Some(errors))),
+            Err(e) => return Err(e.into()),
+        };
+        subscriptions::create_subscription(&ops, &admin.account_id, &admin.actor(), checked)
             .await
-            .map(|_| Done::plain("subscription created"));
+            .map_err(ApiError::from)
+    };
+    let created = created.await.map(|_| Done::plain("subscription created"));
     after(&state, &admin, created).await
 }
 
@@ -610,9 +681,16 @@ async fn edit_subscription(
     }
     let saved = async {
         let id = path_id(&id, "subscription")?;
-        let fields = edited_subscription_request(&form);
-        subscriptions::update_subscription(&state, &admin.account_id, &id, &admin.actor(), fields)
+        let (draft, read) = edited_subscription_request(&form);
+        let edit = match draft.check() {
+            Ok(edit) if read.is_empty() => edit,
+            Ok(_) => return Err(refused(read, None)),
+            Err(errors) => return Err(refused(read, Some(errors))),
+        };
+        let ops = state.account_ops();
+        subscriptions::update_subscription(&ops, &admin.account_id, &id, &admin.actor(), edit)
             .await
+            .map_err(ApiError::from)
     };
     let saved = saved.await.map(|_| Done::plain("subscription saved"));
     after(&state, &admin, saved).await
@@ -739,7 +817,14 @@ async fn test_event(
     if let Some(refused) = refuse_without_csrf(&admin.ctx, &form_fields(&body)) {
         return refused;
     }
-    let sent = send_test_event(&state, &admin.account_id, &id, &admin.actor()).await;
+    let sent = async {
+        let id = path_id(&id, "subscription")?;
+        let ops = state.account_ops();
+        let actor = admin.actor();
+        let sent = test_events::send_test_event(&ops, &admin.account_id, &id, &actor).await?;
+        Ok::<_, ApiError>(TestEventView::from(&sent))
+    };
+    let sent = sent.await;
     if admin.ctx.htmx {
         return html_response(StatusCode::OK, test_event_result(&admin.ctx, sent.as_ref()));
     }
@@ -756,7 +841,15 @@ async fn test_event_outcome(
     State(state): S,
     Path((subscription_id, test_event_id)): Path<(String, String)>,
 ) -> Response {
-    let found = find_test_event(&state, &admin.account_id, &subscription_id, &test_event_id).await;
+    let found = async {
+        let subscription_id = path_id(&subscription_id, "subscription")?;
+        let ops = state.account_ops();
+        let found =
+            test_events::test_event(&ops, &admin.account_id, &subscription_id, &test_event_id)
+                .await?;
+        Ok::<_, ApiError>(TestEventView::from(&found))
+    };
+    let found = found.await;
     if admin.ctx.htmx {
         return html_response(
             StatusCode::OK,

@@ -15,7 +15,6 @@
 //! api/v1/subscriptions.rs      /v1/subscriptions…     (account token)
 //! api/v1/whoami.rs             /v1/whoami             (any token)
 //! api/v1/event_types.rs        /v1/event-types…       (any token; the catalog's reads and checks)
-//! api/catalog_lease.rs         the catalog as a container holds it: read again when its lease ends
 //! api/v1/changes.rs            /v1/changes, /v1/publish-tokens (publish / account token), and the
 //!                              operator's door to the same: /operator/accounts/{a}/changes|publish-tokens
 //! api/operator/event_types.rs  /operator/event-types… (operator identity; the catalog's writes)
@@ -45,7 +44,6 @@
 
 pub mod account_rate;
 pub mod auth;
-pub mod catalog_lease;
 pub mod console_key;
 pub mod console_links;
 pub mod console_session;

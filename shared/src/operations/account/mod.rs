@@ -4,13 +4,19 @@
 //! its audit entry in the same transaction.
 //!
 //! * [`limits`] — the account's caps: counted creates and removals.
+//! * [`subscriptions`] — creating, editing and deleting subscriptions (the rules of a valid one:
+//!   [`crate::domain::subscription_input`]).
+//! * [`test_events`] — sending a test event to a subscription's webhook endpoint, and reading it.
 //! * [`tokens`] — issuing, rotating and revoking account and integration tokens.
 //! * [`token_format`] — a token's text, its check and the deployment's token-check key.
 
 pub mod limits;
+pub mod subscriptions;
+pub mod test_events;
 pub mod token_format;
 pub mod tokens;
 
+use super::catalog_lease::CatalogLease;
 use super::Ops;
 use crate::config::Config;
 use crate::data_keys::SecretSealer;
@@ -20,8 +26,8 @@ use token_format::TokenCheckKeys;
 
 /// What an account's operations work with: the table and clock ([`Ops`]), the queue a test
 /// event is sent through, the deployment's settings (caps, queue URL), the sealer of signing
-/// secrets and credentials, the token-check key, the webhook target policy and the built-in
-/// handlers an internal integration may name.
+/// secrets and credentials, the token-check key, the event-type catalog as the container holds
+/// it, the webhook target policy and the built-in handlers an internal integration may name.
 #[derive(Clone, Copy)]
 pub struct AccountOps<'a> {
     pub ops: Ops<'a>,
@@ -29,6 +35,7 @@ pub struct AccountOps<'a> {
     pub config: &'a Config,
     pub sealer: &'a SecretSealer,
     pub token_check: &'a TokenCheckKeys,
+    pub catalog: &'a CatalogLease,
     pub target_policy: TargetPolicy,
     pub internal_handlers: &'a [String],
 }
