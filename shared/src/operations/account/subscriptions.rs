@@ -49,7 +49,7 @@ pub async fn check_new_subscription(
     if let (Some(types), Some(fields)) = (&parts.record_types, &parts.fields) {
         catalog_refusals(ops, &mut errors, types, fields).await?;
     }
-    Ok(CheckedSubscription(errors.or_value(|| parts.spec())?))
+    Ok(CheckedSubscription(parts.finish(errors)?))
 }
 
 /// Records in `errors` what `record_types` and the projected `fields` name that the event-type
