@@ -14,8 +14,8 @@ use super::endpoint_form;
 use super::names::{filter_text, retry_policy_text, Names};
 use super::operator::refuse_without_csrf;
 use super::page::{
-    badge, csrf_field, encode, error_page, field, form_fields, html_response, problem, shell,
-    when_text, Ctx, Nav,
+    badge, csrf_field, encode, error_page, field, form_fields, html_response, json_text, problem,
+    shell, when_text, Ctx, Nav,
 };
 use super::subscription_form::{edited_subscription_request, new_subscription_request, refused};
 use axum::body::Bytes;
@@ -86,11 +86,6 @@ fn nav() -> Nav {
     let mut nav = super::account_parts::nav();
     nav.current = "nav-manage";
     nav
-}
-
-/// A JSON text field: its value, or the text itself (so the API names what is wrong with it).
-pub(crate) fn json_text(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
 }
 
 /// What an action did, as the page's notice tells it.

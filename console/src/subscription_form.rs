@@ -4,8 +4,7 @@
 //! number, a retry kind that does not exist) is named as the API's reading names one; the rules
 //! of a valid subscription are the check's, the same as the API's.
 
-use super::manage::json_text;
-use super::page::field;
+use super::page::{field, json_text};
 use serde_json::Value;
 use shared::api::problem::ApiError;
 use shared::domain::input::{FieldErrors, Patch};
