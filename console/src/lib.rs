@@ -36,6 +36,7 @@
 //! names.rs                    names instead of ids: retry policies and filters in words,
 //!                             subscriptions by their integration's name
 //! manage.rs                   /console/acct/manage… integrations, subscriptions, secrets, tokens
+//! subscription_form.rs        the Manage page's subscription forms read into the domain's drafts
 //! assets.rs                   embedded, content-hashed static files
 //! ```
 //!
@@ -124,6 +125,7 @@ pub mod manage;
 pub mod names;
 pub mod operator;
 pub mod page;
+pub mod subscription_form;
 pub mod views;
 
 use axum::extract::{Query, Request, State};

@@ -3,9 +3,10 @@
 //! integration or a subscription, edit a subscription's record types, filter, projected fields
 //! and retry policy, rotate a webhook signing secret with a chosen grace, set a webhook's custom
 //! headers and authentication ([`super::endpoint_form`]), issue a pull token, send
-//! a test event to a webhook subscription's endpoint). A form's fields become the request
-//! [`Fields`] the operation checks, so a refusal is the API's problem; a secret the API shows once
-//! is shown once here too (the page is `no-store`).
+//! a test event to a webhook subscription's endpoint). An integration form's fields become the
+//! request [`Fields`] the operation checks; a subscription form is read into the domain's drafts
+//! ([`super::subscription_form`]) and checked by the same check and operations as the API's. Either way a refusal is the API's problem; a secret the API shows once is shown once
+//! here too (the page is `no-store`).
 
 use super::account::Admin;
 use super::account_parts::integrations_and_subscriptions;
@@ -19,6 +20,7 @@ use super::page::{
     badge, csrf_field, encode, error_page, field, form_fields, html_response, problem, shell,
     when_text, Ctx, Nav,
 };
+use super::subscription_form::{edited_subscription_request, new_subscription_request, refused};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -26,13 +28,11 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 use maud::{html, Markup};
-use serde_json::{Map, Value};
-use shared::api::extract::{path_id, Fields};
+use shared::api::extract::path_id;
 use shared::api::problem::ApiError;
 use shared::api::state::ApiState;
 use shared::api::v1::integrations::IntegrationView;
-use shared::api::v1::subscriptions;
-use shared::api::v1::test_event::{send_test_event, test_event as find_test_event, TestEventView};
+use shared::api::v1::test_event::TestEventView;
 use shared::domain::input::FieldErrors;
 use shared::domain::integration_input::IntegrationEditDraft;
 use shared::domain::retry::{RetryPolicy, MAX_RETRIES_LIMIT, MAX_RETRY_DELAY_SECS};
@@ -42,6 +42,8 @@ use shared::operations::account::integration_edit::{
 use shared::operations::account::integrations;
 use shared::operations::account::token_format::OneTimeSecret;
 use shared::operations::account::tokens::TokenRequest;
+use shared::operations::account::{subscriptions, test_events};
+use shared::operations::OpsError;
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;
@@ -91,80 +93,6 @@ fn nav() -> Nav {
     let mut nav = super::account_parts::nav();
     nav.current = "nav-manage";
     nav
-}
-
-/// A comma-separated list as a JSON array of trimmed words.
-fn words(text: &str) -> Value {
-    Value::Array(
-        text.split(',')
-            .map(str::trim)
-            .filter(|w| !w.is_empty())
-            .map(|w| Value::String(w.to_owned()))
-            .collect(),
-    )
-}
-
-/// A JSON text field: its value, or the text itself (so the API names what is wrong with it).
-fn json_text(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
-}
-
-/// The subscription fields of a form into a request's (only those given: an edit changes what
-/// it names).
-fn put_subscription_fields(fields: &[(String, String)], map: &mut Map<String, Value>) {
-    let given = |name: &str| field(fields, name).map(str::trim).filter(|v| !v.is_empty());
-    if let Some(v) = given("record_types") {
-        map.insert("record_types".into(), words(v));
-    }
-    if let Some(v) = given("fields") {
-        map.insert("fields".into(), words(v));
-    }
-    if let Some(v) = given("filter") {
-        map.insert("filter".into(), json_text(v));
-    }
-    if field(fields, "remove_filter") == Some("on") {
-        map.insert("filter".into(), Value::Null);
-    }
-    match given("retry_kind") {
-        Some("fixed_schedule") => {
-            map.insert(
-                "retry_policy".into(),
-                serde_json::json!({"kind": "fixed_schedule"}),
-            );
-        }
-        Some("exponential") => {
-            // The numbers as given (the API names a missing or wrong one).
-            let mut policy = Map::new();
-            policy.insert("kind".into(), Value::String("exponential".into()));
-            for name in ["max_retries", "retry_delay_secs"] {
-                if let Some(v) = given(name) {
-                    policy.insert(name.into(), json_text(v));
-                }
-            }
-            map.insert("retry_policy".into(), Value::Object(policy));
-        }
-        Some(other) => {
-            map.insert("retry_policy".into(), Value::String(other.to_owned()));
-        }
-        None => {}
-    }
-    // The answers' fieldset is on every subscription form: its statuses and checkbox are sent as
-    // they stand (an unchecked box is no field at all).
-    if field(fields, "answers_shown").is_some() {
-        let statuses: Vec<Value> = given("retry_statuses")
-            .map(|v| {
-                v.split([',', ' '])
-                    .filter(|s| !s.is_empty())
-                    .map(json_text)
-                    .collect()
-            })
-            .unwrap_or_default();
-        map.insert("retry_statuses".into(), Value::Array(statuses));
-        map.insert(
-            "pause_on_gone".into(),
-            Value::Bool(field(fields, "pause_on_gone") == Some("on")),
-        );
-    }
 }
 
 /// What an action did, as the page's notice tells it.
@@ -408,21 +336,6 @@ async fn after(state: &ApiState, admin: &Admin, outcome: Result<Done, ApiError>)
     }
 }
 
-fn new_subscription_request(form: &Form) -> Fields {
-    let mut map = Map::new();
-    if let Some(i) = field(form, "integration_id") {
-        map.insert("integration_id".into(), Value::String(i.to_owned()));
-    }
-    put_subscription_fields(form, &mut map);
-    Fields::new(map)
-}
-
-fn edited_subscription_request(form: &Form) -> Fields {
-    let mut map = Map::new();
-    put_subscription_fields(form, &mut map);
-    Fields::new(map)
-}
-
 async fn create_integration(admin: Admin, State(state): S, body: Bytes) -> Response {
     let form = form_fields(&body);
     if let Some(refused) = refuse_without_csrf(&admin.ctx, &form) {
@@ -448,11 +361,21 @@ async fn create_subscription(admin: Admin, State(state): S, body: Bytes) -> Resp
     if let Some(refused) = refuse_without_csrf(&admin.ctx, &form) {
         return refused;
     }
-    let fields = new_subscription_request(&form);
-    let created =
-        subscriptions::create_subscription(&state, &admin.account_id, &admin.actor(), fields)
+    let created = async {
+        let (draft, read) = new_subscription_request(&form);
+        let ops = state.account_ops();
+        let checked = subscriptions::check_new_subscription(&ops, &admin.account_id, draft).await;
+        let checked = match checked {
+            Ok(checked) if read.is_empty() => checked,
+            Ok(_) => return Err(refused(read, None)),
+            Err(OpsError::Fields(errors)) => return Err(refused(read, Some(errors))),
+            Err(e) => return Err(e.into()),
+        };
+        subscriptions::create_subscription(&ops, &admin.account_id, &admin.actor(), checked)
             .await
-            .map(|_| Done::plain("subscription created"));
+            .map_err(ApiError::from)
+    };
+    let created = created.await.map(|_| Done::plain("subscription created"));
     after(&state, &admin, created).await
 }
 
@@ -468,9 +391,16 @@ async fn edit_subscription(
     }
     let saved = async {
         let id = path_id(&id, "subscription")?;
-        let fields = edited_subscription_request(&form);
-        subscriptions::update_subscription(&state, &admin.account_id, &id, &admin.actor(), fields)
+        let (draft, read) = edited_subscription_request(&form);
+        let edit = match draft.check() {
+            Ok(edit) if read.is_empty() => edit,
+            Ok(_) => return Err(refused(read, None)),
+            Err(errors) => return Err(refused(read, Some(errors))),
+        };
+        let ops = state.account_ops();
+        subscriptions::update_subscription(&ops, &admin.account_id, &id, &admin.actor(), edit)
             .await
+            .map_err(ApiError::from)
     };
     let saved = saved.await.map(|_| Done::plain("subscription saved"));
     after(&state, &admin, saved).await
@@ -583,7 +513,14 @@ async fn test_event(
     if let Some(refused) = refuse_without_csrf(&admin.ctx, &form_fields(&body)) {
         return refused;
     }
-    let sent = send_test_event(&state, &admin.account_id, &id, &admin.actor()).await;
+    let sent = async {
+        let id = path_id(&id, "subscription")?;
+        let ops = state.account_ops();
+        let actor = admin.actor();
+        let sent = test_events::send_test_event(&ops, &admin.account_id, &id, &actor).await?;
+        Ok::<_, ApiError>(TestEventView::from(&sent))
+    };
+    let sent = sent.await;
     if admin.ctx.htmx {
         return html_response(StatusCode::OK, test_event_result(&admin.ctx, sent.as_ref()));
     }
@@ -600,7 +537,15 @@ async fn test_event_outcome(
     State(state): S,
     Path((subscription_id, test_event_id)): Path<(String, String)>,
 ) -> Response {
-    let found = find_test_event(&state, &admin.account_id, &subscription_id, &test_event_id).await;
+    let found = async {
+        let subscription_id = path_id(&subscription_id, "subscription")?;
+        let ops = state.account_ops();
+        let found =
+            test_events::test_event(&ops, &admin.account_id, &subscription_id, &test_event_id)
+                .await?;
+        Ok::<_, ApiError>(TestEventView::from(&found))
+    };
+    let found = found.await;
     if admin.ctx.htmx {
         return html_response(
             StatusCode::OK,

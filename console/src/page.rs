@@ -397,6 +397,11 @@ pub fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> 
         .map(|(_, v)| v.as_str())
 }
 
+/// A JSON text field: its value, or the text itself (so the API names what is wrong with it).
+pub fn json_text(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|_| serde_json::Value::String(text.to_owned()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

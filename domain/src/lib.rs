@@ -32,6 +32,7 @@ pub mod sealed;
 pub mod signing;
 pub mod ssrf;
 pub mod subscription;
+pub mod subscription_input;
 pub mod target;
 pub mod time;
 pub mod trace_context;

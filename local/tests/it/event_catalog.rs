@@ -375,7 +375,7 @@ fn change(record_type: &str, id: &str) -> Value {
 #[tokio::test]
 async fn a_container_reads_the_catalog_once_per_lease_and_an_operators_put_refreshes_it_at_once() {
     use local::faults::Matcher;
-    use shared::api::catalog_lease::LEASE;
+    use shared::operations::catalog_lease::LEASE;
     use std::time::Duration;
     let w = World::new().await;
     let api = &w.api;

@@ -7,8 +7,9 @@
 //! router. Beside them: the state every handler shares ([`state`]), the problem mapping
 //! ([`problem`]), extraction ([`extract`]), token and operator authentication ([`auth`],
 //! [`operator_auth`], [`credentials`]), an account's own recovery routes
-//! ([`self_service`]), each account's request rate ([`account_rate`], [`own_rates`]), the API's request limits ([`limits`]), the catalog as a container holds it
-//! ([`catalog_lease`]), the console's links, sessions and sign-in ([`console_links`],
+//! ([`self_service`]), each account's request rate ([`account_rate`], [`own_rates`]), the API's
+//! request limits ([`limits`]),
+//! the console's links, sessions and sign-in ([`console_links`],
 //! [`console_session`], [`console_key`], [`console_signin`]), the API's metrics ([`metrics`]) and
 //! the Lambda's stage prefix ([`lambda`]).
 //!
@@ -24,7 +25,6 @@
 
 pub mod account_rate;
 pub mod auth;
-pub mod catalog_lease;
 pub mod console_key;
 pub mod console_links;
 pub mod console_session;

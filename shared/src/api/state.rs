@@ -45,8 +45,8 @@ pub struct ApiState {
     /// [`ApiState::with_metrics`] says otherwise.
     pub metrics: Arc<dyn crate::metrics::EmfSink>,
     /// The event-type catalog as this container holds it: read again when its lease ends
-    /// ([`crate::api::catalog_lease`]); every reader of the catalog goes through it.
-    pub catalog: Arc<crate::api::catalog_lease::CatalogLease>,
+    /// ([`crate::operations::catalog_lease`]); every reader of the catalog goes through it.
+    pub catalog: Arc<crate::operations::catalog_lease::CatalogLease>,
 }
 
 impl ApiState {
@@ -195,6 +195,7 @@ impl ApiState {
             config: &self.config,
             sealer: &self.sealer,
             token_check: &self.token_check,
+            catalog: &self.catalog,
             target_policy: self.target_policy(),
             internal_handlers: &self.internal_handlers,
         }

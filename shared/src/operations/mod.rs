@@ -14,6 +14,8 @@
 //! * [`event_monitor`] — the event monitor's reads: an account's events, an event's delivery
 //!   log, needs attention.
 //! * [`pull`] — the adapters' pull cursor: read pending changes, acknowledge them.
+//! * [`catalog_lease`] — the event-type catalog as a container holds it, read again when its
+//!   lease ends (publishing, the catalog's routes and the subscription checks read it).
 //! * [`account_health`] — an account's figures over the last day (the operators' list of
 //!   accounts).
 //! * [`attention_queue`] — what needs an operator across every account, oldest first.
@@ -31,6 +33,7 @@
 pub mod account;
 pub mod account_health;
 pub mod attention_queue;
+pub mod catalog_lease;
 pub mod endpoint_health;
 pub mod event_monitor;
 pub mod list_filters;

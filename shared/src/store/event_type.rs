@@ -141,7 +141,7 @@ pub fn catalog_query(table: &str) -> Query {
 }
 
 /// Every type of the catalog, in name order (a consistent query of its partition: the API reads
-/// it once per container and lease, [`crate::api::catalog_lease`]).
+/// it once per container and lease, [`crate::operations::catalog_lease`]).
 pub async fn all(dynamo: &aws_sdk_dynamodb::Client, table: &str) -> Result<Catalog, StoreError> {
     let types = read::query_all(dynamo, &catalog_query(table))
         .await?

@@ -9,7 +9,7 @@
 //!   write is conditional on the version read, so of two concurrent edits one is a 409.
 //!
 //! A saved type is in this container's catalog at once; the API's other containers read it when
-//! their catalog's lease ends ([`crate::api::catalog_lease::LEASE`]).
+//! their catalog's lease ends ([`crate::operations::catalog_lease::LEASE`]).
 //!
 //! Audited (`put_event_type`, the version and a digest of the change in the details) in one
 //! transaction with the write, in the catalog's own history

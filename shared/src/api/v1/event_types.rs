@@ -6,16 +6,16 @@
 //! An event type is `{type, version, description, schema, example, updated_at}`: `schema` is the
 //! JSON Schema of the record fields a subscription may project (the `data` of a delivered
 //! payload), `example` a payload that fits it. Operators write the catalog
-//! ([`crate::api::operator::event_types`]). [`catalog`] is this API's read of it, from the
-//! container's copy held for a short lease ([`crate::api::catalog_lease`], which the console's
-//! catalog page reads too); [`check_subscription`] is the check every subscription write
-//! passes, and [`Catalog::knows`] the one a published change passes.
+//! ([`crate::api::operator::event_types`]). [`catalog`] is the one read both doors (this API and
+//! the console's catalog page) make, from the container's copy held for a short lease
+//! ([`crate::operations::catalog_lease`]); every subscription write passes the catalog's
+//! [`crate::domain::event_type::refusals`] ([`crate::operations::account::subscriptions`]), and a published change [`Catalog::knows`].
 
 use crate::api::auth::Principal;
-use crate::api::extract::{ApiPath, Fields};
+use crate::api::extract::ApiPath;
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
-use crate::domain::event_type::{is_type_name, refusals};
+use crate::domain::event_type::is_type_name;
 use crate::store::event_type::EventType;
 use axum::extract::State;
 use axum::routing::get;
@@ -58,27 +58,12 @@ impl From<&EventType> for EventTypeView {
 pub use crate::store::event_type::Catalog;
 
 /// The catalog (the API's and the console's one read of it): the container's, read again when
-/// its lease ends ([`crate::api::catalog_lease`]), not a read of the store per request.
+/// its lease ends ([`crate::operations::catalog_lease`]), not a read of the store per request.
 pub async fn catalog(state: &ApiState) -> Result<Arc<Catalog>, ApiError> {
     Ok(state
         .catalog
         .catalog(state.dynamo(), state.table(), state.clock.now())
         .await?)
-}
-
-/// Records in `f` what a subscription's record types and projected fields name that the catalog
-/// does not have (see [`refusals`]), so the 422 names the type or the field.
-pub async fn check_subscription(
-    state: &ApiState,
-    f: &mut Fields,
-    record_types: &[String],
-    fields: &[String],
-) -> Result<(), ApiError> {
-    let catalog = catalog(state).await?;
-    for (field, message) in refusals(&catalog.schemas(), record_types, fields) {
-        f.error(field, message);
-    }
-    Ok(())
 }
 
 async fn list(

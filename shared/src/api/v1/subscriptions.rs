@@ -14,9 +14,11 @@
 //!   fields it names, so it never overwrites the status or dead count the worker maintains.
 //! * `DELETE /v1/subscriptions/{id}` → 204.
 //!
-//! Creating and editing are named operations that take the request's [`Fields`] and typed ids
-//! ([`create_subscription`], [`update_subscription`]); the handlers and the console's Manage page
-//! both call them.
+//! The handlers read the body into the domain's drafts ([`read_new`], [`read_edit`]: a wrong
+//! type or an unknown field is refused here), check them
+//! ([`crate::domain::subscription_input`]) and call the named operations of
+//! [`crate::operations::account::subscriptions`], which the console's Manage page calls too;
+//! every field at fault is named in one 422.
 
 use super::ListResponse;
 use crate::api::auth::AccountAuth;
@@ -25,33 +27,25 @@ use crate::api::extract::{
 };
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
-use crate::domain::classify::{answer_table, AnswerRules, MAX_RETRY_STATUSES};
-use crate::domain::filter::Filter;
-use crate::domain::projection::{Projection, ProjectionError};
-use crate::domain::retry::{RetryPolicy, RetryPolicyError};
+use crate::domain::classify::answer_table;
+use crate::domain::retry::RetryPolicy;
 use crate::domain::subscription::SubscriptionStatus;
+use crate::domain::subscription_input::{Given, SubscriptionDraft, SubscriptionEditDraft};
 use crate::ids::{AccountId, IntegrationId, SubscriptionId};
-use crate::operations::account::limits;
-use crate::operations::recovery::audit::write_with_audit;
-use crate::store::account_limits::Counted;
-use crate::store::audit::{self, AuditAction, AuditRecord};
-use crate::store::integration;
-use crate::store::subscription::{self, NewSubscription, Subscription};
-use crate::store::update::Edit;
-use crate::store::write::Write;
+use crate::operations::account::subscriptions as ops;
+use crate::operations::OpsError;
+use crate::store::subscription::{self, Subscription};
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
 
 pub const SUBSCRIPTION_KIND: &str = subscription::KIND;
-/// Most record types one subscription names.
-pub const MAX_RECORD_TYPES: usize = 50;
-pub const MAX_RECORD_TYPE_CHARS: usize = 128;
 
 const STATUS_IS_SYSTEMS: &str = "is not set through this API: the system pauses a subscription after fifty dead deliveries in a row and an operator resumes it";
 
@@ -130,118 +124,13 @@ pub struct AnswerView {
     pub effect: &'static str,
 }
 
-/// The answer rules to store; a wrong status is named by its index.
-fn check_answers(f: &mut Fields, statuses: &[u16], pause_on_gone: bool) -> Option<AnswerRules> {
-    if statuses.len() > MAX_RETRY_STATUSES {
-        f.error(
-            "retry_statuses",
-            format!("at most {MAX_RETRY_STATUSES} statuses are accepted"),
-        );
-        return None;
-    }
-    match AnswerRules::new(statuses, pause_on_gone) {
-        Ok(rules) => Some(rules),
-        Err((i, e)) => {
-            f.error(format!("retry_statuses[{i}]"), e.to_string());
-            None
-        }
-    }
-}
-
-fn check_record_types(f: &mut Fields, types: Vec<String>) -> Option<Vec<String>> {
-    if types.is_empty() {
-        f.error(
-            "record_types",
-            "must name at least one record type (\"*\" for all)",
-        );
-        return None;
-    }
-    if types.len() > MAX_RECORD_TYPES {
-        f.error(
-            "record_types",
-            format!("at most {MAX_RECORD_TYPES} record types are accepted"),
-        );
-        return None;
-    }
-    let mut out: Vec<String> = Vec::with_capacity(types.len());
-    let mut ok = true;
-    for (i, t) in types.iter().enumerate() {
-        let t = t.trim();
-        if t.is_empty() {
-            f.error(format!("record_types[{i}]"), "must not be empty");
-            ok = false;
-        } else if t.chars().count() > MAX_RECORD_TYPE_CHARS
-            || t.chars().any(|c| c.is_control() || c.is_whitespace())
-        {
-            f.error(
-                format!("record_types[{i}]"),
-                format!(
-                    "must be at most {MAX_RECORD_TYPE_CHARS} characters without spaces or control characters"
-                ),
-            );
-            ok = false;
-        } else if !out.iter().any(|o| o == t) {
-            out.push(t.to_owned());
-        }
-    }
-    ok.then_some(out)
-}
-
-/// The filter to store: `None` for the empty filter, else its canonical JSON text.
-fn check_filter(f: &mut Fields, value: &Value) -> Option<Option<String>> {
-    match Filter::parse(value) {
-        Ok(Filter::Always) => Some(None),
-        Ok(filter) => Some(Some(filter.to_json().to_string())),
-        Err(e) => {
-            f.error("filter", e.to_string());
-            None
-        }
-    }
-}
-
-fn check_fields(f: &mut Fields, fields: Vec<String>) -> Option<Vec<String>> {
-    match Projection::new(fields.iter()) {
-        Ok(_) => {
-            let mut out: Vec<String> = Vec::with_capacity(fields.len());
-            for field in fields {
-                if !out.contains(&field) {
-                    out.push(field);
-                }
-            }
-            Some(out)
-        }
-        Err(ProjectionError::Path { index, source }) => {
-            f.error(format!("fields[{index}]"), source.to_string());
-            None
-        }
-        Err(e @ ProjectionError::TooManyFields { .. }) => {
-            f.error("fields", e.to_string());
-            None
-        }
-    }
-}
-
-fn check_retry_policy(f: &mut Fields, policy: RetryPolicy) -> Option<RetryPolicy> {
-    match policy.validate() {
-        Ok(()) => Some(policy),
-        Err(e) => {
-            let field = match e {
-                RetryPolicyError::MaxRetriesOutOfRange(_) => "retry_policy.max_retries",
-                RetryPolicyError::RetryDelayOutOfRange(_) => "retry_policy.retry_delay_secs",
-            };
-            f.error(field, e.to_string());
-            None
-        }
-    }
-}
-
 /// `POST /v1/subscriptions`: 201 with `Location` and the subscription.
 async fn create(
     auth: AccountAuth,
     State(state): State<Arc<ApiState>>,
     JsonBody(f): JsonBody,
 ) -> Result<impl IntoResponse, ApiError> {
-    let subscription = create_subscription(&state, &auth.account_id, &auth.actor(), f).await?;
+    let subscription = create_checked(&state, &auth.account_id, &auth.actor(), f).await?;
     let location = format!("/v1/subscriptions/{}", subscription.subscription_id);
     Ok((
         StatusCode::CREATED,
@@ -250,123 +139,70 @@ async fn create(
     ))
 }
 
-/// Creates an `active` subscription of the account from a request's fields (`integration_id`,
-/// `record_types`, `filter`, `fields`, `retry_policy`); every invalid field, an integration
-/// that is not the account's included, is named in one 422. Audited for `actor` in one
-/// transaction with it.
-pub async fn create_subscription(
+/// A new subscription's body read into its draft (`integration_id`, `record_types`, `filter`,
+/// `fields`, `retry_policy`, `retry_statuses`, `pause_on_gone`): a value of the wrong type is
+/// named here, the rules of a valid subscription by the check.
+pub fn read_new(f: &mut Fields) -> SubscriptionDraft {
+    SubscriptionDraft {
+        integration_id: given(f, "integration_id"),
+        record_types: given(f, "record_types"),
+        filter: f.raw("filter").set().cloned(),
+        fields: given(f, "fields"),
+        retry_policy: f.patch("retry_policy").set().cloned(),
+        retry_statuses: f.optional("retry_statuses").unwrap_or_default(),
+        pause_on_gone: f.optional("pause_on_gone").unwrap_or_default(),
+    }
+}
+
+/// A field a new subscription requires: missing (the check names it), refused (a wrong type or
+/// `null`, named here) or its value.
+fn given<T: DeserializeOwned>(f: &mut Fields, name: &str) -> Given<T> {
+    match f.patch(name) {
+        Patch::Set(v) => Given::Value(v),
+        Patch::Null => {
+            f.error(name, "is required and must not be null");
+            Given::Refused
+        }
+        Patch::Absent if f.has(name) => Given::Refused,
+        Patch::Absent => Given::Missing,
+    }
+}
+
+/// An edit's body read into its draft (`record_types`, `filter`, `fields`, `retry_policy`,
+/// `retry_statuses`, `pause_on_gone`; `status` and `integration_id` are refused).
+pub fn read_edit(f: &mut Fields) -> SubscriptionEditDraft {
+    SubscriptionEditDraft {
+        record_types: f.patch("record_types"),
+        filter: f.raw("filter"),
+        fields: f.patch("fields"),
+        retry_policy: f.patch("retry_policy"),
+        retry_statuses: f.patch("retry_statuses"),
+        pause_on_gone: f.patch("pause_on_gone"),
+    }
+}
+
+/// `POST /v1/subscriptions`: every field at fault, the integration and the catalog's refusals
+/// included, in one 422.
+async fn create_checked(
     state: &ApiState,
     account_id: &AccountId,
     actor: &str,
     mut f: Fields,
 ) -> Result<Subscription, ApiError> {
-    let integration_id: Option<String> = f.required("integration_id");
-    let record_types = f
-        .required::<Vec<String>>("record_types")
-        .and_then(|t| check_record_types(&mut f, t));
-    let filter = match f.raw("filter") {
-        Patch::Set(v) => check_filter(&mut f, &v),
-        Patch::Absent | Patch::Null => Some(None),
-    };
-    let fields = f
-        .required::<Vec<String>>("fields")
-        .and_then(|v| check_fields(&mut f, v));
-    let retry_policy = match f.patch::<RetryPolicy>("retry_policy") {
-        Patch::Set(p) => check_retry_policy(&mut f, p),
-        Patch::Absent | Patch::Null => Some(RetryPolicy::default()),
-    };
-    let statuses = f.optional::<Vec<u16>>("retry_statuses").unwrap_or_default();
-    let pause_on_gone = f.optional::<bool>("pause_on_gone").unwrap_or_default();
-    let answers = check_answers(&mut f, &statuses, pause_on_gone);
-    f.forbid("status", STATUS_IS_SYSTEMS);
-
-    // The integration must be one of the caller's: another account's is as unknown as none.
-    let integration_id = match integration_id {
-        None => None,
-        Some(text) => {
-            let found = match resource_id::<IntegrationId>(&text) {
-                Some(id) => {
-                    integration::get(state.dynamo(), state.table(), account_id, &id).await?
-                }
-                None => None,
-            };
-            match found {
-                Some(i) => Some(i.integration_id),
-                None => {
-                    f.error(
-                        "integration_id",
-                        "no integration with this id in the account",
-                    );
-                    None
-                }
-            }
+    let draft = read_new(&mut f);
+    let ops = state.account_ops();
+    let checked = match ops::check_new_subscription(&ops, account_id, draft).await {
+        Ok(checked) => Some(checked),
+        Err(OpsError::Fields(errors)) => {
+            f.absorb(errors);
+            None
         }
+        Err(e) => return Err(e.into()),
     };
-    if let (Some(types), Some(projected)) = (&record_types, &fields) {
-        super::event_types::check_subscription(state, &mut f, types, projected).await?;
-    }
+    f.forbid("status", STATUS_IS_SYSTEMS);
     f.finish()?;
-    let (
-        Some(integration_id),
-        Some(record_types),
-        Some(filter),
-        Some(fields),
-        Some(retry_policy),
-        Some(answers),
-    ) = (
-        integration_id,
-        record_types,
-        filter,
-        fields,
-        retry_policy,
-        answers,
-    )
-    else {
-        return Err(ApiError::internal("validated subscription fields missing"));
-    };
-
-    let now = state.clock.now();
-    let subscription = Subscription::new(
-        NewSubscription {
-            account_id: account_id.clone(),
-            subscription_id: SubscriptionId::new(),
-            integration_id,
-            record_types,
-            filter,
-            fields,
-            retry_policy,
-            answers,
-        },
-        now,
-    );
-    let entry = AuditRecord::new(
-        AuditAction::CreateSubscription,
-        account_id,
-        &subscription.subscription_id,
-        actor,
-        "",
-        now,
-    )
-    .detail("integration_id", &subscription.integration_id)
-    .detail("record_types", subscription.record_types.join(","))
-    .detail("fields", subscription.fields.join(","));
-    limits::create_counted(
-        &state.account_ops(),
-        account_id,
-        &[Counted::Subscriptions],
-        Write::all([
-            subscription::create(state.table(), &subscription)?,
-            audit::create(state.table(), &entry)?,
-        ])?,
-    )
-    .await?;
-    tracing::info!(
-        %account_id,
-        subscription_id = %subscription.subscription_id,
-        integration_id = %subscription.integration_id,
-        "subscription created"
-    );
-    Ok(subscription)
+    let checked = checked.ok_or_else(|| ApiError::internal("checked subscription missing"))?;
+    Ok(ops::create_subscription(&ops, account_id, actor, checked).await?)
 }
 
 #[derive(Debug, Deserialize)]
@@ -406,23 +242,13 @@ async fn list(
     )))
 }
 
-async fn load(
-    state: &ApiState,
-    account_id: &AccountId,
-    id: &SubscriptionId,
-) -> Result<Subscription, ApiError> {
-    subscription::get(state.dynamo(), state.table(), account_id, id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("subscription"))
-}
-
 async fn fetch(
     auth: AccountAuth,
     State(state): State<Arc<ApiState>>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<SubscriptionView>, ApiError> {
     let id = path_id(&id, "subscription")?;
-    let sub = load(&state, &auth.account_id, &id).await?;
+    let sub = state.ops().subscription(&auth.account_id, &id).await?;
     Ok(Json(SubscriptionView::from(&sub)))
 }
 
@@ -434,175 +260,30 @@ async fn update(
     JsonBody(f): JsonBody,
 ) -> Result<Json<SubscriptionView>, ApiError> {
     let id = path_id(&id, "subscription")?;
-    let updated = update_subscription(&state, &auth.account_id, &id, &auth.actor(), f).await?;
+    let updated = update_checked(&state, &auth.account_id, &id, &auth.actor(), f).await?;
     Ok(Json(SubscriptionView::from(&updated)))
 }
 
-/// Edits the account's subscription `id` with a request's fields (`record_types`, `filter`
-/// (`null` removes it), `fields`, `retry_policy` (`null` restores the default), `retry_statuses`
-/// and `pause_on_gone` (`null` restores `[]`, `false`)): every invalid
-/// field named in one 422, then 404 when it is not the account's. Only the fields named change.
-pub async fn update_subscription(
+/// `PATCH`: the body's every field at fault in one 422, then the operation's refusals (`404`
+/// when the subscription is not the account's).
+async fn update_checked(
     state: &ApiState,
     account_id: &AccountId,
     id: &SubscriptionId,
     actor: &str,
     mut f: Fields,
 ) -> Result<Subscription, ApiError> {
-    let record_types = match f.patch::<Vec<String>>("record_types") {
-        Patch::Set(t) => check_record_types(&mut f, t),
-        Patch::Null => {
-            f.error("record_types", "must not be null");
-            None
-        }
-        Patch::Absent => None,
-    };
-    // Some(None): remove the filter.
-    let filter = match f.raw("filter") {
-        Patch::Set(v) => check_filter(&mut f, &v),
-        Patch::Null => Some(None),
-        Patch::Absent => None,
-    };
-    let fields = match f.patch::<Vec<String>>("fields") {
-        Patch::Set(v) => check_fields(&mut f, v),
-        Patch::Null => {
-            f.error("fields", "must not be null; use [] for no fields");
-            None
-        }
-        Patch::Absent => None,
-    };
-    let retry_policy = match f.patch::<RetryPolicy>("retry_policy") {
-        Patch::Set(p) => check_retry_policy(&mut f, p),
-        Patch::Null => Some(RetryPolicy::default()),
-        Patch::Absent => None,
-    };
-    let statuses = match f.patch::<Vec<u16>>("retry_statuses") {
-        Patch::Set(v) => Some(v),
-        Patch::Null => Some(Vec::new()),
-        Patch::Absent => None,
-    };
-    let pause_on_gone = match f.patch::<bool>("pause_on_gone") {
-        Patch::Set(v) => Some(v),
-        Patch::Null => Some(false),
-        Patch::Absent => None,
-    };
-    // Each named setting checked alone here; with the other as stored once it is read.
-    if statuses.is_some() || pause_on_gone.is_some() {
-        let given = statuses.as_deref().unwrap_or_default();
-        check_answers(&mut f, given, pause_on_gone.unwrap_or_default());
-    }
+    let draft = read_edit(&mut f);
+    let edit = draft.check().map_err(|errors| f.absorb(errors)).ok();
     f.forbid("status", STATUS_IS_SYSTEMS);
     f.forbid(
         "integration_id",
         "cannot be changed; create a subscription for the other integration",
     );
     f.finish()?;
-
-    if record_types.is_none()
-        && filter.is_none()
-        && fields.is_none()
-        && retry_policy.is_none()
-        && statuses.is_none()
-        && pause_on_gone.is_none()
-    {
-        return load(state, account_id, id).await;
-    }
-    let current = load(state, account_id, id).await?;
-    if record_types.is_some() || fields.is_some() {
-        // What the subscription will name once edited must be in the catalog.
-        let mut f = Fields::new(serde_json::Map::new());
-        let types = record_types.as_ref().unwrap_or(&current.record_types);
-        let projected = fields.as_ref().unwrap_or(&current.fields);
-        super::event_types::check_subscription(state, &mut f, types, projected).await?;
-        f.finish()?;
-    }
-    let answers = if statuses.is_some() || pause_on_gone.is_some() {
-        let mut f = Fields::new(serde_json::Map::new());
-        let statuses = statuses.as_deref().unwrap_or(&current.retry_statuses);
-        let rules = check_answers(
-            &mut f,
-            statuses,
-            pause_on_gone.unwrap_or(current.pause_on_gone),
-        );
-        f.finish()?;
-        rules
-    } else {
-        None
-    };
-    let now = state.clock.now();
-    let mut entry = AuditRecord::new(
-        AuditAction::EditSubscription,
-        account_id,
-        id,
-        actor,
-        "",
-        now,
-    );
-    let mut u = Edit::new().set("updated_at", &now)?;
-    if let Some(types) = &record_types {
-        u = u.set("record_types", types)?;
-        entry = entry.detail(
-            "record_types",
-            format!("{} -> {}", current.record_types.join(","), types.join(",")),
-        );
-    }
-    match &filter {
-        Some(Some(text)) => u = u.set("filter", text)?,
-        Some(None) => u = u.remove("filter"),
-        None => {}
-    }
-    if let Some(new) = &filter {
-        let shown = |f: Option<&String>| f.cloned().unwrap_or_else(|| "(none)".into());
-        entry = entry.detail(
-            "filter",
-            format!(
-                "{} -> {}",
-                shown(current.filter.as_ref()),
-                shown(new.as_ref())
-            ),
-        );
-    }
-    if let Some(fields) = &fields {
-        u = u.set("fields", fields)?;
-        entry = entry.detail(
-            "fields",
-            format!("{} -> {}", current.fields.join(","), fields.join(",")),
-        );
-    }
-    if let Some(policy) = &retry_policy {
-        u = u.set("retry_policy", policy)?;
-        let json = |p: &RetryPolicy| serde_json::to_string(p).unwrap_or_default();
-        entry = entry.detail(
-            "retry_policy",
-            format!("{} -> {}", json(&current.retry_policy), json(policy)),
-        );
-    }
-    if let Some(rules) = &answers {
-        u = if rules.retry_statuses.is_empty() {
-            u.remove("retry_statuses")
-        } else {
-            u.set("retry_statuses", &rules.retry_statuses)?
-        };
-        u = if rules.pause_on_gone {
-            u.set("pause_on_gone", &true)?
-        } else {
-            u.remove("pause_on_gone")
-        };
-        let shown = |s: &[u16], gone: bool| format!("retry {s:?}, pause on gone {gone}");
-        entry = entry.detail(
-            "answers",
-            format!(
-                "{} -> {}",
-                shown(&current.retry_statuses, current.pause_on_gone),
-                shown(&rules.retry_statuses, rules.pause_on_gone)
-            ),
-        );
-    }
-    let write = subscription::edit(state.table(), account_id, id, u)?;
-    if !write_with_audit(&state.ops(), Some(write), &entry).await? {
-        return Err(ApiError::not_found("subscription"));
-    }
-    load(state, account_id, id).await
+    let edit = edit.ok_or_else(|| ApiError::internal("checked subscription edit missing"))?;
+    let ops = state.account_ops();
+    Ok(ops::update_subscription(&ops, account_id, id, actor, edit).await?)
 }
 
 async fn remove(
@@ -611,91 +292,7 @@ async fn remove(
     ApiPath(id): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = path_id(&id, "subscription")?;
-    let entry = AuditRecord::new(
-        AuditAction::DeleteSubscription,
-        &auth.account_id,
-        &id,
-        &auth.actor(),
-        "",
-        state.clock.now(),
-    );
-    limits::remove_counted(
-        &state.account_ops(),
-        &auth.account_id,
-        &[Counted::Subscriptions],
-        Write::all([
-            subscription::delete(state.table(), &auth.account_id, &id)?,
-            audit::create(state.table(), &entry)?,
-        ])?,
-        "subscription",
-    )
-    .await?;
-    tracing::info!(account_id = %auth.account_id, subscription_id = %id, "subscription deleted");
+    let ops = state.account_ops();
+    ops::delete_subscription(&ops, &auth.account_id, &id, &auth.actor()).await?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn fields() -> Fields {
-        Fields::new(serde_json::Map::new())
-    }
-
-    #[test]
-    fn record_types_are_trimmed_deduplicated_and_bounded() {
-        let mut f = fields();
-        assert_eq!(
-            check_record_types(&mut f, vec![" order".into(), "order".into(), "*".into()]),
-            Some(vec!["order".to_string(), "*".to_string()])
-        );
-        assert_eq!(check_record_types(&mut f, vec![]), None);
-        assert_eq!(check_record_types(&mut f, vec!["a b".into()]), None);
-        let Err(ApiError::Validation { errors }) = f.finish() else {
-            panic!()
-        };
-        assert_eq!(errors[0].field, "record_types");
-        assert_eq!(errors[1].field, "record_types[0]");
-    }
-
-    #[test]
-    fn filters_are_stored_canonically_and_empty_filters_are_none() {
-        let mut f = fields();
-        assert_eq!(check_filter(&mut f, &json!({})), Some(None));
-        let stored = check_filter(&mut f, &json!({"field": "warehouse", "eq": "W1"}))
-            .unwrap()
-            .unwrap();
-        assert!(Filter::parse(&serde_json::from_str(&stored).unwrap()).is_ok());
-        assert_eq!(
-            check_filter(&mut f, &json!({"field": "nope", "eq": 1})),
-            None
-        );
-        let Err(ApiError::Validation { errors }) = f.finish() else {
-            panic!()
-        };
-        assert_eq!(errors[0].field, "filter");
-        assert!(errors[0].message.contains("unknown field"));
-    }
-
-    #[test]
-    fn field_paths_and_retry_policies_name_the_offending_part() {
-        let mut f = fields();
-        assert_eq!(check_fields(&mut f, vec!["a".into(), "b..c".into()]), None);
-        assert_eq!(
-            check_retry_policy(
-                &mut f,
-                RetryPolicy::Exponential {
-                    max_retries: 0,
-                    retry_delay_secs: 5
-                }
-            ),
-            None
-        );
-        let Err(ApiError::Validation { errors }) = f.finish() else {
-            panic!()
-        };
-        assert_eq!(errors[0].field, "fields[1]");
-        assert_eq!(errors[1].field, "retry_policy.max_retries");
-    }
 }

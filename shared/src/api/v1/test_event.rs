@@ -4,51 +4,28 @@
 //! `Location`: `GET /v1/subscriptions/{subscription_id}/test-events/{test_event_id}` shows it
 //! until it is `sent`, then with what the endpoint did.
 //!
-//! The API cannot open signing secrets: the test event is recorded ([`crate::store::test_event`])
-//! and queued on the delivery queue, and the delivery function sends it the way it sends a
-//! delivery attempt — the subscription's current signing secret (and the previous one during a
-//! rotation's grace), the Standard Webhooks signature, the same adapter (the SSRF guard, its
-//! timeout, the response snippet cap) — and saves the outcome. It is no delivery: nothing is
-//! written to the subscription's deliveries, its run of dead deliveries or its pause; the request
-//! is recorded in the account's audit history (who, when, the test event's id).
-//!
-//! Refused (problem+json): another account's or an unknown subscription (`404`); a paused
-//! subscription, an integration that is not a webhook (pull, built-in), one without accepted
-//! event access, or an endpoint the SSRF guard refuses (`409`); past the account's
-//! [`test_event_quota::PER_MINUTE`] test events in the current minute (`429`, `Retry-After`: the
-//! seconds to the next minute), since each sends the platform's signed request to an endpoint
-//! the account chose. Whatever the endpoint answers — a 2xx, an error status, a timeout — is the
-//! sent test event's outcome.
-//!
-//! The web console's "Send test event" button calls [`send_test_event`] and [`test_event`] too.
+//! The operation is [`crate::operations::account::test_events`] (what is refused and why): the
+//! handlers and the web console's "Send test event" button call it; a refusal is `404`, `409`,
+//! or `429` with `Retry-After` (the seconds to the next minute) past the account's test events
+//! in the current minute. Whatever the endpoint answers — a 2xx, an error status, a timeout — is
+//! the sent test event's outcome.
 
 use crate::api::auth::AccountAuth;
 use crate::api::extract::{path_id, ApiPath};
 use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
-use crate::domain::ssrf::check_url;
-use crate::domain::subscription::SubscriptionStatus;
-use crate::domain::target::Target;
-use crate::ids::{AccountId, IntegrationId, SubscriptionId};
-use crate::store::account;
-use crate::store::audit::{self, AuditAction, AuditRecord};
-use crate::store::integration;
-use crate::store::test_event::{self as stored, TestEvent, TestEventStatus};
-use crate::store::test_event_quota;
-use crate::store::write::{send_resolving_conflicts, Write, Written};
+use crate::ids::{IntegrationId, SubscriptionId};
+use crate::operations::account::test_events;
+use crate::store::test_event::{TestEvent, TestEventStatus};
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Serialize;
-use serde_json::json;
 use std::sync::Arc;
 
-/// The `type` of a test event's payload (no record's event code has this form).
-pub const TEST_EVENT_TYPE: &str = "rhythm.test";
-/// The `reason` of a test event's audit entry.
-const AUDIT_REASON: &str = "test event to the subscription's endpoint";
+pub use crate::operations::account::test_events::TEST_EVENT_TYPE;
 
 pub fn router() -> Router<Arc<ApiState>> {
     Router::new()
@@ -134,8 +111,11 @@ async fn handler(
     State(state): State<Arc<ApiState>>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<impl IntoResponse, ApiError> {
+    let id = path_id(&id, "subscription")?;
     let actor = format!("token {}", auth.token_id);
-    let view = send_test_event(&state, &auth.account_id, &id, &actor).await?;
+    let ops = state.account_ops();
+    let sent = test_events::send_test_event(&ops, &auth.account_id, &id, &actor).await?;
+    let view = TestEventView::from(&sent);
     Ok((
         StatusCode::ACCEPTED,
         [(header::LOCATION, view.location())],
@@ -148,190 +128,9 @@ async fn show(
     State(state): State<Arc<ApiState>>,
     ApiPath((subscription_id, test_event_id)): ApiPath<(String, String)>,
 ) -> Result<Json<TestEventView>, ApiError> {
-    test_event(&state, &auth.account_id, &subscription_id, &test_event_id)
-        .await
-        .map(Json)
-}
-
-/// The test event `test_event_id` of `account_id`'s subscription `subscription_id` (path text):
-/// `404` for another account's, another subscription's or an unknown one.
-pub async fn test_event(
-    state: &ApiState,
-    account_id: &AccountId,
-    subscription_id: &str,
-    test_event_id: &str,
-) -> Result<TestEventView, ApiError> {
-    let subscription_id: SubscriptionId = path_id(subscription_id, "subscription")?;
-    let not_found = || ApiError::not_found("test event");
-    if !is_test_event_id(test_event_id) {
-        return Err(not_found());
-    }
-    let found = stored::get(state.dynamo(), state.table(), account_id, test_event_id)
-        .await?
-        .filter(|t| t.subscription_id == subscription_id)
-        .ok_or_else(not_found)?;
-    Ok(TestEventView::from(&found))
-}
-
-/// Whether `text` has the form of a test event id (`test_` and a lower-case ULID).
-fn is_test_event_id(text: &str) -> bool {
-    text.strip_prefix("test_").is_some_and(|rest| {
-        rest.len() == 26
-            && rest
-                .bytes()
-                .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase())
-    })
-}
-
-/// Queues a test event to the webhook endpoint of `account_id`'s subscription `subscription_id`
-/// (path text), on behalf of `actor` (who, for the audit history).
-pub async fn send_test_event(
-    state: &ApiState,
-    account_id: &AccountId,
-    subscription_id: &str,
-    actor: &str,
-) -> Result<TestEventView, ApiError> {
-    let subscription_id: SubscriptionId = path_id(subscription_id, "subscription")?;
-    let sub = state
-        .ops()
-        .subscription(account_id, &subscription_id)
-        .await?;
-    if sub.status == SubscriptionStatus::Paused {
-        return Err(ApiError::conflict(
-            "the subscription is paused: it receives nothing, test events included, until an operator resumes it",
-        ));
-    }
-    let found = integration::get(
-        state.dynamo(),
-        state.table(),
-        account_id,
-        &sub.integration_id,
-    )
-    .await?
-    .ok_or_else(|| ApiError::conflict("the subscription's integration is gone"))?;
-    let Target::Webhook { url, .. } = &found.target else {
-        return Err(ApiError::conflict(format!(
-            "test events go to webhook endpoints; this subscription's integration delivers by {}",
-            found.delivery_method().as_str()
-        )));
-    };
-    if !found.event_access_accepted {
-        return Err(ApiError::conflict(
-            "the integration has not accepted event access, so nothing is sent to it",
-        ));
-    }
-    check_url(url, &state.target_policy()).map_err(|e| {
-        ApiError::conflict(format!("the endpoint is refused by the SSRF guard: {e}"))
-    })?;
-
-    let now = state.clock.now();
-    charge_test_event(state, account_id, now).await?;
-    let test_event_id = format!("test_{}", ulid::Ulid::new().to_string().to_lowercase());
-    let payload = json!({
-        "type": TEST_EVENT_TYPE,
-        "test": true,
-        "message_id": test_event_id,
-        "account_id": account_id,
-        "subscription_id": subscription_id,
-        "integration_id": found.integration_id,
-        "sent_at": now.to_rfc3339(),
-        "data": {"note": "A test event from Rhythm delivery: no record changed."},
-    })
-    .to_string();
-    let event = TestEvent {
-        test_event_id: test_event_id.clone(),
-        account_id: account_id.clone(),
-        subscription_id: subscription_id.clone(),
-        integration_id: found.integration_id.clone(),
-        url: url.clone(),
-        payload,
-        status: TestEventStatus::Queued,
-        requested_at: now,
-        requested_by: actor.to_string(),
-        sent_at: None,
-        outcome: None,
-        expires_at: stored::expires_at(now),
-    };
-    state.create(stored::create(state.table(), &event)?).await?;
-    queue(state, &event).await?;
-    let entry = AuditRecord::new(
-        AuditAction::SendTestEvent,
-        account_id,
-        &subscription_id,
-        actor,
-        AUDIT_REASON,
-        now,
-    )
-    .detail("message_id", &test_event_id);
-    // The event is on its way whatever becomes of its record: a lost audit write is logged, not
-    // the caller's failure.
-    let recorded = match audit::create(state.table(), &entry) {
-        Ok(write) => state.create(write).await,
-        Err(e) => Err(e.into()),
-    };
-    if let Err(e) = recorded {
-        tracing::warn!(%account_id, %subscription_id, error = %e, "test event not audited");
-    }
-    tracing::info!(%account_id, %subscription_id, %test_event_id, "test event queued");
-    Ok(TestEventView::from(&event))
-}
-
-/// Puts the message that asks the delivery function to send `event` on the delivery queue.
-async fn queue(state: &ApiState, event: &TestEvent) -> Result<(), ApiError> {
-    let message = crate::delivery::dispatch::publish::Outgoing {
-        body: serde_json::to_string(&event.work())
-            .map_err(|e| ApiError::internal(format!("test event message: {e}")))?,
-        group: Some(event.account_id.to_string()),
-        delay: std::time::Duration::ZERO,
-    };
-    let failed = crate::delivery::dispatch::publish::publish_messages(
-        &state.clients.sqs,
-        &state.config.delivery_queue_url,
-        std::slice::from_ref(&message),
-    )
-    .await;
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::Unavailable {
-            detail: "the test event could not be queued; try again".into(),
-        })
-    }
-}
-
-/// Counts the test event against its account's minute ([`test_event_quota`]), or refuses it
-/// with `429` when the minute's are used up.
-async fn charge_test_event(
-    state: &ApiState,
-    account_id: &AccountId,
-    now: crate::domain::time::Timestamp,
-) -> Result<(), ApiError> {
-    let limit = test_event_quota::PER_MINUTE;
-    let charge = test_event_quota::charge(state.table(), account_id, now, limit)?;
-    // Nothing is sent for an account that is gone or being deleted.
-    let live = account::live_check(state.table(), account_id)?;
-    match send_resolving_conflicts(state.dynamo(), Write::all([charge, live])?).await? {
-        Written::Applied(_) => Ok(()),
-        Written::Refused(_)
-            if !account::is_live(state.dynamo(), state.table(), account_id).await? =>
-        {
-            Err(crate::operations::OpsError::AccountGone.into())
-        }
-        Written::Refused(_) => {
-            let wait = test_event_quota::until_next_minute(now)
-                .as_secs_f64()
-                .ceil() as u64;
-            Err(ApiError::QuotaExceeded {
-                detail: format!(
-                    "an account may send {limit} test events a minute, and this minute's are \
-                     used up; try again in {wait} s"
-                ),
-                retry_after_secs: wait,
-            })
-        }
-        // Conflicts that outlasted their retries: nothing was counted or sent.
-        Written::Conflict => Err(ApiError::Unavailable {
-            detail: "the test event could not be counted; try again".into(),
-        }),
-    }
+    let subscription_id = path_id(&subscription_id, "subscription")?;
+    let ops = state.account_ops();
+    let found =
+        test_events::test_event(&ops, &auth.account_id, &subscription_id, &test_event_id).await?;
+    Ok(Json(TestEventView::from(&found)))
 }

@@ -9,6 +9,9 @@
 //!   limit, a signing-secret rotation), checked against it as it is.
 //! * [`limits`] — the account's caps: counted creates and removals, and an operator's change
 //!   of an account's own limits.
+//! * [`subscriptions`] — creating, editing and deleting subscriptions (the rules of a valid one:
+//!   [`crate::domain::subscription_input`]).
+//! * [`test_events`] — sending a test event to a subscription's webhook endpoint, and reading it.
 //! * [`tokens`] — issuing, rotating and revoking account and integration tokens.
 //! * [`token_format`] — a token's text, its check and the deployment's token-check key.
 
@@ -16,9 +19,12 @@ pub mod accounts;
 pub mod integration_edit;
 pub mod integrations;
 pub mod limits;
+pub mod subscriptions;
+pub mod test_events;
 pub mod token_format;
 pub mod tokens;
 
+use super::catalog_lease::CatalogLease;
 use super::Ops;
 use crate::config::Config;
 use crate::data_keys::SecretSealer;
@@ -28,8 +34,8 @@ use token_format::TokenCheckKeys;
 
 /// What an account's operations work with: the table and clock ([`Ops`]), the queue a test
 /// event is sent through, the deployment's settings (caps, queue URL), the sealer of signing
-/// secrets and credentials, the token-check key, the webhook target policy and the built-in
-/// handlers an internal integration may name.
+/// secrets and credentials, the token-check key, the event-type catalog as the container holds
+/// it, the webhook target policy and the built-in handlers an internal integration may name.
 #[derive(Clone, Copy)]
 pub struct AccountOps<'a> {
     pub ops: Ops<'a>,
@@ -37,6 +43,7 @@ pub struct AccountOps<'a> {
     pub config: &'a Config,
     pub sealer: &'a SecretSealer,
     pub token_check: &'a TokenCheckKeys,
+    pub catalog: &'a CatalogLease,
     pub target_policy: TargetPolicy,
     pub internal_handlers: &'a [String],
 }
