@@ -16,8 +16,6 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use maud::{html, Markup};
-use shared::api::problem::ApiError;
-use shared::api::state::ApiState;
 use shared::api::v1::subscriptions::SubscriptionView;
 use shared::domain::lifecycle::Status;
 use shared::domain::subscription::MAX_CONSECUTIVE_DEAD;
@@ -25,6 +23,8 @@ use shared::domain::time::Timestamp;
 use shared::ids::AccountId;
 use shared::operations::endpoint_health::{endpoint_health, EndpointHealth};
 use shared::operations::resource_ids::named;
+use shared::web::problem::ApiError;
+use shared::web::state::ApiState;
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;
@@ -78,8 +78,8 @@ impl Admin {
     /// credential the administrator signed in with).
     pub fn actor(&self) -> String {
         match &self.ctx.session.audience {
-            shared::api::console_session::Audience::Account { actor, .. } => actor.clone(),
-            shared::api::console_session::Audience::Operator { operator_id } => operator_id.clone(),
+            shared::web::console_session::Audience::Account { actor, .. } => actor.clone(),
+            shared::web::console_session::Audience::Operator { operator_id } => operator_id.clone(),
         }
     }
 }

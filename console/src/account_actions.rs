@@ -23,9 +23,6 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use maud::{html, Markup};
-use shared::api::extract::path_id;
-use shared::api::problem::ApiError;
-use shared::api::state::ApiState;
 use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::lifecycle::Status;
 use shared::ids::{AccountId, ChangeId, SubscriptionId};
@@ -39,6 +36,9 @@ use shared::operations::recovery::retry::{
     retry_delivery_from, RetryRequest, ADMINISTRATOR_RETRIES,
 };
 use shared::store::delivery::Delivery;
+use shared::web::extract::path_id;
+use shared::web::problem::ApiError;
+use shared::web::state::ApiState;
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;

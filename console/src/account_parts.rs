@@ -4,11 +4,11 @@
 
 use super::page::{when_text, Nav};
 use maud::{html, Markup};
-use shared::api::problem::ApiError;
-use shared::api::state::ApiState;
 use shared::api::v1::integrations::IntegrationView;
 use shared::api::v1::subscriptions::SubscriptionView;
 use shared::ids::{AccountId, IntegrationId, SubscriptionId};
+use shared::web::problem::ApiError;
+use shared::web::state::ApiState;
 
 /// The account navigation.
 pub fn nav() -> Nav {

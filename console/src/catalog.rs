@@ -15,7 +15,7 @@ use axum::routing::get;
 use axum::Router;
 use maud::{html, Markup};
 use serde_json::Value;
-use shared::api::state::ApiState;
+use shared::web::state::ApiState;
 use std::sync::Arc;
 
 pub fn router() -> Router<Arc<ApiState>> {

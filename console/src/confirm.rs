@@ -12,11 +12,11 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use maud::{html, Markup};
 use serde_json::{Map, Value};
-use shared::api::extract::Fields;
-use shared::api::problem::ApiError;
 use shared::domain::time::Timestamp;
 use shared::operations::recovery::replay::read_window;
 use shared::operations::MAX_REASON_CHARS;
+use shared::web::extract::Fields;
+use shared::web::problem::ApiError;
 
 /// The form's `names` fields as a request's, for the API's own validation (the others, such as
 /// `csrf`, left out).

@@ -8,14 +8,14 @@ use super::views;
 use axum::http::StatusCode;
 use axum::response::Response;
 use maud::html;
-use shared::api::extract::path_id;
 use shared::api::operator::replays::ReplayJobView;
-use shared::api::problem::ApiError;
-use shared::api::state::ApiState;
 use shared::domain::lifecycle::Status;
 use shared::domain::replay::JobKind;
 use shared::ids::AccountId;
 use shared::operations::recovery::replay;
+use shared::web::extract::path_id;
+use shared::web::problem::ApiError;
+use shared::web::state::ApiState;
 
 /// The page of `account_id`'s replay job `j` (its path segment as given); `base` is the prefix
 /// of the account's pages for this audience.

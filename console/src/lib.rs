@@ -41,7 +41,7 @@
 //! ```
 //!
 //! The session cookie, CSRF tokens and sign-in links are the API's
-//! ([`shared::api::console_session`], [`shared::api::console_links`]).
+//! ([`shared::web::console_session`], [`shared::web::console_signin`]).
 //!
 //! # Page structure for the browser tests (kept stable)
 //!
@@ -137,25 +137,19 @@ use axum::Router;
 use maud::html;
 use page::{field, form_fields, html_response, prefix_of, redirect, shell, Ctx};
 use serde::Deserialize;
-use shared::api::auth::{verify_token, Principal};
-use shared::api::console_session::{Audience, Grounds, SessionError, COOKIE};
-use shared::api::console_signin;
-use shared::api::state::ApiState;
+use shared::web::auth::{verify_token, Principal};
+use shared::web::console_session::{Audience, Grounds, SessionError, COOKIE};
+use shared::web::console_signin;
+use shared::web::state::ApiState;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Every path of the console's pages begins with this; they are HTML, not part of the JSON API
-/// (`openapi.yaml` leaves them out, see [`shared::api::routes`]).
-pub const PREFIX: &str = shared::api::console_links::CONSOLE_PREFIX;
-
-/// What the api function serves: the JSON API's routes and the console's pages, with the API's
-/// fallbacks, body limit and request log.
-pub fn app(state: ApiState) -> axum::Router {
-    shared::api::app(state, shared::api::routes().merge(router()))
-}
+/// (`openapi.yaml` leaves them out: the JSON API's route table is read without them).
+pub const PREFIX: &str = shared::web::console_signin::CONSOLE_PREFIX;
 
 /// The console's pages (HTML). The JSON routes that issue their links are the API's
-/// ([`shared::api::console_links`]).
+/// ([`shared::web::console_signin`]).
 pub fn router() -> Router<Arc<ApiState>> {
     Router::new()
         .route("/console", get(to_index))
@@ -328,7 +322,7 @@ async fn login(State(state): State<Arc<ApiState>>, request: Request) -> Response
             token_form(&action),
         );
     }
-    let Ok(bytes) = axum::body::to_bytes(body, shared::api::limits::MAX_BODY_BYTES).await else {
+    let Ok(bytes) = axum::body::to_bytes(body, shared::web::limits::MAX_BODY_BYTES).await else {
         return login_shell(
             StatusCode::PAYLOAD_TOO_LARGE,
             Some("the form is too large"),
@@ -419,7 +413,7 @@ async fn audience_of_token(state: &ApiState, token: &str) -> Result<(Audience, G
         .into_parts()
         .0;
     match &state.operator_auth {
-        shared::api::operator_auth::OperatorAuth::StaticToken { .. } => state
+        shared::web::operator_auth::OperatorAuth::StaticToken { .. } => state
             .operator_auth
             .identify(&parts)
             .map(|o| {
@@ -436,7 +430,7 @@ async fn audience_of_token(state: &ApiState, token: &str) -> Result<(Audience, G
             .map_err(|_| refused),
         // In AWS operators sign in with a link (the identity provider's JWT is checked by the
         // gateway on /operator/*, not here).
-        shared::api::operator_auth::OperatorAuth::GatewayJwt { .. } => Err(refused),
+        shared::web::operator_auth::OperatorAuth::GatewayJwt { .. } => Err(refused),
     }
 }
 
@@ -455,7 +449,7 @@ async fn logout(State(state): State<Arc<ApiState>>, ctx: Ctx, body: axum::body::
         return page::error_page(
             &ctx,
             &nav,
-            &shared::api::problem::ApiError::internal(e.to_string()),
+            &shared::web::problem::ApiError::internal(e.to_string()),
         );
     }
     let mut response = redirect(&ctx.url("/console/login"));
@@ -465,7 +459,7 @@ async fn logout(State(state): State<Arc<ApiState>>, ctx: Ctx, body: axum::body::
 
 /// A console login link's path for `audience` (the demo prints these for the local console).
 pub async fn login_link(state: &ApiState, audience: Audience, grounds: &Grounds) -> String {
-    shared::api::console_links::issue(state, audience, grounds)
+    shared::web::console_signin::issue(state, audience, grounds)
         .await
         .url
 }

@@ -7,11 +7,11 @@
 use super::account_parts::integrations_and_subscriptions;
 use maud::{html, Markup};
 use serde_json::Value;
-use shared::api::problem::ApiError;
-use shared::api::state::ApiState;
 use shared::api::v1::subscriptions::SubscriptionView;
 use shared::domain::retry::{RetryPolicy, EXPONENTIAL_MAX_WAIT, FIXED_SCHEDULE};
 use shared::ids::{AccountId, IntegrationId, SubscriptionId};
+use shared::web::problem::ApiError;
+use shared::web::state::ApiState;
 use std::collections::HashMap;
 use std::time::Duration;
 

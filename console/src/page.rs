@@ -8,12 +8,12 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
-use shared::api::console_session::{Audience, Session, SessionError, COOKIE};
-use shared::api::lambda::StagePrefix;
-use shared::api::problem::{ApiError, Problem};
-use shared::api::state::ApiState;
 use shared::domain::time::Timestamp;
 use shared::ids::AccountId;
+use shared::web::console_session::{Audience, Session, SessionError, COOKIE};
+use shared::web::lambda::StagePrefix;
+use shared::web::problem::{ApiError, Problem};
+use shared::web::state::ApiState;
 use std::sync::Arc;
 
 /// The Content-Security-Policy of every console response: only this origin's scripts, styles,
@@ -176,7 +176,7 @@ impl FromRequestParts<Arc<ApiState>> for Ctx {
                 refused: None,
             });
         };
-        let session = shared::api::console_signin::check(state, value)
+        let session = shared::web::console_signin::check(state, value)
             .await
             .map_err(|e| SignIn {
                 prefix: prefix.clone(),
@@ -187,7 +187,7 @@ impl FromRequestParts<Arc<ApiState>> for Ctx {
         // An administrator's session counts against the account's request rate, as its tokens
         // do; an operator's does not.
         if let Audience::Account { account_id, .. } = &session.audience {
-            shared::api::account_rate::admit(state, account_id)
+            shared::web::account_rate::admit(state, account_id)
                 .await
                 .map_err(|e| SignIn {
                     prefix: prefix.clone(),

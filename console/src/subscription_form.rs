@@ -6,10 +6,10 @@
 
 use super::page::{field, json_text};
 use serde_json::Value;
-use shared::api::problem::ApiError;
 use shared::domain::input::{FieldErrors, Patch};
 use shared::domain::retry::RetryPolicy;
 use shared::domain::subscription_input::{Given, SubscriptionDraft, SubscriptionEditDraft};
+use shared::web::problem::ApiError;
 
 type Form = [(String, String)];
 

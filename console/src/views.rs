@@ -12,8 +12,6 @@ use axum::response::Response;
 use maud::{html, Markup};
 use shared::api::operator::audit::AuditView;
 use shared::api::operator::deliveries::{AttemptView, DeliveryView};
-use shared::api::problem::ApiError;
-use shared::api::state::ApiState;
 use shared::api::v1::subscriptions::SubscriptionView;
 use shared::domain::event::{EventStatus, InternalStatus};
 use shared::domain::integration_delivery::DeliveryStatus;
@@ -31,6 +29,8 @@ use shared::operations::OpsError;
 use shared::store::audit::AuditScope;
 use shared::store::delivery::Delivery;
 use shared::store::event::EventRecord;
+use shared::web::problem::ApiError;
+use shared::web::state::ApiState;
 
 /// Where one account's pages live for this audience.
 pub struct Scope {

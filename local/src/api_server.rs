@@ -2,13 +2,19 @@
 //! on a real TCP listener.
 
 use anyhow::{bail, Context as _, Result};
-use shared::api::ApiState;
+use shared::web::ApiState;
 use std::net::SocketAddr;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 /// Serves the API on `addr` (a loopback address; port 0 picks a free port). Returns the address
 /// it listens on and the server task (abort it to stop the server).
+/// What the api function serves (as `functions/api` composes it): the JSON API's routes and the
+/// console's pages, with the fallbacks, body limit and request log every request passes.
+pub fn app(state: ApiState) -> axum::Router {
+    shared::web::app(state, shared::api::routes().merge(console::router()))
+}
+
 pub async fn serve(state: ApiState, addr: SocketAddr) -> Result<(SocketAddr, JoinHandle<()>)> {
     if !addr.ip().is_loopback() {
         bail!("the local API server listens on loopback only, not {addr}");
@@ -17,7 +23,7 @@ pub async fn serve(state: ApiState, addr: SocketAddr) -> Result<(SocketAddr, Joi
         .await
         .with_context(|| format!("binding the local API server to {addr}"))?;
     let bound = listener.local_addr()?;
-    let app = console::app(state);
+    let app = app(state);
     let handle = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "the local API server stopped");

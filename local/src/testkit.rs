@@ -18,8 +18,6 @@ use crate::receiver::Receiver;
 use api::{ApiClient, OPERATOR, OPERATOR_TOKEN};
 use aws_sdk_dynamodb::types::AttributeValue;
 use notifications::Notifications;
-use shared::api::auth::TokenKind;
-use shared::api::{ApiState, OperatorAuth};
 use shared::config::Config;
 use shared::delivery::worker::internal::InternalRegistry;
 use shared::delivery::worker::webhook::WebhookAdapter;
@@ -32,6 +30,8 @@ use shared::store::delivery::DeliveryWork;
 use shared::store::integration::Integration;
 use shared::store::subscription::Subscription;
 use shared::store::{keys, write};
+use shared::web::auth::TokenKind;
+use shared::web::{ApiState, OperatorAuth};
 use std::sync::Arc;
 
 /// A sample payload of the repository's `events/` (what `sam local invoke` would send).

@@ -55,7 +55,7 @@ pub struct AccountLimits {
     pub subscriptions: u32,
     pub live_tokens: u32,
     /// Requests per second one account's credentials may make of the API
-    /// ([`crate::api::account_rate`]).
+    /// ([`crate::web::account_rate`]).
     pub requests_per_second: u32,
 }
 

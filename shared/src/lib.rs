@@ -20,3 +20,4 @@ pub mod operations;
 pub mod reconcile;
 pub mod runtime;
 pub mod store;
+pub mod web;

@@ -6,9 +6,9 @@ use crate::page::{error_page, field, Ctx, NotYours};
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::response::Response;
-use shared::api::auth::Operator;
-use shared::api::problem::ApiError;
-use shared::api::state::ApiState;
+use shared::web::auth::Operator;
+use shared::web::problem::ApiError;
+use shared::web::state::ApiState;
 use std::sync::Arc;
 
 /// A signed-in operator.

@@ -11,15 +11,15 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use maud::{html, Markup};
-use shared::api::extract::path_id;
 use shared::api::operator::audit::AuditView;
-use shared::api::problem::ApiError;
-use shared::api::state::ApiState;
 use shared::api::v1::subscriptions::SubscriptionView;
 use shared::domain::lifecycle::Status;
 use shared::domain::subscription::MAX_CONSECUTIVE_DEAD;
 use shared::operations::recovery::audit;
 use shared::store::audit::AuditScope;
+use shared::web::extract::path_id;
+use shared::web::problem::ApiError;
+use shared::web::state::ApiState;
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;

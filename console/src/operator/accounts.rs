@@ -10,9 +10,9 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use maud::html;
-use shared::api::state::ApiState;
 use shared::operations::account_health::{list_accounts, SearchText, WINDOW};
 use shared::operations::OpsError;
+use shared::web::state::ApiState;
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;

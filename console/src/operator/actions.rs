@@ -15,15 +15,15 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::response::Response;
 use maud::{html, Markup};
-use shared::api::extract::path_id;
-use shared::api::problem::ApiError;
-use shared::api::state::ApiState;
 use shared::notify::requeue::requeue as requeue_delivery;
 use shared::notify::table::NotificationTable;
 use shared::operations::recovery::replay::{start_job, ReplayRequest};
 use shared::operations::recovery::resume::resume_subscription;
 use shared::operations::recovery::retry::{retry_delivery, RetryRequest};
 use shared::operations::resource_ids::{delivery_ids, subscription_ids};
+use shared::web::extract::path_id;
+use shared::web::problem::ApiError;
+use shared::web::state::ApiState;
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;

@@ -14,9 +14,6 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use maud::{html, Markup};
-use shared::api::extract::{page_limit, path_id};
-use shared::api::problem::ApiError;
-use shared::api::state::ApiState;
 use shared::api::v1::subscriptions::SubscriptionView;
 use shared::domain::lifecycle::Status;
 use shared::domain::subscription::MAX_CONSECUTIVE_DEAD;
@@ -28,6 +25,9 @@ use shared::operations::event_monitor::{
     attention_deliveries, paused_subscriptions, DeliveryLogEntry,
 };
 use shared::operations::OpsError;
+use shared::web::extract::{page_limit, path_id};
+use shared::web::problem::ApiError;
+use shared::web::state::ApiState;
 use std::collections::HashMap;
 use std::sync::Arc;
 

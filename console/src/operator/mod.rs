@@ -34,7 +34,7 @@ pub use nav::nav;
 
 use axum::routing::get;
 use axum::Router;
-use shared::api::state::ApiState;
+use shared::web::state::ApiState;
 use std::sync::Arc;
 
 pub fn router() -> Router<Arc<ApiState>> {

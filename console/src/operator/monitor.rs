@@ -8,10 +8,10 @@ use crate::views;
 use crate::Params;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
-use shared::api::extract::{path_id, resource_id};
-use shared::api::problem::ApiError;
-use shared::api::state::ApiState;
 use shared::ids::AccountId;
+use shared::web::extract::{path_id, resource_id};
+use shared::web::problem::ApiError;
+use shared::web::state::ApiState;
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;

@@ -10,12 +10,12 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use maud::{html, Markup};
 use shared::api::operator::notifications::OperatorNoticeView;
-use shared::api::problem::ApiError;
-use shared::api::state::ApiState;
 use shared::api::v1::notices::{NoticeDeliveryView, NoticeView};
 use shared::domain::lifecycle::Status;
 use shared::domain::notification_delivery::{requeue_allowed, FailureReason, NotificationStatus};
 use shared::operations::notices::{notice_with_deliveries, service};
+use shared::web::problem::ApiError;
+use shared::web::state::ApiState;
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;

@@ -8,12 +8,12 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use maud::{html, Markup};
-use shared::api::extract::path_id;
 use shared::api::operator::replays::ReplayJobView;
-use shared::api::state::ApiState;
 use shared::domain::lifecycle::Status;
 use shared::ids::AccountId;
 use shared::operations::recovery::replay;
+use shared::web::extract::path_id;
+use shared::web::state::ApiState;
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;

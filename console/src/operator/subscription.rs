@@ -14,12 +14,12 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use maud::{html, Markup};
-use shared::api::problem::ApiError;
-use shared::api::state::ApiState;
 use shared::domain::lifecycle::Status;
 use shared::domain::subscription::MAX_CONSECUTIVE_DEAD;
 use shared::ids::{AccountId, SubscriptionId};
 use shared::operations::resource_ids::subscription_ids;
+use shared::web::problem::ApiError;
+use shared::web::state::ApiState;
 use std::sync::Arc;
 
 type S = State<Arc<ApiState>>;

@@ -2,8 +2,9 @@
 //! web console's pages, behind API Gateway's HTTP API. The routes live in `shared::api` and the
 //! `console` crate; this only wires them up.
 
-use shared::api::{self, ApiState, OperatorAuth};
+use shared::api;
 use shared::notify::{confirm, sns};
+use shared::web::{ApiState, OperatorAuth};
 use std::sync::Arc;
 use tower::ServiceExt;
 
@@ -27,7 +28,7 @@ async fn main() -> Result<(), lambda_http::Error> {
     .await?;
     // The web console's signing key: from Secrets Manager (CONSOLE_SIGNING_KEY_ARN), read again
     // every few minutes so a rotation takes effect without a restart.
-    let console_keys = shared::api::console_key::ConsoleKeys::load(
+    let console_keys = shared::web::console_key::ConsoleKeys::load(
         &secrets_manager,
         |name| std::env::var(name).ok(),
         ctx.clock.now(),
@@ -44,7 +45,7 @@ async fn main() -> Result<(), lambda_http::Error> {
         .map_err(|e| format!("the token-check key: {e}"))?;
     // Routes are declared without the API Gateway stage prefix.
     // The JSON API and the web console's pages, side by side.
-    let app = api::app(state, api::routes().merge(console::router()))
-        .map_request(api::lambda::strip_stage::<lambda_http::Body>);
+    let app = shared::web::app(state, api::routes().merge(console::router()))
+        .map_request(shared::web::lambda::strip_stage::<lambda_http::Body>);
     lambda_http::run(app).await
 }

@@ -22,13 +22,13 @@ use local::pipeline::Pipeline;
 use local::receiver::{Receiver, Reply};
 use local::served::{back_date, interrupted, HttpApi, ServedStack};
 use serde_json::{json, Value};
-use shared::api::{ApiState, OperatorAuth};
 use shared::domain::change::Change;
 use shared::domain::event::EventStatus;
 use shared::domain::retry::FIXED_SCHEDULE;
 use shared::domain::time::Timestamp;
 use shared::ids::{AccountId, ChangeId};
 use shared::store::event::{self, EventRecord};
+use shared::web::{ApiState, OperatorAuth};
 use std::sync::Arc;
 use std::time::Duration;
 

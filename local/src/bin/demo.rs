@@ -14,13 +14,13 @@ use local::pipeline::Pipeline;
 use local::receiver::{Receiver, Reply};
 use local::served::{back_date, interrupted, HttpApi, NotificationPump, ServedStack};
 use serde_json::{json, Value};
-use shared::api::auth::sha256_hex;
-use shared::api::{ApiState, OperatorAuth};
 use shared::domain::retry::FIXED_SCHEDULE;
 use shared::ids::{AccountId, ChangeId, SubscriptionId};
 use shared::notify::confirm::{self, ProviderEventSettings};
 use shared::notify::sns;
 use shared::store::delivery::Delivery;
+use shared::web::auth::sha256_hex;
+use shared::web::{ApiState, OperatorAuth};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

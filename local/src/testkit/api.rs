@@ -7,8 +7,8 @@ use axum::http::{header, HeaderMap, Method, Request, StatusCode};
 use axum::Router;
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
-use shared::api::ApiState;
 use shared::ids::AccountId;
+use shared::web::ApiState;
 use std::future::IntoFuture;
 use tower::ServiceExt;
 
@@ -34,7 +34,7 @@ pub struct ApiAccount {
 impl ApiClient {
     pub fn new(state: ApiState) -> Self {
         ApiClient {
-            app: console::app(state),
+            app: crate::api_server::app(state),
         }
     }
 
@@ -72,7 +72,7 @@ impl ApiClient {
     /// its stage prefix, as `lambda_http` and the function hand it to the router.
     pub fn gateway_event(&self, event: &Value) -> Call {
         let request = lambda_http::request::from_str(&event.to_string()).expect("a gateway event");
-        let (parts, body) = shared::api::lambda::strip_stage(request).into_parts();
+        let (parts, body) = shared::web::lambda::strip_stage(request).into_parts();
         let mut builder = Request::builder().method(parts.method).uri(parts.uri);
         for (name, value) in &parts.headers {
             builder = builder.header(name, value);

@@ -12,10 +12,10 @@ use local::testkit::api::{ApiAccount, ApiClient, Reply, OPERATOR_TOKEN};
 use local::testkit::World;
 use rand::RngCore;
 use serde_json::json;
-use shared::api::auth::{sha256_hex, TokenKind, TokenRecord};
 use shared::ids::{new_id, TokenId};
 use shared::operations::account::token_format::{self, TokenCheckKey, RANDOM_BYTES, SECRET_BYTES};
 use shared::store::write;
+use shared::web::auth::{sha256_hex, TokenKind, TokenRecord};
 use std::time::Duration;
 
 /// `n` random bytes in unpadded base64url.
@@ -181,7 +181,7 @@ async fn genuine_tokens_of_every_kind_carry_the_check_and_are_served() {
         (&publish, "pub", "publisher"),
     ];
     for (token, kind, who) in kinds {
-        let parsed = shared::api::auth::parse_token(token).unwrap();
+        let parsed = shared::web::auth::parse_token(token).unwrap();
         assert_eq!(parsed.kind.as_str(), kind);
         assert_eq!(
             URL_SAFE_NO_PAD.decode(parsed.secret).unwrap().len(),

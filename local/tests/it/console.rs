@@ -11,10 +11,10 @@ use local::testkit::api::{ApiAccount, ApiClient, Reply, OPERATOR, OPERATOR_TOKEN
 use local::testkit::through_api::ApiSubscription;
 use local::testkit::World;
 use serde_json::json;
-use shared::api::console_session::{COOKIE, LINK_TTL, OPERATOR_SESSION_TTL, SESSION_TTL};
 use shared::domain::change::Change;
 use shared::domain::integration_delivery::DeliveryStatus;
 use shared::domain::time::{Timestamp, DAY, MINUTE, SECOND};
+use shared::web::console_session::{COOKIE, LINK_TTL, OPERATOR_SESSION_TTL, SESSION_TTL};
 use std::time::Instant;
 
 // ------------------------------------------------------------------------------------ harness
@@ -1584,7 +1584,7 @@ async fn console_sign_ins_are_audited_in_the_accounts_history_and_its_console_pa
 
 #[tokio::test]
 async fn a_console_key_rotated_in_secrets_manager_takes_effect_within_the_refresh_interval() {
-    use shared::api::console_key::{ConsoleKeys, REFRESH};
+    use shared::web::console_key::{ConsoleKeys, REFRESH};
     let w = World::new().await;
     let secrets = aws_sdk_secretsmanager::Client::new(&w.pipeline.stack.sdk);
     let name = format!("console-key-{}", ulid::Ulid::new());

@@ -820,8 +820,8 @@ fn alarms_cover_what_on_call_needs_and_each_says_what_to_do() {
 #[test]
 fn on_call_hears_of_a_stuck_notification_queue_table_throttles_refused_credentials_and_only_unintended_5xx(
 ) {
-    use shared::api::metrics::{AUTHENTICATION_FAILURES, PROVIDER_EVENTS_DEFERRED};
     use shared::domain::retry::{notification_visibility_delay, FixedJitter};
+    use shared::web::metrics::{AUTHENTICATION_FAILURES, PROVIDER_EVENTS_DEFERRED};
     let props = |id: &str| &resource(id)["Properties"];
     let number = |v: &Value| v.as_f64().unwrap_or_else(|| panic!("not a number: {v:?}"));
 
@@ -1891,7 +1891,6 @@ mod measured {
     use local::provision::Stack;
     use local::receiver::{Receiver, Reply};
     use local::testkit::TestStack;
-    use shared::api::{ApiState, OperatorAuth};
     use shared::aws::Clients;
     use shared::clock::{Clock, ManualClock};
     use shared::delivery::dispatch::Dispatcher;
@@ -1905,6 +1904,7 @@ mod measured {
     use shared::notify::worker::NotificationWorker;
     use shared::reconcile::{Budget, Reconciler, RunKind};
     use shared::store::notice::{Contact, Recipient};
+    use shared::web::{ApiState, OperatorAuth};
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
     use tower::ServiceExt;
@@ -2618,7 +2618,7 @@ mod measured {
             Arc::new(clock.clone()),
             OperatorAuth::static_token(OPERATOR_TOKEN, "ops@example.com"),
         );
-        let app = console::app(state);
+        let app = local::api_server::app(state);
         let receiver = Receiver::start().await;
         receiver.set_default(Reply::Status(200));
         let op = Some(OPERATOR_TOKEN);

@@ -1879,7 +1879,7 @@ mod api {
     /// counted as deliberate, and an accepted request counts toward nothing.
     #[tokio::test]
     async fn the_api_counts_refused_credentials_and_its_deliberate_503s_as_metrics() {
-        use shared::api::metrics::{AUTHENTICATION_FAILURES, PROVIDER_EVENTS_DEFERRED};
+        use shared::web::metrics::{AUTHENTICATION_FAILURES, PROVIDER_EVENTS_DEFERRED};
         let w = World::new().await;
         let n = &w.notify;
         install_settings();

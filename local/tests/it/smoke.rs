@@ -9,7 +9,7 @@ use local::served::{HttpApi, ServedStack};
 use local::testkit::api::{OPERATOR, OPERATOR_TOKEN};
 use local::testkit::World;
 use serde_json::json;
-use shared::api::{ApiState, OperatorAuth};
+use shared::web::{ApiState, OperatorAuth};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;

@@ -9,67 +9,30 @@
 //! The answer's `url` is a path (`/console/login?link=…`): the caller puts the API's base URL in
 //! front. In AWS an operator first gets the identity provider's JWT (the one `/operator/*`
 //! takes), calls the operator route with it, and opens the link in the browser; the link lives
-//! [`super::console_session::LINK_TTL`] (never past the operator's token) and signs in once;
-//! the session it starts lasts [`super::console_session::OPERATOR_SESSION_TTL`] when an operator
-//! issued it (and never past the operator's token), [`super::console_session::SESSION_TTL`]
+//! [`crate::web::console_session::LINK_TTL`] (never past the operator's token) and signs in once;
+//! the session it starts lasts [`crate::web::console_session::OPERATOR_SESSION_TTL`] when an operator
+//! issued it (and never past the operator's token), [`crate::web::console_session::SESSION_TTL`]
 //! when an account token did (and ends when the token is revoked).
 
-use super::console_session::{Audience, Grounds};
-use crate::api::auth::{AccountAuth, Operator};
-use crate::api::extract::{path_id, JsonBody};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
-use crate::ids::AccountId;
 use crate::operations::MAX_REASON_CHARS;
 use crate::store::account;
 use crate::store::audit::{self, AuditAction, AuditRecord};
+use crate::web::auth::{AccountAuth, Operator};
+use crate::web::console_session::{Audience, Grounds};
+use crate::web::console_signin::{issue, ConsoleLinkView};
+use crate::web::extract::{path_id, JsonBody};
+use crate::web::problem::ApiError;
+use crate::web::state::ApiState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
-use serde::Serialize;
 use std::sync::Arc;
-
-/// Every path of the console's pages begins with this (the links name its sign-in page); they are
-/// HTML, not part of the JSON API (`openapi.yaml` leaves them out, see [`crate::api::routes`]).
-pub const CONSOLE_PREFIX: &str = "/console";
 
 pub fn router() -> Router<Arc<ApiState>> {
     Router::new()
         .route("/operator/console-links", post(for_operator))
         .route("/v1/console-links", post(for_account))
-}
-
-/// An issued login link.
-#[derive(Debug, Serialize)]
-pub struct ConsoleLinkView {
-    /// The link's path; put the API's base URL in front.
-    pub url: String,
-    /// `operator` or `account`.
-    pub audience: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub account_id: Option<AccountId>,
-    pub expires_at: String,
-    /// How long the link may be used, in seconds.
-    pub expires_in: u64,
-}
-
-/// A login link's view for `audience` on `grounds`, valid from now.
-pub async fn issue(state: &ApiState, audience: Audience, grounds: &Grounds) -> ConsoleLinkView {
-    let now = state.clock.now();
-    let key = state.console_key(now).await;
-    let (token, expires) = key.link(audience.clone(), grounds, now);
-    let (kind, account_id) = match audience {
-        Audience::Operator { .. } => ("operator", None),
-        Audience::Account { account_id, .. } => ("account", Some(account_id)),
-    };
-    ConsoleLinkView {
-        url: format!("{CONSOLE_PREFIX}/login?link={token}"),
-        audience: kind,
-        account_id,
-        expires_at: expires.to_rfc3339(),
-        expires_in: expires.since(now).as_secs(),
-    }
 }
 
 async fn for_operator(

@@ -22,7 +22,7 @@ pub struct RouteTableError(pub &'static str);
 /// Every `(method, path)` of the JSON API the router serves, sorted by path then method. Paths
 /// are axum's (`/v1/subscriptions/{subscription_id}`), which are also OpenAPI's.
 ///
-/// The web console's HTML pages (`/console`, `/console/…`, [`crate::api::console_links::CONSOLE_PREFIX`]) are left
+/// The web console's HTML pages (`/console`, `/console/…`, [`crate::web::console_signin::CONSOLE_PREFIX`]) are left
 /// out on purpose: they are pages for a browser, not operations of the JSON API, and
 /// `openapi.yaml` does not describe them (the console's JSON link routes, under `/operator/` and
 /// `/v1/`, are in the table and the spec like every other route).
@@ -33,7 +33,7 @@ pub fn routes(router: &Router) -> Result<Vec<(Method, String)>, RouteTableError>
 }
 
 fn is_console_page(path: &str) -> bool {
-    let prefix = crate::api::console_links::CONSOLE_PREFIX;
+    let prefix = crate::web::console_signin::CONSOLE_PREFIX;
     path == prefix || path.starts_with(&format!("{prefix}/"))
 }
 
@@ -128,7 +128,8 @@ fn number(text: &str) -> Result<(u32, &str), RouteTableError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{router, ApiState, OperatorAuth};
+    use crate::api::router;
+    use crate::web::{ApiState, OperatorAuth};
 
     fn app() -> Router {
         let sdk = aws_config::SdkConfig::builder()

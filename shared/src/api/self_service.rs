@@ -24,15 +24,11 @@
 //! audited with the acting credential ([`AccountAuth::actor`]) and the reason, in the same
 //! history as operators' actions.
 
-use crate::api::auth::AccountAuth;
-use crate::api::extract::{page_limit, path_id, ApiPath, ApiQuery, JsonBody};
 use crate::api::operator::audit::AuditView;
 use crate::api::operator::deliveries::{
     attempt_views, delivery_query, AttemptsView, DeliveryView, ListParams, RetriedView,
 };
 use crate::api::operator::subscriptions::{reason, OperatorSubscriptionView, ResumedView};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
 use crate::api::v1::ListResponse;
 use crate::domain::pull_cursor::change_id as change_id_text;
 use crate::ids::{ChangeId, SubscriptionId};
@@ -45,6 +41,10 @@ use crate::operations::recovery::retry::{
 };
 use crate::store::audit::AuditScope;
 use crate::store::delivery::Delivery;
+use crate::web::auth::AccountAuth;
+use crate::web::extract::{page_limit, path_id, ApiPath, ApiQuery, JsonBody};
+use crate::web::problem::ApiError;
+use crate::web::state::ApiState;
 use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};

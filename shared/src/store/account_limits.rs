@@ -89,7 +89,7 @@ pub struct Usage {
     pub max_subscriptions: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_live_tokens: Option<u32>,
-    /// The account's own request rate ([`crate::api::account_rate`]), if an operator set one.
+    /// The account's own request rate ([`crate::web::account_rate`]), if an operator set one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_requests_per_second: Option<u32>,
 }

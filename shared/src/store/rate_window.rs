@@ -1,6 +1,6 @@
 //! Per-second counters: an integration's attempt starts, for its rate limit
 //! ([`crate::domain::rate_limit`]; only an integration with a limit has one), and an account's
-//! API requests, for its request rate ([`crate::api::account_rate`]).
+//! API requests, for its request rate ([`crate::web::account_rate`]).
 //!
 //! | item            | pk                                            | sk           | table    |
 //! |-----------------|-----------------------------------------------|--------------|----------|

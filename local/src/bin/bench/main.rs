@@ -391,7 +391,9 @@ pub(crate) struct PullSetup {
 }
 
 pub(crate) async fn pull_setup(p: &Pipeline) -> Result<PullSetup> {
-    use shared::api::{auth::sha256_hex, router, ApiState, OperatorAuth};
+    use shared::api::router;
+    use shared::web::auth::sha256_hex;
+    use shared::web::{ApiState, OperatorAuth};
     let app = router(ApiState::new(
         p.stack.clients.clone(),
         p.stack.config.clone(),

@@ -27,11 +27,6 @@
 //! here): the entry is in the account's audit history, written in one transaction with the
 //! account, the token or the account's deletion.
 
-use crate::api::auth;
-use crate::api::auth::{IssuedTokenView, Operator, PlaintextToken};
-use crate::api::extract::{path_id, ApiPath, ApiQuery, Fields, JsonBody};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
 use crate::api::v1::events::monitor_error;
 use crate::api::v1::ListResponse;
 use crate::ids::AccountId;
@@ -44,6 +39,11 @@ use crate::operations::MAX_REASON_CHARS;
 use crate::store::account::{self, Account, NoticeAllowlist};
 use crate::store::audit::{self, AuditAction, AuditRecord};
 use crate::store::write::Write;
+use crate::web::auth;
+use crate::web::auth::{IssuedTokenView, Operator, PlaintextToken};
+use crate::web::extract::{path_id, ApiPath, ApiQuery, Fields, JsonBody};
+use crate::web::problem::ApiError;
+use crate::web::state::ApiState;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;

@@ -5,16 +5,16 @@
 //! confirmation form instead. An account's own view stays at
 //! `GET /v1/attention` and the console's Needs Attention of the account.
 
-use crate::api::auth::Operator;
-use crate::api::extract::{page_limit, ApiQuery};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
 use crate::api::v1::events::monitor_error;
 use crate::api::v1::ListResponse;
 use crate::ids::{AccountId, ChangeId, DeliveryId, NoticeId, ReplayJobId, SubscriptionId};
 use crate::operations::attention_queue::{
     attention_queue, queue_position, AttentionEntry, AttentionKind,
 };
+use crate::web::auth::Operator;
+use crate::web::extract::{page_limit, ApiQuery};
+use crate::web::problem::ApiError;
+use crate::web::state::ApiState;
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};

@@ -11,10 +11,6 @@
 //!   `?anchor={seq}:{hash}` (a head an earlier verification printed) also finds a chain
 //!   rewritten from an entry onward.
 
-use crate::api::auth::Operator;
-use crate::api::extract::{page_limit, path_id, ApiPath, ApiQuery};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
 use crate::api::v1::ListResponse;
 use crate::ids::{AccountId, AuditId, ChangeId, DeliveryId, ReplayJobId, SubscriptionId};
 use crate::operations::recovery::audit;
@@ -22,6 +18,10 @@ use crate::operations::resource_ids::subscription_ids;
 use crate::store::account;
 use crate::store::audit::{entry_of_sk, AuditAction, AuditRecord, AuditScope};
 use crate::store::chain::Head;
+use crate::web::auth::Operator;
+use crate::web::extract::{page_limit, path_id, ApiPath, ApiQuery};
+use crate::web::problem::ApiError;
+use crate::web::state::ApiState;
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};

@@ -12,10 +12,6 @@
 //!   are `409` ([`crate::operations::recovery::retry`]).
 
 use super::subscriptions::reason;
-use crate::api::auth::Operator;
-use crate::api::extract::{ApiPath, ApiQuery, JsonBody};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
 use crate::api::v1::{list_query, ListResponse};
 use crate::domain::integration_delivery::{lease_held, transmit_status, DeliveryStatus};
 use crate::domain::lifecycle::Status;
@@ -30,6 +26,10 @@ use crate::operations::recovery::integration_history::{
 use crate::operations::recovery::retry::{retry_delivery, RetryRequest};
 use crate::operations::resource_ids::{delivery_ids, subscription_ids};
 use crate::store::delivery::Delivery;
+use crate::web::auth::Operator;
+use crate::web::extract::{ApiPath, ApiQuery, JsonBody};
+use crate::web::problem::ApiError;
+use crate::web::state::ApiState;
 use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};

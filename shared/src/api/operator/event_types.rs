@@ -15,16 +15,16 @@
 //! transaction with the write, in the catalog's own history
 //! ([`crate::store::audit::CATALOG_HISTORY`]): the catalog belongs to no account.
 
-use crate::api::auth::Operator;
-use crate::api::extract::{ApiPath, JsonBody};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
 use crate::api::v1::event_types::EventTypeView;
 use crate::domain::event_type::{check_example, check_schema, is_type_name, MAX_DOCUMENT_BYTES};
 use crate::operations::MAX_REASON_CHARS;
 use crate::store::audit::{self, AuditAction, AuditRecord};
 use crate::store::event_type::{self, EventType};
 use crate::store::write::{send_resolving_conflicts, Write};
+use crate::web::auth::Operator;
+use crate::web::extract::{ApiPath, JsonBody};
+use crate::web::problem::ApiError;
+use crate::web::state::ApiState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, put};
@@ -78,7 +78,7 @@ async fn list(
 }
 
 /// A JSON document of at most [`MAX_DOCUMENT_BYTES`], as compact text.
-fn document(f: &mut crate::api::extract::Fields, name: &str) -> Option<(Value, String)> {
+fn document(f: &mut crate::web::extract::Fields, name: &str) -> Option<(Value, String)> {
     let value: Value = f.required(name)?;
     let text = value.to_string();
     if text.len() > MAX_DOCUMENT_BYTES {
@@ -96,7 +96,7 @@ pub async fn put_event_type(
     state: &ApiState,
     record_type: &str,
     operator: &str,
-    mut f: crate::api::extract::Fields,
+    mut f: crate::web::extract::Fields,
 ) -> Result<(EventType, bool), ApiError> {
     if !is_type_name(record_type) {
         return Err(ApiError::field(

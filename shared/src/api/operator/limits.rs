@@ -3,7 +3,7 @@
 //! * `GET /operator/accounts/{account_id}/limits` → for each of `integrations`, `subscriptions`
 //!   and `live_tokens`: `{used, limit, default, own}` (`own`: the account's own limit, if set);
 //!   and `requests_per_second`: `{limit, default, own}` (the account's request rate:
-//!   [`crate::api::account_rate`]).
+//!   [`crate::web::account_rate`]).
 //! * `PUT /operator/accounts/{account_id}/limits` `{integrations?, subscriptions?, live_tokens?,
 //!   requests_per_second?, reason?}` → 200, the limits as they are now. A number (0 to
 //!   [`MAX_LIMIT`]; a rate from 1) is the account's own limit, `null` puts it back to the
@@ -13,15 +13,15 @@
 //!
 //! [`MAX_LIMIT`]: crate::operations::account::limits::MAX_LIMIT
 
-use crate::api::auth::Operator;
-use crate::api::extract::{path_id, ApiPath, JsonBody};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
 use crate::ids::AccountId;
 use crate::operations::account::limits::{set_limits, usage, LimitChanges, RATE};
 use crate::operations::MAX_REASON_CHARS;
 use crate::store::account;
 use crate::store::account_limits::{Counted, Usage};
+use crate::web::auth::Operator;
+use crate::web::extract::{path_id, ApiPath, JsonBody};
+use crate::web::problem::ApiError;
+use crate::web::state::ApiState;
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};

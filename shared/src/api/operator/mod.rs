@@ -1,4 +1,4 @@
-//! `/operator/*`: routes for the platform's operators (identity from [`crate::api::Operator`]).
+//! `/operator/*`: routes for the platform's operators (identity from [`crate::web::Operator`]).
 
 pub mod accounts;
 pub mod attention;
@@ -11,7 +11,7 @@ pub mod reconcile;
 pub mod replays;
 pub mod subscriptions;
 
-use super::state::ApiState;
+use crate::web::state::ApiState;
 use axum::Router;
 use std::sync::Arc;
 

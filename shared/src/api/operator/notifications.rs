@@ -9,14 +9,14 @@
 //!   with the reason (an ambiguous failure: "the provider may already have sent it").
 
 use super::subscriptions::reason;
-use crate::api::auth::Operator;
-use crate::api::extract::{path_id, ApiPath, JsonBody};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
 use crate::api::v1::notices::{fault, service, NoticeDeliveryView, NoticeView};
 use crate::notify::requeue::{requeue as requeue_delivery, RequeueError};
 use crate::notify::table::NotificationTable;
 use crate::operations::notices::{notice_with_deliveries, NoticeWithDeliveries};
+use crate::web::auth::Operator;
+use crate::web::extract::{path_id, ApiPath, JsonBody};
+use crate::web::problem::ApiError;
+use crate::web::state::ApiState;
 use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};

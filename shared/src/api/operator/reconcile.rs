@@ -7,12 +7,12 @@
 //!   resumes where the work is). Faults of individual steps are in `errors`; the counts of the
 //!   steps that ran are still reported.
 
-use crate::api::auth::Operator;
-use crate::api::extract::{Fields, JsonBody};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
 use crate::notify::settle::reconcile_settler;
 use crate::reconcile::{Budget, ReconcileReport, Reconciler, RunKind, DEFAULT_MAX_EVENTS};
+use crate::web::auth::Operator;
+use crate::web::extract::{Fields, JsonBody};
+use crate::web::problem::ApiError;
+use crate::web::state::ApiState;
 use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};

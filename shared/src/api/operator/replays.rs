@@ -14,10 +14,6 @@
 //!   stopped job from its saved position (`409` while a run holds it or once it is completed).
 
 use super::subscriptions::reason;
-use crate::api::auth::Operator;
-use crate::api::extract::{page_limit, path_id, ApiPath, ApiQuery, Fields, JsonBody};
-use crate::api::problem::{ApiError, FieldError};
-use crate::api::state::ApiState;
 use crate::api::v1::ListResponse;
 use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::replay::{JobKind, ReplayStatus};
@@ -28,6 +24,10 @@ use crate::operations::recovery::replay::{
 };
 use crate::operations::resource_ids::subscription_ids;
 use crate::store::replay_job::{ReplayCounts, ReplayJob};
+use crate::web::auth::Operator;
+use crate::web::extract::{page_limit, path_id, ApiPath, ApiQuery, Fields, JsonBody};
+use crate::web::problem::{ApiError, FieldError};
+use crate::web::state::ApiState;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
@@ -180,7 +180,7 @@ async fn list(
     let subscription_id = match params.subscription_id {
         None => None,
         Some(id) => Some(
-            crate::api::extract::resource_id::<SubscriptionId>(&id).ok_or_else(|| {
+            crate::web::extract::resource_id::<SubscriptionId>(&id).ok_or_else(|| {
                 ApiError::Validation {
                     errors: vec![FieldError::new(
                         "subscription_id",

@@ -9,16 +9,16 @@
 //! Every `/operator` route that changes something takes a `reason` (required, up to
 //! [`MAX_REASON_CHARS`] characters) for the audit history, next to the operator's identity.
 
-use crate::api::auth::Operator;
-use crate::api::extract::{ApiPath, Fields, JsonBody};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
 use crate::api::v1::subscriptions::SubscriptionView;
 use crate::ids::{AuditId, ChangeId};
 use crate::operations::recovery::resume::resume_subscription;
 use crate::operations::resource_ids::subscription_ids;
 use crate::operations::MAX_REASON_CHARS;
 use crate::store::subscription::Subscription;
+use crate::web::auth::Operator;
+use crate::web::extract::{ApiPath, Fields, JsonBody};
+use crate::web::problem::ApiError;
+use crate::web::state::ApiState;
 use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};

@@ -9,13 +9,13 @@
 
 use super::events::monitor_error;
 use super::subscriptions::SubscriptionView;
-use crate::api::auth::AccountAuth;
-use crate::api::extract::{page_limit, ApiQuery};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
 use crate::operations::event_monitor::{
     attention_deliveries, paused_subscriptions, DeliveryLogEntry,
 };
+use crate::web::auth::AccountAuth;
+use crate::web::extract::{page_limit, ApiQuery};
+use crate::web::problem::ApiError;
+use crate::web::state::ApiState;
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};

@@ -34,10 +34,6 @@
 //! once. An account token cannot publish: publishing is the owning application's credential, kept
 //! apart from the one that manages subscriptions.
 
-use crate::api::auth::{self, AccountAuth, IssuedTokenView, Operator, Principal};
-use crate::api::extract::{path_id, ApiPath, Fields, JsonBody};
-use crate::api::problem::{ApiError, Problem};
-use crate::api::state::ApiState;
 use crate::api::v1::event_types::{catalog, Catalog};
 use crate::domain::change::{Change, ChangeError};
 use crate::domain::time::Timestamp;
@@ -51,6 +47,10 @@ use crate::store::audit::{AuditAction, AuditRecord};
 use crate::store::published_change::{self, Publisher};
 use crate::store::write::{send, Written};
 use crate::store::StoreError;
+use crate::web::auth::{self, AccountAuth, IssuedTokenView, Operator, Principal};
+use crate::web::extract::{path_id, ApiPath, Fields, JsonBody};
+use crate::web::problem::{ApiError, Problem};
+use crate::web::state::ApiState;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;

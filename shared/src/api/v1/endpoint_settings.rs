@@ -4,9 +4,9 @@
 //! headers as they are (configuration, not secrets), the authentication as its mode's public
 //! fields and `…_set: true`, never its credential.
 
-use crate::api::extract::{Fields, Patch};
 use crate::domain::endpoint_auth::{AuthMode, Endpoint};
 use crate::domain::integration_input::{AuthDraft, Headers};
+use crate::web::extract::{Fields, Patch};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;

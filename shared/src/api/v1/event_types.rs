@@ -11,12 +11,12 @@
 //! ([`crate::operations::catalog_lease`]); every subscription write passes the catalog's
 //! [`crate::domain::event_type::refusals`] ([`crate::operations::account::subscriptions`]), and a published change [`Catalog::knows`].
 
-use crate::api::auth::Principal;
-use crate::api::extract::ApiPath;
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
 use crate::domain::event_type::is_type_name;
 use crate::store::event_type::EventType;
+use crate::web::auth::Principal;
+use crate::web::extract::ApiPath;
+use crate::web::problem::ApiError;
+use crate::web::state::ApiState;
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};

@@ -16,10 +16,6 @@
 //! there is no route that sets them (other methods on these paths are `405`).
 
 use super::{list_query, ListResponse};
-use crate::api::auth::AccountAuth;
-use crate::api::extract::{ApiPath, ApiQuery};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
 use crate::domain::pull_cursor::change_id;
 use crate::operations::event_monitor::MonitorError;
 use crate::operations::event_monitor::{
@@ -27,6 +23,10 @@ use crate::operations::event_monitor::{
 };
 use crate::operations::list_filters::EventFilter;
 use crate::operations::OpsError;
+use crate::web::auth::AccountAuth;
+use crate::web::extract::{ApiPath, ApiQuery};
+use crate::web::problem::ApiError;
+use crate::web::state::ApiState;
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
@@ -143,7 +143,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(q.statuses, vec![EventStatus::Sent]);
-        assert_eq!(q.limit, crate::api::extract::DEFAULT_PAGE);
+        assert_eq!(q.limit, crate::web::extract::DEFAULT_PAGE);
         let Err(ApiError::Validation { errors }) = read_params(ListParams {
             status: Some("done".into()),
             from: Some("yesterday".into()),

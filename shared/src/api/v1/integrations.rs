@@ -41,10 +41,6 @@
 
 use super::endpoint_settings::{self, AuthView};
 use super::ListResponse;
-use crate::api::auth::{self, AccountAuth, IssuedTokenView, OneTimeSecret, PlaintextToken};
-use crate::api::extract::{cursor_id, page_limit, path_id, ApiPath, ApiQuery, Fields, JsonBody};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
 use crate::domain::integration_input::{IntegrationDraft, IntegrationEditDraft};
 use crate::ids::{AccountId, IntegrationId};
 use crate::operations::account::integration_edit::{check_edit, edit_integration};
@@ -53,6 +49,10 @@ use crate::operations::account::integrations::{
 };
 use crate::operations::account::tokens::TokenRequest;
 use crate::store::integration::{self, Integration};
+use crate::web::auth::{self, AccountAuth, IssuedTokenView, OneTimeSecret, PlaintextToken};
+use crate::web::extract::{cursor_id, page_limit, path_id, ApiPath, ApiQuery, Fields, JsonBody};
+use crate::web::problem::ApiError;
+use crate::web::state::ApiState;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;

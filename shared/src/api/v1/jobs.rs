@@ -19,10 +19,6 @@
 //! `Retry-After`. Another account's subscription or job is `404`, and nothing changes. Each
 //! start is audited with the token (`token {id}`) and the reason.
 
-use crate::api::auth::AccountAuth;
-use crate::api::extract::{path_id, ApiPath, Fields, JsonBody};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
 use crate::domain::integration_delivery::DeliveryStatus;
 use crate::domain::lifecycle::Status;
 use crate::domain::replay::{validate_window, JobKind, ReplayStatus};
@@ -34,6 +30,10 @@ use crate::operations::recovery::recover::{
 use crate::operations::recovery::replay::{load_job, ReplayRequest};
 use crate::operations::MAX_REASON_CHARS;
 use crate::store::replay_job::{ReplayCounts, ReplayJob};
+use crate::web::auth::AccountAuth;
+use crate::web::extract::{path_id, ApiPath, Fields, JsonBody};
+use crate::web::problem::ApiError;
+use crate::web::state::ApiState;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;

@@ -15,9 +15,9 @@ pub mod test_event;
 pub mod whoami;
 
 use super::ApiState;
-use crate::api::extract::page_limit;
-use crate::api::problem::ApiError;
 use crate::domain::input::FieldErrors;
+use crate::web::extract::page_limit;
+use crate::web::problem::ApiError;
 use axum::Router;
 use serde::Serialize;
 use std::sync::Arc;

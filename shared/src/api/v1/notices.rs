@@ -23,10 +23,6 @@
 //! * `GET /v1/console/notices?recipient=&limit=` → a recipient's console (in-app) notices, newest
 //!   first.
 
-use crate::api::auth::AccountAuth;
-use crate::api::extract::{page_limit, path_id, ApiPath, ApiQuery, Fields, JsonBody};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, NoticeId};
 use crate::notify::bounds::{outbound_recipients, refused_recipients, retry_after_secs};
@@ -40,6 +36,10 @@ use crate::store::notice::{NoticeRecord, Recipient};
 use crate::store::notice_progress::Progress;
 use crate::store::notice_quota::next_utc_day;
 use crate::store::notification_delivery::NotificationDelivery;
+use crate::web::auth::AccountAuth;
+use crate::web::extract::{page_limit, path_id, ApiPath, ApiQuery, Fields, JsonBody};
+use crate::web::problem::ApiError;
+use crate::web::state::ApiState;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::IntoResponse;

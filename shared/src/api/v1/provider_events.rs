@@ -19,12 +19,12 @@
 //! be faster than the worker's write) is `503` with `Retry-After`: SNS retries only server
 //! errors, so this is what makes its delivery policy send the event again.
 
-use crate::api::extract::{path_id, ApiPath};
-use crate::api::metrics::Deferred;
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
 use crate::notify::confirm::{self, ConfirmOutcome, IntakeError, IntakeOutcome};
 use crate::notify::table::NotificationTable;
+use crate::web::extract::{path_id, ApiPath};
+use crate::web::metrics::Deferred;
+use crate::web::problem::ApiError;
+use crate::web::state::ApiState;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request, State};
 use axum::http::HeaderMap;

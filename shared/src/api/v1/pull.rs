@@ -20,14 +20,14 @@
 
 use super::subscriptions::SubscriptionView;
 use super::ListResponse;
-use crate::api::auth::IntegrationAuth;
-use crate::api::extract::{cursor_id, page_limit, path_id, ApiPath, ApiQuery, JsonBody};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
 use crate::domain::pull_cursor::PullCursor;
 use crate::ids::{ChangeId, DeliveryId, SubscriptionId};
 use crate::operations::pull::{self, PullPage};
 use crate::store::subscription::{self, Subscription};
+use crate::web::auth::IntegrationAuth;
+use crate::web::extract::{cursor_id, page_limit, path_id, ApiPath, ApiQuery, JsonBody};
+use crate::web::problem::ApiError;
+use crate::web::state::ApiState;
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};

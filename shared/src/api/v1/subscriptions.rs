@@ -21,12 +21,6 @@
 //! every field at fault is named in one 422.
 
 use super::ListResponse;
-use crate::api::auth::AccountAuth;
-use crate::api::extract::{
-    cursor_id, page_limit, path_id, resource_id, ApiPath, ApiQuery, Fields, JsonBody, Patch,
-};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
 use crate::domain::classify::answer_table;
 use crate::domain::retry::RetryPolicy;
 use crate::domain::subscription::SubscriptionStatus;
@@ -35,6 +29,12 @@ use crate::ids::{AccountId, IntegrationId, SubscriptionId};
 use crate::operations::account::subscriptions as ops;
 use crate::operations::OpsError;
 use crate::store::subscription::{self, Subscription};
+use crate::web::auth::AccountAuth;
+use crate::web::extract::{
+    cursor_id, page_limit, path_id, resource_id, ApiPath, ApiQuery, Fields, JsonBody, Patch,
+};
+use crate::web::problem::ApiError;
+use crate::web::state::ApiState;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;

@@ -10,13 +10,13 @@
 //! in the current minute. Whatever the endpoint answers — a 2xx, an error status, a timeout — is
 //! the sent test event's outcome.
 
-use crate::api::auth::AccountAuth;
-use crate::api::extract::{path_id, ApiPath};
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
 use crate::ids::{IntegrationId, SubscriptionId};
 use crate::operations::account::test_events;
 use crate::store::test_event::{TestEvent, TestEventStatus};
+use crate::web::auth::AccountAuth;
+use crate::web::extract::{path_id, ApiPath};
+use crate::web::problem::ApiError;
+use crate::web::state::ApiState;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;

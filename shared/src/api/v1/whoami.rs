@@ -1,10 +1,10 @@
 //! `GET /v1/whoami`: what the presented token stands for. Any valid token (account,
 //! integration or publish) may call it, so an adapter or a publisher can check its credentials.
 
-use crate::api::auth::Principal;
-use crate::api::problem::ApiError;
-use crate::api::state::ApiState;
 use crate::ids::{AccountId, IntegrationId, TokenId};
+use crate::web::auth::Principal;
+use crate::web::problem::ApiError;
+use crate::web::state::ApiState;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;

@@ -1,4 +1,4 @@
-//! A token's text and the check it carries ([`crate::api::auth`] describes the format).
+//! A token's text and the check it carries ([`crate::web::auth`] describes the format).
 //!
 //! Every token the API issues ends in a check: the first 16 bytes of an HMAC-SHA256, keyed by
 //! the deployment's token-check key, over the token's kind, id and random part. A request's

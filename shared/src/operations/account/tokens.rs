@@ -1,5 +1,5 @@
 //! Issuing, rotating and revoking an account's tokens (the format: [`super::token_format`]; who
-//! may call: [`crate::api::auth`]). A token is written with its reference and its audit entry in
+//! may call: [`crate::web::auth`]). A token is written with its reference and its audit entry in
 //! one transaction, counted against the account's cap on live tokens ([`super::limits`]).
 
 use super::limits;

@@ -7,7 +7,7 @@
 //! publish token), `token_id` a lowercase ULID, `secret` 48 bytes in unpadded base64url (which may
 //! itself contain `_`; the token is split at the first three underscores only): 32 random bytes,
 //! then their check, the first 16 bytes of HMAC-SHA256 over the kind, the token id and the random
-//! bytes, keyed by the deployment's token-check key ([`super::token_format`]). A presented token
+//! bytes, keyed by the deployment's token-check key ([`crate::operations::account::token_format`]). A presented token
 //! is checked first, with no store call: a made-up token, one changed in any part, one minted
 //! under another key, or one issued before tokens carried the check (32 bytes of secret) is
 //! refused without a read. A token that checks is then looked up: the table keeps only the
@@ -220,7 +220,7 @@ impl FromRequestParts<Arc<ApiState>> for Operator {
 
 /// The optional `expires_in` (seconds) of a token issuance: the token stops working that long
 /// after it is issued. Out of [`TOKEN_EXPIRY_RANGE`], or not a whole number, is the field's 422.
-pub fn read_token_expiry(f: &mut crate::api::extract::Fields) -> Option<std::time::Duration> {
+pub fn read_token_expiry(f: &mut crate::web::extract::Fields) -> Option<std::time::Duration> {
     let secs: u64 = f.optional("expires_in")?;
     if !TOKEN_EXPIRY_RANGE.contains(&secs) {
         f.error(
@@ -386,7 +386,7 @@ mod tests {
             assert!(matches!(e, ApiError::Forbidden { .. }), "{e:?}");
             assert_eq!(
                 e.problem_type(),
-                format!("{}forbidden", super::super::problem::PROBLEM_BASE)
+                format!("{}forbidden", crate::web::problem::PROBLEM_BASE)
             );
         }
         // The scope claim (space-separated) counts as well as the authorizer's list.

@@ -30,18 +30,18 @@ pub struct ApiState {
     pub sealer: Arc<crate::data_keys::SecretSealer>,
     /// The delivery worker's webhook adapter under this deployment's target policy, for the
     /// policy (the API opens no signing secret and sends nothing: test events are sent by the
-    /// delivery function, [`crate::api::v1::test_event`]).
+    /// delivery function, [`crate::operations::account::test_events`]).
     pub webhook: crate::delivery::worker::webhook::WebhookAdapter,
-    /// Signs the web console's login links and sessions ([`crate::api::console_session`]); a random
+    /// Signs the web console's login links and sessions ([`crate::web::console_session`]); a random
     /// key of the process unless [`ApiState::with_console_keys`] sets the configured one.
-    pub console_keys: Arc<crate::api::console_key::ConsoleKeys>,
+    pub console_keys: Arc<crate::web::console_key::ConsoleKeys>,
     /// The token-check key every issued token carries a check of
     /// ([`crate::operations::account::token_format`]): read from the secret `Config::token_check_key_arn` names,
     /// once per container, unless [`ApiState::with_token_check_key`] sets one.
     pub token_check: Arc<crate::operations::account::token_format::TokenCheckKeys>,
-    /// Each account's own request rate as last read, per container ([`crate::api::account_rate`]).
-    pub account_rates: Arc<crate::api::own_rates::OwnRates>,
-    /// Where the API's metrics go ([`crate::api::metrics`]): standard output unless
+    /// Each account's own request rate as last read, per container ([`crate::web::account_rate`]).
+    pub account_rates: Arc<crate::web::own_rates::OwnRates>,
+    /// Where the API's metrics go ([`crate::web::metrics`]): standard output unless
     /// [`ApiState::with_metrics`] says otherwise.
     pub metrics: Arc<dyn crate::metrics::EmfSink>,
     /// The event-type catalog as this container holds it: read again when its lease ends
@@ -87,8 +87,8 @@ impl ApiState {
                 .map(|s| s.to_string())
                 .collect(),
             provider_events: None,
-            console_keys: Arc::new(crate::api::console_key::ConsoleKeys::fixed(
-                crate::api::console_session::ConsoleKey::random(),
+            console_keys: Arc::new(crate::web::console_key::ConsoleKeys::fixed(
+                crate::web::console_session::ConsoleKey::random(),
             )),
             metrics: Arc::new(crate::metrics::StdoutLines),
             catalog: Arc::default(),
@@ -119,13 +119,13 @@ impl ApiState {
     }
 
     /// Signs console links and sessions with `key`, which never changes.
-    pub fn with_console_key(self, key: crate::api::console_session::ConsoleKey) -> Self {
-        self.with_console_keys(crate::api::console_key::ConsoleKeys::fixed(key))
+    pub fn with_console_key(self, key: crate::web::console_session::ConsoleKey) -> Self {
+        self.with_console_keys(crate::web::console_key::ConsoleKeys::fixed(key))
     }
 
     /// Signs console links and sessions with `keys` (the api function's, loaded at start and
     /// read again on their interval).
-    pub fn with_console_keys(mut self, keys: crate::api::console_key::ConsoleKeys) -> Self {
+    pub fn with_console_keys(mut self, keys: crate::web::console_key::ConsoleKeys) -> Self {
         self.console_keys = Arc::new(keys);
         self
     }
@@ -134,7 +134,7 @@ impl ApiState {
     pub async fn console_key(
         &self,
         now: crate::domain::time::Timestamp,
-    ) -> Arc<crate::api::console_session::ConsoleKey> {
+    ) -> Arc<crate::web::console_session::ConsoleKey> {
         self.console_keys.current(now).await
     }
 

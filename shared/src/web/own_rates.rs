@@ -1,5 +1,5 @@
 //! Accounts' own request rates as one container of the API last read them
-//! ([`crate::api::account_rate`]): each used for [`OWN_RATE_LEASE`], then read again.
+//! ([`crate::web::account_rate`]): each used for [`OWN_RATE_LEASE`], then read again.
 
 use crate::domain::time::Timestamp;
 use crate::ids::AccountId;

@@ -9,7 +9,7 @@
 //!   for an account's administrator; `POST /v1/console-links` for the caller's account.
 //! * The **session** is the cookie [`COOKIE`]: the same shape in the `session` domain, with a
 //!   fresh nonce, which names the session's stored item ([`crate::store::console_session`]).
-//!   Every request reads that item ([`crate::api::console_signin`]): signing out deletes it, and
+//!   Every request reads that item ([`crate::web::console_signin`]): signing out deletes it, and
 //!   a session opened with an account token ends when the token is revoked or expires. A session
 //!   whose grounds are an operator's identity lasts at most [`OPERATOR_SESSION_TTL`] and never
 //!   past the identity's expiry; one opened with an account token at most [`SESSION_TTL`].
@@ -19,14 +19,14 @@
 //!   form carries it as the hidden field `csrf`, and a POST without the right one is a 403.
 //!
 //! The key (at least 32 bytes) comes from Secrets Manager in AWS (`CONSOLE_SIGNING_KEY_ARN`,
-//! read again every [`crate::api::console_key::REFRESH`], so a rotated key takes effect without
+//! read again every [`crate::web::console_key::REFRESH`], so a rotated key takes effect without
 //! a restart, and ends the sessions the old one signed), from `CONSOLE_SIGNING_KEY` (hex)
 //! otherwise; without either a random key of the process is used (the local server: its links
 //! and sessions last as long as it runs).
 
-use crate::api::credentials::constant_time_eq;
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, TokenId};
+use crate::web::credentials::constant_time_eq;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use hmac::{Hmac, Mac};

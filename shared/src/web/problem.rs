@@ -81,7 +81,7 @@ pub enum ApiError {
         retry_after_secs: u64,
     },
     /// The account has made as many requests as its rate allows in this second
-    /// ([`crate::api::account_rate`]); `Retry-After` says when the next second starts.
+    /// ([`crate::web::account_rate`]); `Retry-After` says when the next second starts.
     #[error(
         "the account has made its {per_second} requests of this second; retry after \
          Retry-After, or ask an operator to raise the account's requests_per_second"

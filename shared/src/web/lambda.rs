@@ -88,8 +88,8 @@ mod tests {
         assert_eq!(request.uri().path(), "/operator/accounts/01hx");
         assert_eq!(Uri::query(request.uri()), Some("a=1"));
         let (parts, _) = request.into_parts();
-        let operator = crate::api::auth::OperatorAuth::GatewayJwt {
-            scope: crate::api::auth::DEFAULT_OPERATOR_SCOPE.into(),
+        let operator = crate::web::auth::OperatorAuth::GatewayJwt {
+            scope: crate::web::auth::DEFAULT_OPERATOR_SCOPE.into(),
         }
         .identify(&parts)
         .unwrap();

@@ -120,7 +120,7 @@ impl ConsoleKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::console_session::{Audience, Grounds};
+    use crate::web::console_session::{Audience, Grounds};
 
     #[tokio::test]
     async fn a_rotated_key_takes_effect_within_the_refresh_interval() {

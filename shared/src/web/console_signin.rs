@@ -21,6 +21,7 @@ use crate::store::audit::{self, AuditAction, AuditRecord};
 use crate::store::console_session::{self as items, ConsoleSession};
 use crate::store::token;
 use crate::store::write::{send, Write, Written};
+use serde::Serialize;
 
 /// Opens `link` (its signature and expiry) and says whether it was used already.
 pub async fn open_link(state: &ApiState, text: &str) -> Result<Link, SessionError> {
@@ -235,4 +236,40 @@ pub async fn sign_out(state: &ApiState, session: &Session) -> Result<(), Session
         .await
         .map(|_| ())
         .map_err(|_| SessionError::Unavailable)
+}
+
+/// Every path of the console's pages begins with this (the links name its sign-in page); they are
+/// HTML, not part of the JSON API (`openapi.yaml` leaves them out, see [`crate::api::routes`]).
+pub const CONSOLE_PREFIX: &str = "/console";
+
+/// An issued login link.
+#[derive(Debug, Serialize)]
+pub struct ConsoleLinkView {
+    /// The link's path; put the API's base URL in front.
+    pub url: String,
+    /// `operator` or `account`.
+    pub audience: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account_id: Option<AccountId>,
+    pub expires_at: String,
+    /// How long the link may be used, in seconds.
+    pub expires_in: u64,
+}
+
+/// A login link's view for `audience` on `grounds`, valid from now.
+pub async fn issue(state: &ApiState, audience: Audience, grounds: &Grounds) -> ConsoleLinkView {
+    let now = state.clock.now();
+    let key = state.console_key(now).await;
+    let (token, expires) = key.link(audience.clone(), grounds, now);
+    let (kind, account_id) = match audience {
+        Audience::Operator { .. } => ("operator", None),
+        Audience::Account { account_id, .. } => ("account", Some(account_id)),
+    };
+    ConsoleLinkView {
+        url: format!("{CONSOLE_PREFIX}/login?link={token}"),
+        audience: kind,
+        account_id,
+        expires_at: expires.to_rfc3339(),
+        expires_in: expires.since(now).as_secs(),
+    }
 }
