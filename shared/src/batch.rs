@@ -18,7 +18,7 @@ use std::fmt::Display;
 use std::future::Future;
 
 /// A record of a batch, and how a failure names it.
-pub trait BatchRecord {
+pub(crate) trait BatchRecord {
     /// The identifier Lambda's partial-batch response expects.
     fn failure_id(&self) -> Option<String>;
 }
@@ -70,7 +70,9 @@ where
 }
 
 /// The queue's partial-batch response naming `failed`.
-pub fn sqs_response<'a>(failed: impl IntoIterator<Item = &'a SqsMessage>) -> SqsBatchResponse {
+pub(crate) fn sqs_response<'a>(
+    failed: impl IntoIterator<Item = &'a SqsMessage>,
+) -> SqsBatchResponse {
     let mut response = SqsBatchResponse::default();
     for message in failed {
         let mut f = BatchItemFailure::default();
@@ -81,7 +83,7 @@ pub fn sqs_response<'a>(failed: impl IntoIterator<Item = &'a SqsMessage>) -> Sqs
 }
 
 /// The stream's partial-batch response naming the records `failed` (by identifier).
-pub fn stream_response(failed: impl IntoIterator<Item = String>) -> DynamoDbEventResponse {
+pub(crate) fn stream_response(failed: impl IntoIterator<Item = String>) -> DynamoDbEventResponse {
     let mut response = DynamoDbEventResponse::default();
     response.batch_item_failures = failed
         .into_iter()
@@ -91,7 +93,7 @@ pub fn stream_response(failed: impl IntoIterator<Item = String>) -> DynamoDbEven
 }
 
 /// Runs `handle` on every message of a queue batch and answers the partial-batch response.
-pub async fn run_sqs<'a, F, Fut, T, E>(
+pub(crate) async fn run_sqs<'a, F, Fut, T, E>(
     event: &'a SqsEvent,
     concurrency: usize,
     what: &str,
@@ -108,7 +110,7 @@ where
 
 /// Runs `handle` on every record of a stream batch, one at a time in order, and answers the
 /// partial-batch response.
-pub async fn run_stream<'a, F, Fut, T, E>(
+pub(crate) async fn run_stream<'a, F, Fut, T, E>(
     event: &'a DynamoDbEvent,
     what: &str,
     handle: F,

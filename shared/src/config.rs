@@ -68,7 +68,7 @@ pub const DEFAULT_ACCOUNT_LIMITS: AccountLimits = AccountLimits {
 };
 
 /// The daily recipient quota of a deployment that does not set one.
-pub const DEFAULT_NOTICE_DAILY_RECIPIENT_QUOTA: u32 = 200;
+pub(crate) const DEFAULT_NOTICE_DAILY_RECIPIENT_QUOTA: u32 = 200;
 
 impl Config {
     pub fn from_env() -> Result<Self, ConfigError> {
@@ -79,7 +79,9 @@ impl Config {
         Self::from_lookup(|name| map.get(name).cloned())
     }
 
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+    pub(crate) fn from_lookup(
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
         let required = |name: &'static str| lookup(name).ok_or(ConfigError::Missing(name));
         let allow_private_targets = match lookup("ALLOW_PRIVATE_TARGETS").as_deref() {
             None | Some("false") => false,

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
 
 /// The encryption context of every data key (template.yaml's grants condition on it).
-pub const CONTEXT_KEY: &str = "purpose";
+pub(crate) const CONTEXT_KEY: &str = "purpose";
 pub const CONTEXT_VALUE: &str = "rhythm-webhook-signing-secret";
 /// Unwrapped data keys kept per container; past this the cache starts over (each API container
 /// makes one data key, so this many is far more than a fleet makes between deployments).
@@ -54,7 +54,7 @@ pub enum UnsealError {
 impl UnsealError {
     /// Whether another attempt can succeed (KMS was unavailable); otherwise the stored secret is
     /// unusable until it is rotated.
-    pub fn is_transient(&self) -> bool {
+    pub(crate) fn is_transient(&self) -> bool {
         matches!(self, UnsealError::Kms(KmsError::Unavailable(_)))
     }
 }

@@ -39,7 +39,7 @@ pub fn refusal(error: &(dyn std::error::Error + 'static)) -> Option<String> {
 }
 
 /// The error and its causes on one line (reqwest's own message is terse).
-pub fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(err) = source {
@@ -55,7 +55,7 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 /// chunk by chunk (a chunk is at most hyper's read buffer), so no more than the cap and one chunk
 /// are ever held; stops at the cap and drops the response, closing the connection. A body that
 /// fails midway (the total timeout, a reset) ends what was read.
-pub async fn read_capped(mut response: reqwest::Response, cap: usize) -> Vec<u8> {
+pub(crate) async fn read_capped(mut response: reqwest::Response, cap: usize) -> Vec<u8> {
     let mut body = Vec::new();
     while let Ok(Some(chunk)) = response.chunk().await {
         let room = cap - body.len();

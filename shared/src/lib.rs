@@ -6,13 +6,13 @@
 pub mod alloc;
 pub mod api;
 pub mod aws;
-pub mod batch;
+pub(crate) mod batch;
 pub mod clock;
 pub mod config;
 pub mod data_keys;
 pub mod delivery;
 pub use ::domain;
-pub mod guarded_http;
+pub(crate) mod guarded_http;
 pub use ::domain::ids;
 pub mod metrics;
 pub mod notify;

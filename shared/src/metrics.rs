@@ -11,7 +11,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 /// The namespace when `METRICS_NAMESPACE` is not set (the template's default too).
-pub const DEFAULT_NAMESPACE: &str = "RhythmDelivery";
+pub(crate) const DEFAULT_NAMESPACE: &str = "RhythmDelivery";
 
 /// One metric of a document: its name, unit (`Count`, `Milliseconds`) and value.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -70,8 +70,8 @@ impl Budget {
 }
 
 /// Counts from the notification settling, by what happened (e.g. `failed_ambiguous`, `expired`).
-pub type SettleCounts = BTreeMap<String, u64>;
-pub type SettleError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type SettleCounts = BTreeMap<String, u64>;
+pub(crate) type SettleError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The notification pipeline's nightly settling, as reconciliation calls it. Reconciliation does
 /// not know the pipeline: whoever builds the [`Reconciler`] (the reconcile function, the operator

@@ -25,7 +25,7 @@ pub const DEFAULT_LOG_LEVEL: &str = "INFO";
 
 /// The functions' log filter: `RUST_LOG` when set (a directive list, for local runs), else the
 /// level `LOG_LEVEL` names, else [`DEFAULT_LOG_LEVEL`].
-pub fn log_filter() -> tracing_subscriber::EnvFilter {
+pub(crate) fn log_filter() -> tracing_subscriber::EnvFilter {
     if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() {
         return filter;
     }
@@ -63,7 +63,7 @@ where
 }
 
 /// JSON logs on standard output at the level of [`log_filter`].
-pub fn init_tracing() {
+pub(crate) fn init_tracing() {
     use tracing_subscriber::util::SubscriberInitExt;
     let _ = json_logs(std::io::stdout, log_filter()).try_init();
 }
@@ -92,7 +92,7 @@ impl Context {
 /// record has none (Lambda's contract wants it; a record without it cannot be checkpointed), its
 /// `eventID` so the failure is still traceable. An identifier that is not a sequence number of
 /// the batch makes Lambda retry the whole batch, which is the safe reading of such a record.
-pub fn stream_record_id(record: &aws_lambda_events::event::dynamodb::EventRecord) -> String {
+pub(crate) fn stream_record_id(record: &aws_lambda_events::event::dynamodb::EventRecord) -> String {
     match record.change.sequence_number.as_deref() {
         Some(seq) if !seq.is_empty() => seq.to_owned(),
         _ => {
@@ -108,7 +108,9 @@ pub fn stream_record_id(record: &aws_lambda_events::event::dynamodb::EventRecord
 }
 
 /// A batch-item failure for the stream record named `id` ([`stream_record_id`]).
-pub fn stream_failure(id: String) -> aws_lambda_events::event::streams::DynamoDbBatchItemFailure {
+pub(crate) fn stream_failure(
+    id: String,
+) -> aws_lambda_events::event::streams::DynamoDbBatchItemFailure {
     let mut f = aws_lambda_events::event::streams::DynamoDbBatchItemFailure::default();
     f.item_identifier = Some(id);
     f

@@ -20,10 +20,10 @@
 //! first and return `Result<_, ApiError>`, then merge it in `v1::router()` (or
 //! `operator::router()`). Scope every read and write by the caller's account id.
 
-pub mod console_links;
+pub(crate) mod console_links;
 pub mod operator;
 pub mod routes;
-pub mod self_service;
+pub(crate) mod self_service;
 pub mod v1;
 
 use crate::web::ApiState;

@@ -173,7 +173,7 @@ fn parse_change(record: &StreamRecord) -> Result<Change, IngestError> {
 /// The delivery record a subscription makes of a change: filtered at change time, projected to
 /// its allowed fields (never the row). The change is prepared once for all its subscriptions;
 /// `sole`: this is the only delivery the change makes.
-pub fn delivery_record(
+pub(crate) fn delivery_record(
     prepared: &PreparedChange<'_>,
     compiled: &CompiledSubscription,
     config: &AccountConfig,

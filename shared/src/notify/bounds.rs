@@ -25,7 +25,7 @@ use serde::Serialize;
 /// Recipients one notice may name.
 pub const MAX_RECIPIENTS: usize = 100;
 /// The channels that leave the platform; their addresses are bounded.
-pub const OUTBOUND_CHANNELS: [&str; 2] = ["email", "slack"];
+pub(crate) const OUTBOUND_CHANNELS: [&str; 2] = ["email", "slack"];
 
 /// One recipient the account may not send to, as the refusal names it: by its place in the
 /// request and its identity there (nothing about any other account).
@@ -41,7 +41,7 @@ pub struct RefusedRecipient {
 
 /// The Slack workspace (team id) of an incoming-webhook URL: the first segment after
 /// `/services/`.
-pub fn slack_workspace(webhook_url: &str) -> Option<String> {
+pub(crate) fn slack_workspace(webhook_url: &str) -> Option<String> {
     let url = url::Url::parse(webhook_url).ok()?;
     let mut segments = url.path_segments()?;
     (segments.next()? == "services")
@@ -56,7 +56,7 @@ fn same(a: &str, b: &str) -> bool {
 }
 
 /// Whether the account may email `address`.
-pub fn admits_email(address: &str, admins: &[String], allow: &NoticeAllowlist) -> bool {
+pub(crate) fn admits_email(address: &str, admins: &[String], allow: &NoticeAllowlist) -> bool {
     if admins
         .iter()
         .chain(&allow.addresses)
@@ -71,7 +71,7 @@ pub fn admits_email(address: &str, admins: &[String], allow: &NoticeAllowlist) -
 }
 
 /// Whether the account may post to the Slack webhook `url`.
-pub fn admits_slack(url: &str, allow: &NoticeAllowlist) -> bool {
+pub(crate) fn admits_slack(url: &str, allow: &NoticeAllowlist) -> bool {
     slack_workspace(url).is_some_and(|team| allow.slack_workspaces.iter().any(|w| same(w, &team)))
 }
 
@@ -109,7 +109,7 @@ pub fn refused_recipients(
 
 /// The recipients that count against the daily quota: those the notice would send to on an
 /// outbound channel.
-pub fn outbound_recipients(recipients: &[Recipient], channels: &[String]) -> u32 {
+pub(crate) fn outbound_recipients(recipients: &[Recipient], channels: &[String]) -> u32 {
     recipients
         .iter()
         .filter(|r| {

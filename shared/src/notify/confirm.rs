@@ -177,7 +177,7 @@ pub async fn apply(
 
 /// Reads the SES event an SNS notification carries. `None` for a message that is not an SES
 /// event about a message (nothing to record).
-pub fn ses_event(message: &SnsMessage) -> Option<ProviderEvent> {
+pub(crate) fn ses_event(message: &SnsMessage) -> Option<ProviderEvent> {
     let payload: Value = serde_json::from_str(&message.message).ok()?;
     let kind_text = payload
         .get("eventType")
@@ -328,7 +328,7 @@ impl ProviderEventSettings {
 /// The secret's value: a JSON object `{"<provider>": "whsec_…"}` (a list of secrets during
 /// rotation); `{}` means none. Anything else is refused as a whole (a typo must not silently
 /// drop a provider).
-pub fn parse_secret_json(text: &str) -> Result<HashMap<String, Vec<SigningSecret>>, String> {
+pub(crate) fn parse_secret_json(text: &str) -> Result<HashMap<String, Vec<SigningSecret>>, String> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum OneOrMany {
@@ -435,7 +435,7 @@ pub async fn intake_sns(
 /// The generic signed form's body.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SignedEventBody {
+pub(crate) struct SignedEventBody {
     pub provider_ref: String,
     #[serde(rename = "type")]
     pub kind: String,

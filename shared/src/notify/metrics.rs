@@ -9,7 +9,7 @@ use crate::metrics::{document, write_line, Metric};
 use serde_json::{json, Map, Value};
 use std::sync::{Arc, Mutex};
 
-pub const TERMINAL_FAILURES: &str = "NotificationTerminalFailures";
+pub(crate) const TERMINAL_FAILURES: &str = "NotificationTerminalFailures";
 
 /// One terminal failure of a delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,7 +47,7 @@ pub trait MetricSink: Send + Sync {
 
 /// Writes EMF lines to standard output, in the deployment's metric namespace.
 #[derive(Debug, Clone)]
-pub struct StdoutEmf {
+pub(crate) struct StdoutEmf {
     pub namespace: String,
 }
 

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Entries read per query page.
-pub const PAGE: i32 = 100;
+pub(crate) const PAGE: i32 = 100;
 
 /// How much one run may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -99,13 +99,13 @@ pub enum SnsError {
 }
 
 /// How old an SNS message may be.
-pub const FRESHNESS: Duration = Duration::from_secs(60 * 60);
+pub(crate) const FRESHNESS: Duration = Duration::from_secs(60 * 60);
 /// How far ahead of our clock an SNS message's Timestamp may be.
-pub const FUTURE_SKEW: Duration = Duration::from_secs(5 * 60);
+pub(crate) const FUTURE_SKEW: Duration = Duration::from_secs(5 * 60);
 
 /// Refuses a message whose `Timestamp` is older than [`FRESHNESS`] or further than
 /// [`FUTURE_SKEW`] in the future.
-pub fn check_freshness(message: &SnsMessage, now: Timestamp) -> Result<(), SnsError> {
+pub(crate) fn check_freshness(message: &SnsMessage, now: Timestamp) -> Result<(), SnsError> {
     let at = Timestamp::parse_rfc3339(&message.timestamp)
         .ok_or_else(|| SnsError::Timestamp(message.timestamp.clone()))?;
     let (oldest, newest) = (
@@ -119,7 +119,7 @@ pub fn check_freshness(message: &SnsMessage, now: Timestamp) -> Result<(), SnsEr
 }
 
 /// Only AWS's SNS hosts: `sns.<region>.amazonaws.com` (or `.amazonaws.com.cn`).
-pub fn is_sns_host(host: &str) -> bool {
+pub(crate) fn is_sns_host(host: &str) -> bool {
     let rest = match host
         .strip_suffix(".amazonaws.com")
         .or_else(|| host.strip_suffix(".amazonaws.com.cn"))
@@ -140,7 +140,7 @@ pub fn is_sns_host(host: &str) -> bool {
 
 /// Checks an SNS URL (`SigningCertURL`, `SubscribeURL`): https, an SNS host, no user info, the
 /// default port.
-pub fn check_sns_url(text: &str) -> Result<Url, SnsError> {
+pub(crate) fn check_sns_url(text: &str) -> Result<Url, SnsError> {
     let url = Url::parse(text).map_err(|e| SnsError::CertificateUrl(format!("{text}: {e}")))?;
     if url.scheme() != "https" {
         return Err(SnsError::CertificateUrl(format!("{text}: not https")));
@@ -162,7 +162,7 @@ pub fn check_sns_url(text: &str) -> Result<Url, SnsError> {
 }
 
 /// Checks `SigningCertURL`: an SNS URL whose path is a `.pem` file.
-pub fn check_certificate_url(text: &str) -> Result<Url, SnsError> {
+pub(crate) fn check_certificate_url(text: &str) -> Result<Url, SnsError> {
     let url = check_sns_url(text)?;
     if !url.path().ends_with(".pem") {
         return Err(SnsError::CertificateUrl(format!("{text}: not a .pem path")));
@@ -171,7 +171,7 @@ pub fn check_certificate_url(text: &str) -> Result<Url, SnsError> {
 }
 
 /// The string SNS signs.
-pub fn canonical_string(m: &SnsMessage) -> Result<String, SnsError> {
+pub(crate) fn canonical_string(m: &SnsMessage) -> Result<String, SnsError> {
     let mut out = String::new();
     let mut push = |name: &str, value: &str| {
         out.push_str(name);
@@ -300,7 +300,7 @@ pub struct StaticSns {
 }
 
 impl StaticSns {
-    pub fn with_certificate(mut self, url: &str, pem: &str) -> Self {
+    pub(crate) fn with_certificate(mut self, url: &str, pem: &str) -> Self {
         self.certificates.insert(url.to_string(), pem.to_string());
         self
     }
@@ -391,9 +391,9 @@ pub mod local {
     /// is only accepted where a [`StaticSns`] serves [`TEST_CERT_PEM`].
     pub const TEST_KEY_PEM: &str = include_str!("testdata/sns-local.key.pem");
     /// Its self-signed certificate (valid 2020–2120).
-    pub const TEST_CERT_PEM: &str = include_str!("testdata/sns-local.cert.pem");
+    pub(crate) const TEST_CERT_PEM: &str = include_str!("testdata/sns-local.cert.pem");
     /// The certificate URL the local harness signs with.
-    pub const TEST_CERT_URL: &str =
+    pub(crate) const TEST_CERT_URL: &str =
         "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-local-test.pem";
 
     /// A [`StaticSns`] serving the test certificate at [`TEST_CERT_URL`].

@@ -82,7 +82,7 @@ impl NotificationTable {
     }
 
     /// Up to `limit` of a notice's deliveries in `status`.
-    pub async fn deliveries_in(
+    pub(crate) async fn deliveries_in(
         &self,
         notice_id: &NoticeId,
         status: NotificationStatus,
@@ -111,7 +111,7 @@ impl NotificationTable {
 
     /// Creates a delivery (once: a repeated fan-out finds it and writes nothing), its work row
     /// and its count. `false` when it already existed.
-    pub async fn create_delivery(
+    pub(crate) async fn create_delivery(
         &self,
         d: &NotificationDelivery,
         work: Option<&WorkRow>,

@@ -51,7 +51,7 @@ use std::time::{Duration, Instant};
 pub const EARLY_TOLERANCE: Duration = Duration::from_secs(2);
 /// At most one "skipped" warning per this interval per process (the rate-limited warning of the
 /// `sending → skipped` row, `docs/lifecycles.md#notification-delivery`).
-pub const SKIP_WARNING_INTERVAL: Duration = Duration::from_secs(60);
+pub(crate) const SKIP_WARNING_INTERVAL: Duration = Duration::from_secs(60);
 /// Writes of an outcome retried when a concurrent record write (a provider event) moved the version.
 const OUTCOME_WRITE_TRIES: usize = 4;
 
@@ -116,7 +116,7 @@ impl std::fmt::Display for WorkOutcome {
 
 /// What the queue should do with the message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Disposition {
+pub(crate) enum Disposition {
     /// Done: let the event source mapping delete it.
     Delete,
     /// Report it as a batch item failure after setting its visibility to this.
@@ -126,7 +126,7 @@ pub enum Disposition {
 }
 
 impl WorkOutcome {
-    pub fn disposition(&self) -> Disposition {
+    pub(crate) fn disposition(&self) -> Disposition {
         match self {
             WorkOutcome::Retrying { delay, .. } => Disposition::ReturnAfter(*delay),
             WorkOutcome::NotYetDue { remaining } => Disposition::ReturnAfter(*remaining),

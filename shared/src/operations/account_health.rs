@@ -33,7 +33,7 @@ use std::str::FromStr;
 /// How far back the figures look.
 pub const WINDOW: std::time::Duration = DAY;
 /// Items one figure reads at most (the listing's bound: ten index pages of a hundred keys).
-pub const MAX_READ: u32 = (listing::MAX_ROUNDS as u32) * 100;
+pub(crate) const MAX_READ: u32 = (listing::MAX_ROUNDS as u32) * 100;
 
 /// An account's figures over [`WINDOW`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -98,7 +98,7 @@ pub struct AccountHealth {
 }
 
 /// Orders accounts newest trouble first; accounts without trouble follow, by name (then id).
-pub fn by_trouble(accounts: &mut [AccountHealth]) {
+pub(crate) fn by_trouble(accounts: &mut [AccountHealth]) {
     accounts.sort_by(|a, b| {
         b.health
             .last_trouble_at
@@ -184,7 +184,7 @@ pub async fn health(
 }
 
 /// The figures of each of `accounts` (in their order).
-pub async fn health_of_each(
+pub(crate) async fn health_of_each(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
     notices: &str,
@@ -212,10 +212,10 @@ pub struct AccountSearch {
 
 /// Accounts per page at most (and by default [`DEFAULT_ACCOUNTS_PAGE`]): each account listed
 /// costs its own reads.
-pub const MAX_ACCOUNTS_PAGE: u32 = 50;
-pub const DEFAULT_ACCOUNTS_PAGE: u32 = 25;
+pub(crate) const MAX_ACCOUNTS_PAGE: u32 = 50;
+pub(crate) const DEFAULT_ACCOUNTS_PAGE: u32 = 25;
 /// Longest search text.
-pub const MAX_SEARCH_CHARS: usize = 200;
+pub(crate) const MAX_SEARCH_CHARS: usize = 200;
 
 /// A search of the accounts as a request writes it (the JSON door's `?q=&limit=&cursor=`, the
 /// console's search form).
@@ -261,7 +261,7 @@ impl SearchText {
 }
 
 /// Whether an account's name starts with `prefix`, without regard to case.
-pub fn name_starts_with(name: &str, prefix: &str) -> bool {
+pub(crate) fn name_starts_with(name: &str, prefix: &str) -> bool {
     name.to_lowercase().starts_with(&prefix.to_lowercase())
 }
 

@@ -98,7 +98,7 @@ impl AttentionEntry {
 
 /// The entries after `after` (a position), oldest first, at most `limit`, and the position to
 /// continue after when more are left.
-pub fn oldest_first(
+pub(crate) fn oldest_first(
     mut entries: Vec<AttentionEntry>,
     after: Option<&str>,
     limit: usize,

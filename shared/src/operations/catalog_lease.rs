@@ -65,7 +65,7 @@ impl CatalogLease {
 
     /// Holds `catalog`, read at `now` (a read made for another reason, e.g. the operators'
     /// listing, which always reads the store).
-    pub async fn refreshed(&self, catalog: Catalog, now: Timestamp) -> Arc<Catalog> {
+    pub(crate) async fn refreshed(&self, catalog: Catalog, now: Timestamp) -> Arc<Catalog> {
         Self::keep(&mut *self.held.lock().await, catalog, now)
     }
 

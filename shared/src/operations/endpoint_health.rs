@@ -45,15 +45,15 @@ use serde::{Serialize, Serializer};
 use std::time::Duration;
 
 /// Index pages one health read evaluates at most.
-pub const MAX_PAGES: usize = 5;
+pub(crate) const MAX_PAGES: usize = 5;
 /// Index entries per page.
-pub const PAGE: i32 = 100;
+pub(crate) const PAGE: i32 = 100;
 /// The "last N finished deliveries" of the first success rate.
-pub const LAST_FINISHED: usize = 100;
+pub(crate) const LAST_FINISHED: usize = 100;
 /// How much older than the day the reads go, for deliveries whose retries ended in the day.
-pub const LOOKBACK: Duration = Duration::from_secs(6 * 3600);
+pub(crate) const LOOKBACK: Duration = Duration::from_secs(6 * 3600);
 /// Hourly buckets of the chart.
-pub const HOURS: usize = 24;
+pub(crate) const HOURS: usize = 24;
 
 fn rfc3339<S: Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&t.to_rfc3339())

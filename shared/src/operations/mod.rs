@@ -38,7 +38,7 @@ pub mod endpoint_health;
 pub mod event_monitor;
 pub mod list_filters;
 pub mod notices;
-pub mod pull;
+pub(crate) mod pull;
 pub mod recovery;
 pub mod resource_ids;
 
@@ -57,7 +57,7 @@ use crate::store::StoreError;
 /// Longest `reason` an operator gives.
 pub const MAX_REASON_CHARS: usize = 1000;
 /// Concurrent conditional writes of one request (cursor coverage, a replay chunk).
-pub const WRITE_CONCURRENCY: usize = 16;
+pub(crate) const WRITE_CONCURRENCY: usize = 16;
 
 /// Why an operation was refused or failed.
 #[derive(Debug, thiserror::Error)]
@@ -116,7 +116,7 @@ impl OpsError {
     }
 
     /// A list cursor that is not one of this list's.
-    pub fn bad_cursor() -> Self {
+    pub(crate) fn bad_cursor() -> Self {
         OpsError::invalid("cursor", "is not a cursor of this list")
     }
 }
@@ -181,7 +181,7 @@ impl<'a> Ops<'a> {
     /// whose integration is gone) through its account's event listing.
     ///
     /// [`SubscriptionRange::listing`]: crate::store::delivery::SubscriptionRange::listing
-    pub async fn deliveries_listed_by<'s>(
+    pub(crate) async fn deliveries_listed_by<'s>(
         &self,
         sub: &'s Subscription,
     ) -> Result<Option<&'s AccountId>, OpsError> {
@@ -202,7 +202,7 @@ impl<'a> Ops<'a> {
     }
 
     /// The delivery of `change_id` to `subscription_id` in the account, if it exists.
-    pub async fn find_delivery(
+    pub(crate) async fn find_delivery(
         &self,
         account_id: &AccountId,
         subscription_id: &SubscriptionId,

@@ -48,7 +48,7 @@ impl From<CursorError> for OpsError {
 
 /// The subscription an adapter may pull: the integration's own, in its account, of a `poll`
 /// integration. Another account's or another integration's subscription is "not found".
-pub async fn pull_subscription(
+pub(crate) async fn pull_subscription(
     ops: &Ops<'_>,
     account_id: &AccountId,
     integration_id: &IntegrationId,
@@ -74,7 +74,7 @@ pub async fn pull_subscription(
 
 /// One pulled change.
 #[derive(Debug, Clone)]
-pub struct PulledChange {
+pub(crate) struct PulledChange {
     /// Acknowledges this change and everything before it.
     pub cursor: PullCursor,
     pub delivery: Delivery,
@@ -82,7 +82,7 @@ pub struct PulledChange {
 
 /// One page of a read.
 #[derive(Debug, Clone)]
-pub struct PullPage {
+pub(crate) struct PullPage {
     pub changes: Vec<PulledChange>,
     /// Acknowledges the whole page; also the `cursor` to read the next page from.
     pub next_cursor: PullCursor,
@@ -185,7 +185,7 @@ pub async fn read(
 
 /// What a cursor write did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Acknowledgement {
+pub(crate) struct Acknowledgement {
     /// The acknowledged position before and after.
     pub previous: Option<ChangeId>,
     pub acknowledged: Option<ChangeId>,

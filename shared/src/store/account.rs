@@ -38,7 +38,7 @@ pub struct Account {
 }
 
 /// The attribute of [`Account::deleted_at`].
-pub const DELETED_AT: &str = "deleted_at";
+pub(crate) const DELETED_AT: &str = "deleted_at";
 
 /// The recipients an operator allows an account's notices to reach, besides the account's own
 /// administrators (`admin_emails`). Matching is in [`crate::notify::bounds`].
@@ -58,7 +58,7 @@ pub struct NoticeAllowlist {
 }
 
 /// The attribute the allowlist is stored in.
-pub const NOTICE_ALLOWLIST: &str = "notice_allowlist";
+pub(crate) const NOTICE_ALLOWLIST: &str = "notice_allowlist";
 
 /// The key of an account.
 pub fn key(account_id: &AccountId) -> (String, String) {
@@ -84,7 +84,7 @@ impl Account {
     }
 
     /// Not being deleted.
-    pub fn is_live(&self) -> bool {
+    pub(crate) fn is_live(&self) -> bool {
         self.deleted_at.is_none()
     }
 
@@ -106,11 +106,11 @@ impl Account {
 }
 
 /// The `listing` key every account is on (sorted by account id).
-pub const ACCOUNTS_LIST_KEY: &str = "ACCOUNTS";
+pub(crate) const ACCOUNTS_LIST_KEY: &str = "ACCOUNTS";
 
 /// Whether an account item is on the `ACCOUNTS` listing. One created before the listing existed
 /// is not, until [`enlist`] puts it there.
-pub fn is_listed(item: &Item) -> bool {
+pub(crate) fn is_listed(item: &Item) -> bool {
     item.contains_key(listing::KEY)
 }
 
@@ -212,7 +212,7 @@ pub async fn page_after(
 }
 
 /// Every account id of the `ACCOUNTS` listing (keys only, thousands per index page).
-pub async fn all_ids(
+pub(crate) async fn all_ids(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
 ) -> Result<Vec<AccountId>, StoreError> {
@@ -256,7 +256,7 @@ pub async fn get(
 }
 
 /// Whether the account exists and is not being deleted (a consistent read).
-pub async fn is_live(
+pub(crate) async fn is_live(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
     account_id: &AccountId,
@@ -269,7 +269,7 @@ pub async fn is_live(
 /// The condition, for the transaction of a write that creates something in the account, that
 /// the account exists and is not being deleted: a create racing the account's deletion is
 /// refused by storage, and the usage item is never brought back.
-pub fn live_check(table: &str, account_id: &AccountId) -> Result<Write, StoreError> {
+pub(crate) fn live_check(table: &str, account_id: &AccountId) -> Result<Write, StoreError> {
     let names = [("#deleted".to_string(), DELETED_AT.to_string())];
     check(
         table,
@@ -282,7 +282,7 @@ pub fn live_check(table: &str, account_id: &AccountId) -> Result<Write, StoreErr
 /// The condition that the account item exists (being deleted or not): for the first count of
 /// its usage, which its deletion's own revocations may need, and which must not bring the usage
 /// item back once the account is gone.
-pub fn exists_check(table: &str, account_id: &AccountId) -> Result<Write, StoreError> {
+pub(crate) fn exists_check(table: &str, account_id: &AccountId) -> Result<Write, StoreError> {
     check(table, account_id, "attribute_exists(pk)", None)
 }
 

@@ -66,7 +66,7 @@ pub fn compile(subscription: Subscription) -> Result<CompiledSubscription, Strin
 
 /// The query of an account's configuration partition (consistent: a change made through the
 /// API is seen by the next load).
-pub fn partition_query(table: &str, account_id: &AccountId) -> Query {
+pub(crate) fn partition_query(table: &str, account_id: &AccountId) -> Query {
     Query {
         table: table.to_owned(),
         key_condition: "pk = :pk".into(),
@@ -144,7 +144,7 @@ impl ConfigCache {
         Ok(config)
     }
 
-    pub fn forget(&self, account_id: &AccountId) {
+    pub(crate) fn forget(&self, account_id: &AccountId) {
         self.entries.lock().unwrap().remove(account_id);
     }
 }

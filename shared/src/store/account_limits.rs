@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 pub const KIND: &str = "account_limits";
 /// The attribute of the account's own request rate (not a count: nothing is counted on this
 /// item for it; see [`crate::store::rate_window::take_request`]).
-pub const OWN_RATE_ATTRIBUTE: &str = "max_requests_per_second";
+pub(crate) const OWN_RATE_ATTRIBUTE: &str = "max_requests_per_second";
 
 /// What is counted against a limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -55,7 +55,7 @@ impl Counted {
     }
 
     /// The attribute of the account's own limit.
-    pub fn own_limit_attribute(self) -> &'static str {
+    pub(crate) fn own_limit_attribute(self) -> &'static str {
         match self {
             Counted::Integrations => "max_integrations",
             Counted::Subscriptions => "max_subscriptions",
@@ -64,7 +64,7 @@ impl Counted {
     }
 
     /// The deployment's default limit.
-    pub fn default_in(self, limits: &AccountLimits) -> u32 {
+    pub(crate) fn default_in(self, limits: &AccountLimits) -> u32 {
         match self {
             Counted::Integrations => limits.integrations,
             Counted::Subscriptions => limits.subscriptions,
@@ -104,7 +104,7 @@ impl Usage {
     }
 
     /// The account's own limit of `what`, if an operator set one.
-    pub fn own_limit(&self, what: Counted) -> Option<u32> {
+    pub(crate) fn own_limit(&self, what: Counted) -> Option<u32> {
         match what {
             Counted::Integrations => self.max_integrations,
             Counted::Subscriptions => self.max_subscriptions,
@@ -131,7 +131,7 @@ pub fn key(account_id: &AccountId) -> (String, String) {
 }
 
 /// Deletes the account's usage item, if it has one (the account's deletion).
-pub fn forget(table: &str, account_id: &AccountId) -> Result<Write, StoreError> {
+pub(crate) fn forget(table: &str, account_id: &AccountId) -> Result<Write, StoreError> {
     let (pk, sk) = key(account_id);
     delete_any(table, &pk, &sk)
 }
@@ -158,7 +158,11 @@ fn item(account_id: &AccountId, usage: &Usage) -> Result<Item, StoreError> {
 
 /// The first count of an account whose items were counted by reading them: refused when the
 /// item exists already (another request counted first, or a create made it).
-pub fn count_from(table: &str, account_id: &AccountId, usage: &Usage) -> Result<Write, StoreError> {
+pub(crate) fn count_from(
+    table: &str,
+    account_id: &AccountId,
+    usage: &Usage,
+) -> Result<Write, StoreError> {
     put_new(table, item(account_id, usage)?)
 }
 
@@ -208,7 +212,7 @@ pub fn take(
 
 /// Takes one from each count of `what`: for the transaction of the write that deletes or
 /// revokes a counted item (whose own condition makes it happen once).
-pub fn give_back(
+pub(crate) fn give_back(
     table: &str,
     account_id: &AccountId,
     what: &[Counted],
@@ -236,7 +240,7 @@ pub fn give_back(
 /// Sets (`Some`) or clears (`None`: back to the default) the account's own limits named in
 /// `limits` (by their attributes: [`Counted::own_limit_attribute`], [`OWN_RATE_ATTRIBUTE`]); the
 /// other limits stay as they are.
-pub fn set_own_limits(
+pub(crate) fn set_own_limits(
     table: &str,
     account_id: &AccountId,
     limits: &[(&str, Option<u32>)],

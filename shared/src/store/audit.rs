@@ -132,7 +132,7 @@ impl AuditAction {
 /// account's, under an id no account has (accounts get ULIDs, never a leading `_`), so the
 /// entries are append-only like every other and operators read them with the account history
 /// route (`/operator/accounts/_catalog/audit`).
-pub const CATALOG_HISTORY: &str = "_catalog";
+pub(crate) const CATALOG_HISTORY: &str = "_catalog";
 
 /// One audit entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -192,7 +192,12 @@ impl AuditRecord {
     }
 
     /// An entry of the catalog's history ([`CATALOG_HISTORY`]).
-    pub fn for_catalog(action: AuditAction, operator: &str, reason: &str, at: Timestamp) -> Self {
+    pub(crate) fn for_catalog(
+        action: AuditAction,
+        operator: &str,
+        reason: &str,
+        at: Timestamp,
+    ) -> Self {
         let history = AccountId::from_stored(CATALOG_HISTORY);
         Self::entry(action, &history, None, operator, reason, at)
     }
@@ -290,7 +295,7 @@ pub async fn verify(
 }
 
 /// The position and audit id an entry's sort key holds (`None`: not an entry's key).
-pub fn entry_of_sk(sk: &str) -> Option<(String, String)> {
+pub(crate) fn entry_of_sk(sk: &str) -> Option<(String, String)> {
     let position = sk.strip_prefix(SK_PREFIX)?;
     let (_, id) = position.split_once('#')?;
     Some((position.to_owned(), id.to_owned()))
@@ -307,12 +312,17 @@ pub enum AuditScope<'a> {
 }
 
 /// Whether `position` could be one of an entry's ([`AuditRecord::position`]).
-pub fn is_position(position: &str) -> bool {
+pub(crate) fn is_position(position: &str) -> bool {
     crate::store::keys::is_time_sort(position)
 }
 
 /// The query of a page of `scope`'s history, newest first, before `position` if given.
-pub fn list_query(table: &str, scope: AuditScope<'_>, limit: u32, before: Option<&str>) -> Query {
+pub(crate) fn list_query(
+    table: &str,
+    scope: AuditScope<'_>,
+    limit: u32,
+    before: Option<&str>,
+) -> Query {
     let (index, key_name, sort_name, key, sort_prefix) = match scope {
         AuditScope::Account(account_id) => (None, "pk", "sk", audit_pk(account_id), SK_PREFIX),
         AuditScope::Subscription {

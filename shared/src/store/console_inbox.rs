@@ -19,12 +19,17 @@ use crate::ids::{AccountId, NoticeId};
 pub use super::keys::inbox_key;
 
 /// The provider reference of a console delivery (the console is its own provider).
-pub fn console_ref(notice_id: &NoticeId, delivery_key: &str) -> String {
+pub(crate) fn console_ref(notice_id: &NoticeId, delivery_key: &str) -> String {
     format!("console:{notice_id}/{delivery_key}")
 }
 
 /// The query of a recipient's newest `limit` entries (one page).
-pub fn newest_query(table: &str, account_id: &AccountId, recipient: &str, limit: i32) -> Query {
+pub(crate) fn newest_query(
+    table: &str,
+    account_id: &AccountId,
+    recipient: &str,
+    limit: i32,
+) -> Query {
     Query {
         table: table.to_string(),
         index: Some(inbox::INDEX.to_string()),

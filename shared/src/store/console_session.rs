@@ -24,13 +24,13 @@ use aws_sdk_dynamodb::types::Delete;
 use serde::{Deserialize, Serialize};
 
 /// The `kind` of a session item.
-pub const SESSION_KIND: &str = "console_session";
+pub(crate) const SESSION_KIND: &str = "console_session";
 /// The `kind` of a used-link item.
-pub const LINK_KIND: &str = "console_link_used";
+pub(crate) const LINK_KIND: &str = "console_link_used";
 
 /// A stored console session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConsoleSession {
+pub(crate) struct ConsoleSession {
     /// The random nonce the session's signed cookie carries.
     pub session_id: String,
     /// `operator` or `account`.
@@ -124,7 +124,7 @@ pub async fn get(
 }
 
 /// Whether the login link of `nonce` has been used (a consistent read).
-pub async fn link_used(
+pub(crate) async fn link_used(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
     nonce: &str,
@@ -137,7 +137,7 @@ pub async fn link_used(
 }
 
 /// Ends a session (sign-out): deletes its item (unconditional: repeating it is harmless).
-pub fn close(table: &str, session_id: &str) -> Result<Write, StoreError> {
+pub(crate) fn close(table: &str, session_id: &str) -> Result<Write, StoreError> {
     let (pk, sk) = ConsoleSession::key(session_id);
     Ok(Write::Delete(built(
         Delete::builder()

@@ -152,7 +152,7 @@ impl EventRecord {
 /// Records what a built-in subscriber stored when it handled the event: `internal_status` moves
 /// to `done` (conditional on the internal lifecycle's `from` states; an event written before the
 /// internal status existed has none) together with the result.
-pub fn record_internal_result(
+pub(crate) fn record_internal_result(
     table: &str,
     account_id: &AccountId,
     change_id: &ChangeId,
@@ -202,13 +202,13 @@ pub fn create(table: &str, event: &EventRecord) -> Result<Write, StoreError> {
 }
 
 /// The stored name of the event status attribute.
-pub const EVENT_STATUS: &str = "event_status";
+pub(crate) const EVENT_STATUS: &str = "event_status";
 /// When the event last became final (millis).
-pub const FINALIZED_AT: &str = "finalized_at";
+pub(crate) const FINALIZED_AT: &str = "finalized_at";
 /// When `event_status` last changed (millis).
-pub const STATUS_CHANGED_AT: &str = "status_changed_at";
+pub(crate) const STATUS_CHANGED_AT: &str = "status_changed_at";
 /// How many times an operator restart reopened (or touched) the event.
-pub const REOPENS: &str = "reopens";
+pub(crate) const REOPENS: &str = "reopens";
 
 /// Adds a lifecycle condition to `e`, aimed at the event's `event_status` attribute (the
 /// lifecycle's conditions name the generic `status`), and returns its expression text.
@@ -228,7 +228,7 @@ fn event_status_condition(e: &mut Expr, condition: &StatusCondition) -> String {
 }
 
 /// The trigger's stored name (`status_trigger`, written next to every status move).
-pub fn trigger_name(trigger: EventTrigger) -> String {
+pub(crate) fn trigger_name(trigger: EventTrigger) -> String {
     serde_json::to_value(trigger)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
@@ -270,7 +270,7 @@ pub struct RollUpBasis {
 }
 
 impl EventRecord {
-    pub fn roll_up_basis(&self) -> RollUpBasis {
+    pub(crate) fn roll_up_basis(&self) -> RollUpBasis {
         RollUpBasis {
             pk: self.key().0,
             status: self.status(),
@@ -343,7 +343,7 @@ pub fn roll_up(
 
 /// Puts an open event the roll-up walk found on its account's listing on the `rollup` index
 /// (refused, and harmless, when it is final by now or already there).
-pub fn enrol(table: &str, pk: &str, created_at: Timestamp) -> Result<Write, StoreError> {
+pub(crate) fn enrol(table: &str, pk: &str, created_at: Timestamp) -> Result<Write, StoreError> {
     let e = Expr::new()
         .name("#es", EVENT_STATUS)
         .name("#shard", rollup::SHARD)
@@ -362,7 +362,7 @@ pub fn enrol(table: &str, pk: &str, created_at: Timestamp) -> Result<Write, Stor
 
 /// One page of the keys of an account's events created in `[from, through]` (the `listing`
 /// index, oldest first).
-pub async fn listing_keys_page(
+pub(crate) async fn listing_keys_page(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
     account_id: &AccountId,
@@ -391,7 +391,11 @@ pub async fn listing_keys_page(
 }
 
 /// Takes a final event (`status`) that is still on the `rollup` index off it.
-pub fn leave_rollup_index(table: &str, pk: &str, status: EventStatus) -> Result<Write, StoreError> {
+pub(crate) fn leave_rollup_index(
+    table: &str,
+    pk: &str,
+    status: EventStatus,
+) -> Result<Write, StoreError> {
     let e = Expr::new()
         .name("#es", EVENT_STATUS)
         .value(":status", s(status.as_str()));
@@ -437,7 +441,7 @@ pub fn reopen(table: &str, event: &EventRecord, now: Timestamp) -> Result<Write,
 /// An operator restart of a delivery of a still-open event: not a status move, a fence that
 /// moves the reopen counter on so no roll-up decided before the restart can land (and puts the
 /// event back on the `rollup` index if it had left it).
-pub fn fence_open(table: &str, event: &EventRecord) -> Result<Write, StoreError> {
+pub(crate) fn fence_open(table: &str, event: &EventRecord) -> Result<Write, StoreError> {
     let (pk, _) = event.key();
     let e = Expr::new()
         .name("#es", EVENT_STATUS)
@@ -478,7 +482,7 @@ pub async fn partition_items(
 }
 
 /// One page of a shard of the `rollup` index (keys and `rollup_at`), from `start`.
-pub async fn rollup_index_page(
+pub(crate) async fn rollup_index_page(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
     shard: &str,

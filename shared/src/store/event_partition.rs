@@ -7,7 +7,7 @@ use crate::store::keys::{DELIVERY_PREFIX, EVENT_SK};
 use crate::store::{Item, StoreError};
 
 /// The `sk` of a stored item.
-pub fn sort_key(item: &Item) -> Option<&str> {
+pub(crate) fn sort_key(item: &Item) -> Option<&str> {
     item.get("sk")
         .and_then(|v| v.as_s().ok())
         .map(String::as_str)
@@ -23,7 +23,7 @@ pub struct EventPartition {
 impl EventPartition {
     /// Sorts the items of one `EVT#…` partition into the event and its deliveries (other items
     /// are ignored).
-    pub fn from_items(items: impl IntoIterator<Item = Item>) -> Result<Self, StoreError> {
+    pub(crate) fn from_items(items: impl IntoIterator<Item = Item>) -> Result<Self, StoreError> {
         let mut p = EventPartition::default();
         for item in items {
             match sort_key(&item) {

@@ -129,7 +129,7 @@ impl Catalog {
 }
 
 /// The query of the whole catalog, in type name order.
-pub fn catalog_query(table: &str) -> Query {
+pub(crate) fn catalog_query(table: &str) -> Query {
     Query {
         table: table.to_owned(),
         key_condition: "pk = :pk AND begins_with(sk, :p)".into(),

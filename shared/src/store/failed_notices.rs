@@ -15,7 +15,7 @@ use crate::ids::AccountId;
 
 /// One page of an account's failed deliveries after position `after` (a `trouble_sort`),
 /// oldest first; `exhausted_only`: those whose attempts ran out (an operator can requeue them).
-pub fn failed_query(
+pub(crate) fn failed_query(
     table: &str,
     account_id: &AccountId,
     after: Option<&str>,

@@ -33,7 +33,7 @@ pub const SEALED_SECRET: &str = "sealed_signing_secret";
 /// The attribute of the previous sealed secret and its expiry, kept for a rotation's grace.
 pub const PREVIOUS_SECRET: &str = "previous_signing_secret";
 /// The attribute of the endpoint's custom headers (a map of lower-case names to values).
-pub const ENDPOINT_HEADERS: &str = "endpoint_headers";
+pub(crate) const ENDPOINT_HEADERS: &str = "endpoint_headers";
 /// The attribute of the endpoint's authentication: its mode's fields and sealed credential.
 pub const ENDPOINT_AUTH: &str = "endpoint_auth";
 /// The attribute of the authentication a change replaced, kept for a rotation's grace.
@@ -291,7 +291,10 @@ impl StoredAuth {
 }
 
 /// Adds the endpoint's custom headers to `edit` (none: the attribute goes).
-pub fn set_headers(edit: Edit, headers: &BTreeMap<String, String>) -> Result<Edit, StoreError> {
+pub(crate) fn set_headers(
+    edit: Edit,
+    headers: &BTreeMap<String, String>,
+) -> Result<Edit, StoreError> {
     Ok(if headers.is_empty() {
         edit.remove(ENDPOINT_HEADERS)
     } else {
@@ -301,7 +304,7 @@ pub fn set_headers(edit: Edit, headers: &BTreeMap<String, String>) -> Result<Edi
 
 /// Adds the endpoint's authentication to `edit`: its current mode and credential and the
 /// replaced one kept for a grace (each removed when absent).
-pub fn set_auth(edit: Edit, auth: Option<&EndpointAuth>) -> Result<Edit, StoreError> {
+pub(crate) fn set_auth(edit: Edit, auth: Option<&EndpointAuth>) -> Result<Edit, StoreError> {
     let edit = match auth {
         Some(a) => edit.set(
             ENDPOINT_AUTH,
@@ -318,7 +321,7 @@ pub fn set_auth(edit: Edit, auth: Option<&EndpointAuth>) -> Result<Edit, StoreEr
 /// Makes `edit` apply only while the integration's webhook URL is still `url`: an edit of its
 /// URL or authentication is decided from the URL it read (credentials stay with their endpoint's
 /// origin), and a concurrent move must not slip between the read and the write.
-pub fn while_url_is(edit: Edit, url: &str) -> Result<Edit, StoreError> {
+pub(crate) fn while_url_is(edit: Edit, url: &str) -> Result<Edit, StoreError> {
     edit.require_equal("webhook_url", &url)
 }
 

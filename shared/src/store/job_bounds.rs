@@ -24,17 +24,20 @@ use crate::domain::time::{Timestamp, DAY};
 use crate::ids::{AccountId, ReplayJobId, SubscriptionId};
 use serde::{Deserialize, Serialize};
 
-pub const SLOT_KIND: &str = "job_slot";
-pub const SLOT_SK: &str = "SLOT";
-pub const DAY_KIND: &str = "job_day";
-pub const DAY_SK: &str = "JOBS";
+pub(crate) const SLOT_KIND: &str = "job_slot";
+pub(crate) const SLOT_SK: &str = "SLOT";
+pub(crate) const DAY_KIND: &str = "job_day";
+pub(crate) const DAY_SK: &str = "JOBS";
 /// The counted attribute of a daily counter.
-pub const COUNT: &str = "started";
+pub(crate) const COUNT: &str = "started";
 
 pub use super::notice_quota::{next_utc_day, utc_day};
 
 /// The key of a subscription's running-job slot.
-pub fn slot_key(account_id: &AccountId, subscription_id: &SubscriptionId) -> (String, String) {
+pub(crate) fn slot_key(
+    account_id: &AccountId,
+    subscription_id: &SubscriptionId,
+) -> (String, String) {
     (
         super::keys::job_slot_pk(account_id, subscription_id),
         SLOT_SK.to_string(),
@@ -42,7 +45,7 @@ pub fn slot_key(account_id: &AccountId, subscription_id: &SubscriptionId) -> (St
 }
 
 /// The key of an account's counter of jobs started on the UTC day `at` falls on.
-pub fn day_key(account_id: &AccountId, at: Timestamp) -> (String, String) {
+pub(crate) fn day_key(account_id: &AccountId, at: Timestamp) -> (String, String) {
     (
         super::keys::job_day_pk(account_id, &utc_day(at)),
         DAY_SK.to_string(),
@@ -62,7 +65,7 @@ pub struct Slot {
 
 /// A daily counter as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DayCount {
+pub(crate) struct DayCount {
     pub account_id: AccountId,
     pub day: String,
     #[serde(default)]
@@ -70,7 +73,7 @@ pub struct DayCount {
 }
 
 /// Takes the subscription's slot for `job_id`, only while no job holds it.
-pub fn take_slot(
+pub(crate) fn take_slot(
     table: &str,
     account_id: &AccountId,
     subscription_id: &SubscriptionId,
@@ -96,7 +99,7 @@ pub fn take_slot(
 }
 
 /// Gives the slot back from `job_id` (also when nothing holds it: a repeated release).
-pub fn release_slot(
+pub(crate) fn release_slot(
     table: &str,
     account_id: &AccountId,
     subscription_id: &SubscriptionId,
@@ -114,7 +117,7 @@ pub fn release_slot(
 
 /// Charges one job to the account's counter of the UTC day `now` falls on, only while that day's
 /// count is below `limit`.
-pub fn charge_day(
+pub(crate) fn charge_day(
     table: &str,
     account_id: &AccountId,
     now: Timestamp,

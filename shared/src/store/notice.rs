@@ -44,9 +44,9 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 pub const NOTICE_SK: &str = "NOTICE";
 /// The `kind` of a notice item.
-pub const NOTICE_KIND: &str = "notice";
+pub(crate) const NOTICE_KIND: &str = "notice";
 /// The status a notice is requested in; the fan-out picks up notices in this status.
-pub const REQUESTED: &str = "requested";
+pub(crate) const REQUESTED: &str = "requested";
 
 pub use super::keys::notice_pk;
 
@@ -142,7 +142,7 @@ pub fn subscription_paused_notice(
 }
 
 /// The one notice that a subscription's pause on a 410 Gone (it chose to pause on gone) requests.
-pub fn subscription_gone_notice(
+pub(crate) fn subscription_gone_notice(
     account_id: &AccountId,
     subscription_id: &SubscriptionId,
     admin_emails: &[String],
@@ -285,7 +285,7 @@ pub async fn get(
 }
 
 /// `requested → active`: the notice was fanned out to `deliveries` deliveries at `at`.
-pub fn activate(
+pub(crate) fn activate(
     table: &str,
     notice_id: &NoticeId,
     at: Timestamp,
@@ -407,7 +407,7 @@ pub async fn partition(
 }
 
 /// [`partition`], read as items of type `T`.
-pub async fn partition_of<T: DeserializeOwned>(
+pub(crate) async fn partition_of<T: DeserializeOwned>(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
     notice_id: &NoticeId,

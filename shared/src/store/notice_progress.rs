@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The `kind` of a progress shard.
-pub const PROGRESS_KIND: &str = "notice_progress";
+pub(crate) const PROGRESS_KIND: &str = "notice_progress";
 pub use super::keys::PROGRESS_PREFIX;
 /// Progress counters are spread over this many items per notice.
 pub const PROGRESS_SHARDS: u32 = 8;
@@ -37,7 +37,7 @@ pub fn progress_sk(delivery_key: &str) -> String {
 }
 
 /// The counter attribute of a status on a progress shard.
-pub fn progress_attribute(status: NotificationStatus) -> String {
+pub(crate) fn progress_attribute(status: NotificationStatus) -> String {
     format!("n_{}", status.as_str())
 }
 

@@ -24,9 +24,9 @@ use serde::{Deserialize, Serialize};
 
 /// The `kind` of a counter item.
 pub const KIND: &str = "notice_quota";
-pub const SK: &str = "RECIPIENTS";
+pub(crate) const SK: &str = "RECIPIENTS";
 /// The counted attribute.
-pub const COUNT: &str = "recipients";
+pub(crate) const COUNT: &str = "recipients";
 
 const DAY_MS: i64 = DAY.as_millis() as i64;
 
@@ -60,7 +60,7 @@ pub struct DailyCount {
 /// Charges `recipients` to the account's counter of the day `now` falls on, only while the day's
 /// total stays within `quota`. A charge larger than the quota itself is refused here (the API
 /// answers it as too many recipients before it gets this far).
-pub fn charge(
+pub(crate) fn charge(
     table: &str,
     account_id: &AccountId,
     now: Timestamp,

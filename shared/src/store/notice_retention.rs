@@ -14,7 +14,7 @@ use crate::domain::time::Timestamp;
 use crate::ids::NoticeId;
 
 /// [`notice::activate`] with the shards' retention.
-pub fn activate(
+pub(crate) fn activate(
     table: &str,
     notice_id: &NoticeId,
     at: Timestamp,

@@ -49,7 +49,7 @@ use aws_sdk_dynamodb::types::Put;
 use serde::{Deserialize, Serialize};
 
 /// The `kind` of a notification delivery item.
-pub const DELIVERY_KIND: &str = "notification_delivery";
+pub(crate) const DELIVERY_KIND: &str = "notification_delivery";
 pub use super::keys::{
     notification_delivery_sk as delivery_sk, NOTIFICATION_DELIVERY_PREFIX as DELIVERY_PREFIX,
 };
@@ -197,7 +197,7 @@ impl NotificationDelivery {
 
     /// When settling must look at this delivery again, if ever: a `sending` one when its claim
     /// becomes ambiguous, a `queued` one at its deadline.
-    pub fn watch_until(&self) -> Option<Timestamp> {
+    pub(crate) fn watch_until(&self) -> Option<Timestamp> {
         match self.status {
             NotificationStatus::Sending => self.claimed_at.map(|t| t.plus(AMBIGUITY_TIMEOUT)),
             NotificationStatus::Queued => self.deadline,
@@ -206,7 +206,7 @@ impl NotificationDelivery {
     }
 
     /// Sets (or clears) the `watch` index attributes from the state.
-    pub fn refresh_watch(&mut self) {
+    pub(crate) fn refresh_watch(&mut self) {
         match self.watch_until() {
             Some(at) => {
                 self.watch_shard = Some(keys::shard_of(&format!(
@@ -225,7 +225,7 @@ impl NotificationDelivery {
     /// Sets (or clears) the `trouble` index attributes from the status: a `failed` delivery is on
     /// its account's list of deliveries that failed for good, by when it failed, until a requeue
     /// moves it on. They ride on the status write that fails it: no write of their own.
-    pub fn refresh_trouble(&mut self) {
+    pub(crate) fn refresh_trouble(&mut self) {
         if self.status == NotificationStatus::Failed {
             let at = self.failed_at.unwrap_or(self.updated_at);
             self.trouble_key = Some(keys::trouble_key(&self.account_id));
@@ -238,7 +238,7 @@ impl NotificationDelivery {
 
     /// Sets (or removes) the retention from the status: the events' thirty days from this
     /// status write once the delivery is at rest.
-    pub fn refresh_retention(&mut self) {
+    pub(crate) fn refresh_retention(&mut self) {
         self.expires_at = notification_ttl_seconds(self.status, self.updated_at);
     }
 
@@ -249,11 +249,16 @@ impl NotificationDelivery {
     }
 
     /// Appends a history event (deduplicated by id, capped at fifty). `false` for a duplicate.
-    pub fn push_history(&mut self, id: impl Into<String>, kind: &str, at: Timestamp) -> bool {
+    pub(crate) fn push_history(
+        &mut self,
+        id: impl Into<String>,
+        kind: &str,
+        at: Timestamp,
+    ) -> bool {
         self.push_history_detail(id, kind, at, None)
     }
 
-    pub fn push_history_detail(
+    pub(crate) fn push_history_detail(
         &mut self,
         id: impl Into<String>,
         kind: &str,
@@ -299,7 +304,7 @@ impl Effects {
     pub fn none() -> Self {
         Effects::default()
     }
-    pub fn delete_work() -> Self {
+    pub(crate) fn delete_work() -> Self {
         Effects {
             work: WorkEffect::Delete,
             provider_ref: None,
@@ -339,7 +344,7 @@ pub async fn at(
 }
 
 /// A notice's deliveries, in key order.
-pub async fn of_notice(
+pub(crate) async fn of_notice(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
     notice_id: &NoticeId,
@@ -348,7 +353,7 @@ pub async fn of_notice(
 }
 
 /// Up to `limit` of a notice's deliveries in `status`.
-pub async fn of_notice_in(
+pub(crate) async fn of_notice_in(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
     notice_id: &NoticeId,
@@ -368,7 +373,7 @@ pub async fn of_notice_in(
 
 /// One page of a `watch` index shard: the entries (keys and index attributes) due at `now`,
 /// oldest first.
-pub fn watched_query(
+pub(crate) fn watched_query(
     table: &str,
     shard: &str,
     now: Timestamp,

@@ -15,7 +15,7 @@ use aws_sdk_dynamodb::types::Delete;
 use serde::{Deserialize, Serialize};
 
 /// The `kind` of a work row.
-pub const WORK_KIND: &str = "notification_work";
+pub(crate) const WORK_KIND: &str = "notification_work";
 pub use super::keys::{work_sk, WORK_PREFIX};
 
 /// The dispatch work of a queued delivery. Inserting it publishes a message naming `dispatch_id`.
@@ -68,7 +68,7 @@ pub async fn get(
 }
 
 /// A notice's work rows, in key order.
-pub async fn of_notice(
+pub(crate) async fn of_notice(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
     notice_id: &NoticeId,

@@ -11,7 +11,7 @@ use crate::ids::NoticeId;
 use serde::{Deserialize, Serialize};
 
 /// The `kind` of a provider reference.
-pub const PROVIDER_REF_KIND: &str = "provider_ref";
+pub(crate) const PROVIDER_REF_KIND: &str = "provider_ref";
 pub const PROVIDER_REF_SK: &str = "REF";
 
 pub use super::keys::provider_ref_pk;

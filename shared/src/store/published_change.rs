@@ -30,13 +30,13 @@ use aws_sdk_dynamodb::types::Put;
 use sha2::{Digest, Sha256};
 
 /// The `kind` of a publish key item.
-pub const KEY_KIND: &str = "publish_key";
+pub(crate) const KEY_KIND: &str = "publish_key";
 /// How long an idempotency key is remembered.
-pub const PUBLISH_KEY_DAYS: i64 = 1;
+pub(crate) const PUBLISH_KEY_DAYS: i64 = 1;
 
 /// The attribute of a published change that says who published it ([`Publisher::as_stored`]);
 /// ingest reads the change without it, so deliveries do not carry it.
-pub const PUBLISHED_BY: &str = "published_by";
+pub(crate) const PUBLISHED_BY: &str = "published_by";
 
 /// Who published a change through the API.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +49,7 @@ pub enum Publisher {
 
 impl Publisher {
     /// `token {id}` or `operator {identity}`.
-    pub fn as_stored(&self) -> String {
+    pub(crate) fn as_stored(&self) -> String {
         match self {
             Publisher::Token(id) => format!("token {id}"),
             Publisher::Operator(who) => format!("operator {who}"),
@@ -79,7 +79,7 @@ pub fn put(
 }
 
 /// The SHA-256 (hex) of a publisher's idempotency key.
-pub fn key_hash(key: &str) -> String {
+pub(crate) fn key_hash(key: &str) -> String {
     Sha256::digest(key.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -94,7 +94,7 @@ pub fn key(account_id: &AccountId, idempotency_key: &str) -> (String, String) {
 }
 
 /// The first claim of `idempotency_key` for `change_id`; refused when the key was claimed.
-pub fn claim_key(
+pub(crate) fn claim_key(
     table: &str,
     account_id: &AccountId,
     idempotency_key: &str,

@@ -28,11 +28,11 @@ use crate::store::keys::account_rate_window_pk;
 
 /// The `kind` of a counter item.
 pub const KIND: &str = "rate_window";
-pub const SK: &str = "DELIVERIES";
+pub(crate) const SK: &str = "DELIVERIES";
 /// The sort key of an account's request counter.
-pub const REQUESTS_SK: &str = "REQUESTS";
+pub(crate) const REQUESTS_SK: &str = "REQUESTS";
 /// The counted attribute.
-pub const COUNT: &str = "started";
+pub(crate) const COUNT: &str = "started";
 /// How long a counter outlives its second (seconds).
 const KEEP_SECS: i64 = 600;
 
@@ -62,7 +62,7 @@ pub fn take(
 
 /// Counts one API request of the account in the second `now` falls in, only while that second's
 /// count is below `limit` (refused otherwise: nothing is written).
-pub fn take_request(
+pub(crate) fn take_request(
     table: &str,
     account_id: &AccountId,
     now: Timestamp,

@@ -177,7 +177,7 @@ impl ReplayJob {
         }
     }
     /// This job as a recovery of `statuses` (its window from `since` to now).
-    pub fn recovering(self, statuses: &[DeliveryStatus]) -> Self {
+    pub(crate) fn recovering(self, statuses: &[DeliveryStatus]) -> Self {
         ReplayJob {
             job_kind: JobKind::Recovery,
             statuses: statuses.to_vec(),
@@ -222,7 +222,7 @@ pub async fn get(
 
 /// The query of the account's jobs, newest first, before job `before` if given, of one
 /// subscription if given.
-pub fn list_query(
+pub(crate) fn list_query(
     table: &str,
     account_id: &AccountId,
     subscription_id: Option<&SubscriptionId>,
@@ -287,7 +287,7 @@ pub async fn list(
 }
 
 /// The `listing` key of the running jobs of one shard.
-pub fn running_list_key(shard: &str) -> String {
+pub(crate) fn running_list_key(shard: &str) -> String {
     format!("{RUNNING_LIST_PREFIX}{shard}")
 }
 
@@ -380,7 +380,7 @@ pub fn claim(
 
 /// One chunk's progress to save.
 #[derive(Debug, Clone)]
-pub struct Chunk<'a> {
+pub(crate) struct Chunk<'a> {
     /// From [`crate::domain::replay::after_chunk`]: the trigger and the job's new status.
     pub movement: (ReplayTrigger, ReplayStatus),
     /// The job's counts with this chunk's added.
@@ -391,7 +391,7 @@ pub struct Chunk<'a> {
 
 /// Saves a chunk's progress holding the lease `token`: counts, position, one more chunk; the
 /// last chunk completes the job and lets its lease go, any other extends the lease.
-pub fn save_chunk(
+pub(crate) fn save_chunk(
     table: &str,
     job: &ReplayJob,
     token: &str,

@@ -27,7 +27,7 @@ pub struct Snapshot<'a> {
 impl<'a> Snapshot<'a> {
     /// The version of record `record_id` (of `record_type`) that change `change_id`, which occurred
     /// at `occurred_ms`, left: its `data`.
-    pub fn of_change(
+    pub(crate) fn of_change(
         account_id: &'a AccountId,
         record_type: &'a str,
         record_id: &'a str,
@@ -48,7 +48,7 @@ impl<'a> Snapshot<'a> {
 
 /// Saves a snapshot unless a newer one is stored: newer by the change's time, ties broken by the
 /// change id, so changes applied out of order (retries, replays) never move a record back.
-pub fn save_unless_newer(table: &str, snap: &Snapshot<'_>) -> Result<Write, StoreError> {
+pub(crate) fn save_unless_newer(table: &str, snap: &Snapshot<'_>) -> Result<Write, StoreError> {
     let e = Expr::new()
         .value(":t", n(snap.occurred_ms))
         .value(":c", s(snap.change_id));

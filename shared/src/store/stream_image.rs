@@ -13,7 +13,7 @@ use serde_dynamo::{AttributeValue as StreamValue, Item as StreamItem};
 
 /// One image of a delivery-table stream record (new or old), as far as routing needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Image<'a> {
+pub(crate) enum Image<'a> {
     /// An event item: its keys and how many push subscribers took it.
     Event {
         account_id: Option<&'a str>,
@@ -31,7 +31,7 @@ pub enum Image<'a> {
 
 /// The routing attributes of a delivery image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeliveryImage<'a> {
+pub(crate) struct DeliveryImage<'a> {
     pub account_id: Option<&'a str>,
     pub change_id: Option<&'a str>,
     pub subscription_id: Option<&'a str>,
@@ -109,7 +109,7 @@ impl DeliveryImage<'_> {
 }
 
 /// The whole delivery an image holds.
-pub fn whole_delivery(item: &StreamItem) -> Option<Delivery> {
+pub(crate) fn whole_delivery(item: &StreamItem) -> Option<Delivery> {
     serde_dynamo::from_item(item.clone()).ok()
 }
 

@@ -167,7 +167,7 @@ pub async fn paused(
 
 /// The subscription's run of consecutive dead deliveries (an eventually consistent read of
 /// that attribute alone: a success reads it to learn whether there is a run to end).
-pub async fn dead_count(
+pub(crate) async fn dead_count(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
     account_id: &AccountId,
@@ -194,7 +194,7 @@ pub async fn dead_count(
 /// Adds one dead delivery to the subscription's run. The add is atomic, so concurrent dead
 /// deliveries of one subscription never lose a count; it is sent in one transaction with the
 /// dead outcome, so a redelivered message can never count twice.
-pub fn count_dead(
+pub(crate) fn count_dead(
     table: &str,
     account_id: &AccountId,
     subscription_id: &SubscriptionId,
@@ -218,7 +218,7 @@ pub fn count_dead(
 /// atomically. A dead outcome that lands between the read and this write stays counted (a plain
 /// reset to zero would lose it); when the run is already shorter than `seen` (a resume reset it,
 /// or another success ended it) the condition refuses the write and the run is left alone.
-pub fn end_dead_run(
+pub(crate) fn end_dead_run(
     table: &str,
     account_id: &AccountId,
     subscription_id: &SubscriptionId,

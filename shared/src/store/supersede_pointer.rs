@@ -22,8 +22,8 @@ use aws_sdk_dynamodb::types::Put;
 use serde::{Deserialize, Serialize};
 
 /// The `kind` of a supersede pointer.
-pub const SUPERSEDE_KIND: &str = "notice_supersede";
-pub const SUPERSEDE_SK: &str = "CURRENT";
+pub(crate) const SUPERSEDE_KIND: &str = "notice_supersede";
+pub(crate) const SUPERSEDE_SK: &str = "CURRENT";
 
 pub use super::keys::supersede_pk;
 
@@ -40,7 +40,7 @@ pub struct SupersedePointer {
 impl SupersedePointer {
     /// The pointer naming `notice_id` as its key's current notice, written at `now`: it expires
     /// with a notice written then.
-    pub fn to_notice(notice_id: NoticeId, created_at: Timestamp, now: Timestamp) -> Self {
+    pub(crate) fn to_notice(notice_id: NoticeId, created_at: Timestamp, now: Timestamp) -> Self {
         SupersedePointer {
             notice_id,
             created_at,
@@ -86,7 +86,7 @@ pub fn claim(
 }
 
 /// Points a key at `current` if it still points at `seen`.
-pub fn take_over(
+pub(crate) fn take_over(
     table: &str,
     account_id: &AccountId,
     key: &str,

@@ -24,21 +24,21 @@ use std::time::Duration;
 
 /// The `kind` of a counter item.
 pub const KIND: &str = "test_event_quota";
-pub const SK: &str = "TEST_EVENTS";
+pub(crate) const SK: &str = "TEST_EVENTS";
 /// The counted attribute.
-pub const COUNT: &str = "sent";
+pub(crate) const COUNT: &str = "sent";
 /// Test events one account may send in one minute (UTC, from the minute's start).
-pub const PER_MINUTE: u32 = 10;
+pub(crate) const PER_MINUTE: u32 = 10;
 
 const MINUTE_MS: i64 = MINUTE.as_millis() as i64;
 
 /// The minute `at` falls in, as minutes since the epoch.
-pub fn minute_of(at: Timestamp) -> i64 {
+pub(crate) fn minute_of(at: Timestamp) -> i64 {
     at.millis().div_euclid(MINUTE_MS)
 }
 
 /// How long from `at` until the next minute starts (at least one second, as a `Retry-After`).
-pub fn until_next_minute(at: Timestamp) -> Duration {
+pub(crate) fn until_next_minute(at: Timestamp) -> Duration {
     let next = (minute_of(at) + 1) * MINUTE_MS;
     Duration::from_millis((next - at.millis()) as u64).max(Duration::from_secs(1))
 }
@@ -53,7 +53,7 @@ pub fn key(account_id: &AccountId, at: Timestamp) -> (String, String) {
 
 /// Charges one test event to the account's counter for the minute `now` falls in, only while
 /// that minute's count is below `limit` (refused otherwise: nothing is written).
-pub fn charge(
+pub(crate) fn charge(
     table: &str,
     account_id: &AccountId,
     now: Timestamp,

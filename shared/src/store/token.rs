@@ -118,7 +118,7 @@ impl TokenRecord {
     }
 
     /// Whether the token works at `now`: not revoked, not expired.
-    pub fn is_live(&self, now: Timestamp) -> bool {
+    pub(crate) fn is_live(&self, now: Timestamp) -> bool {
         self.revoked_at.is_none() && self.expires.is_none_or(|e| e > now)
     }
 
@@ -169,7 +169,7 @@ pub fn create(table: &str, record: &TokenRecord) -> Result<Write, StoreError> {
 
 /// Marks the token revoked (it then fails verification); refused when it is gone or was revoked
 /// already.
-pub fn revoke(table: &str, token_id: &TokenId, now: Timestamp) -> Result<Write, StoreError> {
+pub(crate) fn revoke(table: &str, token_id: &TokenId, now: Timestamp) -> Result<Write, StoreError> {
     Ok(Write::Update(built(
         Update::builder()
             .table_name(table)
@@ -184,7 +184,7 @@ pub fn revoke(table: &str, token_id: &TokenId, now: Timestamp) -> Result<Write, 
 
 /// Drops a token's reference from its account's token partition (unconditional: repeating it
 /// is harmless).
-pub fn drop_reference(
+pub(crate) fn drop_reference(
     table: &str,
     account_id: &AccountId,
     token_id: &TokenId,
@@ -199,10 +199,10 @@ pub fn drop_reference(
 }
 
 /// Token references read per page when an account's tokens are walked.
-pub const REFERENCE_PAGE: u32 = 100;
+pub(crate) const REFERENCE_PAGE: u32 = 100;
 
 /// One page of the account's token references, and the token id to continue after.
-pub async fn references(
+pub(crate) async fn references(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
     account_id: &AccountId,

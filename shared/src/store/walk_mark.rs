@@ -12,10 +12,10 @@ use super::write::Write;
 use super::StoreError;
 use crate::domain::time::Timestamp;
 
-pub const PK: &str = "ROLLUP_WALK";
-pub const SK: &str = "LISTING";
+pub(crate) const PK: &str = "ROLLUP_WALK";
+pub(crate) const SK: &str = "LISTING";
 /// Events created up to this instant (millis) are behind the mark.
-pub const THROUGH: &str = "through";
+pub(crate) const THROUGH: &str = "through";
 
 /// The mark (`None` before the first complete walk). A consistent read.
 pub async fn get(

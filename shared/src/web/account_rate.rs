@@ -25,10 +25,10 @@ use crate::store::account_limits;
 use crate::store::rate_window;
 use crate::store::write::{send, Written};
 /// The `Retry-After` of a refused request: the counted second ends within it.
-pub const RETRY_AFTER_SECS: u64 = 1;
+pub(crate) const RETRY_AFTER_SECS: u64 = 1;
 
 /// The rate that applies to the account at `now`: its own, else the deployment's.
-pub async fn rate_of(
+pub(crate) async fn rate_of(
     state: &ApiState,
     account_id: &AccountId,
     now: Timestamp,

@@ -220,7 +220,9 @@ impl FromRequestParts<Arc<ApiState>> for Operator {
 
 /// The optional `expires_in` (seconds) of a token issuance: the token stops working that long
 /// after it is issued. Out of [`TOKEN_EXPIRY_RANGE`], or not a whole number, is the field's 422.
-pub fn read_token_expiry(f: &mut crate::web::extract::Fields) -> Option<std::time::Duration> {
+pub(crate) fn read_token_expiry(
+    f: &mut crate::web::extract::Fields,
+) -> Option<std::time::Duration> {
     let secs: u64 = f.optional("expires_in")?;
     if !TOKEN_EXPIRY_RANGE.contains(&secs) {
         f.error(
@@ -238,7 +240,7 @@ pub fn read_token_expiry(f: &mut crate::web::extract::Fields) -> Option<std::tim
 
 /// The one-time response of an issued token.
 #[derive(Debug, Serialize)]
-pub struct IssuedTokenView {
+pub(crate) struct IssuedTokenView {
     /// The plaintext, shown only now.
     pub token: PlaintextToken,
     pub token_id: TokenId,

@@ -40,7 +40,7 @@ impl ConsoleKeys {
     }
 
     /// `first`, loaded at `loaded_at`, read again with `loader` every [`REFRESH`].
-    pub fn reloading<F, Fut>(first: ConsoleKey, loaded_at: Timestamp, loader: F) -> Self
+    pub(crate) fn reloading<F, Fut>(first: ConsoleKey, loaded_at: Timestamp, loader: F) -> Self
     where
         F: Fn() -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<ConsoleKey, String>> + Send + 'static,

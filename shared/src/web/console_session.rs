@@ -46,7 +46,7 @@ pub const SESSION_TTL: Duration = Duration::from_secs(8 * 60 * 60);
 /// identity's expiry).
 pub const OPERATOR_SESSION_TTL: Duration = Duration::from_secs(60 * 60);
 /// Shortest console key accepted.
-pub const MIN_KEY_BYTES: usize = 32;
+pub(crate) const MIN_KEY_BYTES: usize = 32;
 
 /// The console's signing key. Its `Debug` is redacted.
 #[derive(Clone)]
@@ -179,7 +179,11 @@ impl ConsoleKey {
     }
 
     /// Reads a session cookie's value (its signature and expiry; the session itself is stored).
-    pub fn open_session(&self, text: &str, now: Timestamp) -> Result<SignedSession, SessionError> {
+    pub(crate) fn open_session(
+        &self,
+        text: &str,
+        now: Timestamp,
+    ) -> Result<SignedSession, SessionError> {
         let claims = self.open("session", text, now)?;
         if claims.tok.is_some() || claims.by.is_some() || claims.gexp.is_some() {
             return Err(SessionError::Forged);
@@ -259,7 +263,7 @@ impl Grounds {
     }
 
     /// When a session opened on these grounds at `now` ends at the latest.
-    pub fn session_expiry(&self, now: Timestamp) -> Timestamp {
+    pub(crate) fn session_expiry(&self, now: Timestamp) -> Timestamp {
         match self {
             Grounds::Token(_) => now.plus(SESSION_TTL),
             Grounds::Operator { .. } => self.bound(now.plus(OPERATOR_SESSION_TTL)),

@@ -8,7 +8,7 @@ use axum::http::request::Parts;
 
 pub use crate::operations::account::token_format::{constant_time_eq, sha256_hex};
 
-pub const INVALID_TOKEN: &str = "the bearer token is not valid";
+pub(crate) const INVALID_TOKEN: &str = "the bearer token is not valid";
 
 /// The bearer token of a request (scheme case-insensitive), or a 401.
 pub fn bearer(parts: &Parts) -> Result<&str, ApiError> {

@@ -79,7 +79,7 @@ fn is_json_media_type(content_type: &str) -> bool {
 }
 
 /// The JSON type of a value, for messages.
-pub fn json_kind(v: &Value) -> &'static str {
+pub(crate) fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -208,18 +208,6 @@ impl Fields {
         self.check_text(name, text, max_chars)
     }
 
-    /// A text field of a PATCH body, checked like [`Fields::required_text`]; `null` is refused.
-    pub fn patch_text(&mut self, name: &str, max_chars: usize) -> Option<String> {
-        match self.patch::<String>(name) {
-            Patch::Absent => None,
-            Patch::Null => {
-                self.error(name, "must not be null");
-                None
-            }
-            Patch::Set(text) => self.check_text(name, text, max_chars),
-        }
-    }
-
     /// The length is the text's as sent (as the spec's `maxLength` counts it), the other checks
     /// are the trimmed text's.
     fn check_text(&mut self, name: &str, text: String, max_chars: usize) -> Option<String> {
@@ -244,7 +232,7 @@ impl Fields {
     }
 
     /// Refuses a field outright, with a reason (e.g. `status` moves only through the system).
-    pub fn forbid(&mut self, name: &str, reason: &str) {
+    pub(crate) fn forbid(&mut self, name: &str, reason: &str) {
         self.ask(name);
         if self.map.contains_key(name) {
             self.error(name, reason);
@@ -274,7 +262,7 @@ impl Fields {
 
     /// Finishes with an operation's checked value: its problems and the body's are answered
     /// together in one 422.
-    pub fn finish_with<T>(mut self, checked: Result<T, FieldErrors>) -> Result<T, ApiError> {
+    pub(crate) fn finish_with<T>(mut self, checked: Result<T, FieldErrors>) -> Result<T, ApiError> {
         match checked {
             Ok(value) => self.finish().map(|()| value),
             Err(errors) => {
@@ -293,7 +281,7 @@ impl Fields {
         }
     }
 
-    pub fn has_errors(&self) -> bool {
+    pub(crate) fn has_errors(&self) -> bool {
         !self.errors.is_empty()
     }
 
@@ -346,7 +334,7 @@ where
 }
 
 /// `Query` with problem+json rejections.
-pub struct ApiQuery<T>(pub T);
+pub(crate) struct ApiQuery<T>(pub T);
 
 impl<T, S> FromRequestParts<S> for ApiQuery<T>
 where
@@ -381,7 +369,7 @@ pub fn path_id<T: FromStr>(text: &str, what: &str) -> Result<T, ApiError> {
 
 /// The id a list of resources continues after, from its `?cursor=` (a cursor of
 /// [`crate::store::cursor`]), or a `422` when it is not a cursor of such a list.
-pub fn cursor_id<T: FromStr>(cursor: Option<&str>) -> Result<Option<T>, ApiError> {
+pub(crate) fn cursor_id<T: FromStr>(cursor: Option<&str>) -> Result<Option<T>, ApiError> {
     cursor
         .map(|c| {
             crate::store::cursor::decode(c)
@@ -392,8 +380,8 @@ pub fn cursor_id<T: FromStr>(cursor: Option<&str>) -> Result<Option<T>, ApiError
 }
 
 /// Page size of list routes.
-pub const DEFAULT_PAGE: u32 = 50;
-pub const MAX_PAGE: u32 = 100;
+pub(crate) const DEFAULT_PAGE: u32 = 50;
+pub(crate) const MAX_PAGE: u32 = 100;
 
 /// Checks `?limit=`: 1 to [`MAX_PAGE`], default [`DEFAULT_PAGE`].
 pub fn page_limit(limit: Option<u32>) -> Result<u32, ApiError> {

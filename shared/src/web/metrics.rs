@@ -27,7 +27,7 @@ pub const PROVIDER_EVENTS_DEFERRED: &str = "ProviderEventsDeferred";
 pub struct Deferred;
 
 /// The metrics one response counts toward.
-pub fn of_response(response: &Response) -> Vec<Metric> {
+pub(crate) fn of_response(response: &Response) -> Vec<Metric> {
     let mut out = Vec::new();
     if response.status() == StatusCode::UNAUTHORIZED {
         out.push(Metric::count(AUTHENTICATION_FAILURES, 1));

@@ -43,7 +43,9 @@ impl OperatorAuth {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
 
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+    pub(crate) fn from_lookup(
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
         match lookup("OPERATOR_TOKEN_SHA256") {
             None => Ok(OperatorAuth::GatewayJwt {
                 scope: lookup("OPERATOR_SCOPE")

@@ -36,7 +36,7 @@ impl OwnRates {
     }
 
     /// Forgets the account's own rate (an operator just changed it): the next request reads it.
-    pub fn forget(&self, account_id: &AccountId) {
+    pub(crate) fn forget(&self, account_id: &AccountId) {
         let mut rates = self.0.lock().unwrap_or_else(|p| p.into_inner());
         rates.remove(account_id);
     }

@@ -39,13 +39,13 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 /// Where the problem `type` URIs live; each variant appends its slug.
-pub const PROBLEM_BASE: &str = "https://rhythm-delivery.dev/problems/";
+pub(crate) const PROBLEM_BASE: &str = "https://rhythm-delivery.dev/problems/";
 /// The media type of every error response.
-pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
+pub(crate) const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
 /// The `Retry-After` of every 503, in seconds.
-pub const RETRY_AFTER_SECS: &str = "5";
+pub(crate) const RETRY_AFTER_SECS: &str = "5";
 /// The `WWW-Authenticate` challenge of every 401.
-pub const BEARER_CHALLENGE: &str = "Bearer realm=\"rhythm-delivery\"";
+pub(crate) const BEARER_CHALLENGE: &str = "Bearer realm=\"rhythm-delivery\"";
 
 pub use crate::domain::input::FieldError;
 
@@ -217,7 +217,7 @@ impl ApiError {
     }
 
     /// The stable `type` URI of this kind of problem.
-    pub fn problem_type(&self) -> String {
+    pub(crate) fn problem_type(&self) -> String {
         format!("{PROBLEM_BASE}{}", self.slug())
     }
 

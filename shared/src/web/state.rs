@@ -101,26 +101,11 @@ impl ApiState {
         self
     }
 
-    /// Checks and issues tokens under `key` instead of the configured secret's.
-    pub fn with_token_check_key(
-        mut self,
-        key: crate::operations::account::token_format::TokenCheckKey,
-    ) -> Self {
-        self.token_check =
-            Arc::new(crate::operations::account::token_format::TokenCheckKeys::fixed(key));
-        self
-    }
-
     /// The token-check key (read from its secret on first use).
     pub async fn token_check_key(
         &self,
     ) -> Result<Arc<crate::operations::account::token_format::TokenCheckKey>, ApiError> {
         Ok(self.token_check.current().await?)
-    }
-
-    /// Signs console links and sessions with `key`, which never changes.
-    pub fn with_console_key(self, key: crate::web::console_session::ConsoleKey) -> Self {
-        self.with_console_keys(crate::web::console_key::ConsoleKeys::fixed(key))
     }
 
     /// Signs console links and sessions with `keys` (the api function's, loaded at start and
@@ -153,28 +138,6 @@ impl ApiState {
             Some(settings) => settings,
             None => crate::notify::confirm::settings(),
         }
-    }
-
-    /// Replaces the known internal handler names (e.g. with the registry's `names()`).
-    pub fn with_internal_handlers<I, S>(mut self, names: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.internal_handlers = names.into_iter().map(Into::into).collect();
-        self
-    }
-
-    pub fn set_known_internal_handlers<I, S>(&mut self, names: I)
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.internal_handlers = names.into_iter().map(Into::into).collect();
-    }
-
-    pub fn is_known_internal_handler(&self, name: &str) -> bool {
-        self.internal_handlers.iter().any(|h| h == name)
     }
 
     pub fn dynamo(&self) -> &aws_sdk_dynamodb::Client {
@@ -219,7 +182,7 @@ impl ApiState {
 
     /// Sends a write of an existing `what` (an edit or a delete, conditional on the item's
     /// existence): a refusal is a `404`. Answers with the item an edit returns.
-    pub async fn change_existing(
+    pub(crate) async fn change_existing(
         &self,
         write: Write,
         what: &str,
@@ -232,7 +195,7 @@ impl ApiState {
 
     /// The webhook target policy: the SSRF guard, relaxed only where private targets are allowed
     /// (the local demo and tests).
-    pub fn target_policy(&self) -> crate::domain::ssrf::TargetPolicy {
+    pub(crate) fn target_policy(&self) -> crate::domain::ssrf::TargetPolicy {
         self.webhook.policy()
     }
 }

@@ -52,11 +52,10 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-pub const ACCOUNT_KIND: &str = account::KIND;
 pub const MAX_NAME_CHARS: usize = 200;
-pub const MAX_ADMIN_EMAILS: usize = 20;
+pub(crate) const MAX_ADMIN_EMAILS: usize = 20;
 /// Entries of each list of a notice allowlist.
-pub const MAX_ALLOWLIST_ENTRIES: usize = 100;
+pub(crate) const MAX_ALLOWLIST_ENTRIES: usize = 100;
 
 pub fn router() -> Router<Arc<ApiState>> {
     Router::new()
@@ -71,7 +70,7 @@ pub fn router() -> Router<Arc<ApiState>> {
 
 /// An account as the API shows it.
 #[derive(Debug, Serialize)]
-pub struct AccountView {
+pub(crate) struct AccountView {
     pub id: AccountId,
     pub name: String,
     pub admin_emails: Vec<String>,
@@ -91,7 +90,7 @@ impl From<&Account> for AccountView {
 
 /// An account of the operators' list, with its health over the last day.
 #[derive(Debug, Serialize)]
-pub struct AccountHealthView {
+pub(crate) struct AccountHealthView {
     #[serde(flatten)]
     pub account: AccountView,
     pub health: HealthView,
@@ -99,7 +98,7 @@ pub struct AccountHealthView {
 
 /// [`Health`] as the API shows it.
 #[derive(Debug, Serialize)]
-pub struct HealthView {
+pub(crate) struct HealthView {
     /// The window's length in hours.
     pub window_hours: u64,
     pub delivered: u64,
@@ -171,7 +170,7 @@ async fn list(
 }
 
 #[derive(Debug, Serialize)]
-pub struct CreatedAccount {
+pub(crate) struct CreatedAccount {
     pub account: AccountView,
     /// The account token, shown only now.
     pub token: PlaintextToken,
@@ -179,7 +178,7 @@ pub struct CreatedAccount {
 
 /// A plausible mailbox address: `local@domain`, no spaces, at most 254 characters. (Whether it
 /// receives mail is the notification pipeline's business.)
-pub fn check_email(email: &str) -> Result<(), &'static str> {
+pub(crate) fn check_email(email: &str) -> Result<(), &'static str> {
     if email.len() > 254 {
         return Err("must be at most 254 characters");
     }
@@ -201,7 +200,7 @@ pub fn check_email(email: &str) -> Result<(), &'static str> {
 }
 
 /// An email domain of an allowlist: a host name (`example.com`), without `@`.
-pub fn check_domain(domain: &str) -> Result<(), &'static str> {
+pub(crate) fn check_domain(domain: &str) -> Result<(), &'static str> {
     let labels_ok = domain.split('.').all(|label| {
         !label.is_empty()
             && label.len() <= 63
@@ -214,7 +213,7 @@ pub fn check_domain(domain: &str) -> Result<(), &'static str> {
 }
 
 /// A Slack workspace of an allowlist: the team id of its webhook URLs (`T024BE7LD`).
-pub fn check_slack_workspace(team: &str) -> Result<(), &'static str> {
+pub(crate) fn check_slack_workspace(team: &str) -> Result<(), &'static str> {
     if team.is_empty() || team.len() > 32 || !team.chars().all(|c| c.is_ascii_alphanumeric()) {
         return Err("must be a Slack team id (letters and digits, as in /services/{team}/…)");
     }
@@ -352,7 +351,7 @@ async fn remove(
 
 /// An account's notice allowlist as the API shows it.
 #[derive(Debug, Serialize)]
-pub struct AllowlistView {
+pub(crate) struct AllowlistView {
     pub account_id: AccountId,
     #[serde(flatten)]
     pub allowlist: NoticeAllowlist,

@@ -34,7 +34,7 @@ pub struct Act {
 
 /// An entry of the queue as the API shows it.
 #[derive(Debug, Serialize)]
-pub struct AttentionView {
+pub(crate) struct AttentionView {
     pub kind: AttentionKind,
     pub account_id: AccountId,
     pub account_name: String,
@@ -103,7 +103,7 @@ impl AttentionView {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ListParams {
+pub(crate) struct ListParams {
     pub limit: Option<u32>,
     pub cursor: Option<String>,
 }

@@ -47,7 +47,7 @@ pub fn router() -> Router<Arc<ApiState>> {
 
 /// What the walk of a history found.
 #[derive(Debug, Serialize)]
-pub struct VerificationView {
+pub(crate) struct VerificationView {
     pub account_id: AccountId,
     /// Every entry on the chain holds and the head names the last one.
     pub intact: bool,
@@ -61,13 +61,13 @@ pub struct VerificationView {
 }
 
 #[derive(Debug, Serialize)]
-pub struct HeadView {
+pub(crate) struct HeadView {
     pub seq: u64,
     pub hash: String,
 }
 
 #[derive(Debug, Serialize)]
-pub struct BreakView {
+pub(crate) struct BreakView {
     /// The entry's number on the chain (`None`: the break is at the head).
     pub seq: Option<u64>,
     /// The entry's id and position in the history (`None`: at the head).

@@ -159,7 +159,7 @@ pub struct AttemptView {
     pub error: Option<String>,
 }
 
-pub fn attempt_views(d: &Delivery) -> Vec<AttemptView> {
+pub(crate) fn attempt_views(d: &Delivery) -> Vec<AttemptView> {
     attempt_runs(&d.attempt_log)
         .into_iter()
         .map(|a| AttemptView {
@@ -179,7 +179,7 @@ pub fn attempt_views(d: &Delivery) -> Vec<AttemptView> {
 /// The list's query parameters.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ListParams {
+pub(crate) struct ListParams {
     pub status: Option<String>,
     pub from: Option<String>,
     pub to: Option<String>,
@@ -190,7 +190,7 @@ pub struct ListParams {
 
 /// Reads `?status=a,b`, `?from=`, `?to=`, `?record_id=` ([`DeliveryFilter`]) and `?limit=`;
 /// every invalid one is named at once.
-pub fn delivery_query(params: ListParams) -> Result<DeliveryQuery, ApiError> {
+pub(crate) fn delivery_query(params: ListParams) -> Result<DeliveryQuery, ApiError> {
     let filter = DeliveryFilter {
         status: params.status,
         from: params.from,
@@ -247,7 +247,7 @@ async fn fetch(
 }
 
 #[derive(Debug, Serialize)]
-pub struct AttemptsView {
+pub(crate) struct AttemptsView {
     pub delivery_id: DeliveryId,
     pub status: DeliveryStatus,
     /// Attempts of the current run.

@@ -34,9 +34,9 @@ use serde_json::Value;
 use std::sync::Arc;
 
 /// Longest description.
-pub const MAX_DESCRIPTION_CHARS: usize = 2000;
+pub(crate) const MAX_DESCRIPTION_CHARS: usize = 2000;
 /// Highest version an operator may give.
-pub const MAX_VERSION: u32 = 1_000_000;
+pub(crate) const MAX_VERSION: u32 = 1_000_000;
 
 pub fn router() -> Router<Arc<ApiState>> {
     Router::new()
@@ -46,7 +46,7 @@ pub fn router() -> Router<Arc<ApiState>> {
 
 /// An event type as operators see it.
 #[derive(Debug, Serialize)]
-pub struct OperatorEventTypeView {
+pub(crate) struct OperatorEventTypeView {
     #[serde(flatten)]
     pub event_type: EventTypeView,
     pub updated_by: String,

@@ -37,7 +37,7 @@ pub fn router() -> Router<Arc<ApiState>> {
 
 /// One limit as operators see it.
 #[derive(Debug, Serialize)]
-pub struct LimitView {
+pub(crate) struct LimitView {
     pub used: i64,
     /// What applies: `own` if set, else `default`.
     pub limit: u32,
@@ -49,7 +49,7 @@ pub struct LimitView {
 /// The account's request rate as operators see it (nothing is kept counted: a second's count
 /// lasts a second).
 #[derive(Debug, Serialize)]
-pub struct RateView {
+pub(crate) struct RateView {
     /// What applies: `own` if set, else `default`.
     pub limit: u32,
     pub default: u32,
@@ -59,7 +59,7 @@ pub struct RateView {
 
 /// An account's limits as operators see them.
 #[derive(Debug, Serialize)]
-pub struct LimitsView {
+pub(crate) struct LimitsView {
     pub account_id: AccountId,
     pub integrations: LimitView,
     pub subscriptions: LimitView,

@@ -1,15 +1,15 @@
 //! `/operator/*`: routes for the platform's operators (identity from [`crate::web::Operator`]).
 
-pub mod accounts;
+pub(crate) mod accounts;
 pub mod attention;
 pub mod audit;
 pub mod deliveries;
-pub mod event_types;
+pub(crate) mod event_types;
 pub mod limits;
 pub mod notifications;
-pub mod reconcile;
+pub(crate) mod reconcile;
 pub mod replays;
-pub mod subscriptions;
+pub(crate) mod subscriptions;
 
 use crate::web::state::ApiState;
 use axum::Router;

@@ -21,9 +21,9 @@ use std::time::Duration;
 
 /// Wall-clock time an on-demand run may take (the API function's timeout is 20 s; the margin
 /// the budget keeps back is on top of this).
-pub const ON_DEMAND_TIME: Duration = Duration::from_secs(10);
+pub(crate) const ON_DEMAND_TIME: Duration = Duration::from_secs(10);
 /// Largest `max_events` accepted.
-pub const MAX_EVENTS_LIMIT: usize = 100_000;
+pub(crate) const MAX_EVENTS_LIMIT: usize = 100_000;
 
 pub fn router() -> Router<Arc<ApiState>> {
     Router::new().route("/operator/reconcile", post(run))

@@ -62,15 +62,15 @@ use serde_json::{Map, Value};
 use std::sync::Arc;
 
 /// Most changes in one batch.
-pub const MAX_BATCH: usize = 100;
+pub(crate) const MAX_BATCH: usize = 100;
 /// Largest change, in bytes of compact JSON (its item in the changes table stays well within
 /// DynamoDB's 400 KB).
-pub const MAX_CHANGE_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_CHANGE_BYTES: usize = 64 * 1024;
 /// Longest `Idempotency-Key`.
-pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 255;
-pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+pub(crate) const MAX_IDEMPOTENCY_KEY_CHARS: usize = 255;
+pub(crate) const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// AWS X-Ray's trace header (`Root=1-…;Parent=…;Sampled=…`).
-pub const X_RAY_TRACE_HEADER: &str = "x-amzn-trace-id";
+pub(crate) const X_RAY_TRACE_HEADER: &str = "x-amzn-trace-id";
 const OPERATIONS: [&str; 3] = ["created", "updated", "deleted"];
 
 pub fn router() -> Router<Arc<ApiState>> {
@@ -89,7 +89,7 @@ pub fn router() -> Router<Arc<ApiState>> {
 
 /// What became of one change of a publish.
 #[derive(Debug, Serialize)]
-pub struct PublishedView {
+pub(crate) struct PublishedView {
     pub index: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change_id: Option<ChangeId>,
@@ -101,7 +101,7 @@ pub struct PublishedView {
 }
 
 #[derive(Debug, Serialize)]
-pub struct PublishView {
+pub(crate) struct PublishView {
     pub changes: Vec<PublishedView>,
 }
 

@@ -13,14 +13,14 @@ use std::collections::BTreeMap;
 
 /// The `headers` field of a request: an object of names to text values, `null` (none), or
 /// absent. The domain checks the names and values.
-pub fn read_headers(f: &mut Fields) -> Patch<Headers> {
+pub(crate) fn read_headers(f: &mut Fields) -> Patch<Headers> {
     f.patch::<Headers>("headers")
 }
 
 /// The `auth` field of a request: an object with its `type` and text fields, `null` (none), or
 /// absent. A field given as something else than text is named (`auth.<field>`, "must be a
 /// string") by the domain's check, as is every other problem.
-pub fn read_auth(f: &mut Fields) -> Patch<AuthDraft> {
+pub(crate) fn read_auth(f: &mut Fields) -> Patch<AuthDraft> {
     match f.patch::<Map<String, Value>>("auth") {
         Patch::Set(given) => Patch::Set(AuthDraft {
             kind: given

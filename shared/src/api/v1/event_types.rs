@@ -32,7 +32,7 @@ pub fn router() -> Router<Arc<ApiState>> {
 
 /// An event type as the API shows it.
 #[derive(Debug, Serialize)]
-pub struct EventTypeView {
+pub(crate) struct EventTypeView {
     #[serde(rename = "type")]
     pub record_type: String,
     pub version: u32,

@@ -40,14 +40,14 @@ pub fn router() -> Router<Arc<ApiState>> {
 }
 
 /// A monitor failure as an API error: a foreign or mangled cursor is the caller's mistake.
-pub fn monitor_error(e: impl Into<MonitorError>) -> ApiError {
+pub(crate) fn monitor_error(e: impl Into<MonitorError>) -> ApiError {
     OpsError::from(e.into()).into()
 }
 
 /// The list's query parameters.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ListParams {
+pub(crate) struct ListParams {
     pub status: Option<String>,
     pub from: Option<String>,
     pub to: Option<String>,
@@ -60,7 +60,7 @@ pub struct ListParams {
 }
 
 /// The query of a list request ([`EventFilter`]); every invalid parameter is named in one 422.
-pub fn read_params(params: ListParams) -> Result<EventQuery, ApiError> {
+pub(crate) fn read_params(params: ListParams) -> Result<EventQuery, ApiError> {
     let filter = EventFilter {
         status: params.status,
         from: params.from,
@@ -97,7 +97,7 @@ async fn list(
 
 /// An event with its delivery log.
 #[derive(Debug, Serialize)]
-pub struct EventDetail {
+pub(crate) struct EventDetail {
     #[serde(flatten)]
     pub event: EventSummary,
     pub deliveries: Vec<DeliveryLogEntry>,

@@ -61,8 +61,6 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-pub const INTEGRATION_KIND: &str = integration::KIND;
-
 pub fn router() -> Router<Arc<ApiState>> {
     Router::new()
         .route("/v1/integrations", post(create).get(list))
@@ -196,7 +194,7 @@ fn read_edit(f: &mut Fields) -> IntegrationEditDraft {
 }
 
 /// What `POST …/tokens` asks (every invalid field named in one 422).
-pub fn read_token_request(mut f: Fields) -> Result<TokenRequest, ApiError> {
+pub(crate) fn read_token_request(mut f: Fields) -> Result<TokenRequest, ApiError> {
     let revoke_existing: bool = f.optional("revoke_existing").unwrap_or(false);
     let expires_in = auth::read_token_expiry(&mut f);
     f.finish()?;

@@ -64,7 +64,7 @@ pub fn router() -> Router<Arc<ApiState>> {
 
 /// A replay job as its account sees it.
 #[derive(Debug, Serialize)]
-pub struct AccountReplayView {
+pub(crate) struct AccountReplayView {
     pub id: ReplayJobId,
     pub subscription_id: SubscriptionId,
     pub from: String,
@@ -108,7 +108,7 @@ impl AccountReplayView {
 /// by the job, and left alone (`skipped`: not in its statuses, already pending, or moved by
 /// someone else meanwhile).
 #[derive(Debug, Clone, Copy, Serialize)]
-pub struct RecoveryCounts {
+pub(crate) struct RecoveryCounts {
     pub examined: u32,
     pub restarted: u32,
     pub skipped: u32,
@@ -116,7 +116,7 @@ pub struct RecoveryCounts {
 
 /// A recovery job as its account sees it.
 #[derive(Debug, Serialize)]
-pub struct RecoveryView {
+pub(crate) struct RecoveryView {
     pub id: ReplayJobId,
     pub subscription_id: SubscriptionId,
     pub since: String,

@@ -1,18 +1,18 @@
 //! `/v1/*`: the management API (account tokens) and routes any token may call.
 
 pub mod attention;
-pub mod changes;
+pub(crate) mod changes;
 pub mod endpoint_settings;
-pub mod event_types;
-pub mod events;
+pub(crate) mod event_types;
+pub(crate) mod events;
 pub mod integrations;
-pub mod jobs;
+pub(crate) mod jobs;
 pub mod notices;
-pub mod provider_events;
-pub mod pull;
+pub(crate) mod provider_events;
+pub(crate) mod pull;
 pub mod subscriptions;
 pub mod test_event;
-pub mod whoami;
+pub(crate) mod whoami;
 
 use super::ApiState;
 use crate::domain::input::FieldErrors;
@@ -41,7 +41,7 @@ pub fn router() -> Router<Arc<ApiState>> {
 /// A page of a list route: `data`, and `next_cursor` to pass as `?cursor=` for the next page
 /// (`null` on the last page).
 #[derive(Debug, Serialize)]
-pub struct ListResponse<T> {
+pub(crate) struct ListResponse<T> {
     pub data: Vec<T>,
     pub next_cursor: Option<String>,
 }
@@ -62,7 +62,7 @@ impl<T> ListResponse<T> {
 
 /// A list's query read from its filter (`read`, given the page size) and its `?limit=`: every
 /// refusal of both in one 422, the limit's last.
-pub fn list_query<Q>(
+pub(crate) fn list_query<Q>(
     limit: Option<u32>,
     read: impl FnOnce(u32) -> Result<Q, FieldErrors>,
 ) -> Result<Q, ApiError> {

@@ -49,7 +49,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
 
-pub const IDEMPOTENCY_HEADER: &str = "idempotency-key";
+pub(crate) const IDEMPOTENCY_HEADER: &str = "idempotency-key";
 
 pub fn router() -> Router<Arc<ApiState>> {
     Router::new()
@@ -431,7 +431,7 @@ async fn fetch(
 }
 
 #[derive(Debug, Serialize)]
-pub struct DeliveriesResponse {
+pub(crate) struct DeliveriesResponse {
     pub data: Vec<NoticeDeliveryView>,
 }
 
@@ -450,7 +450,7 @@ async fn deliveries(
 }
 
 #[derive(Debug, Serialize)]
-pub struct WithdrawnView {
+pub(crate) struct WithdrawnView {
     pub notice: NoticeView,
     /// Queued deliveries cancelled now.
     pub cancelled: u32,

@@ -41,7 +41,7 @@ pub fn router() -> Router<Arc<ApiState>> {
 }
 
 #[derive(Debug, Serialize)]
-pub struct IntakeView {
+pub(crate) struct IntakeView {
     pub outcome: &'static str,
 }
 

@@ -99,7 +99,7 @@ struct ChangesParams {
 
 /// One pending change as the adapter reads it.
 #[derive(Debug, Serialize)]
-pub struct PulledChangeView {
+pub(crate) struct PulledChangeView {
     /// Write this cursor to acknowledge this change and every change before it.
     pub cursor: String,
     /// The stable delivery identifier (the same a webhook would carry as `webhook-id`).
@@ -113,7 +113,7 @@ pub struct PulledChangeView {
 }
 
 #[derive(Debug, Serialize)]
-pub struct ChangesPage {
+pub(crate) struct ChangesPage {
     pub subscription_id: SubscriptionId,
     /// The acknowledged position (a change id), `null` before the first acknowledgement.
     pub acknowledged_change_id: Option<ChangeId>,
@@ -167,7 +167,7 @@ async fn changes(
 }
 
 #[derive(Debug, Serialize)]
-pub struct CursorView {
+pub(crate) struct CursorView {
     pub subscription_id: SubscriptionId,
     /// The last change id acknowledged, `null` before the first acknowledgement.
     pub acknowledged_change_id: Option<ChangeId>,
@@ -193,7 +193,7 @@ async fn fetch_cursor(
 }
 
 #[derive(Debug, Serialize)]
-pub struct AcknowledgementView {
+pub(crate) struct AcknowledgementView {
     pub subscription_id: SubscriptionId,
     pub previous_change_id: Option<ChangeId>,
     pub acknowledged_change_id: Option<ChangeId>,

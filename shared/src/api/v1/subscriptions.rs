@@ -45,8 +45,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
 
-pub const SUBSCRIPTION_KIND: &str = subscription::KIND;
-
 const STATUS_IS_SYSTEMS: &str = "is not set through this API: the system pauses a subscription after fifty dead deliveries in a row and an operator resumes it";
 
 pub fn router() -> Router<Arc<ApiState>> {
@@ -142,7 +140,7 @@ async fn create(
 /// A new subscription's body read into its draft (`integration_id`, `record_types`, `filter`,
 /// `fields`, `retry_policy`, `retry_statuses`, `pause_on_gone`): a value of the wrong type is
 /// named here, the rules of a valid subscription by the check.
-pub fn read_new(f: &mut Fields) -> SubscriptionDraft {
+pub(crate) fn read_new(f: &mut Fields) -> SubscriptionDraft {
     SubscriptionDraft {
         integration_id: given(f, "integration_id"),
         record_types: given(f, "record_types"),
@@ -170,7 +168,7 @@ fn given<T: DeserializeOwned>(f: &mut Fields, name: &str) -> Given<T> {
 
 /// An edit's body read into its draft (`record_types`, `filter`, `fields`, `retry_policy`,
 /// `retry_statuses`, `pause_on_gone`; `status` and `integration_id` are refused).
-pub fn read_edit(f: &mut Fields) -> SubscriptionEditDraft {
+pub(crate) fn read_edit(f: &mut Fields) -> SubscriptionEditDraft {
     SubscriptionEditDraft {
         record_types: f.patch("record_types"),
         filter: f.raw("filter"),

@@ -15,7 +15,7 @@ pub fn router() -> Router<Arc<ApiState>> {
 }
 
 #[derive(Debug, Serialize)]
-pub struct WhoAmI {
+pub(crate) struct WhoAmI {
     pub kind: &'static str,
     pub account_id: AccountId,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -53,18 +53,18 @@ pub use publish::{delay_until, publish};
 /// How often the sweep runs (template.yaml's `Sweep` schedule, `rate(1 minute)`).
 pub const SWEEP_EVERY: Duration = Duration::from_secs(60);
 /// How far ahead the sweep publishes (as SQS delays): one sweep interval.
-pub const SWEEP_HORIZON: Duration = SWEEP_EVERY;
+pub(crate) const SWEEP_HORIZON: Duration = SWEEP_EVERY;
 /// After the sweep publishes a delivery, how long before it may publish it again if nobody claims it.
-pub const REDISPATCH_GRACE: Duration = Duration::from_secs(5 * 60);
+pub(crate) const REDISPATCH_GRACE: Duration = Duration::from_secs(5 * 60);
 /// Items a sweep takes from one shard in one run; a larger backlog continues on the next run.
-pub const SWEEP_LIMIT_PER_SHARD: i32 = 500;
+pub(crate) const SWEEP_LIMIT_PER_SHARD: i32 = 500;
 /// Prompt roll-ups run at once by one stream batch.
-pub const PROMPT_ROLLUP_CONCURRENCY: usize = 8;
+pub(crate) const PROMPT_ROLLUP_CONCURRENCY: usize = 8;
 
 /// The payload of the sweep schedule (template.yaml's `Input`): the only one that sweeps.
-pub const SWEEP_PAYLOAD: &str = r#"{"sweep":"due"}"#;
+pub(crate) const SWEEP_PAYLOAD: &str = r#"{"sweep":"due"}"#;
 /// The metric each scheduled sweep writes once (the dispatcher-silence alarm's).
-pub const SWEEP_RUNS: &str = "DispatcherSweepRuns";
+pub(crate) const SWEEP_RUNS: &str = "DispatcherSweepRuns";
 
 /// Why an invocation of the dispatch function failed.
 #[derive(Debug, thiserror::Error)]

@@ -11,7 +11,7 @@ use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use std::time::Duration;
 
 /// SQS's longest message delay.
-pub const MAX_SQS_DELAY: Duration = Duration::from_secs(900);
+pub(crate) const MAX_SQS_DELAY: Duration = Duration::from_secs(900);
 
 /// Sends up to ten deliveries' work to the delivery queue in one request, one delivery to a
 /// message (the sweep's retries, the worker's deferred copies), each visible after its delay.
@@ -102,7 +102,7 @@ pub struct Outgoing {
 /// test events, and the copies the worker hands back (a delivery's work alone, or a message that
 /// is not delivery work as it came); [`publish`] for one delivery's work to a message. Returns the
 /// indexes that were not accepted.
-pub async fn publish_messages(
+pub(crate) async fn publish_messages(
     sqs: &aws_sdk_sqs::Client,
     queue_url: &str,
     messages: &[Outgoing],

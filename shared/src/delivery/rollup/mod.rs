@@ -64,8 +64,8 @@ mod error;
 mod expiry;
 mod limits;
 mod reopen;
-pub mod sole;
-pub mod walk;
+pub(crate) mod sole;
+pub(crate) mod walk;
 
 use crate::clock::Clock;
 use crate::domain::event::{roll_up_move, DeliveryFacts, EventStatus, EventTrigger};
@@ -208,7 +208,7 @@ impl RollUp {
     }
 
     /// Rolls up the event of partition `pk` (`EVT#{account}#{change}`).
-    pub async fn roll_up_pk(&self, pk: &str) -> Result<RollUpOutcome, RollUpError> {
+    pub(crate) async fn roll_up_pk(&self, pk: &str) -> Result<RollUpOutcome, RollUpError> {
         Ok(self.roll_up_counting(pk).await?.0)
     }
 

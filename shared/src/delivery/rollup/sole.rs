@@ -55,7 +55,7 @@ impl RollUp {
 /// does not decide it alone, or when the roll-up would also have to write `d`'s retention
 /// ([`expiry_needs_write`]): the caller reads the partition instead. The move is the one the
 /// partition's read would decide ([`roll_up_move`] of `d`'s facts from `new`).
-pub fn sole_roll_up(
+pub(crate) fn sole_roll_up(
     d: &Delivery,
     previous: DeliveryStatus,
     now: Timestamp,

@@ -198,7 +198,7 @@ impl RollUp {
 
     /// Rolls up the events of one batch concurrently. Storage errors are counted and logged, not
     /// returned: one event's failure does not hold up the others.
-    pub async fn roll_up_batch(&self, batch: &[IndexEntry]) -> RollUpReport {
+    pub(crate) async fn roll_up_batch(&self, batch: &[IndexEntry]) -> RollUpReport {
         let pks: Vec<String> = batch.iter().map(|e| e.pk.clone()).collect();
         let counted: Vec<Result<(RollUpOutcome, u32), RollUpError>> = stream::iter(pks)
             .map(|pk| {
@@ -236,7 +236,7 @@ impl RollUp {
 
 /// One entry of the `rollup` index: an open event by creation time.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct IndexEntry {
+pub(crate) struct IndexEntry {
     pub rollup_at: i64,
     pub pk: String,
 }
@@ -279,7 +279,7 @@ impl ShardCursor {
 /// A walk of the `rollup` index in creation order across all shards: each shard is read in
 /// pages of [`ROLLUP_BATCH`] from where it stopped, and batches are merged oldest first, so each
 /// batch holds exactly the oldest entries the walk has not handed out yet.
-pub struct IndexWalk {
+pub(crate) struct IndexWalk {
     shards: Vec<ShardCursor>,
 }
 
@@ -311,7 +311,7 @@ impl IndexWalk {
     }
 
     /// The next (at most) `max` oldest entries.
-    pub async fn next_batch(
+    pub(crate) async fn next_batch(
         &mut self,
         rollup: &RollUp,
         max: usize,

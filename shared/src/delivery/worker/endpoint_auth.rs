@@ -26,7 +26,7 @@ const TOKEN_RESPONSE_LIMIT: usize = 16 * 1024;
 
 /// Why an authentication header could not be made. The messages name no secret.
 #[derive(Debug, thiserror::Error)]
-pub enum AuthFailure {
+pub(crate) enum AuthFailure {
     /// The credential could not be opened (KMS unavailable, or the sealed text unusable).
     #[error("endpoint credential: {0}")]
     Unsealed(#[from] UnsealError),
@@ -40,7 +40,7 @@ pub enum AuthFailure {
 /// entry), so a token fetched for one endpoint is never sent to another, whatever the stored
 /// settings say (an edit that moves the endpoint drops its authentication too).
 #[derive(Default)]
-pub struct TokenCache {
+pub(crate) struct TokenCache {
     tokens: Mutex<HashMap<TokenKey, (Credential, Timestamp)>>,
 }
 
@@ -100,7 +100,7 @@ impl TokenCache {
 
 /// The header one authentication adds to an attempt, and whether it came from the token cache
 /// (a 401 to a cached token is worth one fresh token).
-pub struct AuthHeader {
+pub(crate) struct AuthHeader {
     pub name: String,
     pub value: String,
     pub cached: bool,
@@ -108,7 +108,7 @@ pub struct AuthHeader {
 
 /// What making an authentication header uses: the guarded client and its policy (for a token
 /// endpoint), the opener of sealed credentials, and the container's token cache.
-pub struct Authenticator<'a> {
+pub(crate) struct Authenticator<'a> {
     pub http: &'a reqwest::Client,
     pub policy: &'a TargetPolicy,
     pub opener: &'a SecretOpener,
@@ -118,7 +118,7 @@ pub struct Authenticator<'a> {
 /// Makes the authentication header of `mode` with its sealed `credential` for an attempt to
 /// `endpoint`: opened through the opener; for OAuth2 a token from the cache (one fetched for
 /// this endpoint's origin) unless `fresh`, else from the token endpoint.
-pub async fn auth_header(
+pub(crate) async fn auth_header(
     a: &Authenticator<'_>,
     (integration, endpoint): ((&AccountId, &IntegrationId), &url::Url),
     (mode, sealed): (&AuthMode, &SealedSecret),

@@ -34,7 +34,7 @@ pub struct InternalRegistry {
 
 impl InternalRegistry {
     /// Every built-in handler of this code base.
-    pub fn builtin(dynamo: aws_sdk_dynamodb::Client, table: String) -> Self {
+    pub(crate) fn builtin(dynamo: aws_sdk_dynamodb::Client, table: String) -> Self {
         let mut r = InternalRegistry::default();
         r.register(Arc::new(RecordSnapshot { dynamo, table }));
         r
@@ -67,12 +67,12 @@ impl InternalRegistry {
 /// `record_snapshot`: keeps the latest projected state of every record the subscription sees, so
 /// the account can read "the record as of its last change" without the owning application. Writes
 /// are ordered by the change's time: an older change arriving late never overwrites a newer one.
-pub struct RecordSnapshot {
+pub(crate) struct RecordSnapshot {
     dynamo: aws_sdk_dynamodb::Client,
     table: String,
 }
 
-pub const RECORD_SNAPSHOT: &str = "record_snapshot";
+pub(crate) const RECORD_SNAPSHOT: &str = "record_snapshot";
 
 pub use crate::store::snapshot::snapshot_pk;
 

@@ -21,9 +21,9 @@
 pub mod adapters;
 mod attempt;
 mod batch;
-pub mod endpoint_auth;
+pub(crate) mod endpoint_auth;
 pub mod internal;
-pub mod rate_limit;
+pub(crate) mod rate_limit;
 mod test_event;
 pub mod webhook;
 
@@ -46,7 +46,7 @@ use webhook::WebhookAdapter;
 /// The processing lease (sixty seconds, `docs/lifecycles.md#integration-delivery`).
 pub const LEASE: Duration = crate::domain::integration_delivery::PROCESSING_LEASE;
 /// How long account configuration (and the integration's credentials) is cached per container.
-pub const CONFIG_LEASE: Duration = Duration::from_secs(60);
+pub(crate) const CONFIG_LEASE: Duration = Duration::from_secs(60);
 /// Deliveries of one batch worked on at once (the event source hands over up to a hundred
 /// messages, each of up to [`PACKED`](crate::delivery::dispatch::publish::PACKED) deliveries).
 pub const BATCH_CONCURRENCY: usize = 25;
@@ -80,7 +80,7 @@ pub const HAND_BACK_DELAY: Duration = Duration::from_secs(1);
 
 /// Whether an attempt that took `elapsed` ran long enough, under `timeout`, to count as its
 /// endpoint timing out ([`SLOW_ATTEMPT_PERCENT`]).
-pub fn ran_long(elapsed: Duration, timeout: Duration) -> bool {
+pub(crate) fn ran_long(elapsed: Duration, timeout: Duration) -> bool {
     elapsed * 100 >= timeout * SLOW_ATTEMPT_PERCENT
 }
 
@@ -210,10 +210,10 @@ impl DeliveryWorker {
 /// One success in this many is logged at INFO (chosen by its delivery id, so a delivery's lines
 /// are all sampled or none): enough to see deliveries flowing at the default level, at a few
 /// bytes per delivery. The others are DEBUG lines.
-pub const SUCCESS_LOG_SAMPLE: u64 = 100;
+pub(crate) const SUCCESS_LOG_SAMPLE: u64 = 100;
 
 /// Whether `delivery_id`'s success is one of the sampled INFO lines ([`SUCCESS_LOG_SAMPLE`]).
-pub fn success_sampled(delivery_id: &str) -> bool {
+pub(crate) fn success_sampled(delivery_id: &str) -> bool {
     // FNV-1a: stable across builds and platforms, unlike the standard library's hasher.
     let hash = delivery_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)

@@ -32,7 +32,7 @@ pub fn limited<'a>(
 
 /// Counts attempt starts of limited integrations (one per container).
 #[derive(Default)]
-pub struct RateGate {
+pub(crate) struct RateGate {
     /// The last second found full, per integration.
     full: Mutex<HashMap<IntegrationId, i64>>,
 }

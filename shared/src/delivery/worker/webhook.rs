@@ -88,7 +88,7 @@ impl WebhookAdapter {
     /// opened is the attempt's failure (transient while KMS is unavailable, else a configuration
     /// loss); a token endpoint that gives no token is a transient failure.
     #[allow(clippy::too_many_arguments)]
-    pub async fn send_signed(
+    pub(crate) async fn send_signed(
         &self,
         opener: &SecretOpener,
         integration: (&AccountId, &IntegrationId),

@@ -6,7 +6,7 @@ use super::{ChannelAdapter, ChannelAnswer, OutgoingMessage};
 use crate::domain::time::Timestamp;
 use crate::store::console_inbox::console_ref;
 
-pub struct ConsoleAdapter;
+pub(crate) struct ConsoleAdapter;
 
 #[async_trait::async_trait]
 impl ChannelAdapter for ConsoleAdapter {

@@ -16,9 +16,9 @@ use aws_sdk_sesv2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sesv2::types::{Body, Content, Destination, EmailContent, Message};
 
 /// The environment variable naming the SES configuration set (event publishing to SNS).
-pub const CONFIGURATION_SET_VAR: &str = "NOTIFICATION_CONFIGURATION_SET";
+pub(crate) const CONFIGURATION_SET_VAR: &str = "NOTIFICATION_CONFIGURATION_SET";
 
-pub struct EmailAdapter {
+pub(crate) struct EmailAdapter {
     ses: aws_sdk_sesv2::Client,
     sender: String,
     configuration_set: Option<String>,
@@ -39,7 +39,7 @@ impl EmailAdapter {
 }
 
 /// A plausible mailbox address: `local@domain.tld`, no spaces, at most 254 characters.
-pub fn plausible_address(address: &str) -> bool {
+pub(crate) fn plausible_address(address: &str) -> bool {
     if address.len() > 254 || address.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return false;
     }
@@ -64,7 +64,7 @@ fn text(data: &str) -> Result<Content, String> {
 }
 
 /// Classifies an SES error code (see the module table). `None` for codes it does not know.
-pub fn classify_ses_code(code: &str, message: &str) -> Option<ChannelAnswer> {
+pub(crate) fn classify_ses_code(code: &str, message: &str) -> Option<ChannelAnswer> {
     let detail = format!("SES {code}: {message}");
     Some(match code {
         "TooManyRequestsException"

@@ -11,9 +11,9 @@
 //! A channel with no adapter at all is the lifecycle's "no adapter for the channel" row
 //! (`queued → skipped`), decided before any claim.
 
-pub mod console;
-pub mod email;
-pub mod slack;
+pub(crate) mod console;
+pub(crate) mod email;
+pub(crate) mod slack;
 
 use crate::aws::Clients;
 use crate::config::Config;

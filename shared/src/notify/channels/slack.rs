@@ -22,7 +22,7 @@ use std::time::Duration;
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The only host Slack incoming webhooks live on (enforced unless private targets are allowed).
-pub const SLACK_WEBHOOK_HOST: &str = "hooks.slack.com";
+pub(crate) const SLACK_WEBHOOK_HOST: &str = "hooks.slack.com";
 const USER_AGENT: &str = concat!("Rhythm-Delivery-Notifications/", env!("CARGO_PKG_VERSION"));
 const BODY_LIMIT: usize = 300;
 
@@ -30,7 +30,7 @@ const BODY_LIMIT: usize = 300;
 /// and, unless private targets are allowed (the local demo and tests, whose receivers are on
 /// loopback), https on [`SLACK_WEBHOOK_HOST`]. The API checks a notice's URLs with it, and the
 /// adapter again before each call.
-pub fn check_slack_url(address: &str, policy: &TargetPolicy) -> Result<url::Url, String> {
+pub(crate) fn check_slack_url(address: &str, policy: &TargetPolicy) -> Result<url::Url, String> {
     let url = check_url(address, policy).map_err(|e| e.to_string())?;
     if !policy.allow_private
         && (url.scheme() != "https" || url.host_str() != Some(SLACK_WEBHOOK_HOST))
@@ -41,7 +41,7 @@ pub fn check_slack_url(address: &str, policy: &TargetPolicy) -> Result<url::Url,
 }
 
 #[derive(Clone)]
-pub struct SlackAdapter {
+pub(crate) struct SlackAdapter {
     client: reqwest::Client,
     policy: TargetPolicy,
 }
@@ -56,12 +56,12 @@ impl SlackAdapter {
 }
 
 /// The Slack message for a notice: the subject in bold, then the body.
-pub fn slack_payload(subject: &str, body: &str) -> serde_json::Value {
+pub(crate) fn slack_payload(subject: &str, body: &str) -> serde_json::Value {
     serde_json::json!({ "text": format!("*{subject}*\n{body}") })
 }
 
 /// Classifies a Slack webhook answer (see the module table).
-pub fn classify_slack(
+pub(crate) fn classify_slack(
     status: u16,
     retry_after: Option<&str>,
     body: &str,

@@ -25,7 +25,7 @@ impl NoticeService {
     /// the day when `daily_quota` is given ([`crate::notify::bounds`]). The charge and the notice
     /// are one transaction: a repeated request (its notice exists) charges nothing, and a charge
     /// past the quota writes no notice ([`CreateError::QuotaExceeded`]).
-    pub async fn create_within(
+    pub(crate) async fn create_within(
         &self,
         account_id: &AccountId,
         new: NewNotice,

@@ -77,7 +77,7 @@ impl NoticeService {
 
 /// The deliveries a fan-out creates: one per distinct recipient × distinct channel, keyed
 /// `{channel}-{recipient index}`, in channel then recipient order.
-pub fn planned_deliveries(notice: &NoticeRecord) -> Vec<PlannedDelivery<'_>> {
+pub(crate) fn planned_deliveries(notice: &NoticeRecord) -> Vec<PlannedDelivery<'_>> {
     let mut channels: Vec<&str> = Vec::new();
     for c in &notice.request.channels {
         if !channels.contains(&c.as_str()) {
@@ -105,7 +105,7 @@ pub fn planned_deliveries(notice: &NoticeRecord) -> Vec<PlannedDelivery<'_>> {
 
 /// One delivery a fan-out creates.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlannedDelivery<'a> {
+pub(crate) struct PlannedDelivery<'a> {
     pub key: String,
     pub channel: &'a str,
     pub recipient: &'a Recipient,

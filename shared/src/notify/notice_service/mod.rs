@@ -23,10 +23,10 @@
 
 pub mod create;
 pub mod errors;
-pub mod fan_out;
-pub mod replacement;
+pub(crate) mod fan_out;
+pub(crate) mod replacement;
 pub mod request;
-pub mod withdraw;
+pub(crate) mod withdraw;
 
 use super::table::NotificationTable;
 use crate::clock::Clock;
@@ -43,10 +43,10 @@ pub use request::{
 use std::sync::Arc;
 
 /// Deliveries written concurrently by one fan-out.
-pub const FAN_OUT_CONCURRENCY: usize = 16;
+pub(crate) const FAN_OUT_CONCURRENCY: usize = 16;
 /// Queued deliveries one withdrawal or replacement cancels synchronously; the worker's claim guard
 /// cancels the rest as their messages arrive.
-pub const CANCEL_LIMIT: usize = 1000;
+pub(crate) const CANCEL_LIMIT: usize = 1000;
 
 pub struct NoticeService {
     store: NotificationTable,

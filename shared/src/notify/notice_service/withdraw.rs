@@ -63,7 +63,7 @@ impl NoticeService {
 
     /// Cancels up to `limit` queued deliveries of a notice (deleting their work). Deliveries that
     /// moved meanwhile (claimed by a consumer) are left to finish.
-    pub async fn cancel_queued(
+    pub(crate) async fn cancel_queued(
         &self,
         notice_id: &NoticeId,
         why: &str,

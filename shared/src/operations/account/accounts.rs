@@ -59,7 +59,10 @@ pub async fn create_account(
 }
 
 /// The account, or "account not found".
-pub async fn account_of(ops: &AccountOps<'_>, account_id: &AccountId) -> Result<Account, OpsError> {
+pub(crate) async fn account_of(
+    ops: &AccountOps<'_>,
+    account_id: &AccountId,
+) -> Result<Account, OpsError> {
     account::get(ops.dynamo(), ops.table(), account_id)
         .await?
         .ok_or(OpsError::NotFound("account"))

@@ -28,7 +28,7 @@ use rand::RngCore;
 use std::time::Duration;
 
 /// Random bytes of a generated signing secret.
-pub const GENERATED_SECRET_BYTES: usize = 32;
+pub(crate) const GENERATED_SECRET_BYTES: usize = 32;
 
 /// A new integration, with what its creation shows once.
 pub struct CreatedIntegration {
@@ -122,7 +122,7 @@ impl AccountOps<'_> {
 }
 
 /// A fresh `whsec_…` signing secret.
-pub fn generate_signing_secret() -> SigningSecret {
+pub(crate) fn generate_signing_secret() -> SigningSecret {
     let mut bytes = [0u8; GENERATED_SECRET_BYTES];
     rand::rngs::OsRng.fill_bytes(&mut bytes);
     SigningSecret::from_bytes(&bytes).expect("32 bytes is a valid secret length")

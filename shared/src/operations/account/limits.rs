@@ -63,7 +63,7 @@ pub async fn usage(state: &AccountOps<'_>, account_id: &AccountId) -> Result<Usa
 
 /// Sends `write`, which creates the account itself and one of each of `what` in it, with the
 /// counts' `take` (the account's first count: nothing to read before it).
-pub async fn create_counted_with_account(
+pub(crate) async fn create_counted_with_account(
     state: &AccountOps<'_>,
     account_id: &AccountId,
     what: &[Counted],
@@ -83,7 +83,7 @@ pub async fn create_counted_with_account(
 /// and the account's [`account::live_check`] in its transaction. Refused at a limit: `409
 /// limit-reached` naming it; in an account that is gone or being deleted: `404`
 /// ([`OpsError::AccountGone`]); refused otherwise (an item created concurrently): `409 conflict`.
-pub async fn create_counted(
+pub(crate) async fn create_counted(
     state: &AccountOps<'_>,
     account_id: &AccountId,
     what: &[Counted],
@@ -113,7 +113,7 @@ pub async fn create_counted(
 
 /// Sends `write` (which deletes or revokes one of each of `what`, on the condition that it
 /// exists) with the counts' `give_back` in its transaction; refused: `404` naming `kind`.
-pub async fn remove_counted(
+pub(crate) async fn remove_counted(
     state: &AccountOps<'_>,
     account_id: &AccountId,
     what: &[Counted],
@@ -129,7 +129,7 @@ pub async fn remove_counted(
 
 /// [`remove_counted`] that answers whether the write was applied (`false`: its condition
 /// refused it, nothing changed).
-pub async fn removed_counted(
+pub(crate) async fn removed_counted(
     state: &AccountOps<'_>,
     account_id: &AccountId,
     what: &[Counted],
@@ -145,7 +145,7 @@ pub async fn removed_counted(
 }
 
 /// The highest cap an operator may set (the template's parameters' maximum).
-pub const MAX_LIMIT: u32 = 100_000;
+pub(crate) const MAX_LIMIT: u32 = 100_000;
 /// The requests a second an account's own rate may be set to.
 pub const RATE_RANGE: std::ops::RangeInclusive<u32> = 1..=100_000;
 /// The field of the account's request rate.
@@ -154,7 +154,7 @@ pub const RATE: &str = "requests_per_second";
 /// An operator's change of one account's own limits: each cap and the request rate set
 /// (`Set`), put back to the deployment's default (`Null`) or left (`Absent`), and why.
 #[derive(Debug, Clone, Default)]
-pub struct LimitChanges {
+pub(crate) struct LimitChanges {
     pub caps: Vec<(Counted, Patch<u32>)>,
     pub requests_per_second: Patch<u32>,
     pub reason: String,
@@ -205,7 +205,7 @@ impl LimitChanges {
 /// Sets the account's own limits on behalf of `operator`, audited (`set_account_limits`, the
 /// old and new values) in one transaction with the change; the account must be live. Lowering
 /// a limit below what the account has refuses new items only. Returns the usage as it is now.
-pub async fn set_limits(
+pub(crate) async fn set_limits(
     ops: &AccountOps<'_>,
     account_id: &AccountId,
     operator: &str,

@@ -23,11 +23,11 @@ pub const TOKEN_PREFIX: &str = "rhy";
 /// Random bytes in a token's secret.
 pub const RANDOM_BYTES: usize = 32;
 /// Bytes of the check that follow them (a truncated HMAC-SHA256).
-pub const CHECK_BYTES: usize = 16;
+pub(crate) const CHECK_BYTES: usize = 16;
 /// Bytes of a token's secret part: the random bytes and their check.
 pub const SECRET_BYTES: usize = RANDOM_BYTES + CHECK_BYTES;
 /// The shortest token-check key accepted (characters of the secret's value).
-pub const MIN_KEY_CHARS: usize = 32;
+pub(crate) const MIN_KEY_CHARS: usize = 32;
 /// What the check's MAC covers first, so it serves nothing else.
 const CHECK_DOMAIN: &[u8] = b"rhythm-token-check/v1";
 

@@ -34,7 +34,7 @@ pub async fn issue_token(
 
 /// Which of an account's tokens to revoke.
 #[derive(Debug, Clone, Copy)]
-pub struct RevokeScope<'a> {
+pub(crate) struct RevokeScope<'a> {
     pub account_id: &'a AccountId,
     pub kind: TokenKind,
     /// `intg` tokens: only this integration's.
@@ -48,7 +48,7 @@ pub struct RevokeScope<'a> {
 }
 
 /// Shortest and longest lifetime a token may be issued with (`expires_in`, seconds).
-pub const TOKEN_EXPIRY_RANGE: std::ops::RangeInclusive<u64> = 60..=366 * 24 * 60 * 60;
+pub(crate) const TOKEN_EXPIRY_RANGE: std::ops::RangeInclusive<u64> = 60..=366 * 24 * 60 * 60;
 
 /// Issues a new token of `kind` for the account (or one integration of it), stores it, and with
 /// `revoke_existing` revokes the others of the same scope: the rotation both the account and the
@@ -56,7 +56,7 @@ pub const TOKEN_EXPIRY_RANGE: std::ops::RangeInclusive<u64> = 60..=366 * 24 * 60
 /// now. `audit` (the issuance's entry: who, why) is written in one transaction with the token; it
 /// learns the token's id, and each revoked token gets its own entry by the same actor. Returns the
 /// token (shown once), its record and how many tokens were revoked.
-pub async fn issue_rotated(
+pub(crate) async fn issue_rotated(
     state: &AccountOps<'_>,
     kind: TokenKind,
     account_id: &AccountId,
@@ -106,7 +106,7 @@ pub async fn issue_rotated(
 /// Revokes every token in `scope`: marks the token item revoked (so it fails verification), with
 /// its audit entry and the account's count of live tokens in the same transaction, then drops
 /// its reference. Safe to repeat. Returns how many tokens were revoked now.
-pub async fn revoke_tokens(
+pub(crate) async fn revoke_tokens(
     state: &AccountOps<'_>,
     scope: RevokeScope<'_>,
     now: Timestamp,
@@ -129,7 +129,7 @@ pub async fn revoke_tokens(
 
 /// Revokes every token of the account, of both kinds (the account's deletion), each audited
 /// with `actor` and `reason`. Safe to repeat.
-pub async fn revoke_all_tokens(
+pub(crate) async fn revoke_all_tokens(
     state: &AccountOps<'_>,
     account_id: &AccountId,
     actor: &str,

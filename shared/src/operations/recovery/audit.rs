@@ -12,7 +12,7 @@ pub use crate::store::audit::AuditAction;
 
 /// Writes `action` and the audit entry in one transaction; `Ok(false)` when the action's
 /// condition failed (nothing was written). `None`: the entry alone.
-pub async fn write_with_audit(
+pub(crate) async fn write_with_audit(
     ops: &Ops<'_>,
     action: Option<Write>,
     audit: &AuditRecord,

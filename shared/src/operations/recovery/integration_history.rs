@@ -89,14 +89,14 @@ pub async fn list_deliveries(
 /// An attempt with the run it belongs to: run 1 is the delivery's first progression, and every
 /// operator restart begins a new run whose attempts are numbered from 1 again.
 #[derive(Debug, Clone, PartialEq)]
-pub struct NumberedAttempt<'a> {
+pub(crate) struct NumberedAttempt<'a> {
     pub run: u32,
     pub attempt: &'a AttemptRecord,
 }
 
 /// Numbers the runs of an attempt log (kept in the order attempts were made): a number that does
 /// not go up starts a new run.
-pub fn attempt_runs(log: &[AttemptRecord]) -> Vec<NumberedAttempt<'_>> {
+pub(crate) fn attempt_runs(log: &[AttemptRecord]) -> Vec<NumberedAttempt<'_>> {
     let mut run = 0;
     let mut previous = 0;
     log.iter()

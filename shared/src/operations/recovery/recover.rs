@@ -42,7 +42,7 @@ pub use crate::domain::replay::{
 
 /// How long a refused start is told to wait when the running job is between runs (the next
 /// reconciliation continues it; its progress says when it is done).
-pub const BETWEEN_RUNS_RETRY_AFTER_SECS: u64 = 60;
+pub(crate) const BETWEEN_RUNS_RETRY_AFTER_SECS: u64 = 60;
 
 /// Tries of a start whose refusal turned out to be a slot left by a job that has completed.
 const START_TRIES: usize = 3;

@@ -521,7 +521,7 @@ pub struct StalledReport {
 }
 
 /// Jobs per listing shard one reconciliation pass looks at, at most.
-pub const STALLED_PER_SHARD: i32 = 25;
+pub(crate) const STALLED_PER_SHARD: i32 = 25;
 
 /// Continues every replay job whose run stopped (its budget ended, or its Lambda timed out and
 /// the lease lapsed after [`JOB_LEASE`]) from its saved position, within `budget`: the frequent
@@ -529,7 +529,10 @@ pub const STALLED_PER_SHARD: i32 = 25;
 /// resume (a half-done chunk is walked again without restarting anything twice); not audited as
 /// an operator action (the job's own `runs` count shows the extra run). A job another run holds
 /// meanwhile is left to it.
-pub async fn resume_stalled(ops: &Ops<'_>, budget: Budget) -> Result<StalledReport, OpsError> {
+pub(crate) async fn resume_stalled(
+    ops: &Ops<'_>,
+    budget: Budget,
+) -> Result<StalledReport, OpsError> {
     let jobs = replay_job::stalled(ops.dynamo, ops.table, ops.now(), STALLED_PER_SHARD).await?;
     let mut report = StalledReport {
         ran: true,
@@ -557,7 +560,7 @@ pub async fn resume_stalled(ops: &Ops<'_>, budget: Budget) -> Result<StalledRepo
 
 /// Resumes a job that stopped (an operator's request, audited). Refused while a run holds it,
 /// and for a completed job.
-pub async fn resume_job(
+pub(crate) async fn resume_job(
     ops: &Ops<'_>,
     account_id: &AccountId,
     job_id: &ReplayJobId,

@@ -15,13 +15,17 @@ use crate::store::write::Write;
 const REWIND_TRIES: usize = 8;
 
 /// The restart as a write, due (push) after the grace ingest gives a new delivery.
-pub fn restart_write(ops: &Ops<'_>, r: &Restart<'_>, now: Timestamp) -> Result<Write, OpsError> {
+pub(crate) fn restart_write(
+    ops: &Ops<'_>,
+    r: &Restart<'_>,
+    now: Timestamp,
+) -> Result<Write, OpsError> {
     Ok(delivery::restart(ops.table, r, FIRST_DISPATCH_GRACE, now)?)
 }
 
 /// Writes one restart on its own (replay). `Ok(false)` when the delivery moved since it was read
 /// (or this job already restarted it).
-pub async fn restart_one(ops: &Ops<'_>, r: &Restart<'_>) -> Result<bool, OpsError> {
+pub(crate) async fn restart_one(ops: &Ops<'_>, r: &Restart<'_>) -> Result<bool, OpsError> {
     ops.apply(restart_write(ops, r, ops.now())?).await
 }
 
@@ -67,7 +71,7 @@ pub async fn reopen_event(ops: &Ops<'_>, d: &Delivery) -> Option<String> {
 /// subscription's acknowledged cursor back to just before `earliest` (if it is at or past it) and
 /// increments the pull epoch, so that cursors read before the restart are refused as stale and the
 /// adapter's next read shows the restarted deliveries. Returns the new epoch.
-pub async fn rewind_pull_cursor(
+pub(crate) async fn rewind_pull_cursor(
     ops: &Ops<'_>,
     account_id: &AccountId,
     subscription_id: &SubscriptionId,

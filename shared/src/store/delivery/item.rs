@@ -260,7 +260,7 @@ impl Delivery {
     /// reaches the worker within seconds; a delivery in this state lost its stream record or its
     /// message (or the message went to the dead-letter queue), and nothing else would ever
     /// publish it again.
-    pub fn first_dispatch_lost(&self, now: Timestamp) -> bool {
+    pub(crate) fn first_dispatch_lost(&self, now: Timestamp) -> bool {
         self.status == DeliveryStatus::Pending
             && !self.method.is_poll()
             && self.attempts == 0

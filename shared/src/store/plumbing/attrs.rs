@@ -2,9 +2,6 @@
 //! for each name, so an index's attributes are never spelled twice. Attributes that only
 //! `serde_dynamo` reads and writes (a field of an item type) are named by the type's field.
 
-/// Partition key and sort key of both tables.
-pub const PK: &str = "pk";
-pub const SK: &str = "sk";
 /// The item kind tag (`delivery`, `event`, …).
 pub const KIND: &str = "kind";
 /// A delivery's or a subscription's status.
@@ -15,8 +12,8 @@ pub const EXPIRES_AT: &str = "expires_at";
 /// `due` index (sparse, sharded): retries and operator restarts waiting for the sweep.
 pub mod due {
     pub const INDEX: &str = "due";
-    pub const SHARD: &str = "due_shard";
-    pub const AT: &str = "due_at";
+    pub(crate) const SHARD: &str = "due_shard";
+    pub(crate) const AT: &str = "due_at";
 }
 
 /// `by_subscription` index (keys only): a subscription's deliveries in change order.
@@ -29,8 +26,8 @@ pub mod by_subscription {
 /// `rollup` index (sparse, sharded): events still `new` or `partial`.
 pub mod rollup {
     pub const INDEX: &str = "rollup";
-    pub const SHARD: &str = "rollup_shard";
-    pub const AT: &str = "rollup_at";
+    pub(crate) const SHARD: &str = "rollup_shard";
+    pub(crate) const AT: &str = "rollup_at";
 }
 
 /// `listing` index (keys only): time listings (an account's events, needs attention, audit).
@@ -44,8 +41,8 @@ pub mod listing {
 /// on, by the instant it may (`store::notification_delivery`).
 pub mod watch {
     pub const INDEX: &str = "watch";
-    pub const SHARD: &str = "watch_shard";
-    pub const AT: &str = "watch_at";
+    pub(crate) const SHARD: &str = "watch_shard";
+    pub(crate) const AT: &str = "watch_at";
 }
 
 /// `inbox` index of the notification table (sparse): a recipient's console deliveries in time
@@ -53,7 +50,6 @@ pub mod watch {
 pub mod inbox {
     pub const INDEX: &str = "inbox";
     pub const KEY: &str = "inbox_key";
-    pub const AT: &str = "inbox_at";
 }
 
 /// `trouble` index of the notification table (sparse, all attributes): an account's deliveries
@@ -65,4 +61,4 @@ pub mod trouble {
 }
 
 /// The notification table's optimistic-concurrency counter (every delivery write adds one).
-pub const VERSION: &str = "version";
+pub(crate) const VERSION: &str = "version";

@@ -26,16 +26,16 @@ use std::collections::BTreeMap;
 /// The item's number in its history, from 1.
 pub const SEQ: &str = "chain_seq";
 /// The hash of the item before it ([`GENESIS`] for the first).
-pub const PREVIOUS: &str = "chain_prev";
+pub(crate) const PREVIOUS: &str = "chain_prev";
 /// The item's own hash (lowercase hex SHA-256).
 pub const HASH: &str = "chain_hash";
 /// The `kind` of a history's head.
-pub const HEAD_KIND: &str = "chain_head";
+pub(crate) const HEAD_KIND: &str = "chain_head";
 /// What the first item of a history links to.
-pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 /// Tries of a chained write whose head keeps moving under it (concurrent writers of one
 /// history) before it is a [`StoreError::Conflict`].
-pub const TRIES: u32 = 10;
+pub(crate) const TRIES: u32 = 10;
 /// The [`HASH`] of an item not linked yet.
 const PENDING: &str = "pending";
 /// Prefixes the hashed encoding, so a change of the encoding changes every hash.
@@ -65,7 +65,7 @@ impl Head {
 }
 
 /// The partitions of the items `items` marks to be chained, in order of first appearance.
-pub fn pending_histories(items: &[TransactWriteItem]) -> Vec<String> {
+pub(crate) fn pending_histories(items: &[TransactWriteItem]) -> Vec<String> {
     let mut histories = Vec::new();
     for put in items.iter().filter_map(TransactWriteItem::put) {
         if is_pending(put.item()) {
@@ -80,7 +80,7 @@ pub fn pending_histories(items: &[TransactWriteItem]) -> Vec<String> {
 }
 
 /// Whether `put` is of an item marked to be chained.
-pub fn is_pending_put(put: &Put) -> bool {
+pub(crate) fn is_pending_put(put: &Put) -> bool {
     is_pending(put.item())
 }
 
@@ -179,7 +179,7 @@ fn head_put(
 }
 
 /// An item's hash: SHA-256 over the canonical encoding of every attribute but [`HASH`].
-pub fn hash_of(item: &Item) -> String {
+pub(crate) fn hash_of(item: &Item) -> String {
     let mut bytes = DOMAIN.to_vec();
     let hashed: BTreeMap<&String, &AttributeValue> =
         item.iter().filter(|(name, _)| *name != HASH).collect();

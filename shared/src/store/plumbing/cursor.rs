@@ -14,7 +14,7 @@
 use crate::ids::is_id_text;
 
 /// Longest cursor.
-pub const MAX_CURSOR: usize = 600;
+pub(crate) const MAX_CURSOR: usize = 600;
 
 /// The cursor of a list position.
 pub fn encode(position: &str) -> String {
@@ -44,12 +44,12 @@ pub fn parts(cursor: &str, n: usize) -> Option<Vec<&str>> {
 }
 
 /// Whether `text` is a cursor's time: fifteen digits (milliseconds, zero-padded).
-pub fn is_time(text: &str) -> bool {
+pub(crate) fn is_time(text: &str) -> bool {
     text.len() == 15 && text.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// Whether `text` is a cursor's id ([`is_id_text`]).
-pub fn is_id(text: &str) -> bool {
+pub(crate) fn is_id(text: &str) -> bool {
     is_id_text(text)
 }
 

@@ -1,7 +1,6 @@
 //! Small helpers between the pure core's storage conditions and the DynamoDB SDK.
 
 use crate::domain::lifecycle::StatusCondition;
-use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
 
@@ -44,25 +43,10 @@ impl Expr {
         }
         condition.expression.clone()
     }
-    pub fn names_opt(&self) -> Option<HashMap<String, String>> {
+    pub(crate) fn names_opt(&self) -> Option<HashMap<String, String>> {
         (!self.names.is_empty()).then(|| self.names.clone())
     }
-    pub fn values_opt(&self) -> Option<HashMap<String, AttributeValue>> {
+    pub(crate) fn values_opt(&self) -> Option<HashMap<String, AttributeValue>> {
         (!self.values.is_empty()).then(|| self.values.clone())
-    }
-}
-
-/// Whether an SDK error is a failed condition (someone else moved the item first) rather than a
-/// fault: the caller treats it as a decision, not an error.
-pub fn is_condition_failure<E, R>(err: &SdkError<E, R>) -> bool
-where
-    E: aws_smithy_types::error::metadata::ProvideErrorMetadata,
-{
-    match err {
-        SdkError::ServiceError(e) => matches!(
-            e.err().code(),
-            Some("ConditionalCheckFailedException") | Some("TransactionCanceledException")
-        ),
-        _ => false,
     }
 }

@@ -41,17 +41,17 @@ use crate::ids::{
     TokenId,
 };
 
-pub const ACCOUNT_SK: &str = "ACCOUNT";
+pub(crate) const ACCOUNT_SK: &str = "ACCOUNT";
 pub const EVENT_SK: &str = "EVENT";
 pub const TOKEN_SK: &str = "TOKEN";
-pub const INTEGRATION_PREFIX: &str = "INTEG#";
-pub const SUBSCRIPTION_PREFIX: &str = "SUB#";
+pub(crate) const INTEGRATION_PREFIX: &str = "INTEG#";
+pub(crate) const SUBSCRIPTION_PREFIX: &str = "SUB#";
 pub const DELIVERY_PREFIX: &str = "DLV#";
 
 /// Shards of the sparse `due` and `rollup` indexes (the latter holds only events the roll-up walk
 /// found still open, or that moved to `partial`): enough that no one partition takes every
 /// write at scale, few enough that a sweep's queries stay cheap (one query per shard).
-pub const SHARDS: u32 = 16;
+pub(crate) const SHARDS: u32 = 16;
 
 pub fn account_pk(account_id: &AccountId) -> String {
     format!("ACCT#{account_id}")
@@ -78,7 +78,7 @@ pub fn delivery_id(change_id: &ChangeId, subscription_id: &SubscriptionId) -> De
 }
 
 /// The shard of a key, by FNV-1a: stable across processes and releases.
-pub fn shard_of(key: &str) -> String {
+pub(crate) fn shard_of(key: &str) -> String {
     let mut h: u32 = 0x811c_9dc5;
     for b in key.bytes() {
         h ^= u32::from(b);
@@ -88,17 +88,17 @@ pub fn shard_of(key: &str) -> String {
 }
 
 /// `sub_sort` of the `by_subscription` index: change order (change ids are ULIDs, time-sortable).
-pub fn subscription_sort(change_id: &ChangeId) -> String {
+pub(crate) fn subscription_sort(change_id: &ChangeId) -> String {
     change_id.to_string()
 }
 
 /// `list_sort` for time listings: zero-padded millis, then a tiebreaker.
-pub fn time_sort(at: Timestamp, tiebreak: &str) -> String {
+pub(crate) fn time_sort(at: Timestamp, tiebreak: &str) -> String {
     format!("{:015}#{tiebreak}", at.millis().max(0))
 }
 
 /// Whether `text` has the form of a [`time_sort`] position (fifteen digits, `#`, then an id).
-pub fn is_time_sort(text: &str) -> bool {
+pub(crate) fn is_time_sort(text: &str) -> bool {
     text.split_once('#').is_some_and(|(millis, rest)| {
         millis.len() == 15
             && millis.bytes().all(|b| b.is_ascii_digit())
@@ -107,12 +107,8 @@ pub fn is_time_sort(text: &str) -> bool {
 }
 
 /// The account and change of an event partition's key (`EVT#{account}#{change}`).
-pub fn parse_event_pk(pk: &str) -> Option<(&str, &str)> {
+pub(crate) fn parse_event_pk(pk: &str) -> Option<(&str, &str)> {
     pk.strip_prefix("EVT#")?.split_once('#')
-}
-/// The start of every event partition key of an account.
-pub fn event_pk_prefix(account_id: &AccountId) -> String {
-    format!("EVT#{account_id}#")
 }
 
 /// The `listing` key of an account's events.
@@ -128,7 +124,7 @@ pub fn attention_list_key(account_id: &AccountId) -> String {
 pub fn token_ref_pk(account_id: &AccountId) -> String {
     format!("TOKENS#{account_id}")
 }
-pub const TOKEN_REF_PREFIX: &str = "TOKEN#";
+pub(crate) const TOKEN_REF_PREFIX: &str = "TOKEN#";
 pub fn token_ref_sk(token_id: &TokenId) -> String {
     format!("{TOKEN_REF_PREFIX}{token_id}")
 }
@@ -138,9 +134,9 @@ pub fn token_ref_sk(token_id: &TokenId) -> String {
 pub fn account_limits_pk(account_id: &AccountId) -> String {
     format!("LIMITS#{account_id}")
 }
-pub const ACCOUNT_LIMITS_SK: &str = "LIMITS";
+pub(crate) const ACCOUNT_LIMITS_SK: &str = "LIMITS";
 
-pub const AUDIT_SK_PREFIX: &str = "AT#";
+pub(crate) const AUDIT_SK_PREFIX: &str = "AT#";
 /// The sort key of a hash-chained history's head, in the history's own partition (after its
 /// entries' `AT#…` keys, so no listing of them meets it).
 pub const CHAIN_HEAD_SK: &str = "CHAIN_HEAD";
@@ -155,9 +151,9 @@ pub fn audit_list_key(account_id: &AccountId, subscription_id: &SubscriptionId) 
     format!("AUDIT#{account_id}#{subscription_id}")
 }
 
-pub const JOB_SK_PREFIX: &str = "JOB#";
+pub(crate) const JOB_SK_PREFIX: &str = "JOB#";
 /// The `listing` key of a shard of the running replay jobs.
-pub const RUNNING_LIST_PREFIX: &str = "REPLAYS_RUNNING#";
+pub(crate) const RUNNING_LIST_PREFIX: &str = "REPLAYS_RUNNING#";
 pub fn job_pk(account_id: &AccountId) -> String {
     format!("REPLAY#{account_id}")
 }
@@ -166,27 +162,27 @@ pub fn job_sk(job_id: &ReplayJobId) -> String {
 }
 
 /// The partition of a subscription's running-job slot (jobs started through the account's door).
-pub fn job_slot_pk(account_id: &AccountId, subscription_id: &SubscriptionId) -> String {
+pub(crate) fn job_slot_pk(account_id: &AccountId, subscription_id: &SubscriptionId) -> String {
     format!("JOBSLOT#{account_id}#{subscription_id}")
 }
 /// The partition of an account's count of jobs started on one UTC day (`yyyy-mm-dd`).
-pub fn job_day_pk(account_id: &AccountId, day: &str) -> String {
+pub(crate) fn job_day_pk(account_id: &AccountId, day: &str) -> String {
     format!("JOBDAY#{account_id}#{day}")
 }
 
 /// The catalog's partition: every event type of the deployment (one query reads them all).
-pub const EVENT_TYPES_PK: &str = "EVENT_TYPES";
-pub const EVENT_TYPE_PREFIX: &str = "TYPE#";
-pub fn event_type_sk(record_type: &str) -> String {
+pub(crate) const EVENT_TYPES_PK: &str = "EVENT_TYPES";
+pub(crate) const EVENT_TYPE_PREFIX: &str = "TYPE#";
+pub(crate) fn event_type_sk(record_type: &str) -> String {
     format!("{EVENT_TYPE_PREFIX}{record_type}")
 }
 
 /// The partition of a published change's idempotency key (the key's SHA-256, so any text the
 /// publisher chose fits a key).
-pub fn publish_key_pk(account_id: &AccountId, key_sha256: &str) -> String {
+pub(crate) fn publish_key_pk(account_id: &AccountId, key_sha256: &str) -> String {
     format!("PUBKEY#{account_id}#{key_sha256}")
 }
-pub const PUBLISH_KEY_SK: &str = "KEY";
+pub(crate) const PUBLISH_KEY_SK: &str = "KEY";
 
 /// The partition of an account's snapshots of one record type.
 pub fn snapshot_pk(account_id: &AccountId, record_type: &str) -> String {
@@ -194,12 +190,12 @@ pub fn snapshot_pk(account_id: &AccountId, record_type: &str) -> String {
 }
 
 /// The partition of an account's test-event counter of one minute (minutes since the epoch).
-pub fn test_event_quota_pk(account_id: &AccountId, minute: i64) -> String {
+pub(crate) fn test_event_quota_pk(account_id: &AccountId, minute: i64) -> String {
     format!("TESTQ#{account_id}#{minute}")
 }
 
 /// The partition of an integration's rate-limit counter of one second (seconds since the epoch).
-pub fn rate_window_pk(
+pub(crate) fn rate_window_pk(
     account_id: &AccountId,
     integration_id: &IntegrationId,
     second: i64,
@@ -208,29 +204,29 @@ pub fn rate_window_pk(
 }
 
 /// The partition of an account's API request counter of one second (seconds since the epoch).
-pub fn account_rate_window_pk(account_id: &AccountId, second: i64) -> String {
+pub(crate) fn account_rate_window_pk(account_id: &AccountId, second: i64) -> String {
     format!("APIRATE#{account_id}#{second}")
 }
 
 /// The partition of an account's test events (what each was sent as and what it came to).
-pub fn test_event_pk(account_id: &AccountId) -> String {
+pub(crate) fn test_event_pk(account_id: &AccountId) -> String {
     format!("TESTEV#{account_id}")
 }
-pub fn test_event_sk(test_event_id: &str) -> String {
+pub(crate) fn test_event_sk(test_event_id: &str) -> String {
     format!("TEST#{test_event_id}")
 }
 
 /// The partition of a console session (its id is the random nonce its signed cookie carries).
-pub fn console_session_pk(session_id: &str) -> String {
+pub(crate) fn console_session_pk(session_id: &str) -> String {
     format!("CSESSION#{session_id}")
 }
-pub const CONSOLE_SESSION_SK: &str = "SESSION";
+pub(crate) const CONSOLE_SESSION_SK: &str = "SESSION";
 
 /// The partition that records a console login link's use (by the link's random nonce).
-pub fn console_link_pk(nonce: &str) -> String {
+pub(crate) fn console_link_pk(nonce: &str) -> String {
     format!("CLINK#{nonce}")
 }
-pub const CONSOLE_LINK_SK: &str = "USED";
+pub(crate) const CONSOLE_LINK_SK: &str = "USED";
 
 // The notification table:
 //
@@ -282,7 +278,7 @@ pub fn trouble_sort(at: Timestamp, notice_id: &NoticeId, delivery_key: &str) -> 
     time_sort(at, &format!("{notice_id}/{delivery_key}"))
 }
 /// Whether `text` has the form of a [`trouble_sort`] position.
-pub fn is_trouble_sort(text: &str) -> bool {
+pub(crate) fn is_trouble_sort(text: &str) -> bool {
     text.split_once('/')
         .is_some_and(|(position, key)| is_time_sort(position) && crate::ids::is_id_text(key))
 }

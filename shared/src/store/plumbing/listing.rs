@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// Index pages read for one listing page before it is returned short, with a cursor to go on.
-pub const MAX_ROUNDS: usize = 10;
+pub(crate) const MAX_ROUNDS: usize = 10;
 /// Items read per index page.
 const FETCH: i32 = 100;
 

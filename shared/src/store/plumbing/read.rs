@@ -18,7 +18,7 @@ pub async fn get(
 }
 
 /// A consistent read of one item as `T`.
-pub async fn get_as<T: serde::de::DeserializeOwned>(
+pub(crate) async fn get_as<T: serde::de::DeserializeOwned>(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
     (pk, sk): (String, String),
@@ -31,7 +31,7 @@ pub async fn get_as<T: serde::de::DeserializeOwned>(
 
 /// How fresh a read must be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Consistency {
+pub(crate) enum Consistency {
     /// Sees every write acknowledged before it (costs twice an eventual read).
     Strong,
     /// May miss writes of the last second (half the price).
@@ -39,7 +39,7 @@ pub enum Consistency {
 }
 
 /// A read of one item, of only the `projection` attributes when given.
-pub async fn get_with(
+pub(crate) async fn get_with(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
     pk: &str,
@@ -87,7 +87,10 @@ pub struct Page {
 }
 
 /// One page of `q`.
-pub async fn query_page(dynamo: &aws_sdk_dynamodb::Client, q: &Query) -> Result<Page, StoreError> {
+pub(crate) async fn query_page(
+    dynamo: &aws_sdk_dynamodb::Client,
+    q: &Query,
+) -> Result<Page, StoreError> {
     let out = dynamo
         .query()
         .table_name(&q.table)
@@ -146,7 +149,7 @@ fn key_of(item: &Item) -> Option<(String, String)> {
 /// The `by_subscription` and `listing` indexes hold keys only (an index that held the attributes
 /// claims, outcomes and roll-ups change would bill a second write for every one of them), so
 /// their readers query the index for keys and fetch the items here.
-pub async fn items_in_order(
+pub(crate) async fn items_in_order(
     dynamo: &aws_sdk_dynamodb::Client,
     table: &str,
     entries: &[Item],

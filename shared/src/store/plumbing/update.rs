@@ -59,7 +59,7 @@ impl Edit {
 
     /// The edit applies only while `attribute` still equals `value` (what the edit was decided
     /// from).
-    pub fn require_equal<T: Serialize>(
+    pub(crate) fn require_equal<T: Serialize>(
         mut self,
         attribute: &str,
         value: &T,
@@ -111,7 +111,7 @@ impl Edit {
 
 /// An update of item `key` (`pk`, `sk`) by `expression`, only when `condition` holds: the shape
 /// of every named write that sets attributes of one item.
-pub fn conditional_update(
+pub(crate) fn conditional_update(
     table: &str,
     (pk, sk): (String, String),
     expression: String,

@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Tries of a write that keeps meeting concurrent transactions before the conflict is a fault.
-pub const CONFLICT_TRIES: u32 = 8;
+pub(crate) const CONFLICT_TRIES: u32 = 8;
 
 /// One write: a single-item put, update or delete, or a transaction of several.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,13 +62,6 @@ impl Written {
     pub fn applied(&self) -> bool {
         matches!(self, Written::Applied(_))
     }
-    /// The item an applied [`Write::UpdateReturningNew`] returned.
-    pub fn into_item(self) -> Option<Item> {
-        match self {
-            Written::Applied(item) => item,
-            _ => None,
-        }
-    }
 }
 
 impl Write {
@@ -86,7 +79,7 @@ impl Write {
     }
 
     /// This write as one item of a transaction.
-    pub fn transact_item(self) -> Result<TransactWriteItem, StoreError> {
+    pub(crate) fn transact_item(self) -> Result<TransactWriteItem, StoreError> {
         Ok(match self {
             Write::Put(p) => TransactWriteItem::builder().put(p).build(),
             Write::Update(u) | Write::UpdateReturningNew(u) => {
@@ -283,7 +276,7 @@ async fn send_linked(
 /// Sends a write, trying it again (with a jittered backoff) while concurrent transactions cancel
 /// it. Never answers [`Written::Conflict`]: after [`CONFLICT_TRIES`] it is a
 /// [`StoreError::Conflict`].
-pub async fn send_resolving_conflicts(
+pub(crate) async fn send_resolving_conflicts(
     dynamo: &aws_sdk_dynamodb::Client,
     write: Write,
 ) -> Result<Written, StoreError> {
