@@ -216,6 +216,38 @@ fn parse_node(
     depth: usize,
     count: &mut usize,
 ) -> Result<Node, FilterError> {
+    let map = enter_node(value, at, depth, count)?;
+    for key in ["all", "any", "not", "changed"] {
+        if let Some(inner) = map.get(key) {
+            if map.len() > 1 {
+                return Err(FilterError::MixedKeys {
+                    at: at.to_owned(),
+                    key: key.to_owned(),
+                });
+            }
+            return match key {
+                "all" => parse_list_node("all", inner, at, depth, count),
+                "any" => parse_list_node("any", inner, at, depth, count),
+                "not" => Ok(Node::Not(Box::new(parse_node(
+                    inner,
+                    &format!("{at}.not"),
+                    depth + 1,
+                    count,
+                )?))),
+                _ => parse_changed(inner, at),
+            };
+        }
+    }
+    parse_test(map, at)
+}
+
+/// Counts the node against the depth and size limits and checks that it is a non-empty object.
+fn enter_node<'v>(
+    value: &'v Value,
+    at: &str,
+    depth: usize,
+    count: &mut usize,
+) -> Result<&'v Map<String, Value>, FilterError> {
     if depth > MAX_DEPTH {
         return Err(FilterError::TooDeep { at: at.to_owned() });
     }
@@ -235,69 +267,65 @@ fn parse_node(
     if map.is_empty() {
         return Err(FilterError::EmptyCondition { at: at.to_owned() });
     }
-    for key in ["all", "any", "not", "changed"] {
-        if let Some(inner) = map.get(key) {
-            if map.len() > 1 {
-                return Err(FilterError::MixedKeys {
-                    at: at.to_owned(),
-                    key: key.to_owned(),
-                });
-            }
-            return match key {
-                "all" | "any" => {
-                    let op = if key == "all" { "all" } else { "any" };
-                    let items = match inner {
-                        Value::Array(items) => items,
-                        other => {
-                            return Err(FilterError::TypeMismatch {
-                                at: at.to_owned(),
-                                op,
-                                expected: "an array of conditions",
-                                found: type_name(other),
-                            })
-                        }
-                    };
-                    if items.is_empty() {
-                        return Err(FilterError::EmptyList {
-                            at: at.to_owned(),
-                            op,
-                        });
-                    }
-                    let nodes = items
-                        .iter()
-                        .enumerate()
-                        .map(|(i, item)| {
-                            parse_node(item, &format!("{at}.{op}[{i}]"), depth + 1, count)
-                        })
-                        .collect::<Result<Vec<_>, _>>()?;
-                    Ok(if op == "all" {
-                        Node::All(nodes)
-                    } else {
-                        Node::Any(nodes)
-                    })
-                }
-                "not" => Ok(Node::Not(Box::new(parse_node(
-                    inner,
-                    &format!("{at}.not"),
-                    depth + 1,
-                    count,
-                )?))),
-                _ => match inner {
-                    Value::String(name) if !name.is_empty() => Ok(Node::Changed(name.clone())),
-                    other => Err(FilterError::TypeMismatch {
-                        at: at.to_owned(),
-                        op: "changed",
-                        expected: "a non-empty field name",
-                        found: if other.is_string() {
-                            "an empty string"
-                        } else {
-                            type_name(other)
-                        },
-                    }),
-                },
-            };
+    Ok(map)
+}
+
+/// `{"all": [...]}` or `{"any": [...]}`: a non-empty array of conditions.
+fn parse_list_node(
+    op: &'static str,
+    inner: &Value,
+    at: &str,
+    depth: usize,
+    count: &mut usize,
+) -> Result<Node, FilterError> {
+    let items = match inner {
+        Value::Array(items) => items,
+        other => {
+            return Err(FilterError::TypeMismatch {
+                at: at.to_owned(),
+                op,
+                expected: "an array of conditions",
+                found: type_name(other),
+            })
         }
+    };
+    if items.is_empty() {
+        return Err(FilterError::EmptyList {
+            at: at.to_owned(),
+            op,
+        });
     }
+    let nodes = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| parse_node(item, &format!("{at}.{op}[{i}]"), depth + 1, count))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(if op == "all" {
+        Node::All(nodes)
+    } else {
+        Node::Any(nodes)
+    })
+}
+
+/// `{"changed": "name"}`: a non-empty field name.
+fn parse_changed(inner: &Value, at: &str) -> Result<Node, FilterError> {
+    match inner {
+        Value::String(name) if !name.is_empty() => Ok(Node::Changed(name.clone())),
+        other => Err(FilterError::TypeMismatch {
+            at: at.to_owned(),
+            op: "changed",
+            expected: "a non-empty field name",
+            found: if other.is_string() {
+                "an empty string"
+            } else {
+                type_name(other)
+            },
+        }),
+    }
+}
+
+/// `{"field": "...", "<op>": operand}`: a test of one field with exactly one operator.
+fn parse_test(map: &Map<String, Value>, at: &str) -> Result<Node, FilterError> {
     let Some(field_value) = map.get("field") else {
         let key = map.keys().next().expect("map is not empty");
         return Err(if is_operator(key) {
@@ -321,6 +349,17 @@ fn parse_node(
             found: type_name(field_value),
         })?;
     let field = parse_field(field_name, at)?;
+    let (op_name, operand) = single_operator(map, field_name, at)?;
+    let op = parse_op(op_name, operand, &field, at)?;
+    Ok(Node::Test { field, op })
+}
+
+/// The one key beside `field`; none or several is an error.
+fn single_operator<'m>(
+    map: &'m Map<String, Value>,
+    field_name: &str,
+    at: &str,
+) -> Result<(&'m str, &'m Value), FilterError> {
     let mut ops = map.iter().filter(|(k, _)| k.as_str() != "field");
     let Some((op_name, operand)) = ops.next() else {
         return Err(FilterError::MissingOperator {
@@ -343,8 +382,7 @@ fn parse_node(
             ops: all.join(", "),
         });
     }
-    let op = parse_op(op_name, operand, &field, at)?;
-    Ok(Node::Test { field, op })
+    Ok((op_name.as_str(), operand))
 }
 
 fn is_operator(key: &str) -> bool {
@@ -384,80 +422,16 @@ fn parse_field(name: &str, at: &str) -> Result<Field, FilterError> {
 }
 
 fn parse_op(name: &str, operand: &Value, field: &Field, at: &str) -> Result<Op, FilterError> {
-    let string_field = !matches!(field, Field::Record(_));
-    let scalar = |op: &'static str, v: &Value| -> Result<Value, FilterError> {
-        let ok = if string_field {
-            v.is_string()
-        } else {
-            !(v.is_array() || v.is_object())
-        };
-        if ok {
-            Ok(v.clone())
-        } else {
-            Err(FilterError::TypeMismatch {
-                at: at.to_owned(),
-                op,
-                expected: if string_field {
-                    "a string (this field is text)"
-                } else {
-                    "a string, number, boolean or null"
-                },
-                found: type_name(v),
-            })
-        }
-    };
-    let ordered = |op: &'static str, v: &Value| -> Result<Value, FilterError> {
-        let ok = if string_field {
-            v.is_string()
-        } else {
-            v.is_string() || v.is_number()
-        };
-        if ok {
-            Ok(v.clone())
-        } else {
-            Err(FilterError::TypeMismatch {
-                at: at.to_owned(),
-                op,
-                expected: if string_field {
-                    "a string (this field is text)"
-                } else {
-                    "a number or a string"
-                },
-                found: type_name(v),
-            })
-        }
-    };
-    let list = |op: &'static str, v: &Value| -> Result<Vec<Value>, FilterError> {
-        let items = v.as_array().ok_or_else(|| FilterError::TypeMismatch {
-            at: at.to_owned(),
-            op,
-            expected: "an array of values",
-            found: type_name(v),
-        })?;
-        if items.is_empty() {
-            return Err(FilterError::EmptyList {
-                at: at.to_owned(),
-                op,
-            });
-        }
-        if items.len() > MAX_LIST_LEN {
-            return Err(FilterError::ListTooLong {
-                at: at.to_owned(),
-                op,
-                len: items.len(),
-            });
-        }
-        items.iter().map(|item| scalar(op, item)).collect()
-    };
+    let text = !matches!(field, Field::Record(_));
     Ok(match name {
-        "eq" => Op::Eq(scalar("eq", operand)?),
-        "ne" => Op::Ne(scalar("ne", operand)?),
-        "in" => Op::In(list("in", operand)?),
-        "not_in" => Op::NotIn(list("not_in", operand)?),
-        "gt" => Op::Gt(ordered("gt", operand)?),
-        "gte" => Op::Gte(ordered("gte", operand)?),
-        "lt" => Op::Lt(ordered("lt", operand)?),
-        "lte" => Op::Lte(ordered("lte", operand)?),
+        "eq" => Op::Eq(scalar_operand("eq", operand, text, at)?),
+        "ne" => Op::Ne(scalar_operand("ne", operand, text, at)?),
+        "in" => Op::In(list_operand("in", operand, text, at)?),
+        "not_in" => Op::NotIn(list_operand("not_in", operand, text, at)?),
+        "gt" => Op::Gt(ordered_operand("gt", operand, text, at)?),
+        "gte" => Op::Gte(ordered_operand("gte", operand, text, at)?),
+        "lt" => Op::Lt(ordered_operand("lt", operand, text, at)?),
+        "lte" => Op::Lte(ordered_operand("lte", operand, text, at)?),
         "exists" => Op::Exists(operand.as_bool().ok_or_else(|| FilterError::TypeMismatch {
             at: at.to_owned(),
             op: "exists",
@@ -471,6 +445,89 @@ fn parse_op(name: &str, operand: &Value, field: &Field, at: &str) -> Result<Op, 
             })
         }
     })
+}
+
+/// An operand compared for equality: a string on text fields, any scalar on record paths.
+fn scalar_operand(op: &'static str, v: &Value, text: bool, at: &str) -> Result<Value, FilterError> {
+    let ok = if text {
+        v.is_string()
+    } else {
+        !(v.is_array() || v.is_object())
+    };
+    if ok {
+        Ok(v.clone())
+    } else {
+        Err(FilterError::TypeMismatch {
+            at: at.to_owned(),
+            op,
+            expected: if text {
+                "a string (this field is text)"
+            } else {
+                "a string, number, boolean or null"
+            },
+            found: type_name(v),
+        })
+    }
+}
+
+/// An operand compared for order: a string on text fields, a number or string on record paths.
+fn ordered_operand(
+    op: &'static str,
+    v: &Value,
+    text: bool,
+    at: &str,
+) -> Result<Value, FilterError> {
+    let ok = if text {
+        v.is_string()
+    } else {
+        v.is_string() || v.is_number()
+    };
+    if ok {
+        Ok(v.clone())
+    } else {
+        Err(FilterError::TypeMismatch {
+            at: at.to_owned(),
+            op,
+            expected: if text {
+                "a string (this field is text)"
+            } else {
+                "a number or a string"
+            },
+            found: type_name(v),
+        })
+    }
+}
+
+/// A non-empty, bounded array of scalar operands.
+fn list_operand(
+    op: &'static str,
+    v: &Value,
+    text: bool,
+    at: &str,
+) -> Result<Vec<Value>, FilterError> {
+    let items = v.as_array().ok_or_else(|| FilterError::TypeMismatch {
+        at: at.to_owned(),
+        op,
+        expected: "an array of values",
+        found: type_name(v),
+    })?;
+    if items.is_empty() {
+        return Err(FilterError::EmptyList {
+            at: at.to_owned(),
+            op,
+        });
+    }
+    if items.len() > MAX_LIST_LEN {
+        return Err(FilterError::ListTooLong {
+            at: at.to_owned(),
+            op,
+            len: items.len(),
+        });
+    }
+    items
+        .iter()
+        .map(|item| scalar_operand(op, item, text, at))
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
