@@ -89,7 +89,17 @@ fn section<S: Status, T: Term, E: Term, O: Term>(
         "Table: `domain::{table}`. Part of: {}.\n",
         lifecycle.reference
     );
+    state_diagram(out, lifecycle);
+    states_table::<S>(out);
+    transitions_table(out, lifecycle);
+    invalid_moves(out, lifecycle);
+}
 
+/// The Mermaid state diagram: initial states, every transition, then untouched states.
+fn state_diagram<S: Status, T: Term, E: Term, O: Term>(
+    out: &mut String,
+    lifecycle: &Lifecycle<S, T, E, O>,
+) {
     out.push_str("```mermaid\nstateDiagram-v2\n");
     for initial in lifecycle.initial {
         let _ = writeln!(out, "    [*] --> {}", initial.as_str());
@@ -115,13 +125,22 @@ fn section<S: Status, T: Term, E: Term, O: Term>(
         }
     }
     out.push_str("```\n\n");
+}
 
+/// Each state with its meaning.
+fn states_table<S: Status>(out: &mut String) {
     out.push_str("| state | meaning |\n|---|---|\n");
     for &state in S::ALL {
         let _ = writeln!(out, "| `{}` | {} |", state.as_str(), state.meaning());
     }
     out.push('\n');
+}
 
+/// One row per transition; the `on` column only when some row's event differs from its trigger.
+fn transitions_table<S: Status, T: Term, E: Term, O: Term>(
+    out: &mut String,
+    lifecycle: &Lifecycle<S, T, E, O>,
+) {
     let show_on = lifecycle
         .transitions
         .iter()
@@ -155,7 +174,13 @@ fn section<S: Status, T: Term, E: Term, O: Term>(
         );
     }
     out.push('\n');
+}
 
+/// The moves ruled out, with why.
+fn invalid_moves<S: Status, T: Term, E: Term, O: Term>(
+    out: &mut String,
+    lifecycle: &Lifecycle<S, T, E, O>,
+) {
     out.push_str("Cannot happen:\n\n");
     if lifecycle.invalid.is_empty() {
         out.push_str("No move is ruled out beyond the table: a move without a row is refused.\n\n");
