@@ -101,64 +101,9 @@ fn check_node(node: &Map<String, Value>, at: &str, depth: usize) -> Result<(), S
     }
     for (key, value) in node {
         match key.as_str() {
-            "type" => {
-                let names: Vec<&Value> = match value {
-                    Value::Array(list) if !list.is_empty() => list.iter().collect(),
-                    Value::String(_) => vec![value],
-                    _ => {
-                        return Err(invalid(
-                            &join(at, "type"),
-                            "must be a type name or a list of them",
-                        ))
-                    }
-                };
-                for n in names {
-                    if !n.as_str().is_some_and(|n| TYPE_NAMES.contains(&n)) {
-                        return Err(invalid(
-                            &join(at, "type"),
-                            format!("{n} is not one of {}", TYPE_NAMES.join(", ")),
-                        ));
-                    }
-                }
-            }
-            "properties" => {
-                let Some(props) = value.as_object() else {
-                    return Err(invalid(&join(at, "properties"), "must be an object"));
-                };
-                for (name, sub) in props {
-                    let here = join(&join(at, "properties"), name);
-                    if name.is_empty() || name.contains('.') || name.chars().any(char::is_control) {
-                        return Err(invalid(
-                            &here,
-                            "a property name must be non-empty, without '.' or control characters",
-                        ));
-                    }
-                    let Some(sub) = sub.as_object() else {
-                        return Err(invalid(&here, "must be a schema object"));
-                    };
-                    check_node(sub, &here, depth + 1)?;
-                }
-            }
-            "required" => {
-                let props = node.get("properties").and_then(Value::as_object);
-                let Some(list) = value.as_array() else {
-                    return Err(invalid(
-                        &join(at, "required"),
-                        "must be a list of property names",
-                    ));
-                };
-                for name in list {
-                    let declared = name
-                        .as_str()
-                        .is_some_and(|n| props.is_some_and(|p| p.contains_key(n)));
-                    if !declared {
-                        return Err(invalid(
-                            &join(at, "required"),
-                            format!("{name} is not a property of this schema"),
-                        ));
-                    }
-                }
-            }
+            "type" => check_type(value, at)?,
+            "properties" => check_properties(value, at, depth)?,
+            "required" => check_required(node, value, at)?,
             "items" => {
                 let Some(sub) = value.as_object() else {
                     return Err(invalid(&join(at, "items"), "must be a schema object"));
@@ -170,6 +115,73 @@ fn check_node(node: &Map<String, Value>, at: &str, depth: usize) -> Result<(), S
                 &join(at, other),
                 "is not a supported keyword (type, properties, required, items and annotations)",
             )),
+        }
+    }
+    Ok(())
+}
+
+/// `type`: one supported type name or a non-empty list of them.
+fn check_type(value: &Value, at: &str) -> Result<(), SchemaError> {
+    let names: Vec<&Value> = match value {
+        Value::Array(list) if !list.is_empty() => list.iter().collect(),
+        Value::String(_) => vec![value],
+        _ => {
+            return Err(invalid(
+                &join(at, "type"),
+                "must be a type name or a list of them",
+            ))
+        }
+    };
+    for n in names {
+        if !n.as_str().is_some_and(|n| TYPE_NAMES.contains(&n)) {
+            return Err(invalid(
+                &join(at, "type"),
+                format!("{n} is not one of {}", TYPE_NAMES.join(", ")),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `properties`: an object of well-named properties, each a schema checked one level deeper.
+fn check_properties(value: &Value, at: &str, depth: usize) -> Result<(), SchemaError> {
+    let Some(props) = value.as_object() else {
+        return Err(invalid(&join(at, "properties"), "must be an object"));
+    };
+    for (name, sub) in props {
+        let here = join(&join(at, "properties"), name);
+        if name.is_empty() || name.contains('.') || name.chars().any(char::is_control) {
+            return Err(invalid(
+                &here,
+                "a property name must be non-empty, without '.' or control characters",
+            ));
+        }
+        let Some(sub) = sub.as_object() else {
+            return Err(invalid(&here, "must be a schema object"));
+        };
+        check_node(sub, &here, depth + 1)?;
+    }
+    Ok(())
+}
+
+/// `required`: a list naming only properties this schema declares.
+fn check_required(node: &Map<String, Value>, value: &Value, at: &str) -> Result<(), SchemaError> {
+    let props = node.get("properties").and_then(Value::as_object);
+    let Some(list) = value.as_array() else {
+        return Err(invalid(
+            &join(at, "required"),
+            "must be a list of property names",
+        ));
+    };
+    for name in list {
+        let declared = name
+            .as_str()
+            .is_some_and(|n| props.is_some_and(|p| p.contains_key(n)));
+        if !declared {
+            return Err(invalid(
+                &join(at, "required"),
+                format!("{name} is not a property of this schema"),
+            ));
         }
     }
     Ok(())
