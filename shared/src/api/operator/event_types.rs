@@ -91,19 +91,19 @@ fn document(f: &mut crate::web::extract::Fields, name: &str) -> Option<(Value, S
     Some((value, text))
 }
 
-/// Creates or changes one type of the catalog (see the module notes).
-pub async fn put_event_type(
-    state: &ApiState,
-    record_type: &str,
-    operator: &str,
-    mut f: crate::web::extract::Fields,
-) -> Result<(EventType, bool), ApiError> {
-    if !is_type_name(record_type) {
-        return Err(ApiError::field(
-            "type",
-            "a record type is 1 to 128 ASCII letters, digits, '_', '-', '.' or ':'",
-        ));
-    }
+/// The fields of a `PUT`, checked.
+struct EventTypeInput {
+    /// The schema as compact text.
+    schema: String,
+    /// The example as compact text.
+    example: String,
+    description: String,
+    version: Option<u32>,
+    reason: String,
+}
+
+/// Reads and checks the posted fields: every field's error is reported together.
+fn event_type_input(mut f: crate::web::extract::Fields) -> Result<EventTypeInput, ApiError> {
     let schema = document(&mut f, "schema");
     let example = document(&mut f, "example");
     let description = if f.has("description") {
@@ -138,30 +138,55 @@ pub async fn put_event_type(
     else {
         return Err(ApiError::internal("validated event type fields missing"));
     };
+    Ok(EventTypeInput {
+        schema,
+        example,
+        description,
+        version,
+        reason,
+    })
+}
 
+/// The version to store: the one given (higher than the stored one) or the stored one plus one.
+fn next_version(given: Option<u32>, previous: Option<u32>) -> Result<u32, ApiError> {
+    match (given, previous) {
+        (Some(v), Some(p)) if v <= p => Err(ApiError::field(
+            "version",
+            format!("must be higher than the stored version {p}"),
+        )),
+        (Some(v), _) => Ok(v),
+        (None, p) => Ok(p.unwrap_or(0) + 1),
+    }
+}
+
+/// Creates or changes one type of the catalog (see the module notes).
+pub async fn put_event_type(
+    state: &ApiState,
+    record_type: &str,
+    operator: &str,
+    f: crate::web::extract::Fields,
+) -> Result<(EventType, bool), ApiError> {
+    if !is_type_name(record_type) {
+        return Err(ApiError::field(
+            "type",
+            "a record type is 1 to 128 ASCII letters, digits, '_', '-', '.' or ':'",
+        ));
+    }
+    let input = event_type_input(f)?;
     let current = event_type::get(state.dynamo(), state.table(), record_type).await?;
     let previous = current.as_ref().map(|t| t.version);
-    let next = match (version, previous) {
-        (Some(v), Some(p)) if v <= p => {
-            return Err(ApiError::field(
-                "version",
-                format!("must be higher than the stored version {p}"),
-            ))
-        }
-        (Some(v), _) => v,
-        (None, p) => p.unwrap_or(0) + 1,
-    };
+    let next = next_version(input.version, previous)?;
     let now = state.clock.now();
     let t = EventType {
         record_type: record_type.to_owned(),
         version: next,
-        description,
-        schema,
-        example,
+        description: input.description,
+        schema: input.schema,
+        example: input.example,
         updated_at: now,
         updated_by: operator.to_owned(),
     };
-    let entry = AuditRecord::for_catalog(AuditAction::PutEventType, operator, &reason, now)
+    let entry = AuditRecord::for_catalog(AuditAction::PutEventType, operator, &input.reason, now)
         .detail("type", record_type)
         .detail(
             "version",
@@ -170,12 +195,26 @@ pub async fn put_event_type(
                 previous.map_or_else(|| "(new)".to_string(), |p| p.to_string())
             ),
         );
+    save_with_audit(state, &t, previous, &entry).await?;
+    // This container's catalog has the new version at once; the others' within their lease.
+    state.catalog.saved(&t).await;
+    tracing::info!(%operator, record_type, version = next, "event type saved");
+    Ok((t, previous.is_none()))
+}
+
+/// Writes the type, conditional on the version read, in one transaction with its audit entry.
+async fn save_with_audit(
+    state: &ApiState,
+    t: &EventType,
+    previous: Option<u32>,
+    entry: &AuditRecord,
+) -> Result<(), ApiError> {
     let table = state.table();
     let written = send_resolving_conflicts(
         state.dynamo(),
         Write::all([
-            event_type::save(table, &t, previous)?,
-            audit::create(table, &entry)?,
+            event_type::save(table, t, previous)?,
+            audit::create(table, entry)?,
         ])?,
     )
     .await?;
@@ -184,10 +223,7 @@ pub async fn put_event_type(
             "the event type was changed concurrently; read it again and retry",
         ));
     }
-    // This container's catalog has the new version at once; the others' within their lease.
-    state.catalog.saved(&t).await;
-    tracing::info!(%operator, record_type, version = next, "event type saved");
-    Ok((t, previous.is_none()))
+    Ok(())
 }
 
 async fn save(
