@@ -151,45 +151,10 @@ fn read_change(
     now: Timestamp,
 ) -> Result<Change, ApiError> {
     check_account(&mut f, account_id)?;
-    // Change ids compare bytewise (sort keys, the pull cursor), which is time order only within
-    // one case: a published id is a ULID in its canonical upper case, whether given (in either
-    // case) or minted here.
-    let change_id = match f.optional::<String>("change_id") {
-        Some(text) => match text.to_ascii_uppercase().parse::<ChangeId>() {
-            Ok(id) => Some(id),
-            Err(e) => {
-                f.error("change_id", e.to_string());
-                None
-            }
-        },
-        None => Some(ChangeId::from_stored(ulid::Ulid::new().to_string())),
-    };
-    let record_type: Option<String> = f.required("record_type");
-    if let Some(t) = &record_type {
-        if !catalog.knows(t) {
-            f.error(
-                "record_type",
-                format!("{t:?} is not a record type of the event-type catalog (GET /v1/event-types lists them)"),
-            );
-        }
-    }
+    let change_id = change_id_field(&mut f);
+    let record_type = record_type_field(&mut f, catalog);
     let record_id: Option<String> = f.required("record_id");
-    let operation: Option<String> = f.optional("operation");
-    if let Some(op) = &operation {
-        if !OPERATIONS.contains(&op.as_str()) {
-            f.error(
-                "operation",
-                format!("must be one of {}", OPERATIONS.join(", ")),
-            );
-        }
-    }
-    let event_code: Option<String> = f.optional("event_code");
-    if operation.is_none() && event_code.is_none() && !f.has("operation") && !f.has("event_code") {
-        f.error(
-            "operation",
-            "name the operation (created, updated, deleted) or an event_code",
-        );
-    }
+    let (operation, event_code) = operation_fields(&mut f);
     let occurred_at = match f.optional::<String>("occurred_at") {
         Some(text) => Timestamp::parse_rfc3339(&text).or_else(|| {
             f.error("occurred_at", "must be an RFC 3339 date-time");
@@ -200,16 +165,7 @@ fn read_change(
     let warehouse: Option<String> = f.optional("warehouse");
     let changed_fields: Vec<String> = f.optional("changed_fields").unwrap_or_default();
     let record: Option<Map<String, Value>> = f.required("record");
-    let trace_id = match f.optional::<String>("trace_id") {
-        Some(text) => trace_context::normalized_trace_id(&text).or_else(|| {
-            f.error(
-                "trace_id",
-                "must be a nonzero trace id: X-Ray's 1-<8 hex>-<24 hex>, 32 hex digits, or a traceparent",
-            );
-            None
-        }),
-        None => trace.map(str::to_owned),
-    };
+    let trace_id = trace_id_field(&mut f, trace);
     f.finish()?;
     let (Some(change_id), Some(record_type), Some(record_id), Some(occurred_at), Some(record)) =
         (change_id, record_type, record_id, occurred_at, record)
@@ -232,6 +188,72 @@ fn read_change(
     };
     change.validate().map_err(|e| change_error(&e))?;
     Ok(change)
+}
+
+/// The change's id: the one given, or a new one.
+fn change_id_field(f: &mut Fields) -> Option<ChangeId> {
+    // Change ids compare bytewise (sort keys, the pull cursor), which is time order only within
+    // one case: a published id is a ULID in its canonical upper case, whether given (in either
+    // case) or minted here.
+    match f.optional::<String>("change_id") {
+        Some(text) => match text.to_ascii_uppercase().parse::<ChangeId>() {
+            Ok(id) => Some(id),
+            Err(e) => {
+                f.error("change_id", e.to_string());
+                None
+            }
+        },
+        None => Some(ChangeId::from_stored(ulid::Ulid::new().to_string())),
+    }
+}
+
+/// The record type, which must be in the event-type catalog.
+fn record_type_field(f: &mut Fields, catalog: &Catalog) -> Option<String> {
+    let record_type: Option<String> = f.required("record_type");
+    if let Some(t) = &record_type {
+        if !catalog.knows(t) {
+            f.error(
+                "record_type",
+                format!("{t:?} is not a record type of the event-type catalog (GET /v1/event-types lists them)"),
+            );
+        }
+    }
+    record_type
+}
+
+/// The operation and the event code: one of them at least.
+fn operation_fields(f: &mut Fields) -> (Option<String>, Option<String>) {
+    let operation: Option<String> = f.optional("operation");
+    if let Some(op) = &operation {
+        if !OPERATIONS.contains(&op.as_str()) {
+            f.error(
+                "operation",
+                format!("must be one of {}", OPERATIONS.join(", ")),
+            );
+        }
+    }
+    let event_code: Option<String> = f.optional("event_code");
+    if operation.is_none() && event_code.is_none() && !f.has("operation") && !f.has("event_code") {
+        f.error(
+            "operation",
+            "name the operation (created, updated, deleted) or an event_code",
+        );
+    }
+    (operation, event_code)
+}
+
+/// The change's trace id, normalized, or the request's.
+fn trace_id_field(f: &mut Fields, trace: Option<&str>) -> Option<String> {
+    match f.optional::<String>("trace_id") {
+        Some(text) => trace_context::normalized_trace_id(&text).or_else(|| {
+            f.error(
+                "trace_id",
+                "must be a nonzero trace id: X-Ray's 1-<8 hex>-<24 hex>, 32 hex digits, or a traceparent",
+            );
+            None
+        }),
+        None => trace.map(str::to_owned),
+    }
 }
 
 /// A store failure of one change, as that change's problem (a throttle is worth retrying).
@@ -293,19 +315,7 @@ pub async fn publish_changes(
     mut f: Fields,
     headers: &HeaderMap,
 ) -> Result<Vec<PublishedView>, ApiError> {
-    let idempotency_key = match headers.get(IDEMPOTENCY_KEY) {
-        None => None,
-        Some(v) => match v.to_str() {
-            Ok(k) if !k.trim().is_empty() && k.chars().count() <= MAX_IDEMPOTENCY_KEY_CHARS => {
-                Some(k.trim().to_owned())
-            }
-            _ => {
-                return Err(ApiError::malformed(format!(
-                "Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} visible ASCII characters"
-            )))
-            }
-        },
-    };
+    let idempotency_key = idempotency_key(headers)?;
     check_account(&mut f, account_id)?;
     let catalog = catalog(state).await?;
     let now = state.clock.now();
@@ -322,55 +332,28 @@ pub async fn publish_changes(
             problem: None,
         }]);
     }
-    let items: Option<Vec<Value>> = f.required("changes");
-    if let Some(items) = &items {
-        if items.is_empty() || items.len() > MAX_BATCH {
-            f.error("changes", format!("must hold 1 to {MAX_BATCH} changes"));
-        }
-    }
-    if idempotency_key.is_some() {
-        f.error(
-            "changes",
-            "Idempotency-Key applies to a single change; give each change of a batch its change_id",
-        );
-    }
-    f.finish()?;
-    let items = items.unwrap_or_default();
+    let items = batch_items(f, idempotency_key.is_some())?;
     let results: Vec<PublishedView> = stream::iter(items.into_iter().enumerate())
         .map(|(index, item)| {
             let catalog = &catalog;
             async move {
                 let outcome = match item {
-                    Value::Object(map) if Value::Object(map.clone()).to_string().len() > MAX_CHANGE_BYTES => {
+                    Value::Object(map)
+                        if Value::Object(map.clone()).to_string().len() > MAX_CHANGE_BYTES =>
+                    {
                         Err(ApiError::PayloadTooLarge {
                             detail: format!("a change is at most {MAX_CHANGE_BYTES} bytes of JSON"),
                         })
                     }
-                    Value::Object(map) => match read_change(Fields::new(map), account_id, catalog, trace, now) {
-                        Ok(change) => write_change(state, change, publisher, None).await,
-                        Err(e) => Err(e),
-                    },
-                    _ => Err(ApiError::malformed("a change is a JSON object")),
-                };
-                match outcome {
-                    Ok((change_id, result)) => PublishedView {
-                        index,
-                        change_id: Some(change_id),
-                        result: Some(result),
-                        problem: None,
-                    },
-                    Err(e) => {
-                        if let ApiError::Internal(cause) = &e {
-                            tracing::error!(index, cause = %cause, "a published change was not written");
-                        }
-                        PublishedView {
-                            index,
-                            change_id: None,
-                            result: None,
-                            problem: Some(e.problem()),
+                    Value::Object(map) => {
+                        match read_change(Fields::new(map), account_id, catalog, trace, now) {
+                            Ok(change) => write_change(state, change, publisher, None).await,
+                            Err(e) => Err(e),
                         }
                     }
-                }
+                    _ => Err(ApiError::malformed("a change is a JSON object")),
+                };
+                batch_result(index, outcome)
             }
         })
         .buffered(WRITE_CONCURRENCY)
@@ -379,6 +362,65 @@ pub async fn publish_changes(
     let written = results.iter().filter(|r| r.result.is_some()).count();
     tracing::info!(%account_id, changes = results.len(), written, "changes published");
     Ok(results)
+}
+
+/// The request's `Idempotency-Key`, trimmed, when it has one.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    match headers.get(IDEMPOTENCY_KEY) {
+        None => Ok(None),
+        Some(v) => match v.to_str() {
+            Ok(k) if !k.trim().is_empty() && k.chars().count() <= MAX_IDEMPOTENCY_KEY_CHARS => {
+                Ok(Some(k.trim().to_owned()))
+            }
+            _ => Err(ApiError::malformed(format!(
+                "Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} visible ASCII characters"
+            ))),
+        },
+    }
+}
+
+/// A batch's `changes`: 1 to [`MAX_BATCH`] of them, and no idempotency key.
+fn batch_items(mut f: Fields, has_idempotency_key: bool) -> Result<Vec<Value>, ApiError> {
+    let items: Option<Vec<Value>> = f.required("changes");
+    if let Some(items) = &items {
+        if items.is_empty() || items.len() > MAX_BATCH {
+            f.error("changes", format!("must hold 1 to {MAX_BATCH} changes"));
+        }
+    }
+    if has_idempotency_key {
+        f.error(
+            "changes",
+            "Idempotency-Key applies to a single change; give each change of a batch its change_id",
+        );
+    }
+    f.finish()?;
+    Ok(items.unwrap_or_default())
+}
+
+/// What became of one change of a batch (an internal failure is logged: it is ours).
+fn batch_result(
+    index: usize,
+    outcome: Result<(ChangeId, &'static str), ApiError>,
+) -> PublishedView {
+    match outcome {
+        Ok((change_id, result)) => PublishedView {
+            index,
+            change_id: Some(change_id),
+            result: Some(result),
+            problem: None,
+        },
+        Err(e) => {
+            if let ApiError::Internal(cause) = &e {
+                tracing::error!(index, cause = %cause, "a published change was not written");
+            }
+            PublishedView {
+                index,
+                change_id: None,
+                result: None,
+                problem: Some(e.problem()),
+            }
+        }
+    }
 }
 
 type Response = axum::response::Response;
