@@ -37,20 +37,51 @@ pub fn validate(
     policy: &TargetPolicy,
 ) -> Vec<(String, String)> {
     let mut errors = Vec::new();
+    recipient_errors(&notice.recipients, policy, &mut errors);
+    channel_errors(&notice.channels, &mut errors);
+    text_errors(notice, &mut errors);
+    if let Some(deadline) = notice.deadline {
+        if deadline <= now {
+            errors.push(("deadline".into(), "must be in the future".into()));
+        }
+    }
+    for (field, value) in [
+        ("supersede_key", notice.supersede_key.as_deref()),
+        ("idempotency_key", Some(notice.idempotency_key.as_str())),
+    ] {
+        if let Some(v) = value {
+            if v.is_empty() || v.chars().count() > MAX_KEY_CHARS || v.chars().any(char::is_control)
+            {
+                errors.push((
+                    field.into(),
+                    format!("must be 1 to {MAX_KEY_CHARS} characters"),
+                ));
+            }
+        }
+    }
+    errors
+}
+
+/// The recipients: how many, and each one's identity and contact addresses.
+fn recipient_errors(
+    recipients: &[Recipient],
+    policy: &TargetPolicy,
+    errors: &mut Vec<(String, String)>,
+) {
     let mut err = |f: String, m: String| errors.push((f, m));
-    if notice.recipients.is_empty() {
+    if recipients.is_empty() {
         err(
             "recipients".into(),
             "must name at least one recipient".into(),
         );
     }
-    if notice.recipients.len() > MAX_RECIPIENTS {
+    if recipients.len() > MAX_RECIPIENTS {
         err(
             "recipients".into(),
             format!("at most {MAX_RECIPIENTS} recipients are accepted"),
         );
     }
-    for (i, r) in notice.recipients.iter().enumerate() {
+    for (i, r) in recipients.iter().enumerate() {
         let id = r.id();
         if id.trim().is_empty() || id.chars().count() > 320 || id.chars().any(char::is_control) {
             err(
@@ -74,55 +105,43 @@ pub fn validate(
             }
         }
     }
-    if notice.channels.is_empty() {
-        err("channels".into(), "must name at least one channel".into());
+}
+
+/// The channels: at least one, each a known one.
+fn channel_errors(channels: &[String], errors: &mut Vec<(String, String)>) {
+    if channels.is_empty() {
+        errors.push(("channels".into(), "must name at least one channel".into()));
     }
-    for (i, c) in notice.channels.iter().enumerate() {
+    for (i, c) in channels.iter().enumerate() {
         if Channel::parse(c).is_none() {
-            err(
+            errors.push((
                 format!("channels[{i}]"),
                 format!("unknown channel {c:?}; one of email, slack, console"),
-            );
+            ));
         }
     }
+}
+
+/// The subject (one line) and the body, within their lengths.
+fn text_errors(notice: &NewNotice, errors: &mut Vec<(String, String)>) {
     if notice.subject.trim().is_empty() || notice.subject.chars().count() > MAX_SUBJECT_CHARS {
-        err(
+        errors.push((
             "subject".into(),
             format!("must be 1 to {MAX_SUBJECT_CHARS} characters"),
-        );
+        ));
     } else if notice.subject.chars().any(char::is_control) {
         // A subject is one line: an email's Subject header, a Slack message's bold first line.
-        err(
+        errors.push((
             "subject".into(),
             "must not contain control characters (line breaks, tabs, …)".into(),
-        );
+        ));
     }
     if notice.body.trim().is_empty() || notice.body.chars().count() > MAX_BODY_CHARS {
-        err(
+        errors.push((
             "body".into(),
             format!("must be 1 to {MAX_BODY_CHARS} characters"),
-        );
+        ));
     }
-    if let Some(deadline) = notice.deadline {
-        if deadline <= now {
-            err("deadline".into(), "must be in the future".into());
-        }
-    }
-    for (field, value) in [
-        ("supersede_key", notice.supersede_key.as_deref()),
-        ("idempotency_key", Some(notice.idempotency_key.as_str())),
-    ] {
-        if let Some(v) = value {
-            if v.is_empty() || v.chars().count() > MAX_KEY_CHARS || v.chars().any(char::is_control)
-            {
-                err(
-                    field.into(),
-                    format!("must be 1 to {MAX_KEY_CHARS} characters"),
-                );
-            }
-        }
-    }
-    errors
 }
 
 /// The notice id of an account's idempotency key.
