@@ -9,8 +9,9 @@
 
 use super::audit::{write_with_audit, AuditAction};
 use super::restart::{reopen_event, restart_write, rewind_pull_cursor};
-use crate::domain::integration_delivery::{operator_restart, DeliveryStatus};
+use crate::domain::integration_delivery::{operator_restart, DeliveryMove, DeliveryStatus};
 use crate::domain::lifecycle::{Status, TransitionError};
+use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, AuditId, ChangeId, SubscriptionId};
 use crate::operations::{Ops, OpsError};
 use crate::store::audit::AuditRecord;
@@ -83,16 +84,7 @@ pub async fn retry_delivery_from(
     // read); read again and decide again once before giving up.
     for round in 0..2 {
         let previous_status = delivery.status;
-        if let Some(allowed) = allowed.filter(|a| !a.contains(&previous_status)) {
-            return Err(OpsError::Conflict(format!(
-                "the delivery is {previous_status}; only a {} delivery can be retried here",
-                allowed
-                    .iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join(" or ")
-            )));
-        }
+        check_allowed(previous_status, allowed)?;
         let movement = operator_restart(previous_status)
             .map_err(|e| OpsError::Conflict(refusal(previous_status, &e)))?;
         if delivery.method.is_poll() {
@@ -105,19 +97,7 @@ pub async fn retry_delivery_from(
             operator: req.operator,
             replay_job: None,
         };
-        let mut audit = AuditRecord::new(
-            AuditAction::RetryDelivery,
-            req.account_id,
-            req.subscription_id,
-            req.operator,
-            req.reason,
-            now,
-        )
-        .detail("from_status", previous_status)
-        .detail("attempts_before", delivery.attempts)
-        .detail("trigger", format!("{:?}", movement.0));
-        audit.change_id = Some(req.change_id.clone());
-        audit.delivery_id = Some(delivery.delivery_id.clone());
+        let audit = retry_audit(&req, &delivery, movement, now);
         if write_with_audit(ops, Some(restart_write(ops, &restart, now)?), &audit).await? {
             tracing::info!(
                 operator = %req.operator,
@@ -149,4 +129,45 @@ pub async fn retry_delivery_from(
         delivery = current;
     }
     unreachable!("the loop returns on its second round")
+}
+
+/// A retry restricted to `allowed` statuses refuses any other as a conflict.
+fn check_allowed(
+    status: DeliveryStatus,
+    allowed: Option<&[DeliveryStatus]>,
+) -> Result<(), OpsError> {
+    match allowed.filter(|a| !a.contains(&status)) {
+        Some(allowed) => Err(OpsError::Conflict(format!(
+            "the delivery is {status}; only a {} delivery can be retried here",
+            allowed
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(" or ")
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The audit entry of a retry of `delivery` (as read) by `movement`.
+fn retry_audit(
+    req: &RetryRequest<'_>,
+    delivery: &Delivery,
+    movement: DeliveryMove,
+    now: Timestamp,
+) -> AuditRecord {
+    let mut audit = AuditRecord::new(
+        AuditAction::RetryDelivery,
+        req.account_id,
+        req.subscription_id,
+        req.operator,
+        req.reason,
+        now,
+    )
+    .detail("from_status", delivery.status)
+    .detail("attempts_before", delivery.attempts)
+    .detail("trigger", format!("{:?}", movement.0));
+    audit.change_id = Some(req.change_id.clone());
+    audit.delivery_id = Some(delivery.delivery_id.clone());
+    audit
 }
