@@ -29,6 +29,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use maud::{html, Markup};
 use shared::api::v1::integrations::IntegrationView;
+use shared::api::v1::subscriptions::SubscriptionView;
 use shared::api::v1::test_event::TestEventView;
 use shared::domain::input::FieldErrors;
 use shared::domain::integration_input::IntegrationEditDraft;
@@ -210,72 +211,110 @@ async fn page(state: &ApiState, admin: &Admin, shown: Shown<'_>) -> Response {
             .find(|i| &i.id == integration_id && i.method == "webhook")
             .and_then(|i| i.webhook_url.clone())
     };
-    let action = |path: &str| ctx.url(path);
     let names = Names::of(ctx.account_name.clone(), &integrations, &subs);
     let body = html! {
         main id="main" {
             h1 { "Integrations and subscriptions" }
             @if let Some(e) = refused { (problem(&e.problem())) }
-            @if let Some(done) = done {
-                div class="notice" role="status" data-testid="notice" {
-                    p { "Done: " (done.what) "." }
-                    @for (name, secret) in &done.shown_once {
-                        p { strong { (name) } " (shown only now, copy it): " code data-testid=(format!("shown-{name}")) { (secret.expose()) } }
-                    }
-                    (overlap(ctx, done.previous_secret_expires_at.as_deref()))
-                }
-            }
+            @if let Some(done) = done { (done_notice(ctx, done)) }
             h2 { "Integrations" }
-            div class="table-wrap" {
-                table id="manage-integrations" class="stack" {
-                    thead { tr { th { "Integration" } th { "Method" } th { "Actions" } } }
-                    tbody {
-                        @for i in &integrations { (integration_row(ctx, i)) }
-                    }
-                }
-            }
+            (integrations_table(ctx, &integrations))
             (new_integration_form(ctx))
             h2 { "Subscriptions" }
             @for s in &subs {
-                form class="panel" method="post" action=(action(&format!("/console/acct/manage/subscriptions/{}", encode(&s.id)))) aria-label=(format!("Edit subscription {}", names.subscription(&s.id).unwrap_or(s.id.as_str()))) data-testid="edit-subscription" {
-                    h3 { (names.subscription_markup(&s.id)) }
-                    (csrf_field(ctx))
-                    (subscription_fields(&format!("edit-{}", s.id), Some(s)))
-                    label { span { "Remove the filter" } input type="checkbox" name="remove_filter"; }
-                    div class="actions" {
-                        button type="submit" { "Save subscription" }
-                        a class="button secondary" href=(ctx.url(&format!("/console/acct/subscriptions/{}", encode(&s.id)))) data-testid="delivery-log-link" { "Delivery log" }
-                    }
-                }
+                (edit_subscription_form(ctx, &names, s))
                 @if let Some(url) = webhook_url(&s.integration_id) {
-                    @let target = format!("test-result-{}", s.id);
-                    @let to = action(&format!("/console/acct/manage/subscriptions/{}/test-event", encode(&s.id)));
-                    form class="panel" method="post" action=(to) hx-post=(to) hx-target=(format!("#{target}")) hx-swap="innerHTML"
-                        aria-label=(format!("Send a test event for {}", names.subscription(&s.id).unwrap_or(s.id.as_str()))) data-testid="test-event-form" data-subscription-id=(s.id) {
-                        (csrf_field(ctx))
-                        p { "Send one signed test event (type " code { "rhythm.test" } ") to " code { (url) } " (the delivery function signs and sends it at once), and see what it answers. It is no delivery: nothing is counted." }
-                        div class="actions" { button type="submit" class="secondary" data-testid="send-test-event" { "Send test event" } }
-                        div id=(target) aria-live="polite" {
-                            @if let Some(v) = tested.filter(|v| v.subscription_id == s.id) { (test_event_result(ctx, Ok(v))) }
-                        }
-                    }
+                    (test_event_form(ctx, &names, s, &url, tested))
                 }
             }
-            form class="panel" method="post" action=(action("/console/acct/manage/subscriptions")) aria-label="New subscription" {
-                h2 { "New subscription" }
-                (csrf_field(ctx))
-                label for="new-integration" { "Integration"
-                    select id="new-integration" name="integration_id" required {
-                        @for i in &integrations { option value=(i.id) { (i.name) " (" (i.method) ")" } }
-                    }
-                }
-                (subscription_fields("new", None))
-                div class="actions" { button type="submit" data-testid="create-subscription" { "Create subscription" } }
-            }
+            (new_subscription_form(ctx, &integrations))
         }
     };
     let status = refused.map(|e| e.status()).unwrap_or(StatusCode::OK);
     html_response(status, shell(Some((ctx, &nav)), "Manage", body))
+}
+
+/// What the last action did, with the secrets it shows once.
+fn done_notice(ctx: &Ctx, done: &Done) -> Markup {
+    html! {
+        div class="notice" role="status" data-testid="notice" {
+            p { "Done: " (done.what) "." }
+            @for (name, secret) in &done.shown_once {
+                p { strong { (name) } " (shown only now, copy it): " code data-testid=(format!("shown-{name}")) { (secret.expose()) } }
+            }
+            (overlap(ctx, done.previous_secret_expires_at.as_deref()))
+        }
+    }
+}
+
+/// The account's integrations, each row with its actions.
+fn integrations_table(ctx: &Ctx, integrations: &[IntegrationView]) -> Markup {
+    html! {
+        div class="table-wrap" {
+            table id="manage-integrations" class="stack" {
+                thead { tr { th { "Integration" } th { "Method" } th { "Actions" } } }
+                tbody {
+                    @for i in integrations { (integration_row(ctx, i)) }
+                }
+            }
+        }
+    }
+}
+
+/// A subscription's edit form.
+fn edit_subscription_form(ctx: &Ctx, names: &Names, s: &SubscriptionView) -> Markup {
+    html! {
+        form class="panel" method="post" action=(ctx.url(&format!("/console/acct/manage/subscriptions/{}", encode(&s.id)))) aria-label=(format!("Edit subscription {}", names.subscription(&s.id).unwrap_or(s.id.as_str()))) data-testid="edit-subscription" {
+            h3 { (names.subscription_markup(&s.id)) }
+            (csrf_field(ctx))
+            (subscription_fields(&format!("edit-{}", s.id), Some(s)))
+            label { span { "Remove the filter" } input type="checkbox" name="remove_filter"; }
+            div class="actions" {
+                button type="submit" { "Save subscription" }
+                a class="button secondary" href=(ctx.url(&format!("/console/acct/subscriptions/{}", encode(&s.id)))) data-testid="delivery-log-link" { "Delivery log" }
+            }
+        }
+    }
+}
+
+/// A webhook subscription's test-event form, with the outcome of the test sent to it last.
+fn test_event_form(
+    ctx: &Ctx,
+    names: &Names,
+    s: &SubscriptionView,
+    url: &str,
+    tested: Option<&TestEventView>,
+) -> Markup {
+    html! {
+        @let target = format!("test-result-{}", s.id);
+        @let to = ctx.url(&format!("/console/acct/manage/subscriptions/{}/test-event", encode(&s.id)));
+        form class="panel" method="post" action=(to) hx-post=(to) hx-target=(format!("#{target}")) hx-swap="innerHTML"
+            aria-label=(format!("Send a test event for {}", names.subscription(&s.id).unwrap_or(s.id.as_str()))) data-testid="test-event-form" data-subscription-id=(s.id) {
+            (csrf_field(ctx))
+            p { "Send one signed test event (type " code { "rhythm.test" } ") to " code { (url) } " (the delivery function signs and sends it at once), and see what it answers. It is no delivery: nothing is counted." }
+            div class="actions" { button type="submit" class="secondary" data-testid="send-test-event" { "Send test event" } }
+            div id=(target) aria-live="polite" {
+                @if let Some(v) = tested.filter(|v| v.subscription_id == s.id) { (test_event_result(ctx, Ok(v))) }
+            }
+        }
+    }
+}
+
+/// The form creating a subscription on one of the account's integrations.
+fn new_subscription_form(ctx: &Ctx, integrations: &[IntegrationView]) -> Markup {
+    html! {
+        form class="panel" method="post" action=(ctx.url("/console/acct/manage/subscriptions")) aria-label="New subscription" {
+            h2 { "New subscription" }
+            (csrf_field(ctx))
+            label for="new-integration" { "Integration"
+                select id="new-integration" name="integration_id" required {
+                    @for i in integrations { option value=(i.id) { (i.name) " (" (i.method) ")" } }
+                }
+            }
+            (subscription_fields("new", None))
+            div class="actions" { button type="submit" data-testid="create-subscription" { "Create subscription" } }
+        }
+    }
 }
 
 fn subscription_fields(
