@@ -38,6 +38,10 @@ pub struct StreamTap {
     pub max_retries_per_drain: usize,
 }
 
+/// Records a stream mapping hands one invocation, as `template.yaml`'s stream event sources set
+/// it (`BatchSize`): ingest receives at most a hundred changes at once.
+pub const STREAM_BATCH: usize = 100;
+
 impl StreamTap {
     pub fn new(sdk: &SdkConfig, stream_arn: &str) -> Self {
         StreamTap {
@@ -48,7 +52,7 @@ impl StreamTap {
                 .map(|r| r.to_string())
                 .unwrap_or_else(|| "us-east-1".into()),
             checkpoints: BTreeMap::new(),
-            batch_size: 100,
+            batch_size: STREAM_BATCH,
             filter: None,
             patterns: None,
             max_retries_per_drain: 2,

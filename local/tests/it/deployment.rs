@@ -1821,6 +1821,38 @@ fn make_test_runs_checkov_with_a_skip_list_that_says_why() {
 
 // --------------------------------------------------- 4: a batch within the function's timeout
 
+/// Ingest receives at most a hundred changes an invocation, and the stream taps that drive the
+/// handlers in the tests and the bench hand them over in batches of the same size.
+#[test]
+fn ingest_receives_at_most_a_hundred_changes_an_invocation_as_the_local_stream_taps_do() {
+    let changes = &resource("IngestFunction")["Properties"]["Events"]["Changes"]["Properties"];
+    let batch = changes["BatchSize"]
+        .as_u64()
+        .expect("the Changes event's BatchSize");
+    assert!(
+        batch <= 100,
+        "ingest takes at most a hundred changes at once: {batch}"
+    );
+    let mut streams = 0;
+    for (function, _) in of_type("AWS::Serverless::Function") {
+        for (event, e) in events(function)
+            .into_iter()
+            .filter(|(_, e)| e["Type"] == "DynamoDB")
+        {
+            streams += 1;
+            assert_eq!(
+                e["Properties"]["BatchSize"].as_u64(),
+                Some(local::streams::STREAM_BATCH as u64),
+                "{function}'s {event} stream batch is the taps'"
+            );
+        }
+    }
+    assert!(
+        streams >= 3,
+        "the changes, delivery and notification streams: {streams}"
+    );
+}
+
 fn seconds(v: &Value, what: &str) -> u64 {
     v.as_u64()
         .unwrap_or_else(|| panic!("{what} is a number of seconds"))

@@ -95,13 +95,14 @@ async fn a_success_ends_only_the_dead_run_it_saw_when_a_dead_outcome_lands_in_be
     p.write_change(&dead).await.unwrap();
     p.ingest_pending().await.unwrap();
     r.script([Reply::Status(200), Reply::Status(400)]);
-    // The success reads the run (3) and then ends it; that write is held by the fault layer, and
-    // only once it is held does the other worker's dead delivery start (its count is a
-    // transaction, not held), so the dead outcome lands between the read and the write.
+    // The success reads the run (3) and then ends it; that write (a transaction with the run kept
+    // on the delivery) is held by the fault layer, and only once it is held does the other
+    // worker's dead delivery start (its count is another transaction, not held), so the dead
+    // outcome lands between the read and the write.
     p.stack.faults.inject_matching(
         Matcher {
-            operation: "UpdateItem".into(),
-            body_contains: Some("consecutive_dead".into()),
+            operation: "TransactWriteItems".into(),
+            body_contains: Some("consecutive_dead :minus".into()),
         },
         Fault::Latency(Duration::from_secs(3)),
         1,

@@ -33,6 +33,7 @@ mod notice_bounds;
 mod notifications;
 mod openapi;
 mod operator_overview;
+mod outcome_effects;
 mod publishing;
 mod pull_and_operator;
 mod push_delivery;

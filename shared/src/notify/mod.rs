@@ -74,6 +74,7 @@ pub mod metrics;
 pub mod notice_service;
 pub mod requeue;
 pub mod settle;
+mod skip_warnings;
 pub mod sns;
 pub mod stream;
 pub mod table;

@@ -26,6 +26,7 @@
 
 use super::channels::{Adapters, ChannelAnswer, OutgoingMessage};
 use super::metrics::{MetricSink, StdoutEmf, TerminalFailure};
+use super::skip_warnings::SkipWarnings;
 use super::table::NotificationTable;
 use super::NotifyError;
 use crate::aws::Clients;
@@ -49,9 +50,6 @@ use std::time::{Duration, Instant};
 
 /// A message may arrive this much before its delivery's backoff ends and still run.
 pub const EARLY_TOLERANCE: Duration = Duration::from_secs(2);
-/// At most one "skipped" warning per this interval per process (the rate-limited warning of the
-/// `sending → skipped` row, `docs/lifecycles.md#notification-delivery`).
-pub(crate) const SKIP_WARNING_INTERVAL: Duration = Duration::from_secs(60);
 /// Writes of an outcome retried when a concurrent record write (a provider event) moved the version.
 const OUTCOME_WRITE_TRIES: usize = 4;
 
@@ -157,7 +155,7 @@ pub struct NotificationWorker {
     adapters: Adapters,
     jitter: Mutex<Box<dyn JitterSource + Send>>,
     metrics: Arc<dyn MetricSink>,
-    last_skip_warning: Mutex<Option<Instant>>,
+    skip_warnings: SkipWarnings,
 }
 
 impl NotificationWorker {
@@ -182,7 +180,7 @@ impl NotificationWorker {
             adapters,
             jitter: Mutex::new(Box::new(RandJitter(rand::rngs::StdRng::from_entropy()))),
             metrics: Arc::new(StdoutEmf::new(&config.metrics_namespace)),
-            last_skip_warning: Mutex::new(None),
+            skip_warnings: SkipWarnings::default(),
         }
     }
 
@@ -594,12 +592,7 @@ impl NotificationWorker {
     }
 
     fn warn_skip(&self, d: &NotificationDelivery, reason: &str) {
-        let mut last = self
-            .last_skip_warning
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if last.is_none_or(|t| t.elapsed() >= SKIP_WARNING_INTERVAL) {
-            *last = Some(Instant::now());
+        if self.skip_warnings.due(Instant::now()) {
             tracing::warn!(
                 notice_id = %d.notice_id,
                 delivery_key = %d.delivery_key,

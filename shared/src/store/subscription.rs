@@ -191,6 +191,34 @@ pub(crate) async fn dead_count(
     .unwrap_or(0))
 }
 
+/// What the claim of a retry checks of its subscription as stored ([`retry_bound`]).
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct RetryBound {
+    #[serde(default)]
+    pub retry_policy: RetryPolicy,
+    #[serde(default)]
+    pub consecutive_dead: u32,
+}
+
+/// The subscription's stored retry policy and run of dead deliveries, read when a retry is
+/// claimed: its Max Retries binds at the claim, whatever a worker's cached configuration says,
+/// and a success then ends the run it read without reading again (an eventually consistent read
+/// of those attributes alone, the price of the read a success makes anyway). `None`: the
+/// subscription is gone.
+pub(crate) async fn retry_bound(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    account_id: &AccountId,
+    subscription_id: &SubscriptionId,
+) -> Result<Option<RetryBound>, StoreError> {
+    let (pk, sk) = key(account_id, subscription_id);
+    let projection = Some("retry_policy, consecutive_dead, pk");
+    read::get_with(dynamo, table, &pk, &sk, Consistency::Eventual, projection)
+        .await?
+        .map(super::from_item)
+        .transpose()
+}
+
 /// Adds one dead delivery to the subscription's run. The add is atomic, so concurrent dead
 /// deliveries of one subscription never lose a count; it is sent in one transaction with the
 /// dead outcome, so a redelivered message can never count twice.
@@ -248,19 +276,34 @@ pub fn auto_pause(
     notice: Write,
     now: Timestamp,
 ) -> Result<Write, StoreError> {
-    pause(table, sub, SubscriptionTrigger::AutoPause, notice, now)
+    pause(
+        table,
+        sub,
+        SubscriptionTrigger::AutoPause,
+        notice,
+        (now, now),
+    )
 }
 
 /// Pauses the subscription at once on a 410 Gone (it chose `pause_on_gone`), together with the
 /// administrator notice, as [`auto_pause`] does at the threshold: conditional on the lifecycle's
-/// `from` states, so of several workers that meet the 410 exactly one pauses and requests it.
+/// `from` states, so of several workers that meet the 410 exactly one pauses and requests it; and
+/// on no resume since the delivery that met it ended (`died_at`), so a pause made again for that
+/// delivery after an operator resumed the subscription is refused.
 pub fn pause_on_gone(
     table: &str,
     sub: &Subscription,
     notice: Write,
     now: Timestamp,
+    died_at: Timestamp,
 ) -> Result<Write, StoreError> {
-    pause(table, sub, SubscriptionTrigger::GonePause, notice, now)
+    pause(
+        table,
+        sub,
+        SubscriptionTrigger::GonePause,
+        notice,
+        (now, died_at),
+    )
 }
 
 fn pause(
@@ -268,7 +311,7 @@ fn pause(
     sub: &Subscription,
     trigger: SubscriptionTrigger,
     notice: Write,
-    now: Timestamp,
+    (now, died_at): (Timestamp, Timestamp),
 ) -> Result<Write, StoreError> {
     let pause = SUBSCRIPTION_LIFECYCLE.expect(sub.status, trigger, SubscriptionStatus::Paused)?;
     let mut e = Expr::new()
@@ -278,6 +321,9 @@ fn pause(
     if trigger == SubscriptionTrigger::AutoPause {
         e = e.value(":threshold", n(MAX_CONSECUTIVE_DEAD));
         condition.push_str(" AND consecutive_dead >= :threshold");
+    } else {
+        e = e.value(":died", n(died_at.millis()));
+        condition.push_str(" AND (attribute_not_exists(resumed_at) OR resumed_at < :died)");
     }
     let (pk, sk) = sub.key();
     let update = Write::Update(built(

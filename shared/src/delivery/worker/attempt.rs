@@ -7,6 +7,7 @@
 //! batch ([`super::batch`]) decides when an attempt starts; here is what it does once started.
 
 use super::adapters::AttemptResult;
+use super::effects::RUN_UNREAD;
 use super::internal::InternalCall;
 use super::{
     ran_long, rate_limit, success_sampled, webhook, DeliveryWorker, WorkOutcome, WorkerError,
@@ -16,18 +17,15 @@ use crate::domain::classify::AttemptClass;
 use crate::domain::integration_delivery::{
     self as lifecycle, lease_held, DeliveryMove, DeliveryStatus, UnknownDeliveryMethod,
 };
-use crate::domain::retry::RetryDecision;
-use crate::domain::subscription::{should_auto_pause, SubscriptionStatus};
+use crate::domain::retry::{RetryDecision, RetryPolicy};
 use crate::domain::target::Target;
 use crate::domain::time::Timestamp;
 use crate::domain::trace_context::TraceParent;
 use crate::store;
 use crate::store::account_config::AccountConfig;
 use crate::store::delivery::{AttemptRecord, Claim, Delivery, DeliveryWork, Outcome};
-use crate::store::notice::{notice_item, subscription_gone_notice, subscription_paused_notice};
-use crate::store::subscription::Subscription;
+use crate::store::subscription::{RetryBound, Subscription};
 use crate::store::write::{send, send_resolving_conflicts, Write, Written};
-use crate::store::StoreError;
 use aws_lambda_events::event::sqs::SqsMessage;
 use std::time::{Duration, Instant};
 
@@ -59,32 +57,102 @@ impl DeliveryWorker {
         &self,
         work: &DeliveryWork,
     ) -> Result<(WorkOutcome, bool), WorkerError> {
-        let table = &self.config.delivery_table;
-        let now = self.clock.now();
         let token = uuid::Uuid::new_v4().to_string();
         // The account's configuration (cached per container) comes first: the claim's condition
         // needs the subscription's Max Retries. Without a subscription there is no bound to
         // apply; the attempt is then refused as a configuration loss.
+        let loaded_at = self.clock.now();
         let config = (self.cache)
-            .get(&self.clients.dynamo, table, &work.account_id, now)
+            .get(
+                &self.clients.dynamo,
+                &self.config.delivery_table,
+                &work.account_id,
+                loaded_at,
+            )
             .await?;
-        let max_attempts = config
-            .subscription(&work.subscription_id)
-            .map_or(u32::MAX, |c| c.subscription.retry_policy.max_attempts());
-        if !self.rate_admits(&config, work, now).await {
+        if !self.rate_admits(&config, work, loaded_at).await {
             return Ok((WorkOutcome::OverRateLimit, false));
         }
-        let delivery = match self.claim(work, &token, now, max_attempts).await? {
-            Claim::Claimed(d) => d,
-            Claim::Refused(Some(d)) if exhausted(&d, now, max_attempts) => {
-                return self.end_exhausted(&d, max_attempts, &config).await;
+        // The lease's sixty seconds run from the claim itself: the configuration's load and the
+        // rate counter's write before it can each take the SDK's tries.
+        let now = self.clock.now();
+        match self.claim_within_bound(work, &token, now, &config).await? {
+            Claimed::Attempt(delivery, run) => {
+                self.attempt_claimed(&delivery, &token, &config, now, run)
+                    .await
             }
-            Claim::Refused(d) => {
-                let why = why_not_claimed(d.as_ref(), now);
-                return Ok((WorkOutcome::Skipped(why), false));
-            }
-        };
-        self.attempt_claimed(&delivery, &token, &config, now).await
+            Claimed::Not(outcome) => Ok((outcome, false)),
+        }
+    }
+
+    /// Claims `work`'s next attempt within its subscription's Max Retries as stored. The claim's
+    /// condition takes the bound of the cached configuration; a retry (a delivery that has made
+    /// attempts: a first attempt is within any Max Retries) then reads the stored one
+    /// ([`store::subscription::retry_bound`]), so a bound changed within the cache's minute binds
+    /// at once: a claim over the stored bound is ended dead under its own lease, and a refusal by
+    /// a cached bound lower than the stored one is claimed again under the stored one. A claim
+    /// refused because the delivery is settled makes what its outcome still has to make
+    /// ([`Self::settled_effects`]).
+    async fn claim_within_bound(
+        &self,
+        work: &DeliveryWork,
+        token: &str,
+        now: Timestamp,
+        config: &AccountConfig,
+    ) -> Result<Claimed, WorkerError> {
+        let mut max_attempts = config
+            .subscription(&work.subscription_id)
+            .map_or(u32::MAX, |c| c.subscription.retry_policy.max_attempts());
+        // Read once: `Some(None)` when the subscription is gone (nothing stored to bind).
+        let mut stored: Option<Option<RetryBound>> = None;
+        loop {
+            let ended = match self.claim(work, token, now, max_attempts).await? {
+                Claim::Claimed(d) if d.attempts == 0 => {
+                    return Ok(Claimed::Attempt(Box::new(d), None))
+                }
+                Claim::Claimed(d) => {
+                    let bound = match stored {
+                        Some(bound) => bound,
+                        None => self.stored_bound(work).await?,
+                    };
+                    let Some(bound) = bound else {
+                        return Ok(Claimed::Attempt(Box::new(d), None));
+                    };
+                    let max_attempts = bound.retry_policy.max_attempts();
+                    if d.attempts < max_attempts {
+                        return Ok(Claimed::Attempt(Box::new(d), Some(bound)));
+                    }
+                    (self.end_exhausted(&d, max_attempts, Some(token), config)).await?
+                }
+                Claim::Refused(Some(d)) if exhausted(&d, now, max_attempts) => {
+                    if stored.is_none() {
+                        let bound = self.stored_bound(work).await?;
+                        let stored_max = bound.as_ref().map(|b| b.retry_policy.max_attempts());
+                        stored = Some(bound);
+                        if let Some(stored_max) = stored_max.filter(|&m| d.attempts < m) {
+                            max_attempts = stored_max;
+                            continue;
+                        }
+                    }
+                    (self.end_exhausted(&d, max_attempts, None, config)).await?
+                }
+                Claim::Refused(Some(d)) if !d.status.is_open() => {
+                    self.settled_effects(&d, config).await?;
+                    WorkOutcome::Skipped("already settled")
+                }
+                Claim::Refused(d) => WorkOutcome::Skipped(why_not_claimed(d.as_ref(), now)),
+            };
+            return Ok(Claimed::Not(ended));
+        }
+    }
+
+    /// The subscription's retry policy and run of dead deliveries as stored; `None` when it is
+    /// gone (the cached configuration then decides, and its attempt fails as a configuration
+    /// loss once that configuration knows).
+    async fn stored_bound(&self, work: &DeliveryWork) -> Result<Option<RetryBound>, WorkerError> {
+        let (dynamo, table) = (&self.clients.dynamo, &self.config.delivery_table);
+        let (account, subscription) = (&work.account_id, &work.subscription_id);
+        Ok(store::subscription::retry_bound(dynamo, table, account, subscription).await?)
     }
 
     /// Whether a delivery of `work` may start now under its integration's rate limit, counted if
@@ -133,6 +201,7 @@ impl DeliveryWorker {
         token: &str,
         config: &AccountConfig,
         now: Timestamp,
+        stored: Option<RetryBound>,
     ) -> Result<(WorkOutcome, bool), WorkerError> {
         let number = delivery.attempts + 1;
         let subscription = config
@@ -147,11 +216,29 @@ impl DeliveryWorker {
         let elapsed = started.elapsed();
         let timed_out = ran_long(elapsed, self.webhook.timeout());
         let attempt = attempt_record(number, now, &result, elapsed);
-        let decision = decide(delivery, number, &result, subscription)?;
+        let policy = match &stored {
+            Some(bound) => bound.retry_policy.clone(),
+            None => subscription
+                .map(|s| s.retry_policy.clone())
+                .unwrap_or_default(),
+        };
+        let decision = decide(delivery, number, &result, &policy)?;
+        let delivered = decision.status() == DeliveryStatus::Delivered;
+        // A success's effects are kept on its outcome until they are made ([`super::effects`]).
+        let run = match delivered {
+            true => {
+                let claimed = stored.map(|bound| bound.consecutive_dead);
+                self.run_to_end(delivery, claimed).await
+            }
+            false => None,
+        };
+        let internal_result = result.internal_result.as_ref().map(|v| v.to_string());
         let outcome = Outcome {
             movement: decision.movement,
             retry_in: decision.retry_in,
             attempt: &attempt,
+            dead_run_seen: run,
+            internal_result: internal_result.as_deref(),
         };
         let gone = rules.pauses_subscription(result.http_status);
         if !self
@@ -161,12 +248,40 @@ impl DeliveryWorker {
             let why = "lease taken over before the outcome was saved";
             return Ok((WorkOutcome::Skipped(why), false));
         }
-        if decision.status() == DeliveryStatus::Delivered {
-            self.after_delivered(delivery, &result).await?;
+        if delivered {
+            let internal = internal_result.as_deref();
+            self.after_delivered(delivery, run, internal, config)
+                .await?;
         }
         log_attempt(delivery, number, &result, decision.status());
         let status = decision.status();
         Ok((WorkOutcome::Attempted { number, status }, timed_out))
+    }
+
+    /// The subscription's dead run a success is to end: the run the claim of a retry read, or read
+    /// now (cheaply: most successes find none). `None`: there is none; [`RUN_UNREAD`] when it
+    /// could not be read: its end is then kept pending and read when it is made.
+    async fn run_to_end(&self, d: &Delivery, claimed: Option<u32>) -> Option<u32> {
+        let (dynamo, table) = (&self.clients.dynamo, &self.config.delivery_table);
+        let seen = match claimed {
+            Some(seen) => Ok(seen),
+            None => {
+                store::subscription::dead_count(dynamo, table, &d.account_id, &d.subscription_id)
+                    .await
+            }
+        };
+        match seen {
+            Ok(0) => None,
+            Ok(seen) => Some(seen),
+            Err(e) => {
+                tracing::warn!(
+                    delivery_id = %d.delivery_id,
+                    error = %e,
+                    "the subscription's dead run could not be read; its end is kept pending"
+                );
+                Some(RUN_UNREAD)
+            }
+        }
     }
 
     /// Saves an attempt's outcome on still holding the lease `token`: a dead one together with its
@@ -253,25 +368,27 @@ impl DeliveryWorker {
         }
     }
 
-    /// Ends dead, without a further attempt, a delivery the claim refused because its attempts
-    /// have reached Max Retries ([`exhausted`]); counted toward the subscription's pause like any
-    /// dead outcome, in one transaction. Refused: another worker ended it, or it moved.
+    /// Ends dead, without a further attempt, a delivery whose attempts have reached Max Retries:
+    /// refused by the claim ([`exhausted`]), or claimed under the lease `held` over the stored
+    /// bound; counted toward the subscription's pause like any dead outcome, in one transaction.
+    /// Refused: another worker ended it, or it moved.
     async fn end_exhausted(
         &self,
         d: &Delivery,
         max_attempts: u32,
+        held: Option<&str>,
         config: &AccountConfig,
-    ) -> Result<(WorkOutcome, bool), WorkerError> {
+    ) -> Result<WorkOutcome, WorkerError> {
         let table = &self.config.delivery_table;
         let dynamo = &self.clients.dynamo;
         let now = self.clock.now();
-        let end = store::delivery::end_exhausted(table, d, max_attempts, now)?;
+        let end = store::delivery::end_exhausted(table, d, max_attempts, held, now)?;
         let count = store::subscription::count_dead(table, &d.account_id, &d.subscription_id, now)?;
         if !send_resolving_conflicts(dynamo, Write::all([end, count])?)
             .await?
             .applied()
         {
-            return Ok((WorkOutcome::Skipped("attempts reached Max Retries"), false));
+            return Ok(WorkOutcome::Skipped("attempts reached Max Retries"));
         }
         self.pause_if_due(d, config, false, now).await?;
         tracing::info!(
@@ -282,12 +399,9 @@ impl DeliveryWorker {
             max_attempts,
             "delivery ended dead: attempts reached Max Retries"
         );
-        Ok((
-            WorkOutcome::EndedExhausted {
-                attempts: d.attempts,
-            },
-            false,
-        ))
+        Ok(WorkOutcome::EndedExhausted {
+            attempts: d.attempts,
+        })
     }
 
     /// Saves a dead outcome and adds one to its subscription's dead count in one transaction, so a
@@ -346,88 +460,15 @@ impl DeliveryWorker {
                 .await?;
         Ok(stored.is_some_and(|s| s.attempt_log.iter().any(|a| a == attempt)))
     }
+}
 
-    /// Pauses the subscription once its dead count reaches fifty, or at once when `gone` (a 410
-    /// Gone to a subscription that pauses on gone), together with the one administrator notice
-    /// (see [`store::subscription::auto_pause`] and [`store::subscription::pause_on_gone`]).
-    async fn pause_if_due(
-        &self,
-        d: &Delivery,
-        config: &AccountConfig,
-        gone: bool,
-        now: Timestamp,
-    ) -> Result<(), WorkerError> {
-        let table = &self.config.delivery_table;
-        let dynamo = &self.clients.dynamo;
-        let Some(sub) =
-            store::subscription::get(dynamo, table, &d.account_id, &d.subscription_id).await?
-        else {
-            return Ok(());
-        };
-        let gone = gone && sub.status == SubscriptionStatus::Active;
-        if !gone && !should_auto_pause(sub.consecutive_dead, sub.status) {
-            return Ok(());
-        }
-        let admins = config
-            .account
-            .as_ref()
-            .map(|a| a.admin_emails.clone())
-            .unwrap_or_default();
-        let (account, subscription) = (&d.account_id, &d.subscription_id);
-        let notice = if gone {
-            subscription_gone_notice(account, subscription, &admins, now)
-        } else {
-            subscription_paused_notice(account, subscription, &admins, sub.consecutive_dead, now)
-        };
-        let notice = store::write::put_new(&self.config.notification_table, notice_item(&notice)?)?;
-        let pause = if gone {
-            store::subscription::pause_on_gone(table, &sub, notice, now)?
-        } else {
-            store::subscription::auto_pause(table, &sub, notice, now)?
-        };
-        // Refused: another worker paused it first (and requested the notice), or a success
-        // ended the run.
-        if send_resolving_conflicts(dynamo, pause).await?.applied() {
-            tracing::warn!(
-                account_id = %d.account_id,
-                subscription_id = %d.subscription_id,
-                dead_count = sub.consecutive_dead,
-                gone,
-                "subscription paused (consecutive dead deliveries, or 410 Gone); administrator notice requested"
-            );
-        }
-        Ok(())
-    }
-
-    /// After a delivery: the subscription's dead run ends, and a built-in handler's success is
-    /// recorded on the event.
-    async fn after_delivered(
-        &self,
-        d: &Delivery,
-        result: &AttemptResult,
-    ) -> Result<(), StoreError> {
-        let table = &self.config.delivery_table;
-        let dynamo = &self.clients.dynamo;
-        // A cheap read first: most successes find the count at zero and write nothing.
-        let seen =
-            store::subscription::dead_count(dynamo, table, &d.account_id, &d.subscription_id)
-                .await?;
-        if seen > 0 {
-            let end =
-                store::subscription::end_dead_run(table, &d.account_id, &d.subscription_id, seen)?;
-            send(dynamo, end).await?;
-        }
-        if let Some(internal_result) = &result.internal_result {
-            let w = store::event::record_internal_result(
-                table,
-                &d.account_id,
-                &d.change_id,
-                &internal_result.to_string(),
-            )?;
-            send(dynamo, w).await?;
-        }
-        Ok(())
-    }
+/// What claiming a delivery's next attempt came to.
+enum Claimed {
+    /// The attempt is ours, with the subscription's retry policy and dead run as stored when
+    /// the claim read them (a retry's).
+    Attempt(Box<Delivery>, Option<RetryBound>),
+    /// No attempt: why, or what became of the delivery instead.
+    Not(WorkOutcome),
 }
 
 /// Whether a refused claim was refused only because the delivery's attempts have reached Max
@@ -520,16 +561,14 @@ impl Decision {
     }
 }
 
-/// The pure decision for an attempt's result under the subscription's retry policy.
+/// The pure decision for an attempt's result under the subscription's retry policy (as stored,
+/// when the claim read it).
 fn decide(
     d: &Delivery,
     number: u32,
     result: &AttemptResult,
-    subscription: Option<&Subscription>,
+    policy: &RetryPolicy,
 ) -> Result<Decision, WorkerError> {
-    let policy = subscription
-        .map(|s| s.retry_policy.clone())
-        .unwrap_or_default();
     let (movement, retry_in) = match result.class {
         AttemptClass::Success => (lifecycle::after_success(d.status)?, None),
         AttemptClass::Permanent => (lifecycle::after_permanent_failure(d.status)?, None),

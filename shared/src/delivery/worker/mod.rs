@@ -9,6 +9,8 @@
 //!   lease in one conditional write that answers with the delivery (no read first), call the
 //!   adapter with the stable delivery id, classify the result and write the outcome
 //!   conditionally on still holding the lease.
+//! * [`effects`] — what an outcome does beyond its delivery (the end of a dead run, a built-in
+//!   handler's result, a pause with its notice), made once even when its first write fails.
 //!
 //! Two copies of one delivery's work (a redelivered message, or a copy the batch re-sent) cannot
 //! both call the adapter for one attempt; a worker that dies leaves a lease that lapses, after
@@ -21,6 +23,7 @@
 pub mod adapters;
 mod attempt;
 mod batch;
+mod effects;
 pub(crate) mod endpoint_auth;
 pub mod internal;
 pub(crate) mod rate_limit;

@@ -95,11 +95,14 @@ pub fn claim(
 /// refuses it ([`ATTEMPT_CLAIM`]). The row is the lifecycle's `retrying → dead`; the write is
 /// conditional on that, on the attempts the refused claim saw and on no live lease, and does what
 /// a dead outcome does to the record (off the due index, onto the needs-attention listing, its
-/// retention) without adding an attempt to the history.
+/// retention) without adding an attempt to the history. `held`: the lease token of a claim that
+/// found, after claiming, that the stored Max Retries no longer allows the attempt; the write
+/// then needs that lease instead of no live one.
 pub fn end_exhausted(
     table: &str,
     d: &Delivery,
     max_attempts: u32,
+    held: Option<&str>,
     now: Timestamp,
 ) -> Result<Write, StoreError> {
     let (pk, sk) = d.key();
@@ -110,7 +113,7 @@ pub fn end_exhausted(
     )?;
     let mut e = Expr::new();
     let status_condition = e.status(&condition);
-    let e = e
+    let mut e = e
         .name("#st", "status")
         .name("#method", "method")
         .value(":poll", s(DeliveryMethod::Poll.as_str()))
@@ -130,6 +133,13 @@ pub fn end_exhausted(
             ":attn_sort",
             s(keys::time_sort(now, d.delivery_id.as_str())),
         );
+    let lease = match held {
+        Some(token) => {
+            e = e.value(":token", s(token));
+            "lease_token = :token"
+        }
+        None => "(attribute_not_exists(lease_until) OR lease_until <= :now)",
+    };
     let set = [
         "#st = :to".to_string(),
         "updated_at = :now".into(),
@@ -157,8 +167,7 @@ pub fn end_exhausted(
             ))
             .condition_expression(format!(
                 "({status_condition}) AND #method <> :poll AND attempts = :seen \
-                 AND attempts >= :max \
-                 AND (attribute_not_exists(lease_until) OR lease_until <= :now)"
+                 AND attempts >= :max AND {lease}"
             ))
             .set_expression_attribute_names(e.names_opt())
             .set_expression_attribute_values(e.values_opt())
@@ -188,6 +197,24 @@ impl Claim {
     }
 }
 
+/// Takes a success's pending end of its subscription's dead run off the delivery, conditional on
+/// it still being there with the run `seen`: sent in one transaction with the subscription's
+/// [`crate::store::subscription::end_dead_run`], which then applies once; alone when that end is
+/// refused (the run is already shorter: resumed, or the subscription is gone).
+pub fn dead_run_ended(table: &str, d: &Delivery, seen: u32) -> Result<Write, StoreError> {
+    let (pk, sk) = d.key();
+    Ok(Write::Update(built(
+        Update::builder()
+            .table_name(table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .update_expression("REMOVE dead_run_seen")
+            .condition_expression("dead_run_seen = :seen")
+            .expression_attribute_values(":seen", n(seen))
+            .build(),
+    )?))
+}
+
 /// The outcome of one attempt, decided by the worker.
 #[derive(Debug, Clone)]
 pub struct Outcome<'a> {
@@ -196,6 +223,12 @@ pub struct Outcome<'a> {
     /// For `retrying`: the wait before the next attempt.
     pub retry_in: Option<Duration>,
     pub attempt: &'a AttemptRecord,
+    /// For a success: the subscription's dead run it read, when there is one to end (kept on the
+    /// delivery until the end is made: [`dead_run_ended`]).
+    pub dead_run_seen: Option<u32>,
+    /// For a built-in handler's success: its result, kept so that its recording on the event can
+    /// be made again.
+    pub internal_result: Option<&'a str>,
 }
 
 /// Saves an attempt's outcome: the new status and attempt count, the history entry, the lease
@@ -306,6 +339,15 @@ fn with_placement(
         }
         DeliveryStatus::Delivered => {
             set.push("delivered_at = :now".into());
+            // The effects still to make after it, on the record until they are made.
+            if let Some(seen) = outcome.dead_run_seen {
+                e = e.value(":run_seen", n(seen));
+                set.push("dead_run_seen = :run_seen".into());
+            }
+            if let Some(result) = outcome.internal_result {
+                e = e.value(":internal_result", s(result));
+                set.push("internal_result = :internal_result".into());
+            }
             set.push(format!("{EXPIRES_AT} = :expires"));
             remove.extend(off_due);
         }
@@ -398,7 +440,7 @@ mod tests {
     #[test]
     fn ending_an_exhausted_delivery_needs_the_attempts_the_claim_saw_and_adds_no_attempt() {
         let d = delivery(DeliveryStatus::Retrying, 3);
-        let u = update(end_exhausted("t", &d, 2, Timestamp(9_000)).unwrap());
+        let u = update(end_exhausted("t", &d, 2, None, Timestamp(9_000)).unwrap());
         let condition = u.condition_expression().unwrap();
         assert!(condition.contains("attempts = :seen"), "{condition}");
         assert!(condition.contains("attempts >= :max"), "{condition}");
@@ -411,9 +453,14 @@ mod tests {
         assert_eq!(values[":to"].as_s().unwrap(), "dead");
         assert_eq!(values[":status_from_0"].as_s().unwrap(), "retrying");
         // Only a retrying delivery has attempts to have run out of.
-        assert!(
-            end_exhausted("t", &delivery(DeliveryStatus::Pending, 0), 1, Timestamp(1)).is_err()
-        );
+        assert!(end_exhausted(
+            "t",
+            &delivery(DeliveryStatus::Pending, 0),
+            1,
+            None,
+            Timestamp(1)
+        )
+        .is_err());
     }
 
     #[test]
@@ -424,6 +471,8 @@ mod tests {
             movement: after_transient_failure(DeliveryStatus::Pending, true).unwrap(),
             retry_in: Some(Duration::from_secs(60)),
             attempt: &a,
+            dead_run_seen: None,
+            internal_result: None,
         };
         let u = update(save_outcome("t", &d, "tok", &outcome, Timestamp(2_000)).unwrap());
         let expression = u.update_expression();
@@ -447,6 +496,8 @@ mod tests {
             movement: after_transient_failure(DeliveryStatus::Retrying, false).unwrap(),
             retry_in: None,
             attempt: &a,
+            dead_run_seen: None,
+            internal_result: None,
         };
         let u = update(save_outcome("t", &d, "tok", &outcome, Timestamp(2_000)).unwrap());
         let expression = u.update_expression();
@@ -466,6 +517,8 @@ mod tests {
             movement: after_success(DeliveryStatus::Pending).unwrap(),
             retry_in: Some(Duration::from_secs(1)),
             attempt: &a,
+            dead_run_seen: None,
+            internal_result: None,
         };
         assert!(matches!(
             save_outcome("t", &d, "tok", &outcome, Timestamp(2_000)),

@@ -107,6 +107,16 @@ pub struct Delivery {
     /// When it was last delivered (a push acknowledgement or a cursor).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivered_at: Option<Timestamp>,
+    /// A success's end of its subscription's dead run, not yet made: the run it read before its
+    /// outcome was saved. The write that takes the run off the subscription removes it in the same
+    /// transaction, so the end is made once however often it is tried, by the worker that
+    /// delivered or by whoever next meets the delivery settled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_run_seen: Option<u32>,
+    /// A built-in handler's result (JSON text), kept with its successful outcome so that its
+    /// recording on the event can be made again by whoever next meets the delivery settled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub internal_result: Option<String>,
     /// TTL, epoch **seconds** (set once the delivery or its event is final).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<i64>,
@@ -203,6 +213,8 @@ impl Delivery {
             restarted_by: None,
             replay_job: None,
             delivered_at: None,
+            dead_run_seen: None,
+            internal_result: None,
             expires_at: None,
             due_shard: None,
             due_at: None,

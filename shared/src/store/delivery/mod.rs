@@ -35,7 +35,9 @@ pub mod range;
 pub mod restart;
 
 pub use crate::store::keys::attention_list_key;
-pub use attempt::{claim, end_exhausted, lease_token, save_outcome, Claim, Outcome};
+pub use attempt::{
+    claim, dead_run_ended, end_exhausted, lease_token, save_outcome, Claim, Outcome,
+};
 pub use attention::{attention_deliveries, attention_from};
 pub use by_subscription::{
     by_subscription_page, change_before, gather_by_subscription, last_change, DeliveryPage, Filter,
