@@ -71,11 +71,12 @@ impl DeliveryWorker {
         let max_attempts = config
             .subscription(&work.subscription_id)
             .map_or(u32::MAX, |c| c.subscription.retry_policy.max_attempts());
-        if !self.rate_admits(&config, work, now).await {
-            return Ok((WorkOutcome::OverRateLimit, false));
-        }
         let delivery = match self.claim(work, &token, now, max_attempts).await? {
             Claim::Claimed(d) => d,
+            Claim::Refused(Some(d)) if rate_limit::waiting(&d, now).is_some() => {
+                let wait = rate_limit::waiting(&d, now).unwrap_or_default();
+                return Ok((WorkOutcome::WaitsForRateSlot(wait), false));
+            }
             Claim::Refused(Some(d)) if exhausted(&d, now, max_attempts) => {
                 return self.end_exhausted(&d, max_attempts, &config).await;
             }
@@ -84,24 +85,11 @@ impl DeliveryWorker {
                 return Ok((WorkOutcome::Skipped(why), false));
             }
         };
+        // The rate limit's slot is taken after the claim: a copy the claim refuses takes none.
+        if let Some(waits) = self.rate_admits(&config, &delivery, &token, now).await? {
+            return Ok((waits, false));
+        }
         self.attempt_claimed(&delivery, &token, &config, now).await
-    }
-
-    /// Whether a delivery of `work` may start now under its integration's rate limit, counted if
-    /// so ([`rate_limit`]); always, without a write, when the integration has no limit.
-    async fn rate_admits(
-        &self,
-        config: &AccountConfig,
-        work: &DeliveryWork,
-        now: Timestamp,
-    ) -> bool {
-        let Some((integration, limit)) = rate_limit::limited(config, work) else {
-            return true;
-        };
-        let (dynamo, table) = (&self.clients.dynamo, &self.config.delivery_table);
-        self.rate
-            .admit(dynamo, table, integration, limit, now)
-            .await
     }
 
     /// Claims `work`'s next attempt under the lease `token`, in one conditional write that answers
