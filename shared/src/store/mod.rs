@@ -46,7 +46,7 @@ pub mod notification_delivery;
 pub mod notification_work;
 pub mod provider_ref;
 pub(crate) mod published_change;
-pub(crate) mod rate_schedule;
+pub mod rate_schedule;
 pub(crate) mod rate_window;
 pub mod replay_job;
 pub mod snapshot;

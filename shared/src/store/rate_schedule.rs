@@ -106,6 +106,18 @@ pub fn restart(
     )
 }
 
+/// A consistent read of an integration's schedule (`None`: it has none).
+pub async fn get(
+    dynamo: &aws_sdk_dynamodb::Client,
+    table: &str,
+    account_id: &AccountId,
+    integration_id: &IntegrationId,
+) -> Result<Option<Schedule>, StoreError> {
+    let (pk, sk) = key(account_id, integration_id);
+    let item = super::read::get(dynamo, table, &pk, &sk).await?;
+    Ok(item.as_ref().and_then(schedule_of))
+}
+
 /// The schedule a [`take`] or [`restart`] answered with (`None`: not a schedule item).
 pub fn schedule_of(item: &Item) -> Option<Schedule> {
     let number = |k: &str| item.get(k)?.as_n().ok()?.parse::<i64>().ok();

@@ -86,7 +86,7 @@ impl DeliveryWorker {
             }
         };
         // The rate limit's slot is taken after the claim: a copy the claim refuses takes none.
-        if let Some(waits) = self.rate_admits(&config, &delivery, &token, now).await? {
+        if let Some(waits) = self.rate_admits(&config, &delivery, &token).await? {
             return Ok((waits, false));
         }
         self.attempt_claimed(&delivery, &token, &config, now).await

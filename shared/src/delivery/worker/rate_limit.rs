@@ -34,7 +34,7 @@ use std::time::Duration;
 
 /// Reservations tried before the schedule counts as unwritable (each try lost a race to another
 /// worker's restart).
-const TRIES: usize = 4;
+const TRIES: usize = 6;
 
 /// The integration a subscription's deliveries go to, with its limit, when it has one.
 pub fn limited<'a>(
@@ -148,7 +148,6 @@ impl DeliveryWorker {
         config: &AccountConfig,
         d: &Delivery,
         token: &str,
-        now: Timestamp,
     ) -> Result<Option<WorkOutcome>, WorkerError> {
         let Some((integration, limit)) = limited(config, &d.subscription_id) else {
             return Ok(None);
@@ -157,6 +156,9 @@ impl DeliveryWorker {
         if d.rate_slot.is_some() {
             return Ok(None);
         }
+        // The clock as the slot is reserved (not as the work began): a run restarted at a time
+        // already past would hand the next reservations slots already past.
+        let now = self.clock.now();
         let (dynamo, table) = (&self.clients.dynamo, &self.config.delivery_table);
         let slot = (self
             .rate
