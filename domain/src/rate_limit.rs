@@ -68,8 +68,8 @@ pub enum Step {
     /// Take the run's next slot (one atomic add).
     Take,
     /// Begin a new run in second `start`, its first slot ours, on the condition that the
-    /// schedule is still as `seen` (`None`: there is none yet).
-    Restart { seen: Option<Schedule>, start: i64 },
+    /// schedule is still as `seen`.
+    Restart { seen: Schedule, start: i64 },
 }
 
 impl Schedule {
@@ -94,23 +94,20 @@ impl Schedule {
     }
 
     /// What a reservation at `now` under `limit` does, the schedule last seen as `seen`: take the
-    /// next slot while the run is current (its next slot not past, spaced by this limit), else
+    /// next slot while the run is current (its next slot not past, spaced by this limit) or not
+    /// seen yet (a take creates a run where there is none, and answers with the schedule), else
     /// restart it in the current second, or after its last slot when that is later (a changed
     /// limit never puts more than one second's slots in a second).
     pub fn next_step(seen: Option<&Schedule>, now: Timestamp, limit: u32) -> Step {
         let now_second = second_of(now);
         match seen {
-            Some(s) if s.per_second == limit && s.slot_second(s.taken + 1) >= now_second => {
-                Step::Take
+            Some(s) if s.per_second != limit || s.slot_second(s.taken + 1) < now_second => {
+                Step::Restart {
+                    seen: *s,
+                    start: s.end().max(now_second),
+                }
             }
-            Some(s) => Step::Restart {
-                seen: Some(*s),
-                start: s.end().max(now_second),
-            },
-            None => Step::Restart {
-                seen: None,
-                start: now_second,
-            },
+            _ => Step::Take,
         }
     }
 }
@@ -189,23 +186,21 @@ mod tests {
         assert_eq!(
             Schedule::next_step(Some(&idle), now, 5),
             Step::Restart {
-                seen: Some(idle),
+                seen: idle,
                 start: 200
             }
         );
         assert_eq!(
             Schedule::next_step(None, now, 5),
-            Step::Restart {
-                seen: None,
-                start: 200
-            }
+            Step::Take,
+            "not seen yet"
         );
         // A limit changed mid-backlog: the new run begins after the old one's last slot.
         let changed = Schedule::next_step(Some(&busy), now, 10);
         assert_eq!(
             changed,
             Step::Restart {
-                seen: Some(busy),
+                seen: busy,
                 start: 210
             }
         );

@@ -70,38 +70,32 @@ pub fn take(
 }
 
 /// Begins a new run in second `start` spaced by `limit`, its first slot the caller's, only while
-/// the schedule is still `seen` (`None`: while there is none); answers with the schedule as it
-/// is after the write, or as it stood when refused.
+/// the schedule is still `seen`; answers with the schedule as it is after the write, or as it
+/// stood when refused.
 pub fn restart(
     table: &str,
     account_id: &AccountId,
     integration_id: &IntegrationId,
-    seen: Option<&Schedule>,
+    seen: &Schedule,
     start: i64,
     limit: u32,
     now: Timestamp,
 ) -> Result<Write, StoreError> {
-    let mut e = names()
+    let e = names()
         .value(":one", n(1))
         .value(":start", n(start))
         .value(":limit", n(limit))
         .value(":kind", s(KIND))
-        .value(":expires", n(second_of(now) + KEEP_SECS));
-    let condition = match seen {
-        None => "attribute_not_exists(pk)".to_string(),
-        Some(seen) => {
-            e = e
-                .value(":seen_start", n(seen.start))
-                .value(":seen_taken", n(seen.taken))
-                .value(":seen_per", n(seen.per_second));
-            "#start = :seen_start AND #taken = :seen_taken AND #per = :seen_per".to_string()
-        }
-    };
+        .value(":expires", n(second_of(now) + KEEP_SECS))
+        .value(":seen_start", n(seen.start))
+        .value(":seen_taken", n(seen.taken))
+        .value(":seen_per", n(seen.per_second));
+    let condition = "#start = :seen_start AND #taken = :seen_taken AND #per = :seen_per";
     update(
         table,
         key(account_id, integration_id),
         "SET #start = :start, #taken = :one, #per = :limit, #kind = :kind, #expires = :expires",
-        Some(condition),
+        Some(condition.to_string()),
         &e,
     )
 }
@@ -196,7 +190,7 @@ mod tests {
         };
         let (a, b) = (id("acct_a"), id("intg_b"));
         let now = Timestamp(9_000);
-        let u = expect(restart("t", &a, &b, Some(&seen), 9, 5, now).unwrap());
+        let u = expect(restart("t", &a, &b, &seen, 9, 5, now).unwrap());
         assert_eq!(
             u.condition_expression(),
             Some("#start = :seen_start AND #taken = :seen_taken AND #per = :seen_per")
@@ -204,11 +198,6 @@ mod tests {
         let values = u.expression_attribute_values().unwrap();
         assert_eq!(values[":seen_taken"].as_n().unwrap(), "12");
         assert_eq!(values[":start"].as_n().unwrap(), "9");
-        let first = expect(restart("t", &a, &b, None, 9, 5, now).unwrap());
-        assert_eq!(
-            first.condition_expression(),
-            Some("attribute_not_exists(pk)")
-        );
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! limit costs nothing here: no read, no write.
 //!
 //! A container remembers each integration's schedule as it last saw it, so a run that has gone
-//! idle is restarted in one write rather than a take and a restart. A schedule that cannot be
+//! idle is restarted in one write rather than a take and a restart; one it has not seen yet is
+//! taken from (a take creates a run where there is none). A schedule that cannot be
 //! written (throttled, unreachable) is treated as full: the lease is given up and the delivery
 //! waits a second or two ([`crate::domain::rate_limit::deferral`]) and is tried again, never lost
 //! and never sent over the limit.
@@ -82,15 +83,7 @@ impl RateGate {
                     None,
                 ),
                 Step::Restart { seen, start } => (
-                    store::rate_schedule::restart(
-                        table,
-                        account,
-                        id,
-                        seen.as_ref(),
-                        start,
-                        limit,
-                        now,
-                    ),
+                    store::rate_schedule::restart(table, account, id, &seen, start, limit, now),
                     Some(start),
                 ),
             };
