@@ -8,6 +8,7 @@ pub mod api_server;
 pub mod chaos;
 pub mod emulator;
 pub mod event_filter;
+pub mod fast_clock;
 pub mod faults;
 pub mod fixtures;
 pub mod function_process;

@@ -1,7 +1,10 @@
 //! A rate limit per integration: deliveries over an integration's `rate_limit_per_second` wait on
-//! the queue, unclaimed, and arrive later; an unlimited integration beside it is not held up; a
-//! counter that cannot be written makes a delivery wait, never lost. Against the emulator and real
-//! receivers on loopback, the virtual clock standing for the seconds counted.
+//! the queue, unclaimed, for the slots their integration's schedule gives them, and arrive then;
+//! an unlimited integration beside it is not held up; a schedule that cannot be written makes a
+//! delivery wait, never lost; a backlog drains at its rate, each delivery attempted once, at a
+//! fraction of a queue message each, without the sweep publishing it again or a duplicate copy
+//! taking a slot. Against the emulator and real receivers on loopback, the virtual clock standing
+//! for the seconds counted.
 
 use axum::http::StatusCode;
 use local::faults::{Fault, Matcher};
@@ -10,7 +13,7 @@ use local::testkit::through_api::ApiSubscription;
 use local::testkit::World;
 use serde_json::json;
 use shared::domain::change::Change;
-use shared::domain::integration_delivery::DeliveryStatus;
+use shared::domain::integration_delivery::{DeliveryStatus, FIRST_DISPATCH_GRACE};
 use shared::domain::time::SECOND;
 use std::time::Duration;
 
@@ -240,4 +243,96 @@ async fn an_administrator_sets_and_removes_a_rate_limit_from_the_manage_page() {
         .get(&format!("/v1/integrations/{id}"), &tenant.token)
         .await;
     assert!(read.ok().get("rate_limit_per_second").is_none());
+}
+
+#[tokio::test]
+async fn a_backlog_drains_at_its_rate_each_delivery_attempted_once_and_cheaply_with_no_republication_and_no_slot_for_a_duplicate(
+) {
+    use local::fast_clock::{fast_worker, run_fast};
+    const LIMIT: usize = 2;
+    const BACKLOG: usize = 200;
+    const DUPLICATES: usize = 10;
+    // The clock runs this many times faster than real time, the worker's queue delays with it.
+    const FACTOR: u32 = 4;
+    let w = World::new().await;
+    let small = Receiver::start().await;
+    let limited = limited_subscription(&w, &small, LIMIT as u32).await;
+    let backlog = changes(&w, &limited, BACKLOG).await;
+    w.pipeline.ingest_pending().await.unwrap();
+    w.pipeline.dispatch_pending().await.unwrap();
+    // A second copy of the first deliveries' work (a message the queue delivered twice).
+    let mut copies = Vec::new();
+    for c in &backlog[..DUPLICATES] {
+        copies.push((w.stored_delivery(&limited, c).await.work(), Duration::ZERO));
+    }
+    let (sqs, queue) = (
+        &w.pipeline.stack.clients.sqs,
+        &w.pipeline.stack.config.delivery_queue_url,
+    );
+    assert!(shared::delivery::dispatch::publish(sqs, queue, &copies)
+        .await
+        .is_empty());
+    // The backlog has waited until a minute before the grace after which a first dispatch counts
+    // as lost: most of it waits past that grace for its slot.
+    w.pipeline.clock.advance(FIRST_DISPATCH_GRACE - 60 * SECOND);
+    w.pipeline.stack.meter.reset();
+
+    let worker = fast_worker(&w.pipeline, FACTOR);
+    let limit = Duration::from_secs(3 * (BACKLOG / LIMIT) as u64);
+    // The roll-up walk every half minute of the clock, not ten: every chance to find a
+    // lost dispatch.
+    let every = (limit, Duration::from_secs(30));
+    let run = run_fast(&w.pipeline, &worker, FACTOR, every, || {
+        small.count() >= BACKLOG
+    })
+    .await
+    .unwrap();
+    // The dispatcher's messages (an account's new work ten to a message) and the duplicates.
+    let initial = BACKLOG.div_ceil(10) + DUPLICATES;
+    println!("{run:?}, {} invocations", run.invocations(initial));
+
+    assert_eq!(small.count(), BACKLOG, "every delivery arrived, once");
+    let mut integration = None;
+    for c in &backlog {
+        let d = w.stored_delivery(&limited, c).await;
+        assert_eq!((d.status, d.attempts), (DeliveryStatus::Delivered, 1));
+        assert_eq!(d.attempt_log.len(), 1);
+        assert_eq!(d.rate_slot, None, "its slot served its attempt");
+        integration = Some(d.integration_id);
+    }
+    // At its rate: the last of the backlog started in its last slot's second, not before; the
+    // fast clock's queue comes up to a factor of seconds late.
+    let rate_seconds = (BACKLOG / LIMIT) as u64;
+    let drained = run.elapsed.as_secs();
+    assert!(
+        (rate_seconds - 1..=rate_seconds + 3 * u64::from(FACTOR)).contains(&drained),
+        "drained in {drained} s of the clock, its rate's {rate_seconds} s"
+    );
+    assert_eq!((run.swept, run.requeued), (0, 0), "nothing published again");
+    // One slot per delivery: the duplicate copies took none.
+    let dynamo = &w.pipeline.stack.clients.dynamo;
+    let table = &w.pipeline.stack.config.delivery_table;
+    let integration = integration.unwrap();
+    let schedule =
+        shared::store::rate_schedule::get(dynamo, table, &limited.account_id, &integration)
+            .await
+            .unwrap()
+            .expect("the integration's schedule");
+    assert_eq!(schedule.taken, BACKLOG as u64);
+    // Cheap: the worker's sends, and the mapping's receive and delete per invocation.
+    let per = |n: usize| n as f64 / BACKLOG as f64;
+    let invocations = per(run.invocations(initial));
+    let sqs_requests =
+        per(w.pipeline.stack.meter.total("SQS", None) as usize + 2 * run.invocations(initial));
+    // A message per slot's second, the limit's deliveries packed in it.
+    let bound = 1.0 / LIMIT as f64 + 0.1;
+    assert!(
+        invocations <= bound,
+        "{invocations} invocations per delivery"
+    );
+    assert!(
+        sqs_requests <= 2.0,
+        "{sqs_requests} SQS requests per delivery"
+    );
+    assert_eq!(dead_letters(&w).await, 0);
 }

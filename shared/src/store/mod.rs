@@ -8,8 +8,8 @@
 //! * one module per stored item, each with its schema, its constructors, its reads and its named
 //!   writes: [`account`], [`account_limits`] (its usage), [`integration`], [`subscription`],
 //!   [`token`], [`event`], [`delivery`], [`snapshot`], [`published_change`], [`event_type`],
-//!   [`test_event`] and [`test_event_quota`], [`rate_window`], [`walk_mark`], [`audit`],
-//!   [`replay_job`] and [`job_bounds`], [`console_session`]; of notifications [`notice`],
+//!   [`test_event`] and [`test_event_quota`], [`rate_window`], [`rate_schedule`], [`walk_mark`],
+//!   [`audit`], [`replay_job`] and [`job_bounds`], [`console_session`]; of notifications [`notice`],
 //!   [`notice_progress`], [`notice_retention`] (the expiry of a notice's partition),
 //!   [`notice_quota`], [`notification_delivery`], [`notification_work`], [`provider_ref`],
 //!   [`supersede_pointer`], [`console_inbox`], [`failed_notices`]; and the typed views across
@@ -46,6 +46,7 @@ pub mod notification_delivery;
 pub mod notification_work;
 pub mod provider_ref;
 pub(crate) mod published_change;
+pub mod rate_schedule;
 pub(crate) mod rate_window;
 pub mod replay_job;
 pub mod snapshot;

@@ -3,10 +3,14 @@
 //! invocations (batches as template.yaml configures them), throughput and latency.
 //!
 //!   bench [--changes N] [--json] [--noisy-only] [--sdk-cost N] [--only SCENARIO] [--sdk NAME]
-//!         [--endpoint-rules N [aws|emulator]]
+//!         [--endpoint-rules N [aws|emulator]] [--backlog N]
+//!
+//! `--backlog N`: the "rate-limited backlog" scenario's backlog (2,000 by default: 400 s of its
+//! rate, 200 s on its clock; 10,000 takes the emulator half an hour).
 
 mod memory;
 mod noisy;
+mod rate_backlog;
 mod sdk_cost;
 
 use anyhow::Result;
@@ -860,6 +864,24 @@ async fn main() -> Result<()> {
         }
         return Ok(());
     }
+    let backlog: usize = args
+        .iter()
+        .position(|a| a == "--backlog")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2_000);
+    // `--only "rate-limited backlog"`: its own figures (not a row of the scenarios' table).
+    if args
+        .windows(2)
+        .any(|w| w[0] == "--only" && w[1] == rate_backlog::NAME)
+    {
+        let r = rate_backlog::rate_limited_backlog(backlog).await?;
+        match json_out {
+            true => println!("{}", serde_json::to_string_pretty(&r)?),
+            false => rate_backlog::print_backlog(&r),
+        }
+        return Ok(());
+    }
     // `--only SCENARIO`: that scenario alone (its whole name), and what each function ran for
     // it; short enough to run under valgrind, whose instruction counts do not move with the
     // machine's load as its CPU clock does.
@@ -919,6 +941,7 @@ async fn main() -> Result<()> {
     let latency = latency(changes.min(100), 10).await?;
     let scenarios = run_scenarios(changes, None).await?;
     let noisy = noisy::noisy_neighbour().await?;
+    let backlog = rate_backlog::rate_limited_backlog(backlog).await?;
     let memory = memory_per_batch().await?;
     let vm_hwm = vm_hwm_bytes();
     let rows: Vec<Value> = scenarios
@@ -934,6 +957,7 @@ async fn main() -> Result<()> {
         .collect();
     doc["process_vm_hwm_bytes"] = json!(vm_hwm);
     doc["noisy_neighbour"] = noisy.clone();
+    doc["rate_limited_backlog"] = backlog.clone();
     if let Some(path) = &json_path {
         if let Some(dir) = std::path::Path::new(path).parent() {
             std::fs::create_dir_all(dir)?;
@@ -1102,6 +1126,7 @@ async fn main() -> Result<()> {
         );
     }
     noisy::print_noisy(&noisy);
+    rate_backlog::print_backlog(&backlog);
     print_memory(&memory, vm_hwm);
     Ok(())
 }

@@ -48,6 +48,7 @@ pub mod publish;
 mod sweep;
 
 pub use invocation::Invocation;
+pub(crate) use publish::pack_delayed;
 pub use publish::{delay_until, publish};
 
 /// How often the sweep runs (template.yaml's `Sweep` schedule, `rate(1 minute)`).

@@ -48,29 +48,38 @@ pub const PACKED: usize = 10;
 /// messages of up to [`PACKED`], with the indexes into `works` each carries. A message of one
 /// work is that work's object, as every other path sends it; of more, an array of them.
 pub fn pack(works: &[DeliveryWork]) -> Vec<(Outgoing, Vec<usize>)> {
-    let mut accounts: Vec<(&crate::ids::AccountId, Vec<usize>)> = Vec::new();
-    for (i, w) in works.iter().enumerate() {
-        match accounts.iter_mut().find(|(a, _)| **a == w.account_id) {
+    let delayed: Vec<(DeliveryWork, Duration)> =
+        works.iter().map(|w| (w.clone(), Duration::ZERO)).collect();
+    pack_delayed(&delayed)
+}
+
+/// As [`pack`], each work with its delay: the works of one account with the same delay share
+/// messages (the worker's copies of deliveries waiting for rate-limit slots in the same second).
+pub fn pack_delayed(works: &[(DeliveryWork, Duration)]) -> Vec<(Outgoing, Vec<usize>)> {
+    let mut groups: Vec<((&crate::ids::AccountId, Duration), Vec<usize>)> = Vec::new();
+    for (i, (w, delay)) in works.iter().enumerate() {
+        let group = (&w.account_id, *delay);
+        match groups.iter_mut().find(|(g, _)| *g == group) {
             Some((_, indexes)) => indexes.push(i),
-            None => accounts.push((&w.account_id, vec![i])),
+            None => groups.push((group, vec![i])),
         }
     }
-    accounts
+    groups
         .into_iter()
-        .flat_map(|(account, indexes)| {
+        .flat_map(|((account, delay), indexes)| {
             indexes
                 .chunks(PACKED)
                 .map(|chunk| {
                     let body = match chunk {
-                        [one] => serde_json::to_string(&works[*one]),
+                        [one] => serde_json::to_string(&works[*one].0),
                         many => serde_json::to_string(
-                            &many.iter().map(|&i| &works[i]).collect::<Vec<_>>(),
+                            &many.iter().map(|&i| &works[i].0).collect::<Vec<_>>(),
                         ),
                     };
                     let message = Outgoing {
                         body: body.unwrap_or_default(),
                         group: Some(account.to_string()),
-                        delay: Duration::ZERO,
+                        delay,
                     };
                     (message, chunk.to_vec())
                 })
@@ -196,6 +205,22 @@ mod tests {
         );
         let all: Vec<usize> = packed.iter().flat_map(|(_, i)| i.clone()).collect();
         assert_eq!(all.len(), works.len(), "every work in exactly one message");
+    }
+
+    #[test]
+    fn delayed_work_is_packed_by_account_and_delay() {
+        let (one, two) = (Duration::from_secs(1), Duration::from_secs(2));
+        let works = vec![
+            (work("acct-a", 0), one),
+            (work("acct-a", 1), two),
+            (work("acct-a", 2), one),
+            (work("acct-b", 3), one),
+        ];
+        let packed: Vec<(Duration, Vec<usize>)> = pack_delayed(&works)
+            .into_iter()
+            .map(|(m, i)| (m.delay, i))
+            .collect();
+        assert_eq!(packed, [(one, vec![0, 2]), (two, vec![1]), (one, vec![3])]);
     }
 
     #[test]

@@ -70,19 +70,18 @@ impl DeliveryWorker {
                 loaded_at,
             )
             .await?;
-        if !self.rate_admits(&config, work, loaded_at).await {
-            return Ok((WorkOutcome::OverRateLimit, false));
-        }
-        // The lease's sixty seconds run from the claim itself: the configuration's load and the
-        // rate counter's write before it can each take the SDK's tries.
+        // The lease's sixty seconds run from the claim itself: the configuration's load before it
+        // can take the SDK's tries.
         let now = self.clock.now();
-        match self.claim_within_bound(work, &token, now, &config).await? {
-            Claimed::Attempt(delivery, run) => {
-                self.attempt_claimed(&delivery, &token, &config, now, run)
-                    .await
-            }
-            Claimed::Not(outcome) => Ok((outcome, false)),
+        let (delivery, stored) = match self.claim_within_bound(work, &token, now, &config).await? {
+            Claimed::Attempt(delivery, stored) => (delivery, stored),
+            Claimed::Not(outcome) => return Ok((outcome, false)),
+        };
+        // The rate limit's slot is taken after the claim: a copy the claim refuses takes none.
+        if let Some(waits) = self.rate_admits(&config, &delivery, &token).await? {
+            return Ok((waits, false));
         }
+        (self.attempt_claimed(&delivery, &token, &config, now, stored)).await
     }
 
     /// Claims `work`'s next attempt within its subscription's Max Retries as stored. The claim's
@@ -124,6 +123,9 @@ impl DeliveryWorker {
                     }
                     (self.end_exhausted(&d, max_attempts, Some(token), config)).await?
                 }
+                Claim::Refused(Some(d)) if rate_limit::waiting(&d, now).is_some() => {
+                    WorkOutcome::WaitsForRateSlot(rate_limit::waiting(&d, now).unwrap_or_default())
+                }
                 Claim::Refused(Some(d)) if exhausted(&d, now, max_attempts) => {
                     if stored.is_none() {
                         let bound = self.stored_bound(work).await?;
@@ -153,23 +155,6 @@ impl DeliveryWorker {
         let (dynamo, table) = (&self.clients.dynamo, &self.config.delivery_table);
         let (account, subscription) = (&work.account_id, &work.subscription_id);
         Ok(store::subscription::retry_bound(dynamo, table, account, subscription).await?)
-    }
-
-    /// Whether a delivery of `work` may start now under its integration's rate limit, counted if
-    /// so ([`rate_limit`]); always, without a write, when the integration has no limit.
-    async fn rate_admits(
-        &self,
-        config: &AccountConfig,
-        work: &DeliveryWork,
-        now: Timestamp,
-    ) -> bool {
-        let Some((integration, limit)) = rate_limit::limited(config, work) else {
-            return true;
-        };
-        let (dynamo, table) = (&self.clients.dynamo, &self.config.delivery_table);
-        self.rate
-            .admit(dynamo, table, integration, limit, now)
-            .await
     }
 
     /// Claims `work`'s next attempt under the lease `token`, in one conditional write that answers

@@ -17,13 +17,15 @@
 //! run long ([`ran_long`](super::ran_long): the whole webhook timeout, or most of it), the items
 //! of that subscription not yet started are deferred ([`ENDPOINT_DEFERRAL`]): a hanging endpoint
 //! costs a batch one timeout, not one per [`PER_SUBSCRIPTION_CONCURRENCY`] of its deliveries. A
-//! delivery of a rate-limited integration whose second is full ([`super::rate_limit`]) is
-//! deferred alone, a second or two: it held its slot for one conditional write.
+//! delivery of a rate-limited integration whose slot is in a later second ([`super::rate_limit`])
+//! waits for it alone: it held its batch slot for the claim, the reservation and one write.
 //!
 //! A deferred or handed-back item is sent again as a copy of its own (a delivery's work as a
 //! message of its own, whatever message it came in), with a delay ([`ENDPOINT_DEFERRAL`], the
 //! rate limit's, or [`HAND_BACK_DELAY`]), and acknowledged: a new message starts its receives at
-//! none, so running out of time never counts toward the dead-letter queue. A message fails (and
+//! none, so running out of time never counts toward the dead-letter queue. The copies of
+//! deliveries waiting for rate-limit slots are packed, an account's waiting as long sharing
+//! messages ([`pack_delayed`]): a backlog's copies cost a fraction of a message each. A message fails (and
 //! the queue returns it, every delivery in it) only when one of its items does: malformed,
 //! storage unreachable, or a copy that could not be sent. Its other items, done or copied, are
 //! then repeated by the returned message, and their claims refuse them.
@@ -35,6 +37,7 @@ use super::{
     DeliveryWorker, WorkOutcome, WorkerError, BATCH_CONCURRENCY, DEADLINE_MARGIN,
     ENDPOINT_DEFERRAL, HAND_BACK_DELAY, PER_SUBSCRIPTION_CONCURRENCY,
 };
+use crate::delivery::dispatch::pack_delayed;
 use crate::delivery::dispatch::publish::{publish_messages, works_in, Outgoing};
 use crate::store::delivery::DeliveryWork;
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsMessage};
@@ -58,9 +61,12 @@ pub(super) enum Handled {
     /// Not started: its attempt could not have finished before the invocation's deadline.
     HandedBack,
     /// Not started: an attempt to its endpoint ran long earlier in the batch, or its
-    /// integration's rate limit is reached for this second; a copy delayed this long is put on
+    /// integration's rate-limit schedule could not be written; a copy delayed this long is put on
     /// the queue (handed back instead, should that send fail).
     Deferred(Duration),
+    /// Not started: it waits for its rate-limit slot; a copy delayed this long is put on the
+    /// queue, packed with its account's others waiting as long.
+    AwaitsSlot(Duration),
 }
 
 /// The batch's items, in the order of the messages and of the deliveries within each.
@@ -171,6 +177,7 @@ impl Schedule {
             Handled::Done(Ok(WorkOutcome::OverRateLimit)) => {
                 Handled::Deferred(crate::domain::rate_limit::deferral(coin()))
             }
+            Handled::Done(Ok(WorkOutcome::WaitsForRateSlot(wait))) => Handled::AwaitsSlot(wait),
             other => other,
         });
     }
@@ -186,6 +193,16 @@ fn deferred(fates: &[Option<Handled>]) -> Vec<(usize, Duration)> {
     (fates.iter().enumerate())
         .filter_map(|(i, f)| match f {
             Some(Handled::Deferred(delay)) => Some((i, *delay)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The items waiting for rate-limit slots, with how long each waits.
+fn awaiting(fates: &[Option<Handled>]) -> Vec<(usize, Duration)> {
+    (fates.iter().enumerate())
+        .filter_map(|(i, f)| match f {
+            Some(Handled::AwaitsSlot(wait)) => Some((i, *wait)),
             _ => None,
         })
         .collect()
@@ -224,13 +241,15 @@ pub(super) fn tally(
     for (i, (&message, fate)) in of_message.iter().zip(fates).enumerate() {
         match fate {
             Some(Handled::Done(Ok(_))) => continue,
-            Some(Handled::Deferred(_)) if !unsent.contains(&i) => continue,
+            Some(Handled::Deferred(_) | Handled::AwaitsSlot(_)) if !unsent.contains(&i) => continue,
             Some(Handled::HandedBack) | None if !not_resent.contains(&i) => {
                 handed_back += 1;
                 continue;
             }
             Some(Handled::Done(Err(_))) => {}
-            Some(Handled::HandedBack | Handled::Deferred(_)) | None => handed_back += 1,
+            Some(Handled::HandedBack | Handled::Deferred(_) | Handled::AwaitsSlot(_)) | None => {
+                handed_back += 1
+            }
         }
         failed[message] = true;
     }
@@ -250,7 +269,9 @@ impl DeliveryWorker {
         let items = items_of(records);
         let fates = self.run_items(records, &items, deadline).await;
         let deferred = deferred(&fates);
-        let unsent = self.defer(&items, &deferred).await;
+        let awaiting = awaiting(&fates);
+        let mut unsent = self.defer(&items, &deferred).await;
+        unsent.extend(self.defer_packed(&items, &awaiting).await);
         let handed = handed_back(&fates);
         let not_resent = self.hand_back(records, &items, &handed).await;
         for (item, fate) in items.iter().zip(&fates) {
@@ -263,6 +284,7 @@ impl DeliveryWorker {
         let tally = tally(records.len(), &of_message, &fates, &unsent, &not_resent);
         let counts = BatchCounts {
             deliveries: items.len(),
+            awaiting: awaiting.len(),
             unsent: unsent.len(),
             handed_back: tally.handed_back,
             not_resent: not_resent.len(),
@@ -384,9 +406,33 @@ impl DeliveryWorker {
     }
 }
 
+impl DeliveryWorker {
+    /// Puts copies of the items `awaiting` (indexes into `items`, with how long each waits for
+    /// its rate-limit slot) on the delivery queue, an account's waiting as long packed into
+    /// messages ([`pack_delayed`]), ten messages to a request. Returns the indexes whose copy was
+    /// not sent.
+    async fn defer_packed(&self, items: &[Item], awaiting: &[(usize, Duration)]) -> Vec<usize> {
+        let (indexes, works): (Vec<usize>, Vec<(DeliveryWork, Duration)>) = (awaiting.iter())
+            .filter_map(|&(i, wait)| Some((i, (items[i].work.clone()?, wait))))
+            .unzip();
+        let messages = pack_delayed(&works);
+        let mut unsent = Vec::new();
+        for chunk in messages.chunks(10) {
+            let outgoing: Vec<Outgoing> = chunk.iter().map(|(m, _)| m.clone()).collect();
+            let queue = &self.config.delivery_queue_url;
+            let failed = publish_messages(&self.clients.sqs, queue, &outgoing).await;
+            let lost = failed.into_iter().flat_map(|m| chunk[m].1.iter());
+            unsent.extend(lost.map(|&k| indexes[k]));
+        }
+        unsent
+    }
+}
+
 /// The counts a batch's closing log lines report.
 struct BatchCounts {
     deliveries: usize,
+    /// Deliveries waiting for their rate-limit slots.
+    awaiting: usize,
     unsent: usize,
     handed_back: usize,
     not_resent: usize,
@@ -406,9 +452,9 @@ fn log_batch(deferred: &[(usize, Duration)], counts: &BatchCounts) {
             "an endpoint timed out in this batch; its other deliveries wait on the queue, unclaimed"
         );
     }
-    if deferred.len() > timed_out {
+    if deferred.len() > timed_out || counts.awaiting > 0 {
         tracing::debug!(
-            deferred = deferred.len() - timed_out,
+            deferred = deferred.len() - timed_out + counts.awaiting,
             not_sent = counts.unsent,
             deliveries = counts.deliveries,
             "rate limits were reached in this batch; those deliveries wait on the queue, unclaimed"
@@ -601,12 +647,39 @@ mod tests {
         s.finished(2, done(), false, || {
             panic!("the coin is drawn only for a deferral")
         });
+        let fates = s.into_fates();
         assert_eq!(
-            deferred(&s.into_fates()),
+            deferred(&fates),
             [
                 (0, crate::domain::rate_limit::deferral(true)),
                 (1, crate::domain::rate_limit::deferral(false))
             ]
+        );
+        assert_eq!(awaiting(&fates), []);
+    }
+
+    #[test]
+    fn a_delivery_waiting_for_its_rate_slot_waits_alone_as_long_as_its_slot_is_away() {
+        let mut s = schedule(&[Some("a"), Some("a"), Some("b")]);
+        assert_eq!(start_all(&mut s), [0, 1, 2]);
+        let wait = Duration::from_secs(700);
+        let waits = Handled::Done(Ok(WorkOutcome::WaitsForRateSlot(wait)));
+        s.finished(1, waits, false, || panic!("no coin for a slot"));
+        s.finished(0, done(), false, || false);
+        s.finished(2, done(), false, || false);
+        let fates = s.into_fates();
+        assert_eq!(awaiting(&fates), [(1, wait)]);
+        assert_eq!(deferred(&fates), []);
+        assert_eq!(handed_back(&fates), Vec::<usize>::new());
+        // Acknowledged once its copy is sent; its message fails when the copy could not be.
+        let of_message = [0, 0, 1];
+        assert_eq!(
+            tally(2, &of_message, &fates, &[], &[]).failed,
+            [false, false]
+        );
+        assert_eq!(
+            tally(2, &of_message, &fates, &[1], &[]).failed,
+            [true, false]
         );
     }
 

@@ -111,10 +111,14 @@ pub enum WorkOutcome {
     /// The claim was refused because the delivery's attempts have reached its subscription's Max
     /// Retries (lowered since its last attempt): it was ended dead without a further attempt.
     EndedExhausted { attempts: u32 },
-    /// Not claimed: its integration's rate limit is reached for this second
-    /// ([`rate_limit`]); the batch puts a delayed copy of its work, a message of its own, on the
-    /// queue.
+    /// Not claimed: its integration's rate-limit schedule could not be written
+    /// ([`rate_limit`]); the batch puts a copy of its work, delayed a second or two, a message
+    /// of its own, on the queue.
     OverRateLimit,
+    /// Not started: it waits for its rate-limit slot ([`rate_limit`]), this much longer (at most
+    /// SQS's fifteen minutes); the batch puts a copy of its work this much delayed on the queue,
+    /// packed with others of its account waiting as long.
+    WaitsForRateSlot(Duration),
 }
 
 pub struct DeliveryWorker {

@@ -39,8 +39,9 @@ pub async fn lease_token(
 
 /// Claims the next numbered attempt (`attempts + 1`) of the delivery `work` names with a lease,
 /// in one conditional write that reads nothing first: only an open push delivery, due by
-/// `due_by`, that holds no live lease and has made fewer than `max_attempts` attempts (its
-/// subscription's Max Retries; the condition is the lifecycle's [`ATTEMPT_CLAIM`]) is claimed.
+/// `due_by`, that holds no live lease, whose rate-limit slot (if it waits for one) has come, and
+/// has made fewer than `max_attempts` attempts (its subscription's Max Retries; the condition is
+/// the lifecycle's [`ATTEMPT_CLAIM`]) is claimed.
 /// It is sent as an update that answers with the
 /// delivery either way ([`Claim::of`]): as claimed, or as it stood when the condition refused it,
 /// which tells the worker why without a read.
@@ -82,7 +83,8 @@ pub fn claim(
             .condition_expression(format!(
                 "{open} AND #method <> :poll \
                  AND (attribute_not_exists(not_before) OR not_before <= :due_by) \
-                 AND (attribute_not_exists(lease_until) OR lease_until <= :now)"
+                 AND (attribute_not_exists(lease_until) OR lease_until <= :now) \
+                 AND (attribute_not_exists(rate_slot) OR rate_slot <= :now)"
             ))
             .set_expression_attribute_names(e.names_opt())
             .set_expression_attribute_values(e.values_opt())
@@ -272,7 +274,12 @@ pub fn save_outcome(
         "updated_at = :now".into(),
         "attempt_log = list_append(if_not_exists(attempt_log, :empty), :entry)".into(),
     ];
-    let mut remove = vec!["lease_until".to_string(), "lease_token".into()];
+    // A rate-limit slot served this attempt alone.
+    let mut remove = vec![
+        "lease_until".to_string(),
+        "lease_token".into(),
+        "rate_slot".into(),
+    ];
     e = with_last_answer(e, (&mut set, &mut remove), attempt, to);
     e = with_placement(e, (&mut set, &mut remove), d, outcome, now);
     let expression = format!("SET {} REMOVE {}", set.join(", "), remove.join(", "));
@@ -418,6 +425,7 @@ mod tests {
         assert!(condition.contains("#method <> :poll"), "{condition}");
         assert!(condition.contains("not_before <= :due_by"), "{condition}");
         assert!(condition.contains("lease_until <= :now"), "{condition}");
+        assert!(condition.contains("rate_slot <= :now"), "{condition}");
         let values = u.expression_attribute_values().unwrap();
         let mut open: Vec<&str> = values
             .iter()

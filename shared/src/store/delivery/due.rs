@@ -3,7 +3,7 @@
 //! roll-up puts a push delivery whose first dispatch was lost on it ([`requeue_lost_dispatch`]).
 
 use super::item::{key, work_from_key, Delivery, DeliveryWork};
-use crate::domain::integration_delivery::DeliveryStatus;
+use crate::domain::integration_delivery::{DeliveryStatus, FIRST_DISPATCH_GRACE};
 use crate::domain::time::Timestamp;
 use crate::store::attrs::due;
 use crate::store::expr::{n, s, Expr};
@@ -15,7 +15,8 @@ use aws_sdk_dynamodb::types::Update;
 
 /// Puts a push delivery whose first dispatch went missing ([`Delivery::first_dispatch_lost`])
 /// on the `due` index, due now, for the dispatcher's next sweep to publish; conditional on it
-/// still being in that state (a worker or an operator may have moved it since the read).
+/// still being in that state (a worker or an operator may have moved it since the read, or it
+/// has since reserved a rate-limit slot).
 pub fn requeue_lost_dispatch(
     table: &str,
     d: &Delivery,
@@ -27,6 +28,7 @@ pub fn requeue_lost_dispatch(
         .value(":pending", s(DeliveryStatus::Pending.to_string()))
         .value(":zero", n(0))
         .value(":now", n(now.millis()))
+        .value(":slot_by", n(now.minus(FIRST_DISPATCH_GRACE).millis()))
         .value(":shard", s(keys::shard_of(d.delivery_id.as_str())));
     Ok(Write::Update(built(
         Update::builder()
@@ -36,7 +38,8 @@ pub fn requeue_lost_dispatch(
             .update_expression(format!("SET {} = :shard, {} = :now", due::SHARD, due::AT))
             .condition_expression(format!(
                 "#status = :pending AND attempts = :zero AND attribute_not_exists({}) \
-                 AND (attribute_not_exists(lease_until) OR lease_until <= :now)",
+                 AND (attribute_not_exists(lease_until) OR lease_until <= :now) \
+                 AND (attribute_not_exists(rate_slot) OR rate_slot <= :slot_by)",
                 due::SHARD
             ))
             .set_expression_attribute_names(e.names_opt())

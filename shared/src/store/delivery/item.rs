@@ -80,6 +80,11 @@ pub struct Delivery {
     pub not_before: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_until: Option<Timestamp>,
+    /// The start of the rate-limit slot its next attempt waits for (its integration's limit,
+    /// [`crate::domain::rate_limit`]): no claim before it, and none of its copies reserves
+    /// another; removed by the attempt's outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_slot: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_token: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -200,6 +205,7 @@ impl Delivery {
             occurred_at: change.occurred_at,
             not_before: matched.then_some(now),
             lease_until: None,
+            rate_slot: None,
             lease_token: None,
             last_error: None,
             last_http_status: None,
@@ -268,9 +274,10 @@ impl Delivery {
 
     /// A push delivery whose first dispatch went missing: still `pending` with no attempt made,
     /// no live lease, nothing scheduled on the `due` index, and ingested more than
-    /// [`FIRST_DISPATCH_GRACE`] ago. New push work is published from the table's stream and
-    /// reaches the worker within seconds; a delivery in this state lost its stream record or its
-    /// message (or the message went to the dead-letter queue), and nothing else would ever
+    /// [`FIRST_DISPATCH_GRACE`] ago, or waiting for a rate-limit slot that came more than that
+    /// long ago. New push work is published from the table's stream and reaches the worker within
+    /// seconds (a rate-limited one at its slot); a delivery in this state lost its stream record
+    /// or its message (or the message went to the dead-letter queue), and nothing else would ever
     /// publish it again.
     pub(crate) fn first_dispatch_lost(&self, now: Timestamp) -> bool {
         self.status == DeliveryStatus::Pending
@@ -279,6 +286,7 @@ impl Delivery {
             && !self.on_due_index()
             && !lease_held(self.lease_until, now)
             && self.created_at.plus(FIRST_DISPATCH_GRACE) <= now
+            && (self.rate_slot).is_none_or(|slot| slot.plus(FIRST_DISPATCH_GRACE) <= now)
     }
 }
 
@@ -447,6 +455,14 @@ mod tests {
         assert!(!leased.first_dispatch_lost(due), "a worker holds it");
         leased.lease_until = Some(due);
         assert!(leased.first_dispatch_lost(due), "the lease lapsed");
+
+        let mut waiting = push_delivery(created);
+        waiting.rate_slot = Some(due.minus(SECOND));
+        assert!(!waiting.first_dispatch_lost(due), "its rate slot is near");
+        assert!(
+            waiting.first_dispatch_lost(due.minus(SECOND).plus(FIRST_DISPATCH_GRACE)),
+            "its slot came and went"
+        );
 
         let mut attempted = push_delivery(created);
         attempted.attempts = 1;

@@ -19,6 +19,7 @@
 //! * [`due`]: the sparse `due` index — the sweep's read of a shard, its postponement, and a lost
 //!   first dispatch put back on it;
 //! * [`restart`]: an operator restart (retry or replay) of a delivery;
+//! * [`slot`]: a claimed delivery's wait for its rate-limit slot;
 //! * [`cursor`]: the pull cursor's cover of a pending pull delivery;
 //! * [`range`]: a range of one subscription's deliveries and its index query;
 //! * [`by_subscription`]: the reads of such a range, page by page;
@@ -33,6 +34,7 @@ pub mod ingest;
 pub mod item;
 pub mod range;
 pub mod restart;
+pub mod slot;
 
 pub use crate::store::keys::attention_list_key;
 pub use attempt::{

@@ -194,13 +194,9 @@ pub(crate) fn test_event_quota_pk(account_id: &AccountId, minute: i64) -> String
     format!("TESTQ#{account_id}#{minute}")
 }
 
-/// The partition of an integration's rate-limit counter of one second (seconds since the epoch).
-pub(crate) fn rate_window_pk(
-    account_id: &AccountId,
-    integration_id: &IntegrationId,
-    second: i64,
-) -> String {
-    format!("RATE#{account_id}#{integration_id}#{second}")
+/// The partition of an integration's schedule of rate-limit slots.
+pub(crate) fn rate_schedule_pk(account_id: &AccountId, integration_id: &IntegrationId) -> String {
+    format!("RATE#{account_id}#{integration_id}")
 }
 
 /// The partition of an account's API request counter of one second (seconds since the epoch).
