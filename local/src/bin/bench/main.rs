@@ -6,7 +6,7 @@
 //!         [--endpoint-rules N [aws|emulator]] [--backlog N]
 //!
 //! `--backlog N`: the "rate-limited backlog" scenario's backlog (2,000 by default: 400 s of its
-//! rate, 200 s on its clock; 10,000 takes the emulator half an hour).
+//! rate, 200 s on its clock; 10,000 takes the emulator about 26 minutes).
 
 mod memory;
 mod noisy;
