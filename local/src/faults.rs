@@ -76,6 +76,8 @@ pub struct Matcher {
     pub operation: String,
     /// A text the request body must contain (a table or queue name, an attribute).
     pub body_contains: Option<String>,
+    /// Further texts the body must contain as well (one item's key, of one kind of request).
+    pub also_contains: Vec<String>,
 }
 
 impl Matcher {
@@ -83,7 +85,7 @@ impl Matcher {
     pub fn operation(operation: &str) -> Self {
         Self {
             operation: operation.into(),
-            body_contains: None,
+            ..Default::default()
         }
     }
 
@@ -94,21 +96,34 @@ impl Matcher {
         self
     }
 
-    fn matches(&self, operation: &str, body: &[u8]) -> bool {
+    /// Whether a request of `operation` with `body` is one of these.
+    pub fn matches(&self, operation: &str, body: &[u8]) -> bool {
+        let contains = |text: &String| {
+            body.windows(text.len().max(1))
+                .any(|w| w == text.as_bytes())
+        };
         self.operation == operation
-            && self.body_contains.as_ref().is_none_or(|text| {
-                body.windows(text.len().max(1))
-                    .any(|w| w == text.as_bytes())
-            })
+            && self.body_contains.iter().all(contains)
+            && self.also_contains.iter().all(contains)
+    }
+
+    /// Only the requests whose body also contains `text` (e.g. one item's id).
+    pub fn and(mut self, text: &str) -> Self {
+        self.also_contains.push(text.into());
+        self
     }
 
     /// A stable name for the matcher, so a plan's draws do not depend on the other plans.
     fn key(&self) -> String {
-        format!(
+        let mut key = format!(
             "{}@{}",
             self.operation,
             self.body_contains.as_deref().unwrap_or("*")
-        )
+        );
+        for text in &self.also_contains {
+            key = format!("{key}&{text}");
+        }
+        key
     }
 }
 
@@ -238,6 +253,8 @@ pub struct Faults {
     schedule: Arc<Mutex<Option<Following>>>,
     injected: Arc<Mutex<Vec<(String, Fault)>>>,
     counters: Arc<Mutex<Vec<(Matcher, Counted)>>>,
+    /// The kinds of request seen (while recording).
+    pub kinds: crate::request_kinds::KindLog,
 }
 
 /// How many requests a [`Faults::count_matching`] matcher has seen (shared: clones count
@@ -258,14 +275,7 @@ impl Faults {
 
     /// The next `times` requests of `operation` meet `fault`.
     pub fn inject(&self, operation: &str, fault: Fault, times: u32) {
-        self.inject_matching(
-            Matcher {
-                operation: operation.into(),
-                body_contains: None,
-            },
-            fault,
-            times,
-        );
+        self.inject_matching(Matcher::operation(operation), fault, times);
     }
 
     /// The next `times` requests that `matcher` matches meet `fault`.
@@ -291,6 +301,16 @@ impl Faults {
     /// The faults injected so far: (operation, fault), in order.
     pub fn injected(&self) -> Vec<(String, Fault)> {
         self.injected.lock().unwrap().clone()
+    }
+
+    /// The [`Faults::inject`] rules whose faults have not all met a request yet: the matcher,
+    /// the fault and how many are left.
+    pub fn pending(&self) -> Vec<String> {
+        let rules = self.rules.lock().unwrap();
+        rules
+            .iter()
+            .map(|r| format!("{} {} x{}", r.matcher.key(), r.fault.kind(), r.remaining))
+            .collect()
     }
 
     /// Drops every rule not yet used up, and the schedule.
@@ -319,6 +339,7 @@ impl Faults {
     /// The fault the request meets, if any (and uses one of its rule's count, or one rank of
     /// the schedule's plan).
     fn take(&self, operation: &str, body: &[u8]) -> Option<Fault> {
+        self.kinds.note(operation, body);
         for (matcher, counted) in self.counters.lock().unwrap().iter() {
             if matcher.matches(operation, body) {
                 counted.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);

@@ -29,6 +29,7 @@ fn hold(w: &World, operation: &str, text: Option<&str>, requests: u32) {
         Matcher {
             operation: operation.into(),
             body_contains: text.map(str::to_string),
+            ..Default::default()
         },
         Fault::Latency(HOLD),
         requests,
