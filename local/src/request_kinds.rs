@@ -1,13 +1,11 @@
 //! The kinds of request the functions make, told apart at the SDK boundary (`local::faults` sees
 //! every request's operation and body): a DynamoDB request by its table, the kinds of its keys
 //! and items and its expressions; an SQS request by its queue. [`signature`] names a request's
-//! kind; [`KindLog`] records the kinds a run makes. The fault matrix holds every kind a scenario
+//! kind; [`record`] has a stack's fault layer record the kinds its handlers make. The fault matrix holds every kind a scenario
 //! makes to a row that faults it, and the chaos run's fault waves meet every kind of [`KINDS`].
 
 use crate::faults::Matcher;
 use serde_json::{Map, Value};
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 
 /// The function whose request a kind is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -53,6 +51,11 @@ impl RequestKind {
     pub fn covers(&self, operation: &str, body: &[u8]) -> bool {
         self.matcher().matches(operation, body)
     }
+}
+
+/// Records, from now on, the kinds of request that pass `faults` (see [`crate::faults::KindLog`]).
+pub fn record(faults: &crate::faults::Faults) {
+    faults.kinds.start(signature);
 }
 
 /// The kind a request of `operation` with `body` is: the operation, then for DynamoDB the table
@@ -195,32 +198,6 @@ fn shape(text: &str) -> String {
 /// A table's or queue's name without the stack's prefix (`t01h…-DeliveryTable`).
 fn unprefixed(name: &str) -> &str {
     name.split_once('-').map_or(name, |(_, rest)| rest)
-}
-
-/// Kinds of request by signature: the operation and one body of the kind.
-pub type Seen = BTreeMap<String, (String, Vec<u8>)>;
-
-/// The kinds of request seen while recording.
-#[derive(Debug, Clone, Default)]
-pub struct KindLog(Arc<Mutex<Option<Seen>>>);
-
-impl KindLog {
-    /// Records from now on.
-    pub fn start(&self) {
-        *self.0.lock().unwrap() = Some(BTreeMap::new());
-    }
-
-    pub(crate) fn note(&self, operation: &str, body: &[u8]) {
-        if let Some(seen) = self.0.lock().unwrap().as_mut() {
-            seen.entry(signature(operation, body))
-                .or_insert_with(|| (operation.to_string(), body.to_vec()));
-        }
-    }
-
-    /// The kinds seen since [`KindLog::start`].
-    pub fn seen(&self) -> Seen {
-        self.0.lock().unwrap().clone().unwrap_or_default()
-    }
 }
 
 const fn kind(

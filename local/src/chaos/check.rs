@@ -446,6 +446,15 @@ fn trace(d: &Delivery, reqs: &[(usize, &Logged)]) -> String {
     )
 }
 
+/// Whether an attempt sent its request: not one that failed before it (its signing secret could
+/// not be unwrapped, its target was refused, its configuration is gone).
+fn reached_endpoint(a: &AttemptRecord) -> bool {
+    !matches!(
+        a.error.as_deref(),
+        Some("signing_secret" | "forbidden_target" | "configuration_loss")
+    )
+}
+
 fn check_delivery(
     f: &mut WaveFigures,
     d: &Delivery,
@@ -565,21 +574,23 @@ fn check_delivery(
             ),
         );
     }
-    if reqs.len() < log.len() {
+    // The attempts that sent a request (one whose signing key could not be unwrapped did not).
+    let sent: Vec<&AttemptRecord> = log.iter().filter(|a| reached_endpoint(a)).collect();
+    if reqs.len() < sent.len() {
         f.defect(
             |x| x.lost += 1,
             format!(
                 "lost: {id} records {} attempts but its endpoint saw {} requests",
-                log.len(),
+                sent.len(),
                 reqs.len()
             ),
         );
         return;
     }
-    f.unrecorded_requests += (reqs.len() - log.len()) as u64;
+    f.unrecorded_requests += (reqs.len() - sent.len()) as u64;
     // Attempts match the endpoint's answers one to one when no request went unrecorded.
-    if reqs.len() == log.len() {
-        for ((a, (_, l)), late) in log.iter().zip(reqs).zip(&late) {
+    if reqs.len() == sent.len() {
+        for ((a, (_, l)), late) in sent.into_iter().zip(reqs).zip(&late) {
             let heard = !late;
             if heard && (a.class != l.answer.class() || a.http_status != l.answer.status()) {
                 f.defect(

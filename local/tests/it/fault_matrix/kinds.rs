@@ -13,7 +13,7 @@ use crate::sim::{slack_notice, Sim, ROLLUP_EVERY};
 use aws_sdk_dynamodb::types::AttributeValue;
 use local::faults::{Fault, Matcher};
 use local::receiver::{Receiver, Reply};
-use local::request_kinds::{named, RequestKind, KINDS};
+use local::request_kinds::{named, record, RequestKind, KINDS};
 use local::testkit::World;
 use serde_json::json;
 use shared::domain::change::Change;
@@ -553,10 +553,10 @@ async fn every_request_the_functions_make_is_a_kind_the_fault_matrix_faults() {
     let w = World::new().await;
     let mut broad = Broad::new(&w).await;
     let mut sim = Sim::new(&w);
-    let kinds = w.pipeline.stack.faults.kinds.clone();
-    broad.run(&w, &mut sim, |_| kinds.start()).await;
+    let faults = w.pipeline.stack.faults.clone();
+    broad.run(&w, &mut sim, |_| record(&faults)).await;
     broad.check(&w, &"no faults", 0).await;
-    let seen = kinds.seen();
+    let seen = faults.kinds.seen();
     let mut uncovered = Vec::new();
     for (kind, (operation, body)) in &seen {
         let rows: Vec<_> = KINDS
