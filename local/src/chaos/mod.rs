@@ -12,6 +12,7 @@
 //! goes in waves of [`ChaosConfig::wave_changes`] changes, each on a fresh stack (its own table
 //! prefix, its tables deleted afterwards). What that costs is stated in RELIABILITY.md.
 
+mod builtin;
 pub mod check;
 pub mod endpoint;
 mod schedule;
@@ -35,7 +36,6 @@ use rand::{rngs::StdRng, Rng, SeedableRng};
 use serde::Serialize;
 use shared::clock::Clock;
 use shared::delivery::dispatch::SWEEP_EVERY;
-use shared::delivery::worker::internal::InternalRegistry;
 use shared::delivery::worker::webhook::WebhookAdapter;
 use shared::delivery::worker::DeliveryWorker;
 use shared::domain::integration_delivery::{FIRST_DISPATCH_GRACE, PROCESSING_LEASE};
@@ -180,7 +180,7 @@ impl ChaosReport {
             "chaos: seed={} changes={} subs={} waves={} deliveries={} attempts={} requests={} \
              faults={} (endpoint={} sdk={} dup_stream={} dup_msg={} worker_deaths={}) paused={} \
              late_answers={} lost={} duplicated={} stuck={} lifecycle={} history={} off_schedule={} signatures={} \
-             rollup={} pauses={} notices={} dead_counts={} virtual_hours={:.1} elapsed={:.0}s",
+             rollup={} pauses={} notices={} dead_counts={} internal={} virtual_hours={:.1} elapsed={:.0}s",
             self.config.seed,
             self.config.changes,
             self.config.subscriptions,
@@ -211,6 +211,7 @@ impl ChaosReport {
             d.pauses,
             d.notices,
             d.dead_counts,
+            d.internal,
             f.virtual_secs as f64 / 3600.0,
             self.elapsed_secs,
         )
@@ -340,7 +341,7 @@ async fn run_wave(config: &ChaosConfig, index: usize, changes: usize) -> Result<
         p.stack.config.clone(),
         shared_clock,
         WebhookAdapter::new(TargetPolicy::LOCAL_DEMO, config.attempt_timeout),
-        InternalRegistry::default(),
+        builtin::registry(),
     ));
     let hang = config.attempt_timeout * 3;
     let mut endpoints = Vec::new();
@@ -369,6 +370,25 @@ async fn run_wave(config: &ChaosConfig, index: usize, changes: usize) -> Result<
         endpoints.push(e);
         subscriptions.push(sub);
     }
+    // Beside the webhooks, a built-in handler's subscription: its success is recorded on the event.
+    let built_in = f
+        .integration(
+            &account.account_id,
+            shared::domain::delivery_method::DeliveryMethod::Internal,
+            None,
+            Some(builtin::NAME),
+        )
+        .await?;
+    let fields = ["sku", "name", "price"];
+    let internal = f
+        .subscription(
+            &built_in,
+            &["catalog_item"],
+            None,
+            &fields,
+            RetryPolicy::FixedSchedule,
+        )
+        .await?;
     // Only now: the fixtures above are the test's setup, not the handlers' work.
     p.stack
         .faults
@@ -430,6 +450,7 @@ async fn run_wave(config: &ChaosConfig, index: usize, changes: usize) -> Result<
         snapshot: &snapshot,
         logs: &logs,
         notices: &notices,
+        internal: Some(&internal),
         attempt_timeout: run.config.attempt_timeout,
     });
     figures.virtual_secs = run.p.now().since(started_at).as_secs();

@@ -40,9 +40,10 @@ async fn a_hundred_changes_for_three_subscriptions_survive_every_fault_with_noth
             d.pauses,
             d.notices,
             d.dead_counts,
+            d.internal,
             report.signature_failures
         ),
-        (0, 0, 0, 0, 0),
+        (0, 0, 0, 0, 0, 0),
         "{}",
         report.summary()
     );
