@@ -18,6 +18,31 @@ async fn a_hundred_changes_for_three_subscriptions_survive_every_fault_with_noth
         "faults by kind of request: {:#?}",
         report.sdk_faults_by_request
     );
+    // Every request the handlers made is of a kind the fault matrix lists, and every kind made
+    // met each fault (its lead: throttled and 5xx past the SDK's tries, a lost answer, and
+    // conflicts for a transaction).
+    assert!(
+        report.unlisted_requests.is_empty(),
+        "requests of no listed kind: {:#?}",
+        report.unlisted_requests
+    );
+    for name in &report.requests_made {
+        let kind = named(name);
+        let met = report.sdk_faults_by_request.get(name);
+        for fault in lead(kind).into_iter().flatten() {
+            let n = met.and_then(|m| m.get(fault.kind())).copied().unwrap_or(0);
+            assert!(n > 0, "{name} never met {}: {met:?}", fault.kind());
+        }
+    }
+    for name in [
+        "worker.claim",
+        "worker.outcome",
+        "worker.dead",
+        "worker.pause",
+        "worker.internal_result",
+    ] {
+        assert!(report.requests_made.contains(name), "{name} was not made");
+    }
     let f = &report.figures;
     let d = &f.defects;
     assert!(f.examples.is_empty(), "defects: {:#?}", f.examples);
@@ -61,30 +86,6 @@ async fn a_hundred_changes_for_three_subscriptions_survive_every_fault_with_noth
         report.sdk_faults
     );
     assert!(report.harness.worker_deaths + report.harness.duplicate_messages > 0);
-    // Every request the handlers made is of a kind the fault matrix lists, and every kind made
-    // met each fault (its lead: throttled and 5xx past the SDK's tries, a lost answer, and
-    // conflicts for a transaction).
-    assert!(
-        report.unlisted_requests.is_empty(),
-        "requests of no listed kind: {:#?}",
-        report.unlisted_requests
-    );
-    for name in &report.requests_made {
-        let kind = named(name);
-        let met = report.sdk_faults_by_request.get(name);
-        for fault in lead(kind).into_iter().flatten() {
-            let n = met.and_then(|m| m.get(fault.kind())).copied().unwrap_or(0);
-            assert!(n > 0, "{name} never met {}: {met:?}", fault.kind());
-        }
-    }
-    for name in [
-        "worker.claim",
-        "worker.outcome",
-        "worker.dead",
-        "worker.pause",
-    ] {
-        assert!(report.requests_made.contains(name), "{name} was not made");
-    }
     // The outage endpoint's subscription paused, the others did not.
     assert_eq!(f.paused_subscriptions, 1);
     assert!(
