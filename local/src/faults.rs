@@ -76,8 +76,6 @@ pub struct Matcher {
     pub operation: String,
     /// A text the request body must contain (a table or queue name, an attribute).
     pub body_contains: Option<String>,
-    /// Further texts the body must contain as well (one item's key, of one kind of request).
-    pub also_contains: Vec<String>,
 }
 
 impl Matcher {
@@ -98,33 +96,23 @@ impl Matcher {
 
     /// Whether a request of `operation` with `body` is one of these.
     pub fn matches(&self, operation: &str, body: &[u8]) -> bool {
-        let contains = |text: &String| {
-            body.windows(text.len().max(1))
-                .any(|w| w == text.as_bytes())
-        };
-        self.operation == operation
-            && self.body_contains.iter().all(contains)
-            && self.also_contains.iter().all(contains)
-    }
-
-    /// Only the requests whose body also contains `text` (e.g. one item's id).
-    pub fn and(mut self, text: &str) -> Self {
-        self.also_contains.push(text.into());
-        self
+        self.operation == operation && self.body_contains.iter().all(|text| contains(body, text))
     }
 
     /// A stable name for the matcher, so a plan's draws do not depend on the other plans.
     pub fn key(&self) -> String {
-        let mut key = format!(
+        format!(
             "{}@{}",
             self.operation,
             self.body_contains.as_deref().unwrap_or("*")
-        );
-        for text in &self.also_contains {
-            key = format!("{key}&{text}");
-        }
-        key
+        )
     }
+}
+
+/// Whether `body` contains `text` (an empty text: never).
+fn contains(body: &[u8], text: &str) -> bool {
+    body.windows(text.len().max(1))
+        .any(|w| w == text.as_bytes())
 }
 
 /// How a plan picks the fault of its n-th matching request.
@@ -265,6 +253,8 @@ struct Following {
 #[derive(Debug)]
 struct Rule {
     matcher: Matcher,
+    /// Further texts the body must contain (one item's key, among the requests of a kind).
+    also: Vec<String>,
     fault: Fault,
     /// Matching requests still to meet the fault.
     remaining: u32,
@@ -338,8 +328,15 @@ impl Faults {
 
     /// The next `times` requests that `matcher` matches meet `fault`.
     pub fn inject_matching(&self, matcher: Matcher, fault: Fault, times: u32) {
+        self.inject_narrowed(matcher, &[], fault, times);
+    }
+
+    /// The next `times` requests that `matcher` matches and whose body also contains every text
+    /// of `also` (e.g. one item's id) meet `fault`.
+    pub fn inject_narrowed(&self, matcher: Matcher, also: &[&str], fault: Fault, times: u32) {
         self.rules.lock().unwrap().push(Rule {
             matcher,
+            also: also.iter().map(|t| t.to_string()).collect(),
             fault,
             remaining: times,
         });
@@ -367,7 +364,10 @@ impl Faults {
         let rules = self.rules.lock().unwrap();
         rules
             .iter()
-            .map(|r| format!("{} {} x{}", r.matcher.key(), r.fault.kind(), r.remaining))
+            .map(|r| {
+                let (key, fault) = (r.matcher.key(), r.fault.kind());
+                format!("{key}&{} {fault} x{}", r.also.join("&"), r.remaining)
+            })
             .collect()
     }
 
@@ -415,9 +415,11 @@ impl Faults {
 
     fn take_rule(&self, operation: &str, body: &[u8]) -> Option<Fault> {
         let mut rules = self.rules.lock().unwrap();
-        let rule = rules
-            .iter_mut()
-            .find(|r| r.remaining > 0 && r.matcher.matches(operation, body))?;
+        let rule = rules.iter_mut().find(|r| {
+            r.remaining > 0
+                && r.matcher.matches(operation, body)
+                && r.also.iter().all(|text| contains(body, text))
+        })?;
         rule.remaining -= 1;
         let fault = rule.fault.clone();
         rules.retain(|r| r.remaining > 0);

@@ -29,7 +29,6 @@ fn hold(w: &World, operation: &str, text: Option<&str>, requests: u32) {
         Matcher {
             operation: operation.into(),
             body_contains: text.map(str::to_string),
-            ..Default::default()
         },
         Fault::Latency(HOLD),
         requests,

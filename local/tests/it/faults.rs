@@ -102,7 +102,6 @@ async fn a_success_ends_only_the_dead_run_it_saw_when_a_dead_outcome_lands_in_be
         Matcher {
             operation: "UpdateItem".into(),
             body_contains: Some("consecutive_dead".into()),
-            ..Default::default()
         },
         Fault::Latency(Duration::from_secs(3)),
         1,
@@ -157,7 +156,6 @@ async fn a_throttled_claim_is_retried_by_the_sdk_and_the_delivery_is_made_once()
         Matcher {
             operation: "UpdateItem".into(),
             body_contains: Some("lease_token".into()),
-            ..Default::default()
         },
         Fault::Throttle,
         2,

@@ -11,7 +11,7 @@
 use super::{assert_numbered_once, deliveries, Handler};
 use crate::sim::{slack_notice, Sim, ROLLUP_EVERY};
 use aws_sdk_dynamodb::types::AttributeValue;
-use local::faults::{Fault, Matcher};
+use local::faults::Fault;
 use local::receiver::{Receiver, Reply};
 use local::request_kinds::{named, record, RequestKind, KINDS};
 use local::testkit::World;
@@ -413,12 +413,12 @@ enum Narrow {
 }
 
 impl Narrow {
-    fn matcher(self, kind: &RequestKind, broad: &Broad) -> Matcher {
-        let m = kind.matcher();
+    /// The texts the requests' bodies must contain besides their kind's.
+    fn texts(self, broad: &Broad) -> Vec<&str> {
         match self {
-            Narrow::Every => m,
-            Narrow::Gone => m.and(broad.gone.subscription_id.as_str()),
-            Narrow::FirstChange => m.and(broad.changes[0].change_id.as_str()),
+            Narrow::Every => vec![],
+            Narrow::Gone => vec![broad.gone.subscription_id.as_str()],
+            Narrow::FirstChange => vec![broad.changes[0].change_id.as_str()],
         }
     }
 }
@@ -437,8 +437,8 @@ async fn run_planned(
     let faults = w.pipeline.stack.faults.clone();
     Box::pin(broad.run(&w, &mut sim, |broad| {
         for (kind, (fault, times)) in plan {
-            let matcher = narrow.matcher(named(kind), broad);
-            faults.inject_matching(matcher, fault.clone(), *times);
+            let (matcher, also) = (named(kind).matcher(), narrow.texts(broad));
+            faults.inject_narrowed(matcher, &also, fault.clone(), *times);
         }
     }))
     .await;
