@@ -246,10 +246,18 @@ pub const KINDS: &[RequestKind] = &[
         "consecutive_dead :one",
     ),
     kind("worker.subscription", Worker, "GetItem", r#""S":"SUB#"#),
+    // A kept run dropped from its delivery once it has ended (or was found ended).
+    kind(
+        "worker.forget_seen_run",
+        Worker,
+        "UpdateItem",
+        "REMOVE dead_run_seen",
+    ),
+    // The end of a dead run, with the run the success saw kept on its delivery until then.
     kind(
         "worker.end_dead_run",
         Worker,
-        "UpdateItem",
+        "TransactWriteItems",
         "consecutive_dead :minus",
     ),
     kind(

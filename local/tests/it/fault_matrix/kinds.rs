@@ -377,6 +377,10 @@ const EFFECTS: [&str; 4] = [
     "worker.pause",
 ];
 
+/// Kinds the scenario does not make (a success whose end of the dead run was refused, or met an
+/// already ended run): the chaos run's fault waves meet them.
+const CHAOS_ONLY: [&str; 1] = ["worker.forget_seen_run"];
+
 /// The faults a kind meets one after another: a throttle and an internal error that outlast the
 /// SDK's tries, a lost answer, and for a transaction two conflicts.
 fn sequence(kind: &RequestKind) -> Vec<(Fault, u32)> {
@@ -541,6 +545,7 @@ async fn after_a_gone_answer_the_pause_meets_every_fault_and_is_made_once_with_o
 fn every_kind_of_request_has_a_row_of_the_matrix() {
     let mut rows: Vec<&str> = GROUPS.iter().flat_map(|g| g.iter().copied()).collect();
     rows.extend(["sweep.move", "notify.sent"]);
+    rows.extend(CHAOS_ONLY);
     rows.extend(EFFECTS);
     rows.extend(Handler::ALL.iter().map(|h| h.kind().name));
     for kind in KINDS {
