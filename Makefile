@@ -16,7 +16,7 @@ help:
 	@echo "make deploy ENV=dev - sam deploy --config-env ENV of that build (dev, staging, prod)"
 	@echo "make smoke  - smoke test of a running stack (RHYTHM_API_URL, RHYTHM_OPERATOR_TOKEN; SMOKE_ARGS: scripts/smoke.sh)"
 	@echo "make bench  - pipeline benchmark on the local emulator"
-	@echo "make chaos  - the chaos run, large (CHANGES=5000 SEED=1 WAVE=500); JSON report in target/chaos/"
+	@echo "make chaos  - the chaos run, large (CHANGES=5000 SUBSCRIPTIONS=3 SEED=1 WAVE=500; e.g. CHANGES=10000); JSON report in target/chaos/"
 
 venv:
 	@scripts/venv.sh
@@ -59,4 +59,4 @@ bench:
 	@scripts/bench.sh
 
 chaos:
-	@CHANGES=$(CHANGES) SEED=$(SEED) WAVE=$(WAVE) scripts/chaos.sh
+	@CHANGES=$(CHANGES) SUBSCRIPTIONS=$(SUBSCRIPTIONS) SEED=$(SEED) WAVE=$(WAVE) scripts/chaos.sh

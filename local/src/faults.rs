@@ -83,7 +83,7 @@ impl Matcher {
     pub fn operation(operation: &str) -> Self {
         Self {
             operation: operation.into(),
-            body_contains: None,
+            ..Default::default()
         }
     }
 
@@ -94,22 +94,25 @@ impl Matcher {
         self
     }
 
-    fn matches(&self, operation: &str, body: &[u8]) -> bool {
-        self.operation == operation
-            && self.body_contains.as_ref().is_none_or(|text| {
-                body.windows(text.len().max(1))
-                    .any(|w| w == text.as_bytes())
-            })
+    /// Whether a request of `operation` with `body` is one of these.
+    pub fn matches(&self, operation: &str, body: &[u8]) -> bool {
+        self.operation == operation && self.body_contains.iter().all(|text| contains(body, text))
     }
 
     /// A stable name for the matcher, so a plan's draws do not depend on the other plans.
-    fn key(&self) -> String {
+    pub fn key(&self) -> String {
         format!(
             "{}@{}",
             self.operation,
             self.body_contains.as_deref().unwrap_or("*")
         )
     }
+}
+
+/// Whether `body` contains `text` (an empty text: never).
+fn contains(body: &[u8], text: &str) -> bool {
+    body.windows(text.len().max(1))
+        .any(|w| w == text.as_bytes())
 }
 
 /// How a plan picks the fault of its n-th matching request.
@@ -122,10 +125,12 @@ pub enum Draw {
     Sequence(Vec<Option<Fault>>),
 }
 
-/// One operation (and table or queue) and how its requests meet faults.
+/// One operation (and table or queue) and how its requests meet faults: the first ones `lead`,
+/// the rest `draw`.
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub matcher: Matcher,
+    pub lead: Vec<Option<Fault>>,
     pub draw: Draw,
 }
 
@@ -162,6 +167,7 @@ impl Schedule {
             }) => rates.push((fault, rate)),
             _ => self.plans.push(Plan {
                 matcher,
+                lead: Vec::new(),
                 draw: Draw::Rates(vec![(fault, rate)]),
             }),
         }
@@ -172,8 +178,25 @@ impl Schedule {
     pub fn sequence(mut self, matcher: Matcher, sequence: Vec<Option<Fault>>) -> Self {
         self.plans.push(Plan {
             matcher,
+            lead: Vec::new(),
             draw: Draw::Sequence(sequence),
         });
+        self
+    }
+
+    /// The first requests `matcher` matches meet `lead` in order, before the plan's rates (or
+    /// sequence) take over (e.g. so that every kind of request meets each fault at least once).
+    /// A plan of its own (no rates) when none matches on `matcher` yet.
+    pub fn lead(mut self, matcher: Matcher, lead: Vec<Option<Fault>>) -> Self {
+        let key = matcher.key();
+        match self.plans.iter_mut().find(|p| p.matcher.key() == key) {
+            Some(plan) => plan.lead = lead,
+            None => self.plans.push(Plan {
+                matcher,
+                lead,
+                draw: Draw::Rates(Vec::new()),
+            }),
+        }
         self
     }
 
@@ -184,6 +207,10 @@ impl Schedule {
     /// The fault the n-th (from 0) request matching plan `plan` meets.
     pub fn fault_of(&self, plan: usize, n: u64) -> Option<Fault> {
         let p = &self.plans[plan];
+        if let Some(lead) = p.lead.get(n as usize) {
+            return lead.clone();
+        }
+        let n = n - p.lead.len() as u64;
         match &p.draw {
             Draw::Sequence(sequence) => sequence.get(n as usize).cloned().flatten(),
             Draw::Rates(rates) => {
@@ -226,6 +253,8 @@ struct Following {
 #[derive(Debug)]
 struct Rule {
     matcher: Matcher,
+    /// Further texts the body must contain (one item's key, among the requests of a kind).
+    also: Vec<String>,
     fault: Fault,
     /// Matching requests still to meet the fault.
     remaining: u32,
@@ -237,7 +266,43 @@ pub struct Faults {
     rules: Arc<Mutex<Vec<Rule>>>,
     schedule: Arc<Mutex<Option<Following>>>,
     injected: Arc<Mutex<Vec<(String, Fault)>>>,
+    /// Faults the schedule's plans injected: (plan's matcher, fault kind) → count.
+    by_plan: Arc<Mutex<std::collections::BTreeMap<(String, &'static str), u64>>>,
     counters: Arc<Mutex<Vec<(Matcher, Counted)>>>,
+    /// The kinds of request seen (while recording).
+    pub kinds: KindLog,
+}
+
+/// Kinds of request by signature: the operation and one body of the kind.
+pub type Seen = std::collections::BTreeMap<String, (String, Vec<u8>)>;
+
+/// A request's signature: what tells its kind apart (`request_kinds::signature`).
+pub type Signature = fn(&str, &[u8]) -> String;
+
+/// The kinds of request seen while recording (shared: clones record together).
+#[derive(Debug, Clone, Default)]
+pub struct KindLog(Arc<Mutex<Option<(Signature, Seen)>>>);
+
+impl KindLog {
+    /// Records from now on, each request under its `signature`.
+    pub fn start(&self, signature: Signature) {
+        *self.0.lock().unwrap() = Some((signature, Seen::new()));
+    }
+
+    fn note(&self, operation: &str, body: &[u8]) {
+        if let Some((signature, seen)) = self.0.lock().unwrap().as_mut() {
+            seen.entry(signature(operation, body))
+                .or_insert_with(|| (operation.to_string(), body.to_vec()));
+        }
+    }
+
+    /// The kinds seen since [`KindLog::start`].
+    pub fn seen(&self) -> Seen {
+        let log = self.0.lock().unwrap();
+        log.as_ref()
+            .map(|(_, seen)| seen.clone())
+            .unwrap_or_default()
+    }
 }
 
 /// How many requests a [`Faults::count_matching`] matcher has seen (shared: clones count
@@ -258,20 +323,20 @@ impl Faults {
 
     /// The next `times` requests of `operation` meet `fault`.
     pub fn inject(&self, operation: &str, fault: Fault, times: u32) {
-        self.inject_matching(
-            Matcher {
-                operation: operation.into(),
-                body_contains: None,
-            },
-            fault,
-            times,
-        );
+        self.inject_matching(Matcher::operation(operation), fault, times);
     }
 
     /// The next `times` requests that `matcher` matches meet `fault`.
     pub fn inject_matching(&self, matcher: Matcher, fault: Fault, times: u32) {
+        self.inject_narrowed(matcher, &[], fault, times);
+    }
+
+    /// The next `times` requests that `matcher` matches and whose body also contains every text
+    /// of `also` (e.g. one item's id) meet `fault`.
+    pub fn inject_narrowed(&self, matcher: Matcher, also: &[&str], fault: Fault, times: u32) {
         self.rules.lock().unwrap().push(Rule {
             matcher,
+            also: also.iter().map(|t| t.to_string()).collect(),
             fault,
             remaining: times,
         });
@@ -291,6 +356,19 @@ impl Faults {
     /// The faults injected so far: (operation, fault), in order.
     pub fn injected(&self) -> Vec<(String, Fault)> {
         self.injected.lock().unwrap().clone()
+    }
+
+    /// The [`Faults::inject`] rules whose faults have not all met a request yet: the matcher,
+    /// the fault and how many are left.
+    pub fn pending(&self) -> Vec<String> {
+        let rules = self.rules.lock().unwrap();
+        rules
+            .iter()
+            .map(|r| {
+                let (key, fault) = (r.matcher.key(), r.fault.kind());
+                format!("{key}&{} {fault} x{}", r.also.join("&"), r.remaining)
+            })
+            .collect()
     }
 
     /// Drops every rule not yet used up, and the schedule.
@@ -319,6 +397,7 @@ impl Faults {
     /// The fault the request meets, if any (and uses one of its rule's count, or one rank of
     /// the schedule's plan).
     fn take(&self, operation: &str, body: &[u8]) -> Option<Fault> {
+        self.kinds.note(operation, body);
         for (matcher, counted) in self.counters.lock().unwrap().iter() {
             if matcher.matches(operation, body) {
                 counted.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -336,9 +415,11 @@ impl Faults {
 
     fn take_rule(&self, operation: &str, body: &[u8]) -> Option<Fault> {
         let mut rules = self.rules.lock().unwrap();
-        let rule = rules
-            .iter_mut()
-            .find(|r| r.remaining > 0 && r.matcher.matches(operation, body))?;
+        let rule = rules.iter_mut().find(|r| {
+            r.remaining > 0
+                && r.matcher.matches(operation, body)
+                && r.also.iter().all(|text| contains(body, text))
+        })?;
         rule.remaining -= 1;
         let fault = rule.fault.clone();
         rules.retain(|r| r.remaining > 0);
@@ -354,7 +435,16 @@ impl Faults {
             .position(|p| p.matcher.matches(operation, body))?;
         let n = seen[plan];
         seen[plan] += 1;
-        schedule.fault_of(plan, n)
+        let fault = schedule.fault_of(plan, n)?;
+        let key = (schedule.plans[plan].matcher.key(), fault.kind());
+        *self.by_plan.lock().unwrap().entry(key).or_default() += 1;
+        Some(fault)
+    }
+
+    /// The faults the followed schedules injected, by plan (its matcher's [`Matcher::key`]) and
+    /// fault kind.
+    pub fn injected_by_plan(&self) -> std::collections::BTreeMap<(String, &'static str), u64> {
+        self.by_plan.lock().unwrap().clone()
     }
 
     /// An HTTP client that injects these faults in front of `inner` (the SDK's own client).
@@ -603,6 +693,24 @@ mod tests {
             faults.take("SendMessageBatch", b"{}").is_none(),
             "another queue"
         );
+    }
+
+    #[test]
+    fn a_plans_lead_comes_first_then_its_rates_draw_as_they_would_alone() {
+        let m = || Matcher::operation("UpdateItem").on("lease");
+        let rates = Schedule::seeded(5).rate(m(), Fault::Throttle, 0.3);
+        let led = rates
+            .clone()
+            .lead(m(), vec![Some(Fault::LostResponse), None]);
+        assert_eq!(led.plans().len(), 1, "the lead joins the matcher's plan");
+        let drawn = led.preview(0, 50);
+        assert_eq!(drawn[..2], [Some(Fault::LostResponse), None]);
+        assert_eq!(drawn[2..], rates.preview(0, 48)[..]);
+        let faults = Faults::new();
+        faults.follow(led);
+        faults.take("UpdateItem", b"lease");
+        let by_plan = faults.injected_by_plan();
+        assert_eq!(by_plan[&(m().key(), "LostResponse")], 1);
     }
 
     #[test]

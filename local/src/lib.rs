@@ -19,6 +19,7 @@ pub mod pipeline;
 pub mod provision;
 pub mod queues;
 pub mod receiver;
+pub mod request_kinds;
 pub mod runtime_api;
 pub mod served;
 pub mod streams;

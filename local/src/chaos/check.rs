@@ -5,7 +5,7 @@ use super::endpoint::{Answer, Logged};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use shared::delivery::worker::{ATTEMPT_LOG_LIMIT, BATCH_CONCURRENCY, EARLY_TOLERANCE};
-use shared::domain::event::{roll_up, EventStatus};
+use shared::domain::event::{roll_up, EventStatus, InternalStatus};
 use shared::domain::integration_delivery::{
     DeliveryOutcome, DeliveryStatus, DELIVERY_LIFECYCLE, FIRST_DISPATCH_GRACE, PROCESSING_LEASE,
 };
@@ -146,6 +146,9 @@ pub struct Defects {
     pub notices: u64,
     /// Dead counts that are not the run of dead deliveries since the last acknowledged one.
     pub dead_counts: u64,
+    /// Changes whose built-in handler's delivery is not delivered, or whose event does not
+    /// record its success (internal status `done`).
+    pub internal: u64,
 }
 
 impl Defects {
@@ -160,6 +163,7 @@ impl Defects {
             + self.pauses
             + self.notices
             + self.dead_counts
+            + self.internal
     }
 
     fn add(&mut self, o: &Defects) {
@@ -173,6 +177,7 @@ impl Defects {
         self.pauses += o.pauses;
         self.notices += o.notices;
         self.dead_counts += o.dead_counts;
+        self.internal += o.internal;
     }
 }
 
@@ -256,6 +261,8 @@ pub struct Inputs<'a> {
     pub snapshot: &'a Snapshot,
     pub logs: &'a [Vec<Logged>],
     pub notices: &'a [Item],
+    /// The subscription of a built-in handler (every change's success recorded on its event).
+    pub internal: Option<&'a Subscription>,
     /// The worker's attempt timeout in the run.
     pub attempt_timeout: Duration,
 }
@@ -362,6 +369,24 @@ pub fn check(i: &Inputs<'_>) -> WaveFigures {
                 .unwrap_or(&[]);
             check_delivery(&mut f, d, reqs, &sub.retry_policy, i.attempt_timeout);
         }
+        if let Some(sub) = i.internal {
+            let d = deliveries.get(&(change.as_str(), sub.subscription_id.as_str()));
+            // Rolled up with the webhooks' (its endpoint is no endpoint: not among `deliveries`).
+            if let Some(d) = d {
+                facts.extend(d.facts(Timestamp::from_millis(i64::MAX / 2)));
+            }
+            let delivered = d.is_some_and(|d| d.status == DeliveryStatus::Delivered);
+            if !delivered || event.internal_status != InternalStatus::Done {
+                f.defect(
+                    |x| x.internal += 1,
+                    format!(
+                        "internal: change {change}'s built-in delivery is {:?}, its internal status {}",
+                        d.map(|d| d.status),
+                        event.internal_status
+                    ),
+                );
+            }
+        }
         if event.event_status.is_final() {
             let expected = roll_up(EventStatus::New, event.subscribers > 0, &facts);
             if expected != Some(event.event_status) {
@@ -443,6 +468,15 @@ fn trace(d: &Delivery, reqs: &[(usize, &Logged)]) -> String {
         d.attempts,
         requests.join(", "),
         attempts.join(", ")
+    )
+}
+
+/// Whether an attempt sent its request: not one that failed before it (its signing secret could
+/// not be unwrapped, its target was refused, its configuration is gone).
+fn reached_endpoint(a: &AttemptRecord) -> bool {
+    !matches!(
+        a.error.as_deref(),
+        Some("signing_secret" | "forbidden_target" | "configuration_loss")
     )
 }
 
@@ -565,21 +599,23 @@ fn check_delivery(
             ),
         );
     }
-    if reqs.len() < log.len() {
+    // The attempts that sent a request (one whose signing key could not be unwrapped did not).
+    let sent: Vec<&AttemptRecord> = log.iter().filter(|a| reached_endpoint(a)).collect();
+    if reqs.len() < sent.len() {
         f.defect(
             |x| x.lost += 1,
             format!(
                 "lost: {id} records {} attempts but its endpoint saw {} requests",
-                log.len(),
+                sent.len(),
                 reqs.len()
             ),
         );
         return;
     }
-    f.unrecorded_requests += (reqs.len() - log.len()) as u64;
+    f.unrecorded_requests += (reqs.len() - sent.len()) as u64;
     // Attempts match the endpoint's answers one to one when no request went unrecorded.
-    if reqs.len() == log.len() {
-        for ((a, (_, l)), late) in log.iter().zip(reqs).zip(&late) {
+    if reqs.len() == sent.len() {
+        for ((a, (_, l)), late) in sent.into_iter().zip(reqs).zip(&late) {
             let heard = !late;
             if heard && (a.class != l.answer.class() || a.http_status != l.answer.status()) {
                 f.defect(

@@ -12,13 +12,18 @@
 //! goes in waves of [`ChaosConfig::wave_changes`] changes, each on a fresh stack (its own table
 //! prefix, its tables deleted afterwards). What that costs is stated in RELIABILITY.md.
 
+mod builtin;
 pub mod check;
 pub mod endpoint;
+mod schedule;
 
-use crate::faults::{CompressedSleep, Fault, Matcher, Schedule};
+pub use schedule::{lead, sdk_schedule};
+
+use crate::faults::CompressedSleep;
 use crate::fixtures::{catalog_change, Fixtures};
 use crate::pipeline::Pipeline;
 use crate::queues::QueueTap;
+use crate::request_kinds::KINDS;
 use crate::streams::StreamTap;
 use crate::test_stack::TestStack;
 use anyhow::Result;
@@ -31,7 +36,6 @@ use rand::{rngs::StdRng, Rng, SeedableRng};
 use serde::Serialize;
 use shared::clock::Clock;
 use shared::delivery::dispatch::SWEEP_EVERY;
-use shared::delivery::worker::internal::InternalRegistry;
 use shared::delivery::worker::webhook::WebhookAdapter;
 use shared::delivery::worker::DeliveryWorker;
 use shared::domain::integration_delivery::{FIRST_DISPATCH_GRACE, PROCESSING_LEASE};
@@ -41,7 +45,7 @@ use shared::domain::time::Timestamp;
 use shared::reconcile::RunKind;
 use shared::store::delivery::DeliveryWork;
 use shared::store::write;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -127,37 +131,6 @@ pub fn behaviour(index: usize) -> Behaviour {
     }
 }
 
-/// The seeded SDK faults on the handlers' calls: transaction conflicts, throttles, internal
-/// errors, lost responses and latency on the DynamoDB and SQS operations they use.
-pub fn sdk_schedule(seed: u64, scale: f64) -> Schedule {
-    let r = |rate: f64| (rate * scale).min(1.0);
-    let mut s = Schedule::seeded(seed);
-    for (operation, conflict, throttle, internal, lost) in [
-        ("TransactWriteItems", 0.04, 0.02, 0.01, 0.01),
-        ("UpdateItem", 0.0, 0.02, 0.01, 0.01),
-        ("PutItem", 0.0, 0.02, 0.01, 0.01),
-        ("GetItem", 0.0, 0.02, 0.01, 0.0),
-        ("Query", 0.0, 0.02, 0.01, 0.0),
-        ("BatchGetItem", 0.0, 0.02, 0.01, 0.0),
-        ("BatchWriteItem", 0.0, 0.02, 0.01, 0.01),
-        ("SendMessageBatch", 0.0, 0.02, 0.01, 0.01),
-        ("SendMessage", 0.0, 0.02, 0.01, 0.01),
-    ] {
-        let m = || Matcher::operation(operation);
-        if conflict > 0.0 {
-            s = s.rate(m(), Fault::TransactionConflict, r(conflict));
-        }
-        s = s
-            .rate(m(), Fault::Throttle, r(throttle))
-            .rate(m(), Fault::InternalError, r(internal))
-            .rate(m(), Fault::Latency(Duration::from_millis(20)), r(0.02));
-        if lost > 0.0 {
-            s = s.rate(m(), Fault::LostResponse, r(lost));
-        }
-    }
-    s
-}
-
 /// What the harness itself did wrong on purpose.
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct HarnessFaults {
@@ -179,6 +152,13 @@ pub struct ChaosReport {
     pub harness: HarnessFaults,
     /// SDK faults injected, by kind.
     pub sdk_faults: std::collections::BTreeMap<String, u64>,
+    /// SDK faults injected per kind of request (`local::request_kinds`; a request of no listed
+    /// kind by its operation, `UpdateItem@*`), by fault kind.
+    pub sdk_faults_by_request: BTreeMap<String, BTreeMap<String, u64>>,
+    /// The kinds of request the handlers made.
+    pub requests_made: BTreeSet<String>,
+    /// Requests of no listed kind (their signatures): a kind the fault matrix lacks.
+    pub unlisted_requests: BTreeSet<String>,
     pub signatures_checked: u64,
     pub signature_failures: u64,
     pub elapsed_secs: f64,
@@ -200,7 +180,7 @@ impl ChaosReport {
             "chaos: seed={} changes={} subs={} waves={} deliveries={} attempts={} requests={} \
              faults={} (endpoint={} sdk={} dup_stream={} dup_msg={} worker_deaths={}) paused={} \
              late_answers={} lost={} duplicated={} stuck={} lifecycle={} history={} off_schedule={} signatures={} \
-             rollup={} pauses={} notices={} dead_counts={} virtual_hours={:.1} elapsed={:.0}s",
+             rollup={} pauses={} notices={} dead_counts={} internal={} virtual_hours={:.1} elapsed={:.0}s",
             self.config.seed,
             self.config.changes,
             self.config.subscriptions,
@@ -231,6 +211,7 @@ impl ChaosReport {
             d.pauses,
             d.notices,
             d.dead_counts,
+            d.internal,
             f.virtual_secs as f64 / 3600.0,
             self.elapsed_secs,
         )
@@ -252,6 +233,9 @@ pub async fn run(
         figures: WaveFigures::default(),
         harness: HarnessFaults::default(),
         sdk_faults: Default::default(),
+        sdk_faults_by_request: Default::default(),
+        requests_made: Default::default(),
+        unlisted_requests: Default::default(),
         signatures_checked: 0,
         signature_failures: 0,
         elapsed_secs: 0.0,
@@ -268,6 +252,12 @@ pub async fn run(
         for (kind, count) in wave.sdk_faults {
             *report.sdk_faults.entry(kind.to_string()).or_insert(0) += count;
         }
+        for ((request, fault), count) in wave.by_request {
+            let faults = report.sdk_faults_by_request.entry(request).or_default();
+            *faults.entry(fault.to_string()).or_insert(0) += count;
+        }
+        report.requests_made.extend(wave.made);
+        report.unlisted_requests.extend(wave.unlisted);
         report.waves += 1;
         report.elapsed_secs = started.elapsed().as_secs_f64();
         left -= n;
@@ -291,8 +281,39 @@ struct Wave {
     figures: WaveFigures,
     harness: HarnessFaults,
     sdk_faults: std::collections::BTreeMap<&'static str, u64>,
+    by_request: FaultsByRequest,
+    made: BTreeSet<String>,
+    unlisted: BTreeSet<String>,
     signed: Vec<check::SignedRequest>,
 }
+
+/// The kinds of request a wave's handlers made (the first listed kind each matches, as the
+/// schedule's plans go), the signatures of the requests no kind lists, and the faults injected
+/// per kind.
+fn requests_of(
+    faults: &crate::faults::Faults,
+) -> (FaultsByRequest, BTreeSet<String>, BTreeSet<String>) {
+    let mut made = BTreeSet::new();
+    let mut unlisted = BTreeSet::new();
+    for (signature, (operation, body)) in faults.kinds.seen() {
+        match KINDS.iter().find(|k| k.covers(&operation, &body)) {
+            Some(kind) => made.insert(kind.name.to_string()),
+            None => unlisted.insert(signature),
+        };
+    }
+    let by_request = faults
+        .injected_by_plan()
+        .into_iter()
+        .map(|((matcher, fault), n)| {
+            let kind = KINDS.iter().find(|k| k.matcher().key() == matcher);
+            ((kind.map_or(matcher, |k| k.name.to_string()), fault), n)
+        })
+        .collect();
+    (by_request, made, unlisted)
+}
+
+/// (kind of request, fault kind) → faults injected.
+type FaultsByRequest = BTreeMap<(String, &'static str), u64>;
 
 /// One wave on a fresh stack.
 struct Run<'a> {
@@ -320,7 +341,7 @@ async fn run_wave(config: &ChaosConfig, index: usize, changes: usize) -> Result<
         p.stack.config.clone(),
         shared_clock,
         WebhookAdapter::new(TargetPolicy::LOCAL_DEMO, config.attempt_timeout),
-        InternalRegistry::default(),
+        builtin::registry(),
     ));
     let hang = config.attempt_timeout * 3;
     let mut endpoints = Vec::new();
@@ -349,10 +370,30 @@ async fn run_wave(config: &ChaosConfig, index: usize, changes: usize) -> Result<
         endpoints.push(e);
         subscriptions.push(sub);
     }
+    // Beside the webhooks, a built-in handler's subscription: its success is recorded on the event.
+    let built_in = f
+        .integration(
+            &account.account_id,
+            shared::domain::delivery_method::DeliveryMethod::Internal,
+            None,
+            Some(builtin::NAME),
+        )
+        .await?;
+    let fields = ["sku", "name", "price"];
+    let internal = f
+        .subscription(
+            &built_in,
+            &["catalog_item"],
+            None,
+            &fields,
+            RetryPolicy::FixedSchedule,
+        )
+        .await?;
     // Only now: the fixtures above are the test's setup, not the handlers' work.
     p.stack
         .faults
         .follow(sdk_schedule(wave_seed, config.sdk_fault_scale));
+    crate::request_kinds::record(&p.stack.faults);
     // The dispatcher's mapping filters with template.yaml's FilterCriteria, as the pipeline's.
     let deliveries = p.stack.mapped_stream("DeliveryTable", "DispatchFunction");
     let mut queue = p.stack.queue("DeliveryQueue");
@@ -409,6 +450,7 @@ async fn run_wave(config: &ChaosConfig, index: usize, changes: usize) -> Result<
         snapshot: &snapshot,
         logs: &logs,
         notices: &notices,
+        internal: Some(&internal),
         attempt_timeout: run.config.attempt_timeout,
     });
     figures.virtual_secs = run.p.now().since(started_at).as_secs();
@@ -416,12 +458,16 @@ async fn run_wave(config: &ChaosConfig, index: usize, changes: usize) -> Result<
     let signed = check::signed_requests(&logs);
     let harness = run.harness.lock().unwrap().clone();
     let sdk_faults = run.p.stack.faults.injected_by_kind();
+    let (by_request, made, unlisted) = requests_of(&run.p.stack.faults);
     run.p.stack.faults.clear();
     drop_stack(&run).await;
     Ok(Wave {
         figures,
         harness,
         sdk_faults,
+        by_request,
+        made,
+        unlisted,
         signed,
     })
 }

@@ -4,7 +4,8 @@
 //! clock until everything is terminal. Every count of defects, read from the tables and the
 //! endpoints' own logs, must be zero.
 
-use local::chaos::{run, ChaosConfig};
+use local::chaos::{lead, run, ChaosConfig};
+use local::request_kinds::named;
 
 #[tokio::test]
 async fn a_hundred_changes_for_three_subscriptions_survive_every_fault_with_nothing_lost_duplicated_or_stuck(
@@ -13,6 +14,35 @@ async fn a_hundred_changes_for_three_subscriptions_survive_every_fault_with_noth
     config.round_changes = 25;
     let report = run(&config, |_| {}).await.expect("the chaos run");
     println!("{}", report.summary());
+    println!(
+        "faults by kind of request: {:#?}",
+        report.sdk_faults_by_request
+    );
+    // Every request the handlers made is of a kind the fault matrix lists, and every kind made
+    // met each fault (its lead: throttled and 5xx past the SDK's tries, a lost answer, and
+    // conflicts for a transaction).
+    assert!(
+        report.unlisted_requests.is_empty(),
+        "requests of no listed kind: {:#?}",
+        report.unlisted_requests
+    );
+    for name in &report.requests_made {
+        let kind = named(name);
+        let met = report.sdk_faults_by_request.get(name);
+        for fault in lead(kind).into_iter().flatten() {
+            let n = met.and_then(|m| m.get(fault.kind())).copied().unwrap_or(0);
+            assert!(n > 0, "{name} never met {}: {met:?}", fault.kind());
+        }
+    }
+    for name in [
+        "worker.claim",
+        "worker.outcome",
+        "worker.dead",
+        "worker.pause",
+        "worker.internal_result",
+    ] {
+        assert!(report.requests_made.contains(name), "{name} was not made");
+    }
     let f = &report.figures;
     let d = &f.defects;
     assert!(f.examples.is_empty(), "defects: {:#?}", f.examples);
@@ -35,9 +65,10 @@ async fn a_hundred_changes_for_three_subscriptions_survive_every_fault_with_noth
             d.pauses,
             d.notices,
             d.dead_counts,
+            d.internal,
             report.signature_failures
         ),
-        (0, 0, 0, 0, 0),
+        (0, 0, 0, 0, 0, 0),
         "{}",
         report.summary()
     );

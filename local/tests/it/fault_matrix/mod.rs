@@ -14,12 +14,15 @@
 //! * the event roll-ups right;
 //! * the time until whole within the bound `docs/recovery.md` states for the fault.
 
+mod kinds;
+
 use crate::sim::{
     slack_notice, Sim, DELIVERY_VISIBILITY, NOTIFICATION_VISIBILITY, ROLLUP_EVERY, SWEEP_EVERY,
 };
 use aws_lambda_events::event::sqs::SqsBatchResponse;
 use local::faults::{Fault, Matcher};
 use local::receiver::{Receiver, Reply};
+use local::request_kinds::{named, RequestKind};
 use local::testkit::api::OPERATOR_TOKEN;
 use local::testkit::World;
 use serde_json::json;
@@ -43,7 +46,7 @@ const CHANGES: usize = 3;
 
 /// A handler, by the request of it that a row's fault meets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Handler {
+pub(super) enum Handler {
     /// Stream ingest's conditional put of a delivery record.
     Ingest,
     /// Stream ingest putting an account created before the `ACCOUNTS` listing on it.
@@ -67,24 +70,38 @@ enum Handler {
 }
 
 impl Handler {
+    pub(super) const ALL: [Handler; 10] = [
+        Handler::Ingest,
+        Handler::IngestListing,
+        Handler::Dispatch,
+        Handler::DeliverClaim,
+        Handler::DeliverOutcome,
+        Handler::DeliverDead,
+        Handler::NotifyStream,
+        Handler::NotifyWorker,
+        Handler::Reconcile,
+        Handler::ApiRetry,
+    ];
+
+    /// The kind of request (`local::request_kinds`) this handler's fault meets.
+    pub(super) fn kind(self) -> &'static RequestKind {
+        named(match self {
+            Handler::Ingest => "ingest.delivery",
+            Handler::IngestListing => "ingest.listing",
+            Handler::Dispatch => "dispatch.publish",
+            Handler::DeliverClaim => "worker.claim",
+            Handler::DeliverOutcome => "worker.outcome",
+            Handler::DeliverDead => "worker.dead",
+            Handler::NotifyStream => "notify.fan_out",
+            Handler::NotifyWorker => "notify.claim",
+            Handler::Reconcile => "reconcile.requeue",
+            Handler::ApiRetry => "api.retry",
+        })
+    }
+
     /// The request this handler's fault meets.
     fn request(self) -> Matcher {
-        let (operation, text) = match self {
-            Handler::Ingest => ("PutItem", r#""S":"delivery""#),
-            Handler::IngestListing => ("UpdateItem", r#""S":"ACCOUNTS""#),
-            Handler::Dispatch => ("SendMessageBatch", "change_id"),
-            Handler::DeliverClaim => ("UpdateItem", "lease_until = :lease"),
-            Handler::DeliverOutcome => ("UpdateItem", "attempt_log"),
-            Handler::DeliverDead => ("TransactWriteItems", "consecutive_dead"),
-            Handler::NotifyStream => ("TransactWriteItems", "notification_work"),
-            Handler::NotifyWorker => ("TransactWriteItems", "claimed:"),
-            Handler::Reconcile => ("UpdateItem", "attribute_not_exists(due_shard)"),
-            Handler::ApiRetry => ("TransactWriteItems", "retry_delivery"),
-        };
-        Matcher {
-            operation: operation.into(),
-            body_contains: Some(text.into()),
-        }
+        self.kind().matcher()
     }
 
     /// The requests of this kind the scenario's first pass makes (run concurrently, so a fault
@@ -108,7 +125,7 @@ impl Handler {
 
     /// Whether the request is a transaction (only those can meet a `TransactionConflict`).
     fn transactional(self) -> bool {
-        self.request().operation == "TransactWriteItems"
+        self.kind().transactional()
     }
 }
 
@@ -286,25 +303,8 @@ impl Scenario {
         [&self.healthy, &self.failing, &self.filtered]
     }
 
-    /// Every delivery item of a change's partition (read without faults).
     async fn deliveries(&self, w: &World, change: &Change) -> Vec<Delivery> {
-        let dynamo = aws_sdk_dynamodb::Client::new(&w.pipeline.stack.sdk);
-        shared::store::event::partition_items(
-            &dynamo,
-            &w.pipeline.stack.config.delivery_table,
-            &keys::event_pk(&change.account_id, &change.change_id),
-        )
-        .await
-        .unwrap()
-        .into_iter()
-        .filter(|i| {
-            i.get("kind")
-                .and_then(|k| k.as_s().ok())
-                .map(String::as_str)
-                == Some("delivery")
-        })
-        .map(|i| from_item(i).unwrap())
-        .collect()
+        deliveries(w, change).await
     }
 
     /// Whether every delivery and the notice reached where the scenario ends.
@@ -409,9 +409,30 @@ impl Scenario {
     }
 }
 
+/// Every delivery item of a change's partition (read without faults).
+pub(super) async fn deliveries(w: &World, change: &Change) -> Vec<Delivery> {
+    let dynamo = aws_sdk_dynamodb::Client::new(&w.pipeline.stack.sdk);
+    shared::store::event::partition_items(
+        &dynamo,
+        &w.pipeline.stack.config.delivery_table,
+        &keys::event_pk(&change.account_id, &change.change_id),
+    )
+    .await
+    .unwrap()
+    .into_iter()
+    .filter(|i| {
+        i.get("kind")
+            .and_then(|k| k.as_s().ok())
+            .map(String::as_str)
+            == Some("delivery")
+    })
+    .map(|i| from_item(i).unwrap())
+    .collect()
+}
+
 /// Every attempt number once per run in the table: each run (the first, and one per operator
 /// restart) counts 1, 2, … and the last run's count is the delivery's attempts.
-fn assert_numbered_once(d: &Delivery, row: &Row) {
+pub(super) fn assert_numbered_once(d: &Delivery, row: &dyn std::fmt::Debug) {
     let numbers: Vec<u32> = d.attempt_log.iter().map(|a| a.number).collect();
     let runs = numbers.iter().filter(|n| **n == 1).count();
     let in_order = numbers
