@@ -152,18 +152,25 @@ impl NotificationTable {
 
     /// Sends a whole-item write of `next` and answers it as stored, or `None` when storage
     /// refused. A refusal can be this very write: applied, its answer lost, and the SDK's retry
-    /// refused by the version the first try wrote. The delivery stored exactly as written (its
-    /// version, claim token and history included) tells.
+    /// refused by the version the first try wrote; so can an error (applied, its answer lost,
+    /// and no try after it). The delivery stored exactly as written (its version, claim token and
+    /// history included) tells; an error whose write is not stored stands.
     async fn written(
         &self,
         w: Write,
         next: NotificationDelivery,
     ) -> Result<Option<NotificationDelivery>, NotifyError> {
-        if self.send(w).await?.applied() {
-            return Ok(Some(next));
-        }
+        let failed = match self.send(w).await {
+            Ok(written) if written.applied() => return Ok(Some(next)),
+            Ok(_) => None,
+            Err(e) => Some(e),
+        };
         let stored = self.delivery(&next.notice_id, &next.delivery_key).await?;
-        Ok((stored.as_ref() == Some(&next)).then_some(next))
+        match (stored.as_ref() == Some(&next), failed) {
+            (true, _) => Ok(Some(next)),
+            (false, Some(e)) => Err(e.into()),
+            (false, None) => Ok(None),
+        }
     }
 
     /// Writes `next` without a status change ([`delivery::record`]); `None` when storage

@@ -17,12 +17,12 @@
 
 use super::attrs::EXPIRES_AT;
 use super::expr::{n, s, Expr};
-use super::write::{built, Write};
+use super::update::item_update;
+use super::write::Write;
 use super::{Item, StoreError};
 use crate::domain::rate_limit::{second_of, Schedule};
 use crate::domain::time::Timestamp;
 use crate::ids::{AccountId, IntegrationId};
-use aws_sdk_dynamodb::types::Update;
 
 /// The `kind` of a schedule item.
 pub const KIND: &str = "rate_schedule";
@@ -134,21 +134,13 @@ fn names() -> Expr {
 /// An update of the schedule that answers with it.
 fn update(
     table: &str,
-    (pk, sk): (String, String),
+    key: (String, String),
     expression: &str,
     condition: Option<String>,
     e: &Expr,
 ) -> Result<Write, StoreError> {
-    Ok(Write::UpdateReturningNew(built(
-        Update::builder()
-            .table_name(table)
-            .key("pk", s(pk))
-            .key("sk", s(sk))
-            .update_expression(expression)
-            .set_condition_expression(condition)
-            .set_expression_attribute_names(e.names_opt())
-            .set_expression_attribute_values(e.values_opt())
-            .build(),
+    Ok(Write::UpdateReturningNew(item_update(
+        table, key, expression, condition, e,
     )?))
 }
 
@@ -156,7 +148,7 @@ fn update(
 mod tests {
     use super::*;
     use crate::ids::id;
-    use aws_sdk_dynamodb::types::AttributeValue;
+    use aws_sdk_dynamodb::types::{AttributeValue, Update};
 
     fn expect(w: Write) -> Update {
         match w {

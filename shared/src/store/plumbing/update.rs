@@ -113,22 +113,39 @@ impl Edit {
 /// of every named write that sets attributes of one item.
 pub(crate) fn conditional_update(
     table: &str,
-    (pk, sk): (String, String),
+    key: (String, String),
     expression: String,
     condition: String,
     e: &Expr,
 ) -> Result<Write, StoreError> {
-    Ok(Write::Update(built(
+    Ok(Write::Update(item_update(
+        table,
+        key,
+        &expression,
+        Some(condition),
+        e,
+    )?))
+}
+
+/// The update of item `key` (`pk`, `sk`) by `expression`, when `condition` (if any) holds.
+pub(crate) fn item_update(
+    table: &str,
+    (pk, sk): (String, String),
+    expression: &str,
+    condition: Option<String>,
+    e: &Expr,
+) -> Result<Update, StoreError> {
+    built(
         Update::builder()
             .table_name(table)
             .key("pk", s(pk))
             .key("sk", s(sk))
             .update_expression(expression)
-            .condition_expression(condition)
+            .set_condition_expression(condition)
             .set_expression_attribute_names(e.names_opt())
             .set_expression_attribute_values(e.values_opt())
             .build(),
-    )?))
+    )
 }
 
 /// The single-item update a write is (tests of the builders that make one).
