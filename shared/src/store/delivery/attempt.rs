@@ -346,10 +346,14 @@ fn with_placement(
         }
         DeliveryStatus::Delivered => {
             set.push("delivered_at = :now".into());
-            // The effects still to make after it, on the record until they are made.
-            if let Some(seen) = outcome.dead_run_seen {
-                e = e.value(":run_seen", n(seen));
-                set.push("dead_run_seen = :run_seen".into());
+            // The effects still to make after it, on the record until they are made; a run kept
+            // by an earlier success of the delivery (restarted since) is this one's no more.
+            match outcome.dead_run_seen {
+                Some(seen) => {
+                    e = e.value(":run_seen", n(seen));
+                    set.push("dead_run_seen = :run_seen".into());
+                }
+                None => remove.push("dead_run_seen".into()),
             }
             if let Some(result) = outcome.internal_result {
                 e = e.value(":internal_result", s(result));
