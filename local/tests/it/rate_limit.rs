@@ -14,6 +14,8 @@ use local::testkit::World;
 use serde_json::json;
 use shared::domain::change::Change;
 use shared::domain::integration_delivery::{DeliveryStatus, FIRST_DISPATCH_GRACE};
+use shared::clock::Clock;
+use shared::domain::rate_limit::second_of;
 use shared::domain::time::SECOND;
 use std::time::Duration;
 
@@ -335,4 +337,49 @@ async fn a_backlog_drains_at_its_rate_each_delivery_attempted_once_and_cheaply_w
         "{sqs_requests} SQS requests per delivery"
     );
     assert_eq!(dead_letters(&w).await, 0);
+}
+
+#[tokio::test]
+async fn the_attempts_of_a_batch_that_find_their_integrations_run_idle_restart_it_once_with_no_write_refused(
+) {
+    const LIMIT: usize = 10;
+    const BATCH: usize = 8;
+    let w = World::new().await;
+    let small = Receiver::start().await;
+    let limited = limited_subscription(&w, &small, LIMIT as u32).await;
+    // A first delivery begins the integration's run, and the worker remembers it.
+    let first = changes(&w, &limited, 1).await.remove(0);
+    w.pipeline.ingest_pending().await.unwrap();
+    w.pipeline.dispatch_pending().await.unwrap();
+    w.pipeline.work_pending().await.unwrap();
+    assert_eq!(small.count(), 1);
+    // A minute later the run is long idle, and a batch of deliveries comes at once.
+    w.pipeline.clock.advance(60 * SECOND);
+    changes(&w, &limited, BATCH).await;
+    w.pipeline.ingest_pending().await.unwrap();
+    w.pipeline.dispatch_pending().await.unwrap();
+    let meter = &w.pipeline.stack.meter;
+    meter.reset();
+    meter.count_capacity(true);
+    w.pipeline.work_pending().await.unwrap();
+    meter.count_capacity(false);
+
+    assert_eq!(
+        small.count(),
+        1 + BATCH,
+        "the batch fits in the restarted run's second"
+    );
+    let refused = meter.units().get("UpdateItem").map_or(0, |u| u.refused);
+    assert_eq!(refused, 0, "no attempt raced another's restart");
+    // One restart (the run's first slot) and a take for each other attempt.
+    let integration = w.stored_delivery(&limited, &first).await.integration_id;
+    let stack = &w.pipeline.stack;
+    let (dynamo, table) = (&stack.clients.dynamo, &stack.config.delivery_table);
+    let schedule =
+        shared::store::rate_schedule::get(dynamo, table, &limited.account_id, &integration)
+            .await
+            .unwrap()
+            .expect("the integration's schedule");
+    assert_eq!(schedule.taken, BATCH as u64);
+    assert_eq!(schedule.start, second_of(w.pipeline.clock.now()));
 }

@@ -12,7 +12,10 @@
 //!
 //! A container remembers each integration's schedule as it last saw it, so a run that has gone
 //! idle is restarted in one write rather than a take and a restart; one it has not seen yet is
-//! taken from (a take creates a run where there is none). A schedule that cannot be
+//! taken from (a take creates a run where there is none). Within a container, a restart of an
+//! integration's run waits for the takes under way and holds back new ones, and the attempts that
+//! wait for it take from the run it began: no attempt races another of its container with a
+//! restart refused (a write spent for nothing). A schedule that cannot be
 //! written (throttled, unreachable) is treated as full: the lease is given up and the delivery
 //! waits a second or two ([`crate::domain::rate_limit::deferral`]) and is tried again, never lost
 //! and never sent over the limit.
@@ -30,8 +33,9 @@ use crate::store::integration::Integration;
 use crate::store::write::{send, Written};
 use crate::store::StoreError;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::RwLock;
 
 /// Reservations tried before the schedule counts as unwritable (each try lost a race to another
 /// worker's restart).
@@ -61,6 +65,8 @@ pub(crate) fn waiting(d: &Delivery, now: Timestamp) -> Option<Duration> {
 pub(crate) struct RateGate {
     /// Each integration's schedule as last seen.
     seen: Mutex<HashMap<IntegrationId, Schedule>>,
+    /// Each integration's turns: shared by takes, held alone by a restart.
+    turns: Mutex<HashMap<IntegrationId, Arc<RwLock<()>>>>,
 }
 
 impl RateGate {
@@ -77,7 +83,20 @@ impl RateGate {
         let (account, id) = (&integration.account_id, &integration.integration_id);
         let mut seen = self.lock().get(id).copied();
         for _ in 0..TRIES {
-            let (write, restarting) = match Schedule::next_step(seen.as_ref(), now, limit) {
+            let mut step = Schedule::next_step(seen.as_ref(), now, limit);
+            let turns = self.turns(id);
+            // This attempt's turn at the schedule, held until the run it answers with is kept.
+            let (mut _shared, mut _alone) = (None, None);
+            match step {
+                Step::Take => _shared = Some(turns.read_owned().await),
+                Step::Restart { .. } => {
+                    _alone = Some(turns.write_owned().await);
+                    // The takes and restarts this waited for have moved the run on.
+                    seen = self.lock().get(id).copied().or(seen);
+                    step = Schedule::next_step(seen.as_ref(), now, limit);
+                }
+            }
+            let (write, restarting) = match step {
                 Step::Take => (
                     store::rate_schedule::take(table, account, id, now, limit),
                     None,
@@ -99,7 +118,13 @@ impl RateGate {
             };
             seen = item.as_ref().and_then(store::rate_schedule::schedule_of);
             if let Some(s) = seen {
-                self.lock().insert(id.clone(), s);
+                // Answers to concurrent takes come back in any order: the latest run is kept.
+                let mut known = self.lock();
+                let kept = known.entry(id.clone()).or_insert(s);
+                if (s.start, s.taken) > (kept.start, kept.taken) || s.per_second != kept.per_second
+                {
+                    *kept = s;
+                }
             }
             match (applied, restarting, seen) {
                 // Our restart: the run's first slot is ours.
@@ -117,6 +142,11 @@ impl RateGate {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IntegrationId, Schedule>> {
         self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn turns(&self, id: &IntegrationId) -> Arc<RwLock<()>> {
+        let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
+        turns.entry(id.clone()).or_default().clone()
     }
 }
 
