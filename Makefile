@@ -5,7 +5,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 VENV := .venv/bin
 
-.PHONY: help demo test venv emulator-start emulator-stop lint-template lint build deploy-build deploy smoke bench chaos fmt
+.PHONY: help demo test venv emulator-start emulator-stop lint-template lint build deploy-build deploy smoke bench bench-processes chaos fmt
 
 help:
 	@echo "make demo   - run the delivery pipeline end to end on the local emulator, then serve the console (DEMO_EXIT=1: end after the story)"
@@ -16,6 +16,7 @@ help:
 	@echo "make deploy ENV=dev - sam deploy --config-env ENV of that build (dev, staging, prod)"
 	@echo "make smoke  - smoke test of a running stack (RHYTHM_API_URL, RHYTHM_OPERATOR_TOKEN; SMOKE_ARGS: scripts/smoke.sh)"
 	@echo "make bench  - pipeline benchmark on the local emulator"
+	@echo "make bench-processes - the delivery functions' release binaries as processes: CPU per delivery (CHANGES=2000 RUNS=3)"
 	@echo "make chaos  - the chaos run, large (CHANGES=5000 SUBSCRIPTIONS=3 SEED=1 WAVE=500; e.g. CHANGES=10000); JSON report in target/chaos/"
 
 venv:
@@ -57,6 +58,9 @@ smoke:
 
 bench:
 	@scripts/bench.sh
+
+bench-processes:
+	@CHANGES=$(CHANGES) RUNS=$(RUNS) scripts/process-bench.sh
 
 chaos:
 	@CHANGES=$(CHANGES) SUBSCRIPTIONS=$(SUBSCRIPTIONS) SEED=$(SEED) WAVE=$(WAVE) scripts/chaos.sh

@@ -61,12 +61,28 @@ impl RunningFunction {
     /// Starts the binary of the template's function `logical_id` on `t`, and waits until it
     /// asks for its first event.
     pub async fn start(t: &TestStack, logical_id: &str) -> Result<Self> {
+        Self::start_from(t, logical_id, None).await
+    }
+
+    /// [`Self::start`] with the binary of the build in `profile_dir` (`target/release`, …;
+    /// `None`: the debug build).
+    pub async fn start_from(
+        t: &TestStack,
+        logical_id: &str,
+        profile_dir: Option<&Path>,
+    ) -> Result<Self> {
         let template = Template::load_project()?;
         let spec = template
             .function(logical_id)
             .ok_or_else(|| anyhow!("template.yaml declares no function {logical_id}"))?
             .clone();
-        let binary = binary_path(&spec.binary)?;
+        let binary = match profile_dir {
+            None => binary_path(&spec.binary)?,
+            Some(dir) => dir.join(&spec.binary),
+        };
+        if !binary.is_file() {
+            bail!("{} does not exist: build it first", binary.display());
+        }
         let name = format!("{}-{logical_id}", t.stack.prefix);
         let region = t
             .sdk
@@ -128,6 +144,12 @@ impl RunningFunction {
         .await
     }
 
+    /// The CPU time the process has used so far: user and system, all its threads (those
+    /// ended too), from `/proc/<pid>/stat` (Linux; in clock ticks of 10 ms).
+    pub fn cpu(&self) -> Result<Duration> {
+        process_cpu(self.child.id())
+    }
+
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
@@ -181,6 +203,24 @@ impl Drop for RunningFunction {
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.log);
     }
+}
+
+/// User plus system CPU time of process `pid`, all threads, from `/proc/<pid>/stat`.
+pub fn process_cpu(pid: u32) -> Result<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The fields after the command name (in parentheses, which may hold spaces): utime and stime
+    // are the 12th and 13th of them (the 14th and 15th of the line).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| -> Result<u64> {
+        let field = fields
+            .get(i)
+            .ok_or_else(|| anyhow!("/proc/{pid}/stat is short"))?;
+        Ok(field.parse()?)
+    };
+    let total = ticks(11)? + ticks(12)?;
+    // USER_HZ is 100 on Linux.
+    Ok(Duration::from_millis(total * 10))
 }
 
 /// The whole environment of the function's process (nothing of the test process's own):

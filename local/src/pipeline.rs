@@ -2,8 +2,11 @@
 //! changes stream into ingest, the delivery table's stream into the dispatcher, the delivery queue
 //! into the worker; the dispatcher's sweep runs when the (manual) clock moves.
 
+use crate::fixtures::Fixtures;
+use crate::function_process::RunningFunction;
 use crate::logs::LogCapture;
 use crate::queues::QueueReport;
+use crate::runtime_api::Answer;
 use crate::streams::StreamTap;
 use crate::test_stack::TestStack;
 use anyhow::Result;
@@ -42,6 +45,8 @@ pub struct Pipeline {
     pub billed: Billed,
     /// With CPU accounting ([`Pipeline::measured`]): each function's own runtime and thread.
     containers: Option<Containers>,
+    /// Run as they ship ([`Pipeline::in_processes`]): each function's real binary.
+    pub processes: Option<Processes>,
     /// With CPU accounting: what each function logged, at the functions' default level (the
     /// subscriber of their `main`, installed on each function's thread).
     pub logs: FunctionLogs,
@@ -128,6 +133,42 @@ struct Containers {
     ingest: Container,
     dispatch: Container,
     deliver: Container,
+}
+
+/// The three functions on a delivery's path, each a binary of its own running under a Runtime
+/// API of its own (`crate::function_process`), as a Lambda container runs it.
+pub struct Processes {
+    pub ingest: Mutex<RunningFunction>,
+    pub dispatch: Mutex<RunningFunction>,
+    pub deliver: Mutex<RunningFunction>,
+}
+
+impl Processes {
+    /// Each function's process CPU time so far (user and system, all threads).
+    pub async fn cpu(&self) -> Result<[(&'static str, Duration); 3]> {
+        Ok([
+            ("ingest", self.ingest.lock().await.cpu()?),
+            ("dispatch", self.dispatch.lock().await.cpu()?),
+            ("deliver", self.deliver.lock().await.cpu()?),
+        ])
+    }
+}
+
+/// Where a function's invocations run: on the caller's runtime, on a container of the measured
+/// pipeline, or in the function's process.
+#[derive(Clone, Copy)]
+enum Host<'a> {
+    Caller,
+    Container(&'a Container),
+    Process(&'a Mutex<RunningFunction>),
+}
+
+/// A function on a delivery's path.
+#[derive(Clone, Copy)]
+enum Stage {
+    Ingest,
+    Dispatch,
+    Deliver,
 }
 
 type Job = Box<dyn FnOnce(&tokio::runtime::Runtime) + Send>;
@@ -222,6 +263,52 @@ impl Pipeline {
         Self::build(TestStack::new().await, true)
     }
 
+    /// A pipeline whose three delivery functions run as the binaries built in `profile_dir`
+    /// (`target/release`, …), each a process under a Runtime API of its own, handed the event
+    /// source mappings' batches as JSON: what the bench measures a function's process CPU by.
+    /// The processes keep the real clock (the pipeline's clock must not be moved) and their own
+    /// SDK clients (the stack's meter does not count their requests).
+    pub async fn in_processes(profile_dir: &std::path::Path) -> Result<Self> {
+        let mut p = Self::build(TestStack::new().await, false);
+        let start = |id| RunningFunction::start_from(&p.stack, id, Some(profile_dir));
+        let processes = Processes {
+            ingest: Mutex::new(start("IngestFunction").await?),
+            dispatch: Mutex::new(start("DispatchFunction").await?),
+            deliver: Mutex::new(start("DeliverFunction").await?),
+        };
+        p.processes = Some(processes);
+        Ok(p)
+    }
+
+    /// Fixtures on this pipeline's stack, made at its clock's time.
+    pub fn fixtures(&self) -> Fixtures<'_> {
+        Fixtures {
+            clients: &self.stack.clients,
+            table: &self.stack.config.delivery_table,
+            signing_key_id: &self.stack.config.signing_key_id,
+            now: self.now(),
+        }
+    }
+
+    /// Where `stage`'s invocations run.
+    fn host(&self, stage: Stage) -> Host<'_> {
+        if let Some(p) = &self.processes {
+            return Host::Process(match stage {
+                Stage::Ingest => &p.ingest,
+                Stage::Dispatch => &p.dispatch,
+                Stage::Deliver => &p.deliver,
+            });
+        }
+        match &self.containers {
+            None => Host::Caller,
+            Some(c) => Host::Container(match stage {
+                Stage::Ingest => &c.ingest,
+                Stage::Dispatch => &c.dispatch,
+                Stage::Deliver => &c.deliver,
+            }),
+        }
+    }
+
     fn build(stack: TestStack, measured: bool) -> Self {
         let clock = ManualClock::starting_now();
         let shared_clock: Arc<dyn Clock> = Arc::new(clock.clone());
@@ -261,6 +348,7 @@ impl Pipeline {
             deliveries,
             billed: Billed::default(),
             containers,
+            processes: None,
             logs,
         }
     }
@@ -287,10 +375,9 @@ impl Pipeline {
         let mut tap = self.changes.lock().await;
         let r = tap
             .drain(|event| {
-                let container = self.containers.as_ref().map(|c| &c.ingest);
                 self.invoke_with(
                     &self.billed.ingest,
-                    container,
+                    self.host(Stage::Ingest),
                     &self.ingest,
                     event,
                     |h, event| async move { h.handle(event).await },
@@ -313,22 +400,20 @@ impl Pipeline {
         let mut tap = self.deliveries.lock().await;
         let r = tap
             .drain(|event| {
-                let container = self.containers.as_ref().map(|c| &c.dispatch);
                 // Through the function's own entry, its payload parsed as the function parses it.
                 let answer = self.invoke_with(
                     &self.billed.dispatch,
-                    container,
+                    self.host(Stage::Dispatch),
                     &self.dispatcher,
                     Invocation::Stream(event),
                     |h, invocation| async move {
                         h.handle_invocation(invocation, &CapturedEmf::default())
                             .await
-                            .map_err(|e| e.to_string())
+                            .expect("a stream batch is dispatched")
                     },
                 );
                 async move {
-                    let answer = answer.await.expect("a stream batch is dispatched");
-                    serde_json::from_value::<DynamoDbEventResponse>(answer)
+                    serde_json::from_value::<DynamoDbEventResponse>(answer.await)
                         .expect("the dispatcher answers a stream batch's failures")
                 }
             })
@@ -341,10 +426,9 @@ impl Pipeline {
         let tap = self.stack.queue("DeliveryQueue");
         tap.drain(
             |event| {
-                let container = self.containers.as_ref().map(|c| &c.deliver);
                 self.invoke_with(
                     &self.billed.deliver,
-                    container,
+                    self.host(Stage::Deliver),
                     &self.worker,
                     event,
                     |h, event| async move { h.handle(event).await },
@@ -357,11 +441,13 @@ impl Pipeline {
 
     /// One invocation of a function's handler with `event` (`call` on both), billed to `billed`.
     /// With CPU accounting, as the Lambda runtime hands it over: the event's JSON is parsed and
-    /// the response serialised inside the invocation, on the function's container.
+    /// the response serialised inside the invocation, on the function's container. In a process:
+    /// the event's JSON handed to the function's binary, its answer parsed (a process that
+    /// answers with an error, or not at all, is a broken bench: it panics).
     async fn invoke_with<H, E, T, Fut>(
         &self,
         billed: &BilledTime,
-        container: Option<&Container>,
+        host: Host<'_>,
         handler: &Arc<H>,
         event: E,
         call: impl FnOnce(Arc<H>, E) -> Fut + Send + 'static,
@@ -369,14 +455,30 @@ impl Pipeline {
     where
         H: Send + Sync + 'static,
         E: serde::Serialize + serde::de::DeserializeOwned + 'static,
-        T: serde::Serialize + Send + 'static,
+        T: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
         Fut: std::future::Future<Output = T> + 'static,
     {
-        if container.is_none() {
-            return billed.time(call(handler.clone(), event)).await;
-        }
+        let container = match host {
+            Host::Caller => return billed.time(call(handler.clone(), event)).await,
+            Host::Process(process) => {
+                let payload = serde_json::to_value(&event).expect("a Lambda event serialises");
+                let mut process = process.lock().await;
+                let answer = billed.time(process.invoke(&payload)).await;
+                return match answer {
+                    Ok(Answer::Response(out)) => {
+                        serde_json::from_value(out).expect("the function's answer parses")
+                    }
+                    other => panic!(
+                        "{} answered {other:?}; its output:\n{}",
+                        process.spec.binary,
+                        process.log()
+                    ),
+                };
+            }
+            Host::Container(container) => container,
+        };
         let json = serde_json::to_vec(&event).expect("a Lambda event serialises");
-        self.invoke(billed, container, handler, move |h| async move {
+        self.invoke(billed, Some(container), handler, move |h| async move {
             let event: E = serde_json::from_slice(&json).expect("a Lambda event parses");
             let out = call(h, event).await;
             std::hint::black_box(serde_json::to_vec(&out).expect("a response serialises"));

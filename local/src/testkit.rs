@@ -134,12 +134,7 @@ impl World {
 
     /// The plain fixture writer (as the demo and the benchmarks use it), at the world's now.
     pub fn fixtures(&self) -> Fixtures<'_> {
-        Fixtures {
-            clients: &self.pipeline.stack.clients,
-            table: &self.pipeline.stack.config.delivery_table,
-            signing_key_id: &self.pipeline.stack.config.signing_key_id,
-            now: self.pipeline.now(),
-        }
+        self.pipeline.fixtures()
     }
 
     /// Writes an integration as it is now (e.g. with its consent withdrawn).

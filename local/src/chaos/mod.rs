@@ -20,7 +20,7 @@ mod schedule;
 pub use schedule::{lead, sdk_schedule};
 
 use crate::faults::CompressedSleep;
-use crate::fixtures::{catalog_change, Fixtures};
+use crate::fixtures::catalog_change;
 use crate::pipeline::Pipeline;
 use crate::queues::QueueTap;
 use crate::request_kinds::KINDS;
@@ -346,12 +346,7 @@ async fn run_wave(config: &ChaosConfig, index: usize, changes: usize) -> Result<
     let hang = config.attempt_timeout * 3;
     let mut endpoints = Vec::new();
     let mut subscriptions = Vec::new();
-    let f = Fixtures {
-        clients: &p.stack.clients,
-        table: &p.stack.config.delivery_table,
-        signing_key_id: &p.stack.config.signing_key_id,
-        now: p.now(),
-    };
+    let f = p.fixtures();
     let account = f.account(&["admin@example.com"]).await?;
     for i in 0..config.subscriptions {
         let e = Endpoint::start(wave_seed, i, behaviour(i), p.clock.clone(), hang).await;

@@ -2,7 +2,7 @@
 //! meet what AWS answers under contention and load, with the SDK's own retry policy in place.
 
 use local::faults::{Fault, Matcher};
-use local::fixtures::{catalog_change, Fixtures};
+use local::fixtures::catalog_change;
 use local::pipeline::Pipeline;
 use local::receiver::{Receiver, Reply};
 use local::testkit::id;
@@ -14,12 +14,7 @@ use shared::store::subscription::Subscription;
 use std::time::Duration;
 
 async fn webhook_subscription(p: &Pipeline, r: &Receiver) -> (String, Subscription) {
-    let f = Fixtures {
-        clients: &p.stack.clients,
-        table: &p.stack.config.delivery_table,
-        signing_key_id: &p.stack.config.signing_key_id,
-        now: p.now(),
-    };
+    let f = p.fixtures();
     let account = f.account(&["admin@example.com"]).await.unwrap();
     let integration = f
         .webhook(&account.account_id, r.url("/hooks/rhythm"))

@@ -4,17 +4,19 @@
 //!
 //!   bench [--changes N] [--json] [--noisy-only] [--sdk-cost N] [--only SCENARIO] [--sdk NAME]
 //!         [--endpoint-rules N [aws|emulator]] [--backlog N]
+//!   bench --processes DIR [--changes N] [--runs K]
 //!
 //! `--backlog N`: the "rate-limited backlog" scenario's backlog (2,000 by default: 400 s of its
 //! rate, 200 s on its clock; 10,000 takes the emulator about 26 minutes).
 
 mod memory;
 mod noisy;
+mod processes;
 mod rate_backlog;
 mod sdk_cost;
 
 use anyhow::Result;
-use local::fixtures::{catalog_change, Fixtures};
+use local::fixtures::catalog_change;
 use local::metering::{Units, DYNAMO_READS, DYNAMO_WRITES};
 use local::pipeline::Pipeline;
 use local::receiver::{Receiver, Reply};
@@ -33,19 +35,7 @@ use tracing::instrument::WithSubscriber;
 
 /// CPU time this process has used (user + system), from /proc (Linux).
 fn cpu_time() -> std::time::Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command name (which is in parentheses and may hold spaces).
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
-    let total = ticks(11) + ticks(12);
-    std::time::Duration::from_millis(total * 1000 / 100) // USER_HZ is 100 on Linux
+    local::function_process::process_cpu(std::process::id()).unwrap_or_default()
 }
 
 struct Scenario {
@@ -223,57 +213,7 @@ pub(crate) fn batch_size(function: &str, event: &str) -> usize {
 async fn run(name: &str, changes: usize, fan_out: usize, setup: Setup) -> Result<Scenario> {
     let p = Pipeline::measured().await;
     let receiver = Receiver::start().await;
-    let f = Fixtures {
-        clients: &p.stack.clients,
-        table: &p.stack.config.delivery_table,
-        signing_key_id: &p.stack.config.signing_key_id,
-        now: p.now(),
-    };
-    let account = f.account(&[]).await?;
-    for i in 0..fan_out {
-        let mut integration = f
-            .webhook(&account.account_id, receiver.url(&format!("/bench/{i}")))
-            .await?;
-        if setup.authenticated() {
-            integration = f
-                .with_basic_auth(&integration, BENCH_USER, BENCH_PASSWORD)
-                .await?;
-        }
-        if setup.rate_limited() {
-            // At most half the scenario's deliveries a second: what a limited integration pays
-            // for its counter (those over the limit wait and come back, below).
-            integration.rate_limit_per_second = Some((changes as u32).div_ceil(2));
-            f.save_integration(&integration).await?;
-        }
-        let filter = matches!(setup, Setup::FilteredOut)
-            .then(|| json!({"field": "record.price", "gt": 1000}));
-        f.subscription(
-            &integration,
-            &["catalog_item"],
-            filter,
-            &["sku", "name", "price"],
-            RetryPolicy::FixedSchedule,
-        )
-        .await?;
-    }
-    if matches!(setup, Setup::OneRetry) {
-        receiver.script(std::iter::repeat_n(Reply::Status(503), changes * fan_out));
-    }
-    if setup.authenticated() {
-        // The receiver demands the credential: a delivery without it would not count.
-        let expected = basic_authorization(BENCH_USER, &Credential::new(BENCH_PASSWORD.into()));
-        receiver.set_responder(std::sync::Arc::new(move |r| {
-            Reply::Status(if r.header("authorization") == Some(expected.as_str()) {
-                200
-            } else {
-                401
-            })
-        }));
-    }
-    for i in 0..changes {
-        p.write_change(&catalog_change(&account.account_id, p.now(), i as f64))
-            .await?;
-    }
+    prepare(&p, &receiver, changes, fan_out, setup).await?;
     p.stack.meter.reset();
     p.stack.meter.count_capacity(true);
     p.billed.reset();
@@ -331,6 +271,64 @@ async fn run(name: &str, changes: usize, fan_out: usize, setup: Setup) -> Result
         function_cpu: function_cpu(&p),
         log_bytes: log_bytes(&p),
     })
+}
+
+/// A scenario's account, `fan_out` webhook integrations to `receiver` (with `setup`'s features)
+/// and their subscriptions, and its `changes` written to the changes table.
+async fn prepare(
+    p: &Pipeline,
+    receiver: &Receiver,
+    changes: usize,
+    fan_out: usize,
+    setup: Setup,
+) -> Result<()> {
+    let f = p.fixtures();
+    let account = f.account(&[]).await?;
+    for i in 0..fan_out {
+        let mut integration = f
+            .webhook(&account.account_id, receiver.url(&format!("/bench/{i}")))
+            .await?;
+        if setup.authenticated() {
+            integration = f
+                .with_basic_auth(&integration, BENCH_USER, BENCH_PASSWORD)
+                .await?;
+        }
+        if setup.rate_limited() {
+            // At most half the scenario's deliveries a second: what a limited integration pays
+            // for its counter (those over the limit wait and come back, below).
+            integration.rate_limit_per_second = Some((changes as u32).div_ceil(2));
+            f.save_integration(&integration).await?;
+        }
+        let filter = matches!(setup, Setup::FilteredOut)
+            .then(|| json!({"field": "record.price", "gt": 1000}));
+        f.subscription(
+            &integration,
+            &["catalog_item"],
+            filter,
+            &["sku", "name", "price"],
+            RetryPolicy::FixedSchedule,
+        )
+        .await?;
+    }
+    if matches!(setup, Setup::OneRetry) {
+        receiver.script(std::iter::repeat_n(Reply::Status(503), changes * fan_out));
+    }
+    if setup.authenticated() {
+        // The receiver demands the credential: a delivery without it would not count.
+        let expected = basic_authorization(BENCH_USER, &Credential::new(BENCH_PASSWORD.into()));
+        receiver.set_responder(std::sync::Arc::new(move |r| {
+            Reply::Status(if r.header("authorization") == Some(expected.as_str()) {
+                200
+            } else {
+                401
+            })
+        }));
+    }
+    for i in 0..changes {
+        p.write_change(&catalog_change(&account.account_id, p.now(), i as f64))
+            .await?;
+    }
+    Ok(())
 }
 
 #[derive(Clone, Copy)]
@@ -519,12 +517,7 @@ async fn latency(changes: usize, per_second: u64) -> Result<Value> {
     use std::sync::atomic::{AtomicBool, Ordering};
     let p = Pipeline::new().await;
     let receiver = Receiver::start().await;
-    let f = Fixtures {
-        clients: &p.stack.clients,
-        table: &p.stack.config.delivery_table,
-        signing_key_id: &p.stack.config.signing_key_id,
-        now: p.now(),
-    };
+    let f = p.fixtures();
     let account = f.account(&[]).await?;
     noisy::subscribe_webhook(&f, &account.account_id, receiver.url("/latency")).await?;
     let done = AtomicBool::new(false);
@@ -851,6 +844,20 @@ async fn main() -> Result<()> {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
+    // `--processes DIR`: the delivery functions' binaries in DIR, as processes (see `processes`).
+    if let Some(dir) = args
+        .iter()
+        .position(|a| a == "--processes")
+        .and_then(|i| args.get(i + 1))
+    {
+        let runs = args
+            .iter()
+            .position(|a| a == "--runs")
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(3);
+        return processes::compare(std::path::Path::new(dir), changes, runs).await;
+    }
     let b = batches();
     let prices = Prices::load();
     let utilisation = provisioned_utilisation();

@@ -3,7 +3,7 @@
 
 use crate::{batch_size, call, pull_setup};
 use anyhow::Result;
-use local::fixtures::{catalog_change, Fixtures};
+use local::fixtures::catalog_change;
 use local::pipeline::Pipeline;
 use local::receiver::{Receiver, Reply};
 use serde_json::{json, Value};
@@ -272,12 +272,7 @@ pub(crate) async fn memory_per_batch() -> Result<Vec<HeapPeak>> {
         batch_size("DeliverFunction", "Work"),
     );
     let p = Pipeline::new().await;
-    let f = Fixtures {
-        clients: &p.stack.clients,
-        table: &p.stack.config.delivery_table,
-        signing_key_id: &p.stack.config.signing_key_id,
-        now: p.now(),
-    };
+    let f = p.fixtures();
     let account = f.account(&[]).await?;
     let integration = f
         .webhook(&account.account_id, receiver.url("/memory"))
@@ -453,12 +448,7 @@ pub(crate) async fn hostile_receiver(status: u16) -> Result<()> {
     let hostile = ChildReceiver::start_with(&["--stream", &status.to_string()])?;
     let n = batch_size("DeliverFunction", "Work");
     let p = Pipeline::new().await;
-    let f = Fixtures {
-        clients: &p.stack.clients,
-        table: &p.stack.config.delivery_table,
-        signing_key_id: &p.stack.config.signing_key_id,
-        now: p.now(),
-    };
+    let f = p.fixtures();
     let mut subscriptions = Vec::new();
     for receiver in [&normal, &hostile] {
         let account = f.account(&[]).await?;

@@ -91,12 +91,7 @@ async fn run(mode: Mode) -> Result<(Value, Value)> {
     if mode != Mode::RateLimited {
         hanging.set_default(Reply::Hang(TIMEOUT * 5));
     }
-    let f = Fixtures {
-        clients: &p.stack.clients,
-        table: &p.stack.config.delivery_table,
-        signing_key_id: &p.stack.config.signing_key_id,
-        now: p.now(),
-    };
+    let f = p.fixtures();
     let mut accounts = Vec::new();
     for i in 0..=QUIET_ACCOUNTS {
         let account = f.account(&[]).await?;

@@ -9,7 +9,7 @@
 
 use anyhow::Result;
 use local::fast_clock::{fast_worker, run_fast};
-use local::fixtures::{catalog_change, Fixtures};
+use local::fixtures::catalog_change;
 use local::metering::DYNAMO_WRITES;
 use local::pipeline::Pipeline;
 use local::receiver::Receiver;
@@ -33,12 +33,7 @@ const ROLLUP_EVERY: Duration = Duration::from_secs(120);
 pub(crate) async fn rate_limited_backlog(changes: usize) -> Result<Value> {
     let p = Pipeline::new().await;
     let receiver = Receiver::start().await;
-    let f = Fixtures {
-        clients: &p.stack.clients,
-        table: &p.stack.config.delivery_table,
-        signing_key_id: &p.stack.config.signing_key_id,
-        now: p.now(),
-    };
+    let f = p.fixtures();
     let account = f.account(&[]).await?;
     let mut integration = f
         .webhook(&account.account_id, receiver.url("/backlog"))
