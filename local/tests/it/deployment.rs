@@ -1853,6 +1853,37 @@ fn ingest_receives_at_most_a_hundred_changes_an_invocation_as_the_local_stream_t
     );
 }
 
+/// The windows `DeliveryBatchingWindowSeconds` allows (seconds).
+fn batching_windows() -> Vec<u64> {
+    list(&template()["Parameters"]["DeliveryBatchingWindowSeconds"]["AllowedValues"])
+        .iter()
+        .map(|v| seconds(v, "an allowed batching window"))
+        .collect()
+}
+
+/// The three mappings on a delivery's path take their batching window from one parameter, from
+/// no wait to a second, a second by default (the notification mapping keeps its own second).
+#[test]
+fn the_batching_window_on_a_deliverys_path_is_a_setting_from_none_to_a_second() {
+    assert_eq!(batching_windows(), [0, 1]);
+    let parameter = &template()["Parameters"]["DeliveryBatchingWindowSeconds"];
+    assert_eq!(parameter["Default"].as_u64(), Some(1));
+    for (function, event) in [
+        ("IngestFunction", "Changes"),
+        ("DispatchFunction", "NewWork"),
+        ("DeliverFunction", "Work"),
+    ] {
+        let window = &resource(function)["Properties"]["Events"][event]["Properties"]
+            ["MaximumBatchingWindowInSeconds"];
+        assert!(
+            is_ref(window, "DeliveryBatchingWindowSeconds"),
+            "{function} {event}: {window:?}"
+        );
+    }
+    let notices = &resource("NotifyFunction")["Properties"]["Events"]["Notices"]["Properties"];
+    assert_eq!(notices["MaximumBatchingWindowInSeconds"].as_u64(), Some(1));
+}
+
 fn seconds(v: &Value, what: &str) -> u64 {
     v.as_u64()
         .unwrap_or_else(|| panic!("{what} is a number of seconds"))
@@ -1871,10 +1902,12 @@ fn the_delivery_workers_worst_batch_fits_its_timeout_and_the_queue_outwaits_it()
     let timeout = seconds(&function["Timeout"], "DeliverFunction's Timeout");
     let work = &function["Events"]["Work"]["Properties"];
     let batch = seconds(&work["BatchSize"], "the Work event's BatchSize");
-    let window = seconds(
+    // The longest window the parameter allows.
+    assert!(is_ref(
         &work["MaximumBatchingWindowInSeconds"],
-        "the Work event's MaximumBatchingWindowInSeconds",
-    );
+        "DeliveryBatchingWindowSeconds"
+    ));
+    let window = batching_windows().into_iter().max().unwrap();
     assert!(
         work["ScalingConfig"]["MaximumConcurrency"]
             .as_u64()

@@ -6,6 +6,7 @@
 //!         [--endpoint-rules N [aws|emulator]] [--backlog N]
 //!   bench --processes DIR [--changes N] [--runs K]
 //!
+//! `--only latency`: change → webhook at both ends of the batching window setting.
 //! `--backlog N`: the "rate-limited backlog" scenario's backlog (2,000 by default: 400 s of its
 //! rate, 200 s on its clock; 10,000 takes the emulator about 26 minutes).
 
@@ -193,11 +194,17 @@ fn system_log_level() -> String {
 /// A `MaximumBatchingWindowInSeconds` of template.yaml (none: Lambda's stream default, 0).
 fn batching_window(function: &str, event: &str) -> std::time::Duration {
     let doc = template_doc();
-    let seconds = doc["Resources"][function]["Properties"]["Events"][event]["Properties"]
-        ["MaximumBatchingWindowInSeconds"]
-        .as_u64()
-        .unwrap_or(0);
-    std::time::Duration::from_secs(seconds)
+    let window = &doc["Resources"][function]["Properties"]["Events"][event]["Properties"]
+        ["MaximumBatchingWindowInSeconds"];
+    // A parameter's (`DeliveryBatchingWindowSeconds`): its default.
+    let seconds = match window {
+        serde_yaml::Value::Tagged(t) if t.tag == "!Ref" => {
+            let parameter = t.value.as_str().unwrap_or_default();
+            doc["Parameters"][parameter]["Default"].as_u64()
+        }
+        other => other.as_u64(),
+    };
+    std::time::Duration::from_secs(seconds.unwrap_or(0))
 }
 
 /// A BatchSize of template.yaml.
@@ -512,7 +519,9 @@ async fn run_pull(changes: usize) -> Result<Scenario> {
 /// source mapping does: a batch is handed over when it is full or when the mapping's batching
 /// window (`MaximumBatchingWindowInSeconds` in template.yaml) has passed, so the batches fill as
 /// a steady trickle fills them in AWS and the invocations are counted at that fill.
-async fn latency(changes: usize, per_second: u64) -> Result<Value> {
+/// `window`: the three windows as `DeliveryBatchingWindowSeconds` sets them (`None`: the
+/// template's default).
+async fn latency(changes: usize, per_second: u64, window: Option<u64>) -> Result<Value> {
     use std::collections::HashMap;
     use std::sync::atomic::{AtomicBool, Ordering};
     let p = Pipeline::new().await;
@@ -526,10 +535,18 @@ async fn latency(changes: usize, per_second: u64) -> Result<Value> {
         batching_window("IngestFunction", "Changes"),
         batching_window("DispatchFunction", "NewWork"),
         batching_window("DeliverFunction", "Work"),
+    ]
+    .map(|w| window.map_or(w, std::time::Duration::from_secs));
+    // Without a window Lambda still polls a stream's shard at its base rate, four times a second;
+    // an SQS mapping's long poll answers as soon as a message is there.
+    let waits = [
+        windows[0].max(STREAM_POLL),
+        windows[1].max(STREAM_POLL),
+        windows[2],
     ];
     let poll = |stage: usize| {
         let (p, done) = (&p, &done);
-        let (full, window) = ([b.ingest, b.dispatch, b.deliver][stage], windows[stage]);
+        let (full, window) = ([b.ingest, b.dispatch, b.deliver][stage], waits[stage]);
         async move {
             while !done.load(Ordering::Relaxed) {
                 let moved = match stage {
@@ -579,6 +596,7 @@ async fn latency(changes: usize, per_second: u64) -> Result<Value> {
         .sum::<u64>();
     Ok(json!({
         "changes": changes,
+        "batching_window_s": windows[0].as_secs(),
         "lambda_invocations_per_delivery": invocations as f64 / millis.len().max(1) as f64,
         "written_per_second": per_second,
         "delivered": millis.len(),
@@ -586,6 +604,31 @@ async fn latency(changes: usize, per_second: u64) -> Result<Value> {
         "p99_ms": pick(0.99),
         "max_ms": millis.last().copied().unwrap_or(f64::NAN),
     }))
+}
+
+/// How often Lambda polls a stream's shard without a batching window (four times a second).
+const STREAM_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// The latency run at both ends of `DeliveryBatchingWindowSeconds`: its default (a second),
+/// and no window.
+async fn latencies(changes: usize) -> Result<[Value; 2]> {
+    Ok([
+        latency(changes, 10, None).await?,
+        latency(changes, 10, Some(0)).await?,
+    ])
+}
+
+fn print_latency(l: &Value) {
+    let ms = |k: &str| l[k].as_f64().unwrap_or(f64::NAN);
+    println!(
+        "latency, change written → webhook called ({} changes at {}/s, batching windows of {} s): p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
+        l["delivered"], l["written_per_second"], l["batching_window_s"],
+        ms("p50_ms"), ms("p99_ms"), ms("max_ms")
+    );
+    println!(
+        "  Lambda invocations per delivery at that trickle's batch fill: {:.3}",
+        ms("lambda_invocations_per_delivery")
+    );
 }
 
 /// Each function's CPU milliseconds per delivery, and their `total`.
@@ -877,6 +920,16 @@ async fn main() -> Result<()> {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(2_000);
+    // `--only latency`: the latency run at both ends of the batching window.
+    if args
+        .windows(2)
+        .any(|w| w[0] == "--only" && w[1] == "latency")
+    {
+        for l in &latencies(changes.min(100)).await? {
+            print_latency(l);
+        }
+        return Ok(());
+    }
     // `--only "rate-limited backlog"`: its own figures (not a row of the scenarios' table).
     if args
         .windows(2)
@@ -945,7 +998,7 @@ async fn main() -> Result<()> {
         return Ok(());
     }
     let raw_rate = emulator_conditional_writes_per_second().await?;
-    let latency = latency(changes.min(100), 10).await?;
+    let latencies = latencies(changes.min(100)).await?;
     let scenarios = run_scenarios(changes, None).await?;
     let noisy = noisy::noisy_neighbour().await?;
     let backlog = rate_backlog::rate_limited_backlog(backlog).await?;
@@ -965,6 +1018,7 @@ async fn main() -> Result<()> {
     doc["process_vm_hwm_bytes"] = json!(vm_hwm);
     doc["noisy_neighbour"] = noisy.clone();
     doc["rate_limited_backlog"] = backlog.clone();
+    doc["latency"] = json!(latencies);
     if let Some(path) = &json_path {
         if let Some(dir) = std::path::Path::new(path).parent() {
             std::fs::create_dir_all(dir)?;
@@ -1035,17 +1089,9 @@ async fn main() -> Result<()> {
         "        capacity-hours at the {:.0} % utilisation its scaling keeps (idle capacity costs more)",
         utilisation * 100.0
     );
-    println!(
-        "latency, change written → webhook called ({} changes at {}/s): p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
-        latency["delivered"], latency["written_per_second"],
-        latency["p50_ms"].as_f64().unwrap_or(f64::NAN),
-        latency["p99_ms"].as_f64().unwrap_or(f64::NAN),
-        latency["max_ms"].as_f64().unwrap_or(f64::NAN)
-    );
-    println!(
-        "  Lambda invocations per delivery at that trickle's batch fill (each mapping's batching window): {:.3}",
-        latency["lambda_invocations_per_delivery"].as_f64().unwrap_or(f64::NAN)
-    );
+    for l in &latencies {
+        print_latency(l);
+    }
     println!("\nthe functions' own CPU ms per delivery (each function's thread CPU clock across its invocations):");
     println!(
         "{:<32} {:>8} {:>8} {:>8} {:>8}",
