@@ -9,7 +9,10 @@ use shared::runtime::{deadline_of, Context};
 #[global_allocator]
 static ALLOC: shared::alloc::Allocator = shared::alloc::Allocator;
 
-#[tokio::main]
+// One thread: a container runs one invocation at a time, and a batch's work is concurrent futures
+// on it; a multi-threaded runtime spent a fifth more CPU per delivery (BENCHMARKS.md, "CPU per
+// delivery of the functions").
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_runtime::Error> {
     let ctx = Context::from_env().await?;
     let worker = &DeliveryWorker::new(ctx.clients, ctx.config, ctx.clock);

@@ -8,7 +8,10 @@ use shared::runtime::Context;
 #[global_allocator]
 static ALLOC: shared::alloc::Allocator = shared::alloc::Allocator;
 
-#[tokio::main]
+// One thread: a container runs one invocation at a time, and a batch's work is concurrent futures
+// on it; a multi-threaded runtime spent a fifth more CPU per delivery (BENCHMARKS.md, "CPU per
+// delivery of the functions").
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_runtime::Error> {
     let ctx = Context::from_env().await?;
     let ingest = &Ingest::new(ctx.clients, ctx.config, ctx.clock);

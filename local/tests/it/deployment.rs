@@ -2990,7 +2990,7 @@ async fn the_dispatchers_stream_filter_passes_exactly_the_records_its_code_acts_
 /// allocator the bench's counting allocator forwards to: a function built on glibc's malloc
 /// would run slower than the bench says (BENCHMARKS.md, "The allocator").
 #[test]
-fn every_deployed_function_runs_on_the_allocator_the_bench_measures() {
+fn every_deployed_function_runs_on_the_allocator_and_runtime_the_bench_measures() {
     let installs = |main: &str| {
         let mut lines = main.lines().map(str::trim);
         while let Some(line) = lines.next() {
@@ -3014,6 +3014,13 @@ fn every_deployed_function_runs_on_the_allocator_the_bench_measures() {
             installs(&main),
             "functions/{binary}/src/main.rs ({function}) does not install shared::alloc::Allocator"
         );
+        // The functions on a delivery's path run the runtime flavour the bench measured cheapest.
+        if ["ingest", "dispatch", "deliver"].contains(&binary) {
+            assert!(
+                main.contains("#[tokio::main(flavor = \"current_thread\")]"),
+                "functions/{binary}/src/main.rs runs a current-thread runtime"
+            );
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //!
 //!   bench [--changes N] [--json] [--noisy-only] [--sdk-cost N] [--only SCENARIO] [--sdk NAME]
 //!         [--endpoint-rules N [aws|emulator]] [--backlog N]
-//!   bench --processes DIR [--changes N] [--runs K]
+//!   bench --processes DIR[,DIR…] [--changes N] [--runs K]
 //!
 //! `--only latency`: change → webhook at both ends of the batching window setting.
 //! `--backlog N`: the "rate-limited backlog" scenario's backlog (2,000 by default: 400 s of its
@@ -887,7 +887,8 @@ async fn main() -> Result<()> {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
-    // `--processes DIR`: the delivery functions' binaries in DIR, as processes (see `processes`).
+    // `--processes DIR[,DIR…]`: the delivery functions' binaries in each DIR, as processes (see
+    // `processes`).
     if let Some(dir) = args
         .iter()
         .position(|a| a == "--processes")
@@ -899,7 +900,8 @@ async fn main() -> Result<()> {
             .and_then(|i| args.get(i + 1))
             .and_then(|v| v.parse().ok())
             .unwrap_or(3);
-        return processes::compare(std::path::Path::new(dir), changes, runs).await;
+        let dirs: Vec<&std::path::Path> = dir.split(',').map(std::path::Path::new).collect();
+        return processes::compare(&dirs, changes, runs).await;
     }
     let b = batches();
     let prices = Prices::load();

@@ -1,12 +1,12 @@
-//! `bench --processes DIR [--changes N] [--runs K]` (`scripts/process-bench.sh`): what the three
+//! `bench --processes DIR[,DIR…] [--changes N] [--runs K]` (`scripts/process-bench.sh`): what the three
 //! delivery functions cost as they ship. Their binaries, built in DIR with the release profile,
 //! run as processes under Runtime APIs of their own and are handed the event source mappings'
 //! batches as JSON ([`Pipeline::in_processes`]); a run of N first-attempt deliveries at fan-out 1
 //! counts each process's CPU time (user and system, every thread, from `/proc/<pid>/stat`) from
 //! just before its first batch to its last answer, so its start and its idle waits before and
-//! after are left out. The runs alternate with the in-process scenario of the same size (each
+//! after are left out. The runs take turns with the in-process scenario of the same size (each
 //! function's handler on a thread and current-thread runtime of its own, that thread's CPU
-//! clock), and the medians of both are printed side by side.
+//! clock) and with the other builds named, and the medians are printed side by side.
 
 use super::{prepare, run, Setup};
 use anyhow::{ensure, Result};
@@ -74,50 +74,54 @@ fn medians(runs: &[PerDelivery]) -> PerDelivery {
     })
 }
 
-/// Runs both measurements `runs` times, alternating, and prints every run and the medians.
-pub async fn compare(dir: &Path, changes: usize, runs: usize) -> Result<()> {
+/// Runs the in-process scenario and then the binaries of each of `dirs` (one build each, e.g.
+/// two runtime flavours), `runs` times in turn, and prints every run and the medians.
+pub async fn compare(dirs: &[&Path], changes: usize, runs: usize) -> Result<()> {
     // The processes run in their binary's directory (as Lambda's task root).
-    let dir = &std::fs::canonicalize(dir)?;
-    let (mut inside, mut outside) = (Vec::new(), Vec::new());
+    let dirs = dirs
+        .iter()
+        .map(std::fs::canonicalize)
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let mut inside = Vec::new();
+    let mut outside: Vec<Vec<PerDelivery>> = vec![Vec::new(); dirs.len()];
     for k in 1..=runs {
         inside.push(in_process(changes).await?);
-        outside.push(in_processes(dir, changes).await?);
-        println!(
-            "run {k}: in-process {}; processes {}",
-            line(inside.last().unwrap()),
-            line(outside.last().unwrap())
-        );
+        println!("run {k}: in-process {}", line(inside.last().unwrap()));
+        for (dir, figures) in dirs.iter().zip(&mut outside) {
+            figures.push(in_processes(dir, changes).await?);
+            println!(
+                "run {k}: {} {}",
+                dir.display(),
+                line(figures.last().unwrap())
+            );
+        }
     }
-    let (a, b) = (medians(&inside), medians(&outside));
     println!(
-        "\n{NAME}, {changes} deliveries, medians of {runs} alternating runs, CPU ms per delivery \
-         (binaries in {}):",
-        dir.display()
+        "\n{NAME}, {changes} deliveries, CPU ms per delivery, medians of {runs} runs in turn \
+         (in-process: each function's thread; then each build's processes, all threads):"
     );
-    println!(
-        "  {:<9} {:>10} {:>10} {:>6}",
-        "function", "in-process", "process", "ratio"
-    );
-    for (i, f) in FUNCTIONS.iter().enumerate() {
-        println!(
-            "  {f:<9} {:>10.3} {:>10.3} {:>6.2}",
-            a[i],
-            b[i],
-            b[i] / a[i]
-        );
+    let mut columns = vec![("in-process".to_string(), medians(&inside))];
+    for (dir, figures) in dirs.iter().zip(&outside) {
+        columns.push((dir.display().to_string(), medians(figures)));
     }
-    let (ta, tb): (f64, f64) = (a.iter().sum(), b.iter().sum());
-    println!("  {:<9} {ta:>10.3} {tb:>10.3} {:>6.2}", "total", tb / ta);
+    for (name, m) in &columns {
+        let total: f64 = m.iter().sum();
+        println!("  {:<40} {} (total {total:.3})", name, line_of(m));
+    }
     Ok(())
 }
 
-fn line(r: &PerDelivery) -> String {
-    let parts: Vec<String> = FUNCTIONS
+fn line_of(r: &PerDelivery) -> String {
+    FUNCTIONS
         .iter()
         .zip(r)
         .map(|(f, ms)| format!("{f} {ms:.3}"))
-        .collect();
-    format!("{} (total {:.3})", parts.join(", "), r.iter().sum::<f64>())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn line(r: &PerDelivery) -> String {
+    format!("{} (total {:.3})", line_of(r), r.iter().sum::<f64>())
 }
 
 #[cfg(test)]
