@@ -9,8 +9,8 @@ use shared::runtime::Context;
 static ALLOC: shared::alloc::Allocator = shared::alloc::Allocator;
 
 // One thread: a container runs one invocation at a time, and a batch's work is concurrent futures
-// on it; a multi-threaded runtime spent a fifth more CPU per delivery (BENCHMARKS.md, "CPU per
-// delivery of the functions").
+// on it; a multi-threaded runtime spent more CPU per delivery, its workers waking each other
+// (BENCHMARKS.md, "CPU per delivery of the functions").
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_runtime::Error> {
     let ctx = Context::from_env().await?;
