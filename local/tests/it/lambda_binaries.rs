@@ -1,7 +1,8 @@
 //! Each function's real binary, run as Lambda runs it: a child process with the environment the
 //! template gives it on a fresh stack, taking one of the `events/` samples from a Runtime API on
 //! loopback (with a real deadline) and answering what the in-process handlers answer to it
-//! (`sample_events`). After its answer each process must ask for the next event, alive.
+//! (`sample_events`). After its answer each process must ask for the next event, alive. The
+//! three delivery functions also run as the bench runs them: a pipeline's processes.
 //!
 //! The binaries come from `target/debug` (scripts/test.sh builds them before the tests).
 
@@ -182,4 +183,66 @@ fn a_missing_function_binary_is_an_error_that_says_how_to_build_it() {
     let e = binary_path("no-such-function").unwrap_err().to_string();
     assert!(e.contains("no-such-function"), "{e}");
     assert!(e.contains(BUILD_COMMAND), "{e}");
+}
+
+/// The bench's pipeline in processes (`Pipeline::in_processes`): the three delivery functions'
+/// binaries, fed the mappings' batches, deliver every change, and what their processes spent on
+/// it is counted.
+#[tokio::test]
+async fn the_delivery_binaries_as_a_pipelines_processes_deliver_every_change_and_their_cpu_is_counted(
+) {
+    use local::fixtures::catalog_change;
+    use local::pipeline::Pipeline;
+    use local::receiver::Receiver;
+    use shared::domain::retry::RetryPolicy;
+    const CHANGES: usize = 10;
+    let dir = binary_path("deliver").unwrap();
+    let p = Pipeline::in_processes(dir.parent().unwrap())
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let receiver = Receiver::start().await;
+    let f = p.fixtures();
+    let account = f.account(&[]).await.unwrap();
+    let integration = f
+        .webhook(&account.account_id, receiver.url("/processes"))
+        .await
+        .unwrap();
+    f.subscription(
+        &integration,
+        &["catalog_item"],
+        None,
+        &["sku", "price"],
+        RetryPolicy::FixedSchedule,
+    )
+    .await
+    .unwrap();
+    for i in 0..CHANGES {
+        p.write_change(&catalog_change(&account.account_id, p.now(), i as f64))
+            .await
+            .unwrap();
+    }
+    let processes = p.processes.as_ref().unwrap();
+    let before = processes.cpu().await.unwrap();
+    for _ in 0..10 {
+        p.pump().await.unwrap();
+        if receiver.count() >= CHANGES {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let after = processes.cpu().await.unwrap();
+    assert_eq!(receiver.count(), CHANGES, "every change arrived, once");
+    let mut prices: Vec<f64> = receiver
+        .received()
+        .iter()
+        .map(|r| r.json()["data"]["price"].as_f64().unwrap())
+        .collect();
+    prices.sort_by(f64::total_cmp);
+    assert_eq!(prices, (0..CHANGES).map(|i| i as f64).collect::<Vec<_>>());
+    for ((function, was), (_, is)) in before.iter().zip(&after) {
+        assert!(is >= was, "{function}'s CPU time went back");
+    }
+    let spent: std::time::Duration = after.iter().map(|(_, d)| *d).sum::<std::time::Duration>()
+        - before.iter().map(|(_, d)| *d).sum::<std::time::Duration>();
+    assert!(!spent.is_zero(), "the processes' work is counted");
 }
