@@ -226,6 +226,25 @@ impl<'a> Fixtures<'a> {
             .await
     }
 
+    /// A webhook integration of `account_id` to `url` with a catalog subscription (two fields,
+    /// the fixed retry schedule).
+    pub async fn catalog_webhook(
+        &self,
+        account_id: &AccountId,
+        url: String,
+    ) -> Result<Integration> {
+        let integration = self.webhook(account_id, url).await?;
+        self.subscription(
+            &integration,
+            &["catalog_item"],
+            None,
+            &["sku", "price"],
+            RetryPolicy::FixedSchedule,
+        )
+        .await?;
+        Ok(integration)
+    }
+
     pub async fn subscription(
         &self,
         integration: &Integration,

@@ -194,7 +194,6 @@ async fn the_delivery_binaries_as_a_pipelines_processes_deliver_every_change_and
     use local::fixtures::catalog_change;
     use local::pipeline::Pipeline;
     use local::receiver::Receiver;
-    use shared::domain::retry::RetryPolicy;
     const CHANGES: usize = 10;
     let dir = binary_path("deliver").unwrap();
     let p = Pipeline::in_processes(dir.parent().unwrap())
@@ -203,19 +202,9 @@ async fn the_delivery_binaries_as_a_pipelines_processes_deliver_every_change_and
     let receiver = Receiver::start().await;
     let f = p.fixtures();
     let account = f.account(&[]).await.unwrap();
-    let integration = f
-        .webhook(&account.account_id, receiver.url("/processes"))
+    f.catalog_webhook(&account.account_id, receiver.url("/processes"))
         .await
         .unwrap();
-    f.subscription(
-        &integration,
-        &["catalog_item"],
-        None,
-        &["sku", "price"],
-        RetryPolicy::FixedSchedule,
-    )
-    .await
-    .unwrap();
     for i in 0..CHANGES {
         p.write_change(&catalog_change(&account.account_id, p.now(), i as f64))
             .await

@@ -528,7 +528,8 @@ async fn latency(changes: usize, per_second: u64, window: Option<u64>) -> Result
     let receiver = Receiver::start().await;
     let f = p.fixtures();
     let account = f.account(&[]).await?;
-    noisy::subscribe_webhook(&f, &account.account_id, receiver.url("/latency")).await?;
+    f.catalog_webhook(&account.account_id, receiver.url("/latency"))
+        .await?;
     let done = AtomicBool::new(false);
     let b = batches();
     let windows = [

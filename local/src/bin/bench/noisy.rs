@@ -20,7 +20,7 @@
 
 use anyhow::Result;
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, Message};
-use local::fixtures::{catalog_change, Fixtures};
+use local::fixtures::catalog_change;
 use local::pipeline::Pipeline;
 use local::receiver::{Receiver, Reply};
 use local::template::Template;
@@ -28,7 +28,6 @@ use serde_json::{json, Value};
 use shared::delivery::worker::internal::InternalRegistry;
 use shared::delivery::worker::webhook::WebhookAdapter;
 use shared::delivery::worker::DeliveryWorker;
-use shared::domain::retry::RetryPolicy;
 use shared::domain::ssrf::TargetPolicy;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -97,7 +96,7 @@ async fn run(mode: Mode) -> Result<(Value, Value)> {
         let account = f.account(&[]).await?;
         let receiver = if i == 0 { &hanging } else { &quiet };
         let url = receiver.url(&format!("/noisy/{i}"));
-        let mut integration = subscribe_webhook(&f, &account.account_id, url).await?;
+        let mut integration = f.catalog_webhook(&account.account_id, url).await?;
         if i == 0 && mode == Mode::RateLimited {
             integration.rate_limit_per_second = Some(NOISY_LIMIT);
             f.save_integration(&integration).await?;
@@ -174,25 +173,6 @@ async fn run(mode: Mode) -> Result<(Value, Value)> {
     };
     p.stack.meter.count_partitions(&[]);
     Ok((latency, partitions))
-}
-
-/// A webhook integration of `account_id` to `url` with a catalog subscription (two fields, the
-/// fixed retry schedule).
-pub(crate) async fn subscribe_webhook(
-    f: &Fixtures<'_>,
-    account_id: &shared::ids::AccountId,
-    url: String,
-) -> Result<shared::store::integration::Integration> {
-    let integration = f.webhook(account_id, url).await?;
-    f.subscription(
-        &integration,
-        &["catalog_item"],
-        None,
-        &["sku", "price"],
-        RetryPolicy::FixedSchedule,
-    )
-    .await?;
-    Ok(integration)
 }
 
 /// The `q` quantile of sorted figures (nearest rank), NaN for none.
