@@ -311,7 +311,7 @@ async fn a_backlog_drains_at_its_rate_each_delivery_attempted_once_and_cheaply_w
         "drained in {drained} s of the clock, its rate's {rate_seconds} s"
     );
     assert_eq!((run.swept, run.requeued), (0, 0), "nothing published again");
-    // One slot per delivery: the duplicate copies took none.
+    // One slot per delivery, bar slots passed over: the duplicate copies took none.
     let dynamo = &w.pipeline.stack.clients.dynamo;
     let table = &w.pipeline.stack.config.delivery_table;
     let integration = integration.unwrap();
@@ -320,7 +320,15 @@ async fn a_backlog_drains_at_its_rate_each_delivery_attempted_once_and_cheaply_w
             .await
             .unwrap()
             .expect("the integration's schedule");
-    assert_eq!(schedule.taken, BACKLOG as u64);
+    // A take that comes back with the last slot of a second the clock has just left passes it
+    // over and takes the next (using it would put one more in the current second): on a loaded
+    // machine the run's head, in step with the clock for its first seconds, can pass over a slot
+    // or two that way. A slot for each duplicate copy would be ten more.
+    let passed_over = schedule.taken - BACKLOG as u64;
+    assert!(
+        passed_over < 3,
+        "{passed_over} slots taken beyond one a delivery"
+    );
     // Cheap: the worker's sends, and the mapping's receive and delete per invocation.
     let per = |n: usize| n as f64 / BACKLOG as f64;
     let invocations = per(run.invocations(initial));
