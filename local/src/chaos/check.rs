@@ -1,16 +1,17 @@
 //! What the chaos run checks at the end of a wave, from the tables (raw reads, no fault layer)
 //! and the endpoints' own logs — never from the code's counters.
 
+use super::dead_run::{Ended, Expected};
 use super::endpoint::{Answer, Logged};
 use anyhow::{Context, Result};
 use serde::Serialize;
-use shared::delivery::worker::{ATTEMPT_LOG_LIMIT, BATCH_CONCURRENCY, EARLY_TOLERANCE};
+use shared::delivery::worker::{ATTEMPT_LOG_LIMIT, EARLY_TOLERANCE};
 use shared::domain::event::{roll_up, EventStatus, InternalStatus};
 use shared::domain::integration_delivery::{
     DeliveryOutcome, DeliveryStatus, DELIVERY_LIFECYCLE, FIRST_DISPATCH_GRACE, PROCESSING_LEASE,
 };
 use shared::domain::retry::{RetryDecision, RetryPolicy};
-use shared::domain::subscription::{SubscriptionStatus, MAX_CONSECUTIVE_DEAD};
+use shared::domain::subscription::SubscriptionStatus;
 use shared::domain::time::Timestamp;
 use shared::ids::ChangeId;
 use shared::store::delivery::{AttemptRecord, Delivery};
@@ -699,38 +700,28 @@ fn check_subscription(
     };
     let paused = now.status == SubscriptionStatus::Paused;
     f.paused_subscriptions += u64::from(paused);
-    // Terminal deliveries of this subscription in the order they ended.
-    let mut ended: Vec<(usize, DeliveryStatus)> = i
+    // Terminal deliveries of this subscription, by their last requests' arrival.
+    let ended: Vec<Ended> = i
         .changes
         .iter()
         .filter_map(|c| deliveries.get(&(c.as_str(), id)))
         .filter(|d| matches!(d.status, DeliveryStatus::Delivered | DeliveryStatus::Dead))
         .filter_map(|d| {
-            let last = requests.get(d.delivery_id.as_str())?.last()?.0;
-            Some((last, d.status))
+            Some(Ended {
+                arrival: requests.get(d.delivery_id.as_str())?.last()?.0,
+                dead: d.status == DeliveryStatus::Dead,
+                saved: d.updated_at,
+                claimed: d.attempt_log.last()?.at,
+            })
         })
         .collect();
-    ended.sort_by_key(|(last, _)| *last);
-    let margin = BATCH_CONCURRENCY as u32;
-    let (mut run, mut longest) = (0u32, 0u32);
-    for (_, status) in &ended {
-        run = if *status == DeliveryStatus::Dead {
-            run + 1
-        } else {
-            0
-        };
-        longest = longest.max(run);
-    }
-    let never_delivered = ended.iter().all(|(_, s)| *s == DeliveryStatus::Dead);
-    let judged = longest + margin < MAX_CONSECUTIVE_DEAD
-        || longest >= MAX_CONSECUTIVE_DEAD + margin
-        || never_delivered;
-    let should_pause = longest >= MAX_CONSECUTIVE_DEAD;
-    if judged && paused != should_pause {
+    let expected = Expected::of(ended);
+    if let Some(should_pause) = expected.pause().filter(|&s| s != paused) {
+        let longest = expected.longest;
         f.defect(
             |x| x.pauses += 1,
             format!(
-                "pause: subscription {index} paused={paused} after a longest dead run of {longest}"
+                "pause: subscription {index} paused={paused} (should be {should_pause}) after a longest dead run of {longest}"
             ),
         );
     }
@@ -753,12 +744,11 @@ fn check_subscription(
             format!("notices: subscription {index} paused={paused} has {notices} pause notice(s)"),
         );
     }
-    let exact = never_delivered || run == 0;
-    let off = now.consecutive_dead.abs_diff(run);
-    if (exact && off != 0) || off > margin {
+    if !expected.agrees_with(now.consecutive_dead) {
+        let (run, beside) = (expected.run, expected.beside_last_success);
         f.defect(
             |x| x.dead_counts += 1,
-            format!("dead count: subscription {index} counts {} but {run} ended dead since its last acknowledged delivery", now.consecutive_dead),
+            format!("dead count: subscription {index} counts {} but {run} ended dead since its last acknowledged delivery ({beside} in flight beside it)", now.consecutive_dead),
         );
     }
 }

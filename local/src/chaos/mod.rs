@@ -14,6 +14,7 @@
 
 mod builtin;
 pub mod check;
+mod dead_run;
 pub mod endpoint;
 mod schedule;
 
