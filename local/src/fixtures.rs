@@ -281,6 +281,25 @@ impl<'a> Fixtures<'a> {
     }
 }
 
+/// A stream record of `change` as the changes table's stream carries it (`INSERT`, or `MODIFY`
+/// when its item is written again), numbered `sequence`: its item's key and its new image.
+pub fn change_stream_record(
+    change: &Change,
+    event_name: &str,
+    sequence: &str,
+) -> aws_lambda_events::event::dynamodb::EventRecord {
+    let mut r = aws_lambda_events::event::dynamodb::EventRecord::default();
+    r.event_name = event_name.into();
+    r.change.sequence_number = Some(sequence.into());
+    r.change.new_image = serde_dynamo::to_item(change).expect("a change is an item");
+    r.change.keys = serde_dynamo::to_item(json!({
+        "account_id": change.account_id,
+        "change_id": change.change_id,
+    }))
+    .expect("a change's key is an item");
+    r
+}
+
 /// A catalog item change with fields worth hiding (cost, supplier) next to public ones.
 pub fn catalog_change(account_id: &AccountId, occurred_at: Timestamp, price: f64) -> Change {
     let record: Map<String, Value> = json!({

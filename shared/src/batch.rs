@@ -1,7 +1,8 @@
 //! The partial-batch runner of the stream and queue handlers whose records are one piece of work
 //! each (ingest's changes, the notification queue): each record is handled on its own (at most
-//! `concurrency` at once, answers kept in record order), and only the records whose handling
-//! failed are reported back, so Lambda retries those and nothing else. The dispatcher names its
+//! `concurrency` at once, answers kept in record order; a stream's records of one item one after
+//! another, [`run_stream`]), and only the records whose handling failed are reported back, so
+//! Lambda retries those and nothing else. The dispatcher names its
 //! failed stream records with [`stream_response`]; the delivery worker answers for its messages
 //! itself, since one message carries up to ten deliveries and fails when any of them does.
 //!
@@ -14,6 +15,7 @@ use aws_lambda_events::event::dynamodb::{Event as DynamoDbEvent, EventRecord as 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use futures::StreamExt;
+use std::collections::HashMap;
 use std::fmt::Display;
 use std::future::Future;
 
@@ -108,10 +110,14 @@ where
     sqs_response(failed.into_iter().map(|(m, _)| m))
 }
 
-/// Runs `handle` on every record of a stream batch, one at a time in order, and answers the
-/// partial-batch response.
+/// Runs `handle` on every record of a stream batch and answers the partial-batch response. The
+/// records of one item (the same `keys`) are handled one after another in stream order, different
+/// items side by side, at most `concurrency` items at once. A failed record is reported with every
+/// later record of its item, which are not handled (so its item's changes keep their order when
+/// the stream hands them over again); no other record is reported.
 pub(crate) async fn run_stream<'a, F, Fut, T, E>(
     event: &'a DynamoDbEvent,
+    concurrency: usize,
     what: &str,
     handle: F,
 ) -> DynamoDbEventResponse
@@ -120,8 +126,55 @@ where
     Fut: Future<Output = Result<T, E>>,
     E: Display,
 {
-    let failed = failures(&event.records, 1, what, handle).await;
-    stream_response(failed.into_iter().filter_map(|(r, _)| r.failure_id()))
+    let handle = &handle;
+    let failed: Vec<Vec<usize>> = futures::stream::iter(by_item(&event.records))
+        .map(|positions| async move {
+            let mut failed = Vec::new();
+            for at in positions {
+                let record = &event.records[at];
+                let id = record.failure_id();
+                if !failed.is_empty() {
+                    tracing::warn!(record = id.as_deref(), "{what} not done: an earlier change of its item failed; reported for retry");
+                    failed.push(at);
+                } else if let Err(e) = handle(record).await {
+                    tracing::warn!(record = id.as_deref(), error = %e, "{what} not done; reported for retry");
+                    failed.push(at);
+                }
+            }
+            failed
+        })
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await;
+    let mut failed: Vec<usize> = failed.into_iter().flatten().collect();
+    failed.sort_unstable();
+    stream_response(
+        failed
+            .into_iter()
+            .filter_map(|at| event.records[at].failure_id()),
+    )
+}
+
+/// The positions of `records` grouped by the item each changes (its stream keys), each group in
+/// stream order, the groups in the order their items first appear.
+fn by_item(records: &[StreamRecord]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut group_of: HashMap<String, usize> = HashMap::new();
+    for (at, record) in records.iter().enumerate() {
+        let mut keys: Vec<String> = record
+            .change
+            .keys
+            .iter()
+            .map(|(name, value)| format!("{name}={value:?}"))
+            .collect();
+        keys.sort_unstable();
+        let group = *group_of.entry(keys.join("\u{1f}")).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[group].push(at);
+    }
+    groups
 }
 
 #[cfg(test)]
@@ -162,7 +215,7 @@ mod tests {
         without.event_id = "evt-7".into();
         let mut event = DynamoDbEvent::default();
         event.records = vec![with, without];
-        let response = run_stream(&event, "test", |_| async { Err::<(), _>("down") }).await;
+        let response = run_stream(&event, 4, "test", |_| async { Err::<(), _>("down") }).await;
         let ids: Vec<_> = response
             .batch_item_failures
             .iter()
@@ -171,6 +224,96 @@ mod tests {
         assert_eq!(
             ids,
             [Some("100".to_string()), Some("event:evt-7".to_string())]
+        );
+    }
+
+    /// A stream record changing the item `item`, numbered `sequence`.
+    fn change_of(item: &str, sequence: &str) -> StreamRecord {
+        let mut r = StreamRecord::default();
+        r.change.sequence_number = Some(sequence.into());
+        r.change.keys = serde_dynamo::Item::from(HashMap::from([(
+            "pk".to_string(),
+            serde_dynamo::AttributeValue::S(item.into()),
+        )]));
+        r
+    }
+
+    #[tokio::test]
+    async fn a_stream_batchs_items_run_side_by_side_each_items_changes_in_order_and_a_failure_holds_back_only_its_items_later_ones(
+    ) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Mutex;
+        let mut event = DynamoDbEvent::default();
+        event.records = [
+            ("a", "1"),
+            ("a", "2"),
+            ("b", "3"),
+            ("a", "4"),
+            ("b", "5"),
+            ("c", "6"),
+        ]
+        .iter()
+        .map(|(item, seq)| change_of(item, seq))
+        .collect();
+        let (running, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let handled: Mutex<Vec<(String, String)>> = Mutex::default();
+        let item_of = |r: &StreamRecord| format!("{:?}", r.change.keys.get("pk"));
+        let response = run_stream(&event, 4, "test", |r| {
+            let (running, most, handled) = (&running, &most, &handled);
+            async move {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                let seq = r.change.sequence_number.clone().unwrap_or_default();
+                // Another change of the same item would find its own still running.
+                let busy = handled
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .any(|(item, s)| *item == item_of(r) && s.starts_with("running"));
+                assert!(!busy, "two changes of one item at once");
+                handled
+                    .lock()
+                    .unwrap()
+                    .push((item_of(r), format!("running {seq}")));
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                for entry in handled.lock().unwrap().iter_mut() {
+                    if entry.1 == format!("running {seq}") {
+                        entry.1 = seq.clone();
+                    }
+                }
+                running.fetch_sub(1, Ordering::SeqCst);
+                match seq.as_str() {
+                    "2" => Err("down"),
+                    _ => Ok(()),
+                }
+            }
+        })
+        .await;
+        let ids: Vec<_> = response
+            .batch_item_failures
+            .iter()
+            .filter_map(|f| f.item_identifier.clone())
+            .collect();
+        assert_eq!(ids, ["2", "4"], "the failure and its item's later change");
+        let handled = handled.into_inner().unwrap();
+        let of = |item: &str| -> Vec<String> {
+            let key = format!(
+                "{:?}",
+                Some(serde_dynamo::AttributeValue::S(item.into())).as_ref()
+            );
+            handled
+                .iter()
+                .filter(|(i, _)| *i == key)
+                .map(|(_, s)| s.clone())
+                .collect()
+        };
+        assert_eq!(of("a"), ["1", "2"], "4 waits for 2, which failed");
+        assert_eq!(of("b"), ["3", "5"]);
+        assert_eq!(of("c"), ["6"]);
+        assert_eq!(
+            most.load(Ordering::SeqCst),
+            3,
+            "the three items side by side"
         );
     }
 

@@ -26,6 +26,7 @@ mod fault_matrix;
 mod faults;
 mod harness;
 mod iam_eval;
+mod ingest_batches;
 mod lambda_binaries;
 mod lifecycle_paths;
 mod management_api;

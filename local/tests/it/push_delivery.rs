@@ -360,11 +360,11 @@ async fn duplicate_stream_records_and_duplicate_messages_deliver_once() {
     w.pipeline.write_change(&change).await.unwrap();
     w.pipeline.ingest_pending().await.unwrap();
     // The same stream record handled again (a retried batch).
-    let mut configs = Default::default();
+    let configs = Default::default();
     let again = w
         .pipeline
         .ingest
-        .ingest_change(&change, &mut configs)
+        .ingest_change(&change, &configs)
         .await
         .unwrap();
     assert_eq!(again.pending, 1);
@@ -592,10 +592,10 @@ async fn a_filter_change_does_not_resurrect_a_skipped_filter_record() {
     // The filter is widened and the same change arrives again: still skipped_filter, no delivery.
     sub.filter = None;
     w.save_subscription(&sub).await;
-    let mut configs = Default::default();
+    let configs = Default::default();
     w.pipeline
         .ingest
-        .ingest_change(&cheap, &mut configs)
+        .ingest_change(&cheap, &configs)
         .await
         .unwrap();
     w.pipeline.pump().await.unwrap();

@@ -27,7 +27,8 @@ use aws_lambda_events::event::dynamodb::{Event as DynamoDbEvent, EventRecord as 
 use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use futures::future::join_all;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use tokio::sync::OnceCell;
 
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
@@ -65,52 +66,33 @@ impl Ingest {
         }
     }
 
-    /// The Lambda handler: every record is processed; failures are reported per record.
+    /// The Lambda handler: every record is processed, the changes of one item in stream order and
+    /// different items side by side ([`CONCURRENCY`] at once); failures are reported per record.
     pub async fn handle(&self, event: DynamoDbEvent) -> DynamoDbEventResponse {
-        // Each account's configuration is loaded once per batch (records run one at a time).
-        let configs: tokio::sync::Mutex<HashMap<AccountId, Arc<AccountConfig>>> =
-            tokio::sync::Mutex::new(HashMap::new());
-        batch::run_stream(&event, "change ingest", |record| {
+        let configs = BatchConfigs::default();
+        batch::run_stream(&event, CONCURRENCY, "change ingest", |record| {
             let configs = &configs;
             async move {
                 if record.event_name == "REMOVE" {
                     return Ok(());
                 }
                 let change = parse_change(record)?;
-                let mut configs = configs.lock().await;
-                self.ingest_change(&change, &mut configs).await.map(|_| ())
+                self.ingest_change(&change, configs).await.map(|_| ())
             }
         })
         .await
     }
 
+    /// Makes the event and the deliveries of `change`, its account's configuration taken from
+    /// `configs` (loaded there once per batch).
     pub async fn ingest_change(
         &self,
         change: &Change,
-        configs: &mut HashMap<AccountId, Arc<AccountConfig>>,
+        configs: &BatchConfigs,
     ) -> Result<IngestOutcome, IngestError> {
-        let config = match configs.get(&change.account_id) {
-            Some(c) => c.clone(),
-            None => {
-                let table = &self.config.delivery_table;
-                let loaded = Arc::new(
-                    account_config::load(&self.clients.dynamo, table, &change.account_id).await?,
-                );
-                if loaded.unlisted {
-                    // Created before the ACCOUNTS listing: listed before any event of it is
-                    // written, or the roll-up walk would never read its events. A refusal is
-                    // a concurrent ingest that listed it first (or the account is gone); an
-                    // error fails this record, to be tried again with the change.
-                    send(
-                        &self.clients.dynamo,
-                        store::account::enlist(table, &change.account_id)?,
-                    )
-                    .await?;
-                }
-                configs.insert(change.account_id.clone(), loaded.clone());
-                loaded
-            }
-        };
+        let config = configs
+            .get(&change.account_id, || self.load_config(&change.account_id))
+            .await?;
         let now = self.clock.now();
         let eligible: Vec<&CompiledSubscription> = config
             .subscriptions
@@ -157,6 +139,57 @@ impl Ingest {
             }
         }
         Ok(outcome)
+    }
+}
+
+impl Ingest {
+    /// An account's configuration, as ingest needs it: an account created before the accounts
+    /// listing is listed before any event of it is written, or the roll-up walk would never read
+    /// its events. A refusal is a concurrent ingest that listed it first (or the account is
+    /// gone); an error fails the record, to be tried again with the change.
+    async fn load_config(&self, account_id: &AccountId) -> Result<AccountConfig, IngestError> {
+        let table = &self.config.delivery_table;
+        let loaded = account_config::load(&self.clients.dynamo, table, account_id).await?;
+        if loaded.unlisted {
+            send(
+                &self.clients.dynamo,
+                store::account::enlist(table, account_id)?,
+            )
+            .await?;
+        }
+        Ok(loaded)
+    }
+}
+
+/// The changes of a batch ingested side by side: a stream batch's records of different items run
+/// at once, and its shard's items are a handful of tables' rows, so enough to keep the requests
+/// of one batch overlapping without a burst a partition notices.
+pub const CONCURRENCY: usize = 16;
+
+/// Each account's configuration, loaded once per batch however many of its changes ask for it at
+/// once (the first loads it, the others wait for that load; a failed load is tried again by the
+/// next change that asks).
+#[derive(Default)]
+pub struct BatchConfigs {
+    loads: Mutex<HashMap<AccountId, Arc<OnceCell<Arc<AccountConfig>>>>>,
+}
+
+impl BatchConfigs {
+    async fn get<F, Fut>(
+        &self,
+        account_id: &AccountId,
+        load: F,
+    ) -> Result<Arc<AccountConfig>, IngestError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<AccountConfig, IngestError>>,
+    {
+        let cell = {
+            let mut loads = self.loads.lock().unwrap_or_else(|e| e.into_inner());
+            loads.entry(account_id.clone()).or_default().clone()
+        };
+        let config = cell.get_or_try_init(|| async { load().await.map(Arc::new) });
+        Ok(config.await?.clone())
     }
 }
 
