@@ -1884,6 +1884,55 @@ fn the_batching_window_on_a_deliverys_path_is_a_setting_from_none_to_a_second() 
     assert_eq!(notices["MaximumBatchingWindowInSeconds"].as_u64(), Some(1));
 }
 
+/// The concurrency of a delivery's path is a setting on each of its three mappings, within what
+/// Lambda allows, its defaults those docs/scale.md sizes for 20,000 changes a second across
+/// accounts: two batches a shard on both streams, 200 worker invocations.
+#[test]
+fn the_concurrency_of_a_deliverys_path_is_a_setting_whose_defaults_carry_the_load_scale_names() {
+    let events = |function: &str, event: &str| {
+        &resource(function)["Properties"]["Events"][event]["Properties"]
+    };
+    for (parameter, default, (low, high), value) in [
+        (
+            "ChangesParallelizationFactor",
+            2,
+            (1, 10),
+            &events("IngestFunction", "Changes")["ParallelizationFactor"],
+        ),
+        (
+            "DispatchParallelizationFactor",
+            2,
+            (1, 10),
+            &events("DispatchFunction", "NewWork")["ParallelizationFactor"],
+        ),
+        (
+            "WorkerMaximumConcurrency",
+            200,
+            (2, 1000),
+            &events("DeliverFunction", "Work")["ScalingConfig"]["MaximumConcurrency"],
+        ),
+    ] {
+        assert!(is_ref(value, parameter), "{parameter} is used: {value:?}");
+        let p = &template()["Parameters"][parameter];
+        assert_eq!(p["Default"].as_u64(), Some(default), "{parameter}");
+        let bounds = (p["MinValue"].as_u64(), p["MaxValue"].as_u64());
+        assert_eq!(
+            bounds,
+            (Some(low), Some(high)),
+            "{parameter}: Lambda's range"
+        );
+    }
+    // docs/scale.md sizes each for that load and names it.
+    let scale = read("docs/scale.md");
+    for figure in [
+        "`ChangesParallelizationFactor`",
+        "`DispatchParallelizationFactor`",
+        "`WorkerMaximumConcurrency`",
+    ] {
+        assert!(scale.contains(figure), "docs/scale.md names {figure}");
+    }
+}
+
 fn seconds(v: &Value, what: &str) -> u64 {
     v.as_u64()
         .unwrap_or_else(|| panic!("{what} is a number of seconds"))
@@ -1909,9 +1958,10 @@ fn the_delivery_workers_worst_batch_fits_its_timeout_and_the_queue_outwaits_it()
     ));
     let window = batching_windows().into_iter().max().unwrap();
     assert!(
-        work["ScalingConfig"]["MaximumConcurrency"]
-            .as_u64()
-            .is_some(),
+        is_ref(
+            &work["ScalingConfig"]["MaximumConcurrency"],
+            "WorkerMaximumConcurrency"
+        ),
         "the Work event bounds its concurrency"
     );
     // Every message may carry up to `PACKED` deliveries, each attempted on its own.
