@@ -2,9 +2,9 @@
 //! from its deliveries' ends in the order their last requests reached the endpoint.
 //!
 //! Deliveries of one subscription in flight together have no order of their own: a success ends
-//! the deaths saved before it read the run (after its answer on a first attempt, at its claim on
-//! a retry), and a death saved after that read counts after it, whatever order their requests
-//! reached the endpoint in. The run the endpoint's order gives is therefore exact only where no
+//! the deaths saved before the run was read for it (once a batch, after the batch's first
+//! success's answer; at its claim on a retry), and a death saved after that counts after it,
+//! whatever order their requests reached the endpoint in. The run the endpoint's order gives is therefore exact only where no
 //! death was in flight beside the last success: one saved at or after that success's claim, on
 //! the wave's virtual clock, which stands still while the queue is drained and moves only when
 //! every invocation has returned. Anywhere else the run may be off by what a worker has in

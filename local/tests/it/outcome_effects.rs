@@ -144,6 +144,31 @@ async fn a_success_whose_end_of_the_dead_run_cannot_be_written_ends_it_once_when
 }
 
 #[tokio::test]
+async fn a_batchs_successes_to_one_subscription_read_its_dead_run_once_and_end_it_once() {
+    let w = World::new().await;
+    let mut sim = Sim::new(&w);
+    let (account, sub) = subscribed(&w).await;
+    with_dead_run(&w, &sub, 3).await;
+    let requests = |operation: &str, text: &str| {
+        (w.pipeline.stack.faults).count_matching(Matcher {
+            operation: operation.into(),
+            body_contains: Some(text.into()),
+        })
+    };
+    let reads = requests("GetItem", sub.subscription_id.as_str());
+    let ends = requests("TransactWriteItems", "consecutive_dead :minus");
+    // Five changes, one message of five deliveries, one batch.
+    for price in 1..=5 {
+        w.change(&account).price(f64::from(price)).await;
+    }
+    sim.run_now().await;
+    assert_eq!(w.receiver.count(), 5);
+    assert_eq!(reads.get(), 1, "the run read once for the batch");
+    assert_eq!(ends.get(), 1, "and ended by one of its successes");
+    assert_eq!(stored(&w, &sub).await.consecutive_dead, 0);
+}
+
+#[tokio::test]
 async fn a_built_in_handlers_success_whose_event_status_cannot_be_written_records_it_when_its_message_comes_back(
 ) {
     let w = World::new().await;

@@ -7,7 +7,7 @@
 //! batch ([`super::batch`]) decides when an attempt starts; here is what it does once started.
 
 use super::adapters::AttemptResult;
-use super::effects::RUN_UNREAD;
+use super::dead_runs::BatchRuns;
 use super::internal::InternalCall;
 use super::{
     ran_long, rate_limit, success_sampled, webhook, DeliveryWorker, WorkOutcome, WorkerError,
@@ -36,6 +36,7 @@ impl DeliveryWorker {
     pub(super) async fn handle_message(
         &self,
         message: &SqsMessage,
+        runs: &BatchRuns,
     ) -> Result<(WorkOutcome, bool), WorkerError> {
         let body = message.body.as_deref().unwrap_or_default();
         let work: DeliveryWork = match serde_json::from_str(body) {
@@ -48,7 +49,7 @@ impl DeliveryWorker {
                 }
             }
         };
-        self.process_timed(&work).await
+        self.process_timed(&work, runs).await
     }
 
     /// [`Self::process`], also telling whether the attempt ran long: for the whole webhook timeout
@@ -56,6 +57,7 @@ impl DeliveryWorker {
     pub(super) async fn process_timed(
         &self,
         work: &DeliveryWork,
+        runs: &BatchRuns,
     ) -> Result<(WorkOutcome, bool), WorkerError> {
         let token = uuid::Uuid::new_v4().to_string();
         // The account's configuration (cached per container) comes first: the claim's condition
@@ -81,7 +83,7 @@ impl DeliveryWorker {
         if let Some(waits) = self.rate_admits(&config, &delivery, &token).await? {
             return Ok((waits, false));
         }
-        (self.attempt_claimed(&delivery, &token, &config, now, stored)).await
+        (self.attempt_claimed(&delivery, &token, &config, (now, stored), runs)).await
     }
 
     /// Claims `work`'s next attempt within its subscription's Max Retries as stored. The claim's
@@ -185,8 +187,8 @@ impl DeliveryWorker {
         delivery: &Delivery,
         token: &str,
         config: &AccountConfig,
-        now: Timestamp,
-        stored: Option<RetryBound>,
+        (now, stored): (Timestamp, Option<RetryBound>),
+        runs: &BatchRuns,
     ) -> Result<(WorkOutcome, bool), WorkerError> {
         let number = delivery.attempts + 1;
         let subscription = config
@@ -210,12 +212,13 @@ impl DeliveryWorker {
         let decision = decide(delivery, number, &result, &policy)?;
         let delivered = decision.status() == DeliveryStatus::Delivered;
         // A success's effects are kept on its outcome until they are made ([`super::effects`]).
-        let run = match delivered {
-            true => {
-                let claimed = stored.map(|bound| bound.consecutive_dead);
-                self.run_to_end(delivery, claimed).await
-            }
-            false => None,
+        // The run it ends: a retry's, as its claim read it; a first attempt's, as its batch
+        // read it ([`super::dead_runs`]).
+        let claimed = stored.as_ref().map(|bound| bound.consecutive_dead);
+        let run = match (delivered, claimed) {
+            (false, _) => None,
+            (true, Some(seen)) => (seen > 0).then_some(seen),
+            (true, None) => runs.take(self, delivery).await,
         };
         let internal_result = result.internal_result.as_ref().map(|v| v.to_string());
         let outcome = Outcome {
@@ -226,10 +229,11 @@ impl DeliveryWorker {
             internal_result: internal_result.as_deref(),
         };
         let gone = rules.pauses_subscription(result.http_status);
-        if !self
-            .save_outcome(delivery, token, &outcome, config, gone)
-            .await?
-        {
+        let saved = (self.save_outcome(delivery, token, &outcome, config, gone)).await;
+        if let (Some(taken), None, false) = (run, claimed, matches!(saved, Ok(true))) {
+            runs.give_back(&delivery.subscription_id, taken).await;
+        }
+        if !saved? {
             let why = "lease taken over before the outcome was saved";
             return Ok((WorkOutcome::Skipped(why), false));
         }
@@ -241,32 +245,6 @@ impl DeliveryWorker {
         log_attempt(delivery, number, &result, decision.status());
         let status = decision.status();
         Ok((WorkOutcome::Attempted { number, status }, timed_out))
-    }
-
-    /// The subscription's dead run a success is to end: the run the claim of a retry read, or read
-    /// now (cheaply: most successes find none). `None`: there is none; [`RUN_UNREAD`] when it
-    /// could not be read: its end is then kept pending and read when it is made.
-    async fn run_to_end(&self, d: &Delivery, claimed: Option<u32>) -> Option<u32> {
-        let (dynamo, table) = (&self.clients.dynamo, &self.config.delivery_table);
-        let seen = match claimed {
-            Some(seen) => Ok(seen),
-            None => {
-                store::subscription::dead_count(dynamo, table, &d.account_id, &d.subscription_id)
-                    .await
-            }
-        };
-        match seen {
-            Ok(0) => None,
-            Ok(seen) => Some(seen),
-            Err(e) => {
-                tracing::warn!(
-                    delivery_id = %d.delivery_id,
-                    error = %e,
-                    "the subscription's dead run could not be read; its end is kept pending"
-                );
-                Some(RUN_UNREAD)
-            }
-        }
     }
 
     /// Saves an attempt's outcome on still holding the lease `token`: a dead one together with its

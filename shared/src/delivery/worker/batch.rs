@@ -33,6 +33,7 @@
 //! [`Schedule`] (who starts, what is deferred) and [`tally`] (which messages fail) decide without
 //! I/O; the async code here runs the items and sends the copies.
 
+use super::dead_runs::BatchRuns;
 use super::{
     DeliveryWorker, WorkOutcome, WorkerError, BATCH_CONCURRENCY, DEADLINE_MARGIN,
     ENDPOINT_DEFERRAL, HAND_BACK_DELAY, PER_SUBSCRIPTION_CONCURRENCY,
@@ -305,12 +306,14 @@ impl DeliveryWorker {
             .map(|it| it.work.as_ref().map(|w| w.subscription_id.to_string()))
             .collect();
         let mut schedule = Schedule::new(subscriptions, self.endpoint_bound);
+        let runs = &BatchRuns::default();
         let mut in_flight = futures::stream::FuturesUnordered::new();
         loop {
             while let Some(i) = schedule.start_next() {
                 let (item, message) = (&items[i], &records[items[i].record]);
                 in_flight.push(async move {
-                    let (handled, ran_long) = self.run_item(item, message, deadline, budget).await;
+                    let (handled, ran_long) =
+                        (self.run_item(item, message, runs, deadline, budget)).await;
                     (i, handled, ran_long)
                 });
             }
@@ -329,6 +332,7 @@ impl DeliveryWorker {
         &self,
         item: &Item,
         message: &SqsMessage,
+        runs: &BatchRuns,
         deadline: Option<Instant>,
         budget: Duration,
     ) -> (Handled, bool) {
@@ -336,8 +340,8 @@ impl DeliveryWorker {
             return (Handled::HandedBack, false);
         }
         let handled = match &item.work {
-            Some(work) => self.process_timed(work).await,
-            None => self.handle_message(message).await,
+            Some(work) => self.process_timed(work, runs).await,
+            None => self.handle_message(message, runs).await,
         };
         match handled {
             Ok((outcome, ran_long)) => (Handled::Done(Ok(outcome)), ran_long),

@@ -8,8 +8,9 @@
 //! the delivery, and the worker makes what is still to make ([`DeliveryWorker::settled_effects`]).
 //! Each effect is made once however often it is tried:
 //!
-//! * the run's end is kept on the delivery by the outcome's own write (no unit more: the success
-//!   has read the run before it) and taken off in one transaction with the end itself;
+//! * the run's end is kept on the delivery by the outcome's own write (no unit more: the run was
+//!   read before it, once a batch, [`super::dead_runs`]) and taken off in one transaction with the
+//!   end itself;
 //! * the event's internal status moves from `new` to done only once, by its lifecycle's condition;
 //! * a pause needs the subscription active and the run at fifty (or, on gone, no resume since the
 //!   delivery ended), and its notice is written with it. A success that finds the run at fifty

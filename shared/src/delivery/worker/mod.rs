@@ -23,6 +23,7 @@
 pub mod adapters;
 mod attempt;
 mod batch;
+mod dead_runs;
 mod effects;
 pub(crate) mod endpoint_auth;
 pub mod internal;
@@ -210,7 +211,8 @@ impl DeliveryWorker {
     /// One delivery's work, as a message of its own would be: claimed, attempted and saved
     /// ([`attempt`]).
     pub async fn process(&self, work: &DeliveryWork) -> Result<WorkOutcome, WorkerError> {
-        Ok(self.process_timed(work).await?.0)
+        let runs = dead_runs::BatchRuns::default();
+        Ok(self.process_timed(work, &runs).await?.0)
     }
 }
 
