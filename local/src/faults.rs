@@ -54,6 +54,11 @@ pub enum Fault {
     LostResponse,
     /// The request is held this long before it is sent.
     Latency(Duration),
+    /// Not a fault: the service is not called, and the request is answered as applied after
+    /// this long, with an empty JSON body (what a put, or an update that asks for no values, gets
+    /// back). It times a handler's own rounds of requests apart from the emulator, which answers
+    /// one request at a time.
+    AnsweredAfter(Duration),
 }
 
 impl Fault {
@@ -65,6 +70,7 @@ impl Fault {
             Fault::InternalError => "InternalError",
             Fault::LostResponse => "LostResponse",
             Fault::Latency(_) => "Latency",
+            Fault::AnsweredAfter(_) => "AnsweredAfter",
         }
     }
 }
@@ -580,6 +586,15 @@ impl HttpConnector for FaultyConnector {
             Some(Fault::Latency(wait)) => HttpConnectorFuture::new(async move {
                 tokio::time::sleep(wait).await;
                 inner.call(request).await
+            }),
+            Some(Fault::AnsweredAfter(wait)) => HttpConnectorFuture::new(async move {
+                tokio::time::sleep(wait).await;
+                let mut applied =
+                    Response::new(StatusCode::try_from(200).expect("200"), SdkBody::from("{}"));
+                applied
+                    .headers_mut()
+                    .insert("content-type", "application/x-amz-json-1.0");
+                Ok(applied)
             }),
             Some(Fault::LostResponse) => HttpConnectorFuture::new(async move {
                 // Applied by the service; the answer is lost on the way back.

@@ -7,9 +7,11 @@
 //!   bench --processes DIR[,DIR…] [--changes N] [--runs K]
 //!
 //! `--only latency`: change → webhook at both ends of the batching window setting.
+//! `--only "ingest batch"`: ingest's time for a batch of 100 changes against one, at 8 ms a request.
 //! `--backlog N`: the "rate-limited backlog" scenario's backlog (2,000 by default: 400 s of its
 //! rate, 200 s on its clock; 10,000 takes the emulator about 26 minutes).
 
+mod ingest_batch;
 mod memory;
 mod noisy;
 mod processes;
@@ -933,6 +935,18 @@ async fn main() -> Result<()> {
         }
         return Ok(());
     }
+    // `--only "ingest batch"`: ingest's time for a batch against one change, at 8 ms a request.
+    if args
+        .windows(2)
+        .any(|w| w[0] == "--only" && w[1] == ingest_batch::NAME)
+    {
+        let r = ingest_batch::ingest_batch_times().await?;
+        match json_out {
+            true => println!("{}", serde_json::to_string_pretty(&r)?),
+            false => ingest_batch::print_ingest_batch(&r),
+        }
+        return Ok(());
+    }
     // `--only "rate-limited backlog"`: its own figures (not a row of the scenarios' table).
     if args
         .windows(2)
@@ -1006,6 +1020,7 @@ async fn main() -> Result<()> {
     let noisy = noisy::noisy_neighbour().await?;
     let backlog = rate_backlog::rate_limited_backlog(backlog).await?;
     let memory = memory_per_batch().await?;
+    let ingest_times = ingest_batch::ingest_batch_times().await?;
     let vm_hwm = vm_hwm_bytes();
     let rows: Vec<Value> = scenarios
         .iter()
@@ -1022,6 +1037,7 @@ async fn main() -> Result<()> {
     doc["noisy_neighbour"] = noisy.clone();
     doc["rate_limited_backlog"] = backlog.clone();
     doc["latency"] = json!(latencies);
+    doc["scale"] = json!({"ingest": ingest_times.clone()});
     if let Some(path) = &json_path {
         if let Some(dir) = std::path::Path::new(path).parent() {
             std::fs::create_dir_all(dir)?;
@@ -1095,6 +1111,7 @@ async fn main() -> Result<()> {
     for l in &latencies {
         print_latency(l);
     }
+    ingest_batch::print_ingest_batch(&ingest_times);
     println!("\nthe functions' own CPU ms per delivery (each function's thread CPU clock across its invocations):");
     println!(
         "{:<32} {:>8} {:>8} {:>8} {:>8}",
