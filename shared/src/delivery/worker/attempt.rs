@@ -229,11 +229,13 @@ impl DeliveryWorker {
             internal_result: internal_result.as_deref(),
         };
         let gone = rules.pauses_subscription(result.http_status);
-        let saved = (self.save_outcome(delivery, token, &outcome, config, gone)).await;
-        if let (Some(taken), None, false) = (run, claimed, matches!(saved, Ok(true))) {
+        let saved = (self.save_outcome(delivery, token, &outcome, config, gone)).await?;
+        // Not saved: the batch's next success ends the run. (A save that failed may have landed,
+        // keeping the run on the delivery; else its message comes back and a later batch reads.)
+        if let (Some(taken), None, false) = (run, claimed, saved) {
             runs.give_back(&delivery.subscription_id, taken).await;
         }
-        if !saved? {
+        if !saved {
             let why = "lease taken over before the outcome was saved";
             return Ok((WorkOutcome::Skipped(why), false));
         }

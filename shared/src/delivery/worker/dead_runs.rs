@@ -9,7 +9,9 @@
 //!
 //! A retry ends the run its claim read (with its Max Retries), as it did. A reading that failed
 //! is not shared: the success keeps its end pending ([`RUN_UNREAD`]) and the next one reads again.
-//! A success whose outcome was not saved gives the run it took back, for the next to end.
+//! A success whose outcome was refused (its lease taken over) gives the run it took back, for the
+//! next to end; one whose save failed keeps it, as its outcome may have landed with the run kept
+//! on it (else its message comes back, and a later batch reads the run again).
 
 use super::effects::RUN_UNREAD;
 use super::DeliveryWorker;
@@ -74,7 +76,7 @@ impl BatchRuns {
         }
     }
 
-    /// Gives back the run `run` a success took but could not keep (its outcome was not saved).
+    /// Gives back the run `run` a success took but could not keep (its outcome was refused).
     pub(crate) async fn give_back(&self, subscription: &SubscriptionId, run: u32) {
         if run == RUN_UNREAD {
             return;
