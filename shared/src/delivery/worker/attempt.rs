@@ -230,8 +230,9 @@ impl DeliveryWorker {
         };
         let gone = rules.pauses_subscription(result.http_status);
         let saved = (self.save_outcome(delivery, token, &outcome, config, gone)).await?;
-        // Not saved: the batch's next success ends the run. (A save that failed may have landed,
-        // keeping the run on the delivery; else its message comes back and a later batch reads.)
+        // Refused (the lease taken over): the batch's next success ends the run instead. A save
+        // that failed (`?` above) keeps it: the outcome may have landed with the run kept on the
+        // delivery; else its message comes back and a later batch reads the run.
         if let (Some(taken), None, false) = (run, claimed, saved) {
             runs.give_back(&delivery.subscription_id, taken).await;
         }
